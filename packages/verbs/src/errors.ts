@@ -1,0 +1,68 @@
+/**
+ * Errors of @rdmajs/verbs. Users match on `code`, which never changes once published.
+ * Three families are kept apart: user mistakes (thrown synchronously after validation),
+ * system failures (errno + the verb that failed) and completion failures (status of a
+ * work completion).
+ */
+
+export type RdmaErrorCode =
+  | 'ERR_RDMA_INVALID_ARG'
+  | 'ERR_RDMA_OUT_OF_RANGE'
+  | 'ERR_RDMA_INVALID_STATE'
+  | 'ERR_RDMA_QUEUE_FULL'
+  | 'ERR_RDMA_CLOSED'
+  | 'ERR_RDMA_MR_INVALID'
+  | 'ERR_RDMA_NO_DEVICE'
+  | 'ERR_RDMA_PROVIDER_UNAVAILABLE'
+  | 'ERR_RDMA_UNREACHABLE'
+  | 'ERR_RDMA_TIMEOUT'
+  | 'ERR_RDMA_SYSTEM'
+  | 'ERR_RDMA_COMPLETION'
+  | 'ERR_RDMA_CQ_OVERRUN'
+  | 'ERR_RDMA_NATIVE_LOAD';
+
+export interface RdmaErrorOptions {
+  cause?: unknown;
+  retryable?: boolean;
+}
+
+/** Base of every error this package throws or emits. */
+export class RdmaError extends Error {
+  readonly code: RdmaErrorCode;
+  readonly retryable: boolean;
+
+  constructor(code: RdmaErrorCode, message: string, options: RdmaErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RdmaError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** A system call or verb failed: keeps errno and the verb's name. */
+export class RdmaSystemError extends RdmaError {
+  readonly errno: number;
+  readonly syscall: string;
+
+  constructor(syscall: string, errno: number, message: string, code: RdmaErrorCode = 'ERR_RDMA_SYSTEM') {
+    super(code, `${syscall}: ${message}`, { retryable: errno === 11 /* EAGAIN */ });
+    this.name = 'RdmaSystemError';
+    this.errno = errno;
+    this.syscall = syscall;
+  }
+}
+
+/** A work completion that did not succeed, kept with its status, wrId and vendor error. */
+export class RdmaCompletionError extends RdmaError {
+  readonly status: string;
+  readonly wrId: number;
+  readonly vendorErr: number;
+
+  constructor(status: string, wrId: number, vendorErr: number, retryable: boolean) {
+    super('ERR_RDMA_COMPLETION', `work request ${wrId} completed with ${status}`, { retryable });
+    this.name = 'RdmaCompletionError';
+    this.status = status;
+    this.wrId = wrId;
+    this.vendorErr = vendorErr;
+  }
+}

@@ -1,0 +1,147 @@
+/** Plain data types of the verbs API (no behaviour). Names follow libibverbs. */
+
+export type ProviderName = 'soft' | 'ibverbs';
+
+/** Memory access flags, numerically equal to `enum ibv_access_flags`. */
+export const Access = {
+  LocalWrite: 1,
+  RemoteWrite: 2,
+  RemoteRead: 4,
+  RemoteAtomic: 8,
+} as const;
+
+export type QpState = 'reset' | 'init' | 'rtr' | 'rts' | 'error';
+
+export type SendOpcode = 'SEND' | 'SEND_WITH_IMM' | 'RDMA_WRITE' | 'RDMA_WRITE_WITH_IMM' | 'RDMA_READ';
+
+/** `enum ibv_wc_status` names, in their numeric order (index = ibverbs value). */
+export const WC_STATUSES = [
+  'SUCCESS',
+  'LOC_LEN_ERR',
+  'LOC_QP_OP_ERR',
+  'LOC_EEC_OP_ERR',
+  'LOC_PROT_ERR',
+  'WR_FLUSH_ERR',
+  'MW_BIND_ERR',
+  'BAD_RESP_ERR',
+  'LOC_ACCESS_ERR',
+  'REM_INV_REQ_ERR',
+  'REM_ACCESS_ERR',
+  'REM_OP_ERR',
+  'RETRY_EXC_ERR',
+  'RNR_RETRY_EXC_ERR',
+  'LOC_RDD_VIOL_ERR',
+  'REM_INV_RD_REQ_ERR',
+  'REM_ABORT_ERR',
+  'INV_EECN_ERR',
+  'INV_EEC_STATE_ERR',
+  'FATAL_ERR',
+  'RESP_TIMEOUT_ERR',
+  'GENERAL_ERR',
+] as const;
+export type WcStatus = (typeof WC_STATUSES)[number];
+
+/** Completion opcodes; the receive side ones have the `RECV` prefix, as in ibverbs. */
+export type WcOpcode = 'SEND' | 'RDMA_WRITE' | 'RDMA_READ' | 'RECV' | 'RECV_RDMA_WITH_IMM';
+
+/** One scatter/gather element: a range of registered memory. */
+export interface Sge {
+  addr: number;
+  length: number;
+  lkey: number;
+}
+
+export interface SendWr {
+  /** Returned in the completion; an integer in [0, 2^53). */
+  wrId: number;
+  opcode: SendOpcode;
+  sgList: readonly Sge[];
+  /** Default true. Unsignaled WRs complete silently unless they fail. */
+  signaled?: boolean;
+  /** Copy the payload at post time; the lkey is not checked. */
+  inline?: boolean;
+  /** Immediate data (uint32) for the *_WITH_IMM opcodes. */
+  imm?: number;
+  /** Remote address and key for RDMA_WRITE*, RDMA_READ. */
+  remoteAddr?: number;
+  rkey?: number;
+}
+
+export interface RecvWr {
+  wrId: number;
+  sgList: readonly Sge[];
+}
+
+/** A work completion. `poll()` fills preallocated instances of this shape. */
+export interface WorkCompletion {
+  wrId: number;
+  status: WcStatus;
+  opcode: WcOpcode;
+  byteLen: number;
+  imm: number;
+  /** True when `imm` carries immediate data. */
+  withImm: boolean;
+  qpNum: number;
+  srcQp: number;
+  vendorErr: number;
+}
+
+export interface QpCaps {
+  maxSendWr: number;
+  maxRecvWr: number;
+  maxSendSge: number;
+  maxRecvSge: number;
+  maxInlineData: number;
+}
+
+export interface ConnectOptions {
+  /** RNR retries before RNR_RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
+  rnrRetry?: number;
+  /** Transport retries before RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
+  retryCount?: number;
+  /** Local ACK timeout exponent, 0..31: 4.096 µs × 2^timeout; 0 = infinite. Default 14. */
+  timeout?: number;
+  /** Encoded minimum RNR NAK timer, 0..31 (IB table; 0 = 655.36 ms). Default 12 (0.64 ms). */
+  minRnrTimer?: number;
+  /** Remote access this QP grants its peer (Access flags). Default all remote access. */
+  access?: number;
+}
+
+export interface PortInfo {
+  port: number;
+  state: 'DOWN' | 'INIT' | 'ARMED' | 'ACTIVE';
+  activeMtu: number;
+  linkLayer: 'Ethernet' | 'InfiniBand' | 'Shared memory';
+  lid: number;
+  gids: string[];
+}
+
+export interface DeviceLimits {
+  maxQp: number;
+  maxQpWr: number;
+  maxSge: number;
+  maxCq: number;
+  maxCqe: number;
+  maxMr: number;
+  maxMrSize: number;
+  maxMsgSize: number;
+  maxInlineData: number;
+  maxSrq: number;
+  maxSrqWr: number;
+}
+
+export interface DeviceInfo {
+  name: string;
+  provider: ProviderName;
+  guid: string;
+  ports: PortInfo[];
+  limits: DeviceLimits;
+}
+
+/** What a peer needs to connect to a QP; JSON-serialisable, exchanged out of band. */
+export interface Endpoint {
+  provider: ProviderName;
+  qpn: number;
+  psn: number;
+  [field: string]: unknown;
+}
