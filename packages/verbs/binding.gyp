@@ -1,0 +1,18 @@
+{
+  "targets": [
+    {
+      "target_name": "rdmajs_verbs",
+      "sources": [
+        "native/binding.cc",
+        "native/soft/copy.cc",
+        "native/soft/device.cc",
+        "native/soft/segment.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],
+      "cflags_cc": ["-std=c++20", "-O2", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+      "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
+      "libraries": ["-lpthread"]
+    }
+  ]
+}

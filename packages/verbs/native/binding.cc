@@ -1,0 +1,434 @@
+// Node-API adapter of the soft provider. JS validates, C++ trusts: every argument has
+// been range-checked in TypeScript; here they arrive as plain positional numbers.
+#include <napi.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "soft/device.h"
+
+namespace {
+
+struct AddonData {
+  Napi::FunctionReference systemError;  // RdmaSystemError(syscall, errno, message)
+};
+
+Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
+  auto* data = env.GetInstanceData<AddonData>();
+  if (data && !data->systemError.IsEmpty()) {
+    Napi::Object e = data->systemError.New({Napi::String::New(env, syscall), Napi::Number::New(env, err),
+                                            Napi::String::New(env, std::strerror(err))});
+    return Napi::Error(env, e);
+  }
+  return Napi::Error::New(env, std::string(syscall) + ": " + std::strerror(err));
+}
+
+struct Mapping {
+  void* base;
+  size_t length;
+  int fd;
+};
+
+void free_mapping(Napi::Env, void*, Mapping* m) {
+  munmap(m->base, m->length);
+  close(m->fd);
+  delete m;
+}
+
+class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "SoftDevice",
+                       {
+                           InstanceMethod<&SoftDevice::Close>("close"),
+                           InstanceMethod<&SoftDevice::EndpointBase>("endpointBase"),
+                           InstanceMethod<&SoftDevice::AllocMr>("allocMr"),
+                           InstanceMethod<&SoftDevice::RegMr>("regMr"),
+                           InstanceMethod<&SoftDevice::DeregMr>("deregMr"),
+                           InstanceMethod<&SoftDevice::CreateCq>("createCq"),
+                           InstanceMethod<&SoftDevice::DestroyCq>("destroyCq"),
+                           InstanceMethod<&SoftDevice::CqCapacity>("cqCapacity"),
+                           InstanceMethod<&SoftDevice::PollCq>("pollCq"),
+                           InstanceMethod<&SoftDevice::CqCount>("cqCount"),
+                           InstanceMethod<&SoftDevice::ArmCq>("armCq"),
+                           InstanceMethod<&SoftDevice::CreateSrq>("createSrq"),
+                           InstanceMethod<&SoftDevice::DestroySrq>("destroySrq"),
+                           InstanceMethod<&SoftDevice::PostSrqRecv>("postSrqRecv"),
+                           InstanceMethod<&SoftDevice::ArmSrqLimit>("armSrqLimit"),
+                           InstanceMethod<&SoftDevice::CreateQp>("createQp"),
+                           InstanceMethod<&SoftDevice::DestroyQp>("destroyQp"),
+                           InstanceMethod<&SoftDevice::QpInfo>("qpInfo"),
+                           InstanceMethod<&SoftDevice::QpState>("qpState"),
+                           InstanceMethod<&SoftDevice::ModifyQp>("modifyQp"),
+                           InstanceMethod<&SoftDevice::PostSend>("postSend"),
+                           InstanceMethod<&SoftDevice::PostRecv>("postRecv"),
+                           InstanceMethod<&SoftDevice::Inject>("inject"),
+                       });
+  }
+
+  explicit SoftDevice(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SoftDevice>(info) {
+    Napi::Env env = info.Env();
+    onEvent_ = Napi::Persistent(info[0].As<Napi::Function>());
+    try {
+      dev_ = std::make_unique<soft::Device>();
+    } catch (const soft::SysError& e) {
+      system_error(env, e.syscall, e.err).ThrowAsJavaScriptException();
+      return;
+    }
+    asyncContext_ = std::make_unique<Napi::AsyncContext>(env, "rdmajs:soft-device");
+    uv_loop_t* loop = nullptr;
+    napi_get_uv_event_loop(env, &loop);
+    poll_ = new uv_poll_t;
+    poll_->data = this;
+    uv_poll_init(loop, poll_, dev_->segment().eventfd());
+    uv_poll_start(poll_, UV_READABLE, &SoftDevice::OnReadable);
+    uv_unref(reinterpret_cast<uv_handle_t*>(poll_));
+    timer_ = new uv_timer_t;
+    timer_->data = this;
+    uv_timer_init(loop, timer_);
+    uv_unref(reinterpret_cast<uv_handle_t*>(timer_));
+    env_ = env;
+    napi_add_env_cleanup_hook(env, &SoftDevice::Cleanup, this);
+    hookAdded_ = true;
+  }
+
+  ~SoftDevice() override { Shutdown(); }
+
+ private:
+  static void Cleanup(void* self) {
+    auto* d = static_cast<SoftDevice*>(self);
+    d->hookAdded_ = false;
+    d->Shutdown();
+  }
+
+  void Shutdown() {
+    if (poll_) {
+      uv_poll_stop(poll_);
+      uv_close(reinterpret_cast<uv_handle_t*>(poll_), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+      poll_ = nullptr;
+    }
+    if (timer_) {
+      uv_timer_stop(timer_);
+      uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+      timer_ = nullptr;
+    }
+    dev_.reset();
+    if (hookAdded_) {
+      napi_remove_env_cleanup_hook(env_, &SoftDevice::Cleanup, this);
+      hookAdded_ = false;
+    }
+  }
+
+  bool Alive(const Napi::CallbackInfo& info) {
+    if (dev_) return true;
+    Napi::Error::New(info.Env(), "device is closed").ThrowAsJavaScriptException();
+    return false;
+  }
+
+  // Runs expired retry/RNR/delay timers and arms the libuv timer for the next one.
+  void Schedule() {
+    if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
+    double next = dev_->progressDue();
+    if (next <= 0) return;
+    double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+    uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
+  }
+
+  static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
+
+  static void OnReadable(uv_poll_t* p, int status, int) {
+    auto* self = static_cast<SoftDevice*>(p->data);
+    if (status < 0 || !self->dev_) return;
+    uint64_t v;
+    while (read(self->dev_->segment().eventfd(), &v, sizeof v) > 0) {
+    }
+    self->events_.clear();
+    self->dev_->onDoorbell(self->events_);
+    self->Schedule();
+    Napi::Env env = self->Env();
+    Napi::HandleScope scope(env);
+    // Copy: the callback may close the device.
+    std::vector<std::pair<int, int>> events = self->events_;
+    for (auto& [kind, handle] : events) {
+      if (self->onEvent_.IsEmpty()) break;
+      self->onEvent_.MakeCallback(self->Value(), {Napi::Number::New(env, kind), Napi::Number::New(env, handle)},
+                                  *self->asyncContext_);
+    }
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Shutdown();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value EndpointBase(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    Napi::Env env = info.Env();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("pid", static_cast<double>(dev_->pid()));
+    o.Set("segFd", dev_->segment().memfd());
+    o.Set("bellFd", dev_->segment().eventfd());
+    o.Set("bootId", std::string(dev_->segment().header()->bootId));
+    return o;
+  }
+
+  Napi::Value AllocMr(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    size_t length = static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue());
+    uint32_t access = info[1].As<Napi::Number>().Uint32Value();
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-mr", MFD_CLOEXEC));
+    if (fd < 0) return (system_error(env, "memfd_create", errno).ThrowAsJavaScriptException(), env.Undefined());
+    if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
+      int e = errno;
+      close(fd);
+      return (system_error(env, "ftruncate", e).ThrowAsJavaScriptException(), env.Undefined());
+    }
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return (system_error(env, "mmap", e).ThrowAsJavaScriptException(), env.Undefined());
+    }
+    uint32_t key = 0;
+    int h = dev_->regMr(reinterpret_cast<uint64_t>(p), length, access, &key);
+    if (h < 0) {
+      munmap(p, length);
+      close(fd);
+      return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    }
+    auto* m = new Mapping{p, length, fd};
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, free_mapping, m);
+    Napi::Array out = Napi::Array::New(env, 4);
+    out.Set(0u, h);
+    out.Set(1u, ab);
+    out.Set(2u, static_cast<double>(reinterpret_cast<uint64_t>(p)));
+    out.Set(3u, key);
+    return out;
+  }
+
+  Napi::Value RegMr(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
+    size_t offset = static_cast<size_t>(info[1].As<Napi::Number>().DoubleValue());
+    size_t length = static_cast<size_t>(info[2].As<Napi::Number>().DoubleValue());
+    uint32_t access = info[3].As<Napi::Number>().Uint32Value();
+    uint64_t addr = reinterpret_cast<uint64_t>(static_cast<uint8_t*>(ab.Data()) + offset);
+    uint32_t key = 0;
+    int h = dev_->regMr(addr, length, access, &key);
+    if (h < 0) return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    Napi::Array out = Napi::Array::New(env, 3);
+    out.Set(0u, h);
+    out.Set(1u, static_cast<double>(addr));
+    out.Set(2u, key);
+    return out;
+  }
+
+  Napi::Value DeregMr(const Napi::CallbackInfo& info) {
+    if (dev_) dev_->deregMr(info[0].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value CreateCq(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    int h = dev_->createCq(info[0].As<Napi::Number>().Uint32Value());
+    if (h < 0) return (system_error(env, "ibv_create_cq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    return Napi::Number::New(env, h);
+  }
+
+  Napi::Value DestroyCq(const Napi::CallbackInfo& info) {
+    if (dev_) dev_->destroyCq(info[0].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value CqCapacity(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->cqCapacity(info[0].As<Napi::Number>().Int32Value()));
+  }
+
+  Napi::Value PollCq(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    Napi::Float64Array out = info[1].As<Napi::Float64Array>();
+    int max = info[2].As<Napi::Number>().Int32Value();
+    int n = dev_->pollCq(h, out.Data(), max);
+    Schedule();
+    return Napi::Number::New(info.Env(), n);
+  }
+
+  Napi::Value CqCount(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    uint32_t n = dev_->cqCount(info[0].As<Napi::Number>().Int32Value());
+    Schedule();
+    return Napi::Number::New(info.Env(), n);
+  }
+
+  Napi::Value ArmCq(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->armCq(info[0].As<Napi::Number>().Int32Value()));
+  }
+
+  Napi::Value CreateSrq(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    int h = dev_->createSrq(info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::Number>().Uint32Value());
+    if (h < 0) return (system_error(env, "ibv_create_srq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    return Napi::Number::New(env, h);
+  }
+
+  Napi::Value DestroySrq(const Napi::CallbackInfo& info) {
+    if (dev_) dev_->destroySrq(info[0].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value PostSrqRecv(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
+    return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value()));
+  }
+
+  Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    dev_->armSrqLimit(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Uint32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value CreateQp(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    auto n = [&](int i) { return info[i].As<Napi::Number>().Int32Value(); };
+    int h = dev_->createQp(n(0), n(1), n(2), n(3), n(4), n(5), n(6), n(7));
+    if (h < 0) return (system_error(env, "ibv_create_qp", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    return Napi::Number::New(env, h);
+  }
+
+  Napi::Value DestroyQp(const Napi::CallbackInfo& info) {
+    if (dev_) dev_->destroyQp(info[0].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value QpInfo(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    Napi::Array out = Napi::Array::New(env, 3);
+    out.Set(0u, dev_->qpNum(h));
+    out.Set(1u, dev_->qpSlot(h));
+    out.Set(2u, dev_->qpGen(h));
+    return out;
+  }
+
+  Napi::Value QpState(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->qpState(info[0].As<Napi::Number>().Int32Value()));
+  }
+
+  // modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
+  // minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
+  Napi::Value ModifyQp(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!Alive(info)) return env.Undefined();
+    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
+    int h = info[0].As<Napi::Number>().Int32Value();
+    uint32_t to = u(1);
+    int rc = EINVAL;
+    switch (to) {
+      case soft::QPS_INIT: rc = dev_->toInit(h, u(2)); break;
+      case soft::QPS_RTR: {
+        const soft::SysError* se = nullptr;
+        rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), u(5), u(6), u(7),
+                         u(8), &se);
+        if (se) return (system_error(env, se->syscall, se->err).ThrowAsJavaScriptException(), env.Undefined());
+        break;
+      }
+      case soft::QPS_RTS: rc = dev_->toRts(h, u(2), u(3), u(4)); break;
+      case soft::QPS_ERR: rc = dev_->toErr(h); break;
+      case soft::QPS_RESET: rc = dev_->toReset(h); break;
+      default: break;
+    }
+    return Napi::Number::New(env, rc);
+  }
+
+  Napi::Value PostSend(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
+    int rc = dev_->postSend(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value());
+    Schedule();
+    return Napi::Number::New(info.Env(), rc);
+  }
+
+  Napi::Value PostRecv(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
+    return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value()));
+  }
+
+  // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms).
+  Napi::Value Inject(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    int h = info[0].As<Napi::Number>().Int32Value();
+    int kind = info[1].As<Napi::Number>().Int32Value();
+    double v = info[2].As<Napi::Number>().DoubleValue();
+    if (kind == 0) dev_->injectBreakLink(h);
+    if (kind == 1) dev_->injectStall(h, v != 0);
+    if (kind == 2) dev_->injectDelay(h, v);
+    return info.Env().Undefined();
+  }
+
+  std::unique_ptr<soft::Device> dev_;
+  std::unique_ptr<Napi::AsyncContext> asyncContext_;
+  Napi::FunctionReference onEvent_;
+  uv_poll_t* poll_ = nullptr;
+  uv_timer_t* timer_ = nullptr;
+  napi_env env_ = nullptr;
+  bool hookAdded_ = false;
+  std::vector<std::pair<int, int>> events_;
+};
+
+Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {
+  auto* data = info.Env().GetInstanceData<AddonData>();
+  data->systemError = Napi::Persistent(info[0].As<Napi::Function>());
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftLimits(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  using L = soft::DeviceLimits;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("maxQp", soft::kQpSlots);
+  o.Set("maxQpWr", L::maxQpWr);
+  o.Set("maxSge", L::maxSge);
+  o.Set("maxCqe", L::maxCqe);
+  o.Set("maxMr", soft::kMrSlots - 1);
+  o.Set("maxMrSize", static_cast<double>(L::maxMrSize));
+  o.Set("maxMsgSize", static_cast<double>(L::maxMsg));
+  o.Set("maxInlineData", L::maxInline);
+  o.Set("maxSrqWr", L::maxSrqWr);
+  o.Set("bootId", soft::boot_id());
+  return o;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  env.SetInstanceData(new AddonData());
+  exports.Set("SoftDevice", SoftDevice::Define(env));
+  exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass));
+  exports.Set("softLimits", Napi::Function::New(env, SoftLimits));
+  exports.Set("hasIbverbs", Napi::Boolean::New(env, false));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(rdmajs_verbs, Init)

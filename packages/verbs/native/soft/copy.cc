@@ -1,0 +1,54 @@
+#include "copy.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace soft {
+
+namespace {
+
+void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
+  size_t di = 0, si = 0, doff = 0, soff = 0;
+  while (di < nd && si < ns) {
+    size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);
+    if (n) std::memcpy(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
+    doff += n;
+    soff += n;
+    if (doff == dst[di].iov_len) { di++; doff = 0; }
+    if (soff == src[si].iov_len) { si++; soff = 0; }
+  }
+}
+
+size_t total(const iovec* v, size_t n) {
+  size_t t = 0;
+  for (size_t i = 0; i < n; i++) t += v[i].iov_len;
+  return t;
+}
+
+}  // namespace
+
+bool copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
+  size_t want = total(local, nl);
+  if (want == 0) return true;
+  if (peer == getpid()) {
+    scatter_copy(remote, nr, local, nl);
+    return true;
+  }
+  ssize_t n = process_vm_writev(peer, local, nl, remote, nr, 0);
+  return n == static_cast<ssize_t>(want);
+}
+
+bool copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
+  size_t want = total(local, nl);
+  if (want == 0) return true;
+  if (peer == getpid()) {
+    scatter_copy(local, nl, remote, nr);
+    return true;
+  }
+  ssize_t n = process_vm_readv(peer, local, nl, remote, nr, 0);
+  return n == static_cast<ssize_t>(want);
+}
+
+}  // namespace soft

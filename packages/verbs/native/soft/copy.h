@@ -1,0 +1,18 @@
+// Moving payload between this process and a peer's registered memory: memcpy when the
+// peer is this very process (another device or a worker), cross-memory attach
+// (process_vm_readv/writev, one system call per operation) otherwise.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+
+namespace soft {
+
+// Copies the bytes described by `local` into `remote` (write) or `remote` into `local`
+// (read). Both lists describe the same total length. Returns false on a fault.
+bool copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr);
+bool copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr);
+
+}  // namespace soft

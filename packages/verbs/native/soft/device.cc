@@ -1,0 +1,821 @@
+#include "device.h"
+
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "copy.h"
+
+namespace soft {
+
+double now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+namespace {
+
+// IB spec table of the encoded minimum RNR NAK timer, in milliseconds (0 is the longest).
+constexpr double kRnrTimerMs[32] = {655.36, 0.01,  0.02,  0.03,  0.04,  0.06,  0.08,  0.12,
+                                    0.16,   0.24,  0.32,  0.48,  0.64,  0.96,  1.28,  1.92,
+                                    2.56,   3.84,  5.12,  7.68,  10.24, 15.36, 20.48, 30.72,
+                                    40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+
+// Local ACK timeout: 4.096 us * 2^timeout. 0 means infinite: retransmit every 100 ms.
+double ack_timeout_ms(uint32_t timeout) {
+  if (timeout == 0) return 100.0;
+  return 4.096e-3 * std::ldexp(1.0, static_cast<int>(timeout));
+}
+
+enum SendOp : uint8_t { OP_SEND = 0, OP_SEND_IMM = 1, OP_WRITE = 2, OP_WRITE_IMM = 3, OP_READ = 4 };
+
+uint8_t wc_opcode(uint8_t op) {
+  switch (op) {
+    case OP_WRITE:
+    case OP_WRITE_IMM: return OPC_RDMA_WRITE;
+    case OP_READ: return OPC_RDMA_READ;
+    default: return OPC_SEND;
+  }
+}
+
+constexpr size_t kMaxIov = DeviceLimits::maxSge;
+
+inline MrEntry* mr_table(uint8_t* base) {
+  return reinterpret_cast<MrEntry*>(base + reinterpret_cast<SegmentHeader*>(base)->mrTableOff);
+}
+
+// Looks a key up in a segment's MR table; checks bounds and access. 0 = ok, else a
+// reason: 1 bad key, 2 out of bounds, 3 access denied.
+int check_mr(uint8_t* base, uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
+  auto* h = reinterpret_cast<SegmentHeader*>(base);
+  uint32_t slot = key >> 8;
+  if (key == 0 || slot >= h->mrSlots) return 1;
+  MrEntry& m = mr_table(base)[slot];
+  if (m.key.load(std::memory_order_acquire) != key) return 1;
+  if (addr < m.addr || addr + len > m.addr + m.length || addr + len < addr) return 2;
+  if ((m.access & need) != need) return 3;
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+// QP numbers are unique within a process (several devices, workers) and spread by pid.
+std::atomic<uint32_t> g_nextQpn{0};
+}  // namespace
+
+Device::Device() : pid_(getpid()) {
+  uint32_t expected = 0;
+  g_nextQpn.compare_exchange_strong(expected, 0x100 + (static_cast<uint32_t>(pid_) * 4096u) % 0xf00000u);
+  freeMrSlots_.reserve(kMrSlots);
+  for (uint32_t s = kMrSlots; s-- > 1;) freeMrSlots_.push_back(s);
+  freeQpSlots_.reserve(kQpSlots);
+  for (uint32_t s = kQpSlots; s-- > 0;) freeQpSlots_.push_back(s);
+  qpBySlot_.assign(kQpSlots, nullptr);
+  mrGen_.assign(kMrSlots, 0);
+}
+
+Device::~Device() {
+  qps_.clear();
+  seg_.retire();
+}
+
+void Device::ringSelf() {
+  uint64_t one = 1;
+  ssize_t r = write(seg_.eventfd(), &one, sizeof one);
+  (void)r;
+}
+
+QpShared* Device::qpShared(uint32_t slot) {
+  return reinterpret_cast<QpShared*>(seg_.base() + seg_.header()->qpTableOff) + slot;
+}
+
+MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base()) + slot; }
+
+// ---------------------------------------------------------------- memory regions
+
+int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, uint32_t* keyOut) {
+  if (freeMrSlots_.empty()) return -1;
+  uint32_t slot = freeMrSlots_.back();
+  freeMrSlots_.pop_back();
+  uint8_t g = static_cast<uint8_t>(mrGen_[slot] % 255 + 1);
+  mrGen_[slot] = g;
+  uint32_t key = (slot << 8) | g;
+  MrEntry* e = mrEntry(slot);
+  e->access = access;
+  e->addr = addr;
+  e->length = length;
+  e->key.store(key, std::memory_order_release);
+  int h = nextHandle_++;
+  mrs_[h] = Mr{slot, key, addr, length, access};
+  *keyOut = key;
+  return h;
+}
+
+void Device::deregMr(int h) {
+  auto it = mrs_.find(h);
+  if (it == mrs_.end()) return;
+  mrEntry(it->second.slot)->key.store(0, std::memory_order_release);
+  freeMrSlots_.push_back(it->second.slot);
+  mrs_.erase(it);
+}
+
+// ---------------------------------------------------------------- completion queues
+
+int Device::createCq(uint32_t capacity) {
+  uint64_t off = seg_.alloc(sizeof(CqShared) + 64 + sizeof(Cqe) * static_cast<uint64_t>(capacity));
+  if (!off) return -1;
+  auto* cq = reinterpret_cast<CqShared*>(seg_.base() + off);
+  cq->capacity = capacity;
+  cq->entriesOff = off + ((sizeof(CqShared) + 63) & ~uint64_t{63});
+  int h = nextHandle_++;
+  cqs_[h] = off;
+  return h;
+}
+
+CqShared* Device::cqAt(int h) { return reinterpret_cast<CqShared*>(seg_.base() + cqs_.at(h)); }
+
+void Device::destroyCq(int h) {
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) return;
+  seg_.free(it->second);
+  cqErrReported_.erase(h);
+  cqs_.erase(it);
+}
+
+uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
+
+uint32_t Device::cqCount(int h) {
+  if (blockedCount_) progressDue();
+  CqShared* cq = cqAt(h);
+  return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+}
+
+uint32_t Device::armCq(int h) {
+  CqShared* cq = cqAt(h);
+  cq->armed.store(1, std::memory_order_seq_cst);
+  return __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
+}
+
+bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer) {
+  cq->lock.lock(static_cast<uint32_t>(pid_));
+  if (cq->count == cq->capacity) {
+    cq->lock.unlock();
+    cq->overrun.store(1, std::memory_order_release);
+    if (peer) peer->ring(); else ringSelf();
+    return false;
+  }
+  Cqe* entries = reinterpret_cast<Cqe*>(base + cq->entriesOff);
+  entries[(cq->head + cq->count) % cq->capacity] = e;
+  __atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
+  cq->lock.unlock();
+  if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
+    if (peer) peer->ring(); else ringSelf();
+  }
+  return true;
+}
+
+int Device::pollCq(int h, double* out, int max) {
+  if (blockedCount_) progressDue();
+  CqShared* cq = cqAt(h);
+  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
+  Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
+  cq->lock.lock(static_cast<uint32_t>(pid_));
+  int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
+  for (int i = 0; i < n; i++) {
+    const Cqe& e = entries[(cq->head + i) % cq->capacity];
+    double* o = out + i * 8;
+    o[0] = static_cast<double>(e.wrId);
+    o[1] = e.status;
+    o[2] = e.opcode;
+    o[3] = e.byteLen;
+    o[4] = e.imm;
+    o[5] = e.qpNum;
+    o[6] = e.flags;
+    o[7] = e.srcQp;
+    if (e.sqSeq) {
+      Qp* q = e.qpSlot < qpBySlot_.size() ? qpBySlot_[e.qpSlot] : nullptr;
+      if (q && q->gen == e.qpGen && static_cast<int32_t>(e.sqSeq - q->sqRetired) > 0) q->sqRetired = e.sqSeq;
+    }
+  }
+  cq->head = (cq->head + n) % cq->capacity;
+  cq->count -= n;
+  cq->lock.unlock();
+  return n;
+}
+
+// ---------------------------------------------------------------- receive queues
+
+namespace {
+
+uint64_t rq_bytes(uint32_t cap, uint32_t maxSge, uint32_t* wqeBytes) {
+  *wqeBytes = static_cast<uint32_t>(sizeof(RecvWqe) + sizeof(WireSge) * maxSge);
+  return 64 + static_cast<uint64_t>(*wqeBytes) * cap;
+}
+
+void init_rq(uint8_t* base, uint64_t off, uint32_t cap, uint32_t maxSge) {
+  auto* r = reinterpret_cast<RecvQueue*>(base + off);
+  uint32_t wb;
+  rq_bytes(cap, maxSge, &wb);
+  r->capacity = cap;
+  r->maxSge = maxSge;
+  r->wqeBytes = wb;
+  r->wqeOff = off + 64;
+}
+
+RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
+  return reinterpret_cast<RecvWqe*>(base + r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * (i % r->capacity));
+}
+
+// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples).
+int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, int count) {
+  r->lock.lock(self);
+  size_t p = 0;
+  for (int i = 0; i < count; i++) {
+    if (r->count == r->capacity) {
+      r->lock.unlock();
+      return (i << 8) | POST_ENOMEM;
+    }
+    RecvWqe* w = wqe_at(base, r, r->head + r->count);
+    w->wrId = static_cast<uint64_t>(wrs[p]);
+    w->numSge = static_cast<uint32_t>(wrs[p + 1]);
+    p += 2;
+    auto* sg = reinterpret_cast<WireSge*>(w + 1);
+    for (uint32_t s = 0; s < w->numSge; s++, p += 3) {
+      sg[s].addr = static_cast<uint64_t>(wrs[p]);
+      sg[s].length = static_cast<uint32_t>(wrs[p + 1]);
+      sg[s].lkey = static_cast<uint32_t>(wrs[p + 2]);
+    }
+    __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
+  }
+  r->lock.unlock();
+  return POST_OK;
+}
+
+// Takes the next receive WQE. Returns false when none is posted (receiver not ready).
+bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit) {
+  r->lock.lock(self);
+  if (r->count == 0) {
+    r->lock.unlock();
+    return false;
+  }
+  RecvWqe* w = wqe_at(base, r, r->head);
+  *out = *w;
+  std::memcpy(sgOut, w + 1, sizeof(WireSge) * std::min<uint32_t>(w->numSge, r->maxSge));
+  r->head = (r->head + 1) % r->capacity;
+  r->count--;
+  uint32_t lim = r->limit.load(std::memory_order_relaxed);
+  *limitHit = lim && r->count < lim;
+  if (*limitHit) {
+    r->limit.store(0);
+    r->limitReached.store(1, std::memory_order_release);
+  }
+  r->lock.unlock();
+  return true;
+}
+
+}  // namespace
+
+void Device::flushRecvQueue(uint8_t* base, RecvQueue* r, uint64_t cqOff, uint32_t qpNum, const PeerSegment* peer) {
+  auto* cq = reinterpret_cast<CqShared*>(base + cqOff);
+  for (;;) {
+    RecvWqe w;
+    WireSge sg[kMaxIov];
+    bool lim;
+    if (!take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim)) break;
+    Cqe e{};
+    e.wrId = w.wrId;
+    e.status = WC_WR_FLUSH_ERR;
+    e.qpNum = qpNum;
+    pushCqe(base, cq, e, peer);
+  }
+}
+
+int Device::createSrq(uint32_t maxWr, uint32_t maxSge) {
+  uint32_t wb;
+  uint64_t off = seg_.alloc(rq_bytes(maxWr, maxSge, &wb));
+  if (!off) return -1;
+  init_rq(seg_.base(), off, maxWr, maxSge);
+  int h = nextHandle_++;
+  srqs_[h] = off;
+  return h;
+}
+
+void Device::destroySrq(int h) {
+  auto it = srqs_.find(h);
+  if (it == srqs_.end()) return;
+  seg_.free(it->second);
+  srqs_.erase(it);
+}
+
+int Device::postSrqRecv(int h, const double* wrs, int count) {
+  return post_rq(seg_.base(), rq(srqs_.at(h)), static_cast<uint32_t>(pid_), wrs, count);
+}
+
+void Device::armSrqLimit(int h, uint32_t limit) { rq(srqs_.at(h))->limit.store(limit); }
+
+// ---------------------------------------------------------------- queue pairs
+
+Qp* Device::qp(int h) { return qps_.at(h).get(); }
+
+int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
+                     uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline) {
+  if (freeQpSlots_.empty()) return -1;
+  auto q = std::make_unique<Qp>();
+  q->sendCq = sendCq;
+  q->recvCq = recvCq;
+  q->srq = srq;
+  q->maxSendWr = maxSendWr;
+  q->maxRecvWr = maxRecvWr;
+  q->maxSendSge = maxSendSge;
+  q->maxRecvSge = maxRecvSge;
+  q->maxInline = maxInline;
+  q->sq.resize(maxSendWr);
+  q->sqSge.resize(static_cast<size_t>(maxSendWr) * maxSendSge);
+  q->sqInline.resize(static_cast<size_t>(maxSendWr) * maxInline);
+  if (srq < 0) {
+    uint32_t wb;
+    q->rqOff = seg_.alloc(rq_bytes(maxRecvWr, maxRecvSge, &wb));
+    if (!q->rqOff) return -1;
+    init_rq(seg_.base(), q->rqOff, maxRecvWr, maxRecvSge);
+  }
+  q->slot = freeQpSlots_.back();
+  freeQpSlots_.pop_back();
+  QpShared* s = qpShared(q->slot);
+  q->gen = s->gen.load() + 1;
+  s->qpn = g_nextQpn.fetch_add(1) & 0xffffff;
+  s->state.store(QPS_RESET);
+  s->access.store(0);
+  s->remoteError.store(0);
+  s->stalled.store(0);
+  s->linkBroken.store(0);
+  s->hasSrq = srq >= 0;
+  s->minRnrTimer = 12;
+  s->rqOff = srq >= 0 ? srqs_.at(srq) : q->rqOff;
+  s->recvCqOff = cqs_.at(recvCq);
+  s->gen.store(q->gen, std::memory_order_release);
+  qpBySlot_[q->slot] = q.get();
+  int h = nextHandle_++;
+  qps_[h] = std::move(q);
+  return h;
+}
+
+void Device::destroyQp(int h) {
+  auto it = qps_.find(h);
+  if (it == qps_.end()) return;
+  Qp& q = *it->second;
+  toReset(h);
+  QpShared* s = qpShared(q.slot);
+  s->gen.store(q.gen + 1, std::memory_order_release);  // peers now see a vanished QP
+  if (q.rqOff) seg_.free(q.rqOff);
+  qpBySlot_[q.slot] = nullptr;
+  freeQpSlots_.push_back(q.slot);
+  qps_.erase(it);
+}
+
+uint32_t Device::qpNum(int h) { return qpShared(qp(h)->slot)->qpn; }
+uint32_t Device::qpSlot(int h) { return qp(h)->slot; }
+uint32_t Device::qpGen(int h) { return qp(h)->gen; }
+uint32_t Device::qpState(int h) { return qpShared(qp(h)->slot)->state.load(std::memory_order_acquire); }
+
+int Device::toInit(int h, uint32_t access) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (s->state.load() != QPS_RESET) return EINVAL;
+  s->access.store(access);
+  s->state.store(QPS_INIT, std::memory_order_release);
+  return 0;
+}
+
+int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t peerSlot, uint32_t peerGen,
+                  uint32_t peerQpn, uint32_t minRnrTimer, const SysError** sysErr) {
+  static thread_local SysError err;
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (s->state.load() != QPS_INIT) return EINVAL;
+  if (peerSlot >= kQpSlots) return EINVAL;
+  auto key = std::make_pair(peerPid, peerMemfd);
+  std::shared_ptr<PeerSegment> peer = peers_[key].lock();
+  if (!peer) {
+    try {
+      peer = std::make_shared<PeerSegment>(peerPid, peerMemfd, peerEventfd);
+    } catch (const SysError& e) {
+      err = e;
+      *sysErr = &err;
+      return e.err;
+    }
+    peers_[key] = peer;
+  }
+  q.peer = peer;
+  q.peerSlot = peerSlot;
+  q.peerGen = peerGen;
+  q.peerQpn = peerQpn;
+  s->minRnrTimer = minRnrTimer;
+  s->state.store(QPS_RTR, std::memory_order_release);
+  return 0;
+}
+
+int Device::toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (s->state.load() != QPS_RTR) return EINVAL;
+  q.timeout = timeout;
+  q.retryCount = retryCount;
+  q.rnrRetry = rnrRetry;
+  s->state.store(QPS_RTS, std::memory_order_release);
+  return 0;
+}
+
+int Device::toErr(int h) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (s->state.load() == QPS_RESET) return EINVAL;
+  moveToError(q);
+  return 0;
+}
+
+int Device::toReset(int h) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  s->state.store(QPS_RESET, std::memory_order_release);
+  if (q.blockedUntil > 0) {
+    q.blockedUntil = 0;
+    blockedCount_--;
+  }
+  q.sqHead = q.sqTail = q.sqRetired = 0;
+  RecvQueue* r = rq(s->rqOff);
+  if (!s->hasSrq) {
+    r->lock.lock(static_cast<uint32_t>(pid_));
+    r->head = 0;
+    r->count = 0;
+    r->lock.unlock();
+  }
+  s->stalled.store(0);
+  s->linkBroken.store(0);
+  s->remoteError.store(0);
+  q.delayMs = 0;
+  q.peer.reset();
+  return 0;
+}
+
+void Device::moveToError(Qp& q) {
+  qpShared(q.slot)->state.store(QPS_ERR, std::memory_order_release);
+  flushQp(q);
+}
+
+void Device::flushQp(Qp& q) {
+  if (q.blockedUntil > 0) {
+    q.blockedUntil = 0;
+    blockedCount_--;
+  }
+  CqShared* scq = cqAt(q.sendCq);
+  QpShared* s = qpShared(q.slot);
+  for (; q.sqHead != q.sqTail; q.sqHead++) {
+    SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+    Cqe c{};
+    c.wrId = e.wrId;
+    c.status = WC_WR_FLUSH_ERR;
+    c.qpNum = s->qpn;
+    c.sqSeq = e.seq + 1;
+    c.qpSlot = q.slot;
+    c.qpGen = q.gen;
+    pushCqe(seg_.base(), scq, c, nullptr);
+  }
+  if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
+}
+
+int Device::postRecv(int h, const double* wrs, int count) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  uint32_t st = s->state.load();
+  if (st == QPS_RESET || s->hasSrq) return POST_EINVAL;
+  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, count);
+  // The specification flushes receives posted in ERR at once (rxe waits for the next
+  // transition to ERR; documented difference).
+  if (st == QPS_ERR) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
+  return rc;
+}
+
+int Device::postSend(int h, const double* wrs, int count) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  uint32_t st = s->state.load();
+  if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return POST_EINVAL;
+  size_t p = 0;
+  int rc = POST_OK;
+  for (int i = 0; i < count; i++) {
+    if (q.sqTail - q.sqRetired >= q.maxSendWr) {
+      rc = (i << 8) | POST_ENOMEM;
+      break;
+    }
+    uint32_t idx = q.sqTail % q.maxSendWr;
+    SendEntry& e = q.sq[idx];
+    e.wrId = static_cast<uint64_t>(wrs[p]);
+    e.opcode = static_cast<uint8_t>(wrs[p + 1]);
+    uint32_t flags = static_cast<uint32_t>(wrs[p + 2]);
+    e.signaled = flags & 1;
+    e.isInline = (flags & 2) != 0;
+    e.imm = static_cast<uint32_t>(wrs[p + 3]);
+    e.remoteAddr = static_cast<uint64_t>(wrs[p + 4]);
+    e.rkey = static_cast<uint32_t>(wrs[p + 5]);
+    e.numSge = static_cast<uint32_t>(wrs[p + 6]);
+    p += 7;
+    WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
+    uint32_t total = 0;
+    for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
+      sg[k].addr = static_cast<uint64_t>(wrs[p]);
+      sg[k].length = static_cast<uint32_t>(wrs[p + 1]);
+      sg[k].lkey = static_cast<uint32_t>(wrs[p + 2]);
+      if (e.isInline) {
+        // Inline data is copied now: the application may reuse its buffer at once.
+        std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
+                    reinterpret_cast<const void*>(sg[k].addr), sg[k].length);
+      }
+      total += sg[k].length;
+    }
+    e.inlineLen = total;
+    e.seq = q.sqTail;
+    e.done = 0;
+    e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
+    e.retryLeft = (q.retryCount == 7 || q.timeout == 0) ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
+    e.readyAt = 0;
+    q.sqTail++;
+  }
+  if (st == QPS_ERR) {
+    flushQp(q);  // posting in ERR succeeds and flushes at once, as on real devices
+  } else if (q.blockedUntil == 0) {
+    progress(q);
+  }
+  return rc;
+}
+
+void Device::block(Qp& q, double untilMs) {
+  if (q.blockedUntil == 0) blockedCount_++;
+  q.blockedUntil = untilMs;
+}
+
+double Device::progressDue() {
+  if (!blockedCount_) return 0;
+  double now = now_ms();
+  double next = 0;
+  for (auto& [h, qp] : qps_) {
+    Qp& q = *qp;
+    if (q.blockedUntil > 0 && q.blockedUntil <= now) {
+      q.blockedUntil = 0;
+      blockedCount_--;
+      progress(q);
+    }
+    if (q.blockedUntil > 0 && (next == 0 || q.blockedUntil < next)) next = q.blockedUntil;
+  }
+  return next;
+}
+
+void Device::progress(Qp& q) {
+  QpShared* s = qpShared(q.slot);
+  while (q.sqHead != q.sqTail) {
+    if (s->state.load(std::memory_order_acquire) == QPS_ERR) {
+      flushQp(q);
+      return;
+    }
+    SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+    uint8_t status = WC_SUCCESS;
+    uint32_t len = 0;
+    Outcome o = execute(q, e, &status, &len);
+    if (o == RNR) {
+      if (e.rnrLeft == 0) {
+        status = WC_RNR_RETRY_EXC_ERR;
+      } else {
+        if (e.rnrLeft > 0) e.rnrLeft--;
+        QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+        block(q, now_ms() + kRnrTimerMs[t->minRnrTimer & 31]);
+        return;
+      }
+    } else if (o == TRANSPORT) {
+      if (e.retryLeft == 0) {
+        status = WC_RETRY_EXC_ERR;
+      } else {
+        if (e.retryLeft > 0) e.retryLeft--;
+        block(q, now_ms() + ack_timeout_ms(q.timeout));
+        return;
+      }
+    } else if (o == DELAY) {
+      block(q, e.readyAt);
+      return;
+    }
+    q.sqHead++;
+    completeSend(q, e, status, len);
+    if (status != WC_SUCCESS) {
+      moveToError(q);
+      return;
+    }
+  }
+}
+
+void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen) {
+  if (status == WC_SUCCESS && !e.signaled) return;  // retired by a later signaled completion
+  Cqe c{};
+  c.wrId = e.wrId;
+  c.status = status;
+  QpShared* s = qpShared(q.slot);
+  c.qpNum = s->qpn;
+  c.sqSeq = e.seq + 1;
+  c.qpSlot = q.slot;
+  c.qpGen = q.gen;
+  if (status == WC_SUCCESS) {
+    c.opcode = wc_opcode(e.opcode);
+    c.byteLen = byteLen;
+    if (e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM) c.flags = WCF_WITH_IMM;
+  }
+  if (!pushCqe(seg_.base(), cqAt(q.sendCq), c, nullptr)) {
+    // A lost send completion would desynchronise the application: fail loudly instead.
+    moveToError(q);
+  }
+}
+
+void Device::remoteFail(Qp& q, QpShared* t) {
+  PeerSegment* p = q.peer.get();
+  t->state.store(QPS_ERR, std::memory_order_release);
+  if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
+  t->remoteError.store(1, std::memory_order_release);
+  p->ring();
+}
+
+Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen) {
+  PeerSegment* p = q.peer.get();
+  if (!p) return TRANSPORT;
+  QpShared* self = qpShared(q.slot);
+  QpShared* t = reinterpret_cast<QpShared*>(p->base() + p->header()->qpTableOff) + q.peerSlot;
+  if (self->linkBroken.load(std::memory_order_relaxed) || t->linkBroken.load(std::memory_order_relaxed) ||
+      t->gen.load(std::memory_order_acquire) != q.peerGen || !p->alive()) {
+    return TRANSPORT;
+  }
+  uint32_t tst = t->state.load(std::memory_order_acquire);
+  if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
+  if (q.delayMs > 0) {
+    if (e.readyAt == 0) e.readyAt = now_ms() + q.delayMs;
+    if (now_ms() < e.readyAt) return DELAY;
+  }
+
+  // Local side: the gather list (or the inline copy), or the scatter list of a READ.
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint32_t idx = e.seq % q.maxSendWr;
+  if (e.isInline) {
+    local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
+    nl = e.inlineLen ? 1 : 0;
+    total = e.inlineLen;
+  } else {
+    const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
+    uint32_t need = e.opcode == OP_READ ? ACC_LOCAL_WRITE : 0;
+    for (uint32_t k = 0; k < e.numSge; k++) {
+      if (sg[k].length == 0) continue;
+      int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);
+      if (bad) {
+        *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        return DONE;
+      }
+      local[nl++] = iovec{reinterpret_cast<void*>(sg[k].addr), sg[k].length};
+      total += sg[k].length;
+    }
+  }
+  if (total > DeviceLimits::maxMsg) {
+    *status = WC_LOC_LEN_ERR;
+    return DONE;
+  }
+  *byteLen = static_cast<uint32_t>(total);
+  bool withImm = e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM;
+  bool needRecv = e.opcode == OP_SEND || e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM;
+
+  if (e.opcode == OP_WRITE || e.opcode == OP_WRITE_IMM || e.opcode == OP_READ) {
+    uint32_t need = e.opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
+    if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
+      if ((t->access.load() & need) != need) {
+        *status = WC_REM_INV_REQ_ERR;
+        remoteFail(q, t);
+        return DONE;
+      }
+      if (check_mr(p->base(), e.rkey, e.remoteAddr, total, need)) {
+        *status = WC_REM_ACCESS_ERR;
+        remoteFail(q, t);
+        return DONE;
+      }
+    }
+  }
+
+  RecvWqe w{};
+  WireSge rsg[kMaxIov];
+  RecvQueue* r = reinterpret_cast<RecvQueue*>(p->base() + t->rqOff);
+  if (needRecv) {
+    if (t->stalled.load(std::memory_order_relaxed)) return RNR;
+    bool limitHit = false;
+    if (!take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit)) return RNR;
+    if (limitHit) p->ring();
+  }
+  auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
+
+  if (e.opcode == OP_SEND || e.opcode == OP_SEND_IMM) {
+    iovec remote[kMaxIov];
+    size_t nr = 0;
+    uint64_t room = 0;
+    uint8_t recvStatus = WC_SUCCESS;
+    for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
+      if (rsg[k].length == 0) continue;
+      int bad = check_mr(p->base(), rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
+      if (bad) {
+        recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        break;
+      }
+      uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
+      if (take) remote[nr++] = iovec{reinterpret_cast<void*>(rsg[k].addr), take};
+      room += rsg[k].length;
+    }
+    if (recvStatus == WC_SUCCESS && room < total) recvStatus = WC_LOC_QP_OP_ERR;  // rxe's status for a short buffer
+    if (recvStatus == WC_SUCCESS && !copy_to_peer(p->pid(), local, nl, remote, nr)) recvStatus = WC_LOC_PROT_ERR;
+    if (recvStatus != WC_SUCCESS) {
+      Cqe c{};
+      c.wrId = w.wrId;
+      c.status = recvStatus;
+      c.qpNum = t->qpn;
+      pushCqe(p->base(), rcq, c, p);
+      remoteFail(q, t);
+      *status = WC_REM_OP_ERR;
+      return DONE;
+    }
+  } else if (e.opcode == OP_WRITE || e.opcode == OP_WRITE_IMM) {
+    iovec remote{reinterpret_cast<void*>(e.remoteAddr), total};
+    if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+      *status = WC_REM_ACCESS_ERR;
+      remoteFail(q, t);
+      return DONE;
+    }
+  } else {  // READ
+    iovec remote{reinterpret_cast<void*>(e.remoteAddr), total};
+    if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+      *status = WC_REM_ACCESS_ERR;
+      remoteFail(q, t);
+      return DONE;
+    }
+  }
+
+  if (needRecv) {
+    Cqe c{};
+    c.wrId = w.wrId;
+    c.status = WC_SUCCESS;
+    c.opcode = e.opcode == OP_WRITE_IMM ? OPC_RECV_RDMA_WITH_IMM : OPC_RECV;
+    c.byteLen = static_cast<uint32_t>(total);
+    c.imm = withImm ? e.imm : 0;
+    c.flags = withImm ? WCF_WITH_IMM : 0;
+    c.qpNum = t->qpn;
+    c.srcQp = self->qpn;
+    if (!pushCqe(p->base(), rcq, c, p)) {
+      // The receiver's CQ overran: its QP fails, and this side sees a dead responder.
+      remoteFail(q, t);
+      return TRANSPORT;
+    }
+  }
+  return DONE;
+}
+
+// ---------------------------------------------------------------- faults and events
+
+void Device::injectBreakLink(int h) {
+  Qp& q = *qp(h);
+  qpShared(q.slot)->linkBroken.store(1);
+  if (q.peer) {
+    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+    if (t->gen.load() == q.peerGen) t->linkBroken.store(1);
+  }
+}
+
+void Device::injectStall(int h, bool on) { qpShared(qp(h)->slot)->stalled.store(on ? 1 : 0); }
+
+void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
+
+void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
+  for (auto& [h, q] : qps_) {
+    QpShared* s = qpShared(q->slot);
+    if (s->remoteError.exchange(0)) {
+      flushQp(*q);
+      events.emplace_back(EV_QP_FATAL, h);
+    }
+  }
+  for (auto& [h, off] : cqs_) {
+    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + off);
+    if (cq->overrun.load() && !cqErrReported_[h]) {
+      cqErrReported_[h] = true;
+      events.emplace_back(EV_CQ_ERR, h);
+    }
+  }
+  for (auto& [h, off] : srqs_) {
+    if (rq(off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
+  }
+  events.emplace_back(EV_DOORBELL, 0);
+}
+
+}  // namespace soft

@@ -1,0 +1,170 @@
+// The soft provider's engine: one per opened device, driven by its owner's thread.
+// The initiator carries out every operation itself against the peer's shared segment
+// (take its receive WQE, copy, post its completion, ring its doorbell), so nothing
+// waits for the target's event loop. No N-API in here: binding.cc adapts it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layout.h"
+#include "segment.h"
+
+namespace soft {
+
+// Result codes of post calls: 0, or (index << 8) | code.
+enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2 };
+
+enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3 };
+
+struct SendEntry {
+  uint64_t wrId;
+  uint64_t remoteAddr;
+  uint32_t rkey;
+  uint32_t imm;
+  uint8_t opcode;  // 0 SEND 1 SEND_IMM 2 WRITE 3 WRITE_IMM 4 READ
+  uint8_t signaled;
+  uint8_t isInline;
+  uint8_t done;     // executed (completed or silently succeeded)
+  uint32_t numSge;
+  uint32_t seq;
+  int32_t rnrLeft;    // -1 = infinite
+  int32_t retryLeft;  // -1 = infinite
+  bool started;       // retry counters initialised
+  double readyAt;     // injected delay: not before this time (ms)
+  uint32_t inlineLen;
+};
+
+struct Peer;
+
+struct Qp {
+  uint32_t slot;
+  uint32_t gen;
+  int sendCq, recvCq, srq;  // handles
+  uint32_t maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInline;
+  uint64_t rqOff = 0;       // own receive queue (0 with an SRQ)
+  std::vector<SendEntry> sq;
+  std::vector<WireSge> sqSge;     // maxSendSge per entry
+  std::vector<uint8_t> sqInline;  // maxInline per entry
+  uint32_t sqHead = 0;     // next to execute (seq)
+  uint32_t sqTail = 0;     // next to post (seq)
+  uint32_t sqRetired = 0;  // seq below which slots are free
+  // connection
+  std::shared_ptr<PeerSegment> peer;
+  uint32_t peerSlot = 0, peerGen = 0, peerQpn = 0;
+  uint32_t minRnrTimer = 12, timeout = 14, retryCount = 7, rnrRetry = 7;
+  double delayMs = 0;       // injected per-operation delay
+  double blockedUntil = 0;  // > 0 while the head WR waits for a timer
+};
+
+struct Mr {
+  uint32_t slot;
+  uint32_t key;
+  uint64_t addr, length;
+  uint32_t access;
+};
+
+struct DeviceLimits {
+  static constexpr uint32_t maxQpWr = 16384, maxSge = 32, maxCqe = 1u << 20, maxInline = 1024,
+                            maxSrqWr = 16384;
+  static constexpr uint64_t maxMsg = 1ull << 30, maxMrSize = 1ull << 40;
+};
+
+class Device {
+ public:
+  Device();
+  ~Device();
+
+  OwnSegment& segment() { return seg_; }
+  pid_t pid() const { return pid_; }
+
+  // Memory regions. Keys double as lkey and rkey.
+  int regMr(uint64_t addr, uint64_t length, uint32_t access, uint32_t* keyOut);
+  void deregMr(int handle);
+
+  int createCq(uint32_t capacity);
+  void destroyCq(int h);
+  uint32_t cqCapacity(int h);
+  int pollCq(int h, double* out, int max);  // 8 doubles per completion
+  uint32_t cqCount(int h);
+  uint32_t armCq(int h);  // arm, then return what is already there
+
+  int createSrq(uint32_t maxWr, uint32_t maxSge);
+  void destroySrq(int h);
+  int postSrqRecv(int h, const double* wrs, int count);
+  void armSrqLimit(int h, uint32_t limit);
+
+  int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
+               uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline);
+  void destroyQp(int h);
+  bool validQp(int h) const { return qps_.count(h) != 0; }
+  uint32_t qpNum(int h);
+  uint32_t qpSlot(int h);
+  uint32_t qpGen(int h);
+  uint32_t qpState(int h);
+  // Transitions; return 0 or an errno.
+  int toInit(int h, uint32_t access);
+  int toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t peerSlot,
+            uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer, const SysError** sysErr);
+  int toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry);
+  int toErr(int h);
+  int toReset(int h);
+  int postSend(int h, const double* wrs, int count);
+  int postRecv(int h, const double* wrs, int count);
+
+  // Fault injection.
+  void injectBreakLink(int h);
+  void injectStall(int h, bool on);
+  void injectDelay(int h, double ms);
+
+  // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
+  void onDoorbell(std::vector<std::pair<int, int>>& events);
+  // Runs WRs whose timer expired; returns the earliest pending deadline (ms) or 0.
+  double progressDue();
+  bool hasBlocked() const { return blockedCount_ > 0; }
+  void ringSelf();
+
+ private:
+  enum Outcome { DONE, RNR, TRANSPORT, DELAY };
+  struct CqRef { uint8_t* base; CqShared* cq; PeerSegment* peer; };
+
+  Qp* qp(int h);
+  CqShared* cqAt(int h);
+  RecvQueue* rq(uint64_t off) { return reinterpret_cast<RecvQueue*>(seg_.base() + off); }
+  QpShared* qpShared(uint32_t slot);
+  MrEntry* mrEntry(uint32_t slot);
+
+  void progress(Qp& q);
+  Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
+  void completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen);
+  void flushQp(Qp& q);
+  void moveToError(Qp& q);
+  bool pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer);
+  void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
+                      const PeerSegment* peer);
+  void remoteFail(Qp& q, QpShared* target);
+  void block(Qp& q, double untilMs);
+
+  OwnSegment seg_;
+  pid_t pid_;
+  int nextHandle_ = 1;
+  std::map<int, Mr> mrs_;
+  std::map<int, uint64_t> cqs_;   // handle -> CqShared offset
+  std::map<int, uint64_t> srqs_;  // handle -> RecvQueue offset
+  std::map<int, std::unique_ptr<Qp>> qps_;
+  std::map<std::pair<pid_t, int>, std::weak_ptr<PeerSegment>> peers_;
+  std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
+  std::map<int, bool> cqErrReported_;
+  std::vector<Qp*> qpBySlot_;
+  std::vector<uint8_t> mrGen_;
+  int blockedCount_ = 0;
+};
+
+double now_ms();
+
+}  // namespace soft

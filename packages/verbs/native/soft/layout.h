@@ -1,0 +1,158 @@
+// Shared-memory layout of a soft device. One memfd segment per device holds every
+// object a peer process must reach to carry out an operation by itself: the MR table
+// (key checks), QP descriptors (state, access, receive queue), receive queues, SRQs and
+// completion queues. Peers map it after pidfd_getfd(); all fields are fixed-size and
+// addressed by offsets, never by pointers.
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+namespace soft {
+
+constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr uint64_t kSegmentBytes = 256ull << 20;   // virtual; memfd pages are allocated on touch
+constexpr uint32_t kMrSlots = 16384;
+constexpr uint32_t kQpSlots = 4096;
+
+// ibverbs numeric values, so completions read the same on both providers.
+enum WcStatus : uint8_t {
+  WC_SUCCESS = 0, WC_LOC_LEN_ERR = 1, WC_LOC_QP_OP_ERR = 2, WC_LOC_PROT_ERR = 4,
+  WC_WR_FLUSH_ERR = 5, WC_REM_INV_REQ_ERR = 9, WC_REM_ACCESS_ERR = 10, WC_REM_OP_ERR = 11,
+  WC_RETRY_EXC_ERR = 12, WC_RNR_RETRY_EXC_ERR = 13,
+};
+enum WcOpcode : uint8_t {
+  OPC_SEND = 0, OPC_RDMA_WRITE = 1, OPC_RDMA_READ = 2, OPC_RECV = 128, OPC_RECV_RDMA_WITH_IMM = 129,
+};
+enum WcFlags : uint8_t { WCF_WITH_IMM = 2 };
+enum QpStateCode : uint32_t { QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6 };
+enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4 };
+
+// A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can take
+// the lock over from a holder that died inside its (very short) critical section.
+struct SpinLock {
+  std::atomic<uint32_t> holder;
+  void lock(uint32_t self) {
+    uint32_t spins = 0;
+    for (;;) {
+      uint32_t expected = 0;
+      if (holder.compare_exchange_weak(expected, self, std::memory_order_acquire)) return;
+      if (++spins % (1u << 20) == 0 && expected != 0 && kill(static_cast<pid_t>(expected), 0) != 0 &&
+          errno == ESRCH) {
+        holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+      }
+      if (spins % 64 == 0) sched_yield();
+    }
+  }
+  void unlock() { holder.store(0, std::memory_order_release); }
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t pid;
+  // Held by the owning thread for the device's whole life: when that thread or its
+  // process dies, the kernel marks it EOWNERDEAD, which peers see with a trylock.
+  pthread_mutex_t alive;
+  std::atomic<uint32_t> dead;
+  uint32_t mrSlots;
+  uint32_t qpSlots;
+  uint32_t pad0;
+  uint64_t mrTableOff;
+  uint64_t qpTableOff;
+  uint64_t heapOff;
+  uint64_t segmentBytes;
+  char bootId[40];
+};
+
+struct MrEntry {
+  std::atomic<uint32_t> key;  // 0 = free; else the current lkey/rkey of this slot
+  uint32_t access;
+  uint64_t addr;
+  uint64_t length;
+};
+
+struct WireSge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+struct RecvWqe {
+  uint64_t wrId;
+  uint32_t numSge;
+  uint32_t pad;
+  // followed by maxSge WireSge
+};
+
+struct RecvQueue {
+  SpinLock lock;
+  uint32_t capacity;
+  uint32_t maxSge;
+  uint32_t head;   // next WQE a sender consumes
+  uint32_t count;  // posted and not yet consumed
+  std::atomic<uint32_t> limit;   // SRQ limit (0 = disarmed)
+  std::atomic<uint32_t> limitReached;
+  uint64_t wqeOff;
+  uint32_t wqeBytes;
+  uint32_t pad;
+};
+
+struct Cqe {
+  uint64_t wrId;
+  uint32_t byteLen;
+  uint32_t imm;
+  uint32_t qpNum;
+  uint32_t srcQp;
+  uint8_t status;
+  uint8_t opcode;
+  uint8_t flags;
+  uint8_t pad;
+  uint32_t sqSeq;    // 1 + sequence of the send WR it retires (0 for receives)
+  uint32_t qpSlot;   // owner's QP slot, to retire send-queue entries on poll
+  uint32_t qpGen;
+};
+
+struct CqShared {
+  SpinLock lock;
+  uint32_t capacity;
+  uint32_t head;
+  uint32_t count;
+  std::atomic<uint32_t> armed;
+  std::atomic<uint32_t> overrun;   // set by whoever found it full; reported as CQ_ERR
+  uint32_t pad;
+  uint64_t entriesOff;
+};
+
+struct QpShared {
+  std::atomic<uint32_t> gen;     // bumped when the slot is created or destroyed
+  std::atomic<uint32_t> state;
+  uint32_t qpn;
+  std::atomic<uint32_t> access;  // remote access this QP grants its peer
+  std::atomic<uint32_t> remoteError;  // a peer moved this QP to ERR; owner must flush
+  std::atomic<uint32_t> stalled;      // fault: receiver not ready
+  std::atomic<uint32_t> linkBroken;   // fault: nothing reaches or leaves this QP
+  uint32_t hasSrq;
+  uint32_t minRnrTimer;  // this QP as responder: how long its senders wait after RNR
+  uint32_t pad;
+  uint64_t rqOff;     // RecvQueue (own or the SRQ's)
+  uint64_t recvCqOff;
+};
+
+inline bool owner_alive(SegmentHeader* h) {
+  if (h->dead.load(std::memory_order_acquire)) return false;
+  int rc = pthread_mutex_trylock(&h->alive);
+  if (rc == EBUSY) return true;
+  // EOWNERDEAD (or we got it because it was released at close): the owner is gone.
+  h->dead.store(1, std::memory_order_release);
+  return false;
+}
+
+}  // namespace soft

@@ -1,0 +1,177 @@
+#include "segment.h"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+namespace soft {
+
+namespace {
+constexpr uint64_t kAlign = 64;
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+}  // namespace
+
+std::string boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+OwnSegment::OwnSegment() {
+  memfd_ = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-soft-device", MFD_CLOEXEC));
+  if (memfd_ < 0) throw SysError{"memfd_create", errno};
+  if (ftruncate(memfd_, static_cast<off_t>(kSegmentBytes)) != 0) {
+    int e = errno;
+    close(memfd_);
+    throw SysError{"ftruncate", e};
+  }
+  void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(memfd_);
+    throw SysError{"mmap", e};
+  }
+  base_ = static_cast<uint8_t*>(p);
+  eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (eventfd_ < 0) {
+    int e = errno;
+    munmap(base_, kSegmentBytes);
+    close(memfd_);
+    throw SysError{"eventfd", e};
+  }
+  auto* h = new (base_) SegmentHeader();
+  h->magic = kMagic;
+  h->version = kLayoutVersion;
+  h->pid = static_cast<uint32_t>(getpid());
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&h->alive, &attr);
+  pthread_mutexattr_destroy(&attr);
+  pthread_mutex_lock(&h->alive);
+  h->mrSlots = kMrSlots;
+  h->qpSlots = kQpSlots;
+  h->mrTableOff = align_up(sizeof(SegmentHeader));
+  h->qpTableOff = align_up(h->mrTableOff + sizeof(MrEntry) * kMrSlots);
+  h->heapOff = align_up(h->qpTableOff + sizeof(QpShared) * kQpSlots);
+  h->segmentBytes = kSegmentBytes;
+  std::string b = boot_id();
+  std::strncpy(h->bootId, b.c_str(), sizeof(h->bootId) - 1);
+  capBlocks_ = 64;
+  blocks_ = static_cast<Block*>(std::malloc(sizeof(Block) * capBlocks_));
+  blocks_[0] = Block{h->heapOff, kSegmentBytes - h->heapOff, false};
+  nblocks_ = 1;
+}
+
+OwnSegment::~OwnSegment() {
+  retire();
+  munmap(base_, kSegmentBytes);
+  close(memfd_);
+  close(eventfd_);
+  std::free(blocks_);
+}
+
+void OwnSegment::retire() {
+  if (retired_) return;
+  retired_ = true;
+  header()->dead.store(1, std::memory_order_release);
+  pthread_mutex_unlock(&header()->alive);
+}
+
+uint64_t OwnSegment::alloc(uint64_t bytes) {
+  bytes = align_up(bytes == 0 ? kAlign : bytes);
+  for (size_t i = 0; i < nblocks_; i++) {
+    Block& b = blocks_[i];
+    if (b.used || b.bytes < bytes) continue;
+    if (b.bytes > bytes) {
+      if (nblocks_ == capBlocks_) {
+        capBlocks_ *= 2;
+        blocks_ = static_cast<Block*>(std::realloc(blocks_, sizeof(Block) * capBlocks_));
+      }
+      std::memmove(&blocks_[i + 2], &blocks_[i + 1], sizeof(Block) * (nblocks_ - i - 1));
+      blocks_[i + 1] = Block{blocks_[i].off + bytes, blocks_[i].bytes - bytes, false};
+      nblocks_++;
+      blocks_[i].bytes = bytes;
+    }
+    blocks_[i].used = true;
+    std::memset(base_ + blocks_[i].off, 0, bytes);
+    return blocks_[i].off;
+  }
+  return 0;
+}
+
+void OwnSegment::free(uint64_t off) {
+  for (size_t i = 0; i < nblocks_; i++) {
+    if (blocks_[i].off != off) continue;
+    blocks_[i].used = false;
+    // Coalesce with free neighbours; give the pages back to the kernel.
+    if (i + 1 < nblocks_ && !blocks_[i + 1].used) {
+      blocks_[i].bytes += blocks_[i + 1].bytes;
+      std::memmove(&blocks_[i + 1], &blocks_[i + 2], sizeof(Block) * (nblocks_ - i - 2));
+      nblocks_--;
+    }
+    if (i > 0 && !blocks_[i - 1].used) {
+      blocks_[i - 1].bytes += blocks_[i].bytes;
+      std::memmove(&blocks_[i], &blocks_[i + 1], sizeof(Block) * (nblocks_ - i - 1));
+      nblocks_--;
+    }
+    return;
+  }
+}
+
+PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remoteMemfd(remoteMemfd_), pid_(pid) {
+  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd_ < 0) throw SysError{"pidfd_open", errno};
+  int mfd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteMemfd, 0));
+  if (mfd < 0) {
+    int e = errno;
+    close(pidfd_);
+    throw SysError{"pidfd_getfd", e};
+  }
+  eventfd_ = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteEventfd, 0));
+  if (eventfd_ < 0) {
+    int e = errno;
+    close(mfd);
+    close(pidfd_);
+    throw SysError{"pidfd_getfd", e};
+  }
+  void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  int e = errno;
+  close(mfd);
+  if (p == MAP_FAILED) {
+    close(eventfd_);
+    close(pidfd_);
+    throw SysError{"mmap", e};
+  }
+  base_ = static_cast<uint8_t*>(p);
+  if (header()->magic != kMagic || header()->version != kLayoutVersion ||
+      header()->pid != static_cast<uint32_t>(pid)) {
+    munmap(base_, kSegmentBytes);
+    close(eventfd_);
+    close(pidfd_);
+    throw SysError{"connect", EPROTO};
+  }
+}
+
+PeerSegment::~PeerSegment() {
+  munmap(base_, kSegmentBytes);
+  close(eventfd_);
+  close(pidfd_);
+}
+
+void PeerSegment::ring() const {
+  uint64_t one = 1;
+  ssize_t r = write(eventfd_, &one, sizeof one);
+  (void)r;
+}
+
+}  // namespace soft

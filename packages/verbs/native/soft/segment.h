@@ -1,0 +1,73 @@
+// A device's shared segment: created by its owner (memfd), or mapped from a peer
+// (pidfd_getfd of the owner's memfd and eventfd).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "layout.h"
+
+namespace soft {
+
+struct SysError {
+  const char* syscall;
+  int err;
+};
+
+// The owner's segment. Throws SysError.
+class OwnSegment {
+ public:
+  OwnSegment();
+  ~OwnSegment();
+  OwnSegment(const OwnSegment&) = delete;
+  OwnSegment& operator=(const OwnSegment&) = delete;
+
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  uint8_t* base() const { return base_; }
+  int memfd() const { return memfd_; }
+  int eventfd() const { return eventfd_; }
+  // Heap for queues: first-fit over the segment past the fixed tables.
+  uint64_t alloc(uint64_t bytes);
+  void free(uint64_t off);
+  // Marks the device dead for peers and releases the liveness lock.
+  void retire();
+
+ private:
+  uint8_t* base_ = nullptr;
+  int memfd_ = -1;
+  int eventfd_ = -1;
+  bool retired_ = false;
+  struct Block { uint64_t off, bytes; bool used; };
+  Block* blocks_ = nullptr;
+  size_t nblocks_ = 0, capBlocks_ = 0;
+};
+
+// A peer's segment, mapped into this process.
+class PeerSegment {
+ public:
+  PeerSegment(pid_t pid, int remoteMemfd, int remoteEventfd);  // throws SysError
+  ~PeerSegment();
+  PeerSegment(const PeerSegment&) = delete;
+  PeerSegment& operator=(const PeerSegment&) = delete;
+
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  uint8_t* base() const { return base_; }
+  pid_t pid() const { return pid_; }
+  void ring() const;  // doorbell: wakes the owner's event loop
+  bool alive() const { return owner_alive(header()); }
+
+  int refs = 0;
+  int remoteMemfd;
+
+ private:
+  pid_t pid_;
+  int pidfd_ = -1;
+  int eventfd_ = -1;
+  uint8_t* base_ = nullptr;
+};
+
+std::string boot_id();
+
+}  // namespace soft

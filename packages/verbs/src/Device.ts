@@ -1,0 +1,149 @@
+import { CompletionQueue } from './CompletionQueue.js';
+import { RdmaError } from './errors.js';
+import { Resource } from './internal/lifecycle.js';
+import { loadAddon, type NativeDevice } from './internal/native.js';
+import { checkInt, invalid } from './internal/validate.js';
+import { ProtectionDomain } from './ProtectionDomain.js';
+import type { QpContext } from './QueuePair.js';
+import type { DeviceInfo, ProviderName } from './types.js';
+
+export interface OpenDeviceOptions {
+  /** 'auto' (default) takes a real RDMA device when one exists, else soft. */
+  provider?: 'auto' | ProviderName;
+  name?: string;
+}
+
+const EV_DOORBELL = 0;
+const EV_QP_FATAL = 1;
+const EV_CQ_ERR = 2;
+const EV_SRQ_LIMIT = 3;
+
+function softInfo(): DeviceInfo {
+  const l = loadAddon().softLimits();
+  return {
+    name: 'soft0',
+    provider: 'soft',
+    guid: l.bootId.replaceAll('-', '').slice(0, 16).replace(/(.{4})(?!$)/g, '$1:'),
+    ports: [{ port: 1, state: 'ACTIVE', activeMtu: 4096, linkLayer: 'Shared memory', lid: 0, gids: [] }],
+    limits: {
+      maxQp: l.maxQp,
+      maxQpWr: l.maxQpWr,
+      maxSge: l.maxSge,
+      maxCq: 1024,
+      maxCqe: l.maxCqe,
+      maxMr: l.maxMr,
+      maxMrSize: l.maxMrSize,
+      maxMsgSize: l.maxMsgSize,
+      maxInlineData: l.maxInlineData,
+      maxSrq: 1024,
+      maxSrqWr: l.maxSrqWr,
+    },
+  };
+}
+
+/** Every device this host offers, with provider, ports and limits (like ibv_devinfo). */
+export function listDevices(): DeviceInfo[] {
+  return [softInfo()];
+}
+
+function ibverbsUnavailable(): RdmaError {
+  return new RdmaError(
+    'ERR_RDMA_PROVIDER_UNAVAILABLE',
+    "the ibverbs provider is not available in this build (it was compiled without libibverbs headers, or no RDMA device exists); use provider: 'soft'",
+  );
+}
+
+/** Opens a device. The soft provider is always available. */
+export function openDevice(options: OpenDeviceOptions = {}): Device {
+  const provider = options.provider ?? 'auto';
+  if (provider !== 'auto' && provider !== 'soft' && provider !== 'ibverbs') {
+    throw invalid(`provider must be 'auto', 'soft' or 'ibverbs', got ${String(provider)}`);
+  }
+  if (provider === 'ibverbs') throw ibverbsUnavailable();
+  if (options.name !== undefined && options.name !== 'soft0') {
+    throw new RdmaError('ERR_RDMA_NO_DEVICE', `no device named ${options.name}; available: soft0`);
+  }
+  return new Device(softInfo());
+}
+
+/** An opened RDMA device: creates protection domains and completion queues. */
+export class Device extends Resource {
+  readonly info: DeviceInfo;
+  readonly #native: NativeDevice;
+  readonly #ctx: QpContext;
+  readonly #cqs = new Map<number, CompletionQueue>();
+
+  /** @internal use openDevice() */
+  constructor(info: DeviceInfo) {
+    super();
+    this.info = info;
+    const addon = loadAddon();
+    // The native side holds this callback strongly: reach the device through a WeakRef
+    // so an unclosed device can still be collected.
+    const self = new WeakRef(this);
+    this.#native = new addon.SoftDevice((kind, handle) => {
+      const device = self.deref();
+      if (device) device.#onEvent(kind, handle);
+    });
+    const base = this.#native.endpointBase();
+    this.#ctx = {
+      native: this.#native,
+      provider: info.provider,
+      endpointBase: () => base,
+      maxMsgSize: info.limits.maxMsgSize,
+      qps: new Map(),
+      srqs: new Map(),
+    };
+  }
+
+  get provider(): ProviderName {
+    return this.info.provider;
+  }
+
+  allocPd(): ProtectionDomain {
+    this.assertOpen();
+    return new ProtectionDomain(this, this.#ctx, this.info.limits);
+  }
+
+  createCq(options: { capacity?: number } = {}): CompletionQueue {
+    this.assertOpen();
+    const capacity = checkInt('capacity', options.capacity ?? 256, 1, this.info.limits.maxCqe);
+    const cq = new CompletionQueue(this, this.#native, this.#native.createCq(capacity), () => this.#cqs.delete(cq.handle));
+    this.#cqs.set(cq.handle, cq);
+    return cq;
+  }
+
+  /** @internal */
+  ownsCq(cq: CompletionQueue): boolean {
+    return this.#cqs.get(cq.handle) === cq;
+  }
+
+  override close(): void {
+    if (this.closed) return;
+    // Protection domains (with their queue pairs) go before the CQs those use.
+    for (const child of [...this.children()]) if (child instanceof ProtectionDomain) child.close();
+    super.close();
+  }
+
+  #onEvent(kind: number, handle: number): void {
+    if (this.closed) return;
+    if (kind === EV_DOORBELL) {
+      for (const cq of this.#cqs.values()) cq.onDoorbell();
+    } else if (kind === EV_CQ_ERR) {
+      this.#cqs.get(handle)?.onOverrun();
+    } else if (kind === EV_QP_FATAL) {
+      this.#ctx.qps.get(handle)?.onFatal();
+    } else if (kind === EV_SRQ_LIMIT) {
+      this.#ctx.srqs.get(handle)?.onLimit();
+    }
+  }
+
+  protected kind(): string {
+    return 'device';
+  }
+
+  protected release(): void {
+    this.#native.close();
+    this.#cqs.clear();
+  }
+}

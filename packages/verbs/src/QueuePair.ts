@@ -1,0 +1,273 @@
+import { EventEmitter } from 'node:events';
+import type { CompletionQueue } from './CompletionQueue.js';
+import { RdmaError } from './errors.js';
+import { POST_EINVAL, POST_ENOMEM, QP_STATE_CODE, qpStateName } from './internal/codes.js';
+import { packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
+import { Resource } from './internal/lifecycle.js';
+import type { NativeDevice } from './internal/native.js';
+import { invalid, optInt } from './internal/validate.js';
+import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
+import { Access, type ConnectOptions, type Endpoint, type QpCaps, type QpState, type RecvWr, type SendWr } from './types.js';
+
+/** Faults the soft provider can inject, for tests. */
+export type Fault =
+  | { type: 'break-qp' }
+  | { type: 'break-link' }
+  | { type: 'stall-receiver'; on: boolean }
+  | { type: 'delay'; ms: number };
+
+export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
+
+/** @internal what the device hands a QP */
+export interface QpContext {
+  native: NativeDevice;
+  provider: 'soft' | 'ibverbs';
+  endpointBase: () => { pid: number; segFd: number; bellFd: number; bootId: string };
+  maxMsgSize: number;
+  /** live objects by native handle, for routing async events */
+  qps: Map<number, QueuePair>;
+  srqs: Map<number, SharedReceiveQueue>;
+}
+
+const ALL_REMOTE = Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
+
+/**
+ * A reliable-connected queue pair with the verbs state machine
+ * reset → init → rtr → rts, and error from any state (reset again to reuse).
+ */
+export class QueuePair extends Resource {
+  readonly qpn: number;
+  readonly caps: QpCaps;
+  readonly sendCq: CompletionQueue;
+  readonly recvCq: CompletionQueue;
+  readonly srq: SharedReceiveQueue | undefined;
+  readonly events = new EventEmitter();
+  readonly #ctx: QpContext;
+  readonly #handle: number;
+  readonly #slot: number;
+  readonly #gen: number;
+  readonly #sendScratch: Float64Array;
+  readonly #recvScratch: Float64Array;
+  readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
+
+  /** @internal */
+  constructor(
+    parent: Resource,
+    ctx: QpContext,
+    handle: number,
+    caps: QpCaps,
+    sendCq: CompletionQueue,
+    recvCq: CompletionQueue,
+    srq: SharedReceiveQueue | undefined,
+  ) {
+    super(parent);
+    this.#ctx = ctx;
+    this.#handle = handle;
+    this.caps = caps;
+    this.sendCq = sendCq;
+    this.recvCq = recvCq;
+    this.srq = srq;
+    const [qpn, slot, gen] = ctx.native.qpInfo(handle);
+    this.qpn = qpn;
+    this.#slot = slot;
+    this.#gen = gen;
+    this.#sendScratch = new Float64Array(caps.maxSendWr * sendWrWords(caps.maxSendSge));
+    this.#recvScratch = new Float64Array(Math.max(caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge));
+    sendCq.use(1);
+    recvCq.use(1);
+    srq?.use(1);
+    ctx.qps.set(handle, this);
+  }
+
+  get state(): QpState {
+    this.assertOpen();
+    return qpStateName(this.#ctx.native.qpState(this.#handle));
+  }
+
+  /** What the peer needs to connect to this QP (JSON-serialisable). */
+  endpoint(): Endpoint {
+    this.assertOpen();
+    const base = this.#ctx.endpointBase();
+    return {
+      provider: this.#ctx.provider,
+      transport: 'shm',
+      qpn: this.qpn,
+      psn: 0,
+      bootId: base.bootId,
+      pid: base.pid,
+      segFd: base.segFd,
+      bellFd: base.bellFd,
+      slot: this.#slot,
+      gen: this.#gen,
+    };
+  }
+
+  /** reset → init. `access`: remote access granted to the peer (default all). */
+  toInit(options: { access?: number } = {}): void {
+    this.#modify('init', optInt('access', options.access, 0, 15, ALL_REMOTE));
+  }
+
+  /** init → rtr, bound to the remote endpoint. */
+  toRtr(remote: Endpoint, options: { minRnrTimer?: number } = {}): void {
+    const ep = checkEndpoint(remote, this.#ctx.provider, this.#ctx.endpointBase().bootId);
+    const minRnr = optInt('minRnrTimer', options.minRnrTimer, 0, 31, 12);
+    this.#modify('rtr', ep.pid, ep.segFd, ep.bellFd, ep.slot, ep.gen, ep.qpn, minRnr);
+  }
+
+  /** rtr → rts. */
+  toRts(options: { timeout?: number; retryCount?: number; rnrRetry?: number } = {}): void {
+    const timeout = optInt('timeout', options.timeout, 0, 31, 14);
+    const retry = optInt('retryCount', options.retryCount, 0, 7, 7);
+    const rnr = optInt('rnrRetry', options.rnrRetry, 0, 7, 7);
+    this.#modify('rts', timeout, retry, rnr);
+  }
+
+  /** Any state → error: outstanding work is flushed with WR_FLUSH_ERR. */
+  toError(): void {
+    this.#modify('error');
+  }
+
+  /** Any state → reset: queues are emptied without completions; the QP can be reused. */
+  reset(): void {
+    this.#modify('reset');
+  }
+
+  /** Walks reset → init → rtr → rts in one call. */
+  connect(remote: Endpoint, options: ConnectOptions = {}): void {
+    if (this.state === 'reset') this.toInit(options.access === undefined ? {} : { access: options.access });
+    this.toRtr(remote, options.minRnrTimer === undefined ? {} : { minRnrTimer: options.minRnrTimer });
+    const rts: { timeout?: number; retryCount?: number; rnrRetry?: number } = {};
+    if (options.timeout !== undefined) rts.timeout = options.timeout;
+    if (options.retryCount !== undefined) rts.retryCount = options.retryCount;
+    if (options.rnrRetry !== undefined) rts.rnrRetry = options.rnrRetry;
+    this.toRts(rts);
+  }
+
+  /**
+   * Posts one or more send WRs. The batch is validated whole before anything is posted.
+   * A full send queue throws ERR_RDMA_QUEUE_FULL with `posted` = how many went in.
+   */
+  postSend(wrs: SendWr | readonly SendWr[]): void {
+    this.assertOpen();
+    let list: readonly SendWr[];
+    if (Array.isArray(wrs)) list = wrs;
+    else {
+      this.#one[0] = wrs as SendWr;
+      list = this.#one as [SendWr];
+    }
+    const n = Math.min(list.length, this.caps.maxSendWr);
+    let p = 0;
+    for (let i = 0; i < n; i++) {
+      p = packSendWr(this.#sendScratch, p, list[i] as SendWr, this.caps.maxSendSge, this.caps.maxInlineData, this.#ctx.maxMsgSize);
+    }
+    const rc = this.#ctx.native.postSend(this.#handle, this.#sendScratch, n);
+    if (rc !== 0) throw postError(rc, 'send', this.state);
+    if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'send', 'rts');
+  }
+
+  /** Posts one or more receive WRs (allowed from init on). */
+  postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    this.assertOpen();
+    if (this.srq) throw new RdmaError('ERR_RDMA_INVALID_STATE', 'this QP receives through a shared receive queue; post there');
+    let list: readonly RecvWr[];
+    if (Array.isArray(wrs)) list = wrs;
+    else {
+      this.#one[0] = wrs as RecvWr;
+      list = this.#one as [RecvWr];
+    }
+    const n = Math.min(list.length, this.caps.maxRecvWr);
+    let p = 0;
+    for (let i = 0; i < n; i++) p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
+    const rc = this.#ctx.native.postRecv(this.#handle, this.#recvScratch, n);
+    if (rc !== 0) throw postError(rc, 'receive', this.state);
+    if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'receive', 'rts');
+  }
+
+  /** Test hook: injects a fault (soft provider; ibverbs supports only break-qp). */
+  injectFault(fault: Fault): void {
+    this.assertOpen();
+    if (fault.type === 'break-qp') return this.toError();
+    if (this.#ctx.provider !== 'soft') throw invalid(`fault ${fault.type} needs the soft provider`);
+    if (fault.type === 'break-link') this.#ctx.native.inject(this.#handle, 0, 0);
+    else if (fault.type === 'stall-receiver') this.#ctx.native.inject(this.#handle, 1, fault.on ? 1 : 0);
+    else if (fault.type === 'delay') {
+      if (!(fault.ms >= 0)) throw invalid('delay ms must be >= 0');
+      this.#ctx.native.inject(this.#handle, 2, fault.ms);
+    } else throw invalid(`unknown fault ${(fault as { type: string }).type}`);
+  }
+
+  on(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
+    this.events.on(event, listener);
+    return this;
+  }
+
+  /** @internal */
+  onFatal(): void {
+    this.events.emit('asyncEvent', {
+      type: 'QP_FATAL',
+      error: new RdmaError('ERR_RDMA_INVALID_STATE', `QP ${this.qpn} was moved to error by its peer`),
+    } satisfies QpAsyncEvent);
+  }
+
+  #modify(to: QpState, ...args: number[]): void {
+    this.assertOpen();
+    const from = this.state;
+    const rc = this.#ctx.native.modifyQp(this.#handle, QP_STATE_CODE[to], ...args);
+    if (rc !== 0) {
+      throw new RdmaError('ERR_RDMA_INVALID_STATE', `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc})`);
+    }
+  }
+
+  protected kind(): string {
+    return 'queue pair';
+  }
+
+  protected release(): void {
+    this.#ctx.native.destroyQp(this.#handle);
+    this.#ctx.qps.delete(this.#handle);
+    this.sendCq.use(-1);
+    this.recvCq.use(-1);
+    this.srq?.use(-1);
+  }
+}
+
+interface SoftEndpoint {
+  pid: number;
+  segFd: number;
+  bellFd: number;
+  slot: number;
+  gen: number;
+  qpn: number;
+}
+
+function checkEndpoint(remote: Endpoint, provider: string, bootId: string): SoftEndpoint {
+  if (remote === null || typeof remote !== 'object') throw invalid('remote endpoint must be an object');
+  if (remote.provider !== provider) {
+    throw invalid(`remote endpoint is of provider ${String(remote.provider)}, this QP is ${provider}`);
+  }
+  if (remote.bootId !== bootId) {
+    throw new RdmaError(
+      'ERR_RDMA_UNREACHABLE',
+      'the remote soft endpoint is on another host; the soft provider connects peers on the same host (shared memory) only',
+    );
+  }
+  const e = remote as unknown as Record<string, unknown>;
+  for (const k of ['pid', 'segFd', 'bellFd', 'slot', 'gen', 'qpn']) {
+    if (typeof e[k] !== 'number' || !Number.isInteger(e[k]) || (e[k] as number) < 0) throw invalid(`remote endpoint lacks ${k}`);
+  }
+  return e as unknown as SoftEndpoint;
+}
+
+function postError(rc: number, what: string, state: QpState): RdmaError {
+  const index = rc >> 8;
+  const code = rc & 0xff;
+  if (code === POST_EINVAL) {
+    return Object.assign(new RdmaError('ERR_RDMA_INVALID_STATE', `cannot post a ${what} in state ${state}`), { posted: index });
+  }
+  if (code === POST_ENOMEM) {
+    return Object.assign(new RdmaError('ERR_RDMA_QUEUE_FULL', `${what} queue full: ${index} work request(s) of the batch were posted`, { retryable: true }), {
+      posted: index,
+    });
+  }
+  return new RdmaError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`);
+}

@@ -1,0 +1,29 @@
+import { wcOpcodeName, WC_FLAG_WITH_IMM } from './internal/codes.js';
+import { WC_STATUSES, type WcOpcode, type WcStatus, type WorkCompletion } from './types.js';
+
+/** Preallocates `n` completion records for `CompletionQueue.poll()` to fill. */
+export function allocCompletions(n: number): WorkCompletion[] {
+  const out: WorkCompletion[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push({ wrId: 0, status: 'SUCCESS', opcode: 'SEND', byteLen: 0, imm: 0, withImm: false, qpNum: 0, srcQp: 0, vendorErr: 0 });
+  }
+  return out;
+}
+
+/** Fills `wc` from the 8-double native record at `raw[base..]`. */
+export function fillCompletion(wc: WorkCompletion, raw: Float64Array, base: number): void {
+  wc.wrId = raw[base] as number;
+  wc.status = (WC_STATUSES[raw[base + 1] as number] ?? 'GENERAL_ERR') as WcStatus;
+  wc.opcode = wcOpcodeName(raw[base + 2] as number) as WcOpcode;
+  wc.byteLen = raw[base + 3] as number;
+  wc.imm = raw[base + 4] as number;
+  wc.qpNum = raw[base + 5] as number;
+  wc.withImm = ((raw[base + 6] as number) & WC_FLAG_WITH_IMM) !== 0;
+  wc.srcQp = raw[base + 7] as number;
+  wc.vendorErr = 0;
+}
+
+/** Which completion statuses a caller may retry on a new connection. */
+export function isRetryableStatus(status: WcStatus): boolean {
+  return status === 'RETRY_EXC_ERR' || status === 'RNR_RETRY_EXC_ERR' || status === 'WR_FLUSH_ERR';
+}

@@ -1,0 +1,87 @@
+// Loads the addon and explains itself when it cannot.
+import { createRequire } from 'node:module';
+import { arch, platform } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RdmaError, RdmaSystemError } from '../errors.js';
+
+/** The handle-based surface every provider's native device implements. */
+export interface NativeDevice {
+  close(): void;
+  endpointBase(): { pid: number; segFd: number; bellFd: number; bootId: string };
+  allocMr(length: number, access: number): [number, ArrayBuffer, number, number];
+  regMr(buffer: ArrayBuffer, offset: number, length: number, access: number): [number, number, number];
+  deregMr(handle: number): void;
+  createCq(capacity: number): number;
+  destroyCq(handle: number): void;
+  cqCapacity(handle: number): number;
+  pollCq(handle: number, out: Float64Array, max: number): number;
+  cqCount(handle: number): number;
+  armCq(handle: number): number;
+  createSrq(maxWr: number, maxSge: number): number;
+  destroySrq(handle: number): void;
+  postSrqRecv(handle: number, wrs: Float64Array, count: number): number;
+  armSrqLimit(handle: number, limit: number): void;
+  createQp(
+    sendCq: number,
+    recvCq: number,
+    srq: number,
+    maxSendWr: number,
+    maxRecvWr: number,
+    maxSendSge: number,
+    maxRecvSge: number,
+    maxInline: number,
+  ): number;
+  destroyQp(handle: number): void;
+  qpInfo(handle: number): [number, number, number];
+  qpState(handle: number): number;
+  modifyQp(handle: number, state: number, ...args: number[]): number;
+  postSend(handle: number, wrs: Float64Array, count: number): number;
+  postRecv(handle: number, wrs: Float64Array, count: number): number;
+  inject(handle: number, kind: number, value: number): void;
+}
+
+export interface SoftLimits {
+  maxQp: number;
+  maxQpWr: number;
+  maxSge: number;
+  maxCqe: number;
+  maxMr: number;
+  maxMrSize: number;
+  maxMsgSize: number;
+  maxInlineData: number;
+  maxSrqWr: number;
+  bootId: string;
+}
+
+interface Addon {
+  SoftDevice: new (onEvent: (kind: number, handle: number) => void) => NativeDevice;
+  setErrorClass(cls: unknown): void;
+  softLimits(): SoftLimits;
+  hasIbverbs: boolean;
+}
+
+let addon: Addon | undefined;
+
+export function loadAddon(): Addon {
+  if (addon) return addon;
+  const root = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
+  const require = createRequire(import.meta.url);
+  const tried = [join(root, 'build', 'Release', 'rdmajs_verbs.node'), join(root, 'build', 'Debug', 'rdmajs_verbs.node')];
+  const failures: string[] = [];
+  for (const path of tried) {
+    try {
+      addon = require(path) as Addon;
+      addon.setErrorClass(RdmaSystemError);
+      return addon;
+    } catch (err) {
+      failures.push(`${path}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  throw new RdmaError(
+    'ERR_RDMA_NATIVE_LOAD',
+    `@rdmajs/verbs: no native addon loads on ${platform()}-${arch()} (Node ${process.version}). ` +
+      `Tried:\n  ${failures.join('\n  ')}\nBuild it with \`pnpm build\` (needs python3, make and g++); ` +
+      'the soft provider is part of that same addon.',
+  );
+}
