@@ -150,7 +150,11 @@ inline bool owner_alive(SegmentHeader* h) {
   if (h->dead.load(std::memory_order_acquire)) return false;
   int rc = pthread_mutex_trylock(&h->alive);
   if (rc == EBUSY) return true;
-  // EOWNERDEAD (or we got it because it was released at close): the owner is gone.
+  // EOWNERDEAD (or 0: released at close): the owner is gone. Let go at once: a held
+  // robust mutex sits on this thread's robust list, which must never point into a
+  // segment that is unmapped later.
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(&h->alive);
+  if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&h->alive);
   h->dead.store(1, std::memory_order_release);
   return false;
 }

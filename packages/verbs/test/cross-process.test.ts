@@ -1,0 +1,72 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Endpoint } from '../src/index.js';
+import { type ChildPeer, spawnPeer } from './harness/child.js';
+import { collect, providers, type Side, side } from './harness/pair.js';
+
+describe.each(providers)('peers in separate processes on %s', (provider) => {
+  let peer: ChildPeer | undefined;
+  let me: Side | undefined;
+  afterEach(async () => {
+    await peer?.kill();
+    me?.dev.close();
+    peer = me = undefined;
+  });
+
+  async function connectToChild(options: object = {}) {
+    peer = await spawnPeer();
+    me = side(provider);
+    const remote = await peer.call<{ endpoint: Endpoint; addr: number; rkey: number }>('setup', { provider });
+    me.qp.connect(remote.endpoint, options);
+    await peer.call('connect', { endpoint: me.qp.endpoint() });
+    return remote;
+  }
+
+  it('SEND, RDMA WRITE and READ between processes; the target process does nothing for one-sided ops', async () => {
+    const remote = await connectToChild();
+    const m = me as Side;
+    const p = peer as ChildPeer;
+    await p.call('postRecv', { count: 1, length: 256 });
+    m.mr.bytes.fill(3, 0, 100);
+    m.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [m.mr.sge(0, 100)] });
+    expect((await collect(m.cq, 1))[0]?.status).toBe('SUCCESS');
+    const [r] = await p.call<{ byteLen: number; status: string }[]>('collect', { count: 1 });
+    expect(r).toMatchObject({ status: 'SUCCESS', byteLen: 100 });
+    m.mr.bytes.fill(8, 1000, 1000 + 4000);
+    m.qp.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [m.mr.sge(1000, 4000)], remoteAddr: remote.addr + 8192, rkey: remote.rkey });
+    expect((await collect(m.cq, 1))[0]?.status).toBe('SUCCESS');
+    const bytes = await p.call<number[]>('bytes', { offset: 8192, length: 4000 });
+    expect(bytes.every((v) => v === 8)).toBe(true);
+    m.qp.postSend({ wrId: 3, opcode: 'RDMA_READ', sgList: [m.mr.sge(20000, 4000)], remoteAddr: remote.addr + 8192, rkey: remote.rkey });
+    expect((await collect(m.cq, 1))[0]).toMatchObject({ status: 'SUCCESS', byteLen: 4000 });
+    expect(m.mr.bytes.subarray(20000, 24000).every((v) => v === 8)).toBe(true);
+  });
+
+  it('a SEND from the child wakes this process through the completion event', async () => {
+    await connectToChild();
+    const m = me as Side;
+    m.qp.postRecv({ wrId: 5, sgList: [m.mr.sge(0, 512)] });
+    const woke = new Promise<void>((resolve) => m.cq.on('completion', () => resolve()));
+    m.cq.requestNotify();
+    await (peer as ChildPeer).call('send', { length: 300, fill: 4 });
+    await woke;
+    const [r] = await collect(m.cq, 1);
+    expect(r).toMatchObject({ wrId: 5, byteLen: 300 });
+    expect(m.mr.bytes.subarray(0, 300).every((v) => v === 4)).toBe(true);
+  });
+
+  it('a killed peer surfaces as RETRY_EXC_ERR within the configured timeout, the rest flushed', async () => {
+    await connectToChild({ timeout: 10, retryCount: 2 });
+    const m = me as Side;
+    await (peer as ChildPeer).kill();
+    m.qp.postSend([
+      { wrId: 1, opcode: 'SEND', sgList: [m.mr.sge(0, 8)] },
+      { wrId: 2, opcode: 'SEND', sgList: [m.mr.sge(0, 8)] },
+    ]);
+    const wcs = await collect(m.cq, 2);
+    expect(wcs.map((w) => [w.wrId, w.status])).toEqual([
+      [1, 'RETRY_EXC_ERR'],
+      [2, 'WR_FLUSH_ERR'],
+    ]);
+    expect(m.qp.state).toBe('error');
+  });
+});
