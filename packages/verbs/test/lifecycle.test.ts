@@ -1,0 +1,99 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { openDevice, type Endpoint } from '../src/index.js';
+import { ALL, collect, providers, side } from './harness/pair.js';
+
+const code = (c: string) => expect.objectContaining({ code: c });
+
+describe.each(providers)('lifecycle on %s', (provider) => {
+  it('closing a parent closes its live children first; close is idempotent', () => {
+    const dev = openDevice({ provider });
+    const pd = dev.allocPd();
+    const cq = dev.createCq();
+    const mr = pd.allocMr(4096, ALL);
+    const srq = pd.createSrq();
+    const qp = pd.createQp({ sendCq: cq, recvCq: cq });
+    const qp2 = pd.createQp({ sendCq: cq, recvCq: cq, srq });
+    pd.close();
+    expect([qp.closed, qp2.closed, srq.closed, mr.closed, pd.closed, cq.closed]).toEqual([true, true, true, true, true, false]);
+    dev.close();
+    dev.close();
+    expect(cq.closed).toBe(true);
+  });
+
+  it('a CQ in use by a QP cannot be closed (ERR_RDMA_BUSY), then can once the QP is gone', () => {
+    const s = side(provider);
+    expect(() => s.cq.close()).toThrow(code('ERR_RDMA_BUSY'));
+    s.qp.close();
+    s.cq.close();
+    expect(s.cq.closed).toBe(true);
+    s.dev.close();
+  });
+
+  it('every call after close throws ERR_RDMA_CLOSED instead of crashing', () => {
+    const s = side(provider);
+    const sge = s.mr.sge(0, 8);
+    s.dev.close();
+    expect(() => s.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [sge] })).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.qp.postRecv({ wrId: 1, sgList: [sge] })).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.qp.state).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.cq.poll([])).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.pd.allocMr(64, 1)).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.dev.createCq()).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.mr.bytes).toThrow(code('ERR_RDMA_MR_INVALID'));
+  });
+
+  it('a peer whose QP was destroyed is unreachable: RETRY_EXC_ERR', async () => {
+    const a = side(provider);
+    const b = side(provider);
+    a.qp.connect(b.qp.endpoint(), { timeout: 8, retryCount: 1 });
+    b.qp.connect(a.qp.endpoint());
+    b.dev.close();
+    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+    expect((await collect(a.cq, 1))[0]?.status).toBe('RETRY_EXC_ERR');
+    a.dev.close();
+  });
+
+  it('supports `using` (Symbol.dispose)', () => {
+    let seen: { closed: boolean } | undefined;
+    {
+      using dev = openDevice({ provider });
+      seen = dev;
+    }
+    expect(seen?.closed).toBe(true);
+  });
+
+  it('works in worker threads, and a worker exiting with an open device cleans it up', async () => {
+    const main = side(provider);
+    const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url)), {
+      workerData: { provider },
+    });
+    const next = () => new Promise<Record<string, unknown>>((resolve) => worker.once('message', resolve));
+    const { endpoint } = (await next()) as { endpoint: Endpoint };
+    main.qp.connect(endpoint);
+    main.qp.postRecv({ wrId: 9, sgList: [main.mr.sge(0, 64)] });
+    worker.postMessage({ endpoint: main.qp.endpoint() });
+    await next();
+    main.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [main.mr.sge(0, 12)] });
+    await next();
+    const wcs = await collect(main.cq, 2);
+    expect(wcs.find((w) => w.wrId === 9)).toMatchObject({ status: 'SUCCESS', byteLen: 12 });
+    expect(await worker.terminate()).toBeDefined();
+    main.dev.close();
+  });
+
+  it('closed and dropped objects are garbage-collected', () => {
+    const script = fileURLToPath(new URL('./fixtures/gc-check.ts', import.meta.url));
+    const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', script], {
+      env: { ...process.env, PROVIDER: provider },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    const collected = JSON.parse(out) as string[];
+    for (const tag of ['closed', 'open']) {
+      for (const what of ['device', 'qp', 'mr', 'bytes', 'cq']) expect(collected).toContain(`${tag}:${what}`);
+    }
+  });
+});
