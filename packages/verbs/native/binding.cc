@@ -198,7 +198,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       return (system_error(env, "mmap", e).ThrowAsJavaScriptException(), env.Undefined());
     }
     uint32_t key = 0;
-    int h = dev_->regMr(reinterpret_cast<uint64_t>(p), length, access, &key);
+    int h = dev_->regMr(reinterpret_cast<uint64_t>(p), length, access, fd, &key);
     if (h < 0) {
       munmap(p, length);
       close(fd);
@@ -223,7 +223,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     uint32_t access = info[3].As<Napi::Number>().Uint32Value();
     uint64_t addr = reinterpret_cast<uint64_t>(static_cast<uint8_t*>(ab.Data()) + offset);
     uint32_t key = 0;
-    int h = dev_->regMr(addr, length, access, &key);
+    int h = dev_->regMr(addr, length, access, -1, &key);
     if (h < 0) return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     Napi::Array out = Napi::Array::New(env, 3);
     out.Set(0u, h);

@@ -7,8 +7,6 @@
 
 namespace soft {
 
-namespace {
-
 void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   size_t di = 0, si = 0, doff = 0, soff = 0;
   while (di < nd && si < ns) {
@@ -20,6 +18,8 @@ void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
     if (soff == src[si].iov_len) { si++; soff = 0; }
   }
 }
+
+namespace {
 
 size_t total(const iovec* v, size_t n) {
   size_t t = 0;

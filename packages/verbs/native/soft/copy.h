@@ -14,5 +14,7 @@ namespace soft {
 // (read). Both lists describe the same total length. Returns false on a fault.
 bool copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr);
 bool copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr);
+// memcpy from one gather list into one scatter list of the same total length.
+void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns);
 
 }  // namespace soft

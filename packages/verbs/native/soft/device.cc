@@ -99,7 +99,7 @@ MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base()) + slot; }
 
 // ---------------------------------------------------------------- memory regions
 
-int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, uint32_t* keyOut) {
+int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut) {
   if (freeMrSlots_.empty()) return -1;
   uint32_t slot = freeMrSlots_.back();
   freeMrSlots_.pop_back();
@@ -110,6 +110,7 @@ int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, uint32_t* key
   e->access = access;
   e->addr = addr;
   e->length = length;
+  e->memfd = memfd;
   e->key.store(key, std::memory_order_release);
   int h = nextHandle_++;
   mrs_[h] = Mr{slot, key, addr, length, access};
@@ -645,6 +646,14 @@ void Device::remoteFail(Qp& q, QpShared* t) {
   p->ring();
 }
 
+void* Device::direct(PeerSegment* p, uint32_t key, uint64_t addr) {
+  if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
+  MrEntry& m = mr_table(p->base())[key >> 8];
+  if (m.memfd < 0) return nullptr;
+  uint8_t* base = p->mapRegion(key, m.memfd, m.length);
+  return base ? base + (addr - m.addr) : nullptr;
+}
+
 Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen) {
   PeerSegment* p = q.peer.get();
   if (!p) return TRANSPORT;
@@ -724,6 +733,7 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
     size_t nr = 0;
     uint64_t room = 0;
     uint8_t recvStatus = WC_SUCCESS;
+    bool allDirect = true;
     for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
       if (rsg[k].length == 0) continue;
       int bad = check_mr(p->base(), rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
@@ -732,11 +742,25 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
         break;
       }
       uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
-      if (take) remote[nr++] = iovec{reinterpret_cast<void*>(rsg[k].addr), take};
+      if (take) {
+        void* d = direct(p, rsg[k].lkey, rsg[k].addr);
+        if (!d) allDirect = false;
+        remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
+      }
       room += rsg[k].length;
     }
     if (recvStatus == WC_SUCCESS && room < total) recvStatus = WC_LOC_QP_OP_ERR;  // rxe's status for a short buffer
-    if (recvStatus == WC_SUCCESS && !copy_to_peer(p->pid(), local, nl, remote, nr)) recvStatus = WC_LOC_PROT_ERR;
+    if (recvStatus == WC_SUCCESS && nr > 0) {
+      if (allDirect) {
+        scatter_copy(remote, nr, local, nl);
+      } else {
+        // Mixed: move what is mapped back to remote addresses and use one system call.
+        for (uint32_t k = 0, j = 0; k < w.numSge && j < nr; k++) {
+          if (rsg[k].length) remote[j++].iov_base = reinterpret_cast<void*>(rsg[k].addr);
+        }
+        if (!copy_to_peer(p->pid(), local, nl, remote, nr)) recvStatus = WC_LOC_PROT_ERR;
+      }
+    }
     if (recvStatus != WC_SUCCESS) {
       Cqe c{};
       c.wrId = w.wrId;
@@ -748,15 +772,21 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
       return DONE;
     }
   } else if (e.opcode == OP_WRITE || e.opcode == OP_WRITE_IMM) {
-    iovec remote{reinterpret_cast<void*>(e.remoteAddr), total};
-    if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    void* d = total ? direct(p, e.rkey, e.remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(e.remoteAddr), total};
+    if (d) {
+      scatter_copy(&remote, 1, local, nl);
+    } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
       remoteFail(q, t);
       return DONE;
     }
   } else {  // READ
-    iovec remote{reinterpret_cast<void*>(e.remoteAddr), total};
-    if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    void* d = total ? direct(p, e.rkey, e.remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(e.remoteAddr), total};
+    if (d) {
+      scatter_copy(local, nl, &remote, 1);
+    } else if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
       remoteFail(q, t);
       return DONE;

@@ -84,7 +84,7 @@ class Device {
   pid_t pid() const { return pid_; }
 
   // Memory regions. Keys double as lkey and rkey.
-  int regMr(uint64_t addr, uint64_t length, uint32_t access, uint32_t* keyOut);
+  int regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut);
   void deregMr(int handle);
 
   int createCq(uint32_t capacity);
@@ -149,6 +149,8 @@ class Device {
                       const PeerSegment* peer);
   void remoteFail(Qp& q, QpShared* target);
   void block(Qp& q, double untilMs);
+  // Translates a peer's registered range into this process's mapping, if it has one.
+  void* direct(PeerSegment* p, uint32_t key, uint64_t addr);
 
   OwnSegment seg_;
   pid_t pid_;

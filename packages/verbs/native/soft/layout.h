@@ -77,6 +77,10 @@ struct MrEntry {
   uint32_t access;
   uint64_t addr;
   uint64_t length;
+  // The owner's memfd backing the region (allocMr), or -1 (regMr of a JS buffer).
+  // Peers map memfd-backed regions once and copy with memcpy; others by process_vm.
+  int32_t memfd;
+  uint32_t pad;
 };
 
 struct WireSge {

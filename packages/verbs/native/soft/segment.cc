@@ -162,7 +162,25 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
   }
 }
 
+uint8_t* PeerSegment::mapRegion(uint32_t key, int remoteFd, uint64_t length) {
+  auto it = regions_.find(key);
+  if (it != regions_.end()) return it->second.length >= length ? it->second.base : nullptr;
+  uint8_t* base = nullptr;
+  int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteFd, 0));
+  if (fd >= 0) {
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
+  }
+  // Remember failures too (nullptr): the caller falls back to cross-memory attach.
+  regions_[key] = Region{base, base ? length : 0};
+  return base;
+}
+
 PeerSegment::~PeerSegment() {
+  for (auto& [key, r] : regions_) {
+    if (r.base) munmap(r.base, r.length);
+  }
   munmap(base_, kSegmentBytes);
   close(eventfd_);
   close(pidfd_);

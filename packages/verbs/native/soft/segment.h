@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "layout.h"
 
@@ -56,6 +57,8 @@ class PeerSegment {
   uint8_t* base() const { return base_; }
   pid_t pid() const { return pid_; }
   void ring() const;  // doorbell: wakes the owner's event loop
+  // This process's mapping of the peer's memfd-backed region `key`, or nullptr.
+  uint8_t* mapRegion(uint32_t key, int remoteFd, uint64_t length);
   bool alive() const { return owner_alive(header()); }
 
   int refs = 0;
@@ -66,6 +69,8 @@ class PeerSegment {
   int pidfd_ = -1;
   int eventfd_ = -1;
   uint8_t* base_ = nullptr;
+  struct Region { uint8_t* base; uint64_t length; };
+  std::unordered_map<uint32_t, Region> regions_;
 };
 
 std::string boot_id();
