@@ -2,8 +2,8 @@ import { EventEmitter } from 'node:events';
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
-import { allocCompletions, fillCompletion } from './WorkCompletions.js';
 import type { WorkCompletion } from './types.js';
+import { allocCompletions, fillCompletion } from './WorkCompletions.js';
 
 export interface WaitOptions {
   /** Give up after this long with ERR_RDMA_TIMEOUT. Required: every wait has a deadline. */
@@ -106,10 +106,17 @@ export class CompletionQueue extends Resource {
         else resolve();
       };
       const onCompletion = () => done();
-      const onClosed = () => done(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));
-      const onAbort = () => done(new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal?.reason }));
+      const onClosed = () =>
+        done(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));
+      const onAbort = () =>
+        done(new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal?.reason }));
       const timer = setTimeout(
-        () => done(new RdmaError('ERR_RDMA_TIMEOUT', `no completion within ${timeoutMs} ms`, { retryable: true })),
+        () =>
+          done(
+            new RdmaError('ERR_RDMA_TIMEOUT', `no completion within ${timeoutMs} ms`, {
+              retryable: true,
+            }),
+          ),
         timeoutMs,
       );
       this.events.on('completion', onCompletion);
@@ -122,7 +129,8 @@ export class CompletionQueue extends Resource {
 
   /** @internal doorbell from the device */
   onDoorbell(): void {
-    if (this.#notifyRequested && !this.closed && this.#native.cqCount(this.handle) > 0) this.#deliver();
+    if (this.#notifyRequested && !this.closed && this.#native.cqCount(this.handle) > 0)
+      this.#deliver();
   }
 
   /** @internal */
@@ -130,7 +138,10 @@ export class CompletionQueue extends Resource {
     this.#overrun = true;
     this.events.emit('asyncEvent', {
       type: 'CQ_ERR',
-      error: new RdmaError('ERR_RDMA_CQ_OVERRUN', `completion queue of ${this.capacity} entries overran`),
+      error: new RdmaError(
+        'ERR_RDMA_CQ_OVERRUN',
+        `completion queue of ${this.capacity} entries overran`,
+      ),
     } satisfies CqAsyncEvent);
   }
 
@@ -148,7 +159,10 @@ export class CompletionQueue extends Resource {
   override close(): void {
     if (this.closed) return;
     if (this.#users > 0) {
-      throw new RdmaError('ERR_RDMA_BUSY', `completion queue is used by ${this.#users} queue pair(s); close them first`);
+      throw new RdmaError(
+        'ERR_RDMA_BUSY',
+        `completion queue is used by ${this.#users} queue pair(s); close them first`,
+      );
     }
     super.close();
     this.events.emit('closed');

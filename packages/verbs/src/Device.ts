@@ -23,8 +23,13 @@ function softInfo(): DeviceInfo {
   return {
     name: 'soft0',
     provider: 'soft',
-    guid: l.bootId.replaceAll('-', '').slice(0, 16).replace(/(.{4})(?!$)/g, '$1:'),
-    ports: [{ port: 1, state: 'ACTIVE', activeMtu: 4096, linkLayer: 'Shared memory', lid: 0, gids: [] }],
+    guid: l.bootId
+      .replaceAll('-', '')
+      .slice(0, 16)
+      .replace(/(.{4})(?!$)/g, '$1:'),
+    ports: [
+      { port: 1, state: 'ACTIVE', activeMtu: 4096, linkLayer: 'Shared memory', lid: 0, gids: [] },
+    ],
     limits: {
       maxQp: l.maxQp,
       maxQpWr: l.maxQpWr,
@@ -108,7 +113,9 @@ export class Device extends Resource {
   createCq(options: { capacity?: number } = {}): CompletionQueue {
     this.assertOpen();
     const capacity = checkInt('capacity', options.capacity ?? 256, 1, this.info.limits.maxCqe);
-    const cq = new CompletionQueue(this, this.#native, this.#native.createCq(capacity), () => this.#cqs.delete(cq.handle));
+    const cq = new CompletionQueue(this, this.#native, this.#native.createCq(capacity), () =>
+      this.#cqs.delete(cq.handle),
+    );
     this.#cqs.set(cq.handle, cq);
     return cq;
   }

@@ -47,8 +47,17 @@ export class MemoryRegion extends Resource {
   /** A scatter/gather element over [offset, offset + length) of this region. */
   sge(offset = 0, length = this.length - offset): Sge {
     if (this.closed) throw new RdmaError('ERR_RDMA_MR_INVALID', 'memory region was deregistered');
-    if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 || offset + length > this.length) {
-      throw new RdmaError('ERR_RDMA_OUT_OF_RANGE', `sge [${offset}, +${length}) outside region of ${this.length} bytes`);
+    if (
+      !Number.isInteger(offset) ||
+      !Number.isInteger(length) ||
+      offset < 0 ||
+      length < 0 ||
+      offset + length > this.length
+    ) {
+      throw new RdmaError(
+        'ERR_RDMA_OUT_OF_RANGE',
+        `sge [${offset}, +${length}) outside region of ${this.length} bytes`,
+      );
     }
     return { addr: this.addr + offset, length, lkey: this.lkey };
   }

@@ -72,18 +72,30 @@ export class ProtectionDomain extends Resource {
     }
     if (length === 0) throw invalid('cannot register an empty buffer');
     const [handle, addr, key] = this.#ctx.native.regMr(ab, offset, length, a);
-    return new MemoryRegion(this, this.#ctx.native, handle, new Uint8Array(ab, offset, length), addr, key, a);
+    return new MemoryRegion(
+      this,
+      this.#ctx.native,
+      handle,
+      new Uint8Array(ab, offset, length),
+      addr,
+      key,
+      a,
+    );
   }
 
   createQp(options: CreateQpOptions): QueuePair {
     this.assertOpen();
     const { sendCq, recvCq, srq } = options ?? ({} as CreateQpOptions);
-    for (const [name, cq] of [['sendCq', sendCq], ['recvCq', recvCq]] as const) {
+    for (const [name, cq] of [
+      ['sendCq', sendCq],
+      ['recvCq', recvCq],
+    ] as const) {
       if (!(cq instanceof CompletionQueue)) throw invalid(`${name} must be a CompletionQueue`);
       if (cq.closed) throw new RdmaError('ERR_RDMA_CLOSED', `${name} is closed`);
       if (!this.#ownsCq(cq)) throw invalid(`${name} belongs to another device`);
     }
-    if (srq !== undefined && (!(srq instanceof SharedReceiveQueue) || srq.closed)) throw invalid('srq must be an open SharedReceiveQueue');
+    if (srq !== undefined && (!(srq instanceof SharedReceiveQueue) || srq.closed))
+      throw invalid('srq must be an open SharedReceiveQueue');
     const L = this.#limits;
     const caps = {
       maxSendWr: optInt('maxSendWr', options.maxSendWr, 1, L.maxQpWr, 64),

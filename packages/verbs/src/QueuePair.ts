@@ -7,7 +7,15 @@ import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
 import { invalid, optInt } from './internal/validate.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
-import { Access, type ConnectOptions, type Endpoint, type QpCaps, type QpState, type RecvWr, type SendWr } from './types.js';
+import {
+  Access,
+  type ConnectOptions,
+  type Endpoint,
+  type QpCaps,
+  type QpState,
+  type RecvWr,
+  type SendWr,
+} from './types.js';
 
 /** Faults the soft provider can inject, for tests. */
 export type Fault =
@@ -72,7 +80,9 @@ export class QueuePair extends Resource {
     this.#slot = slot;
     this.#gen = gen;
     this.#sendScratch = new Float64Array(caps.maxSendWr * sendWrWords(caps.maxSendSge));
-    this.#recvScratch = new Float64Array(Math.max(caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge));
+    this.#recvScratch = new Float64Array(
+      Math.max(caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge),
+    );
     sendCq.use(1);
     recvCq.use(1);
     srq?.use(1);
@@ -134,8 +144,12 @@ export class QueuePair extends Resource {
 
   /** Walks reset → init → rtr → rts in one call. */
   connect(remote: Endpoint, options: ConnectOptions = {}): void {
-    if (this.state === 'reset') this.toInit(options.access === undefined ? {} : { access: options.access });
-    this.toRtr(remote, options.minRnrTimer === undefined ? {} : { minRnrTimer: options.minRnrTimer });
+    if (this.state === 'reset')
+      this.toInit(options.access === undefined ? {} : { access: options.access });
+    this.toRtr(
+      remote,
+      options.minRnrTimer === undefined ? {} : { minRnrTimer: options.minRnrTimer },
+    );
     const rts: { timeout?: number; retryCount?: number; rnrRetry?: number } = {};
     if (options.timeout !== undefined) rts.timeout = options.timeout;
     if (options.retryCount !== undefined) rts.retryCount = options.retryCount;
@@ -158,7 +172,14 @@ export class QueuePair extends Resource {
     const n = Math.min(list.length, this.caps.maxSendWr);
     let p = 0;
     for (let i = 0; i < n; i++) {
-      p = packSendWr(this.#sendScratch, p, list[i] as SendWr, this.caps.maxSendSge, this.caps.maxInlineData, this.#ctx.maxMsgSize);
+      p = packSendWr(
+        this.#sendScratch,
+        p,
+        list[i] as SendWr,
+        this.caps.maxSendSge,
+        this.caps.maxInlineData,
+        this.#ctx.maxMsgSize,
+      );
     }
     const rc = this.#ctx.native.postSend(this.#handle, this.#sendScratch, n);
     if (rc !== 0) throw postError(rc, 'send', this.state);
@@ -168,7 +189,11 @@ export class QueuePair extends Resource {
   /** Posts one or more receive WRs (allowed from init on). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     this.assertOpen();
-    if (this.srq) throw new RdmaError('ERR_RDMA_INVALID_STATE', 'this QP receives through a shared receive queue; post there');
+    if (this.srq)
+      throw new RdmaError(
+        'ERR_RDMA_INVALID_STATE',
+        'this QP receives through a shared receive queue; post there',
+      );
     let list: readonly RecvWr[];
     if (Array.isArray(wrs)) list = wrs;
     else {
@@ -177,7 +202,8 @@ export class QueuePair extends Resource {
     }
     const n = Math.min(list.length, this.caps.maxRecvWr);
     let p = 0;
-    for (let i = 0; i < n; i++) p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
+    for (let i = 0; i < n; i++)
+      p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
     const rc = this.#ctx.native.postRecv(this.#handle, this.#recvScratch, n);
     if (rc !== 0) throw postError(rc, 'receive', this.state);
     if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'receive', 'rts');
@@ -186,10 +212,14 @@ export class QueuePair extends Resource {
   /** Test hook: injects a fault (soft provider; ibverbs supports only break-qp). */
   injectFault(fault: Fault): void {
     this.assertOpen();
-    if (fault.type === 'break-qp') return this.toError();
+    if (fault.type === 'break-qp') {
+      this.toError();
+      return;
+    }
     if (this.#ctx.provider !== 'soft') throw invalid(`fault ${fault.type} needs the soft provider`);
     if (fault.type === 'break-link') this.#ctx.native.inject(this.#handle, 0, 0);
-    else if (fault.type === 'stall-receiver') this.#ctx.native.inject(this.#handle, 1, fault.on ? 1 : 0);
+    else if (fault.type === 'stall-receiver')
+      this.#ctx.native.inject(this.#handle, 1, fault.on ? 1 : 0);
     else if (fault.type === 'delay') {
       if (!(fault.ms >= 0)) throw invalid('delay ms must be >= 0');
       this.#ctx.native.inject(this.#handle, 2, fault.ms);
@@ -205,7 +235,10 @@ export class QueuePair extends Resource {
   onFatal(): void {
     this.events.emit('asyncEvent', {
       type: 'QP_FATAL',
-      error: new RdmaError('ERR_RDMA_INVALID_STATE', `QP ${this.qpn} was moved to error by its peer`),
+      error: new RdmaError(
+        'ERR_RDMA_INVALID_STATE',
+        `QP ${this.qpn} was moved to error by its peer`,
+      ),
     } satisfies QpAsyncEvent);
   }
 
@@ -214,7 +247,10 @@ export class QueuePair extends Resource {
     const from = this.state;
     const rc = this.#ctx.native.modifyQp(this.#handle, QP_STATE_CODE[to], ...args);
     if (rc !== 0) {
-      throw new RdmaError('ERR_RDMA_INVALID_STATE', `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc})`);
+      throw new RdmaError(
+        'ERR_RDMA_INVALID_STATE',
+        `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc})`,
+      );
     }
   }
 
@@ -241,9 +277,12 @@ interface SoftEndpoint {
 }
 
 function checkEndpoint(remote: Endpoint, provider: string, bootId: string): SoftEndpoint {
-  if (remote === null || typeof remote !== 'object') throw invalid('remote endpoint must be an object');
+  if (remote === null || typeof remote !== 'object')
+    throw invalid('remote endpoint must be an object');
   if (remote.provider !== provider) {
-    throw invalid(`remote endpoint is of provider ${String(remote.provider)}, this QP is ${provider}`);
+    throw invalid(
+      `remote endpoint is of provider ${String(remote.provider)}, this QP is ${provider}`,
+    );
   }
   if (remote.bootId !== bootId) {
     throw new RdmaError(
@@ -253,7 +292,8 @@ function checkEndpoint(remote: Endpoint, provider: string, bootId: string): Soft
   }
   const e = remote as unknown as Record<string, unknown>;
   for (const k of ['pid', 'segFd', 'bellFd', 'slot', 'gen', 'qpn']) {
-    if (typeof e[k] !== 'number' || !Number.isInteger(e[k]) || (e[k] as number) < 0) throw invalid(`remote endpoint lacks ${k}`);
+    if (typeof e[k] !== 'number' || !Number.isInteger(e[k]) || (e[k] as number) < 0)
+      throw invalid(`remote endpoint lacks ${k}`);
   }
   return e as unknown as SoftEndpoint;
 }
@@ -262,12 +302,22 @@ function postError(rc: number, what: string, state: QpState): RdmaError {
   const index = rc >> 8;
   const code = rc & 0xff;
   if (code === POST_EINVAL) {
-    return Object.assign(new RdmaError('ERR_RDMA_INVALID_STATE', `cannot post a ${what} in state ${state}`), { posted: index });
+    return Object.assign(
+      new RdmaError('ERR_RDMA_INVALID_STATE', `cannot post a ${what} in state ${state}`),
+      { posted: index },
+    );
   }
   if (code === POST_ENOMEM) {
-    return Object.assign(new RdmaError('ERR_RDMA_QUEUE_FULL', `${what} queue full: ${index} work request(s) of the batch were posted`, { retryable: true }), {
-      posted: index,
-    });
+    return Object.assign(
+      new RdmaError(
+        'ERR_RDMA_QUEUE_FULL',
+        `${what} queue full: ${index} work request(s) of the batch were posted`,
+        { retryable: true },
+      ),
+      {
+        posted: index,
+      },
+    );
   }
   return new RdmaError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`);
 }

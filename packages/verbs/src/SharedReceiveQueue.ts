@@ -52,9 +52,14 @@ export class SharedReceiveQueue extends Resource {
     const rc = this.#native.postSrqRecv(this.handle, this.#scratch, n);
     const posted = rc === 0 ? n : rc >> 8;
     if (rc !== 0 || list.length > n) {
-      throw Object.assign(new RdmaError('ERR_RDMA_QUEUE_FULL', `shared receive queue full: ${posted} posted`, { retryable: true }), {
-        posted,
-      });
+      throw Object.assign(
+        new RdmaError('ERR_RDMA_QUEUE_FULL', `shared receive queue full: ${posted} posted`, {
+          retryable: true,
+        }),
+        {
+          posted,
+        },
+      );
     }
   }
 
@@ -76,7 +81,11 @@ export class SharedReceiveQueue extends Resource {
 
   override close(): void {
     if (this.closed) return;
-    if (this.#users > 0) throw new RdmaError('ERR_RDMA_BUSY', `shared receive queue is used by ${this.#users} queue pair(s)`);
+    if (this.#users > 0)
+      throw new RdmaError(
+        'ERR_RDMA_BUSY',
+        `shared receive queue is used by ${this.#users} queue pair(s)`,
+      );
     super.close();
   }
 

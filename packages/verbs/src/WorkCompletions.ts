@@ -1,11 +1,21 @@
-import { wcOpcodeName, WC_FLAG_WITH_IMM } from './internal/codes.js';
+import { WC_FLAG_WITH_IMM, wcOpcodeName } from './internal/codes.js';
 import { WC_STATUSES, type WcOpcode, type WcStatus, type WorkCompletion } from './types.js';
 
 /** Preallocates `n` completion records for `CompletionQueue.poll()` to fill. */
 export function allocCompletions(n: number): WorkCompletion[] {
   const out: WorkCompletion[] = [];
   for (let i = 0; i < n; i++) {
-    out.push({ wrId: 0, status: 'SUCCESS', opcode: 'SEND', byteLen: 0, imm: 0, withImm: false, qpNum: 0, srcQp: 0, vendorErr: 0 });
+    out.push({
+      wrId: 0,
+      status: 'SUCCESS',
+      opcode: 'SEND',
+      byteLen: 0,
+      imm: 0,
+      withImm: false,
+      qpNum: 0,
+      srcQp: 0,
+      vendorErr: 0,
+    });
   }
   return out;
 }

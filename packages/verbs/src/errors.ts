@@ -45,7 +45,12 @@ export class RdmaSystemError extends RdmaError {
   readonly errno: number;
   readonly syscall: string;
 
-  constructor(syscall: string, errno: number, message: string, code: RdmaErrorCode = 'ERR_RDMA_SYSTEM') {
+  constructor(
+    syscall: string,
+    errno: number,
+    message: string,
+    code: RdmaErrorCode = 'ERR_RDMA_SYSTEM',
+  ) {
     super(code, `${syscall}: ${message}`, { retryable: errno === 11 /* EAGAIN */ });
     this.name = 'RdmaSystemError';
     this.errno = errno;

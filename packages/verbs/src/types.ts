@@ -12,7 +12,12 @@ export const Access = {
 
 export type QpState = 'reset' | 'init' | 'rtr' | 'rts' | 'error';
 
-export type SendOpcode = 'SEND' | 'SEND_WITH_IMM' | 'RDMA_WRITE' | 'RDMA_WRITE_WITH_IMM' | 'RDMA_READ';
+export type SendOpcode =
+  | 'SEND'
+  | 'SEND_WITH_IMM'
+  | 'RDMA_WRITE'
+  | 'RDMA_WRITE_WITH_IMM'
+  | 'RDMA_READ';
 
 /** `enum ibv_wc_status` names, in their numeric order (index = ibverbs value). */
 export const WC_STATUSES = [

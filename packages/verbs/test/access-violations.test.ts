@@ -22,7 +22,13 @@ describe.each(providers)('remote access checks on %s', (provider) => {
     const { a, b } = p;
     b.qp.postRecv({ wrId: 77, sgList: [b.mr.sge(0, 64)] });
     a.mr.bytes.fill(1, 0, 64);
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 64)], remoteAddr: b.mr.addr, rkey: (b.mr.rkey ^ 0x55) >>> 0 });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 64)],
+      remoteAddr: b.mr.addr,
+      rkey: (b.mr.rkey ^ 0x55) >>> 0,
+    });
     await expectAccessFailure('REM_ACCESS_ERR');
     expect(b.mr.bytes.subarray(0, 64).every((v) => v === 0)).toBe(true);
   });
@@ -32,7 +38,13 @@ describe.each(providers)('remote access checks on %s', (provider) => {
     const { a, b } = p;
     b.qp.postRecv({ wrId: 77, sgList: [b.mr.sge(0, 64)] });
     a.mr.bytes.fill(1, 0, 64);
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 64)], remoteAddr: b.mr.addr + b.mr.length - 32, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 64)],
+      remoteAddr: b.mr.addr + b.mr.length - 32,
+      rkey: b.mr.rkey,
+    });
     await expectAccessFailure('REM_ACCESS_ERR');
     expect(b.mr.bytes.subarray(b.mr.length - 32).every((v) => v === 0)).toBe(true);
   });
@@ -42,7 +54,13 @@ describe.each(providers)('remote access checks on %s', (provider) => {
     const { a, b } = p;
     const local = b.pd.allocMr(4096, Access.LocalWrite);
     b.qp.postRecv({ wrId: 77, sgList: [b.mr.sge(0, 64)] });
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [a.mr.sge(0, 64)], remoteAddr: local.addr, rkey: local.rkey });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_READ',
+      sgList: [a.mr.sge(0, 64)],
+      remoteAddr: local.addr,
+      rkey: local.rkey,
+    });
     await expectAccessFailure('REM_ACCESS_ERR');
   });
 
@@ -50,7 +68,13 @@ describe.each(providers)('remote access checks on %s', (provider) => {
     p = pair(provider, {}, { b: { access: Access.RemoteRead } });
     const { a, b } = p;
     b.qp.postRecv({ wrId: 77, sgList: [b.mr.sge(0, 64)] });
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 64)], remoteAddr: b.mr.addr, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 64)],
+      remoteAddr: b.mr.addr,
+      rkey: b.mr.rkey,
+    });
     await expectAccessFailure('REM_INV_REQ_ERR');
   });
 
@@ -70,7 +94,13 @@ describe.each(providers)('remote access checks on %s', (provider) => {
     const { addr, rkey } = target;
     target.deregister();
     b.qp.postRecv({ wrId: 77, sgList: [b.mr.sge(0, 64)] });
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 64)], remoteAddr: addr, rkey });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 64)],
+      remoteAddr: addr,
+      rkey,
+    });
     await expectAccessFailure('REM_ACCESS_ERR');
   });
 });

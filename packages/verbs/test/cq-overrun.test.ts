@@ -6,13 +6,26 @@ describe.each(providers)('completion queue overrun on %s', (provider) => {
   afterEach(() => p?.close());
 
   it('a receive CQ overrun is reported, keeps what it had, fails the receiving QP and the sender', async () => {
-    p = pair(provider, { cqCapacity: 4, maxRecvWr: 16, maxSendWr: 16 }, { a: { timeout: 8, retryCount: 1 } });
+    p = pair(
+      provider,
+      { cqCapacity: 4, maxRecvWr: 16, maxSendWr: 16 },
+      { a: { timeout: 8, retryCount: 1 } },
+    );
     const { a, b } = p;
     const events: string[] = [];
     b.cq.on('asyncEvent', (e) => events.push(e.type));
-    b.qp.postRecv(Array.from({ length: 8 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 64, 64)] })));
+    b.qp.postRecv(
+      Array.from({ length: 8 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 64, 64)] })),
+    );
     // Unsignaled: only the sender's failure (and the flushes after it) reach its CQ.
-    a.qp.postSend(Array.from({ length: 8 }, (_, i) => ({ wrId: i, opcode: 'SEND' as const, signaled: false, sgList: [a.mr.sge(0, 8)] })));
+    a.qp.postSend(
+      Array.from({ length: 8 }, (_, i) => ({
+        wrId: i,
+        opcode: 'SEND' as const,
+        signaled: false,
+        sgList: [a.mr.sge(0, 8)],
+      })),
+    );
     await sleep(50);
     expect(events).toContain('CQ_ERR');
     expect(b.cq.overrun).toBe(true);

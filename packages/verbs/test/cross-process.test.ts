@@ -15,7 +15,9 @@ describe.each(providers)('peers in separate processes on %s', (provider) => {
   async function connectToChild(options: object = {}) {
     peer = await spawnPeer();
     me = side(provider);
-    const remote = await peer.call<{ endpoint: Endpoint; addr: number; rkey: number }>('setup', { provider });
+    const remote = await peer.call<{ endpoint: Endpoint; addr: number; rkey: number }>('setup', {
+      provider,
+    });
     me.qp.connect(remote.endpoint, options);
     await peer.call('connect', { endpoint: me.qp.endpoint() });
     return remote;
@@ -32,11 +34,23 @@ describe.each(providers)('peers in separate processes on %s', (provider) => {
     const [r] = await p.call<{ byteLen: number; status: string }[]>('collect', { count: 1 });
     expect(r).toMatchObject({ status: 'SUCCESS', byteLen: 100 });
     m.mr.bytes.fill(8, 1000, 1000 + 4000);
-    m.qp.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [m.mr.sge(1000, 4000)], remoteAddr: remote.addr + 8192, rkey: remote.rkey });
+    m.qp.postSend({
+      wrId: 2,
+      opcode: 'RDMA_WRITE',
+      sgList: [m.mr.sge(1000, 4000)],
+      remoteAddr: remote.addr + 8192,
+      rkey: remote.rkey,
+    });
     expect((await collect(m.cq, 1))[0]?.status).toBe('SUCCESS');
     const bytes = await p.call<number[]>('bytes', { offset: 8192, length: 4000 });
     expect(bytes.every((v) => v === 8)).toBe(true);
-    m.qp.postSend({ wrId: 3, opcode: 'RDMA_READ', sgList: [m.mr.sge(20000, 4000)], remoteAddr: remote.addr + 8192, rkey: remote.rkey });
+    m.qp.postSend({
+      wrId: 3,
+      opcode: 'RDMA_READ',
+      sgList: [m.mr.sge(20000, 4000)],
+      remoteAddr: remote.addr + 8192,
+      rkey: remote.rkey,
+    });
     expect((await collect(m.cq, 1))[0]).toMatchObject({ status: 'SUCCESS', byteLen: 4000 });
     expect(m.mr.bytes.subarray(20000, 24000).every((v) => v === 8)).toBe(true);
   });

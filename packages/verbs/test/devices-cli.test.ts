@@ -17,7 +17,9 @@ describe('rdmajs devices', () => {
   });
 
   it('prints the same data as JSON with --json', () => {
-    const json = JSON.parse(execFileSync(process.execPath, [bin, 'devices', '--json'], { encoding: 'utf8' }));
+    const json = JSON.parse(
+      execFileSync(process.execPath, [bin, 'devices', '--json'], { encoding: 'utf8' }),
+    );
     expect(json).toEqual(listDevices());
   });
 });

@@ -13,8 +13,21 @@ describe.each(providers)('errors and flushing on %s', (provider) => {
       { wrId: 101, sgList: [a.mr.sge(64, 64)] },
     ]);
     a.qp.postSend([
-      { wrId: 1, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 8)], remoteAddr: b.mr.addr, rkey: 0xbad00 },
-      { wrId: 2, opcode: 'RDMA_WRITE', signaled: false, sgList: [a.mr.sge(0, 8)], remoteAddr: b.mr.addr, rkey: b.mr.rkey },
+      {
+        wrId: 1,
+        opcode: 'RDMA_WRITE',
+        sgList: [a.mr.sge(0, 8)],
+        remoteAddr: b.mr.addr,
+        rkey: 0xbad00,
+      },
+      {
+        wrId: 2,
+        opcode: 'RDMA_WRITE',
+        signaled: false,
+        sgList: [a.mr.sge(0, 8)],
+        remoteAddr: b.mr.addr,
+        rkey: b.mr.rkey,
+      },
       { wrId: 3, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] },
     ]);
     const wcs = await collect(a.cq, 5);
@@ -24,7 +37,8 @@ describe.each(providers)('errors and flushing on %s', (provider) => {
     expect(byId.get(3)).toBe('WR_FLUSH_ERR');
     expect(byId.get(100)).toBe('WR_FLUSH_ERR');
     expect(byId.get(101)).toBe('WR_FLUSH_ERR');
-    for (const w of wcs.filter((x) => x.status !== 'SUCCESS')) expect([w.byteLen, w.vendorErr]).toEqual([0, 0]);
+    for (const w of wcs.filter((x) => x.status !== 'SUCCESS'))
+      expect([w.byteLen, w.vendorErr]).toEqual([0, 0]);
   });
 
   it('posting a send in error succeeds and flushes at once', async () => {
@@ -74,13 +88,21 @@ describe.each(providers)('errors and flushing on %s', (provider) => {
     p = pair(provider);
     const { a, b } = p;
     b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
-    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.mr.addr, length: 8, lkey: 0xbad00 }] });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'SEND',
+      sgList: [{ addr: a.mr.addr, length: 8, lkey: 0xbad00 }],
+    });
     expect((await collect(a.cq, 1))[0]?.status).toBe('LOC_QP_OP_ERR');
     p.close();
     p = pair(provider);
     const q = p;
     q.b.qp.postRecv({ wrId: 1, sgList: [q.b.mr.sge(0, 64)] });
-    q.a.qp.postSend({ wrId: 2, opcode: 'SEND', sgList: [{ addr: q.a.mr.addr + q.a.mr.length - 4, length: 8, lkey: q.a.mr.lkey }] });
+    q.a.qp.postSend({
+      wrId: 2,
+      opcode: 'SEND',
+      sgList: [{ addr: q.a.mr.addr + q.a.mr.length - 4, length: 8, lkey: q.a.mr.lkey }],
+    });
     expect((await collect(q.a.cq, 1))[0]?.status).toBe('LOC_PROT_ERR');
   });
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { openDevice, type Endpoint } from '../src/index.js';
+import { type Endpoint, openDevice } from '../src/index.js';
 import { ALL, collect, providers, side } from './harness/pair.js';
 
 const code = (c: string) => expect.objectContaining({ code: c });
@@ -17,7 +17,14 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     const qp = pd.createQp({ sendCq: cq, recvCq: cq });
     const qp2 = pd.createQp({ sendCq: cq, recvCq: cq, srq });
     pd.close();
-    expect([qp.closed, qp2.closed, srq.closed, mr.closed, pd.closed, cq.closed]).toEqual([true, true, true, true, true, false]);
+    expect([qp.closed, qp2.closed, srq.closed, mr.closed, pd.closed, cq.closed]).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+    ]);
     dev.close();
     dev.close();
     expect(cq.closed).toBe(true);
@@ -36,7 +43,9 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     const s = side(provider);
     const sge = s.mr.sge(0, 8);
     s.dev.close();
-    expect(() => s.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [sge] })).toThrow(code('ERR_RDMA_CLOSED'));
+    expect(() => s.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [sge] })).toThrow(
+      code('ERR_RDMA_CLOSED'),
+    );
     expect(() => s.qp.postRecv({ wrId: 1, sgList: [sge] })).toThrow(code('ERR_RDMA_CLOSED'));
     expect(() => s.qp.state).toThrow(code('ERR_RDMA_CLOSED'));
     expect(() => s.cq.poll([])).toThrow(code('ERR_RDMA_CLOSED'));
@@ -67,10 +76,14 @@ describe.each(providers)('lifecycle on %s', (provider) => {
 
   it('works in worker threads, and a worker exiting with an open device cleans it up', async () => {
     const main = side(provider);
-    const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url)), {
-      workerData: { provider },
-    });
-    const next = () => new Promise<Record<string, unknown>>((resolve) => worker.once('message', resolve));
+    const worker = new Worker(
+      fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url)),
+      {
+        workerData: { provider },
+      },
+    );
+    const next = () =>
+      new Promise<Record<string, unknown>>((resolve) => worker.once('message', resolve));
     const { endpoint } = (await next()) as { endpoint: Endpoint };
     main.qp.connect(endpoint);
     main.qp.postRecv({ wrId: 9, sgList: [main.mr.sge(0, 64)] });
@@ -93,7 +106,8 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     });
     const collected = JSON.parse(out) as string[];
     for (const tag of ['closed', 'open']) {
-      for (const what of ['device', 'qp', 'mr', 'bytes', 'cq']) expect(collected).toContain(`${tag}:${what}`);
+      for (const what of ['device', 'qp', 'mr', 'bytes', 'cq'])
+        expect(collected).toContain(`${tag}:${what}`);
     }
   });
 });

@@ -14,7 +14,14 @@ describe.each(providers)('opcodes on %s', (provider) => {
     const [s] = await collect(a.cq, 1);
     const [r] = await collect(b.cq, 1);
     expect(s).toMatchObject({ wrId: 1, status: 'SUCCESS', opcode: 'SEND', qpNum: a.qp.qpn });
-    expect(r).toMatchObject({ wrId: 11, status: 'SUCCESS', opcode: 'RECV', byteLen: 5, withImm: false, qpNum: b.qp.qpn });
+    expect(r).toMatchObject({
+      wrId: 11,
+      status: 'SUCCESS',
+      opcode: 'RECV',
+      byteLen: 5,
+      withImm: false,
+      qpNum: b.qp.qpn,
+    });
     expect([...b.mr.bytes.subarray(0, 5)]).toEqual([1, 2, 3, 4, 5]);
   });
 
@@ -31,7 +38,13 @@ describe.each(providers)('opcodes on %s', (provider) => {
     ]);
     await collect(a.cq, 2);
     const [r1, r2] = await collect(b.cq, 2);
-    expect(r1).toMatchObject({ wrId: 1, opcode: 'RECV', withImm: true, imm: 0xdeadbeef, byteLen: 8 });
+    expect(r1).toMatchObject({
+      wrId: 1,
+      opcode: 'RECV',
+      withImm: true,
+      imm: 0xdeadbeef,
+      byteLen: 8,
+    });
     expect(r2).toMatchObject({ wrId: 2, opcode: 'RECV', byteLen: 0 });
   });
 
@@ -39,12 +52,24 @@ describe.each(providers)('opcodes on %s', (provider) => {
     p = pair(provider);
     const { a, b } = p;
     a.mr.bytes.fill(7, 0, 1000);
-    a.qp.postSend({ wrId: 5, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 1000)], remoteAddr: b.mr.addr + 4096, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 5,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 1000)],
+      remoteAddr: b.mr.addr + 4096,
+      rkey: b.mr.rkey,
+    });
     const [w] = await collect(a.cq, 1);
     expect(w).toMatchObject({ wrId: 5, status: 'SUCCESS', opcode: 'RDMA_WRITE' });
     expect(b.mr.bytes.subarray(4096, 5096).every((v) => v === 7)).toBe(true);
     b.mr.bytes.fill(9, 100, 200);
-    a.qp.postSend({ wrId: 6, opcode: 'RDMA_READ', sgList: [a.mr.sge(2000, 100)], remoteAddr: b.mr.addr + 100, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 6,
+      opcode: 'RDMA_READ',
+      sgList: [a.mr.sge(2000, 100)],
+      remoteAddr: b.mr.addr + 100,
+      rkey: b.mr.rkey,
+    });
     const [rd] = await collect(a.cq, 1);
     expect(rd).toMatchObject({ wrId: 6, status: 'SUCCESS', opcode: 'RDMA_READ', byteLen: 100 });
     expect(a.mr.bytes.subarray(2000, 2100).every((v) => v === 9)).toBe(true);
@@ -68,7 +93,14 @@ describe.each(providers)('opcodes on %s', (provider) => {
     const [s] = await collect(a.cq, 1);
     const [r] = await collect(b.cq, 1);
     expect(s).toMatchObject({ status: 'SUCCESS', opcode: 'RDMA_WRITE', withImm: true });
-    expect(r).toMatchObject({ wrId: 3, status: 'SUCCESS', opcode: 'RECV_RDMA_WITH_IMM', imm: 42, byteLen: 512, withImm: true });
+    expect(r).toMatchObject({
+      wrId: 3,
+      status: 'SUCCESS',
+      opcode: 'RECV_RDMA_WITH_IMM',
+      imm: 42,
+      byteLen: 512,
+      withImm: true,
+    });
     expect(b.mr.bytes.subarray(0, 16).every((v) => v === 0xee)).toBe(true);
     expect(b.mr.bytes.subarray(1024, 1536).every((v) => v === 1)).toBe(true);
   });
@@ -80,13 +112,19 @@ describe.each(providers)('opcodes on %s', (provider) => {
     a.mr.bytes.set([4, 5], 100);
     a.mr.bytes.set([6, 7, 8, 9], 200);
     b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 2), b.mr.sge(50, 3), b.mr.sge(300, 10)] });
-    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 3), a.mr.sge(100, 2), a.mr.sge(200, 4)] });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'SEND',
+      sgList: [a.mr.sge(0, 3), a.mr.sge(100, 2), a.mr.sge(200, 4)],
+    });
     await collect(a.cq, 1);
     const [r] = await collect(b.cq, 1);
     expect(r?.byteLen).toBe(9);
-    expect([...b.mr.bytes.subarray(0, 2), ...b.mr.bytes.subarray(50, 53), ...b.mr.bytes.subarray(300, 304)]).toEqual([
-      1, 2, 3, 4, 5, 6, 7, 8, 9,
-    ]);
+    expect([
+      ...b.mr.bytes.subarray(0, 2),
+      ...b.mr.bytes.subarray(50, 53),
+      ...b.mr.bytes.subarray(300, 304),
+    ]).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
 
   it('inline sends copy the payload at post time, so the buffer can be reused at once', async () => {
@@ -123,12 +161,27 @@ describe.each(providers)('opcodes on %s', (provider) => {
   it('keeps order within a QP: 200 SENDs arrive in posting order; a WRITE is visible before a later SEND', async () => {
     p = pair(provider, { maxSendWr: 256, maxRecvWr: 256, cqCapacity: 1024 });
     const { a, b } = p;
-    const recvs = Array.from({ length: 200 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 8, 8)] }));
+    const recvs = Array.from({ length: 200 }, (_, i) => ({
+      wrId: i,
+      sgList: [b.mr.sge(i * 8, 8)],
+    }));
     b.qp.postRecv(recvs.slice(0, 100));
     b.qp.postRecv(recvs.slice(100));
     a.mr.bytes.fill(0x5a, 8192, 8192 + 4096);
-    a.qp.postSend({ wrId: 999, opcode: 'RDMA_WRITE', signaled: false, sgList: [a.mr.sge(8192, 4096)], remoteAddr: b.mr.addr + 8192, rkey: b.mr.rkey });
-    const sends = Array.from({ length: 200 }, (_, i) => ({ wrId: i, opcode: 'SEND' as const, signaled: i % 50 === 49, sgList: [a.mr.sge(0, 4)] }));
+    a.qp.postSend({
+      wrId: 999,
+      opcode: 'RDMA_WRITE',
+      signaled: false,
+      sgList: [a.mr.sge(8192, 4096)],
+      remoteAddr: b.mr.addr + 8192,
+      rkey: b.mr.rkey,
+    });
+    const sends = Array.from({ length: 200 }, (_, i) => ({
+      wrId: i,
+      opcode: 'SEND' as const,
+      signaled: i % 50 === 49,
+      sgList: [a.mr.sge(0, 4)],
+    }));
     for (let i = 0; i < 200; i += 100) a.qp.postSend(sends.slice(i, i + 100));
     const first = await collect(b.cq, 1);
     expect(b.mr.bytes.subarray(8192, 8192 + 4096).every((v) => v === 0x5a)).toBe(true);

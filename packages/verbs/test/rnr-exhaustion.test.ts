@@ -39,7 +39,14 @@ describe.each(providers)('receiver not ready on %s', (provider) => {
   it('RDMA_WRITE_WITH_IMM without a posted receive fails with RNR_RETRY_EXC_ERR', async () => {
     p = pair(provider, {}, { a: { rnrRetry: 0 } });
     const { a, b } = p;
-    a.qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE_WITH_IMM', imm: 1, sgList: [a.mr.sge(0, 8)], remoteAddr: b.mr.addr, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE_WITH_IMM',
+      imm: 1,
+      sgList: [a.mr.sge(0, 8)],
+      remoteAddr: b.mr.addr,
+      rkey: b.mr.rkey,
+    });
     const [wc] = await collect(a.cq, 1);
     expect(wc?.status).toBe('RNR_RETRY_EXC_ERR');
   });
@@ -48,7 +55,13 @@ describe.each(providers)('receiver not ready on %s', (provider) => {
     p = pair(provider, {}, { a: { rnrRetry: 7 }, b: { minRnrTimer: 1 } });
     const { a, b } = p;
     a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
-    a.qp.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [a.mr.sge(0, 8)], remoteAddr: b.mr.addr + 512, rkey: b.mr.rkey });
+    a.qp.postSend({
+      wrId: 2,
+      opcode: 'RDMA_WRITE',
+      sgList: [a.mr.sge(0, 8)],
+      remoteAddr: b.mr.addr + 512,
+      rkey: b.mr.rkey,
+    });
     await sleep(30);
     expect(a.cq.pending()).toBe(0);
     b.qp.postRecv({ wrId: 9, sgList: [b.mr.sge(0, 64)] });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Device, openDevice } from '../src/index.js';
-import { ALL, collect, providers, side, type Side } from './harness/pair.js';
+import { ALL, collect, providers, type Side, side } from './harness/pair.js';
 
 describe.each(providers)('shared receive queues on %s', (provider) => {
   const open: Device[] = [];
@@ -17,7 +17,9 @@ describe.each(providers)('shared receive queues on %s', (provider) => {
     const srq = pd.createSrq({ maxWr: 16, maxSge: 1 });
     const q1 = pd.createQp({ sendCq: cq, recvCq: cq, srq });
     const q2 = pd.createQp({ sendCq: cq, recvCq: cq, srq });
-    expect(() => q1.postRecv({ wrId: 1, sgList: [] })).toThrow(expect.objectContaining({ code: 'ERR_RDMA_INVALID_STATE' }));
+    expect(() => q1.postRecv({ wrId: 1, sgList: [] })).toThrow(
+      expect.objectContaining({ code: 'ERR_RDMA_INVALID_STATE' }),
+    );
     const senders: Side[] = [side(provider), side(provider)];
     open.push(...senders.map((s) => s.dev));
     const [s1, s2] = senders as [Side, Side];
@@ -25,7 +27,9 @@ describe.each(providers)('shared receive queues on %s', (provider) => {
     s1.qp.connect(q1.endpoint());
     q2.connect(s2.qp.endpoint());
     s2.qp.connect(q2.endpoint());
-    srq.postRecv(Array.from({ length: 4 }, (_, i) => ({ wrId: 100 + i, sgList: [mr.sge(i * 64, 64)] })));
+    srq.postRecv(
+      Array.from({ length: 4 }, (_, i) => ({ wrId: 100 + i, sgList: [mr.sge(i * 64, 64)] })),
+    );
     let limitEvents = 0;
     srq.events.on('asyncEvent', (e: { type: string }) => {
       if (e.type === 'SRQ_LIMIT_REACHED') limitEvents++;

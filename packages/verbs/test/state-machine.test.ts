@@ -66,7 +66,9 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     }
     expect(err).toMatchObject({ code: 'ERR_RDMA_QUEUE_FULL', posted: cap, retryable: true });
     // A signaled WR cannot be posted either until completions are reaped.
-    expect(() => a.qp.postSend({ ...wrs[0], signaled: true } as never)).toThrow(code('ERR_RDMA_QUEUE_FULL'));
+    expect(() => a.qp.postSend({ ...wrs[0], signaled: true } as never)).toThrow(
+      code('ERR_RDMA_QUEUE_FULL'),
+    );
   });
 
   it('send queue slots come back when a signaled completion is polled', async () => {
@@ -105,7 +107,9 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     ];
     for (const [wr, c] of bad) expect(() => a.qp.postSend([good, wr as never])).toThrow(code(c));
     expect(a.cq.pending()).toBe(0);
-    expect(() => a.qp.postRecv({ wrId: 1, sgList: [{ addr: 0, length: -1, lkey: 0 }] })).toThrow(code('ERR_RDMA_INVALID_ARG'));
+    expect(() => a.qp.postRecv({ wrId: 1, sgList: [{ addr: 0, length: -1, lkey: 0 }] })).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
     void b;
   });
 
@@ -119,13 +123,19 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
       expect(() => pd.allocMr(0, 1)).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
       expect(() => pd.allocMr(64, 2)).toThrow(code('ERR_RDMA_INVALID_ARG'));
       expect(() => pd.regMr('nope' as never, 1)).toThrow(code('ERR_RDMA_INVALID_ARG'));
-      expect(() => pd.createQp({ sendCq: cq, recvCq: {} as never })).toThrow(code('ERR_RDMA_INVALID_ARG'));
-      expect(() => pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 1e9 })).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
+      expect(() => pd.createQp({ sendCq: cq, recvCq: {} as never })).toThrow(
+        code('ERR_RDMA_INVALID_ARG'),
+      );
+      expect(() => pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 1e9 })).toThrow(
+        code('ERR_RDMA_OUT_OF_RANGE'),
+      );
       const qp = pd.createQp({ sendCq: cq, recvCq: cq });
       qp.toInit();
       expect(() => qp.toRtr({ provider, qpn: 1, psn: 0 })).toThrow();
       expect(() => qp.toRts({ retryCount: 9 } as never)).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
-      expect(() => openDevice({ provider: 'bogus' as never })).toThrow(code('ERR_RDMA_INVALID_ARG'));
+      expect(() => openDevice({ provider: 'bogus' as never })).toThrow(
+        code('ERR_RDMA_INVALID_ARG'),
+      );
       expect(() => openDevice({ provider, name: 'nope0' })).toThrow(code('ERR_RDMA_NO_DEVICE'));
     } finally {
       dev.close();

@@ -4,13 +4,18 @@ import { listDevices } from '../Device.js';
 import type { DeviceInfo } from '../types.js';
 
 function describe(d: DeviceInfo): string {
-  const row = (indent: number, k: string, v: unknown) => `${' '.repeat(indent)}${`${k}:`.padEnd(24 - indent)}${String(v)}`;
+  const row = (indent: number, k: string, v: unknown) =>
+    `${' '.repeat(indent)}${`${k}:`.padEnd(24 - indent)}${String(v)}`;
   const lines = [`hca_id:\t${d.name}`, row(4, 'provider', d.provider), row(4, 'node_guid', d.guid)];
   for (const [k, v] of Object.entries(d.limits)) lines.push(row(4, k, v));
   for (const p of d.ports) {
-    lines.push(row(8, 'port', p.port), row(12, 'state', p.state), row(12, 'active_mtu', p.activeMtu));
+    lines.push(
+      row(8, 'port', p.port),
+      row(12, 'state', p.state),
+      row(12, 'active_mtu', p.activeMtu),
+    );
     lines.push(row(12, 'link_layer', p.linkLayer), row(12, 'lid', p.lid));
-    p.gids.forEach((g, i) => lines.push(row(12, `GID[${i}]`, g)));
+    for (const [i, g] of p.gids.entries()) lines.push(row(12, `GID[${i}]`, g));
   }
   return lines.join('\n');
 }
@@ -23,7 +28,11 @@ export function main(argv: string[]): void {
     .option('--json', 'print JSON')
     .action((opts: { json?: boolean }) => {
       const devices = listDevices();
-      process.stdout.write(opts.json ? `${JSON.stringify(devices, null, 2)}\n` : `${devices.map(describe).join('\n\n')}\n`);
+      process.stdout.write(
+        opts.json
+          ? `${JSON.stringify(devices, null, 2)}\n`
+          : `${devices.map(describe).join('\n\n')}\n`,
+      );
     });
   program.parse(argv);
 }

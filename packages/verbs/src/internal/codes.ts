@@ -1,15 +1,26 @@
 // Numeric codes shared with the native providers (ibverbs values).
 import type { QpState, SendOpcode, WcOpcode } from '../types.js';
 
-export const QP_STATE_CODE: Record<QpState, number> = { reset: 0, init: 1, rtr: 2, rts: 3, error: 6 };
+export const QP_STATE_CODE: Record<QpState, number> = {
+  reset: 0,
+  init: 1,
+  rtr: 2,
+  rts: 3,
+  error: 6,
+};
 
 export function qpStateName(code: number): QpState {
   switch (code) {
-    case 0: return 'reset';
-    case 1: return 'init';
-    case 2: return 'rtr';
-    case 3: return 'rts';
-    default: return 'error';
+    case 0:
+      return 'reset';
+    case 1:
+      return 'init';
+    case 2:
+      return 'rtr';
+    case 3:
+      return 'rts';
+    default:
+      return 'error';
   }
 }
 
@@ -23,11 +34,16 @@ export const SEND_OPCODE_CODE: Record<SendOpcode, number> = {
 
 export function wcOpcodeName(code: number): WcOpcode {
   switch (code) {
-    case 1: return 'RDMA_WRITE';
-    case 2: return 'RDMA_READ';
-    case 128: return 'RECV';
-    case 129: return 'RECV_RDMA_WITH_IMM';
-    default: return 'SEND';
+    case 1:
+      return 'RDMA_WRITE';
+    case 2:
+      return 'RDMA_READ';
+    case 128:
+      return 'RECV';
+    case 129:
+      return 'RECV_RDMA_WITH_IMM';
+    default:
+      return 'SEND';
   }
 }
 

@@ -1,9 +1,10 @@
 // Validates work requests and packs them into the Float64Array the native side reads:
 // send: wrId, opcode, flags, imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE;
 // recv: wrId, numSge, then addr/length/lkey per SGE.
+
+import type { RecvWr, SendWr, Sge } from '../types.js';
 import { SEND_OPCODE_CODE } from './codes.js';
 import { invalid, MAX_U32, MAX_WR_ID, outOfRange } from './validate.js';
-import type { RecvWr, SendWr, Sge } from '../types.js';
 
 const FLAG_SIGNALED = 1;
 const FLAG_INLINE = 2;
@@ -15,17 +16,25 @@ function checkWrId(v: unknown): number {
   return v;
 }
 
-function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: number): [number, number] {
+function packSges(
+  out: Float64Array,
+  p: number,
+  sgList: readonly Sge[],
+  maxSge: number,
+): [number, number] {
   if (!Array.isArray(sgList)) throw invalid('sgList must be an array of { addr, length, lkey }');
-  if (sgList.length > maxSge) throw outOfRange(`sgList has ${sgList.length} entries, the queue allows ${maxSge}`);
+  if (sgList.length > maxSge)
+    throw outOfRange(`sgList has ${sgList.length} entries, the queue allows ${maxSge}`);
   let total = 0;
   for (const sge of sgList) {
     const { addr, length, lkey } = sge ?? ({} as Sge);
-    if (typeof addr !== 'number' || !Number.isInteger(addr) || addr < 0) throw invalid(`sge.addr must be a non-negative integer`);
+    if (typeof addr !== 'number' || !Number.isInteger(addr) || addr < 0)
+      throw invalid(`sge.addr must be a non-negative integer`);
     if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > MAX_U32) {
       throw invalid('sge.length must be an integer in [0, 2^32)');
     }
-    if (typeof lkey !== 'number' || !Number.isInteger(lkey) || lkey < 0 || lkey > MAX_U32) throw invalid('sge.lkey must be a uint32');
+    if (typeof lkey !== 'number' || !Number.isInteger(lkey) || lkey < 0 || lkey > MAX_U32)
+      throw invalid('sge.lkey must be a uint32');
     out[p++] = addr;
     out[p++] = length;
     out[p++] = lkey;
@@ -43,7 +52,14 @@ export function recvWrWords(maxSge: number): number {
 }
 
 /** Packs one send WR at `p`; returns the next offset. */
-export function packSendWr(out: Float64Array, p: number, wr: SendWr, maxSge: number, maxInline: number, maxMsg: number): number {
+export function packSendWr(
+  out: Float64Array,
+  p: number,
+  wr: SendWr,
+  maxSge: number,
+  maxInline: number,
+  maxMsg: number,
+): number {
   if (wr === null || typeof wr !== 'object') throw invalid('a send work request must be an object');
   const wrId = checkWrId(wr.wrId);
   const opcode = SEND_OPCODE_CODE[wr.opcode];
@@ -58,11 +74,14 @@ export function packSendWr(out: Float64Array, p: number, wr: SendWr, maxSge: num
   if (isRdma) {
     remoteAddr = wr.remoteAddr as number;
     rkey = wr.rkey as number;
-    if (typeof remoteAddr !== 'number' || !Number.isInteger(remoteAddr) || remoteAddr < 0) throw invalid(`${wr.opcode} needs remoteAddr`);
-    if (typeof rkey !== 'number' || !Number.isInteger(rkey) || rkey < 0 || rkey > MAX_U32) throw invalid(`${wr.opcode} needs a uint32 rkey`);
+    if (typeof remoteAddr !== 'number' || !Number.isInteger(remoteAddr) || remoteAddr < 0)
+      throw invalid(`${wr.opcode} needs remoteAddr`);
+    if (typeof rkey !== 'number' || !Number.isInteger(rkey) || rkey < 0 || rkey > MAX_U32)
+      throw invalid(`${wr.opcode} needs a uint32 rkey`);
   }
   const isInline = wr.inline === true;
-  if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ) throw invalid('RDMA_READ cannot be inline');
+  if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ)
+    throw invalid('RDMA_READ cannot be inline');
   out[p] = wrId;
   out[p + 1] = opcode;
   out[p + 2] = (wr.signaled === false ? 0 : FLAG_SIGNALED) | (isInline ? FLAG_INLINE : 0);
@@ -71,14 +90,17 @@ export function packSendWr(out: Float64Array, p: number, wr: SendWr, maxSge: num
   out[p + 5] = rkey;
   out[p + 6] = wr.sgList?.length ?? 0;
   const [next, total] = packSges(out, p + 7, wr.sgList, maxSge);
-  if (isInline && total > maxInline) throw outOfRange(`inline payload of ${total} bytes exceeds maxInlineData ${maxInline}`);
-  if (total > maxMsg) throw outOfRange(`message of ${total} bytes exceeds the device's maximum ${maxMsg}`);
+  if (isInline && total > maxInline)
+    throw outOfRange(`inline payload of ${total} bytes exceeds maxInlineData ${maxInline}`);
+  if (total > maxMsg)
+    throw outOfRange(`message of ${total} bytes exceeds the device's maximum ${maxMsg}`);
   return next;
 }
 
 /** Packs one receive WR at `p`; returns the next offset. */
 export function packRecvWr(out: Float64Array, p: number, wr: RecvWr, maxSge: number): number {
-  if (wr === null || typeof wr !== 'object') throw invalid('a receive work request must be an object');
+  if (wr === null || typeof wr !== 'object')
+    throw invalid('a receive work request must be an object');
   out[p] = checkWrId(wr.wrId);
   out[p + 1] = wr.sgList?.length ?? 0;
   return packSges(out, p + 2, wr.sgList, maxSge)[0];

@@ -10,7 +10,12 @@ export interface NativeDevice {
   close(): void;
   endpointBase(): { pid: number; segFd: number; bellFd: number; bootId: string };
   allocMr(length: number, access: number): [number, ArrayBuffer, number, number];
-  regMr(buffer: ArrayBuffer, offset: number, length: number, access: number): [number, number, number];
+  regMr(
+    buffer: ArrayBuffer,
+    offset: number,
+    length: number,
+    access: number,
+  ): [number, number, number];
   deregMr(handle: number): void;
   createCq(capacity: number): number;
   destroyCq(handle: number): void;
@@ -67,7 +72,10 @@ export function loadAddon(): Addon {
   if (addon) return addon;
   const root = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
   const require = createRequire(import.meta.url);
-  const tried = [join(root, 'build', 'Release', 'rdmajs_verbs.node'), join(root, 'build', 'Debug', 'rdmajs_verbs.node')];
+  const tried = [
+    join(root, 'build', 'Release', 'rdmajs_verbs.node'),
+    join(root, 'build', 'Debug', 'rdmajs_verbs.node'),
+  ];
   const failures: string[] = [];
   for (const path of tried) {
     try {

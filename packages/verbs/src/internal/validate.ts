@@ -10,7 +10,8 @@ export function outOfRange(message: string): RdmaError {
 }
 
 export function checkInt(name: string, v: unknown, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(`${name} must be an integer, got ${typeof v === 'number' ? v : typeof v}`);
+  if (typeof v !== 'number' || !Number.isInteger(v))
+    throw invalid(`${name} must be an integer, got ${typeof v === 'number' ? v : typeof v}`);
   if (v < min || v > max) throw outOfRange(`${name} must be in [${min}, ${max}], got ${v}`);
   return v;
 }

@@ -10,7 +10,10 @@ export interface ChildPeer {
 
 export async function spawnPeer(): Promise<ChildPeer> {
   const script = fileURLToPath(new URL('../fixtures/peer.ts', import.meta.url));
-  const proc = fork(script, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const proc = fork(script, [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   await new Promise<void>((resolve, reject) => {

@@ -63,7 +63,11 @@ export interface Pair {
 }
 
 /** Two devices in this process with connected QPs. */
-export function pair(provider: ProviderName, o: SideOptions = {}, c: { a?: ConnectOptions; b?: ConnectOptions } = {}): Pair {
+export function pair(
+  provider: ProviderName,
+  o: SideOptions = {},
+  c: { a?: ConnectOptions; b?: ConnectOptions } = {},
+): Pair {
   const a = side(provider, o);
   const b = side(provider, o);
   const ea = a.qp.endpoint();
@@ -81,7 +85,11 @@ export function pair(provider: ProviderName, o: SideOptions = {}, c: { a?: Conne
 }
 
 /** Waits for exactly `n` completions (deadline-bound) and returns copies of them. */
-export async function collect(cq: CompletionQueue, n: number, timeoutMs = 5000): Promise<WorkCompletion[]> {
+export async function collect(
+  cq: CompletionQueue,
+  n: number,
+  timeoutMs = 5000,
+): Promise<WorkCompletion[]> {
   const out: WorkCompletion[] = [];
   const wcs = allocCompletions(16);
   const deadline = Date.now() + timeoutMs;
@@ -90,7 +98,8 @@ export async function collect(cq: CompletionQueue, n: number, timeoutMs = 5000):
     for (let i = 0; i < got; i++) out.push({ ...(wcs[i] as WorkCompletion) });
     if (out.length >= n) break;
     const left = deadline - Date.now();
-    if (left <= 0) throw new Error(`expected ${n} completions, got ${out.length}: ${JSON.stringify(out)}`);
+    if (left <= 0)
+      throw new Error(`expected ${n} completions, got ${out.length}: ${JSON.stringify(out)}`);
     await cq.waitForCompletion({ timeoutMs: left }).catch(() => undefined);
   }
   return out;
