@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace soft {
@@ -17,6 +18,18 @@ void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
     if (doff == dst[di].iov_len) { di++; doff = 0; }
     if (soff == src[si].iov_len) { si++; soff = 0; }
   }
+}
+
+void ordered_copy(const iovec& dst, const iovec* src, size_t ns) {
+  if (dst.iov_len == 0) return;
+  iovec head{dst.iov_base, dst.iov_len - 1};
+  scatter_copy(&head, 1, src, ns);
+  size_t last = ns;
+  while (last > 0 && src[last - 1].iov_len == 0) last--;
+  if (last == 0) return;
+  const iovec& s = src[last - 1];
+  std::atomic_thread_fence(std::memory_order_release);
+  static_cast<volatile char*>(dst.iov_base)[dst.iov_len - 1] = static_cast<const char*>(s.iov_base)[s.iov_len - 1];
 }
 
 namespace {

@@ -16,5 +16,9 @@ bool copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote
 bool copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr);
 // memcpy from one gather list into one scatter list of the same total length.
 void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns);
+// The same into one contiguous destination, its last byte stored last (after a release
+// fence): a reader polling the last byte of an RDMA WRITE then sees the whole message,
+// as with the in-order placement of RC hardware.
+void ordered_copy(const iovec& dst, const iovec* src, size_t ns);
 
 }  // namespace soft

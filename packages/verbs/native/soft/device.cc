@@ -775,7 +775,7 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
     void* d = total ? direct(p, e.rkey, e.remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(e.remoteAddr), total};
     if (d) {
-      scatter_copy(&remote, 1, local, nl);
+      ordered_copy(remote, local, nl);
     } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
       remoteFail(q, t);

@@ -1,0 +1,89 @@
+// rdmajs-bench: RDMA vs kernel TCP, measured in the same run, reported as ratios.
+
+import { SingleBar } from 'cli-progress';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { machineInfo } from './machine.js';
+import { writeJson } from './report/json.js';
+import type { Report } from './report/Result.js';
+import { renderTable } from './report/table.js';
+import { scenarios } from './scenarios/index.js';
+
+function positiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+function sizeList(v: string): number[] {
+  return v.split(',').map((s) => {
+    const m = /^(\d+)\s*(k|ki|kib|m|mi|mib)?$/i.exec(s.trim());
+    if (!m) throw new InvalidArgumentError(`bad size ${s}`);
+    const unit = (m[2] ?? '').toLowerCase();
+    return Number(m[1]) * (unit.startsWith('m') ? 1 << 20 : unit.startsWith('k') ? 1024 : 1);
+  });
+}
+
+const program = new Command('rdmajs-bench')
+  .description('latency and CPU of rdmajs against Node TCP loopback, in one run')
+  .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'verbs-pingpong')
+  .addOption(
+    new Option('--provider <name>', 'verbs provider').choices(['soft', 'ibverbs']).default('soft'),
+  )
+  .option('--iterations <n>', 'measured round trips for small sizes', positiveInt, 5000)
+  .option('--sizes <list>', 'message sizes, e.g. 64,4k,64k,1m', sizeList, [
+    64,
+    4096,
+    65536,
+    1 << 20,
+  ])
+  .option(
+    '--transports <list>',
+    'tcp, rdma or both',
+    (v: string) => v.split(',') as ('tcp' | 'rdma')[],
+    ['tcp', 'rdma'],
+  )
+  .option('--json <file>', 'also write the results as JSON')
+  .action(
+    async (
+      name: string,
+      opts: {
+        provider: 'soft' | 'ibverbs';
+        iterations: number;
+        sizes: number[];
+        transports: ('tcp' | 'rdma')[];
+        json?: string;
+      },
+    ) => {
+      const scenario = scenarios.get(name);
+      if (!scenario)
+        return program.error(`unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`);
+      const bar =
+        process.stderr.isTTY && !process.env.CI
+          ? new SingleBar({ format: '{bar} {label}', clearOnComplete: true })
+          : undefined;
+      bar?.start(1, 0, { label: '' });
+      const results = await scenario.run(
+        {
+          provider: opts.provider,
+          iterations: opts.iterations,
+          sizes: opts.sizes,
+          transports: opts.transports,
+        },
+        (label) => {
+          if (bar) bar.update(0, { label });
+          else process.stderr.write(`… ${label}\n`);
+        },
+      );
+      bar?.stop();
+      const report: Report = { scenario: scenario.name, machine: machineInfo(), results };
+      process.stdout.write(
+        `\n${scenario.name}: ${scenario.description}\n\n${renderTable(results)}\n`,
+      );
+      if (opts.json) writeJson(opts.json, report);
+    },
+  );
+
+program.parseAsync(process.argv).catch((err: Error) => {
+  process.stderr.write(`rdmajs-bench: ${err.message}\n`);
+  process.exit(1);
+});

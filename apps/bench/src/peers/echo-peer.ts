@@ -1,0 +1,125 @@
+// The bench's echo peer, run as a real child process: a TCP echo server, or the far end
+// of a verbs ping-pong. It reports its own CPU time so CPU per op counts both sides.
+import { createServer, type Socket } from 'node:net';
+import type { SendWr } from '@rdmajs/verbs';
+import { cpuNowUs } from '../stats/cpu.js';
+import { SpinDeadline } from '../stats/deadline.js';
+import type { PeerRequest } from './protocol.js';
+import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from './VerbsSide.js';
+
+let side: VerbsSide | undefined;
+
+function reply(id: number, result: unknown): void {
+  process.send?.({ id, result });
+}
+
+function tcpListen(id: number, size: number, throughputBytes?: number): void {
+  const server = createServer((sock: Socket) => {
+    sock.setNoDelay(true);
+    let have = 0;
+    let total = 0;
+    const chunks: Buffer[] = [];
+    sock.on('data', (d: Buffer) => {
+      if (throughputBytes !== undefined) {
+        total += d.length;
+        if (total >= throughputBytes) {
+          total -= throughputBytes;
+          sock.write('k');
+        }
+        return;
+      }
+      chunks.push(d);
+      have += d.length;
+      while (have >= size) {
+        const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+        chunks.length = 0;
+        sock.write(all.subarray(0, size));
+        if (all.length > size) chunks.push(all.subarray(size));
+        have -= size;
+      }
+    });
+    sock.on('error', () => sock.destroy());
+  });
+  server.listen(0, '127.0.0.1', () => {
+    const addr = server.address();
+    reply(id, { port: typeof addr === 'object' && addr ? addr.port : 0 });
+  });
+}
+
+/** Echoes `iterations` messages: SEND back on each receive, or WRITE back on each write seen. */
+function verbsRun(req: Extract<PeerRequest, { op: 'verbs-run' }>): number {
+  const s = side as VerbsSide;
+  s.qp.connect(req.endpoint);
+  const { size, iterations } = req;
+  const cpu0 = cpuNowUs();
+  const deadline = new SpinDeadline(120_000, `peer ${req.mode} ping-pong`);
+  const sge = s.mr.sge(size, size); // outgoing; incoming lands in [0, size)
+  const wr: SendWr =
+    req.mode === 'send'
+      ? { wrId: 0, opcode: 'SEND', signaled: false, inline: size <= 64, sgList: [sge] }
+      : {
+          wrId: 0,
+          opcode: 'RDMA_WRITE',
+          signaled: false,
+          inline: size <= 64,
+          sgList: [sge],
+          remoteAddr: req.addr,
+          rkey: req.rkey,
+        };
+  const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
+  process.send?.({ ready: true });
+  const bytes = s.mr.bytes;
+  for (let k = 0; k < iterations; k++) {
+    if (req.mode === 'send') {
+      let got = false;
+      while (!got) {
+        const n = s.cq.poll(s.wcs);
+        for (let i = 0; i < n; i++) if (s.wcs[i]?.opcode === 'RECV') got = true;
+        deadline.check();
+      }
+      s.qp.postRecv(recv);
+    } else {
+      const seq = (k % 255) + 1;
+      while (bytes[size - 1] !== seq) deadline.check();
+      bytes[2 * size - 1] = seq;
+      s.cq.poll(s.wcs);
+    }
+    wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+    s.qp.postSend(wr);
+  }
+  return cpuNowUs() - cpu0;
+}
+
+process.on('message', (msg: PeerRequest & { id: number }) => {
+  try {
+    switch (msg.op) {
+      case 'tcp-listen':
+        return tcpListen(msg.id, msg.size, msg.throughputBytes);
+      case 'cpu':
+        return reply(msg.id, cpuNowUs());
+      case 'verbs-setup': {
+        side?.close();
+        side = new VerbsSide(msg.provider, msg.bytes);
+        const recv = { wrId: 1, sgList: [side.mr.sge(0, side.mr.length)] };
+        for (let i = 0; i < QUEUE_DEPTH; i++) side.qp.postRecv(recv);
+        return reply(msg.id, {
+          endpoint: side.qp.endpoint(),
+          addr: side.mr.addr,
+          rkey: side.mr.rkey,
+        });
+      }
+      case 'verbs-run':
+        return reply(msg.id, { cpuUs: verbsRun(msg) });
+      case 'verbs-sink':
+        (side as VerbsSide).qp.connect(msg.endpoint);
+        return reply(msg.id, true);
+      case 'exit':
+        side?.close();
+        reply(msg.id, true);
+        return setImmediate(() => process.exit(0));
+    }
+  } catch (err) {
+    process.send?.({ id: msg.id, error: (err as Error).message });
+  }
+});
+process.send?.({ started: true });

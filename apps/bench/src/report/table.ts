@@ -1,0 +1,64 @@
+import type { Result } from './Result.js';
+
+const fmt = (v: number) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+
+export function formatSize(bytes: number): string {
+  if (bytes >= 1 << 20 && bytes % (1 << 20) === 0) return `${bytes >> 20} MiB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes >> 10} KiB`;
+  return `${bytes} B`;
+}
+
+/** "0.08×": ratio of a value to its TCP baseline. */
+export function ratio(value: number, baseline: number | undefined): string {
+  if (!baseline || !Number.isFinite(value)) return '—';
+  return `${(value / baseline).toFixed(2)}×`;
+}
+
+/** The TCP row an RDMA row compares with: same size; same op, or any TCP op of that kind. */
+export function baselineFor(r: Result, rows: Result[]): Result | undefined {
+  if (r.transport === 'tcp') return undefined;
+  const kind = r.op.includes('throughput') ? 'throughput' : 'pingpong';
+  return rows.find(
+    (t) => t.transport === 'tcp' && t.sizeBytes === r.sizeBytes && t.op.includes(kind),
+  );
+}
+
+/** A plain-text table with ratios against TCP measured in the same run. */
+export function renderTable(rows: Result[]): string {
+  const header = [
+    'transport',
+    'op',
+    'size',
+    'p50 µs',
+    'mean µs',
+    'p99 µs',
+    'cpu µs/op',
+    'GiB/s',
+    'p50 vs tcp',
+    'cpu vs tcp',
+    'GiB/s vs tcp',
+  ];
+  const lines = rows.map((r) => {
+    const b = baselineFor(r, rows);
+    return [
+      r.transport,
+      r.op,
+      formatSize(r.sizeBytes),
+      fmt(r.p50Us),
+      fmt(r.meanUs),
+      fmt(r.p99Us),
+      fmt(r.cpuUsPerOp),
+      r.gibPerSec === undefined ? '' : r.gibPerSec.toFixed(2),
+      b ? ratio(r.p50Us, b.p50Us) : '',
+      b ? ratio(r.cpuUsPerOp, b.cpuUsPerOp) : '',
+      b && r.gibPerSec !== undefined && b.gibPerSec ? ratio(r.gibPerSec, b.gibPerSec) : '',
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
+  const row = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return [row(header), row(widths.map((w) => '-'.repeat(w))), ...lines.map(row)].join('\n');
+}

@@ -1,0 +1,16 @@
+import type { Result } from '../report/Result.js';
+
+export interface ScenarioOptions {
+  provider: 'soft' | 'ibverbs';
+  /** Base number of measured round trips (big sizes use fewer). */
+  iterations: number;
+  sizes: number[];
+  /** Which sides to run: 'tcp', 'rdma' (the chosen verbs provider). */
+  transports: ('tcp' | 'rdma')[];
+}
+
+export interface Scenario {
+  name: string;
+  description: string;
+  run(options: ScenarioOptions, progress: (label: string) => void): Promise<Result[]>;
+}

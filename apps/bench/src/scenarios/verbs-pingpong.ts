@@ -1,0 +1,53 @@
+import { EchoPeer } from '../peers/EchoPeer.js';
+import type { Result, Transport } from '../report/Result.js';
+import type { Scenario, ScenarioOptions } from './Scenario.js';
+import { tcpPingPong, tcpThroughput } from './tcp.js';
+import { verbsPingPong, verbsThroughput } from './verbs.js';
+
+const MiB = 1 << 20;
+
+/** Fewer round trips for big messages so the default run stays short. */
+function iterationsFor(size: number, base: number): number {
+  if (size >= MiB) return Math.max(50, Math.floor(base / 40));
+  if (size >= 64 * 1024) return Math.max(200, Math.floor(base / 8));
+  return base;
+}
+
+export const verbsPingPongScenario: Scenario = {
+  name: 'verbs-pingpong',
+  description:
+    'SEND/RECV and RDMA WRITE ping-pong + 1 MiB one-way throughput, verbs vs Node TCP loopback',
+  async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
+    const results: Result[] = [];
+    const peer = await EchoPeer.spawn();
+    const want = (t: Transport) => o.transports.includes(t === 'tcp' ? 'tcp' : 'rdma');
+    try {
+      for (const size of o.sizes) {
+        const iterations = iterationsFor(size, o.iterations);
+        const warmup = Math.max(10, Math.floor(iterations / 10));
+        if (want('tcp')) {
+          progress(`tcp ping-pong ${size} B`);
+          results.push(await tcpPingPong(peer, size, iterations, warmup));
+        }
+        if (want(o.provider)) {
+          for (const mode of ['send', 'write'] as const) {
+            progress(`${o.provider} ${mode} ping-pong ${size} B`);
+            results.push(await verbsPingPong(peer, o.provider, mode, size, iterations, warmup));
+          }
+        }
+      }
+      const count = Math.max(32, Math.floor(o.iterations / 10));
+      if (want('tcp')) {
+        progress('tcp 1 MiB throughput');
+        results.push(await tcpThroughput(peer, MiB, count));
+      }
+      if (want(o.provider)) {
+        progress(`${o.provider} 1 MiB throughput`);
+        results.push(await verbsThroughput(peer, o.provider, MiB, count));
+      }
+    } finally {
+      await peer.close();
+    }
+    return results;
+  },
+};

@@ -1,0 +1,154 @@
+import type { SendWr } from '@rdmajs/verbs';
+import type { EchoPeer } from '../peers/EchoPeer.js';
+import type { VerbsSetup } from '../peers/protocol.js';
+import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
+import type { Result } from '../report/Result.js';
+import { cpuNowUs } from '../stats/cpu.js';
+import { SpinDeadline } from '../stats/deadline.js';
+import { LatencyRecorder } from '../stats/LatencyRecorder.js';
+
+type Provider = 'soft' | 'ibverbs';
+
+/**
+ * Verbs ping-pong in the ib_send_lat / ib_write_lat style: both sides busy-poll.
+ * `send`: SEND into the peer's posted receive, wait for its SEND back.
+ * `write`: RDMA WRITE into the peer's buffer, wait for its WRITE back (last byte = sequence).
+ */
+export async function verbsPingPong(
+  peer: EchoPeer,
+  provider: Provider,
+  mode: 'send' | 'write',
+  size: number,
+  iterations: number,
+  warmup: number,
+): Promise<Result> {
+  // Incoming data lands in [0, size), outgoing is built in [size, 2 size).
+  const bytesNeeded = 2 * Math.max(size, 64);
+  const remote = await peer.call<VerbsSetup>({ op: 'verbs-setup', provider, bytes: bytesNeeded });
+  const me = new VerbsSide(provider, bytesNeeded);
+  try {
+    me.qp.connect(remote.endpoint);
+    const sge = me.mr.sge(size, size);
+    const recv = { wrId: 1, sgList: [me.mr.sge(0, size)] };
+    for (let i = 0; i < QUEUE_DEPTH; i++) me.qp.postRecv(recv);
+    const wr: SendWr =
+      mode === 'send'
+        ? { wrId: 0, opcode: 'SEND', signaled: false, inline: size <= 64, sgList: [sge] }
+        : {
+            wrId: 0,
+            opcode: 'RDMA_WRITE',
+            signaled: false,
+            inline: size <= 64,
+            sgList: [sge],
+            remoteAddr: remote.addr,
+            rkey: remote.rkey,
+          };
+    const total = warmup + iterations;
+    const ready = peer.ready();
+    const done = peer.call<{ cpuUs: number }>({
+      op: 'verbs-run',
+      mode,
+      size,
+      iterations: total,
+      endpoint: me.qp.endpoint(),
+      addr: me.mr.addr,
+      rkey: me.mr.rkey,
+    });
+    await ready;
+    const rec = new LatencyRecorder();
+    const deadline = new SpinDeadline(120_000, `${mode} ping-pong`);
+    const bytes = me.mr.bytes;
+    const { cq, qp, wcs } = me;
+    let cpu0 = cpuNowUs();
+    for (let k = 0; k < total; k++) {
+      if (k === warmup) cpu0 = cpuNowUs();
+      const t0 = performance.now();
+      const seq = (k % 255) + 1;
+      if (mode === 'write') bytes[2 * size - 1] = seq;
+      wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+      qp.postSend(wr);
+      if (mode === 'send') {
+        let got = false;
+        while (!got) {
+          const n = cq.poll(wcs);
+          for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
+          deadline.check();
+        }
+        qp.postRecv(recv);
+      } else {
+        while (bytes[size - 1] !== seq) deadline.check();
+        cq.poll(wcs);
+      }
+      if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+    }
+    const cpu = cpuNowUs() - cpu0;
+    const { cpuUs: peerCpu } = await done;
+    return {
+      transport: provider,
+      op: mode === 'send' ? 'send-pingpong' : 'write-pingpong',
+      sizeBytes: size,
+      ...rec.summary(),
+      cpuUsPerOp: cpu / iterations + peerCpu / total,
+    };
+  } finally {
+    me.close();
+  }
+}
+
+/** One-way RDMA WRITE throughput with `window` WRs outstanding. */
+export async function verbsThroughput(
+  peer: EchoPeer,
+  provider: Provider,
+  size: number,
+  count: number,
+  window = 8,
+): Promise<Result> {
+  const remote = await peer.call<VerbsSetup>({ op: 'verbs-setup', provider, bytes: size });
+  const me = new VerbsSide(provider, size);
+  try {
+    me.qp.connect(remote.endpoint);
+    await peer.call({ op: 'verbs-sink', endpoint: me.qp.endpoint() });
+    const wr: SendWr = {
+      wrId: 0,
+      opcode: 'RDMA_WRITE',
+      sgList: [me.mr.sge(0, size)],
+      remoteAddr: remote.addr,
+      rkey: remote.rkey,
+    };
+    const deadline = new SpinDeadline(120_000, 'write throughput');
+    const peerCpu0 = await peer.call<number>({ op: 'cpu' });
+    const cpu0 = cpuNowUs();
+    const t0 = performance.now();
+    let posted = 0;
+    let completed = 0;
+    while (completed < count) {
+      while (posted < count && posted - completed < window) {
+        me.qp.postSend(wr);
+        posted++;
+      }
+      const n = me.cq.poll(me.wcs);
+      for (let i = 0; i < n; i++) {
+        if (me.wcs[i]?.status !== 'SUCCESS')
+          throw new Error(`RDMA WRITE failed: ${me.wcs[i]?.status}`);
+      }
+      completed += n;
+      deadline.check();
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = cpuNowUs() - cpu0;
+    const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
+    const perOpUs = (seconds * 1e6) / count;
+    return {
+      transport: provider,
+      op: 'write-throughput',
+      sizeBytes: size,
+      p50Us: perOpUs,
+      meanUs: perOpUs,
+      p99Us: perOpUs,
+      cpuUsPerOp: (cpu + peerCpu) / count,
+      gibPerSec: (size * count) / seconds / 2 ** 30,
+    };
+  } finally {
+    me.close();
+  }
+}

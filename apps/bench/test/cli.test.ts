@@ -1,0 +1,68 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+
+function runBench(args: string[]): {
+  stdout: string;
+  json: { scenario: string; machine: Record<string, unknown>; results: Record<string, unknown>[] };
+} {
+  const file = join(mkdtempSync(join(tmpdir(), 'bench-')), 'out.json');
+  const stdout = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@rdmajs/source', cli, ...args, '--json', file],
+    {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, CI: '1' },
+    },
+  );
+  return { stdout, json: JSON.parse(readFileSync(file, 'utf8')) };
+}
+
+describe('rdmajs-bench verbs-pingpong', () => {
+  it('measures soft and tcp in one run and writes the documented JSON shape', () => {
+    const { stdout, json } = runBench([
+      'verbs-pingpong',
+      '--iterations',
+      '200',
+      '--sizes',
+      '64,4k',
+    ]);
+    expect(json.scenario).toBe('verbs-pingpong');
+    expect(json.machine).toMatchObject({ node: process.version });
+    const keys = json.results.map((r) => `${r.transport}/${r.op}/${r.sizeBytes}`);
+    expect(keys).toEqual([
+      'tcp/pingpong/64',
+      'soft/send-pingpong/64',
+      'soft/write-pingpong/64',
+      'tcp/pingpong/4096',
+      'soft/send-pingpong/4096',
+      'soft/write-pingpong/4096',
+      'tcp/throughput/1048576',
+      'soft/write-throughput/1048576',
+    ]);
+    for (const r of json.results) {
+      for (const k of ['p50Us', 'meanUs', 'p99Us', 'cpuUsPerOp']) expect(r[k]).toBeGreaterThan(0);
+      if (String(r.op).includes('throughput')) expect(r.gibPerSec).toBeGreaterThan(0);
+    }
+    expect(stdout).toMatch(/p50 vs tcp/);
+  });
+
+  it('runs TCP alone with --transports tcp', () => {
+    const { json } = runBench([
+      'verbs-pingpong',
+      '--iterations',
+      '50',
+      '--sizes',
+      '64',
+      '--transports',
+      'tcp',
+    ]);
+    expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
+  });
+});

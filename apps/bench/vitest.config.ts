@@ -1,0 +1,12 @@
+import { defineProject } from 'vitest/config';
+
+export default defineProject({
+  resolve: { conditions: ['@rdmajs/source'] },
+  ssr: { resolve: { conditions: ['@rdmajs/source'] } },
+  test: {
+    name: 'bench',
+    include: ['test/**/*.test.ts'],
+    testTimeout: 120_000,
+    pool: 'forks',
+  },
+});
