@@ -4,5 +4,9 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--conditions=@rdmajs/source', cli, ...process.argv.slice(2)], { stdio: 'inherit' });
+const r = spawnSync(
+  process.execPath,
+  ['--import', 'tsx', '--conditions=@rdmajs/source', cli, ...process.argv.slice(2)],
+  { stdio: 'inherit' },
+);
 process.exit(r.status ?? 1);

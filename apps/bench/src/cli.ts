@@ -56,7 +56,9 @@ const program = new Command('rdmajs-bench')
     ) => {
       const scenario = scenarios.get(name);
       if (!scenario)
-        return program.error(`unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`);
+        return program.error(
+          `unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`,
+        );
       const bar =
         process.stderr.isTTY && !process.env.CI
           ? new SingleBar({ format: '{bar} {label}', clearOnComplete: true })

@@ -45,9 +45,15 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'soft/write-pingpong/4096',
       'tcp/throughput/1048576',
       'soft/write-throughput/1048576',
+      'soft/idle-wait/0',
     ]);
     for (const r of json.results) {
-      for (const k of ['p50Us', 'meanUs', 'p99Us', 'cpuUsPerOp']) expect(r[k]).toBeGreaterThan(0);
+      for (const k of ['p50Us', 'meanUs', 'p99Us']) expect(r[k]).toBeGreaterThan(0);
+      expect(r.cpuUsPerOp).toBeGreaterThanOrEqual(0);
+      if (String(r.op).includes('pingpong') && r.transport === 'soft') {
+        expect(r.heapBytesPerOp).toBeGreaterThanOrEqual(0);
+        expect(r.gcCount).toBeGreaterThanOrEqual(0);
+      }
       if (String(r.op).includes('throughput')) expect(r.gibPerSec).toBeGreaterThan(0);
     }
     expect(stdout).toMatch(/p50 vs tcp/);

@@ -37,6 +37,9 @@ export function renderTable(rows: Result[]): string {
     'p50 vs tcp',
     'cpu vs tcp',
     'GiB/s vs tcp',
+    'heap B/op',
+    'GCs',
+    'idle cpu',
   ];
   const lines = rows.map((r) => {
     const b = baselineFor(r, rows);
@@ -52,6 +55,9 @@ export function renderTable(rows: Result[]): string {
       b ? ratio(r.p50Us, b.p50Us) : '',
       b ? ratio(r.cpuUsPerOp, b.cpuUsPerOp) : '',
       b && r.gibPerSec !== undefined && b.gibPerSec ? ratio(r.gibPerSec, b.gibPerSec) : '',
+      typeof r.heapBytesPerOp === 'number' ? r.heapBytesPerOp.toFixed(1) : '',
+      typeof r.gcCount === 'number' ? String(r.gcCount) : '',
+      typeof r.idleCpuPercent === 'number' ? `${r.idleCpuPercent.toFixed(2)} %` : '',
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));

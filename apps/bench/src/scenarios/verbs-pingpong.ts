@@ -2,7 +2,7 @@ import { EchoPeer } from '../peers/EchoPeer.js';
 import type { Result, Transport } from '../report/Result.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong, tcpThroughput } from './tcp.js';
-import { verbsPingPong, verbsThroughput } from './verbs.js';
+import { verbsIdle, verbsPingPong, verbsThroughput } from './verbs.js';
 
 const MiB = 1 << 20;
 
@@ -44,6 +44,8 @@ export const verbsPingPongScenario: Scenario = {
       if (want(o.provider)) {
         progress(`${o.provider} 1 MiB throughput`);
         results.push(await verbsThroughput(peer, o.provider, MiB, count));
+        progress(`${o.provider} idle wait`);
+        results.push(await verbsIdle(o.provider, 1000));
       }
     } finally {
       await peer.close();

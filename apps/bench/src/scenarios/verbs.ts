@@ -5,6 +5,7 @@ import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { SpinDeadline } from '../stats/deadline.js';
+import { HeapMeter } from '../stats/HeapMeter.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 
 type Provider = 'soft' | 'ibverbs';
@@ -59,9 +60,13 @@ export async function verbsPingPong(
     const deadline = new SpinDeadline(120_000, `${mode} ping-pong`);
     const bytes = me.mr.bytes;
     const { cq, qp, wcs } = me;
+    const heap = new HeapMeter();
     let cpu0 = cpuNowUs();
     for (let k = 0; k < total; k++) {
-      if (k === warmup) cpu0 = cpuNowUs();
+      if (k === warmup) {
+        cpu0 = cpuNowUs();
+        heap.start();
+      }
       const t0 = performance.now();
       const seq = (k % 255) + 1;
       if (mode === 'write') bytes[2 * size - 1] = seq;
@@ -82,6 +87,9 @@ export async function verbsPingPong(
       if (k >= warmup) rec.record((performance.now() - t0) * 1000);
     }
     const cpu = cpuNowUs() - cpu0;
+    // Observer entries arrive asynchronously: let them in before reading the count.
+    await new Promise((r) => setImmediate(r));
+    const alloc = heap.stop(iterations);
     const { cpuUs: peerCpu } = await done;
     return {
       transport: provider,
@@ -89,6 +97,7 @@ export async function verbsPingPong(
       sizeBytes: size,
       ...rec.summary(),
       cpuUsPerOp: cpu / iterations + peerCpu / total,
+      ...alloc,
     };
   } finally {
     me.close();
@@ -147,6 +156,35 @@ export async function verbsThroughput(
       p99Us: perOpUs,
       cpuUsPerOp: (cpu + peerCpu) / count,
       gibPerSec: (size * count) / seconds / 2 ** 30,
+    };
+  } finally {
+    me.close();
+  }
+}
+
+/**
+ * CPU used by a process waiting on an idle completion queue for `ms`: the adaptive
+ * poller must sleep on the doorbell, not spin.
+ */
+export async function verbsIdle(provider: Provider, ms: number): Promise<Result> {
+  const me = new VerbsSide(provider, 4096);
+  try {
+    const cpu0 = cpuNowUs();
+    const t0 = performance.now();
+    await me.cq.waitForCompletion({ timeoutMs: ms }).catch((err: { code?: string }) => {
+      if (err.code !== 'ERR_RDMA_TIMEOUT') throw err;
+    });
+    const wallUs = (performance.now() - t0) * 1000;
+    const cpu = cpuNowUs() - cpu0;
+    return {
+      transport: provider,
+      op: 'idle-wait',
+      sizeBytes: 0,
+      p50Us: wallUs,
+      meanUs: wallUs,
+      p99Us: wallUs,
+      cpuUsPerOp: cpu,
+      idleCpuPercent: (100 * cpu) / wallUs,
     };
   } finally {
     me.close();
