@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -36,9 +37,15 @@ struct Mapping {
   int fd;
 };
 
-void free_mapping(Napi::Env, void*, Mapping* m) {
+void unmap(Mapping* m) {
+  if (!m->base) return;
   munmap(m->base, m->length);
   close(m->fd);
+  m->base = nullptr;
+}
+
+void free_mapping(Napi::Env, void*, Mapping* m) {
+  unmap(m);
   delete m;
 }
 
@@ -164,6 +171,12 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   }
 
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    for (auto& [h, o] : owned_) {
+      Napi::ArrayBuffer ab = o.buffer.Value();
+      if (!ab.IsDetached()) ab.Detach();
+      unmap(o.mapping);
+    }
+    owned_.clear();
     Shutdown();
     return info.Env().Undefined();
   }
@@ -206,6 +219,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     }
     auto* m = new Mapping{p, length, fd};
     Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, free_mapping, m);
+    owned_[h] = OwnedMemory{Napi::Persistent(ab), m};
     Napi::Array out = Napi::Array::New(env, 4);
     out.Set(0u, h);
     out.Set(1u, ab);
@@ -232,8 +246,18 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return out;
   }
 
+  // Deregistration of allocMr memory gives it back at once (not at garbage collection):
+  // its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
   Napi::Value DeregMr(const Napi::CallbackInfo& info) {
-    if (dev_) dev_->deregMr(info[0].As<Napi::Number>().Int32Value());
+    int h = info[0].As<Napi::Number>().Int32Value();
+    if (dev_) dev_->deregMr(h);
+    auto it = owned_.find(h);
+    if (it != owned_.end()) {
+      Napi::ArrayBuffer ab = it->second.buffer.Value();
+      if (!ab.IsDetached()) ab.Detach();
+      unmap(it->second.mapping);
+      owned_.erase(it);
+    }
     return info.Env().Undefined();
   }
 
@@ -395,6 +419,11 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   napi_env env_ = nullptr;
   bool hookAdded_ = false;
   std::vector<std::pair<int, int>> events_;
+  struct OwnedMemory {
+    Napi::Reference<Napi::ArrayBuffer> buffer;
+    Mapping* mapping;
+  };
+  std::map<int, OwnedMemory> owned_;  // allocMr memory by MR handle, until deregistered
 };
 
 Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {

@@ -30,6 +30,19 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     expect(cq.closed).toBe(true);
   });
 
+  it('deregistering allocMr memory releases it at once: earlier views become detached', () => {
+    const s = side(provider);
+    const mr = s.pd.allocMr(1 << 16, ALL);
+    const view = mr.bytes;
+    const sub = view.subarray(100, 200);
+    view[0] = 1;
+    mr.deregister();
+    expect(view.byteLength).toBe(0);
+    expect(sub.byteLength).toBe(0);
+    expect(view[0]).toBeUndefined();
+    s.dev.close();
+  });
+
   it('a CQ in use by a QP cannot be closed (ERR_RDMA_BUSY), then can once the QP is gone', () => {
     const s = side(provider);
     expect(() => s.cq.close()).toThrow(code('ERR_RDMA_BUSY'));
