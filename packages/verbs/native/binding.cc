@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -189,6 +190,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     o.Set("segFd", dev_->segment().memfd());
     o.Set("bellFd", dev_->segment().eventfd());
     o.Set("bootId", std::string(dev_->segment().header()->bootId));
+    o.Set("nonce", static_cast<double>(dev_->segment().header()->nonce));
     return o;
   }
 
@@ -284,6 +286,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     int h = info[0].As<Napi::Number>().Int32Value();
     Napi::Float64Array out = info[1].As<Napi::Float64Array>();
     int max = info[2].As<Napi::Number>().Int32Value();
+    max = std::max(0, std::min(max, static_cast<int>(out.ElementLength() / 8)));  // never past `out`
     int n = dev_->pollCq(h, out.Data(), max);
     Schedule();
     return Napi::Number::New(info.Env(), n);
@@ -370,8 +373,9 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       case soft::QPS_INIT: rc = dev_->toInit(h, u(2)); break;
       case soft::QPS_RTR: {
         const soft::SysError* se = nullptr;
-        rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), u(5), u(6), u(7),
-                         u(8), &se);
+        uint64_t nonce = static_cast<uint64_t>(info[9].As<Napi::Number>().DoubleValue());
+        rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), nonce, u(5), u(6),
+                         u(7), u(8), &se);
         if (se) return (system_error(env, se->syscall, se->err).ThrowAsJavaScriptException(), env.Undefined());
         break;
       }

@@ -51,7 +51,7 @@ export class CompletionQueue extends Resource {
   /** Polls up to `max` (default out.length) completions into `out`; returns how many. */
   poll(out: WorkCompletion[], max = out.length): number {
     this.assertOpen();
-    const n = Math.min(max, out.length);
+    const n = Math.max(0, Math.min(Math.trunc(max) || 0, out.length));
     if (this.#raw.length < n * 8) this.#raw = new Float64Array(n * 8);
     const got = this.#native.pollCq(this.handle, this.#raw, n);
     for (let i = 0; i < got; i++) fillCompletion(out[i] as WorkCompletion, this.#raw, i * 8);

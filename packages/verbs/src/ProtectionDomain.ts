@@ -71,6 +71,10 @@ export class ProtectionDomain extends Resource {
       throw invalid('regMr takes an ArrayBuffer or a view of one');
     }
     if (length === 0) throw invalid('cannot register an empty buffer');
+    // A resizable buffer can shrink under the registration: refuse it.
+    if ((ab as ArrayBuffer & { resizable?: boolean }).resizable) {
+      throw invalid('cannot register a resizable ArrayBuffer');
+    }
     const [handle, addr, key] = this.#ctx.native.regMr(ab, offset, length, a);
     return new MemoryRegion(
       this,

@@ -30,7 +30,7 @@ export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
 export interface QpContext {
   native: NativeDevice;
   provider: 'soft' | 'ibverbs';
-  endpointBase: () => { pid: number; segFd: number; bellFd: number; bootId: string };
+  endpointBase: () => { pid: number; segFd: number; bellFd: number; bootId: string; nonce: number };
   maxMsgSize: number;
   /** live objects by native handle, for routing async events */
   qps: Map<number, QueuePair>;
@@ -107,6 +107,7 @@ export class QueuePair extends Resource {
       pid: base.pid,
       segFd: base.segFd,
       bellFd: base.bellFd,
+      nonce: base.nonce,
       slot: this.#slot,
       gen: this.#gen,
     };
@@ -121,7 +122,7 @@ export class QueuePair extends Resource {
   toRtr(remote: Endpoint, options: { minRnrTimer?: number } = {}): void {
     const ep = checkEndpoint(remote, this.#ctx.provider, this.#ctx.endpointBase().bootId);
     const minRnr = optInt('minRnrTimer', options.minRnrTimer, 0, 31, 12);
-    this.#modify('rtr', ep.pid, ep.segFd, ep.bellFd, ep.slot, ep.gen, ep.qpn, minRnr);
+    this.#modify('rtr', ep.pid, ep.segFd, ep.bellFd, ep.slot, ep.gen, ep.qpn, minRnr, ep.nonce);
   }
 
   /** rtr → rts. */
@@ -274,6 +275,7 @@ interface SoftEndpoint {
   slot: number;
   gen: number;
   qpn: number;
+  nonce: number;
 }
 
 function checkEndpoint(remote: Endpoint, provider: string, bootId: string): SoftEndpoint {
@@ -291,7 +293,7 @@ function checkEndpoint(remote: Endpoint, provider: string, bootId: string): Soft
     );
   }
   const e = remote as unknown as Record<string, unknown>;
-  for (const k of ['pid', 'segFd', 'bellFd', 'slot', 'gen', 'qpn']) {
+  for (const k of ['pid', 'segFd', 'bellFd', 'slot', 'gen', 'qpn', 'nonce']) {
     if (typeof e[k] !== 'number' || !Number.isInteger(e[k]) || (e[k] as number) < 0)
       throw invalid(`remote endpoint lacks ${k}`);
   }

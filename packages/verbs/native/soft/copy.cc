@@ -12,7 +12,8 @@ void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   size_t di = 0, si = 0, doff = 0, soff = 0;
   while (di < nd && si < ns) {
     size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);
-    if (n) std::memcpy(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
+    // memmove: a loopback READ or WRITE may overlap its own source.
+    if (n) std::memmove(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
     doff += n;
     soff += n;
     if (doff == dst[di].iov_len) { di++; doff = 0; }

@@ -111,6 +111,7 @@ int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, ui
   e->addr = addr;
   e->length = length;
   e->memfd = memfd;
+  e->regionId = ++regionCounter_;
   e->key.store(key, std::memory_order_release);
   int h = nextHandle_++;
   mrs_[h] = Mr{slot, key, addr, length, access};
@@ -175,6 +176,9 @@ bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegmen
   entries[(cq->head + cq->count) % cq->capacity] = e;
   __atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
   cq->lock.unlock();
+  // Dekker with armCq (store armed, load count): without a full fence the store of
+  // count and the load of armed may reorder and both sides miss the wake-up.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
     if (peer) peer->ring(); else ringSelf();
   }
@@ -393,14 +397,15 @@ int Device::toInit(int h, uint32_t access) {
   return 0;
 }
 
-int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t peerSlot, uint32_t peerGen,
-                  uint32_t peerQpn, uint32_t minRnrTimer, const SysError** sysErr) {
+int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t peerNonce, uint32_t peerSlot,
+                  uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer, const SysError** sysErr) {
   static thread_local SysError err;
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   if (s->state.load() != QPS_INIT) return EINVAL;
   if (peerSlot >= kQpSlots) return EINVAL;
-  auto key = std::make_pair(peerPid, peerMemfd);
+  for (auto it = peers_.begin(); it != peers_.end();) it = it->second.expired() ? peers_.erase(it) : std::next(it);
+  auto key = std::make_pair(peerPid, peerNonce);
   std::shared_ptr<PeerSegment> peer = peers_[key].lock();
   if (!peer) {
     try {
@@ -410,6 +415,11 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t
       *sysErr = &err;
       return e.err;
     }
+    if (peer->header()->nonce != peerNonce) {  // the fd now holds another device's segment
+      err = SysError{"connect", ESTALE};
+      *sysErr = &err;
+      return ESTALE;
+    }
     peers_[key] = peer;
   }
   q.peer = peer;
@@ -417,6 +427,8 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t
   q.peerGen = peerGen;
   q.peerQpn = peerQpn;
   s->minRnrTimer = minRnrTimer;
+  s->peerPid = static_cast<uint32_t>(peerPid);
+  s->peerQpn = peerQpn;
   s->state.store(QPS_RTR, std::memory_order_release);
   return 0;
 }
@@ -433,10 +445,7 @@ int Device::toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetr
 }
 
 int Device::toErr(int h) {
-  Qp& q = *qp(h);
-  QpShared* s = qpShared(q.slot);
-  if (s->state.load() == QPS_RESET) return EINVAL;
-  moveToError(q);
+  moveToError(*qp(h));  // from any state, as in verbs
   return 0;
 }
 
@@ -448,7 +457,8 @@ int Device::toReset(int h) {
     q.blockedUntil = 0;
     blockedCount_--;
   }
-  q.sqHead = q.sqTail = q.sqRetired = 0;
+  // Sequences stay monotonic across resets: stale completions then retire nothing.
+  q.sqHead = q.sqRetired = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
     r->lock.lock(static_cast<uint32_t>(pid_));
@@ -459,6 +469,8 @@ int Device::toReset(int h) {
   s->stalled.store(0);
   s->linkBroken.store(0);
   s->remoteError.store(0);
+  s->peerPid = 0;
+  s->peerQpn = 0;
   q.delayMs = 0;
   q.peer.reset();
   return 0;
@@ -525,6 +537,7 @@ int Device::postSend(int h, const double* wrs, int count) {
     e.remoteAddr = static_cast<uint64_t>(wrs[p + 4]);
     e.rkey = static_cast<uint32_t>(wrs[p + 5]);
     e.numSge = static_cast<uint32_t>(wrs[p + 6]);
+    e.badInline = 0;
     p += 7;
     WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
     uint32_t total = 0;
@@ -533,9 +546,14 @@ int Device::postSend(int h, const double* wrs, int count) {
       sg[k].length = static_cast<uint32_t>(wrs[p + 1]);
       sg[k].lkey = static_cast<uint32_t>(wrs[p + 2]);
       if (e.isInline) {
-        // Inline data is copied now: the application may reuse its buffer at once.
-        std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
-                    reinterpret_cast<const void*>(sg[k].addr), sg[k].length);
+        // Inline data is copied now: the application may reuse its buffer at once. The
+        // range must still be registered memory: an arbitrary address would crash us.
+        if (sg[k].length && check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
+          e.badInline = 1;
+        } else if (sg[k].length && total + sg[k].length <= q.maxInline) {
+          std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
+                      reinterpret_cast<const void*>(sg[k].addr), sg[k].length);
+        }
       }
       total += sg[k].length;
     }
@@ -650,7 +668,7 @@ void* Device::direct(PeerSegment* p, uint32_t key, uint64_t addr) {
   if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
   MrEntry& m = mr_table(p->base())[key >> 8];
   if (m.memfd < 0) return nullptr;
-  uint8_t* base = p->mapRegion(key, m.memfd, m.length);
+  uint8_t* base = p->mapRegion(key >> 8, m.regionId, m.memfd, m.length);
   return base ? base + (addr - m.addr) : nullptr;
 }
 
@@ -665,6 +683,8 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   }
   uint32_t tst = t->state.load(std::memory_order_acquire);
   if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
+  // The target listens only to the QP it was connected to; anything else is dropped.
+  if (t->peerQpn != self->qpn || t->peerPid != static_cast<uint32_t>(pid_)) return TRANSPORT;
   if (q.delayMs > 0) {
     if (e.readyAt == 0) e.readyAt = now_ms() + q.delayMs;
     if (now_ms() < e.readyAt) return DELAY;
@@ -675,6 +695,10 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   size_t nl = 0;
   uint64_t total = 0;
   uint32_t idx = e.seq % q.maxSendWr;
+  if (e.isInline && e.badInline) {
+    *status = WC_LOC_PROT_ERR;
+    return DONE;
+  }
   if (e.isInline) {
     local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
     nl = e.inlineLen ? 1 : 0;

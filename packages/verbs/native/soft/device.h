@@ -38,6 +38,7 @@ struct SendEntry {
   bool started;       // retry counters initialised
   double readyAt;     // injected delay: not before this time (ms)
   uint32_t inlineLen;
+  uint8_t badInline;  // an inline SGE did not lie in registered memory
 };
 
 struct Peer;
@@ -109,7 +110,7 @@ class Device {
   uint32_t qpState(int h);
   // Transitions; return 0 or an errno.
   int toInit(int h, uint32_t access);
-  int toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint32_t peerSlot,
+  int toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t peerNonce, uint32_t peerSlot,
             uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer, const SysError** sysErr);
   int toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry);
   int toErr(int h);
@@ -159,12 +160,13 @@ class Device {
   std::map<int, uint64_t> cqs_;   // handle -> CqShared offset
   std::map<int, uint64_t> srqs_;  // handle -> RecvQueue offset
   std::map<int, std::unique_ptr<Qp>> qps_;
-  std::map<std::pair<pid_t, int>, std::weak_ptr<PeerSegment>> peers_;
+  std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
   std::map<int, bool> cqErrReported_;
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
   int blockedCount_ = 0;
+  uint64_t regionCounter_ = 0;
 };
 
 double now_ms();

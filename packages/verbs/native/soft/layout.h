@@ -70,6 +70,7 @@ struct SegmentHeader {
   uint64_t heapOff;
   uint64_t segmentBytes;
   char bootId[40];
+  uint64_t nonce;  // random, < 2^48: tells this segment from a later one at the same fd
 };
 
 struct MrEntry {
@@ -81,6 +82,7 @@ struct MrEntry {
   // Peers map memfd-backed regions once and copy with memcpy; others by process_vm.
   int32_t memfd;
   uint32_t pad;
+  uint64_t regionId;  // unique per registration: peers' cached mappings check it
 };
 
 struct WireSge {
@@ -145,6 +147,8 @@ struct QpShared {
   std::atomic<uint32_t> linkBroken;   // fault: nothing reaches or leaves this QP
   uint32_t hasSrq;
   uint32_t minRnrTimer;  // this QP as responder: how long its senders wait after RNR
+  uint32_t peerPid;      // who it is connected to (set at RTR): others are not heard
+  uint32_t peerQpn;
   uint32_t pad;
   uint64_t rqOff;     // RecvQueue (own or the SRQ's)
   uint64_t recvCqOff;

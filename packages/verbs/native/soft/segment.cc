@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +17,11 @@
 namespace soft {
 
 namespace {
+long long now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 constexpr uint64_t kAlign = 64;
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 }  // namespace
@@ -66,6 +74,9 @@ OwnSegment::OwnSegment() {
   h->segmentBytes = kSegmentBytes;
   std::string b = boot_id();
   std::strncpy(h->bootId, b.c_str(), sizeof(h->bootId) - 1);
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, 0) != sizeof r) r = static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 20);
+  h->nonce = (r & ((1ull << 48) - 1)) | 1;
   capBlocks_ = 64;
   blocks_ = static_cast<Block*>(std::malloc(sizeof(Block) * capBlocks_));
   blocks_[0] = Block{h->heapOff, kSegmentBytes - h->heapOff, false};
@@ -144,6 +155,15 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
     close(pidfd_);
     throw SysError{"pidfd_getfd", e};
   }
+  // A stale endpoint may name an fd that is now some other file: check before mapping,
+  // or touching the header would raise SIGBUS.
+  struct stat st;
+  if (fstat(mfd, &st) != 0 || st.st_size != static_cast<off_t>(kSegmentBytes)) {
+    close(mfd);
+    close(eventfd_);
+    close(pidfd_);
+    throw SysError{"connect", ESTALE};
+  }
   void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
   int e = errno;
   close(mfd);
@@ -162,9 +182,14 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
   }
 }
 
-uint8_t* PeerSegment::mapRegion(uint32_t key, int remoteFd, uint64_t length) {
-  auto it = regions_.find(key);
-  if (it != regions_.end()) return it->second.length >= length ? it->second.base : nullptr;
+uint8_t* PeerSegment::mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length) {
+  auto it = regions_.find(slot);
+  if (it != regions_.end()) {
+    if (it->second.regionId == regionId) return it->second.base;
+    // The slot was registered again since: drop the old mapping (it pins old pages).
+    if (it->second.base) munmap(it->second.base, it->second.length);
+    regions_.erase(it);
+  }
   uint8_t* base = nullptr;
   int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteFd, 0));
   if (fd >= 0) {
@@ -173,7 +198,7 @@ uint8_t* PeerSegment::mapRegion(uint32_t key, int remoteFd, uint64_t length) {
     if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
   }
   // Remember failures too (nullptr): the caller falls back to cross-memory attach.
-  regions_[key] = Region{base, base ? length : 0};
+  regions_[slot] = Region{base, base ? length : 0, regionId};
   return base;
 }
 

@@ -58,7 +58,7 @@ class PeerSegment {
   pid_t pid() const { return pid_; }
   void ring() const;  // doorbell: wakes the owner's event loop
   // This process's mapping of the peer's memfd-backed region `key`, or nullptr.
-  uint8_t* mapRegion(uint32_t key, int remoteFd, uint64_t length);
+  uint8_t* mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length);
   bool alive() const { return owner_alive(header()); }
 
   int refs = 0;
@@ -69,7 +69,7 @@ class PeerSegment {
   int pidfd_ = -1;
   int eventfd_ = -1;
   uint8_t* base_ = nullptr;
-  struct Region { uint8_t* base; uint64_t length; };
+  struct Region { uint8_t* base; uint64_t length; uint64_t regionId; };
   std::unordered_map<uint32_t, Region> regions_;
 };
 

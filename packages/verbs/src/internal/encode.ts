@@ -16,12 +16,10 @@ function checkWrId(v: unknown): number {
   return v;
 }
 
-function packSges(
-  out: Float64Array,
-  p: number,
-  sgList: readonly Sge[],
-  maxSge: number,
-): [number, number] {
+// Total length of the last packSges call (a module slot: no tuple allocated per WR).
+let lastTotal = 0;
+
+function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: number): number {
   if (!Array.isArray(sgList)) throw invalid('sgList must be an array of { addr, length, lkey }');
   if (sgList.length > maxSge)
     throw outOfRange(`sgList has ${sgList.length} entries, the queue allows ${maxSge}`);
@@ -40,7 +38,8 @@ function packSges(
     out[p++] = lkey;
     total += length;
   }
-  return [p, total];
+  lastTotal = total;
+  return p;
 }
 
 export function sendWrWords(maxSge: number): number {
@@ -89,7 +88,8 @@ export function packSendWr(
   out[p + 4] = remoteAddr;
   out[p + 5] = rkey;
   out[p + 6] = wr.sgList?.length ?? 0;
-  const [next, total] = packSges(out, p + 7, wr.sgList, maxSge);
+  const next = packSges(out, p + 7, wr.sgList, maxSge);
+  const total = lastTotal;
   if (isInline && total > maxInline)
     throw outOfRange(`inline payload of ${total} bytes exceeds maxInlineData ${maxInline}`);
   if (total > maxMsg)
@@ -103,5 +103,5 @@ export function packRecvWr(out: Float64Array, p: number, wr: RecvWr, maxSge: num
     throw invalid('a receive work request must be an object');
   out[p] = checkWrId(wr.wrId);
   out[p + 1] = wr.sgList?.length ?? 0;
-  return packSges(out, p + 2, wr.sgList, maxSge)[0];
+  return packSges(out, p + 2, wr.sgList, maxSge);
 }

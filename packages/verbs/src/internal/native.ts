@@ -8,7 +8,7 @@ import { RdmaError, RdmaSystemError } from '../errors.js';
 /** The handle-based surface every provider's native device implements. */
 export interface NativeDevice {
   close(): void;
-  endpointBase(): { pid: number; segFd: number; bellFd: number; bootId: string };
+  endpointBase(): { pid: number; segFd: number; bellFd: number; bootId: string; nonce: number };
   allocMr(length: number, access: number): [number, ArrayBuffer, number, number];
   regMr(
     buffer: ArrayBuffer,
