@@ -81,6 +81,8 @@ const program = new Command('rdmajs-bench')
       process.stdout.write(
         `\n${scenario.name}: ${scenario.description}\n\n${renderTable(results)}\n`,
       );
+      const verdict = scenario.summarize?.(results);
+      if (verdict) process.stdout.write(`\n${verdict}\n`);
       if (opts.json) writeJson(opts.json, report);
     },
   );

@@ -72,3 +72,19 @@ describe('rdmajs-bench verbs-pingpong', () => {
     expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
   });
 });
+
+describe('rdmajs-bench allocator', () => {
+  it('compares alloc+free, per-message registration and a bounce copy in one run', () => {
+    const { stdout, json } = runBench(['allocator', '--iterations', '300']);
+    expect(json.scenario).toBe('allocator');
+    expect(json.results.map((r) => r.op)).toEqual([
+      'alloc-free',
+      'register-per-message',
+      'bounce-copy',
+    ]);
+    const a = json.results[0] as Record<string, number>;
+    expect(a.speedupVsRegistration).toBeGreaterThan(0);
+    expect(a.memoryOverhead).toBeGreaterThanOrEqual(1);
+    expect(stdout).toMatch(/memory overhead/);
+  });
+});

@@ -13,4 +13,6 @@ export interface Scenario {
   name: string;
   description: string;
   run(options: ScenarioOptions, progress: (label: string) => void): Promise<Result[]>;
+  /** Lines printed under the table: the scenario's own verdicts. */
+  summarize?(results: Result[]): string;
 }

@@ -1,7 +1,9 @@
+import { allocatorScenario } from './allocator.js';
 import type { Scenario } from './Scenario.js';
 import { verbsPingPongScenario } from './verbs-pingpong.js';
 
 /** Every scenario `rdmajs-bench <name>` can run; new ones register here. */
 export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [verbsPingPongScenario.name, verbsPingPongScenario],
+  [allocatorScenario.name, allocatorScenario],
 ]);

@@ -1,0 +1,736 @@
+import { ACCESS_POLICIES, type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
+import { Arena, type ArenaStats } from './Arena.js';
+import { Block, type BlockOwner, blockInternals } from './Block.js';
+import {
+  AllocError,
+  AllocLimitError,
+  AllocUseAfterReleaseError,
+  closedError,
+  registrationError,
+} from './errors.js';
+import { DedicatedRegion } from './internal/DedicatedRegion.js';
+import { captureStack, poison } from './internal/debug.js';
+import { Heap, type HeapHost } from './internal/Heap.js';
+import { Slab } from './internal/Slab.js';
+import { checkInt, checkRegion, checkRegistrar } from './internal/validate.js';
+import type { Region, Registrar } from './Registrar.js';
+import {
+  RegistrationCache,
+  type RegistrationCacheOptions,
+  type RegistrationCacheStats,
+} from './RegistrationCache.js';
+import { MAX_SLAB_BYTES, PAGE_BYTES, SIZE_CLASSES, SMALL_MAX_BYTES } from './SizeClasses.js';
+
+const MiB = 1024 * 1024;
+/** Arenas are at most 2 GiB (page counts and offsets stay small integers). */
+const ARENA_LIMIT = 2048 * MiB;
+
+export interface RegisteredAllocatorOptions {
+  /** The registration functions (see `fromProtectionDomain` for a verbs PD). */
+  registrar: Registrar;
+  /**
+   * Size of an arena: the unit in which memory is registered (a block larger than this
+   * gets an arena of its own size, up to `maxArenaBytes`). Default 16 MiB; at least
+   * 256 KiB; rounded up to whole pages.
+   */
+  arenaBytes?: number;
+  /**
+   * Largest arena. Blocks larger than this get a dedicated registration each (registered
+   * on alloc, deregistered on release: as slow as registering per message, so keep it
+   * above the messages of the data path). Default 64 MiB, at most 2 GiB.
+   */
+  maxArenaBytes?: number;
+  /**
+   * Registered bytes (arenas + dedicated regions, all policies) the allocator may hold.
+   * Allocations beyond it throw ERR_ALLOC_LIMIT. Default 1 GiB.
+   */
+  maxRegisteredBytes?: number;
+  /** Empty arenas kept registered per access policy (registering is slow). Default 2. */
+  retainEmptyArenas?: number;
+  /** Access policy of `alloc` calls that name none. Default 'local'. */
+  defaultAccess?: AccessPolicy;
+  /**
+   * Debug mode: allocation and release stacks for leak reports and errors, released
+   * memory poisoned and checked when handed out again (detects writes after release).
+   * Costs a stack capture per alloc and a fill/scan of each block. Default false.
+   */
+  debug?: boolean;
+  /** Limits of the registration cache for application buffers (`allocator.cache`). */
+  cache?: Omit<RegistrationCacheOptions, 'registrar'>;
+}
+
+/** 'open' → 'closing' (close() with live blocks) → 'closed' (last release, or destroy()). */
+export type AllocatorState = 'open' | 'closing' | 'closed';
+
+export interface SizeClassStats {
+  /** Class size in bytes. */
+  readonly size: number;
+  readonly slabs: number;
+  readonly liveBlocks: number;
+  /** Bytes requested by the live blocks of the class. */
+  readonly inUseBytes: number;
+  /** Slots in the class's slabs (live + free). */
+  readonly capacityBlocks: number;
+}
+
+export interface AllocatorStats {
+  readonly state: AllocatorState;
+  /** Registered bytes: arenas + dedicated regions (not the registration cache). */
+  readonly registeredBytes: number;
+  readonly maxRegisteredBytes: number;
+  readonly arenaBytes: number;
+  readonly dedicatedBytes: number;
+  /** Bytes requested by live blocks. */
+  readonly inUseBytes: number;
+  /** Bytes live blocks occupy (class sizes, whole pages, dedicated lengths). */
+  readonly allocatedBytes: number;
+  readonly liveBlocks: number;
+  readonly allocs: number;
+  readonly releases: number;
+  /** Allocations that failed on a limit, the registrar or a debug check (not on bad arguments). */
+  readonly failedAllocs: number;
+  /** Registrations and deregistrations the allocator made (arenas, dedicated regions). */
+  readonly registrations: number;
+  readonly deregistrations: number;
+  /** Deregistrations the registrar failed (the region is forgotten either way). */
+  readonly deregistrationFailures: number;
+  /** registeredBytes / inUseBytes (0 while nothing is in use). */
+  readonly overhead: number;
+  /** Waste inside blocks: 1 − inUseBytes / allocatedBytes (0 when nothing is live). */
+  readonly internalFragmentation: number;
+  /**
+   * Scattering of free arena space: 1 − largest free run / free arena bytes (0 when there is
+   * no free space or it is one run).
+   */
+  readonly externalFragmentation: number;
+  /** Per size class (summed over access policies), in class order. */
+  readonly classes: readonly SizeClassStats[];
+  readonly large: {
+    readonly liveBlocks: number;
+    readonly inUseBytes: number;
+    readonly allocatedBytes: number;
+  };
+  readonly dedicated: { readonly liveBlocks: number; readonly inUseBytes: number };
+  readonly arenas: readonly ArenaStats[];
+  readonly cache: RegistrationCacheStats;
+}
+
+export interface LiveBlockInfo {
+  readonly addr: number;
+  readonly length: number;
+  readonly capacity: number;
+  readonly access: AccessPolicy;
+  readonly kind: 'small' | 'large' | 'dedicated';
+  /** Allocation stack (debug mode only). */
+  readonly allocatedAt: string | undefined;
+}
+
+export interface LeakReport {
+  readonly liveBlocks: number;
+  readonly inUseBytes: number;
+  readonly blocks: readonly LiveBlockInfo[];
+}
+
+const I = blockInternals();
+const RING = 256;
+
+/**
+ * Registered memory for building messages in place. Large arenas are registered once per
+ * access policy (more on demand, up to `maxRegisteredBytes`) and carved into slabs of
+ * size classes for small blocks (≤ 32 KiB) and page runs for large ones (best fit); blocks
+ * larger than an arena get a dedicated registration. Registration is injected, so nothing
+ * here imports verbs.
+ *
+ * `alloc(n)` is O(1) for small blocks and allocates one Block object; it registers only
+ * when the arenas are full. Blocks are released with `block.release()`.
+ */
+export class RegisteredAllocator implements BlockOwner {
+  readonly #registrar: Registrar;
+  readonly #arenaBytes: number;
+  readonly #maxArenaBytes: number;
+  readonly #maxRegistered: number;
+  readonly #retainEmpty: number;
+  readonly #defaultAccess: AccessPolicy;
+  readonly #debug: boolean;
+  readonly #cache: RegistrationCache;
+  readonly #heaps: (Heap | undefined)[] = [undefined, undefined, undefined, undefined];
+  readonly #host: HeapHost;
+  readonly #dedicated = new Set<DedicatedRegion>();
+  /** Debug: recently released blocks, to name the culprit of a write after release. */
+  readonly #released: (Block | undefined)[] = [];
+  #releasedPos = 0;
+  /** A deregistration failure met inside heap bookkeeping, thrown once the call is consistent. */
+  #deferred: AllocError | undefined = undefined;
+  #state: AllocatorState = 'open';
+  #nextArenaId = 1;
+  #registered = 0;
+  #dedicatedBytes = 0;
+  #dedicatedInUse = 0;
+  #liveBlocks = 0;
+  #inUse = 0;
+  #allocated = 0;
+  #allocs = 0;
+  #releases = 0;
+  #failed = 0;
+  #registrations = 0;
+  #deregistrations = 0;
+  #deregistrationFailures = 0;
+
+  constructor(options: RegisteredAllocatorOptions) {
+    const o = options ?? ({} as RegisteredAllocatorOptions);
+    this.#registrar = checkRegistrar(o.registrar);
+    const arenaBytes = checkInt(
+      'arenaBytes',
+      o.arenaBytes ?? 16 * MiB,
+      MAX_SLAB_BYTES,
+      ARENA_LIMIT,
+    );
+    this.#arenaBytes = roundUpPage(arenaBytes);
+    this.#maxArenaBytes = roundUpPage(
+      checkInt(
+        'maxArenaBytes',
+        o.maxArenaBytes ?? Math.max(64 * MiB, this.#arenaBytes),
+        this.#arenaBytes,
+        ARENA_LIMIT,
+      ),
+    );
+    this.#maxRegistered = checkInt(
+      'maxRegisteredBytes',
+      o.maxRegisteredBytes ?? 1024 * MiB,
+      1,
+      Number.MAX_SAFE_INTEGER,
+    );
+    this.#retainEmpty = checkInt('retainEmptyArenas', o.retainEmptyArenas ?? 2, 0, 1 << 20);
+    const access = o.defaultAccess ?? 'local';
+    policyIndex(access);
+    this.#defaultAccess = access;
+    this.#debug = o.debug === true;
+    this.#cache = new RegistrationCache({ ...o.cache, registrar: this.#registrar });
+    this.#host = {
+      debug: this.#debug,
+      owner: this,
+      grow: (heap, pages) => this.#grow(heap, pages),
+      arenaEmptied: (heap, arena) => this.#arenaEmptied(heap, arena),
+      corrupted: (arena, offset) => this.#corrupted(arena, offset),
+    };
+  }
+
+  get state(): AllocatorState {
+    return this.#state;
+  }
+
+  get debug(): boolean {
+    return this.#debug;
+  }
+
+  /** Same as stats().registeredBytes, without building a snapshot (cheap to sample). */
+  get registeredBytes(): number {
+    return this.#registered;
+  }
+
+  /** Same as stats().inUseBytes, without building a snapshot. */
+  get inUseBytes(): number {
+    return this.#inUse;
+  }
+
+  /** Same as stats().liveBlocks, without building a snapshot. */
+  get liveBlocks(): number {
+    return this.#liveBlocks;
+  }
+
+  /** Registration cache for buffers the application owns (shares the registrar). */
+  get cache(): RegistrationCache {
+    return this.#cache;
+  }
+
+  /**
+   * A block of `n` bytes (n ≥ 1) of registered memory with the given access policy. Its
+   * contents are unspecified (not zeroed). Throws ERR_ALLOC_LIMIT when `maxRegisteredBytes`
+   * would be exceeded, ERR_ALLOC_REGISTRATION when the registrar fails.
+   */
+  alloc(n: number, access: AccessPolicy = this.#defaultAccess): Block {
+    if (this.#state !== 'open') throw closedError('RegisteredAllocator.alloc');
+    if (!Number.isSafeInteger(n) || n < 1) {
+      throw new AllocError(
+        'ERR_ALLOC_INVALID_ARG',
+        `alloc size must be a positive integer, got ${String(n)}`,
+      );
+    }
+    const pi = policyIndex(access);
+    const heap = this.#heaps[pi] ?? this.#makeHeap(pi);
+    const stack = this.#debug ? captureStack(this.alloc) : undefined;
+    let block: Block;
+    try {
+      if (n <= SMALL_MAX_BYTES) block = heap.allocSmall(n, stack);
+      else if (n <= this.#maxArenaBytes) block = heap.allocLarge(n, stack);
+      else block = this.#allocDedicated(heap, n, stack);
+    } catch (err) {
+      this.#failed++;
+      this.#deferred = undefined;
+      throw err;
+    }
+    // A deregistration that failed while making room is counted in
+    // stats().deregistrationFailures; throwing it here would lose the block.
+    this.#deferred = undefined;
+    this.#allocs++;
+    this.#liveBlocks++;
+    this.#inUse += n;
+    this.#allocated += block.capacity;
+    return block;
+  }
+
+  /** Same as `block.release()`, with a check that the block is from this allocator. */
+  release(block: Block): void {
+    if (!(block instanceof Block) || I.owner(block) !== this) {
+      throw new AllocError(
+        'ERR_ALLOC_FOREIGN_BLOCK',
+        'release of a block this allocator did not allocate',
+      );
+    }
+    block.release();
+  }
+
+  /** True when `block` was allocated here (live or not). */
+  owns(block: unknown): boolean {
+    return block instanceof Block && I.owner(block) === this;
+  }
+
+  /** @internal Called by `Block.release()`. */
+  releaseBlock(block: Block): void {
+    if (I.owner(block) !== this) {
+      throw new AllocError(
+        'ERR_ALLOC_FOREIGN_BLOCK',
+        'release of a block this allocator did not allocate',
+      );
+    }
+    const home = I.home(block);
+    const index = I.index(block);
+    let arena: Arena | undefined;
+    if (home instanceof Slab) {
+      arena = home.arena;
+      if (!this.#heapOf(arena).releaseSmall(block, home, index)) throw foreign();
+    } else if (home instanceof Arena) {
+      arena = home;
+      if (!this.#heapOf(arena).releaseLarge(block, home, index)) throw foreign();
+    } else if (home instanceof DedicatedRegion) {
+      if (home.block !== block || !this.#dedicated.has(home)) throw foreign();
+      this.#dedicated.delete(home);
+      home.block = undefined;
+      this.#registered -= home.byteLength;
+      this.#dedicatedBytes -= home.byteLength;
+      this.#dedicatedInUse -= block.length;
+    } else {
+      throw foreign();
+    }
+    this.#releases++;
+    this.#liveBlocks--;
+    this.#inUse -= block.length;
+    this.#allocated -= block.capacity;
+    I.markReleased(block, this.#debug ? captureStack(Block.prototype.release) : undefined);
+    if (this.#debug) this.#remember(block);
+    let err: AllocError | undefined;
+    if (home instanceof DedicatedRegion) {
+      if (this.#debug) poison(home.bytes, 0, home.byteLength);
+      err = this.#deregister(home.region, home.byteLength);
+    } else if (this.#state === 'closing' && arena !== undefined && arena.liveBlocks === 0) {
+      err = this.#retire(arena);
+    }
+    if (this.#state === 'closing' && this.#liveBlocks === 0) this.#finishClose();
+    err ??= this.#takeDeferred();
+    if (err !== undefined) throw err;
+  }
+
+  /**
+   * Registers arenas ahead of time so that `bytes` more bytes of `access` memory are
+   * available without registering on the data path. These arenas stay registered when
+   * empty (until close). Throws ERR_ALLOC_LIMIT past `maxRegisteredBytes`.
+   */
+  reserve(bytes: number, access: AccessPolicy = this.#defaultAccess): void {
+    if (this.#state !== 'open') throw closedError('RegisteredAllocator.reserve');
+    checkInt('bytes', bytes, 0, Number.MAX_SAFE_INTEGER);
+    const pi = policyIndex(access);
+    const heap = this.#heaps[pi] ?? this.#makeHeap(pi);
+    let free = heap.freeBytes();
+    while (free < bytes) {
+      const want = roundUpPage(
+        Math.min(this.#maxArenaBytes, Math.max(this.#arenaBytes, bytes - free)),
+      );
+      this.#checkRoom(want, heap, 0);
+      const arena = this.#newArena(heap, want);
+      arena.pinned = true;
+      free += arena.byteLength;
+    }
+  }
+
+  /**
+   * Gives back what is registered but unused: empty slabs go back to their arenas and
+   * empty arenas (also retained and reserved ones) are deregistered, and so are idle
+   * cache registrations. Returns the bytes deregistered.
+   */
+  trim(): number {
+    if (this.#state === 'closed') return 0;
+    const before = this.#registered;
+    const err = this.#reclaim() ?? this.#takeDeferred();
+    const freed = before - this.#registered + this.#cache.trim();
+    if (err !== undefined) throw err;
+    return freed;
+  }
+
+  stats(): AllocatorStats {
+    const classes = SIZE_CLASSES.map((size, i) => {
+      let slabs = 0;
+      let liveBlocks = 0;
+      let inUseBytes = 0;
+      let capacityBlocks = 0;
+      for (const heap of this.#heaps) {
+        const pool = heap?.pools[i];
+        if (pool === undefined) continue;
+        slabs += pool.slabs;
+        liveBlocks += pool.liveBlocks;
+        inUseBytes += pool.inUseBytes;
+        capacityBlocks += pool.slabs * pool.slabCapacity;
+      }
+      return { size, slabs, liveBlocks, inUseBytes, capacityBlocks };
+    });
+    const arenas: ArenaStats[] = [];
+    let large = { liveBlocks: 0, inUseBytes: 0, allocatedBytes: 0 };
+    let arenaBytes = 0;
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      arenaBytes += heap.arenaBytes;
+      for (const arena of heap.arenas) arenas.push(arena.stats());
+      large = {
+        liveBlocks: large.liveBlocks + heap.largeLive,
+        inUseBytes: large.inUseBytes + heap.largeInUseBytes,
+        allocatedBytes: large.allocatedBytes + heap.largeAllocatedBytes,
+      };
+    }
+    let freeArena = 0;
+    let largestFree = 0;
+    for (const a of arenas) {
+      freeArena += a.bytes - a.usedBytes;
+      largestFree = Math.max(largestFree, a.largestFreeRun);
+    }
+    return {
+      state: this.#state,
+      registeredBytes: this.#registered,
+      maxRegisteredBytes: this.#maxRegistered,
+      arenaBytes,
+      dedicatedBytes: this.#dedicatedBytes,
+      inUseBytes: this.#inUse,
+      allocatedBytes: this.#allocated,
+      liveBlocks: this.#liveBlocks,
+      allocs: this.#allocs,
+      releases: this.#releases,
+      failedAllocs: this.#failed,
+      registrations: this.#registrations,
+      deregistrations: this.#deregistrations,
+      deregistrationFailures: this.#deregistrationFailures,
+      overhead: this.#inUse === 0 ? 0 : this.#registered / this.#inUse,
+      internalFragmentation: this.#allocated === 0 ? 0 : 1 - this.#inUse / this.#allocated,
+      externalFragmentation: freeArena === 0 ? 0 : 1 - largestFree / freeArena,
+      classes,
+      large,
+      dedicated: { liveBlocks: this.#dedicated.size, inUseBytes: this.#dedicatedInUse },
+      arenas,
+      cache: this.#cache.stats(),
+    };
+  }
+
+  /** Every live block, with its allocation stack in debug mode. */
+  leakReport(): LeakReport {
+    const blocks: LiveBlockInfo[] = [];
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      for (const b of heap.liveBlocks()) {
+        blocks.push({
+          addr: b.addr,
+          length: b.length,
+          capacity: b.capacity,
+          access: b.access,
+          kind: I.home(b) instanceof Slab ? 'small' : 'large',
+          allocatedAt: b.allocatedAt,
+        });
+      }
+    }
+    for (const d of this.#dedicated) {
+      const b = d.block as Block;
+      blocks.push({
+        addr: b.addr,
+        length: b.length,
+        capacity: b.capacity,
+        access: b.access,
+        kind: 'dedicated',
+        allocatedAt: b.allocatedAt,
+      });
+    }
+    blocks.sort((a, b) => a.addr - b.addr);
+    let inUseBytes = 0;
+    for (const b of blocks) inUseBytes += b.length;
+    return { liveBlocks: blocks.length, inUseBytes, blocks };
+  }
+
+  /**
+   * Stops new allocations and closes the registration cache. Arenas without live blocks
+   * are deregistered now; the others as soon as their last block is released (memory a
+   * work request may still use is never deregistered under it). Idempotent.
+   */
+  close(): void {
+    if (this.#state !== 'open') return;
+    this.#state = 'closing';
+    let first: unknown;
+    try {
+      this.#cache.close();
+    } catch (err) {
+      first = err;
+    }
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      for (const arena of [...heap.arenas]) {
+        if (arena.liveBlocks !== 0) continue;
+        const err = this.#retire(arena);
+        first ??= err;
+      }
+    }
+    if (this.#liveBlocks === 0) this.#finishClose();
+    if (first !== undefined) throw first;
+  }
+
+  /**
+   * Deregisters everything now, live blocks included: they become unusable (their
+   * accessors throw ERR_ALLOC_CLOSED, their release() does nothing). Idempotent.
+   */
+  destroy(): void {
+    if (this.#state === 'closed') return;
+    let first: unknown;
+    try {
+      this.close();
+    } catch (err) {
+      first = err;
+    }
+    try {
+      this.#cache.destroy();
+    } catch (err) {
+      first ??= err;
+    }
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      for (const block of [...heap.liveBlocks()]) I.revoke(block);
+      for (const arena of [...heap.arenas]) {
+        arena.liveBlocks = 0;
+        const err = this.#retire(arena);
+        first ??= err;
+      }
+    }
+    for (const d of [...this.#dedicated]) {
+      if (d.block !== undefined) I.revoke(d.block);
+      this.#dedicated.delete(d);
+      this.#registered -= d.byteLength;
+      this.#dedicatedBytes -= d.byteLength;
+      const err = this.#deregister(d.region, d.byteLength);
+      first ??= err;
+    }
+    this.#liveBlocks = 0;
+    this.#inUse = 0;
+    this.#allocated = 0;
+    this.#dedicatedInUse = 0;
+    this.#finishClose();
+    if (first !== undefined) throw first;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+
+  #makeHeap(pi: number): Heap {
+    const policy = ACCESS_POLICIES[pi] as AccessPolicy;
+    const heap = new Heap(policy, accessFlags(policy), this.#host);
+    this.#heaps[pi] = heap;
+    return heap;
+  }
+
+  #heapOf(arena: Arena): Heap {
+    return this.#heaps[policyIndex(arena.access)] as Heap;
+  }
+
+  /** HeapHost.grow: a new arena big enough for `pages`, or room reclaimed. */
+  #grow(heap: Heap, pages: number): void {
+    const need = pages * PAGE_BYTES;
+    if (this.#checkRoom(need, heap, pages)) return;
+    // Fixed-size arenas (a block larger than arenaBytes gets an arena of its own size):
+    // measured on a 64 B–4 MiB mix, growing arenas with the heap left more slack than it
+    // saved registrations. Near the limit the arena shrinks to what is left (≥ need).
+    const size = Math.max(
+      need,
+      Math.min(this.#arenaBytes, floorPage(this.#maxRegistered - this.#registered)),
+    );
+    this.#newArena(heap, size);
+  }
+
+  /**
+   * Makes sure `need` more bytes may be registered: reclaims unused arenas when the limit
+   * is in the way. Returns true when reclaiming made a run of `pages` pages free in `heap`
+   * (no registration needed then). Throws ERR_ALLOC_LIMIT when it cannot make room.
+   */
+  #checkRoom(need: number, heap: Heap, pages: number): boolean {
+    if (this.#registered + need <= this.#maxRegistered) return false;
+    const err = this.#reclaim(need);
+    if (err !== undefined) throw err;
+    if (pages > 0 && heap.index.findBest(pages) !== undefined) return true;
+    if (this.#registered + need <= this.#maxRegistered) return false;
+    throw new AllocLimitError(
+      `registering ${need} more bytes would exceed maxRegisteredBytes ` +
+        `(${this.#registered} of ${this.#maxRegistered} registered)`,
+      this.#maxRegistered,
+      this.#registered + need,
+      need <= this.#maxRegistered,
+    );
+  }
+
+  #newArena(heap: Heap, size: number): Arena {
+    const region = this.#registerRegion(size, heap.flags);
+    const arena = new Arena(
+      this.#nextArenaId++,
+      heap.policy,
+      heap.flags,
+      region,
+      size / PAGE_BYTES,
+    );
+    if (this.#debug) poison(arena.bytes, 0, size);
+    heap.addArena(arena);
+    this.#registered += size;
+    return arena;
+  }
+
+  #allocDedicated(heap: Heap, n: number, stack: string | undefined): Block {
+    this.#checkRoom(n, heap, 0);
+    const region = this.#registerRegion(n, heap.flags);
+    const d = new DedicatedRegion(heap.policy, region, n);
+    const block = new Block(this, d, d, 0, 0, n, n, stack);
+    d.block = block;
+    this.#dedicated.add(d);
+    this.#registered += n;
+    this.#dedicatedBytes += n;
+    this.#dedicatedInUse += n;
+    return block;
+  }
+
+  #registerRegion(length: number, flags: number): Region {
+    const r = this.#registrar;
+    let region: Region;
+    try {
+      region =
+        r.allocate !== undefined
+          ? r.allocate(length, flags)
+          : r.register(new Uint8Array(length), flags);
+    } catch (err) {
+      throw registrationError('allocate', length, err);
+    }
+    this.#registrations++;
+    try {
+      return checkRegion(r, region, length, 'allocate');
+    } catch (err) {
+      this.#deregistrations++;
+      throw err;
+    }
+  }
+
+  /** Deregisters; returns (does not throw) a registrar failure. */
+  #deregister(region: Region, bytes: number): AllocError | undefined {
+    this.#deregistrations++;
+    try {
+      this.#registrar.deregister(region);
+      return undefined;
+    } catch (err) {
+      this.#deregistrationFailures++;
+      return registrationError('deregister', bytes, err);
+    }
+  }
+
+  /** HeapHost.arenaEmptied: keeps `retainEmptyArenas` empty arenas per policy, retires the rest. */
+  #arenaEmptied(heap: Heap, arena: Arena): void {
+    if (this.#state !== 'open' || arena.pinned) return;
+    let empty = 0;
+    for (const a of heap.arenas) if (a.usedPages === 0 && !a.pinned) empty++;
+    if (empty > this.#retainEmpty) this.#deferred ??= this.#retire(arena);
+  }
+
+  /** Takes an arena without live blocks out of its heap and deregisters it. */
+  #retire(arena: Arena): AllocError | undefined {
+    if (arena.retired) return undefined;
+    this.#heapOf(arena).removeArena(arena);
+    this.#registered -= arena.byteLength;
+    return this.#deregister(arena.region, arena.byteLength);
+  }
+
+  /**
+   * Empty slabs back to arenas, then empty arenas deregistered: with `need`, unpinned ones
+   * until `need` more bytes fit under the limit; without, all of them, pinned too.
+   */
+  #reclaim(need?: number): AllocError | undefined {
+    let first: AllocError | undefined;
+    for (const heap of this.#heaps) heap?.trimSlabs();
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      for (const arena of [...heap.arenas]) {
+        if (need !== undefined && this.#registered + need <= this.#maxRegistered) return first;
+        if (arena.usedPages !== 0 || (arena.pinned && need !== undefined)) continue;
+        first ??= this.#retire(arena);
+      }
+    }
+    return first;
+  }
+
+  #takeDeferred(): AllocError | undefined {
+    const err = this.#deferred;
+    this.#deferred = undefined;
+    return err;
+  }
+
+  #finishClose(): void {
+    this.#state = 'closed';
+    for (let i = 0; i < this.#heaps.length; i++) this.#heaps[i] = undefined;
+    this.#released.length = 0;
+  }
+
+  #remember(block: Block): void {
+    if (this.#released.length < RING) this.#released.push(block);
+    else this.#released[this.#releasedPos] = block;
+    this.#releasedPos = (this.#releasedPos + 1) % RING;
+  }
+
+  /** HeapHost.corrupted: names the released block whose memory was written. */
+  #corrupted(arena: Arena, offset: number): never {
+    let culprit: Block | undefined;
+    const ring = this.#released;
+    for (let i = 1; i <= ring.length && culprit === undefined; i++) {
+      const b = ring[(this.#releasedPos - i + ring.length) % ring.length];
+      if (b === undefined || I.region(b) !== arena) continue;
+      const start = I.offset(b);
+      if (offset >= start && offset < start + b.capacity) culprit = b;
+    }
+    throw new AllocUseAfterReleaseError(
+      `memory at 0x${(arena.addr + offset).toString(16)} was written after its release` +
+        (culprit === undefined ? '' : ` (a block of ${culprit.length} bytes)`),
+      arena.addr + offset,
+      culprit?.allocatedAt,
+      culprit === undefined ? undefined : I.releasedAt(culprit),
+    );
+  }
+}
+
+function foreign(): AllocError {
+  return new AllocError('ERR_ALLOC_FOREIGN_BLOCK', 'block is not live in this allocator');
+}
+
+function roundUpPage(n: number): number {
+  return Math.ceil(n / PAGE_BYTES) * PAGE_BYTES;
+}
+
+function floorPage(n: number): number {
+  return Math.floor(n / PAGE_BYTES) * PAGE_BYTES;
+}

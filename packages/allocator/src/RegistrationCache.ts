@@ -1,0 +1,498 @@
+import { type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
+import type { Sge } from './Block.js';
+import {
+  AllocError,
+  AllocLimitError,
+  AllocUseAfterReleaseError,
+  closedError,
+  invalidArg,
+  registrationError,
+} from './errors.js';
+import { checkInt, checkRegion, checkRegistrar } from './internal/validate.js';
+import type { Region, Registrar } from './Registrar.js';
+
+export interface RegistrationCacheOptions {
+  registrar: Registrar;
+  /** Registered bytes the cache may hold, pinned and idle together. Default 256 MiB. */
+  maxBytes?: number;
+  /** Registrations the cache may hold. Default 1024. */
+  maxEntries?: number;
+  /** Access policy of `acquire` calls that name none. Default 'local'. */
+  defaultAccess?: AccessPolicy;
+}
+
+export type RegistrationCacheState = 'open' | 'closing' | 'closed';
+
+export interface RegistrationCacheStats {
+  readonly state: RegistrationCacheState;
+  /** Registrations held (pinned + idle). */
+  readonly entries: number;
+  /** Registrations with at least one unreleased `RegisteredBuffer`. */
+  readonly pinnedEntries: number;
+  readonly registeredBytes: number;
+  readonly pinnedBytes: number;
+  readonly maxBytes: number;
+  readonly maxEntries: number;
+  /** `acquire` calls served by an existing registration. */
+  readonly hits: number;
+  /** `acquire` calls that registered. */
+  readonly misses: number;
+  /** Idle registrations deregistered to make room (LRU). */
+  readonly evictions: number;
+  /** Registrations dropped by `invalidate`, or found stale (buffer detached or resized). */
+  readonly invalidations: number;
+  readonly registrations: number;
+  readonly deregistrations: number;
+}
+
+type EntryState = 'cached' | 'invalid' | 'gone';
+
+/** One registration of one ArrayBuffer with one access policy. */
+class Entry {
+  readonly buffer: ArrayBufferLike;
+  readonly policy: AccessPolicy;
+  readonly region: Region;
+  /** byteLength of the buffer when registered (a detached or resized buffer differs). */
+  readonly length: number;
+  refs = 0;
+  state: EntryState = 'cached';
+  prev: Entry | undefined = undefined;
+  next: Entry | undefined = undefined;
+
+  constructor(buffer: ArrayBufferLike, policy: AccessPolicy, region: Region, length: number) {
+    this.buffer = buffer;
+    this.policy = policy;
+    this.region = region;
+    this.length = length;
+  }
+}
+
+/**
+ * Memory of the application's own buffer, registered (through the cache), pinned until
+ * `release()`. `bytes` is exactly the view that was acquired (same memory, no copy); `addr`,
+ * `lkey`, `rkey` name it in work requests, so it is itself an Sge.
+ */
+export class RegisteredBuffer implements Sge {
+  readonly #cache: RegistrationCache;
+  readonly #entry: Entry;
+  readonly #bytes: Uint8Array;
+  /** Offset of `bytes` from the start of the registered ArrayBuffer. */
+  readonly #offset: number;
+  #released = false;
+
+  /** @internal Obtained from `RegistrationCache.acquire`. */
+  constructor(cache: RegistrationCache, entry: Entry, bytes: Uint8Array, offset: number) {
+    this.#cache = cache;
+    this.#entry = entry;
+    this.#bytes = bytes;
+    this.#offset = offset;
+  }
+
+  get length(): number {
+    return this.#bytes.byteLength;
+  }
+
+  get access(): AccessPolicy {
+    return this.#entry.policy;
+  }
+
+  get released(): boolean {
+    return this.#released;
+  }
+
+  get bytes(): Uint8Array {
+    this.#check();
+    return this.#bytes;
+  }
+
+  get addr(): number {
+    this.#check();
+    return this.#entry.region.addr + this.#offset;
+  }
+
+  get lkey(): number {
+    this.#check();
+    return this.#entry.region.lkey;
+  }
+
+  get rkey(): number {
+    this.#check();
+    return this.#entry.region.rkey;
+  }
+
+  /** A scatter/gather element over [offset, offset + length) of the buffer. */
+  sge(offset = 0, length: number = this.length - offset): Sge {
+    this.#check();
+    if (
+      !Number.isInteger(offset) ||
+      !Number.isInteger(length) ||
+      offset < 0 ||
+      length < 0 ||
+      offset + length > this.length
+    ) {
+      throw invalidArg(`range [${offset}, +${length}) outside buffer of ${this.length} bytes`);
+    }
+    return {
+      addr: this.#entry.region.addr + this.#offset + offset,
+      length,
+      lkey: this.#entry.region.lkey,
+    };
+  }
+
+  /** Unpins the registration (it stays cached for reuse). A second call throws. */
+  release(): void {
+    if (this.#released) {
+      throw new AllocError('ERR_ALLOC_DOUBLE_RELEASE', 'registered buffer released twice');
+    }
+    this.#released = true;
+    if (this.#entry.state !== 'gone') unpin(this.#cache, this.#entry);
+  }
+
+  #check(): void {
+    if (this.#released) {
+      throw new AllocUseAfterReleaseError(
+        'registered buffer used after release',
+        this.#entry.region.addr + this.#offset,
+        undefined,
+        undefined,
+      );
+    }
+    if (this.#entry.state === 'gone')
+      throw closedError('registered buffer: its cache was destroyed');
+  }
+}
+
+let unpin: (cache: RegistrationCache, entry: Entry) => void;
+
+/**
+ * Registers buffers the application already owns, once, and reuses the registration by
+ * identity: every `acquire` of the same ArrayBuffer (or of any view of it) with the same
+ * access policy is served by one registration of the whole ArrayBuffer, so user-provided
+ * data is sent in place, without copies and without a registration per message.
+ *
+ * Acquired buffers are pinned until released; idle registrations are evicted least
+ * recently used first when `maxBytes` or `maxEntries` would be exceeded. `invalidate`
+ * drops a buffer's registrations (call it before reusing the memory for something the
+ * peer must not reach, or before transferring the buffer); a detached or resized buffer
+ * is noticed on the next `acquire` and registered afresh.
+ */
+export class RegistrationCache {
+  readonly #registrar: Registrar;
+  readonly #maxBytes: number;
+  readonly #maxEntries: number;
+  readonly #defaultAccess: AccessPolicy;
+  readonly #byBuffer = new Map<ArrayBufferLike, (Entry | undefined)[]>();
+  /** Idle entries, least recently used first. */
+  #lruHead: Entry | undefined = undefined;
+  #lruTail: Entry | undefined = undefined;
+  #state: RegistrationCacheState = 'open';
+  #entries = 0;
+  #pinnedEntries = 0;
+  #bytes = 0;
+  #pinnedBytes = 0;
+  #hits = 0;
+  #misses = 0;
+  #evictions = 0;
+  #invalidations = 0;
+  #registrations = 0;
+  #deregistrations = 0;
+  /** Entries not cached any more but still pinned (invalidated, or the cache is closing). */
+  readonly #lingering = new Set<Entry>();
+
+  static {
+    unpin = (cache, entry) => cache.#unpin(entry);
+  }
+
+  constructor(options: RegistrationCacheOptions) {
+    const o = options ?? ({} as RegistrationCacheOptions);
+    this.#registrar = checkRegistrar(o.registrar);
+    this.#maxBytes = checkInt(
+      'maxBytes',
+      o.maxBytes ?? 256 * 1024 * 1024,
+      1,
+      Number.MAX_SAFE_INTEGER,
+    );
+    this.#maxEntries = checkInt('maxEntries', o.maxEntries ?? 1024, 1, Number.MAX_SAFE_INTEGER);
+    const access = o.defaultAccess ?? 'local';
+    policyIndex(access);
+    this.#defaultAccess = access;
+  }
+
+  get state(): RegistrationCacheState {
+    return this.#state;
+  }
+
+  /**
+   * Pins a registration covering `buffer` (an ArrayBuffer, or any view of one: the whole
+   * underlying ArrayBuffer is registered once), registering it on first use.
+   * Throws ERR_ALLOC_LIMIT when it cannot fit (retryable while other buffers are pinned).
+   */
+  acquire(
+    buffer: ArrayBufferLike | ArrayBufferView,
+    access: AccessPolicy = this.#defaultAccess,
+  ): RegisteredBuffer {
+    if (this.#state !== 'open') throw closedError('RegistrationCache.acquire');
+    let ab: ArrayBufferLike;
+    let offset = 0;
+    let length: number;
+    if (ArrayBuffer.isView(buffer)) {
+      ab = buffer.buffer;
+      offset = buffer.byteOffset;
+      length = buffer.byteLength;
+    } else if (buffer instanceof ArrayBuffer || isSharedArrayBuffer(buffer)) {
+      ab = buffer;
+      length = buffer.byteLength;
+    } else {
+      throw invalidArg('acquire takes an ArrayBuffer, a SharedArrayBuffer or a view of one');
+    }
+    const pi = policyIndex(access);
+    let slots = this.#byBuffer.get(ab);
+    let entry = slots?.[pi];
+    if (entry !== undefined && entry.length !== ab.byteLength) {
+      this.#invalidations++;
+      const err = this.#drop(entry); // detached or resized since it was registered
+      if (err !== undefined) throw err;
+      entry = undefined;
+    }
+    if (length === 0) throw invalidArg('cannot register an empty (or detached) buffer');
+    const view = buffer instanceof Uint8Array ? buffer : new Uint8Array(ab, offset, length);
+    if (entry !== undefined) {
+      this.#hits++;
+      if (entry.refs === 0) this.#unlink(entry);
+    } else {
+      entry = this.#register(ab, access);
+      this.#misses++;
+      slots = this.#byBuffer.get(ab);
+      if (slots === undefined) {
+        slots = [undefined, undefined, undefined, undefined];
+        this.#byBuffer.set(ab, slots);
+      }
+      slots[pi] = entry;
+    }
+    if (entry.refs++ === 0) {
+      this.#pinnedEntries++;
+      this.#pinnedBytes += entry.length;
+    }
+    return new RegisteredBuffer(this, entry, view, offset);
+  }
+
+  /**
+   * Drops the registrations of `buffer` (all access policies). Idle ones are deregistered
+   * now; pinned ones when their last RegisteredBuffer is released. The next `acquire`
+   * registers afresh. Returns how many registrations were dropped.
+   */
+  invalidate(buffer: ArrayBufferLike | ArrayBufferView): number {
+    const ab = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
+    const slots = this.#byBuffer.get(ab);
+    if (slots === undefined) return 0;
+    const n = this.#dropAll([...slots]);
+    this.#invalidations += n;
+    return n;
+  }
+
+  /** Drops every registration (see `invalidate`). Returns how many were dropped. */
+  invalidateAll(): number {
+    const n = this.#dropAll([...this.#byBuffer.values()].flat());
+    this.#invalidations += n;
+    return n;
+  }
+
+  /** Deregisters every idle registration. Returns the bytes deregistered. */
+  trim(): number {
+    const idle: Entry[] = [];
+    for (let e = this.#lruHead; e !== undefined; e = e.next) idle.push(e);
+    let freed = 0;
+    for (const e of idle) freed += e.length;
+    this.#dropAll(idle);
+    return freed;
+  }
+
+  stats(): RegistrationCacheStats {
+    return {
+      state: this.#state,
+      entries: this.#entries,
+      pinnedEntries: this.#pinnedEntries,
+      registeredBytes: this.#bytes,
+      pinnedBytes: this.#pinnedBytes,
+      maxBytes: this.#maxBytes,
+      maxEntries: this.#maxEntries,
+      hits: this.#hits,
+      misses: this.#misses,
+      evictions: this.#evictions,
+      invalidations: this.#invalidations,
+      registrations: this.#registrations,
+      deregistrations: this.#deregistrations,
+    };
+  }
+
+  /**
+   * Stops new acquires and deregisters idle registrations now; pinned ones are
+   * deregistered as their buffers are released ('closing' until the last one). Idempotent.
+   */
+  close(): void {
+    if (this.#state !== 'open') return;
+    this.#state = 'closing';
+    try {
+      this.#dropAll([...this.#byBuffer.values()].flat());
+    } finally {
+      if (this.#entries === 0) this.#state = 'closed';
+    }
+  }
+
+  /** Deregisters everything now, pinned or not; RegisteredBuffers still held become unusable. */
+  destroy(): void {
+    if (this.#state === 'closed') return;
+    this.close();
+    this.#state = 'closed';
+    let first: unknown;
+    for (const entry of [...this.#lingering]) {
+      this.#lingering.delete(entry);
+      const err = this.#deregister(entry);
+      if (first === undefined) first = err;
+    }
+    this.#pinnedEntries = 0;
+    this.#pinnedBytes = 0;
+    if (first !== undefined) throw first;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+
+  #register(ab: ArrayBufferLike, access: AccessPolicy): Entry {
+    const length = ab.byteLength;
+    if (length > this.#maxBytes) {
+      throw new AllocLimitError(
+        `buffer of ${length} bytes exceeds the registration cache limit of ${this.#maxBytes}`,
+        this.#maxBytes,
+        length,
+        false,
+      );
+    }
+    while (this.#bytes + length > this.#maxBytes || this.#entries + 1 > this.#maxEntries) {
+      const victim = this.#lruHead;
+      if (victim === undefined) {
+        const bytesFull = this.#bytes + length > this.#maxBytes;
+        throw new AllocLimitError(
+          bytesFull
+            ? `registration cache full: ${this.#bytes} of ${this.#maxBytes} bytes pinned, ${length} more needed`
+            : `registration cache full: ${this.#entries} of ${this.#maxEntries} entries pinned`,
+          bytesFull ? this.#maxBytes : this.#maxEntries,
+          bytesFull ? this.#bytes + length : this.#entries + 1,
+          true,
+        );
+      }
+      this.#evictions++;
+      const err = this.#drop(victim);
+      if (err !== undefined) throw err;
+    }
+    const whole = new Uint8Array(ab);
+    let region: Region;
+    try {
+      region = this.#registrar.register(whole, accessFlags(access));
+    } catch (err) {
+      throw registrationError('register', length, err);
+    }
+    this.#registrations++;
+    try {
+      checkRegion(this.#registrar, region, length, 'register', whole);
+    } catch (err) {
+      this.#deregistrations++;
+      throw err;
+    }
+    this.#entries++;
+    this.#bytes += length;
+    return new Entry(ab, access, region, length);
+  }
+
+  /** Drops entries (see #drop); throws the first registrar failure after trying them all. */
+  #dropAll(entries: readonly (Entry | undefined)[]): number {
+    let n = 0;
+    let first: AllocError | undefined;
+    for (const entry of entries) {
+      if (entry === undefined || entry.state !== 'cached') continue;
+      n++;
+      const err = this.#drop(entry);
+      first ??= err;
+    }
+    if (first !== undefined) throw first;
+    return n;
+  }
+
+  /**
+   * Removes an entry from the lookup; deregisters it now if idle, else at its last release.
+   * Returns (does not throw) a registrar failure.
+   */
+  #drop(entry: Entry): AllocError | undefined {
+    if (entry.state !== 'cached') return undefined;
+    const slots = this.#byBuffer.get(entry.buffer);
+    if (slots !== undefined) {
+      slots[policyIndex(entry.policy)] = undefined;
+      if (slots.every((e) => e === undefined)) this.#byBuffer.delete(entry.buffer);
+    }
+    entry.state = 'invalid';
+    if (entry.refs > 0) {
+      this.#lingering.add(entry);
+      return undefined;
+    }
+    this.#unlink(entry);
+    return this.#deregister(entry);
+  }
+
+  #unpin(entry: Entry): void {
+    if (--entry.refs > 0) return;
+    this.#pinnedEntries--;
+    this.#pinnedBytes -= entry.length;
+    if (entry.state === 'cached') {
+      this.#append(entry);
+      return;
+    }
+    this.#lingering.delete(entry);
+    const err = this.#deregister(entry);
+    if (this.#state === 'closing' && this.#entries === 0) this.#state = 'closed';
+    if (err !== undefined) throw err;
+  }
+
+  /** Deregisters and forgets an entry; returns (does not throw) a registrar failure. */
+  #deregister(entry: Entry): AllocError | undefined {
+    entry.state = 'gone';
+    this.#entries--;
+    this.#bytes -= entry.length;
+    this.#deregistrations++;
+    try {
+      this.#registrar.deregister(entry.region);
+      return undefined;
+    } catch (err) {
+      return registrationError('deregister', entry.length, err);
+    }
+  }
+
+  #append(entry: Entry): void {
+    entry.prev = this.#lruTail;
+    entry.next = undefined;
+    if (this.#lruTail === undefined) this.#lruHead = entry;
+    else this.#lruTail.next = entry;
+    this.#lruTail = entry;
+  }
+
+  #unlink(entry: Entry): void {
+    if (entry.prev === undefined) {
+      if (this.#lruHead !== entry) return; // not linked
+      this.#lruHead = entry.next;
+    } else {
+      entry.prev.next = entry.next;
+    }
+    if (entry.next === undefined) this.#lruTail = entry.prev;
+    else entry.next.prev = entry.prev;
+    entry.prev = undefined;
+    entry.next = undefined;
+  }
+}
+
+function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
+  return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer;
+}
