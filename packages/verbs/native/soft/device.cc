@@ -69,6 +69,18 @@ namespace {
 std::atomic<uint32_t> g_nextQpn{0};
 }  // namespace
 
+static bool sane_queues(PeerSegment* p, QpShared* t) {
+  const uint64_t lo = p->header()->heapOff, hi = kSegmentBytes;
+  uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
+  if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
+  auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
+  auto* cq = reinterpret_cast<CqShared*>(p->base() + cqOff);
+  if (r->capacity == 0 || r->maxSge == 0 || r->maxSge > kMaxIov) return false;
+  if (r->wqeOff < lo || r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * r->capacity > hi) return false;
+  if (cq->capacity == 0 || cq->entriesOff < lo || cq->entriesOff + sizeof(Cqe) * static_cast<uint64_t>(cq->capacity) > hi) return false;
+  return true;
+}
+
 Device::Device() : pid_(getpid()) {
   uint32_t expected = 0;
   g_nextQpn.compare_exchange_strong(expected, 0x100 + (static_cast<uint32_t>(pid_) * 4096u) % 0xf00000u);
@@ -271,7 +283,9 @@ bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* 
   }
   RecvWqe* w = wqe_at(base, r, r->head);
   *out = *w;
-  std::memcpy(sgOut, w + 1, sizeof(WireSge) * std::min<uint32_t>(w->numSge, r->maxSge));
+  uint32_t n = std::min<uint32_t>(std::min<uint32_t>(w->numSge, r->maxSge), static_cast<uint32_t>(kMaxIov));
+  std::memcpy(sgOut, w + 1, sizeof(WireSge) * n);
+  out->numSge = n;
   r->head = (r->head + 1) % r->capacity;
   r->count--;
   uint32_t lim = r->limit.load(std::memory_order_relaxed);
@@ -658,7 +672,11 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
 
 void Device::remoteFail(Qp& q, QpShared* t) {
   PeerSegment* p = q.peer.get();
-  t->state.store(QPS_ERR, std::memory_order_release);
+  // Only RTR/RTS → ERR, and only if the owner did not move the QP meanwhile.
+  uint32_t st = t->state.load(std::memory_order_acquire);
+  while ((st == QPS_RTR || st == QPS_RTS) && !t->state.compare_exchange_weak(st, QPS_ERR)) {
+  }
+  if (st != QPS_RTR && st != QPS_RTS) return;
   if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
   t->remoteError.store(1, std::memory_order_release);
   p->ring();
@@ -743,6 +761,9 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
 
   RecvWqe w{};
   WireSge rsg[kMaxIov];
+  // Shared values of the peer are checked before use: a queue destroyed under us (or a
+  // misbehaving peer) must end in a transport error, never in a wild access.
+  if (!sane_queues(p, t)) return TRANSPORT;
   RecvQueue* r = reinterpret_cast<RecvQueue*>(p->base() + t->rqOff);
   if (needRecv) {
     if (t->stalled.load(std::memory_order_relaxed)) return RNR;
