@@ -42,18 +42,24 @@ function row(
   };
 }
 
-/** Times `fn(size)` once per size of the mix (after a short warm-up). */
+/**
+ * Times `fn(size)` over the mix in batches of `batch` operations (a clock read per
+ * operation would cost as much as a sub-microsecond alloc+free); each sample is a
+ * batch's time per operation. The JIT is warmed with three passes over the mix first.
+ */
 function timeEach(
   sizes: number[],
   fn: (size: number) => void,
+  batch: number,
 ): { rec: LatencyRecorder; cpuUs: number } {
-  for (const s of sizes.slice(0, Math.min(20, sizes.length))) fn(s);
+  for (let r = 0; r < 3; r++) for (const s of sizes) fn(s);
   const rec = new LatencyRecorder();
   const cpu0 = cpuNowUs();
-  for (const s of sizes) {
+  for (let i = 0; i < sizes.length; i += batch) {
+    const end = Math.min(i + batch, sizes.length);
     const t0 = performance.now();
-    fn(s);
-    rec.record((performance.now() - t0) * 1000);
+    for (let k = i; k < end; k++) fn(sizes[k] as number);
+    rec.record(((performance.now() - t0) * 1000) / (end - i));
   }
   return { rec, cpuUs: cpuNowUs() - cpu0 };
 }
@@ -73,7 +79,7 @@ export const allocatorScenario: Scenario = {
     const dev = openDevice({ provider: o.provider });
     try {
       const pd = dev.allocPd();
-      const sizes = sizeMix(Math.max(200, Math.min(o.iterations, 20_000)));
+      const sizes = sizeMix(Math.max(500, Math.min(o.iterations * 4, 40_000)));
       const meanSize = sizes.reduce((a, b) => a + b, 0) / sizes.length;
       const access = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead;
 
@@ -82,25 +88,29 @@ export const allocatorScenario: Scenario = {
         defaultAccess: 'remote-read-write',
         maxRegisteredBytes: 1 << 30,
       });
-      const alloc = timeEach(sizes, (n) => allocator.alloc(n).release());
+      const alloc = timeEach(sizes, (n) => allocator.alloc(n).release(), 64);
 
       progress('per-message registration');
       // What a transport without an allocator does: register the message buffer, send, deregister.
       const regSizes = sizes.slice(0, Math.max(50, Math.floor(sizes.length / 10)));
-      const reg = timeEach(regSizes, (n) => pd.allocMr(n, access).deregister());
+      const reg = timeEach(regSizes, (n) => pd.allocMr(n, access).deregister(), 4);
 
       progress('bounce-buffer copy');
       // What a transport with one pre-registered buffer does: copy each message into it.
       const bounce = pd.allocMr(MAX, access);
       const messages = new Map<number, Uint8Array>();
-      const copy = timeEach(sizes, (n) => {
-        let m = messages.get(n);
-        if (!m) {
-          m = new Uint8Array(n).fill(1);
-          if (messages.size < 64) messages.set(n, m);
-        }
-        bounce.bytes.set(m);
-      });
+      const copy = timeEach(
+        sizes,
+        (n) => {
+          let m = messages.get(n);
+          if (!m) {
+            m = new Uint8Array(n).fill(1);
+            if (messages.size < 64) messages.set(n, m);
+          }
+          bounce.bytes.set(m);
+        },
+        16,
+      );
 
       progress('memory overhead under the mix');
       // A window of live blocks while the mix streams through; overhead = peak registered
