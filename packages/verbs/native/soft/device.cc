@@ -165,7 +165,7 @@ void Device::destroyCq(int h) {
 uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
 
 uint32_t Device::cqCount(int h) {
-  if (blockedCount_) progressDue();
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
   CqShared* cq = cqAt(h);
   return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
 }
@@ -198,7 +198,7 @@ bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegmen
 }
 
 int Device::pollCq(int h, double* out, int max) {
-  if (blockedCount_) progressDue();
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
   CqShared* cq = cqAt(h);
   if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
@@ -590,11 +590,13 @@ int Device::postSend(int h, const double* wrs, int count) {
 void Device::block(Qp& q, double untilMs) {
   if (q.blockedUntil == 0) blockedCount_++;
   q.blockedUntil = untilMs;
+  if (untilMs < nextDeadline_ || blockedCount_ == 1) nextDeadline_ = untilMs;
 }
 
 double Device::progressDue() {
   if (!blockedCount_) return 0;
   double now = now_ms();
+  if (now < nextDeadline_) return nextDeadline_;  // nothing due: skip the scan
   double next = 0;
   for (auto& [h, qp] : qps_) {
     Qp& q = *qp;
@@ -605,6 +607,7 @@ double Device::progressDue() {
     }
     if (q.blockedUntil > 0 && (next == 0 || q.blockedUntil < next)) next = q.blockedUntil;
   }
+  nextDeadline_ = next;
   return next;
 }
 

@@ -166,6 +166,7 @@ class Device {
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
   int blockedCount_ = 0;
+  double nextDeadline_ = 0;  // earliest blockedUntil (a lower bound while blocked)
   uint64_t regionCounter_ = 0;
 };
 
