@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError } from './errors.js';
 import { POST_EINVAL, POST_ENOMEM, QP_STATE_CODE, qpStateName } from './internal/codes.js';
-import { packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
+import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
 import { invalid, optInt } from './internal/validate.js';
@@ -164,12 +164,7 @@ export class QueuePair extends Resource {
    */
   postSend(wrs: SendWr | readonly SendWr[]): void {
     this.assertOpen();
-    let list: readonly SendWr[];
-    if (Array.isArray(wrs)) list = wrs;
-    else {
-      this.#one[0] = wrs as SendWr;
-      list = this.#one as [SendWr];
-    }
+    const list = asList(wrs, this.#one as [SendWr]);
     const n = Math.min(list.length, this.caps.maxSendWr);
     let p = 0;
     for (let i = 0; i < n; i++) {
@@ -195,12 +190,7 @@ export class QueuePair extends Resource {
         'ERR_RDMA_INVALID_STATE',
         'this QP receives through a shared receive queue; post there',
       );
-    let list: readonly RecvWr[];
-    if (Array.isArray(wrs)) list = wrs;
-    else {
-      this.#one[0] = wrs as RecvWr;
-      list = this.#one as [RecvWr];
-    }
+    const list = asList(wrs, this.#one as [RecvWr]);
     const n = Math.min(list.length, this.caps.maxRecvWr);
     let p = 0;
     for (let i = 0; i < n; i++)

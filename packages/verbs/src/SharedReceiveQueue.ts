@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { RdmaError } from './errors.js';
-import { packRecvWr, recvWrWords } from './internal/encode.js';
+import { asList, packRecvWr, recvWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
 import { checkInt } from './internal/validate.js';
@@ -40,12 +40,7 @@ export class SharedReceiveQueue extends Resource {
 
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     this.assertOpen();
-    let list: readonly RecvWr[];
-    if (Array.isArray(wrs)) list = wrs;
-    else {
-      this.#one[0] = wrs as RecvWr;
-      list = this.#one;
-    }
+    const list = asList(wrs, this.#one as [RecvWr]);
     const n = Math.min(list.length, this.maxWr);
     let p = 0;
     for (let i = 0; i < n; i++) p = packRecvWr(this.#scratch, p, list[i] as RecvWr, this.maxSge);

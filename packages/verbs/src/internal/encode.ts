@@ -105,3 +105,10 @@ export function packRecvWr(out: Float64Array, p: number, wr: RecvWr, maxSge: num
   out[p + 1] = wr.sgList?.length ?? 0;
   return packSges(out, p + 2, wr.sgList, maxSge);
 }
+
+/** One WR or a batch as a list, without allocating: a single WR goes into `slot`. */
+export function asList<T>(wrs: T | readonly T[], slot: [T]): readonly T[] {
+  if (Array.isArray(wrs)) return wrs;
+  slot[0] = wrs as T;
+  return slot;
+}
