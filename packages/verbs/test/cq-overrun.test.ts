@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { collect, type Pair, pair, providers, sleep } from './harness/pair.js';
+import { collect, type Pair, pair, providers, until } from './harness/pair.js';
 
 describe.each(providers)('completion queue overrun on %s', (provider) => {
   let p: Pair;
@@ -26,7 +26,7 @@ describe.each(providers)('completion queue overrun on %s', (provider) => {
         sgList: [a.mr.sge(0, 8)],
       })),
     );
-    await sleep(50);
+    await until(() => events.includes('CQ_ERR'), 'the CQ_ERR async event');
     expect(events).toContain('CQ_ERR');
     expect(b.cq.overrun).toBe(true);
     expect(b.qp.state).toBe('error');

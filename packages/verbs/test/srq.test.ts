@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Device, openDevice } from '../src/index.js';
-import { ALL, collect, providers, type Side, side } from './harness/pair.js';
+import { ALL, collect, providers, type Side, side, until } from './harness/pair.js';
 
 describe.each(providers)('shared receive queues on %s', (provider) => {
   const open: Device[] = [];
@@ -45,7 +45,7 @@ describe.each(providers)('shared receive queues on %s', (provider) => {
       [q2.qpn, 20],
       [q1.qpn, 30],
     ]);
-    await new Promise((res) => setTimeout(res, 20));
+    await until(() => limitEvents > 0, 'the SRQ limit event');
     expect(limitEvents).toBe(1);
     expect(() => srq.close()).toThrow(expect.objectContaining({ code: 'ERR_RDMA_BUSY' }));
   });

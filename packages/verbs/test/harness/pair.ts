@@ -112,3 +112,12 @@ export async function nothingWithin(cq: CompletionQueue, ms: number): Promise<nu
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until `cond()` holds, polling every few ms; fails after `timeoutMs`. */
+export async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(2);
+  }
+}
