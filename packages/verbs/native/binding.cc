@@ -78,6 +78,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
                            InstanceMethod<&SoftDevice::PostSend>("postSend"),
                            InstanceMethod<&SoftDevice::PostRecv>("postRecv"),
                            InstanceMethod<&SoftDevice::Inject>("inject"),
+                           InstanceMethod<&SoftDevice::ToRtrLink>("toRtrLink"),
+                           InstanceMethod<&SoftDevice::LinkTake>("linkTake"),
+                           InstanceMethod<&SoftDevice::LinkDone>("linkDone"),
+                           InstanceMethod<&SoftDevice::Respond>("respond"),
                        });
   }
 
@@ -413,6 +417,55 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (kind == 1) dev_->injectStall(h, v != 0);
     if (kind == 2) dev_->injectDelay(h, v);
     return info.Env().Undefined();
+  }
+
+  // ---- TCP link (the sockets live in JS; these move WRs and answers across)
+
+  // toRtrLink(h, peerPid, peerSlot, peerGen, peerQpn, minRnrTimer) → errno
+  Napi::Value ToRtrLink(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
+    return Napi::Number::New(info.Env(), dev_->toRtrLink(info[0].As<Napi::Number>().Int32Value(), u(1), u(2), u(3), u(4), u(5)));
+  }
+
+  // linkTake(h, hdr: Float64Array(9), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
+  Napi::Value LinkTake(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    Napi::Float64Array hdr = info[1].As<Napi::Float64Array>();
+    Napi::Uint8Array payload = info[2].As<Napi::Uint8Array>();
+    if (hdr.ElementLength() < 9) return Napi::Number::New(info.Env(), 0);
+    double r = dev_->linkTake(info[0].As<Napi::Number>().Int32Value(), hdr.Data(), payload.Data(), payload.ByteLength());
+    Schedule();
+    return Napi::Number::New(info.Env(), r);
+  }
+
+  // linkDone(h, outcome, status, rnrTimer, data?: Uint8Array)
+  Napi::Value LinkDone(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    const uint8_t* data = nullptr;
+    size_t len = 0;
+    if (info[4].IsTypedArray()) {
+      Napi::Uint8Array d = info[4].As<Napi::Uint8Array>();
+      data = d.Data();
+      len = d.ByteLength();
+    }
+    dev_->linkDone(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
+                   static_cast<uint8_t>(info[2].As<Napi::Number>().Uint32Value()), info[3].As<Napi::Number>().Uint32Value(),
+                   data, len);
+    Schedule();
+    return info.Env().Undefined();
+  }
+
+  // respond(slot, gen, opcode, payload: Uint8Array, imm, remoteAddr, rkey, srcQpn, srcPid)
+  //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.
+  Napi::Value Respond(const Napi::CallbackInfo& info) {
+    if (!Alive(info)) return info.Env().Undefined();
+    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
+    Napi::Uint8Array payload = info[3].As<Napi::Uint8Array>();
+    uint32_t rnr = 12;
+    int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(u(2)), payload.Data(), payload.ByteLength(), u(4),
+                          static_cast<uint64_t>(info[5].As<Napi::Number>().DoubleValue()), u(6), u(7), u(8), &rnr);
+    return Napi::Number::New(info.Env(), static_cast<double>((rnr << 16) | static_cast<uint32_t>(r)));
   }
 
   std::unique_ptr<soft::Device> dev_;

@@ -2,7 +2,8 @@ import { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
 import { loadAddon, type NativeDevice } from './internal/native.js';
-import { checkInt, invalid } from './internal/validate.js';
+import { type LinkAddress, LinkClient, LinkServer } from './internal/TcpLink.js';
+import { checkInt, invalid, optInt } from './internal/validate.js';
 import { ProtectionDomain } from './ProtectionDomain.js';
 import type { QpContext } from './QueuePair.js';
 import type { DeviceInfo, ProviderName } from './types.js';
@@ -11,12 +12,18 @@ export interface OpenDeviceOptions {
   /** 'auto' (default) takes a real RDMA device when one exists, else soft. */
   provider?: 'auto' | ProviderName;
   name?: string;
+  /**
+   * Soft: how this device's QPs reach peers on the same host. 'auto' (default) uses
+   * shared memory; 'tcp' uses the TCP link, as for peers on other hosts (for tests).
+   */
+  link?: 'auto' | 'tcp';
 }
 
 const EV_DOORBELL = 0;
 const EV_QP_FATAL = 1;
 const EV_CQ_ERR = 2;
 const EV_SRQ_LIMIT = 3;
+const EV_LINK = 4;
 
 function softInfo(): DeviceInfo {
   const l = loadAddon().softLimits();
@@ -68,7 +75,10 @@ export function openDevice(options: OpenDeviceOptions = {}): Device {
   if (options.name !== undefined && options.name !== 'soft0') {
     throw new RdmaError('ERR_RDMA_NO_DEVICE', `no device named ${options.name}; available: soft0`);
   }
-  return new Device(softInfo());
+  if (options.link !== undefined && options.link !== 'auto' && options.link !== 'tcp') {
+    throw invalid(`link must be 'auto' or 'tcp', got ${String(options.link)}`);
+  }
+  return new Device(softInfo(), options.link === 'tcp');
 }
 
 /** An opened RDMA device: creates protection domains and completion queues. */
@@ -78,18 +88,18 @@ export class Device extends Resource {
   readonly #ctx: QpContext;
   readonly #cqs = new Map<number, CompletionQueue>();
 
+  #linkServer: LinkServer | undefined;
+  #linkAddress: LinkAddress | undefined;
+  readonly #linkClients = new Map<string, LinkClient>();
+
   /** @internal use openDevice() */
-  constructor(info: DeviceInfo) {
+  constructor(info: DeviceInfo, preferTcp = false) {
     super();
     this.info = info;
     const addon = loadAddon();
-    // The native side holds this callback strongly: reach the device through a WeakRef
-    // so an unclosed device can still be collected.
-    const self = new WeakRef(this);
-    this.#native = new addon.SoftDevice((kind, handle) => {
-      const device = self.deref();
-      if (device) device.#onEvent(kind, handle);
-    });
+    // The native side holds this callback strongly: it reaches the device through a
+    // WeakRef, and is made outside this constructor, whose closures capture `this`.
+    this.#native = new addon.SoftDevice(Device.#eventHandler(new WeakRef(this)));
     const base = this.#native.endpointBase();
     this.#ctx = {
       native: this.#native,
@@ -98,6 +108,46 @@ export class Device extends Resource {
       maxMsgSize: info.limits.maxMsgSize,
       qps: new Map(),
       srqs: new Map(),
+      preferTcp,
+      linkAddress: () => this.#linkAddress,
+      linkClient: (a) => this.#linkClient(a),
+    };
+  }
+
+  /**
+   * Soft: accepts peers over the TCP link (peers on other hosts, or `link: 'tcp'`), on
+   * `host:port` (default 127.0.0.1, an ephemeral port). Endpoints made afterwards carry
+   * the address. Resolves with it.
+   */
+  async listen(options: { host?: string; port?: number } = {}): Promise<LinkAddress> {
+    this.assertOpen();
+    if (this.#linkAddress) return this.#linkAddress;
+    const host = options.host ?? '127.0.0.1';
+    const port = optInt('port', options.port, 0, 65535, 0);
+    const { server, address } = await LinkServer.listen(this.#native, host, port);
+    if (this.closed) {
+      server.close();
+      throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
+    }
+    this.#linkServer = server;
+    this.#linkAddress = address;
+    return address;
+  }
+
+  #linkClient(a: LinkAddress): LinkClient {
+    const key = `${a.host}:${a.port}`;
+    let c = this.#linkClients.get(key);
+    if (!c || c.dead) {
+      c = new LinkClient(a);
+      this.#linkClients.set(key, c);
+    }
+    return c;
+  }
+
+  static #eventHandler(ref: WeakRef<Device>): (kind: number, handle: number) => void {
+    return (kind, handle) => {
+      const device = ref.deref();
+      if (device) device.#onEvent(kind, handle);
     };
   }
 
@@ -142,6 +192,8 @@ export class Device extends Resource {
       this.#ctx.qps.get(handle)?.onFatal();
     } else if (kind === EV_SRQ_LIMIT) {
       this.#ctx.srqs.get(handle)?.onLimit();
+    } else if (kind === EV_LINK) {
+      this.#ctx.qps.get(handle)?.pumpLink();
     }
   }
 
@@ -150,6 +202,9 @@ export class Device extends Resource {
   }
 
   protected release(): void {
+    this.#linkServer?.close();
+    for (const c of this.#linkClients.values()) c.close();
+    this.#linkClients.clear();
     this.#native.close();
     this.#cqs.clear();
   }

@@ -5,6 +5,7 @@ import { POST_EINVAL, POST_ENOMEM, QP_STATE_CODE, qpStateName } from './internal
 import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
+import type { LinkAddress, LinkClient } from './internal/TcpLink.js';
 import { invalid, optInt } from './internal/validate.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
 import {
@@ -35,6 +36,11 @@ export interface QpContext {
   /** live objects by native handle, for routing async events */
   qps: Map<number, QueuePair>;
   srqs: Map<number, SharedReceiveQueue>;
+  /** Use the TCP link even for peers on this host (soft, for tests). */
+  preferTcp: boolean;
+  /** This device's link listener, once `listen()` resolved. */
+  linkAddress: () => LinkAddress | undefined;
+  linkClient: (address: LinkAddress) => LinkClient;
 }
 
 const ALL_REMOTE = Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
@@ -57,6 +63,9 @@ export class QueuePair extends Resource {
   readonly #sendScratch: Float64Array;
   readonly #recvScratch: Float64Array;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
+  #link: LinkClient | undefined;
+  #linkHdr: Float64Array | undefined;
+  #linkPayload = new Uint8Array(0);
 
   /** @internal */
   constructor(
@@ -110,6 +119,7 @@ export class QueuePair extends Resource {
       nonce: base.nonce,
       slot: this.#slot,
       gen: this.#gen,
+      ...(this.#ctx.linkAddress() ? { tcp: this.#ctx.linkAddress() } : {}),
     };
   }
 
@@ -120,8 +130,34 @@ export class QueuePair extends Resource {
 
   /** init → rtr, bound to the remote endpoint. */
   toRtr(remote: Endpoint, options: { minRnrTimer?: number } = {}): void {
-    const ep = checkEndpoint(remote, this.#ctx.provider, this.#ctx.endpointBase().bootId);
     const minRnr = optInt('minRnrTimer', options.minRnrTimer, 0, 31, 12);
+    const base = this.#ctx.endpointBase();
+    if (
+      remote !== null &&
+      typeof remote === 'object' &&
+      (this.#ctx.preferTcp || remote.bootId !== base.bootId)
+    ) {
+      const ep = checkEndpoint(remote, this.#ctx.provider, undefined);
+      const tcp = (remote as { tcp?: LinkAddress }).tcp;
+      if (!tcp || typeof tcp.host !== 'string' || !Number.isInteger(tcp.port)) {
+        throw new RdmaError(
+          'ERR_RDMA_UNREACHABLE',
+          'the remote soft endpoint is on another host (or the TCP link was chosen) and does not listen: call `await device.listen()` on its device first',
+        );
+      }
+      this.assertOpen();
+      const rc = this.#ctx.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
+      if (rc !== 0)
+        throw new RdmaError(
+          'ERR_RDMA_INVALID_STATE',
+          `cannot move QP ${this.qpn} from ${this.state} to rtr (errno ${rc})`,
+        );
+      this.#link = this.#ctx.linkClient(tcp);
+      this.#linkHdr ??= new Float64Array(9);
+      return;
+    }
+    const ep = checkEndpoint(remote, this.#ctx.provider, base.bootId);
+    this.#link = undefined;
     this.#modify('rtr', ep.pid, ep.segFd, ep.bellFd, ep.slot, ep.gen, ep.qpn, minRnr, ep.nonce);
   }
 
@@ -140,6 +176,7 @@ export class QueuePair extends Resource {
 
   /** Any state → reset: queues are emptied without completions; the QP can be reused. */
   reset(): void {
+    this.#link = undefined;
     this.#modify('reset');
   }
 
@@ -178,6 +215,7 @@ export class QueuePair extends Resource {
       );
     }
     const rc = this.#ctx.native.postSend(this.#handle, this.#sendScratch, n);
+    if (this.#link) this.pumpLink();
     if (rc !== 0) throw postError(rc, 'send', this.state);
     if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'send', 'rts');
   }
@@ -220,6 +258,29 @@ export class QueuePair extends Resource {
   on(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
     this.events.on(event, listener);
     return this;
+  }
+
+  /** @internal Sends what the native side has ready for the TCP link (one WR in flight). */
+  pumpLink(): void {
+    const link = this.#link;
+    const hdr = this.#linkHdr;
+    if (!link || !hdr || this.closed) return;
+    for (;;) {
+      const r = this.#ctx.native.linkTake(this.#handle, hdr, this.#linkPayload);
+      if (r < 0) {
+        this.#linkPayload = new Uint8Array(-r); // grows once to the largest message
+        continue;
+      }
+      if (r === 0) return;
+      const isRead = hdr[0] === 4;
+      const payload = isRead ? undefined : this.#linkPayload.subarray(0, hdr[4] as number);
+      link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
+        if (this.closed) return;
+        this.#ctx.native.linkDone(this.#handle, outcome, status, rnrTimer, data);
+        this.pumpLink();
+      });
+      return;
+    }
   }
 
   /** @internal */
@@ -268,7 +329,11 @@ interface SoftEndpoint {
   nonce: number;
 }
 
-function checkEndpoint(remote: Endpoint, provider: string, bootId: string): SoftEndpoint {
+function checkEndpoint(
+  remote: Endpoint,
+  provider: string,
+  bootId: string | undefined,
+): SoftEndpoint {
   if (remote === null || typeof remote !== 'object')
     throw invalid('remote endpoint must be an object');
   if (remote.provider !== provider) {
@@ -276,7 +341,7 @@ function checkEndpoint(remote: Endpoint, provider: string, bootId: string): Soft
       `remote endpoint is of provider ${String(remote.provider)}, this QP is ${provider}`,
     );
   }
-  if (remote.bootId !== bootId) {
+  if (bootId !== undefined && remote.bootId !== bootId) {
     throw new RdmaError(
       'ERR_RDMA_UNREACHABLE',
       'the remote soft endpoint is on another host; the soft provider connects peers on the same host (shared memory) only',

@@ -486,6 +486,7 @@ int Device::toReset(int h) {
   s->peerPid = 0;
   s->peerQpn = 0;
   q.delayMs = 0;
+  q.link = q.linkReady = q.linkInflight = false;
   q.peer.reset();
   return 0;
 }
@@ -496,6 +497,7 @@ void Device::moveToError(Qp& q) {
 }
 
 void Device::flushQp(Qp& q) {
+  q.linkReady = q.linkInflight = false;  // a late answer from the link is then ignored
   if (q.blockedUntil > 0) {
     q.blockedUntil = 0;
     blockedCount_--;
@@ -618,38 +620,52 @@ void Device::progress(Qp& q) {
       flushQp(q);
       return;
     }
+    if (q.linkReady || q.linkInflight) return;  // the head WR is on the wire
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
     uint8_t status = WC_SUCCESS;
     uint32_t len = 0;
     Outcome o = execute(q, e, &status, &len);
-    if (o == RNR) {
-      if (e.rnrLeft == 0) {
-        status = WC_RNR_RETRY_EXC_ERR;
-      } else {
-        if (e.rnrLeft > 0) e.rnrLeft--;
-        QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
-        block(q, now_ms() + kRnrTimerMs[t->minRnrTimer & 31]);
-        return;
-      }
-    } else if (o == TRANSPORT) {
-      if (e.retryLeft == 0) {
-        status = WC_RETRY_EXC_ERR;
-      } else {
-        if (e.retryLeft > 0) e.retryLeft--;
-        block(q, now_ms() + ack_timeout_ms(q.timeout));
-        return;
-      }
-    } else if (o == DELAY) {
-      block(q, e.readyAt);
+    if (o == LINK) {
+      q.linkReady = true;
+      ringSelf();  // JS takes it from the doorbell (also right after a post)
       return;
     }
-    q.sqHead++;
-    completeSend(q, e, status, len);
-    if (status != WC_SUCCESS) {
-      moveToError(q);
-      return;
+    uint32_t rnr = q.linkRnrTimer;
+    if (o == RNR && q.peer) {
+      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot)->minRnrTimer;
     }
+    if (!settle(q, e, o, status, len, rnr)) return;
   }
+}
+
+bool Device::settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len, uint32_t rnrTimer) {
+  if (o == RNR) {
+    if (e.rnrLeft == 0) {
+      status = WC_RNR_RETRY_EXC_ERR;
+    } else {
+      if (e.rnrLeft > 0) e.rnrLeft--;
+      block(q, now_ms() + kRnrTimerMs[rnrTimer & 31]);
+      return false;
+    }
+  } else if (o == TRANSPORT) {
+    if (e.retryLeft == 0) {
+      status = WC_RETRY_EXC_ERR;
+    } else {
+      if (e.retryLeft > 0) e.retryLeft--;
+      block(q, now_ms() + ack_timeout_ms(q.timeout));
+      return false;
+    }
+  } else if (o == DELAY) {
+    block(q, e.readyAt);
+    return false;
+  }
+  q.sqHead++;
+  completeSend(q, e, status, len);
+  if (status != WC_SUCCESS) {
+    moveToError(q);
+    return false;
+  }
+  return true;
 }
 
 void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen) {
@@ -673,8 +689,7 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
   }
 }
 
-void Device::remoteFail(Qp& q, QpShared* t) {
-  PeerSegment* p = q.peer.get();
+void Device::remoteFail(PeerSegment* p, QpShared* t) {
   // Only RTR/RTS → ERR, and only if the owner did not move the QP meanwhile.
   uint32_t st = t->state.load(std::memory_order_acquire);
   while ((st == QPS_RTR || st == QPS_RTS) && !t->state.compare_exchange_weak(st, QPS_ERR)) {
@@ -693,19 +708,52 @@ void* Device::direct(PeerSegment* p, uint32_t key, uint64_t addr) {
   return base ? base + (addr - m.addr) : nullptr;
 }
 
-Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen) {
-  PeerSegment* p = q.peer.get();
-  if (!p) return TRANSPORT;
-  QpShared* self = qpShared(q.slot);
-  QpShared* t = reinterpret_cast<QpShared*>(p->base() + p->header()->qpTableOff) + q.peerSlot;
-  if (self->linkBroken.load(std::memory_order_relaxed) || t->linkBroken.load(std::memory_order_relaxed) ||
-      t->gen.load(std::memory_order_acquire) != q.peerGen || !p->alive()) {
-    return TRANSPORT;
+bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status) {
+  *nl = 0;
+  *total = 0;
+  uint32_t idx = e.seq % q.maxSendWr;
+  if (e.isInline && e.badInline) {
+    *status = WC_LOC_PROT_ERR;
+    return false;
   }
-  uint32_t tst = t->state.load(std::memory_order_acquire);
-  if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
-  // The target listens only to the QP it was connected to; anything else is dropped.
-  if (t->peerQpn != self->qpn || t->peerPid != static_cast<uint32_t>(pid_)) return TRANSPORT;
+  if (e.isInline) {
+    local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
+    *nl = e.inlineLen ? 1 : 0;
+    *total = e.inlineLen;
+  } else {
+    const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
+    uint32_t need = e.opcode == OP_READ ? ACC_LOCAL_WRITE : 0;
+    for (uint32_t k = 0; k < e.numSge; k++) {
+      if (sg[k].length == 0) continue;
+      int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);
+      if (bad) {
+        *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        return false;
+      }
+      local[(*nl)++] = iovec{reinterpret_cast<void*>(sg[k].addr), sg[k].length};
+      *total += sg[k].length;
+    }
+  }
+  if (*total > DeviceLimits::maxMsg) {
+    *status = WC_LOC_LEN_ERR;
+    return false;
+  }
+  return true;
+}
+
+Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen) {
+  QpShared* self = qpShared(q.slot);
+  if (self->linkBroken.load(std::memory_order_relaxed)) return TRANSPORT;
+  PeerSegment* p = q.peer.get();
+  QpShared* t = nullptr;
+  if (!q.link) {
+    if (!p) return TRANSPORT;
+    t = reinterpret_cast<QpShared*>(p->base() + p->header()->qpTableOff) + q.peerSlot;
+    if (t->linkBroken.load(std::memory_order_relaxed) || t->gen.load(std::memory_order_acquire) != q.peerGen ||
+        !p->alive()) {
+      return TRANSPORT;
+    }
+  }
   if (q.delayMs > 0) {
     if (e.readyAt == 0) e.readyAt = now_ms() + q.delayMs;
     if (now_ms() < e.readyAt) return DELAY;
@@ -715,48 +763,34 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   iovec local[kMaxIov];
   size_t nl = 0;
   uint64_t total = 0;
-  uint32_t idx = e.seq % q.maxSendWr;
-  if (e.isInline && e.badInline) {
-    *status = WC_LOC_PROT_ERR;
-    return DONE;
-  }
-  if (e.isInline) {
-    local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
-    nl = e.inlineLen ? 1 : 0;
-    total = e.inlineLen;
-  } else {
-    const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t need = e.opcode == OP_READ ? ACC_LOCAL_WRITE : 0;
-    for (uint32_t k = 0; k < e.numSge; k++) {
-      if (sg[k].length == 0) continue;
-      int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);
-      if (bad) {
-        *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
-        return DONE;
-      }
-      local[nl++] = iovec{reinterpret_cast<void*>(sg[k].addr), sg[k].length};
-      total += sg[k].length;
-    }
-  }
-  if (total > DeviceLimits::maxMsg) {
-    *status = WC_LOC_LEN_ERR;
-    return DONE;
-  }
+  if (!gatherLocal(q, e, local, &nl, &total, status)) return DONE;
   *byteLen = static_cast<uint32_t>(total);
-  bool withImm = e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM;
-  bool needRecv = e.opcode == OP_SEND || e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM;
+  if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
+  return deliver(p, t, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
+                 static_cast<uint32_t>(pid_), status);
+}
 
-  if (e.opcode == OP_WRITE || e.opcode == OP_WRITE_IMM || e.opcode == OP_READ) {
-    uint32_t need = e.opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
+Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl,
+                                uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
+                                uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
+  uint32_t tst = t->state.load(std::memory_order_acquire);
+  if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
+  // The target listens only to the QP it was connected to; anything else is dropped.
+  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
+  bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
+  bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
+
+  if (opcode == OP_WRITE || opcode == OP_WRITE_IMM || opcode == OP_READ) {
+    uint32_t need = opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
     if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
       if ((t->access.load() & need) != need) {
         *status = WC_REM_INV_REQ_ERR;
-        remoteFail(q, t);
+        remoteFail(p, t);
         return DONE;
       }
-      if (check_mr(p->base(), e.rkey, e.remoteAddr, total, need)) {
+      if (check_mr(p->base(), rkey, remoteAddr, total, need)) {
         *status = WC_REM_ACCESS_ERR;
-        remoteFail(q, t);
+        remoteFail(p, t);
         return DONE;
       }
     }
@@ -776,7 +810,7 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   }
   auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
 
-  if (e.opcode == OP_SEND || e.opcode == OP_SEND_IMM) {
+  if (opcode == OP_SEND || opcode == OP_SEND_IMM) {
     iovec remote[kMaxIov];
     size_t nr = 0;
     uint64_t room = 0;
@@ -815,28 +849,28 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
       c.status = recvStatus;
       c.qpNum = t->qpn;
       pushCqe(p->base(), rcq, c, p);
-      remoteFail(q, t);
+      remoteFail(p, t);
       *status = WC_REM_OP_ERR;
       return DONE;
     }
-  } else if (e.opcode == OP_WRITE || e.opcode == OP_WRITE_IMM) {
-    void* d = total ? direct(p, e.rkey, e.remoteAddr) : nullptr;
-    iovec remote{d ? d : reinterpret_cast<void*>(e.remoteAddr), total};
+  } else if (opcode == OP_WRITE || opcode == OP_WRITE_IMM) {
+    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       ordered_copy(remote, local, nl);
     } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(q, t);
+      remoteFail(p, t);
       return DONE;
     }
   } else {  // READ
-    void* d = total ? direct(p, e.rkey, e.remoteAddr) : nullptr;
-    iovec remote{d ? d : reinterpret_cast<void*>(e.remoteAddr), total};
+    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       scatter_copy(local, nl, &remote, 1);
     } else if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(q, t);
+      remoteFail(p, t);
       return DONE;
     }
   }
@@ -845,19 +879,117 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
     Cqe c{};
     c.wrId = w.wrId;
     c.status = WC_SUCCESS;
-    c.opcode = e.opcode == OP_WRITE_IMM ? OPC_RECV_RDMA_WITH_IMM : OPC_RECV;
+    c.opcode = opcode == OP_WRITE_IMM ? OPC_RECV_RDMA_WITH_IMM : OPC_RECV;
     c.byteLen = static_cast<uint32_t>(total);
-    c.imm = withImm ? e.imm : 0;
+    c.imm = withImm ? imm : 0;
     c.flags = withImm ? WCF_WITH_IMM : 0;
     c.qpNum = t->qpn;
-    c.srcQp = self->qpn;
+    c.srcQp = srcQpn;
     if (!pushCqe(p->base(), rcq, c, p)) {
       // The receiver's CQ overran: its QP fails, and this side sees a dead responder.
-      remoteFail(q, t);
+      remoteFail(p, t);
       return TRANSPORT;
     }
   }
   return DONE;
+}
+
+// ---------------------------------------------------------------- TCP link
+
+int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn,
+                      uint32_t minRnrTimer) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (s->state.load() != QPS_INIT) return EINVAL;
+  q.link = true;
+  q.peer.reset();
+  q.peerSlot = peerSlot;
+  q.peerGen = peerGen;
+  q.peerQpn = peerQpn;
+  s->minRnrTimer = minRnrTimer;
+  s->peerPid = peerPid;
+  s->peerQpn = peerQpn;
+  s->state.store(QPS_RTR, std::memory_order_release);
+  return 0;
+}
+
+double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+  Qp& q = *qp(h);
+  if (!q.linkReady || q.sqHead == q.sqTail) return 0;
+  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t status = WC_SUCCESS;
+  if (!gatherLocal(q, e, local, &nl, &total, &status)) {
+    // Failed locally after all (e.g. its MR was deregistered): complete it here.
+    q.linkReady = false;
+    if (settle(q, e, DONE, status, 0, 12)) progress(q);
+    return 0;
+  }
+  if (e.opcode != OP_READ && total > cap) return -static_cast<double>(total);
+  q.linkReady = false;
+  q.linkInflight = true;
+  hdr[0] = e.opcode;
+  hdr[1] = e.imm;
+  hdr[2] = static_cast<double>(e.remoteAddr);
+  hdr[3] = e.rkey;
+  hdr[4] = static_cast<double>(total);
+  hdr[5] = q.peerSlot;
+  hdr[6] = q.peerGen;
+  hdr[7] = qpShared(q.slot)->qpn;
+  hdr[8] = static_cast<double>(pid_);
+  if (e.opcode != OP_READ) {
+    iovec out{payload, total};
+    scatter_copy(&out, 1, local, nl);
+  }
+  return 1;
+}
+
+void Device::linkDone(int h, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len) {
+  Qp& q = *qp(h);
+  if (!q.linkInflight || q.sqHead == q.sqTail) return;  // flushed or reset meanwhile
+  q.linkInflight = false;
+  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t st = WC_SUCCESS;
+  if (!gatherLocal(q, e, local, &nl, &total, &st)) {
+    outcome = DONE;
+    status = st;
+  } else if (outcome == DONE && status == WC_SUCCESS && e.opcode == OP_READ) {
+    if (len != total) {
+      status = WC_REM_OP_ERR;
+    } else {
+      iovec in{const_cast<uint8_t*>(data), len};
+      scatter_copy(local, nl, &in, 1);
+    }
+  }
+  q.linkRnrTimer = rnrTimer;
+  Outcome o = outcome >= DONE && outcome <= DELAY ? static_cast<Outcome>(outcome) : TRANSPORT;
+  if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) progress(q);
+}
+
+int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+                    uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
+  *rnrTimer = 12;
+  if (slot >= kQpSlots || opcode > OP_READ) return TRANSPORT << 8;
+  QpShared* t = qpShared(slot);
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return TRANSPORT << 8;
+  if (!selfPeer_) {
+    try {
+      selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
+    } catch (const SysError&) {
+      return TRANSPORT << 8;
+    }
+  }
+  *rnrTimer = t->minRnrTimer;
+  iovec local{payload, len};
+  uint8_t status = WC_SUCCESS;
+  Outcome o = deliver(selfPeer_.get(), t, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
+                      &status);
+  return (static_cast<int>(o) << 8) | status;
 }
 
 // ---------------------------------------------------------------- faults and events
@@ -892,6 +1024,9 @@ void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
   }
   for (auto& [h, off] : srqs_) {
     if (rq(off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
+  }
+  for (auto& [h, q] : qps_) {
+    if (q->linkReady) events.emplace_back(EV_LINK, h);
   }
   events.emplace_back(EV_DOORBELL, 0);
 }

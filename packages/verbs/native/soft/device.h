@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -20,7 +22,7 @@ namespace soft {
 // Result codes of post calls: 0, or (index << 8) | code.
 enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2 };
 
-enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3 };
+enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4 };
 
 struct SendEntry {
   uint64_t wrId;
@@ -61,6 +63,11 @@ struct Qp {
   uint32_t minRnrTimer = 12, timeout = 14, retryCount = 7, rnrRetry = 7;
   double delayMs = 0;       // injected per-operation delay
   double blockedUntil = 0;  // > 0 while the head WR waits for a timer
+  // TCP link (peer on another host, or chosen for tests): the head WR travels as a frame.
+  bool link = false;
+  bool linkReady = false;     // head WR waits for JS to take it (linkTake)
+  bool linkInflight = false;  // taken; waits for the peer's answer (linkDone)
+  uint32_t linkRnrTimer = 12; // the responder's min_rnr_timer, from its last RNR answer
 };
 
 struct Mr {
@@ -116,6 +123,19 @@ class Device {
   int toErr(int h);
   int toReset(int h);
   int postSend(int h, const double* wrs, int count);
+
+  // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
+  int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
+  // Takes the head WR for the wire: header doubles into `hdr` (op, imm, remoteAddr, rkey,
+  // length, peerSlot, peerGen, srcQpn, srcPid) and the gathered payload into `payload`
+  // (WRITE/SEND). Returns false when nothing is ready.
+  // 1 taken, 0 nothing ready, -n: `payload` must hold n bytes.
+  double linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // The peer's answer for the taken WR (outcome, status, RNR timer, READ data).
+  void linkDone(int h, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
+  // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
+  int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+              uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
   int postRecv(int h, const double* wrs, int count);
 
   // Fault injection.
@@ -131,7 +151,7 @@ class Device {
   void ringSelf();
 
  private:
-  enum Outcome { DONE, RNR, TRANSPORT, DELAY };
+  enum Outcome { DONE = 0, RNR = 1, TRANSPORT = 2, DELAY = 3, LINK = 4 };
   struct CqRef { uint8_t* base; CqShared* cq; PeerSegment* peer; };
 
   Qp* qp(int h);
@@ -142,13 +162,23 @@ class Device {
 
   void progress(Qp& q);
   Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
+  // The responder half of an operation, shared by the shared-memory path (the initiator
+  // runs it against the peer's segment) and the TCP link (the target runs it on itself).
+  Outcome deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
+                  uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid,
+                  uint8_t* status);
+  // Applies an outcome to the head WR; returns true when progress may go on.
+  bool settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len, uint32_t rnrTimer);
+  // The local iovecs of a WR (inline copy or checked SGEs); false with `status` set on error.
+  bool gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status);
+  std::shared_ptr<PeerSegment> selfPeer_;
   void completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen);
   void flushQp(Qp& q);
   void moveToError(Qp& q);
   bool pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer);
   void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
                       const PeerSegment* peer);
-  void remoteFail(Qp& q, QpShared* target);
+  void remoteFail(PeerSegment* p, QpShared* target);
   void block(Qp& q, double untilMs);
   // Translates a peer's registered range into this process's mapping, if it has one.
   void* direct(PeerSegment* p, uint32_t key, uint64_t addr);

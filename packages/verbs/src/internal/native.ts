@@ -44,6 +44,33 @@ export interface NativeDevice {
   postSend(handle: number, wrs: Float64Array, count: number): number;
   postRecv(handle: number, wrs: Float64Array, count: number): number;
   inject(handle: number, kind: number, value: number): void;
+  toRtrLink(
+    handle: number,
+    peerPid: number,
+    peerSlot: number,
+    peerGen: number,
+    peerQpn: number,
+    minRnrTimer: number,
+  ): number;
+  linkTake(handle: number, hdr: Float64Array, payload: Uint8Array): number;
+  linkDone(
+    handle: number,
+    outcome: number,
+    status: number,
+    rnrTimer: number,
+    data?: Uint8Array,
+  ): void;
+  respond(
+    slot: number,
+    gen: number,
+    opcode: number,
+    payload: Uint8Array,
+    imm: number,
+    remoteAddr: number,
+    rkey: number,
+    srcQpn: number,
+    srcPid: number,
+  ): number;
 }
 
 export interface SoftLimits {

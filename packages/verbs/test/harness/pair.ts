@@ -40,7 +40,11 @@ export interface SideOptions {
 }
 
 export function side(provider: ProviderName, o: SideOptions = {}): Side {
-  const dev = openDevice({ provider });
+  return sideOn(openDevice({ provider }), o);
+}
+
+/** A side on an already opened device. */
+export function sideOn(dev: Device, o: SideOptions = {}): Side {
   const pd = dev.allocPd();
   const cq = dev.createCq({ capacity: o.cqCapacity ?? 256 });
   const mr = pd.allocMr(o.mrBytes ?? 1 << 16, o.mrAccess ?? ALL);
@@ -80,6 +84,31 @@ export function pair(
     close() {
       a.dev.close();
       b.dev.close();
+    },
+  };
+}
+
+/** Two soft devices that reach each other over the TCP link, with connected QPs. */
+export async function linkPair(
+  o: SideOptions = {},
+  c: { a?: ConnectOptions; b?: ConnectOptions } = {},
+): Promise<Pair> {
+  const da = openDevice({ provider: 'soft', link: 'tcp' });
+  const db = openDevice({ provider: 'soft', link: 'tcp' });
+  await da.listen();
+  await db.listen();
+  const a = sideOn(da, o);
+  const b = sideOn(db, o);
+  const ea = a.qp.endpoint();
+  const eb = b.qp.endpoint();
+  a.qp.connect(eb, c.a ?? {});
+  b.qp.connect(ea, c.b ?? {});
+  return {
+    a,
+    b,
+    close() {
+      da.close();
+      db.close();
     },
   };
 }
