@@ -511,7 +511,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("SoftDevice", SoftDevice::Define(env));
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass));
   exports.Set("softLimits", Napi::Function::New(env, SoftLimits));
-  exports.Set("hasIbverbs", Napi::Boolean::New(env, false));
   return exports;
 }
 

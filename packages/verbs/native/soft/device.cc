@@ -722,7 +722,7 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
     *total = e.inlineLen;
   } else {
     const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t need = e.opcode == OP_READ ? ACC_LOCAL_WRITE : 0;
+    uint32_t need = e.opcode == OP_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
     for (uint32_t k = 0; k < e.numSge; k++) {
       if (sg[k].length == 0) continue;
       int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);

@@ -90,7 +90,6 @@ interface Addon {
   SoftDevice: new (onEvent: (kind: number, handle: number) => void) => NativeDevice;
   setErrorClass(cls: unknown): void;
   softLimits(): SoftLimits;
-  hasIbverbs: boolean;
 }
 
 let addon: Addon | undefined;
