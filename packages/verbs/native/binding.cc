@@ -428,29 +428,29 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return Napi::Number::New(info.Env(), dev_->toRtrLink(info[0].As<Napi::Number>().Int32Value(), u(1), u(2), u(3), u(4), u(5)));
   }
 
-  // linkTake(h, hdr: Float64Array(9), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
+  // linkTake(h, hdr: Float64Array(10), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
   Napi::Value LinkTake(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return info.Env().Undefined();
     Napi::Float64Array hdr = info[1].As<Napi::Float64Array>();
     Napi::Uint8Array payload = info[2].As<Napi::Uint8Array>();
-    if (hdr.ElementLength() < 9) return Napi::Number::New(info.Env(), 0);
+    if (hdr.ElementLength() < 10) return Napi::Number::New(info.Env(), 0);
     double r = dev_->linkTake(info[0].As<Napi::Number>().Int32Value(), hdr.Data(), payload.Data(), payload.ByteLength());
     Schedule();
     return Napi::Number::New(info.Env(), r);
   }
 
-  // linkDone(h, outcome, status, rnrTimer, data?: Uint8Array)
+  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
   Napi::Value LinkDone(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return info.Env().Undefined();
     const uint8_t* data = nullptr;
     size_t len = 0;
-    if (info[4].IsTypedArray()) {
-      Napi::Uint8Array d = info[4].As<Napi::Uint8Array>();
+    if (info[5].IsTypedArray()) {
+      Napi::Uint8Array d = info[5].As<Napi::Uint8Array>();
       data = d.Data();
       len = d.ByteLength();
     }
-    dev_->linkDone(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(),
-                   static_cast<uint8_t>(info[2].As<Napi::Number>().Uint32Value()), info[3].As<Napi::Number>().Uint32Value(),
+    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
+    dev_->linkDone(info[0].As<Napi::Number>().Int32Value(), u(1), static_cast<int>(u(2)), static_cast<uint8_t>(u(3)), u(4),
                    data, len);
     Schedule();
     return info.Env().Undefined();

@@ -124,7 +124,12 @@ export class Device extends Resource {
     if (this.#linkAddress) return this.#linkAddress;
     const host = options.host ?? '127.0.0.1';
     const port = optInt('port', options.port, 0, 65535, 0);
-    const { server, address } = await LinkServer.listen(this.#native, host, port);
+    const { server, address } = await LinkServer.listen(
+      this.#native,
+      host,
+      port,
+      this.info.limits.maxMsgSize,
+    );
     if (this.closed) {
       server.close();
       throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
@@ -138,7 +143,7 @@ export class Device extends Resource {
     const key = `${a.host}:${a.port}`;
     let c = this.#linkClients.get(key);
     if (!c || c.dead) {
-      c = new LinkClient(a);
+      c = new LinkClient(a, this.info.limits.maxMsgSize);
       this.#linkClients.set(key, c);
     }
     return c;

@@ -153,7 +153,7 @@ export class QueuePair extends Resource {
           `cannot move QP ${this.qpn} from ${this.state} to rtr (errno ${rc})`,
         );
       this.#link = this.#ctx.linkClient(tcp);
-      this.#linkHdr ??= new Float64Array(9);
+      this.#linkHdr ??= new Float64Array(10);
       return;
     }
     const ep = checkEndpoint(remote, this.#ctx.provider, base.bootId);
@@ -274,9 +274,10 @@ export class QueuePair extends Resource {
       if (r === 0) return;
       const isRead = hdr[0] === 4;
       const payload = isRead ? undefined : this.#linkPayload.subarray(0, hdr[4] as number);
+      const token = hdr[9] as number;
       link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
         if (this.closed) return;
-        this.#ctx.native.linkDone(this.#handle, outcome, status, rnrTimer, data);
+        this.#ctx.native.linkDone(this.#handle, token, outcome, status, rnrTimer, data);
         this.pumpLink();
       });
       return;

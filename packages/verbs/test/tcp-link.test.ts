@@ -1,5 +1,6 @@
 // The soft provider's TCP link (peers on other hosts; chosen here with link: 'tcp'):
 // the same RC semantics as shared memory, the responder running in the target process.
+import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Endpoint, openDevice } from '../src/index.js';
 import { type ChildPeer, spawnPeer } from './harness/child.js';
@@ -150,6 +151,40 @@ describe('soft provider over the TCP link', () => {
       a.dev.close();
       dev.close();
     }
+  });
+
+  it('a peer that never answers: the frame times out like a lost packet, then RETRY_EXC_ERR', async () => {
+    const silent = createServer((sock) => sock.on('data', () => undefined));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const port = (silent.address() as { port: number }).port;
+    const a = sideOn(openDevice({ provider: 'soft', link: 'tcp' }));
+    const b = side('soft');
+    try {
+      a.qp.connect(
+        { ...b.qp.endpoint(), tcp: { host: '127.0.0.1', port } },
+        { timeout: 8, retryCount: 2 },
+      );
+      a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+      expect((await collect(a.cq, 1))[0]?.status).toBe('RETRY_EXC_ERR');
+    } finally {
+      a.dev.close();
+      b.dev.close();
+      silent.close();
+    }
+  });
+
+  it('a garbled stream drops that connection; the listener and the process carry on', async () => {
+    p = await linkPair();
+    const { a, b } = p;
+    const addr = b.qp.endpoint().tcp as { host: string; port: number };
+    const bad = connect(addr.port, addr.host);
+    const closed = new Promise<void>((r) => bad.once('close', () => r()));
+    bad.on('error', () => undefined);
+    bad.write(Buffer.from([3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff])); // a frame length below the header
+    await closed;
+    b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
+    a.qp.postSend({ wrId: 2, opcode: 'SEND', sgList: [a.mr.sge(0, 4)] });
+    expect((await collect(a.cq, 1))[0]?.status).toBe('SUCCESS');
   });
 
   describe('with a real child process', () => {

@@ -605,7 +605,14 @@ double Device::progressDue() {
     if (q.blockedUntil > 0 && q.blockedUntil <= now) {
       q.blockedUntil = 0;
       blockedCount_--;
-      progress(q);
+      bool go = true;
+      if (q.linkInflight) {
+        // The frame's answer did not come in time: a lost packet, retried like one.
+        q.linkInflight = false;
+        SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+        go = settle(q, e, TRANSPORT, WC_SUCCESS, 0, q.linkRnrTimer);
+      }
+      if (go) progress(q);
     }
     if (q.blockedUntil > 0 && (next == 0 || q.blockedUntil < next)) next = q.blockedUntil;
   }
@@ -930,6 +937,12 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   if (e.opcode != OP_READ && total > cap) return -static_cast<double>(total);
   q.linkReady = false;
   q.linkInflight = true;
+  q.linkToken++;
+  // Like an unacknowledged packet: no answer within the ACK timeout is a transport error
+  // (infinite retries still give up on this frame and send it again).
+  q.linkDeadline = now_ms() + ack_timeout_ms(q.timeout);
+  block(q, q.linkDeadline);
+  hdr[9] = q.linkToken;
   hdr[0] = e.opcode;
   hdr[1] = e.imm;
   hdr[2] = static_cast<double>(e.remoteAddr);
@@ -946,10 +959,16 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   return 1;
 }
 
-void Device::linkDone(int h, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len) {
+void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
+                      size_t len) {
   Qp& q = *qp(h);
-  if (!q.linkInflight || q.sqHead == q.sqTail) return;  // flushed or reset meanwhile
+  // Flushed, reset, timed out meanwhile, or an answer to an older frame: ignore it.
+  if (!q.linkInflight || token != q.linkToken || q.sqHead == q.sqTail) return;
   q.linkInflight = false;
+  if (q.blockedUntil > 0) {  // the answer beat the deadline
+    q.blockedUntil = 0;
+    blockedCount_--;
+  }
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;

@@ -68,6 +68,8 @@ struct Qp {
   bool linkReady = false;     // head WR waits for JS to take it (linkTake)
   bool linkInflight = false;  // taken; waits for the peer's answer (linkDone)
   uint32_t linkRnrTimer = 12; // the responder's min_rnr_timer, from its last RNR answer
+  uint32_t linkToken = 0;     // names the frame in flight: a late answer to an older one is ignored
+  double linkDeadline = 0;    // no answer by then: a lost frame (transport error, retried)
 };
 
 struct Mr {
@@ -127,12 +129,12 @@ class Device {
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
   // Takes the head WR for the wire: header doubles into `hdr` (op, imm, remoteAddr, rkey,
-  // length, peerSlot, peerGen, srcQpn, srcPid) and the gathered payload into `payload`
+  // length, peerSlot, peerGen, srcQpn, srcPid, token) and the gathered payload into `payload`
   // (WRITE/SEND). Returns false when nothing is ready.
   // 1 taken, 0 nothing ready, -n: `payload` must hold n bytes.
   double linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
   // The peer's answer for the taken WR (outcome, status, RNR timer, READ data).
-  void linkDone(int h, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
+  void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
   int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
               uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);

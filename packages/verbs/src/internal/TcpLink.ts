@@ -25,19 +25,29 @@ export type LinkReply = (
   data?: Uint8Array,
 ) => void;
 
-/** Splits a byte stream into length-prefixed frames. */
+/** Splits a byte stream into length-prefixed frames of `min`..`max` bytes. */
 class FrameReader {
   #buf: Buffer = Buffer.alloc(0);
+  readonly #min: number;
+  readonly #max: number;
 
-  push(chunk: Buffer, onFrame: (frame: Buffer) => void): void {
+  constructor(min: number, max: number) {
+    this.#min = min;
+    this.#max = max;
+  }
+
+  /** Returns false on a malformed stream (the caller drops the connection). */
+  push(chunk: Buffer, onFrame: (frame: Buffer) => void): boolean {
     this.#buf = this.#buf.length ? Buffer.concat([this.#buf, chunk]) : chunk;
     while (this.#buf.length >= 4) {
       const len = this.#buf.readUInt32LE(0);
+      if (len < this.#min || len > this.#max) return false;
       if (this.#buf.length < len) break;
       const frame = this.#buf.subarray(0, len);
       this.#buf = this.#buf.subarray(len);
       onFrame(frame);
     }
+    return true;
   }
 }
 
@@ -45,20 +55,23 @@ class FrameReader {
 export class LinkServer {
   readonly #server: Server;
   readonly #native: NativeDevice;
+  readonly #maxMessage: number;
   readonly #sockets = new Set<Socket>();
 
-  private constructor(server: Server, native: NativeDevice) {
+  private constructor(server: Server, native: NativeDevice, maxMessage: number) {
     this.#server = server;
     this.#native = native;
+    this.#maxMessage = maxMessage;
   }
 
   static async listen(
     native: NativeDevice,
     host: string,
     port: number,
+    maxMessage: number,
   ): Promise<{ server: LinkServer; address: LinkAddress }> {
     const server = createServer();
-    const link = new LinkServer(server, native);
+    const link = new LinkServer(server, native, maxMessage);
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -73,40 +86,51 @@ export class LinkServer {
     sock.setNoDelay(true);
     sock.unref();
     this.#sockets.add(sock);
-    const reader = new FrameReader();
-    sock.on('data', (chunk: Buffer) =>
-      reader.push(chunk, (f) => {
-        const reqId = f.readUInt32LE(4);
-        const opcode = f.readUInt8(8);
-        const length = f.readUInt32LE(28);
-        const payload =
-          opcode === OP_READ ? new Uint8Array(length) : f.subarray(REQ_HEADER, REQ_HEADER + length);
-        const r = this.#native.respond(
-          f.readUInt32LE(32),
-          f.readUInt32LE(36),
-          opcode,
-          payload,
-          f.readUInt32LE(12),
-          f.readDoubleLE(16),
-          f.readUInt32LE(24),
-          f.readUInt32LE(40),
-          f.readUInt32LE(44),
-        );
-        const outcome = (r >> 8) & 0xff;
-        const status = r & 0xff;
-        const data = opcode === OP_READ && outcome === 0 && status === 0 ? payload : undefined;
-        const res = Buffer.alloc(RES_HEADER);
-        res.writeUInt32LE(RES_HEADER + (data?.length ?? 0), 0);
-        res.writeUInt32LE(reqId, 4);
-        res.writeUInt8(outcome, 8);
-        res.writeUInt8(status, 9);
-        res.writeUInt16LE((r >>> 16) & 0xffff, 10);
-        sock.write(res);
-        if (data) sock.write(data);
-      }),
-    );
+    const reader = new FrameReader(REQ_HEADER, REQ_HEADER + this.#maxMessage);
+    sock.on('data', (chunk: Buffer) => {
+      // A garbled or hostile stream drops the connection; nothing throws out of here.
+      let ok = true;
+      try {
+        ok = reader.push(chunk, (f) => this.#answer(sock, f));
+      } catch {
+        ok = false;
+      }
+      if (!ok) sock.destroy();
+    });
     sock.on('error', () => sock.destroy());
     sock.on('close', () => this.#sockets.delete(sock));
+  }
+
+  #answer(sock: Socket, f: Buffer): void {
+    const reqId = f.readUInt32LE(4);
+    const opcode = f.readUInt8(8);
+    const length = f.readUInt32LE(28);
+    if (opcode === OP_READ ? length > this.#maxMessage : f.length !== REQ_HEADER + length) {
+      throw new RangeError('malformed link frame');
+    }
+    const payload = opcode === OP_READ ? new Uint8Array(length) : f.subarray(REQ_HEADER);
+    const r = this.#native.respond(
+      f.readUInt32LE(32),
+      f.readUInt32LE(36),
+      opcode,
+      payload,
+      f.readUInt32LE(12),
+      f.readDoubleLE(16),
+      f.readUInt32LE(24),
+      f.readUInt32LE(40),
+      f.readUInt32LE(44),
+    );
+    const outcome = (r >> 8) & 0xff;
+    const status = r & 0xff;
+    const data = opcode === OP_READ && outcome === 0 && status === 0 ? payload : undefined;
+    const res = Buffer.alloc(RES_HEADER);
+    res.writeUInt32LE(RES_HEADER + (data?.length ?? 0), 0);
+    res.writeUInt32LE(reqId, 4);
+    res.writeUInt8(outcome, 8);
+    res.writeUInt8(status, 9);
+    res.writeUInt16LE((r >>> 16) & 0xffff, 10);
+    sock.write(res);
+    if (data) sock.write(data);
   }
 
   close(): void {
@@ -122,12 +146,12 @@ export class LinkClient {
   #nextId = 1;
   #dead = false;
 
-  constructor(address: LinkAddress) {
+  constructor(address: LinkAddress, maxMessage: number) {
     this.#sock = connect({ host: address.host, port: address.port, noDelay: true });
     this.#sock.unref();
-    const reader = new FrameReader();
-    this.#sock.on('data', (chunk: Buffer) =>
-      reader.push(chunk, (f) => {
+    const reader = new FrameReader(RES_HEADER, RES_HEADER + maxMessage);
+    this.#sock.on('data', (chunk: Buffer) => {
+      const ok = reader.push(chunk, (f) => {
         const reply = this.#pending.get(f.readUInt32LE(4));
         if (!reply) return;
         this.#pending.delete(f.readUInt32LE(4));
@@ -136,8 +160,9 @@ export class LinkClient {
             ? new Uint8Array(f.buffer, f.byteOffset + RES_HEADER, f.length - RES_HEADER)
             : undefined;
         reply(f.readUInt8(8), f.readUInt8(9), f.readUInt16LE(10), data);
-      }),
-    );
+      });
+      if (!ok) this.#sock.destroy(); // 'close' then fails what is pending
+    });
     const fail = () => {
       this.#dead = true;
       const waiting = [...this.#pending.values()];

@@ -55,6 +55,7 @@ export interface NativeDevice {
   linkTake(handle: number, hdr: Float64Array, payload: Uint8Array): number;
   linkDone(
     handle: number,
+    token: number,
     outcome: number,
     status: number,
     rnrTimer: number,
