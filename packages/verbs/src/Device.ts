@@ -90,6 +90,7 @@ export class Device extends Resource {
 
   #linkServer: LinkServer | undefined;
   #linkAddress: LinkAddress | undefined;
+  #listening: Promise<LinkAddress> | undefined;
   readonly #linkClients = new Map<string, LinkClient>();
 
   /** @internal use openDevice() */
@@ -119,9 +120,14 @@ export class Device extends Resource {
    * `host:port` (default 127.0.0.1, an ephemeral port). Endpoints made afterwards carry
    * the address. Resolves with it.
    */
-  async listen(options: { host?: string; port?: number } = {}): Promise<LinkAddress> {
+  listen(options: { host?: string; port?: number } = {}): Promise<LinkAddress> {
     this.assertOpen();
-    if (this.#linkAddress) return this.#linkAddress;
+    // Concurrent calls share one listener.
+    this.#listening ??= this.#listen(options);
+    return this.#listening;
+  }
+
+  async #listen(options: { host?: string; port?: number }): Promise<LinkAddress> {
     const host = options.host ?? '127.0.0.1';
     const port = optInt('port', options.port, 0, 65535, 0);
     const { server, address } = await LinkServer.listen(

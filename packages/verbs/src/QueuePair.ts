@@ -139,20 +139,28 @@ export class QueuePair extends Resource {
     ) {
       const ep = checkEndpoint(remote, this.#ctx.provider, undefined);
       const tcp = (remote as { tcp?: LinkAddress }).tcp;
-      if (!tcp || typeof tcp.host !== 'string' || !Number.isInteger(tcp.port)) {
+      if (
+        !tcp ||
+        typeof tcp.host !== 'string' ||
+        tcp.host === '' ||
+        !Number.isInteger(tcp.port) ||
+        tcp.port < 1 ||
+        tcp.port > 65535
+      ) {
         throw new RdmaError(
           'ERR_RDMA_UNREACHABLE',
           'the remote soft endpoint is on another host (or the TCP link was chosen) and does not listen: call `await device.listen()` on its device first',
         );
       }
       this.assertOpen();
+      const link = this.#ctx.linkClient(tcp); // before the transition: it may throw
       const rc = this.#ctx.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
       if (rc !== 0)
         throw new RdmaError(
           'ERR_RDMA_INVALID_STATE',
           `cannot move QP ${this.qpn} from ${this.state} to rtr (errno ${rc})`,
         );
-      this.#link = this.#ctx.linkClient(tcp);
+      this.#link = link;
       this.#linkHdr ??= new Float64Array(10);
       return;
     }

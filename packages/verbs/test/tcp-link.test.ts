@@ -173,6 +173,39 @@ describe('soft provider over the TCP link', () => {
     }
   });
 
+  it('a late answer after a resend does not run the WR twice', async () => {
+    p = await linkPair({}, { a: { timeout: 8, retryCount: 6 } }); // ACK timeout ≈ 1 ms
+    const { a, b } = p;
+    b.qp.postRecv([0, 1, 2, 3].map((i) => ({ wrId: 100 + i, sgList: [b.mr.sge(i * 64, 64)] })));
+    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+    // Busy-poll for a while: the frame's deadline passes before the answer is read.
+    const until = performance.now() + 5;
+    while (performance.now() < until) a.cq.pending();
+    expect((await collect(a.cq, 1))[0]?.status).toBe('SUCCESS');
+    await sleep(30);
+    expect((await collect(b.cq, 1)).map((w) => w.wrId)).toEqual([100]);
+    expect(b.cq.pending()).toBe(0);
+  });
+
+  it('rejects a bad link address before touching the QP', () => {
+    const a = side('soft');
+    const b = side('soft');
+    try {
+      a.qp.toInit();
+      expect(() =>
+        a.qp.toRtr({
+          ...b.qp.endpoint(),
+          bootId: 'elsewhere',
+          tcp: { host: '127.0.0.1', port: 70000 },
+        }),
+      ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_UNREACHABLE' }));
+      expect(a.qp.state).toBe('init');
+    } finally {
+      a.dev.close();
+      b.dev.close();
+    }
+  });
+
   it('a garbled stream drops that connection; the listener and the process carry on', async () => {
     p = await linkPair();
     const { a, b } = p;

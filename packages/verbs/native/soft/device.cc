@@ -937,7 +937,7 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   if (e.opcode != OP_READ && total > cap) return -static_cast<double>(total);
   q.linkReady = false;
   q.linkInflight = true;
-  q.linkToken++;
+  q.linkToken = e.seq + 1;  // names the WR, not the attempt: resends carry the same token
   // Like an unacknowledged packet: no answer within the ACK timeout is a transport error
   // (infinite retries still give up on this frame and send it again).
   q.linkDeadline = now_ms() + ack_timeout_ms(q.timeout);
@@ -962,9 +962,12 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
 void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
                       size_t len) {
   Qp& q = *qp(h);
-  // Flushed, reset, timed out meanwhile, or an answer to an older frame: ignore it.
-  if (!q.linkInflight || token != q.linkToken || q.sqHead == q.sqTail) return;
+  // Only an answer for the head WR counts (flushed, reset, or older WRs are ignored). It
+  // may come after that WR's frame timed out: it still completes the WR.
+  if (!q.link || q.sqHead == q.sqTail || token != q.sq[q.sqHead % q.maxSendWr].seq + 1) return;
+  if (!q.linkInflight && !q.linkReady && q.blockedUntil == 0) return;
   q.linkInflight = false;
+  q.linkReady = false;
   if (q.blockedUntil > 0) {  // the answer beat the deadline
     q.blockedUntil = 0;
     blockedCount_--;
@@ -986,7 +989,8 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
     }
   }
   q.linkRnrTimer = rnrTimer;
-  Outcome o = outcome >= DONE && outcome <= DELAY ? static_cast<Outcome>(outcome) : TRANSPORT;
+  // DELAY and LINK are internal: a peer answering them is treated as a lost frame.
+  Outcome o = outcome == DONE || outcome == RNR ? static_cast<Outcome>(outcome) : TRANSPORT;
   if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) progress(q);
 }
 

@@ -2,13 +2,15 @@
 // this one, when chosen for tests). The target's native code runs each operation with
 // the same responder logic as the shared-memory path; JS only moves frames.
 //
-// request  (48 B + payload): len u32, reqId u32, opcode u8, pad×3, imm u32, remoteAddr f64,
-//                            rkey u32, length u32, dstSlot u32, dstGen u32, srcQpn u32, srcPid u32
+// request  (52 B + payload): len u32, reqId u32, opcode u8, pad×3, imm u32, remoteAddr f64,
+//                            rkey u32, length u32, dstSlot u32, dstGen u32, srcQpn u32, srcPid u32,
+//                            token u32 (names the WR: a resend after a timeout carries the same
+//                            one, and the target answers it from memory instead of running it twice)
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16, pad u32
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { NativeDevice } from './native.js';
 
-const REQ_HEADER = 48;
+const REQ_HEADER = 52;
 const RES_HEADER = 12;
 const OP_READ = 4;
 const OUTCOME_TRANSPORT = 2;
@@ -25,9 +27,11 @@ export type LinkReply = (
   data?: Uint8Array,
 ) => void;
 
-/** Splits a byte stream into length-prefixed frames of `min`..`max` bytes. */
+/** Splits a byte stream into length-prefixed frames of `min`..`max` bytes (each byte is
+ * copied at most once, however many chunks a large frame arrives in). */
 class FrameReader {
-  #buf: Buffer = Buffer.alloc(0);
+  #chunks: Buffer[] = [];
+  #have = 0;
   readonly #min: number;
   readonly #max: number;
 
@@ -38,16 +42,22 @@ class FrameReader {
 
   /** Returns false on a malformed stream (the caller drops the connection). */
   push(chunk: Buffer, onFrame: (frame: Buffer) => void): boolean {
-    this.#buf = this.#buf.length ? Buffer.concat([this.#buf, chunk]) : chunk;
-    while (this.#buf.length >= 4) {
-      const len = this.#buf.readUInt32LE(0);
+    this.#chunks.push(chunk);
+    this.#have += chunk.length;
+    for (;;) {
+      if (this.#have < 4) return true;
+      const head = this.#chunks[0] as Buffer;
+      const first = head.length >= 4 ? head : Buffer.concat(this.#chunks);
+      if (first !== head) this.#chunks = [first];
+      const len = first.readUInt32LE(0);
       if (len < this.#min || len > this.#max) return false;
-      if (this.#buf.length < len) break;
-      const frame = this.#buf.subarray(0, len);
-      this.#buf = this.#buf.subarray(len);
-      onFrame(frame);
+      if (this.#have < len) return true;
+      const all = this.#chunks.length === 1 ? first : Buffer.concat(this.#chunks, this.#have);
+      onFrame(all.subarray(0, len));
+      const rest = all.subarray(len);
+      this.#chunks = rest.length ? [rest] : [];
+      this.#have = rest.length;
     }
-    return true;
   }
 }
 
@@ -57,6 +67,8 @@ export class LinkServer {
   readonly #native: NativeDevice;
   readonly #maxMessage: number;
   readonly #sockets = new Set<Socket>();
+  // Per (target QP, source QP): the last WR run and its answer, to answer resends.
+  readonly #last = new Map<string, { token: number; answer: Buffer }>();
 
   private constructor(server: Server, native: NativeDevice, maxMessage: number) {
     this.#server = server;
@@ -75,8 +87,12 @@ export class LinkServer {
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => resolve());
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
+    server.on('error', () => undefined); // e.g. EMFILE on accept: keep serving the others
     server.unref();
     const a = server.address();
     return { server: link, address: { host, port: typeof a === 'object' && a ? a.port : port } };
@@ -108,29 +124,46 @@ export class LinkServer {
     if (opcode === OP_READ ? length > this.#maxMessage : f.length !== REQ_HEADER + length) {
       throw new RangeError('malformed link frame');
     }
+    const slot = f.readUInt32LE(32);
+    const gen = f.readUInt32LE(36);
+    const srcQpn = f.readUInt32LE(40);
+    const srcPid = f.readUInt32LE(44);
+    const token = f.readUInt32LE(48);
+    const key = `${slot}:${gen}:${srcPid}:${srcQpn}`;
+    const last = this.#last.get(key);
+    if (last && token === last.token) {
+      // A resend of a WR already run: the same answer again, not a second execution.
+      const again = Buffer.from(last.answer);
+      again.writeUInt32LE(reqId, 4);
+      sock.write(again);
+      return;
+    }
+    if (last && token < last.token) return; // older than what was run: a stale duplicate
     const payload = opcode === OP_READ ? new Uint8Array(length) : f.subarray(REQ_HEADER);
     const r = this.#native.respond(
-      f.readUInt32LE(32),
-      f.readUInt32LE(36),
+      slot,
+      gen,
       opcode,
       payload,
       f.readUInt32LE(12),
       f.readDoubleLE(16),
       f.readUInt32LE(24),
-      f.readUInt32LE(40),
-      f.readUInt32LE(44),
+      srcQpn,
+      srcPid,
     );
     const outcome = (r >> 8) & 0xff;
     const status = r & 0xff;
     const data = opcode === OP_READ && outcome === 0 && status === 0 ? payload : undefined;
-    const res = Buffer.alloc(RES_HEADER);
-    res.writeUInt32LE(RES_HEADER + (data?.length ?? 0), 0);
-    res.writeUInt32LE(reqId, 4);
-    res.writeUInt8(outcome, 8);
-    res.writeUInt8(status, 9);
-    res.writeUInt16LE((r >>> 16) & 0xffff, 10);
-    sock.write(res);
-    if (data) sock.write(data);
+    const answer = Buffer.alloc(RES_HEADER + (data?.length ?? 0));
+    answer.writeUInt32LE(answer.length, 0);
+    answer.writeUInt32LE(reqId, 4);
+    answer.writeUInt8(outcome, 8);
+    answer.writeUInt8(status, 9);
+    answer.writeUInt16LE((r >>> 16) & 0xffff, 10);
+    if (data) answer.set(data, RES_HEADER);
+    // Only a WR that ran is remembered; RNR and transport answers are run again on resend.
+    if (outcome === 0) this.#last.set(key, { token, answer });
+    sock.write(answer);
   }
 
   close(): void {
@@ -197,10 +230,12 @@ export class LinkClient {
     h.writeUInt32LE(hdr[6] as number, 36);
     h.writeUInt32LE(hdr[7] as number, 40);
     h.writeUInt32LE(hdr[8] as number, 44);
+    h.writeUInt32LE(hdr[9] as number, 48);
     this.#pending.set(id, reply);
     this.#sock.write(h);
-    // The payload buffer is reused only after the answer, so it can go out uncopied.
-    if (len) this.#sock.write(payload as Uint8Array);
+    // Copied: a frame that timed out may still sit in the socket's queue when the QP's
+    // payload buffer is filled for the next WR.
+    if (len) this.#sock.write(Buffer.from(payload as Uint8Array));
   }
 
   close(): void {
