@@ -112,6 +112,7 @@ export class Device extends Resource {
       preferTcp,
       linkAddress: () => this.#linkAddress,
       linkClient: (a) => this.#linkClient(a),
+      ownsCq: (cq) => this.#cqs.get(cq.handle) === cq,
     };
   }
 
@@ -179,11 +180,6 @@ export class Device extends Resource {
     );
     this.#cqs.set(cq.handle, cq);
     return cq;
-  }
-
-  /** @internal */
-  ownsCq(cq: CompletionQueue): boolean {
-    return this.#cqs.get(cq.handle) === cq;
   }
 
   override close(): void {

@@ -31,14 +31,12 @@ function checkAccess(access: unknown): number {
 export class ProtectionDomain extends Resource {
   readonly #ctx: QpContext;
   readonly #limits: DeviceLimits;
-  readonly #owner: Resource;
 
   /** @internal */
   constructor(parent: Resource, ctx: QpContext, limits: DeviceLimits) {
     super(parent);
     this.#ctx = ctx;
     this.#limits = limits;
-    this.#owner = parent;
   }
 
   /** Allocates `length` bytes of registered memory (zero-filled), exposed as `mr.bytes`. */
@@ -96,7 +94,7 @@ export class ProtectionDomain extends Resource {
     ] as const) {
       if (!(cq instanceof CompletionQueue)) throw invalid(`${name} must be a CompletionQueue`);
       if (cq.closed) throw new RdmaError('ERR_RDMA_CLOSED', `${name} is closed`);
-      if (!this.#ownsCq(cq)) throw invalid(`${name} belongs to another device`);
+      if (!this.#ctx.ownsCq(cq)) throw invalid(`${name} belongs to another device`);
     }
     if (srq !== undefined && (!(srq instanceof SharedReceiveQueue) || srq.closed))
       throw invalid('srq must be an open SharedReceiveQueue');
@@ -127,10 +125,6 @@ export class ProtectionDomain extends Resource {
     const maxSge = optInt('maxSge', options.maxSge, 1, this.#limits.maxSge, 4);
     const handle = this.#ctx.native.createSrq(maxWr, maxSge);
     return new SharedReceiveQueue(this, this.#ctx.native, handle, maxWr, maxSge, this.#ctx.srqs);
-  }
-
-  #ownsCq(cq: CompletionQueue): boolean {
-    return (this.#owner as unknown as { ownsCq(cq: CompletionQueue): boolean }).ownsCq(cq);
   }
 
   protected kind(): string {

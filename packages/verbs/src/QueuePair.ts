@@ -41,6 +41,8 @@ export interface QpContext {
   /** This device's link listener, once `listen()` resolved. */
   linkAddress: () => LinkAddress | undefined;
   linkClient: (address: LinkAddress) => LinkClient;
+  /** True when `cq` was created by this device (QPs may only use their device's CQs). */
+  ownsCq: (cq: CompletionQueue) => boolean;
 }
 
 const ALL_REMOTE = Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;

@@ -72,8 +72,11 @@ export function pair(
   o: SideOptions = {},
   c: { a?: ConnectOptions; b?: ConnectOptions } = {},
 ): Pair {
-  const a = side(provider, o);
-  const b = side(provider, o);
+  return connectSides(side(provider, o), side(provider, o), c);
+}
+
+/** Connects the QPs of two sides to each other; closing the pair closes both devices. */
+function connectSides(a: Side, b: Side, c: { a?: ConnectOptions; b?: ConnectOptions }): Pair {
   const ea = a.qp.endpoint();
   const eb = b.qp.endpoint();
   a.qp.connect(eb, c.a ?? {});
@@ -97,20 +100,7 @@ export async function linkPair(
   const db = openDevice({ provider: 'soft', link: 'tcp' });
   await da.listen();
   await db.listen();
-  const a = sideOn(da, o);
-  const b = sideOn(db, o);
-  const ea = a.qp.endpoint();
-  const eb = b.qp.endpoint();
-  a.qp.connect(eb, c.a ?? {});
-  b.qp.connect(ea, c.b ?? {});
-  return {
-    a,
-    b,
-    close() {
-      da.close();
-      db.close();
-    },
-  };
+  return connectSides(sideOn(da, o), sideOn(db, o), c);
 }
 
 /** Waits for exactly `n` completions (deadline-bound) and returns copies of them. */
