@@ -32,10 +32,16 @@ Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
   return Napi::Error::New(env, std::string(syscall) + ": " + std::strerror(err));
 }
 
+// allocMr memory has two owners: its registration (until deregistered or the device goes) and
+// its ArrayBuffer (until detached or collected). The pages go when both have let go, so they
+// are never unmapped while a peer may still copy into them. That matters at worker exit, where
+// Node collects the buffers before the device's cleanup hook has revoked the registrations.
 struct Mapping {
   void* base;
   size_t length;
   int fd;
+  bool registered = true;
+  bool reachable = true;
 };
 
 void unmap(Mapping* m) {
@@ -45,7 +51,16 @@ void unmap(Mapping* m) {
   m->base = nullptr;
 }
 
-void free_mapping(Napi::Env, void*, Mapping* m) {
+void on_buffer_collected(Napi::Env, void*, Mapping* m) {
+  m->reachable = false;
+  if (m->registered) return;
+  unmap(m);
+  delete m;
+}
+
+void on_unregistered(Mapping* m) {
+  m->registered = false;
+  if (m->reachable) return;
   unmap(m);
   delete m;
 }
@@ -131,7 +146,9 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
       timer_ = nullptr;
     }
-    dev_.reset();
+    dev_.reset();  // revokes every registration, waiting for peers' copies
+    for (auto& [h, o] : owned_) on_unregistered(o.mapping);
+    owned_.clear();
     if (hookAdded_) {
       napi_remove_env_cleanup_hook(env_, &SoftDevice::Cleanup, this);
       hookAdded_ = false;
@@ -169,19 +186,35 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     // Copy: the callback may close the device.
     std::vector<std::pair<int, int>> events = self->events_;
     for (auto& [kind, handle] : events) {
-      if (self->onEvent_.IsEmpty()) break;
-      self->onEvent_.MakeCallback(self->Value(), {Napi::Number::New(env, kind), Napi::Number::New(env, handle)},
-                                  *self->asyncContext_);
+      if (self->onEvent_.IsEmpty() || !self->Deliver(env, kind, handle)) break;
     }
   }
 
+  // Calls the JS event handler from a libuv callback, where no JS frame can take a thrown
+  // exception: node-addon-api's MakeCallback would re-throw a failure through napi_throw, which
+  // aborts the process when the environment is shutting down (a terminated worker). A handler's
+  // own exception goes to 'uncaughtException', as for any event-loop callback.
+  bool Deliver(Napi::Env env, int kind, int handle) {
+    napi_value argv[2] = {Napi::Number::New(env, kind), Napi::Number::New(env, handle)};
+    napi_value result;
+    napi_status status = napi_make_callback(env, static_cast<napi_async_context>(*asyncContext_), Value(), onEvent_.Value(), 2, argv, &result);
+    if (status == napi_ok) return true;
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+      napi_value error;
+      if (napi_get_and_clear_last_exception(env, &error) == napi_ok) napi_fatal_exception(env, error);
+    }
+    return false;
+  }
+
+  // An explicit close gives allocMr memory back at once: views are detached first.
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first
     for (auto& [h, o] : owned_) {
       Napi::ArrayBuffer ab = o.buffer.Value();
       if (!ab.IsDetached()) ab.Detach();
       unmap(o.mapping);
     }
-    owned_.clear();
     Shutdown();
     return info.Env().Undefined();
   }
@@ -224,7 +257,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     }
     auto* m = new Mapping{p, length, fd};
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, free_mapping, m);
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, on_buffer_collected, m);
     owned_[h] = OwnedMemory{Napi::Persistent(ab), m};
     Napi::Array out = Napi::Array::New(env, 4);
     out.Set(0u, h);
@@ -262,6 +295,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       Napi::ArrayBuffer ab = it->second.buffer.Value();
       if (!ab.IsDetached()) ab.Detach();
       unmap(it->second.mapping);
+      on_unregistered(it->second.mapping);
       owned_.erase(it);
     }
     return info.Env().Undefined();

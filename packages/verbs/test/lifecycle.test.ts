@@ -2,8 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { type Endpoint, openDevice } from '../src/index.js';
-import { ALL, collect, providers, side } from './harness/pair.js';
+import { allocCompletions, type Endpoint, openDevice, type WorkCompletion } from '../src/index.js';
+import { ALL, collect, providers, side, sleep, until } from './harness/pair.js';
 
 const code = (c: string) => expect.objectContaining({ code: c });
 
@@ -108,6 +108,54 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     expect(wcs.find((w) => w.wrId === 9)).toMatchObject({ status: 'SUCCESS', byteLen: 12 });
     expect(await worker.terminate()).toBeDefined();
     main.dev.close();
+  });
+
+  it('a worker terminated while a peer keeps sending into it takes nothing down', async () => {
+    // Regression: at worker exit Node collects registered buffers before the device's cleanup
+    // hook runs, and the main thread used to copy into those unmapped pages (SIGSEGV), or the
+    // worker's completion handler was called during termination (fatal napi_throw).
+    const boot = fileURLToPath(new URL('./fixtures/worker-flood-boot.mjs', import.meta.url));
+    const seen = new Set<string>();
+    for (let round = 0; round < 8; round++) {
+      const main = side(provider, { cqCapacity: 4096, maxSendWr: 1024 });
+      const worker = new Worker(boot, { workerData: { provider } });
+      const next = () => new Promise<{ endpoint: Endpoint }>((r) => worker.once('message', r));
+      const { endpoint } = await next();
+      main.qp.connect(endpoint, { rnrRetry: 7, timeout: 8, retryCount: 1 });
+      worker.postMessage({ endpoint: main.qp.endpoint() });
+      await next();
+      const wcs = allocCompletions(64);
+      let failed = false;
+      let stop = false;
+      const pump = () => {
+        if (stop) return;
+        const n = main.cq.poll(wcs);
+        for (let i = 0; i < n; i++) {
+          const status = (wcs[i] as WorkCompletion).status;
+          seen.add(status);
+          if (status !== 'SUCCESS') failed = true;
+        }
+        for (let i = 0; i < 16 && !failed; i++) {
+          if (main.qp.state !== 'rts') break;
+          try {
+            main.qp.postSend({ wrId: i, opcode: 'SEND', sgList: [main.mr.sge(0, 8)] });
+          } catch (e) {
+            if ((e as { code?: string }).code !== 'ERR_RDMA_QUEUE_FULL') throw e;
+            break;
+          }
+        }
+        setImmediate(pump);
+      };
+      pump();
+      await sleep(5 + round * 5);
+      await worker.terminate();
+      await until(() => failed, 'the sender to see its peer gone', 10_000);
+      stop = true;
+      main.dev.close();
+    }
+    for (const status of seen)
+      expect(['SUCCESS', 'RETRY_EXC_ERR', 'WR_FLUSH_ERR']).toContain(status);
+    expect(seen).toContain('RETRY_EXC_ERR');
   });
 
   it('closed and dropped objects are garbage-collected', () => {

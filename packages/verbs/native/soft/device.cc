@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include <sched.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,12 +63,53 @@ int check_mr(uint8_t* base, uint32_t key, uint64_t addr, uint64_t len, uint32_t 
   return 0;
 }
 
+// How long deregistration waits for a peer's copy to finish before giving the slot up.
+constexpr double kPinWaitMs = 1000;
+
+// Pins a peer's regions for the length of one operation. A pin is taken before the key is
+// checked (both seq_cst, against the owner's key store then pin load), so either the owner sees
+// the pin and waits, or the initiator sees the revoked key and fails the access.
+class MrPins {
+ public:
+  explicit MrPins(uint8_t* base) : base_(base) {}
+  ~MrPins() {
+    for (size_t i = 0; i < n_; i++) held_[i]->pins.fetch_sub(1, std::memory_order_release);
+  }
+  MrPins(const MrPins&) = delete;
+  MrPins& operator=(const MrPins&) = delete;
+
+  // check_mr, holding the region until this object goes away.
+  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
+    auto* h = reinterpret_cast<SegmentHeader*>(base_);
+    uint32_t slot = key >> 8;
+    if (key == 0 || slot >= h->mrSlots || n_ == kCapacity) return 1;
+    MrEntry& m = mr_table(base_)[slot];
+    m.pins.fetch_add(1, std::memory_order_seq_cst);
+    held_[n_++] = &m;
+    if (m.key.load(std::memory_order_seq_cst) != key) return 1;
+    return check_mr(base_, key, addr, len, need);
+  }
+
+ private:
+  static constexpr size_t kCapacity = kMaxIov + 1;
+  uint8_t* base_;
+  MrEntry* held_[kCapacity];
+  size_t n_ = 0;
+};
+
 }  // namespace
 
 namespace {
 // QP numbers are unique within a process (several devices, workers) and spread by pid.
 std::atomic<uint32_t> g_nextQpn{0};
 }  // namespace
+
+// A key that fails because its owner is closing (QPs are reset before MRs are revoked) is
+// a vanished responder, not an access error.
+static bool responderGone(QpShared* t) {
+  uint32_t st = t->state.load(std::memory_order_seq_cst);
+  return st != QPS_RTR && st != QPS_RTS;
+}
 
 static bool sane_queues(PeerSegment* p, QpShared* t) {
   const uint64_t lo = p->header()->heapOff, hi = kSegmentBytes;
@@ -93,6 +135,14 @@ Device::Device() : pid_(getpid()) {
 }
 
 Device::~Device() {
+  // As the kernel tears down a dying process: QPs first (peers now see no responder and end
+  // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
+  for (auto& [h, q] : qps_) {
+    QpShared* sh = qpShared(q->slot);
+    sh->state.store(QPS_RESET, std::memory_order_seq_cst);
+    sh->gen.store(q->gen + 1, std::memory_order_seq_cst);
+  }
+  revokeMrs();
   qps_.clear();
   seg_.retire();
 }
@@ -134,9 +184,31 @@ int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, ui
 void Device::deregMr(int h) {
   auto it = mrs_.find(h);
   if (it == mrs_.end()) return;
-  mrEntry(it->second.slot)->key.store(0, std::memory_order_release);
-  freeMrSlots_.push_back(it->second.slot);
+  if (revokeSlot(it->second.slot)) freeMrSlots_.push_back(it->second.slot);
   mrs_.erase(it);
+}
+
+void Device::revokeMrs() {
+  for (auto& [h, m] : mrs_) mrEntry(m.slot)->key.store(0, std::memory_order_seq_cst);
+  for (auto& [h, m] : mrs_) {
+    if (revokeSlot(m.slot)) freeMrSlots_.push_back(m.slot);
+  }
+  mrs_.clear();
+}
+
+bool Device::revokeSlot(uint32_t slot) {
+  MrEntry* e = mrEntry(slot);
+  e->key.store(0, std::memory_order_seq_cst);
+  // A copy takes microseconds; only a peer that died (or was stopped) mid-copy holds a pin
+  // for long. Its slot is then never reused, so a late pin release cannot confuse a new MR.
+  const double deadline = now_ms() + kPinWaitMs;
+  for (uint32_t spins = 0; e->pins.load(std::memory_order_seq_cst) != 0; spins++) {
+    if (spins > 64) {
+      if (now_ms() > deadline) return false;
+      sched_yield();
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- completion queues
@@ -786,6 +858,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
   if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
   bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
   bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
+  MrPins pins(p->base());
 
   if (opcode == OP_WRITE || opcode == OP_WRITE_IMM || opcode == OP_READ) {
     uint32_t need = opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
@@ -795,7 +868,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
         remoteFail(p, t);
         return DONE;
       }
-      if (check_mr(p->base(), rkey, remoteAddr, total, need)) {
+      if (pins.check(rkey, remoteAddr, total, need)) {
+        if (responderGone(t)) return TRANSPORT;
         *status = WC_REM_ACCESS_ERR;
         remoteFail(p, t);
         return DONE;
@@ -825,7 +899,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     bool allDirect = true;
     for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
       if (rsg[k].length == 0) continue;
-      int bad = check_mr(p->base(), rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
+      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
+      if (bad && responderGone(t)) return TRANSPORT;
       if (bad) {
         recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
         break;

@@ -96,6 +96,9 @@ class Device {
   // Memory regions. Keys double as lkey and rkey.
   int regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut);
   void deregMr(int handle);
+  // Invalidates every MR and waits for peers' copies to finish: called before the owner
+  // unmaps or frees registered memory on close.
+  void revokeMrs();
 
   int createCq(uint32_t capacity);
   void destroyCq(int h);
@@ -194,6 +197,7 @@ class Device {
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
+  bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
   std::map<int, bool> cqErrReported_;
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;

@@ -17,7 +17,7 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;  // 2: MrEntry::pins
 constexpr uint64_t kSegmentBytes = 256ull << 20;   // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
@@ -81,7 +81,9 @@ struct MrEntry {
   // The owner's memfd backing the region (allocMr), or -1 (regMr of a JS buffer).
   // Peers map memfd-backed regions once and copy with memcpy; others by process_vm.
   int32_t memfd;
-  uint32_t pad;
+  // Initiators copying into or out of the region right now (see MrPins): deregistration
+  // waits for them, so the owner never unmaps or frees memory under a peer's copy.
+  std::atomic<uint32_t> pins;
   uint64_t regionId;  // unique per registration: peers' cached mappings check it
 };
 
