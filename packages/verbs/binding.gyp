@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "have_ibverbs%": "<!(node -p \"require('fs').existsSync('/usr/include/infiniband/verbs.h')\")"
+  },
   "targets": [
     {
       "target_name": "rdmajs_verbs",
@@ -12,7 +15,15 @@
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],
       "cflags_cc": ["-std=c++20", "-O2", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
-      "libraries": ["-lpthread"]
+      "libraries": ["-lpthread"],
+      "conditions": [
+        ["have_ibverbs=='true'", {
+          "sources": ["native/ibv/api.cc", "native/ibv/binding.cc", "native/ibv/discovery.cc"],
+          "libraries": ["-ldl"]
+        }, {
+          "sources": ["native/ibv/unavailable.cc"]
+        }]
+      ]
     }
   ]
 }

@@ -1,4 +1,4 @@
-// Node-API adapter of the soft provider. JS validates, C++ trusts: every argument has
+// Node-API module: the soft provider's adapter (ibverbs is in ibv/binding.cc). JS validates, C++ trusts: every argument has
 // been range-checked in TypeScript; here they arrive as plain positional numbers.
 #include <napi.h>
 #include <sys/mman.h>
@@ -14,13 +14,10 @@
 #include <memory>
 #include <vector>
 
+#include "addon.h"
 #include "soft/device.h"
 
-namespace {
-
-struct AddonData {
-  Napi::FunctionReference systemError;  // RdmaSystemError(syscall, errno, message)
-};
+namespace rdmajs {
 
 Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
   auto* data = env.GetInstanceData<AddonData>();
@@ -31,6 +28,13 @@ Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
   }
   return Napi::Error::New(env, std::string(syscall) + ": " + std::strerror(err));
 }
+
+}  // namespace rdmajs
+
+namespace {
+
+using rdmajs::AddonData;
+using rdmajs::system_error;
 
 // allocMr memory has two owners: its registration (until deregistered or the device goes) and
 // its ArrayBuffer (until detached or collected). The pages go when both have let go, so they
@@ -545,6 +549,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("SoftDevice", SoftDevice::Define(env));
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass));
   exports.Set("softLimits", Napi::Function::New(env, SoftLimits));
+  rdmajs::register_ibverbs(env, exports);
   return exports;
 }
 

@@ -1,7 +1,14 @@
+import { EventEmitter } from 'node:events';
 import { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
-import { loadAddon, type NativeDevice } from './internal/native.js';
+import {
+  type IbvDeviceStatus,
+  type IbvStatus,
+  loadAddon,
+  type NativeDevice,
+  type SoftNativeDevice,
+} from './internal/native.js';
 import { type LinkAddress, LinkClient, LinkServer } from './internal/TcpLink.js';
 import { checkInt, invalid, optInt } from './internal/validate.js';
 import { ProtectionDomain } from './ProtectionDomain.js';
@@ -24,6 +31,21 @@ const EV_QP_FATAL = 1;
 const EV_CQ_ERR = 2;
 const EV_SRQ_LIMIT = 3;
 const EV_LINK = 4;
+const EV_PORT = 5;
+
+const PORT_EVENTS: Record<number, DeviceAsyncEvent['type']> = {
+  9: 'PORT_ACTIVE',
+  10: 'PORT_ERR',
+  11: 'LID_CHANGE',
+  12: 'PKEY_CHANGE',
+  18: 'GID_CHANGE',
+};
+
+/** Port events of an ibverbs device (ibv_get_async_event). */
+export type DeviceAsyncEvent = {
+  type: 'PORT_ACTIVE' | 'PORT_ERR' | 'LID_CHANGE' | 'PKEY_CHANGE' | 'GID_CHANGE';
+  port: number;
+};
 
 function softInfo(): DeviceInfo {
   const l = loadAddon().softLimits();
@@ -53,30 +75,89 @@ function softInfo(): DeviceInfo {
   };
 }
 
-/** Every device this host offers, with provider, ports and limits (like ibv_devinfo). */
-export function listDevices(): DeviceInfo[] {
-  return [softInfo()];
+const PORT_STATES = ['DOWN', 'DOWN', 'INIT', 'ARMED', 'ACTIVE', 'ACTIVE'] as const;
+
+function ibvInfo(d: IbvDeviceStatus): DeviceInfo {
+  const l = d.limits;
+  const maxMsgSize = Math.min(...d.ports.map((p) => p.maxMsgSize), 2 ** 31);
+  return {
+    name: d.name,
+    provider: 'ibverbs',
+    guid: d.guid,
+    ports: d.ports.map((p) => ({
+      port: p.port,
+      state: PORT_STATES[p.state] ?? 'DOWN',
+      activeMtu: 128 << p.activeMtu,
+      linkLayer: p.linkLayer,
+      lid: p.lid,
+      gids: p.gids.map((g) => g.gid),
+      gidTable: p.gids,
+    })),
+    limits: {
+      maxQp: l.maxQp,
+      maxQpWr: l.maxQpWr,
+      maxSge: l.maxSge,
+      maxCq: l.maxCq,
+      maxCqe: l.maxCqe,
+      maxMr: l.maxMr,
+      maxMrSize: l.maxMrSize,
+      maxMsgSize,
+      maxInlineData: l.maxInlineData,
+      maxSrq: l.maxSrq,
+      maxSrqWr: l.maxSrqWr,
+    },
+  };
 }
 
-function ibverbsUnavailable(): RdmaError {
+/** What the ibverbs provider offers here (devices, or why there are none). */
+export function ibverbsStatus(): IbvStatus {
+  return loadAddon().ibvStatus();
+}
+
+/** Every device this host offers, with provider, ports and limits (like ibv_devinfo). */
+export function listDevices(): DeviceInfo[] {
+  return [...ibverbsStatus().devices.map(ibvInfo), softInfo()];
+}
+
+function ibverbsUnavailable(status: IbvStatus, name?: string): RdmaError {
+  const what = !status.compiled
+    ? 'it was not compiled in'
+    : status.devices.length === 0
+      ? 'no RDMA device was found'
+      : `no ibverbs device is named ${name}; available: ${status.devices.map((d) => d.name).join(', ')}`;
   return new RdmaError(
     'ERR_RDMA_PROVIDER_UNAVAILABLE',
-    "the ibverbs provider is not available in this build (it was compiled without libibverbs headers, or no RDMA device exists); use provider: 'soft'",
+    `the ibverbs provider is not available: ${what} (${status.reason ?? 'see rdmajs devices'}); provider: 'soft' is available on every host`,
   );
 }
 
-/** Opens a device. The soft provider is always available. */
+/**
+ * Opens a device. 'auto' (the default) takes an ibverbs device when one exists (the first,
+ * or the one named), else soft. The soft provider is always available.
+ */
 export function openDevice(options: OpenDeviceOptions = {}): Device {
   const provider = options.provider ?? 'auto';
   if (provider !== 'auto' && provider !== 'soft' && provider !== 'ibverbs') {
     throw invalid(`provider must be 'auto', 'soft' or 'ibverbs', got ${String(provider)}`);
   }
-  if (provider === 'ibverbs') throw ibverbsUnavailable();
-  if (options.name !== undefined && options.name !== 'soft0') {
-    throw new RdmaError('ERR_RDMA_NO_DEVICE', `no device named ${options.name}; available: soft0`);
-  }
   if (options.link !== undefined && options.link !== 'auto' && options.link !== 'tcp') {
     throw invalid(`link must be 'auto' or 'tcp', got ${String(options.link)}`);
+  }
+  if (provider === 'ibverbs' && options.link === 'tcp')
+    throw invalid("link: 'tcp' is an option of the soft provider");
+  if (provider !== 'soft' && options.name !== 'soft0') {
+    const status = ibverbsStatus();
+    const found = status.devices.find((d) => options.name === undefined || d.name === options.name);
+    if (found && options.link !== 'tcp') return new Device(ibvInfo(found));
+    if (provider === 'ibverbs') throw ibverbsUnavailable(status, options.name);
+  }
+  if (options.name !== undefined && options.name !== 'soft0') {
+    throw new RdmaError(
+      'ERR_RDMA_NO_DEVICE',
+      `no device named ${options.name}; available: ${listDevices()
+        .map((d) => d.name)
+        .join(', ')}`,
+    );
   }
   return new Device(softInfo(), options.link === 'tcp');
 }
@@ -84,7 +165,9 @@ export function openDevice(options: OpenDeviceOptions = {}): Device {
 /** An opened RDMA device: creates protection domains and completion queues. */
 export class Device extends Resource {
   readonly info: DeviceInfo;
+  readonly events = new EventEmitter();
   readonly #native: NativeDevice;
+  #softNative: SoftNativeDevice | undefined;
   readonly #ctx: QpContext;
   readonly #cqs = new Map<number, CompletionQueue>();
 
@@ -100,13 +183,33 @@ export class Device extends Resource {
     const addon = loadAddon();
     // The native side holds this callback strongly: it reaches the device through a
     // WeakRef, and is made outside this constructor, whose closures capture `this`.
-    this.#native = new addon.SoftDevice(Device.#eventHandler(new WeakRef(this)));
-    const base = this.#native.endpointBase();
-    this.#ctx = {
-      native: this.#native,
-      provider: info.provider,
-      endpointBase: () => base,
-      maxMsgSize: info.limits.maxMsgSize,
+    const onEvent = Device.#eventHandler(new WeakRef(this));
+    let soft: SoftNativeDevice | undefined;
+    if (info.provider === 'ibverbs') {
+      if (!addon.IbvDevice) throw ibverbsUnavailable(addon.ibvStatus());
+      const ibv = new addon.IbvDevice(info.name, onEvent);
+      this.#native = ibv;
+      this.#ctx = this.#context(ibv, preferTcp, { route: ibv.routeInfo() });
+    } else {
+      soft = new addon.SoftDevice(onEvent);
+      this.#native = soft;
+      this.#softNative = soft;
+      this.#ctx = this.#context(soft, preferTcp, {
+        soft: { native: soft, endpointBase: soft.endpointBase() },
+      });
+    }
+  }
+
+  #context(
+    native: NativeDevice,
+    preferTcp: boolean,
+    provider: Pick<QpContext, 'soft' | 'route'>,
+  ): QpContext {
+    return {
+      native,
+      provider: this.info.provider,
+      ...provider,
+      maxMsgSize: this.info.limits.maxMsgSize,
       qps: new Map(),
       srqs: new Map(),
       preferTcp,
@@ -129,10 +232,12 @@ export class Device extends Resource {
   }
 
   async #listen(options: { host?: string; port?: number }): Promise<LinkAddress> {
+    const soft = this.#softNative;
+    if (!soft) throw invalid('listen() is for the soft provider: ibverbs QPs connect directly');
     const host = options.host ?? '127.0.0.1';
     const port = optInt('port', options.port, 0, 65535, 0);
     const { server, address } = await LinkServer.listen(
-      this.#native,
+      soft,
       host,
       port,
       this.info.limits.maxMsgSize,
@@ -161,6 +266,12 @@ export class Device extends Resource {
       const device = ref.deref();
       if (device) device.#onEvent(kind, handle);
     };
+  }
+
+  /** Port state changes (ibverbs), as typed events. */
+  on(event: 'asyncEvent', listener: (e: DeviceAsyncEvent) => void): this {
+    this.events.on(event, listener);
+    return this;
   }
 
   get provider(): ProviderName {
@@ -201,6 +312,10 @@ export class Device extends Resource {
       this.#ctx.srqs.get(handle)?.onLimit();
     } else if (kind === EV_LINK) {
       this.#ctx.qps.get(handle)?.pumpLink();
+    } else if (kind === EV_PORT) {
+      const type = PORT_EVENTS[handle >> 8];
+      if (type)
+        this.events.emit('asyncEvent', { type, port: handle & 0xff } satisfies DeviceAsyncEvent);
     }
   }
 

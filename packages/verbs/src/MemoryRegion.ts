@@ -24,7 +24,7 @@ export class MemoryRegion extends Resource {
     handle: number,
     bytes: Uint8Array,
     addr: number,
-    key: number,
+    keys: { lkey: number; rkey: number },
     access: number,
   ) {
     super(parent);
@@ -33,8 +33,8 @@ export class MemoryRegion extends Resource {
     this.#bytes = bytes;
     this.addr = addr;
     this.length = bytes.byteLength;
-    this.lkey = key;
-    this.rkey = key;
+    this.lkey = keys.lkey;
+    this.rkey = keys.rkey;
     this.access = access;
   }
 

@@ -44,8 +44,9 @@ export class ProtectionDomain extends Resource {
     this.assertOpen();
     checkInt('length', length, 1, this.#limits.maxMrSize);
     const a = checkAccess(access);
-    const [handle, ab, addr, key] = this.#ctx.native.allocMr(length, a);
-    return new MemoryRegion(this, this.#ctx.native, handle, new Uint8Array(ab), addr, key, a);
+    const [handle, ab, addr, lkey, rkey] = this.#ctx.native.allocMr(length, a);
+    const keys = { lkey, rkey: rkey ?? lkey };
+    return new MemoryRegion(this, this.#ctx.native, handle, new Uint8Array(ab), addr, keys, a);
   }
 
   /**
@@ -73,14 +74,14 @@ export class ProtectionDomain extends Resource {
     if ((ab as ArrayBuffer & { resizable?: boolean }).resizable) {
       throw invalid('cannot register a resizable ArrayBuffer');
     }
-    const [handle, addr, key] = this.#ctx.native.regMr(ab, offset, length, a);
+    const [handle, addr, lkey, rkey] = this.#ctx.native.regMr(ab, offset, length, a);
     return new MemoryRegion(
       this,
       this.#ctx.native,
       handle,
       new Uint8Array(ab, offset, length),
       addr,
-      key,
+      { lkey, rkey: rkey ?? lkey },
       a,
     );
   }

@@ -1,10 +1,16 @@
 import { EventEmitter } from 'node:events';
 import type { CompletionQueue } from './CompletionQueue.js';
-import { RdmaError } from './errors.js';
+import { RdmaError, RdmaSystemError } from './errors.js';
 import { POST_EINVAL, POST_ENOMEM, QP_STATE_CODE, qpStateName } from './internal/codes.js';
 import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
+import { checkIbvEndpoint, ibvEndpoint } from './internal/ibvEndpoint.js';
 import { Resource } from './internal/lifecycle.js';
-import type { NativeDevice } from './internal/native.js';
+import type {
+  IbvRoute,
+  NativeDevice,
+  SoftEndpointBase,
+  SoftNativeDevice,
+} from './internal/native.js';
 import type { LinkAddress, LinkClient } from './internal/TcpLink.js';
 import { invalid, optInt } from './internal/validate.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
@@ -31,7 +37,10 @@ export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
 export interface QpContext {
   native: NativeDevice;
   provider: 'soft' | 'ibverbs';
-  endpointBase: () => { pid: number; segFd: number; bellFd: number; bootId: string; nonce: number };
+  /** soft: the device's shared-memory endpoint and its link/fault surface */
+  soft?: { native: SoftNativeDevice; endpointBase: SoftEndpointBase };
+  /** ibverbs: port, LID, GID and MTU this device's QPs use */
+  route?: IbvRoute;
   maxMsgSize: number;
   /** live objects by native handle, for routing async events */
   qps: Map<number, QueuePair>;
@@ -44,6 +53,15 @@ export interface QpContext {
   /** True when `cq` was created by this device (QPs may only use their device's CQs). */
   ownsCq: (cq: CompletionQueue) => boolean;
 }
+
+const ERRNO_NAMES: Record<number, string> = {
+  1: 'EPERM',
+  12: 'ENOMEM',
+  13: 'EACCES',
+  16: 'EBUSY',
+  22: 'EINVAL',
+  110: 'ETIMEDOUT',
+};
 
 const ALL_REMOTE = Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 
@@ -60,6 +78,7 @@ export class QueuePair extends Resource {
   readonly events = new EventEmitter();
   readonly #ctx: QpContext;
   readonly #handle: number;
+  /** soft: [slot, gen] of the QP's descriptor; ibverbs: [psn, send queue capacity] */
   readonly #slot: number;
   readonly #gen: number;
   readonly #sendScratch: Float64Array;
@@ -108,7 +127,8 @@ export class QueuePair extends Resource {
   /** What the peer needs to connect to this QP (JSON-serialisable). */
   endpoint(): Endpoint {
     this.assertOpen();
-    const base = this.#ctx.endpointBase();
+    if (this.#ctx.route) return ibvEndpoint(this.#ctx.route, this.qpn, this.#slot);
+    const base = this.#softCtx().endpointBase;
     return {
       provider: this.#ctx.provider,
       transport: 'shm',
@@ -133,7 +153,13 @@ export class QueuePair extends Resource {
   /** init → rtr, bound to the remote endpoint. */
   toRtr(remote: Endpoint, options: { minRnrTimer?: number } = {}): void {
     const minRnr = optInt('minRnrTimer', options.minRnrTimer, 0, 31, 12);
-    const base = this.#ctx.endpointBase();
+    if (this.#ctx.route) {
+      const ep = checkIbvEndpoint(remote);
+      this.#modify('rtr', ep.qpn, ep.psn, ep.lid, ...ep.gidWords, ep.mtu, minRnr);
+      return;
+    }
+    const soft = this.#softCtx();
+    const base = soft.endpointBase;
     if (
       remote !== null &&
       typeof remote === 'object' &&
@@ -156,7 +182,7 @@ export class QueuePair extends Resource {
       }
       this.assertOpen();
       const link = this.#ctx.linkClient(tcp); // before the transition: it may throw
-      const rc = this.#ctx.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
+      const rc = soft.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
       if (rc !== 0)
         throw new RdmaError(
           'ERR_RDMA_INVALID_STATE',
@@ -255,13 +281,13 @@ export class QueuePair extends Resource {
       this.toError();
       return;
     }
-    if (this.#ctx.provider !== 'soft') throw invalid(`fault ${fault.type} needs the soft provider`);
-    if (fault.type === 'break-link') this.#ctx.native.inject(this.#handle, 0, 0);
-    else if (fault.type === 'stall-receiver')
-      this.#ctx.native.inject(this.#handle, 1, fault.on ? 1 : 0);
+    const soft = this.#ctx.soft?.native;
+    if (!soft) throw invalid(`fault ${fault.type} needs the soft provider`);
+    if (fault.type === 'break-link') soft.inject(this.#handle, 0, 0);
+    else if (fault.type === 'stall-receiver') soft.inject(this.#handle, 1, fault.on ? 1 : 0);
     else if (fault.type === 'delay') {
       if (!(fault.ms >= 0)) throw invalid('delay ms must be >= 0');
-      this.#ctx.native.inject(this.#handle, 2, fault.ms);
+      soft.inject(this.#handle, 2, fault.ms);
     } else throw invalid(`unknown fault ${(fault as { type: string }).type}`);
   }
 
@@ -274,9 +300,10 @@ export class QueuePair extends Resource {
   pumpLink(): void {
     const link = this.#link;
     const hdr = this.#linkHdr;
-    if (!link || !hdr || this.closed) return;
+    const soft = this.#ctx.soft?.native;
+    if (!link || !hdr || !soft || this.closed) return;
     for (;;) {
-      const r = this.#ctx.native.linkTake(this.#handle, hdr, this.#linkPayload);
+      const r = soft.linkTake(this.#handle, hdr, this.#linkPayload);
       if (r < 0) {
         this.#linkPayload = new Uint8Array(-r); // grows once to the largest message
         continue;
@@ -287,7 +314,7 @@ export class QueuePair extends Resource {
       const token = hdr[9] as number;
       link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
         if (this.closed) return;
-        this.#ctx.native.linkDone(this.#handle, token, outcome, status, rnrTimer, data);
+        soft.linkDone(this.#handle, token, outcome, status, rnrTimer, data);
         this.pumpLink();
       });
       return;
@@ -305,14 +332,22 @@ export class QueuePair extends Resource {
     } satisfies QpAsyncEvent);
   }
 
+  #softCtx(): { native: SoftNativeDevice; endpointBase: SoftEndpointBase } {
+    const soft = this.#ctx.soft;
+    if (!soft) throw new RdmaError('ERR_RDMA_SYSTEM', 'internal: not a soft device');
+    return soft;
+  }
+
   #modify(to: QpState, ...args: number[]): void {
     this.assertOpen();
     const from = this.state;
     const rc = this.#ctx.native.modifyQp(this.#handle, QP_STATE_CODE[to], ...args);
     if (rc !== 0) {
-      throw new RdmaError(
+      throw new RdmaSystemError(
+        'ibv_modify_qp',
+        rc,
+        `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc}${ERRNO_NAMES[rc] ? ` ${ERRNO_NAMES[rc]}` : ''})`,
         'ERR_RDMA_INVALID_STATE',
-        `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc})`,
       );
     }
   }

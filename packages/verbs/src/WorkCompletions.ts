@@ -28,9 +28,11 @@ export function fillCompletion(wc: WorkCompletion, raw: Float64Array, base: numb
   wc.byteLen = raw[base + 3] as number;
   wc.imm = raw[base + 4] as number;
   wc.qpNum = raw[base + 5] as number;
-  wc.withImm = ((raw[base + 6] as number) & WC_FLAG_WITH_IMM) !== 0;
+  // flags in the low byte, the vendor error above (can pass 2^31: no bitwise ops on it)
+  const flags = raw[base + 6] as number;
+  wc.withImm = ((flags % 256) & WC_FLAG_WITH_IMM) !== 0;
   wc.srcQp = raw[base + 7] as number;
-  wc.vendorErr = 0;
+  wc.vendorErr = Math.floor(flags / 256);
 }
 
 /** Which completion statuses a caller may retry on a new connection. */

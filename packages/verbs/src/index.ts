@@ -1,5 +1,12 @@
 export { CompletionQueue, type CqAsyncEvent, type WaitOptions } from './CompletionQueue.js';
-export { Device, listDevices, type OpenDeviceOptions, openDevice } from './Device.js';
+export {
+  Device,
+  type DeviceAsyncEvent,
+  ibverbsStatus,
+  listDevices,
+  type OpenDeviceOptions,
+  openDevice,
+} from './Device.js';
 export { RdmaCompletionError, RdmaError, type RdmaErrorCode, RdmaSystemError } from './errors.js';
 export { MemoryRegion } from './MemoryRegion.js';
 export { type CreateQpOptions, ProtectionDomain } from './ProtectionDomain.js';

@@ -119,6 +119,8 @@ export interface PortInfo {
   linkLayer: 'Ethernet' | 'InfiniBand' | 'Shared memory';
   lid: number;
   gids: string[];
+  /** ibverbs: the GID table with indexes and types ('RoCE v2', 'IB/RoCE v1') */
+  gidTable?: { index: number; gid: string; type: string }[];
 }
 
 export interface DeviceLimits {

@@ -1,6 +1,6 @@
 // `rdmajs devices`: lists devices with provider, ports and limits, like ibv_devinfo.
 import { Command } from 'commander';
-import { listDevices } from '../Device.js';
+import { ibverbsStatus, listDevices } from '../Device.js';
 import type { DeviceInfo } from '../types.js';
 
 function describe(d: DeviceInfo): string {
@@ -15,7 +15,12 @@ function describe(d: DeviceInfo): string {
       row(12, 'active_mtu', p.activeMtu),
     );
     lines.push(row(12, 'link_layer', p.linkLayer), row(12, 'lid', p.lid));
-    for (const [i, g] of p.gids.entries()) lines.push(row(12, `GID[${i}]`, g));
+    if (p.gidTable) {
+      for (const g of p.gidTable)
+        lines.push(row(12, `GID[${g.index}]`, g.type ? `${g.gid}, ${g.type}` : g.gid));
+    } else {
+      for (const [i, g] of p.gids.entries()) lines.push(row(12, `GID[${i}]`, g));
+    }
   }
   return lines.join('\n');
 }
@@ -28,6 +33,9 @@ export function main(argv: string[]): void {
     .option('--json', 'print JSON')
     .action((opts: { json?: boolean }) => {
       const devices = listDevices();
+      const ibv = ibverbsStatus();
+      if (ibv.devices.length === 0 && !opts.json)
+        process.stderr.write(`(ibverbs: ${ibv.reason ?? 'no devices'})\n`);
       process.stdout.write(
         opts.json
           ? `${JSON.stringify(devices, null, 2)}\n`

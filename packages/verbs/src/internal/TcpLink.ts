@@ -8,7 +8,7 @@
 //                            one, and the target answers it from memory instead of running it twice)
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16, pad u32
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import type { NativeDevice } from './native.js';
+import type { SoftNativeDevice } from './native.js';
 
 const REQ_HEADER = 52;
 const RES_HEADER = 12;
@@ -64,20 +64,20 @@ class FrameReader {
 /** Accepts link connections and answers each operation with the device's responder. */
 export class LinkServer {
   readonly #server: Server;
-  readonly #native: NativeDevice;
+  readonly #native: SoftNativeDevice;
   readonly #maxMessage: number;
   readonly #sockets = new Set<Socket>();
   // Per (target QP, source QP): the last WR run and its answer, to answer resends.
   readonly #last = new Map<string, { token: number; answer: Buffer }>();
 
-  private constructor(server: Server, native: NativeDevice, maxMessage: number) {
+  private constructor(server: Server, native: SoftNativeDevice, maxMessage: number) {
     this.#server = server;
     this.#native = native;
     this.#maxMessage = maxMessage;
   }
 
   static async listen(
-    native: NativeDevice,
+    native: SoftNativeDevice,
     host: string,
     port: number,
     maxMessage: number,

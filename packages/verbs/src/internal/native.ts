@@ -8,14 +8,15 @@ import { RdmaError, RdmaSystemError } from '../errors.js';
 /** The handle-based surface every provider's native device implements. */
 export interface NativeDevice {
   close(): void;
-  endpointBase(): { pid: number; segFd: number; bellFd: number; bootId: string; nonce: number };
-  allocMr(length: number, access: number): [number, ArrayBuffer, number, number];
+  /** [handle, buffer, addr, lkey, rkey?]: rkey defaults to lkey (soft uses one key). */
+  allocMr(length: number, access: number): [number, ArrayBuffer, number, number, number?];
+  /** [handle, addr, lkey, rkey?] */
   regMr(
     buffer: ArrayBuffer,
     offset: number,
     length: number,
     access: number,
-  ): [number, number, number];
+  ): [number, number, number, number?];
   deregMr(handle: number): void;
   createCq(capacity: number): number;
   destroyCq(handle: number): void;
@@ -38,11 +39,27 @@ export interface NativeDevice {
     maxInline: number,
   ): number;
   destroyQp(handle: number): void;
+  /** soft: [qpn, slot, gen]; ibverbs: [qpn, psn, send queue capacity] */
   qpInfo(handle: number): [number, number, number];
   qpState(handle: number): number;
+  /** Returns 0 or the errno of the failed transition. Arguments per provider (QueuePair.ts). */
   modifyQp(handle: number, state: number, ...args: number[]): number;
   postSend(handle: number, wrs: Float64Array, count: number): number;
   postRecv(handle: number, wrs: Float64Array, count: number): number;
+}
+
+/** What a soft endpoint carries of its device. */
+export interface SoftEndpointBase {
+  pid: number;
+  segFd: number;
+  bellFd: number;
+  bootId: string;
+  nonce: number;
+}
+
+/** The soft provider adds shared-memory endpoints, fault injection and the TCP link. */
+export interface SoftNativeDevice extends NativeDevice {
+  endpointBase(): SoftEndpointBase;
   inject(handle: number, kind: number, value: number): void;
   toRtrLink(
     handle: number,
@@ -74,6 +91,58 @@ export interface NativeDevice {
   ): number;
 }
 
+/** The route an ibverbs QP uses: what its endpoint tells the peer. */
+export interface IbvRoute {
+  port: number;
+  lid: number;
+  /** -1 on InfiniBand without a GRH */
+  gidIndex: number;
+  gid: string;
+  /** ibv_mtu enum: 1 = 256 B … 5 = 4096 B */
+  mtu: number;
+  linkLayer: 'Ethernet' | 'InfiniBand';
+}
+
+export interface IbvNativeDevice extends NativeDevice {
+  routeInfo(): IbvRoute;
+}
+
+export interface IbvPortStatus {
+  port: number;
+  state: number;
+  activeMtu: number;
+  linkLayer: 'Ethernet' | 'InfiniBand';
+  lid: number;
+  maxMsgSize: number;
+  gids: { index: number; gid: string; type: string }[];
+}
+
+export interface IbvDeviceStatus {
+  name: string;
+  guid: string;
+  ports: IbvPortStatus[];
+  limits: {
+    maxQp: number;
+    maxQpWr: number;
+    maxSge: number;
+    maxCq: number;
+    maxCqe: number;
+    maxMr: number;
+    maxMrSize: number;
+    maxInlineData: number;
+    maxSrq: number;
+    maxSrqWr: number;
+    maxQpRdAtom: number;
+  };
+}
+
+/** What the ibverbs provider can offer on this host; `reason` says why not, when not. */
+export interface IbvStatus {
+  compiled: boolean;
+  reason?: string;
+  devices: IbvDeviceStatus[];
+}
+
 export interface SoftLimits {
   maxQp: number;
   maxQpWr: number;
@@ -87,8 +156,16 @@ export interface SoftLimits {
   bootId: string;
 }
 
+type OnEvent = (kind: number, handle: number) => void;
+
 interface Addon {
-  SoftDevice: new (onEvent: (kind: number, handle: number) => void) => NativeDevice;
+  SoftDevice: new (onEvent: OnEvent) => SoftNativeDevice;
+  /** Present when the addon was compiled with libibverbs headers. */
+  IbvDevice?: new (
+    name: string,
+    onEvent: OnEvent,
+  ) => IbvNativeDevice;
+  ibvStatus(): IbvStatus;
   setErrorClass(cls: unknown): void;
   softLimits(): SoftLimits;
 }
