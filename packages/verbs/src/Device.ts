@@ -119,12 +119,8 @@ export function listDevices(): DeviceInfo[] {
   return [...ibverbsStatus().devices.map(ibvInfo), softInfo()];
 }
 
-function ibverbsUnavailable(status: IbvStatus, name?: string): RdmaError {
-  const what = !status.compiled
-    ? 'it was not compiled in'
-    : status.devices.length === 0
-      ? 'no RDMA device was found'
-      : `no ibverbs device is named ${name}; available: ${status.devices.map((d) => d.name).join(', ')}`;
+function ibverbsUnavailable(status: IbvStatus): RdmaError {
+  const what = status.compiled ? 'no RDMA device was found' : 'it was not compiled in';
   return new RdmaError(
     'ERR_RDMA_PROVIDER_UNAVAILABLE',
     `the ibverbs provider is not available: ${what} (${status.reason ?? 'see rdmajs devices'}); provider: 'soft' is available on every host`,
@@ -149,7 +145,7 @@ export function openDevice(options: OpenDeviceOptions = {}): Device {
     const status = ibverbsStatus();
     const found = status.devices.find((d) => options.name === undefined || d.name === options.name);
     if (found && options.link !== 'tcp') return new Device(ibvInfo(found));
-    if (provider === 'ibverbs') throw ibverbsUnavailable(status, options.name);
+    if (provider === 'ibverbs' && status.devices.length === 0) throw ibverbsUnavailable(status);
   }
   if (options.name !== undefined && options.name !== 'soft0') {
     throw new RdmaError(

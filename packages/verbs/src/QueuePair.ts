@@ -1,7 +1,13 @@
 import { EventEmitter } from 'node:events';
 import type { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError, RdmaSystemError } from './errors.js';
-import { POST_EINVAL, POST_ENOMEM, QP_STATE_CODE, qpStateName } from './internal/codes.js';
+import {
+  POST_BAD_INLINE,
+  POST_EINVAL,
+  POST_ENOMEM,
+  QP_STATE_CODE,
+  qpStateName,
+} from './internal/codes.js';
 import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
 import { checkIbvEndpoint, ibvEndpoint } from './internal/ibvEndpoint.js';
 import { Resource } from './internal/lifecycle.js';
@@ -78,7 +84,7 @@ export class QueuePair extends Resource {
   readonly events = new EventEmitter();
   readonly #ctx: QpContext;
   readonly #handle: number;
-  /** soft: [slot, gen] of the QP's descriptor; ibverbs: [psn, send queue capacity] */
+  /** soft: [slot, gen] of the QP's descriptor; ibverbs: [psn, 0] */
   readonly #slot: number;
   readonly #gen: number;
   readonly #sendScratch: Float64Array;
@@ -101,17 +107,26 @@ export class QueuePair extends Resource {
     super(parent);
     this.#ctx = ctx;
     this.#handle = handle;
-    this.caps = caps;
+    const [qpn, slot, gen, sendWr, recvWr, inline] = ctx.native.qpInfo(handle);
+    // ibverbs reports what the device granted: the real ring sizes are the capacity.
+    this.caps =
+      sendWr === undefined
+        ? caps
+        : {
+            ...caps,
+            maxSendWr: sendWr,
+            maxRecvWr: srq ? 0 : (recvWr ?? caps.maxRecvWr),
+            maxInlineData: inline ?? caps.maxInlineData,
+          };
     this.sendCq = sendCq;
     this.recvCq = recvCq;
     this.srq = srq;
-    const [qpn, slot, gen] = ctx.native.qpInfo(handle);
     this.qpn = qpn;
     this.#slot = slot;
     this.#gen = gen;
-    this.#sendScratch = new Float64Array(caps.maxSendWr * sendWrWords(caps.maxSendSge));
+    this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(caps.maxSendSge));
     this.#recvScratch = new Float64Array(
-      Math.max(caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge),
+      Math.max(this.caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge),
     );
     sendCq.use(1);
     recvCq.use(1);
@@ -420,6 +435,15 @@ function postError(rc: number, what: string, state: QpState): RdmaError {
       {
         posted: index,
       },
+    );
+  }
+  if (code === POST_BAD_INLINE) {
+    return Object.assign(
+      new RdmaError(
+        'ERR_RDMA_INVALID_ARG',
+        `inline ${what} work request ${index} of the batch reads memory that is not registered; ${index} were posted`,
+      ),
+      { posted: index },
     );
   }
   return new RdmaError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`);

@@ -28,17 +28,17 @@ describe.each(providers)('review regressions on %s', (provider) => {
     expect(a.cq.pending()).toBe(36);
   });
 
-  it('an inline SGE outside registered memory fails the WR instead of reading it', async () => {
+  it('an inline SGE outside registered memory is refused at post instead of being read', async () => {
     p = pair(provider);
     const { a, b } = p;
     b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
-    a.qp.postSend({
-      wrId: 9,
-      opcode: 'SEND',
-      inline: true,
-      sgList: [{ addr: 16, length: 8, lkey: 0 }],
-    });
-    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 9, status: 'LOC_PROT_ERR' });
+    const good = { wrId: 8, opcode: 'SEND' as const, inline: true, sgList: [a.mr.sge(0, 8)] };
+    const bad = { ...good, wrId: 9, sgList: [{ addr: 16, length: 8, lkey: a.mr.lkey }] };
+    expect(() => a.qp.postSend([good, bad])).toThrow(
+      expect.objectContaining({ code: 'ERR_RDMA_INVALID_ARG', posted: 1 }),
+    );
+    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 8, status: 'SUCCESS' });
+    expect(a.qp.state).toBe('rts');
   });
 
   it('completions flushed before a reset and polled after it do not break send accounting', async () => {

@@ -32,7 +32,10 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     expect(() => s?.qp.toRts()).toThrow(code('ERR_RDMA_INVALID_STATE'));
     expect(() => s?.qp.toRts()).toThrow(/from reset to rts/);
     s.qp.toInit();
-    expect(() => s?.qp.toInit()).toThrow(code('ERR_RDMA_INVALID_STATE'));
+    // INIT → INIT is a legal verbs transition (it changes attributes); rxe accepts it.
+    expect(() => s?.qp.toInit()).not.toThrow();
+    expect(s.qp.state).toBe('init');
+    expect(() => s?.qp.toRts()).toThrow(/from init to rts/);
   });
 
   it('post_send before RTS is EINVAL; post_recv is refused in reset, allowed in init and rtr', () => {
@@ -65,10 +68,14 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
       err = e;
     }
     expect(err).toMatchObject({ code: 'ERR_RDMA_QUEUE_FULL', posted: cap, retryable: true });
-    // A signaled WR cannot be posted either until completions are reaped.
-    expect(() => a.qp.postSend({ ...wrs[0], signaled: true } as never)).toThrow(
-      code('ERR_RDMA_QUEUE_FULL'),
-    );
+    // soft: a signaled WR cannot be posted either until a signaled completion is reaped, as
+    // on NICs that reclaim send slots from CQEs (mlx5). rxe frees the slots of unsignaled
+    // WRs as soon as they are done, so there it may go in (documented difference).
+    if (provider === 'soft') {
+      expect(() => a.qp.postSend({ ...wrs[0], signaled: true } as never)).toThrow(
+        code('ERR_RDMA_QUEUE_FULL'),
+      );
+    }
   });
 
   it('send queue slots come back when a signaled completion is polled', async () => {

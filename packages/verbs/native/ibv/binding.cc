@@ -25,7 +25,7 @@ using ibv::Api;
 
 // Codes shared with src/internal/codes.ts and Device.ts.
 constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_PORT = 5;
-constexpr int POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3;
+constexpr int POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4;
 constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2;
 constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
 
@@ -173,7 +173,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     ibv_qp* qp;
     uint32_t psn;
     int state;  // as last set by the application: posts are checked against it
-    uint32_t maxSendWr, maxRecvWr, maxSendSge, maxRecvSge;
+    ibv_qp_cap cap;  // what the device granted (often more than asked: rxe rounds rings up)
+    uint32_t maxSendSge, maxRecvSge;  // what JS packs with
   };
   struct Srq {
     ibv_srq* srq;
@@ -601,8 +602,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     ibv_qp* qp = api_->create_qp(pd_, &a);
     if (!qp) return (system_error(env, "ibv_create_qp", errno).ThrowAsJavaScriptException(), env.Undefined());
     uint32_t psn = psnRng_() & 0xffffff;
-    qps_[h] = Qp{qp, psn, QPS_RESET, a.cap.max_send_wr, a.cap.max_recv_wr, static_cast<uint32_t>(num(5)),
-                 static_cast<uint32_t>(num(6))};
+    qps_[h] = Qp{qp, psn, QPS_RESET, a.cap, static_cast<uint32_t>(num(5)), static_cast<uint32_t>(num(6))};
     size_t sge = std::max<size_t>({static_cast<size_t>(num(5)), static_cast<size_t>(num(6)), 1});
     size_t wr = std::max<size_t>({static_cast<size_t>(num(3)), static_cast<size_t>(num(4)), 1});
     if (sendWrs_.size() < wr) sendWrs_.resize(wr), recvWrs_.resize(wr);
@@ -627,14 +627,17 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return info.Env().Undefined();
   }
 
-  // [qpn, psn, real send capacity]
+  // [qpn, psn, 0, granted maxSendWr, maxRecvWr, maxInlineData]
   Napi::Value QpInfo(const Napi::CallbackInfo& info) {
     Qp* q = QpAt(info);
     if (!q) return info.Env().Undefined();
-    Napi::Array out = Napi::Array::New(info.Env(), 3);
+    Napi::Array out = Napi::Array::New(info.Env(), 6);
     out.Set(0u, q->qp->qp_num);
     out.Set(1u, q->psn);
-    out.Set(2u, q->maxSendWr);
+    out.Set(2u, 0);
+    out.Set(3u, q->cap.max_send_wr);
+    out.Set(4u, q->cap.max_recv_wr);
+    out.Set(5u, q->cap.max_inline_data);
     return out;
   }
 
@@ -717,9 +720,11 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return Napi::Number::New(info.Env(), rc);
   }
 
-  // Wire format of src/internal/encode.ts: send = wrId, opcode, flags, imm, remoteAddr,
-  // rkey, numSge, then addr/length/lkey per SGE.
+  // Wire format of src/internal/encode.ts, packed back to back: send = wrId, opcode, flags,
+  // imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE.
   ibv_send_wr* DecodeSend(const double* w, int count, uint32_t maxSge) {
+    if (sges_.size() < static_cast<size_t>(count) * maxSge) sges_.resize(static_cast<size_t>(count) * maxSge);
+    size_t nextSge = 0;
     static constexpr ibv_wr_opcode kOp[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
                                             IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ};
     size_t p = 0;
@@ -734,8 +739,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       wr.imm_data = htonl(static_cast<uint32_t>(w[p + 3]));
       wr.wr.rdma.remote_addr = static_cast<uint64_t>(w[p + 4]);
       wr.wr.rdma.rkey = static_cast<uint32_t>(w[p + 5]);
-      uint32_t n = static_cast<uint32_t>(w[p + 6]);
-      ibv_sge* sg = &sges_[static_cast<size_t>(i) * maxSge];
+      uint32_t n = std::min(static_cast<uint32_t>(w[p + 6]), maxSge);
+      ibv_sge* sg = &sges_[nextSge];
+      nextSge += n;
       for (uint32_t k = 0; k < n; k++) {
         sg[k].addr = static_cast<uint64_t>(w[p + 7 + 3 * k]);
         sg[k].length = static_cast<uint32_t>(w[p + 8 + 3 * k]);
@@ -744,7 +750,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       wr.sg_list = n ? sg : nullptr;
       wr.num_sge = static_cast<int>(n);
       wr.next = i + 1 < count ? &sendWrs_[static_cast<size_t>(i) + 1] : nullptr;
-      p += 7 + 3 * maxSge;
+      p += 7 + 3 * n;
     }
     return sendWrs_.data();
   }
@@ -753,13 +759,14 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   ibv_recv_wr* DecodeRecv(const double* w, int count, uint32_t maxSge) {
     if (recvWrs_.size() < static_cast<size_t>(count)) recvWrs_.resize(static_cast<size_t>(count));
     if (sges_.size() < static_cast<size_t>(count) * maxSge) sges_.resize(static_cast<size_t>(count) * maxSge);
-    size_t p = 0;
+    size_t p = 0, nextSge = 0;
     for (int i = 0; i < count; i++) {
       ibv_recv_wr& wr = recvWrs_[static_cast<size_t>(i)];
       wr = ibv_recv_wr{};
       wr.wr_id = static_cast<uint64_t>(w[p]);
-      uint32_t n = static_cast<uint32_t>(w[p + 1]);
-      ibv_sge* sg = &sges_[static_cast<size_t>(i) * maxSge];
+      uint32_t n = std::min(static_cast<uint32_t>(w[p + 1]), maxSge);
+      ibv_sge* sg = &sges_[nextSge];
+      nextSge += n;
       for (uint32_t k = 0; k < n; k++) {
         sg[k].addr = static_cast<uint64_t>(w[p + 2 + 3 * k]);
         sg[k].length = static_cast<uint32_t>(w[p + 3 + 3 * k]);
@@ -768,7 +775,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       wr.sg_list = n ? sg : nullptr;
       wr.num_sge = static_cast<int>(n);
       wr.next = i + 1 < count ? &recvWrs_[static_cast<size_t>(i) + 1] : nullptr;
-      p += 2 + 3 * maxSge;
+      p += 2 + 3 * n;
     }
     return recvWrs_.data();
   }
@@ -789,10 +796,34 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (q->state != QPS_RTS && q->state != QPS_ERR) return Napi::Number::New(info.Env(), POST_EINVAL);
     int count = info[2].As<Napi::Number>().Int32Value();
     if (count == 0) return Napi::Number::New(info.Env(), 0);
+    if (sendWrs_.size() < static_cast<size_t>(count)) sendWrs_.resize(static_cast<size_t>(count));
     ibv_send_wr* list = DecodeSend(info[1].As<Napi::Float64Array>().Data(), count, q->maxSendSge);
+    // The provider copies inline data from these addresses in post_send: an address
+    // outside registered memory would crash the process, so such a post is refused.
+    int ok = count;  // WRs before the first refused one are posted
+    for (int i = 0; i < count && ok == count; i++) {
+      const ibv_send_wr& wr = list[i];
+      if (!(wr.send_flags & IBV_SEND_INLINE)) continue;
+      for (int k = 0; k < wr.num_sge; k++) {
+        if (wr.sg_list[k].length && !Registered(wr.sg_list[k].addr, wr.sg_list[k].length)) ok = i;
+      }
+    }
+    if (ok == 0) return Napi::Number::New(info.Env(), POST_BAD_INLINE);
+    list[ok - 1].next = nullptr;
     ibv_send_wr* bad = nullptr;
     int rc = ibv_post_send(q->qp, list, &bad);
+    if (rc == 0 && ok < count) return Napi::Number::New(info.Env(), (ok << 8) | POST_BAD_INLINE);
     return Napi::Number::New(info.Env(), PostResult(rc, list, bad));
+  }
+
+  // Whether [addr, addr + len) lies in one of this device's registrations (any key: verbs
+  // ignores the lkey of inline data).
+  bool Registered(uint64_t addr, uint64_t len) const {
+    for (const auto& [h, m] : mrs_) {
+      auto base = reinterpret_cast<uint64_t>(m.mr->addr);
+      if (addr >= base && addr + len <= base + m.mr->length && addr + len >= addr) return true;
+    }
+    return false;
   }
 
   Napi::Value PostRecv(const Napi::CallbackInfo& info) {

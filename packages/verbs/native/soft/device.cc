@@ -477,7 +477,8 @@ uint32_t Device::qpState(int h) { return qpShared(qp(h)->slot)->state.load(std::
 int Device::toInit(int h, uint32_t access) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_RESET) return EINVAL;
+  uint32_t st = s->state.load();
+  if (st != QPS_RESET && st != QPS_INIT) return EINVAL;  // INIT → INIT re-applies attributes, as in verbs
   s->access.store(access);
   s->state.store(QPS_INIT, std::memory_order_release);
   return 0;
@@ -625,25 +626,30 @@ int Device::postSend(int h, const double* wrs, int count) {
     e.remoteAddr = static_cast<uint64_t>(wrs[p + 4]);
     e.rkey = static_cast<uint32_t>(wrs[p + 5]);
     e.numSge = static_cast<uint32_t>(wrs[p + 6]);
-    e.badInline = 0;
     p += 7;
     WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
     uint32_t total = 0;
+    bool badInline = false;
     for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
       sg[k].addr = static_cast<uint64_t>(wrs[p]);
       sg[k].length = static_cast<uint32_t>(wrs[p + 1]);
       sg[k].lkey = static_cast<uint32_t>(wrs[p + 2]);
       if (e.isInline) {
         // Inline data is copied now: the application may reuse its buffer at once. The
-        // range must still be registered memory: an arbitrary address would crash us.
+        // range must be registered memory: an arbitrary address would crash the process
+        // (as it does in libibverbs); the post is refused instead, as the ibverbs adapter does.
         if (sg[k].length && check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
-          e.badInline = 1;
+          badInline = true;
         } else if (sg[k].length && total + sg[k].length <= q.maxInline) {
           std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
                       reinterpret_cast<const void*>(sg[k].addr), sg[k].length);
         }
       }
       total += sg[k].length;
+    }
+    if (badInline) {
+      rc = (i << 8) | POST_BAD_INLINE;
+      break;
     }
     e.inlineLen = total;
     e.seq = q.sqTail;
@@ -791,10 +797,6 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
   *nl = 0;
   *total = 0;
   uint32_t idx = e.seq % q.maxSendWr;
-  if (e.isInline && e.badInline) {
-    *status = WC_LOC_PROT_ERR;
-    return false;
-  }
   if (e.isInline) {
     local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
     *nl = e.inlineLen ? 1 : 0;

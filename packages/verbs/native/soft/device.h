@@ -20,7 +20,8 @@
 namespace soft {
 
 // Result codes of post calls: 0, or (index << 8) | code.
-enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2 };
+// Codes of src/internal/codes.ts; (index of the first WR not posted << 8) | code.
+enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4 };
 
 enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4 };
 
@@ -40,7 +41,6 @@ struct SendEntry {
   bool started;       // retry counters initialised
   double readyAt;     // injected delay: not before this time (ms)
   uint32_t inlineLen;
-  uint8_t badInline;  // an inline SGE did not lie in registered memory
 };
 
 struct Peer;

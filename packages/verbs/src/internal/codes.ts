@@ -51,3 +51,5 @@ export const WC_FLAG_WITH_IMM = 2;
 
 export const POST_EINVAL = 1;
 export const POST_ENOMEM = 2;
+/** An inline SGE outside registered memory (refused: the copy would fault). */
+export const POST_BAD_INLINE = 4;

@@ -39,8 +39,11 @@ export interface NativeDevice {
     maxInline: number,
   ): number;
   destroyQp(handle: number): void;
-  /** soft: [qpn, slot, gen]; ibverbs: [qpn, psn, send queue capacity] */
-  qpInfo(handle: number): [number, number, number];
+  /**
+   * soft: [qpn, slot, gen]; ibverbs: [qpn, psn, 0, maxSendWr, maxRecvWr, maxInlineData] as
+   * granted by the device (rings are often larger than asked).
+   */
+  qpInfo(handle: number): [number, number, number, number?, number?, number?];
   qpState(handle: number): number;
   /** Returns 0 or the errno of the failed transition. Arguments per provider (QueuePair.ts). */
   modifyQp(handle: number, state: number, ...args: number[]): number;
