@@ -116,7 +116,7 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     // worker's completion handler was called during termination (fatal napi_throw).
     const boot = fileURLToPath(new URL('./fixtures/worker-flood-boot.mjs', import.meta.url));
     const seen = new Set<string>();
-    for (let round = 0; round < 8; round++) {
+    for (let round = 0; round < 6; round++) {
       const main = side(provider, { cqCapacity: 4096, maxSendWr: 1024 });
       const worker = new Worker(boot, { workerData: { provider } });
       const next = () => new Promise<{ endpoint: Endpoint }>((r) => worker.once('message', r));
@@ -156,7 +156,7 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     for (const status of seen)
       expect(['SUCCESS', 'RETRY_EXC_ERR', 'WR_FLUSH_ERR']).toContain(status);
     expect(seen).toContain('RETRY_EXC_ERR');
-  });
+  }, 120_000); // each round boots a worker: seconds under emulation (the rxe VM)
 
   it('closed and dropped objects are garbage-collected', () => {
     const script = fileURLToPath(new URL('./fixtures/gc-check.ts', import.meta.url));

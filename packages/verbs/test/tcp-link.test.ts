@@ -4,9 +4,19 @@ import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Endpoint, openDevice } from '../src/index.js';
 import { type ChildPeer, spawnPeer } from './harness/child.js';
-import { collect, linkPair, type Pair, type Side, side, sideOn, sleep } from './harness/pair.js';
+import {
+  collect,
+  linkPair,
+  type Pair,
+  providers,
+  type Side,
+  side,
+  sideOn,
+  sleep,
+} from './harness/pair.js';
 
-describe('soft provider over the TCP link', () => {
+// Soft only: runs when soft is among the providers under test (RDMAJS_TEST_PROVIDERS).
+describe.runIf(providers.includes('soft'))('soft provider over the TCP link', () => {
   let p: Pair | undefined;
   afterEach(() => {
     p?.close();
