@@ -11,6 +11,30 @@ struct AddonData {
 // An RdmaSystemError keeping errno and the verb that failed (falls back to a plain Error).
 Napi::Error system_error(Napi::Env env, const char* syscall, int err);
 
+// Registered memory from allocMr has two owners: its registration (until deregistered or
+// the device goes) and its ArrayBuffer (until detached or collected). The pages go when both
+// have let go, so they are never unmapped while a peer or the NIC may still write them. That
+// matters at worker exit, where Node collects the buffers before the device's cleanup hook
+// has revoked the registrations.
+struct Mapping {
+  void* base;
+  size_t length;
+  int fd;  // backing memfd, or -1
+  bool registered = true;
+  bool reachable = true;
+};
+void unmap(Mapping* m);                                  // gives the pages back now
+void on_buffer_collected(Napi::Env, void*, Mapping* m);  // ArrayBuffer finalizer
+void on_unregistered(Mapping* m);                        // the registration is gone
+
+// Calls a device's JS event handler from a libuv callback, where no JS frame can take a
+// thrown exception: node-addon-api's MakeCallback would re-throw a failure through
+// napi_throw, which aborts the process while the environment shuts down (a terminated
+// worker). A handler's own exception goes to 'uncaughtException', as for any event-loop
+// callback. False when JS cannot run (stop delivering).
+bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
+                   int handle);
+
 // Registers the ibverbs provider's exports (IbvDevice, ibvStatus); without libibverbs
 // headers at build time, ibvStatus() says so and nothing else is exported.
 void register_ibverbs(Napi::Env env, Napi::Object exports);

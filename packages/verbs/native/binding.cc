@@ -29,29 +29,10 @@ Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
   return Napi::Error::New(env, std::string(syscall) + ": " + std::strerror(err));
 }
 
-}  // namespace rdmajs
-
-namespace {
-
-using rdmajs::AddonData;
-using rdmajs::system_error;
-
-// allocMr memory has two owners: its registration (until deregistered or the device goes) and
-// its ArrayBuffer (until detached or collected). The pages go when both have let go, so they
-// are never unmapped while a peer may still copy into them. That matters at worker exit, where
-// Node collects the buffers before the device's cleanup hook has revoked the registrations.
-struct Mapping {
-  void* base;
-  size_t length;
-  int fd;
-  bool registered = true;
-  bool reachable = true;
-};
-
 void unmap(Mapping* m) {
   if (!m->base) return;
   munmap(m->base, m->length);
-  close(m->fd);
+  if (m->fd >= 0) close(m->fd);
   m->base = nullptr;
 }
 
@@ -68,6 +49,31 @@ void on_unregistered(Mapping* m) {
   unmap(m);
   delete m;
 }
+
+bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
+                   int handle) {
+  napi_value argv[2] = {Napi::Number::New(env, kind), Napi::Number::New(env, handle)};
+  napi_value result;
+  if (napi_make_callback(env, context, recv, fn, 2, argv, &result) == napi_ok) return true;
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+    napi_value error;
+    if (napi_get_and_clear_last_exception(env, &error) == napi_ok) napi_fatal_exception(env, error);
+  }
+  return false;
+}
+
+}  // namespace rdmajs
+
+namespace {
+
+using rdmajs::AddonData;
+using rdmajs::system_error;
+
+using rdmajs::Mapping;
+using rdmajs::on_buffer_collected;
+using rdmajs::on_unregistered;
+using rdmajs::unmap;
 
 class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
  public:
@@ -194,21 +200,9 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     }
   }
 
-  // Calls the JS event handler from a libuv callback, where no JS frame can take a thrown
-  // exception: node-addon-api's MakeCallback would re-throw a failure through napi_throw, which
-  // aborts the process when the environment is shutting down (a terminated worker). A handler's
-  // own exception goes to 'uncaughtException', as for any event-loop callback.
   bool Deliver(Napi::Env env, int kind, int handle) {
-    napi_value argv[2] = {Napi::Number::New(env, kind), Napi::Number::New(env, handle)};
-    napi_value result;
-    napi_status status = napi_make_callback(env, static_cast<napi_async_context>(*asyncContext_), Value(), onEvent_.Value(), 2, argv, &result);
-    if (status == napi_ok) return true;
-    bool pending = false;
-    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-      napi_value error;
-      if (napi_get_and_clear_last_exception(env, &error) == napi_ok) napi_fatal_exception(env, error);
-    }
-    return false;
+    return rdmajs::deliver_event(env, static_cast<napi_async_context>(*asyncContext_), Value(), onEvent_.Value(),
+                                 kind, handle);
   }
 
   // An explicit close gives allocMr memory back at once: views are detached first.

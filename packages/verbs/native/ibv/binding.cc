@@ -37,33 +37,6 @@ int set_nonblocking(int fd) {
 void* tag(int h) { return reinterpret_cast<void*>(static_cast<intptr_t>(h)); }
 int untag(void* p) { return static_cast<int>(reinterpret_cast<intptr_t>(p)); }
 
-// allocMr memory: owned by its registration and by its ArrayBuffer; unmapped when both let
-// go, so the NIC never writes into pages that were given back (same rule as soft).
-struct Mapping {
-  void* base;
-  size_t length;
-  bool registered = true;
-  bool reachable = true;
-};
-
-void release_pages(Mapping* m) {
-  if (m->base) munmap(m->base, m->length);
-  m->base = nullptr;
-}
-
-void on_buffer_collected(Napi::Env, void*, Mapping* m) {
-  m->reachable = false;
-  if (m->registered) return;
-  release_pages(m);
-  delete m;
-}
-
-void on_unregistered(Mapping* m) {
-  m->registered = false;
-  if (m->reachable) return;
-  release_pages(m);
-  delete m;
-}
 
 class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
  public:
@@ -307,19 +280,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     }
   }
 
-  // As in the soft adapter: a libuv callback has no JS frame to take an exception.
   bool Deliver(Napi::Env env, int kind, int handle) {
-    napi_value argv[2] = {Napi::Number::New(env, kind), Napi::Number::New(env, handle)};
-    napi_value result;
-    napi_status st = napi_make_callback(env, static_cast<napi_async_context>(*asyncContext_), Value(),
-                                        onEvent_.Value(), 2, argv, &result);
-    if (st == napi_ok) return true;
-    bool pending = false;
-    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-      napi_value error;
-      if (napi_get_and_clear_last_exception(env, &error) == napi_ok) napi_fatal_exception(env, error);
-    }
-    return false;
+    return deliver_event(env, static_cast<napi_async_context>(*asyncContext_), Value(), onEvent_.Value(), kind,
+                         handle);
   }
 
   // ------------------------------------------------------------ device
@@ -334,7 +297,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       m->mr = nullptr;
       Napi::ArrayBuffer ab = m->buffer.Value();
       if (!ab.IsDetached()) ab.Detach();
-      release_pages(m->mapping);
+      unmap(m->mapping);
     }
     for (auto it = mrs_.begin(); it != mrs_.end();) {
       if (!it->second.mr) {
@@ -377,7 +340,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       munmap(p, length);
       return (system_error(env, "ibv_reg_mr", e).ThrowAsJavaScriptException(), env.Undefined());
     }
-    auto* m = new Mapping{p, length};
+    auto* m = new Mapping{p, length, -1};
     Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, on_buffer_collected, m);
     int h = nextHandle_++;
     mrs_[h] = Mr{mr, m, Napi::Persistent(ab)};
@@ -418,7 +381,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (Mapping* m = it->second.mapping) {
       Napi::ArrayBuffer ab = it->second.buffer.Value();
       if (!ab.IsDetached()) ab.Detach();
-      release_pages(m);
+      unmap(m);
       on_unregistered(m);
     }
     mrs_.erase(it);
@@ -720,6 +683,15 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return Napi::Number::New(info.Env(), rc);
   }
 
+  // addr/length/lkey triples of the wire format.
+  static void DecodeSges(const double* w, uint32_t n, ibv_sge* sg) {
+    for (uint32_t k = 0; k < n; k++) {
+      sg[k].addr = static_cast<uint64_t>(w[3 * k]);
+      sg[k].length = static_cast<uint32_t>(w[3 * k + 1]);
+      sg[k].lkey = static_cast<uint32_t>(w[3 * k + 2]);
+    }
+  }
+
   // Wire format of src/internal/encode.ts, packed back to back: send = wrId, opcode, flags,
   // imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE.
   ibv_send_wr* DecodeSend(const double* w, int count, uint32_t maxSge) {
@@ -742,11 +714,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       uint32_t n = std::min(static_cast<uint32_t>(w[p + 6]), maxSge);
       ibv_sge* sg = &sges_[nextSge];
       nextSge += n;
-      for (uint32_t k = 0; k < n; k++) {
-        sg[k].addr = static_cast<uint64_t>(w[p + 7 + 3 * k]);
-        sg[k].length = static_cast<uint32_t>(w[p + 8 + 3 * k]);
-        sg[k].lkey = static_cast<uint32_t>(w[p + 9 + 3 * k]);
-      }
+      DecodeSges(w + p + 7, n, sg);
       wr.sg_list = n ? sg : nullptr;
       wr.num_sge = static_cast<int>(n);
       wr.next = i + 1 < count ? &sendWrs_[static_cast<size_t>(i) + 1] : nullptr;
@@ -767,11 +735,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       uint32_t n = std::min(static_cast<uint32_t>(w[p + 1]), maxSge);
       ibv_sge* sg = &sges_[nextSge];
       nextSge += n;
-      for (uint32_t k = 0; k < n; k++) {
-        sg[k].addr = static_cast<uint64_t>(w[p + 2 + 3 * k]);
-        sg[k].length = static_cast<uint32_t>(w[p + 3 + 3 * k]);
-        sg[k].lkey = static_cast<uint32_t>(w[p + 4 + 3 * k]);
-      }
+      DecodeSges(w + p + 2, n, sg);
       wr.sg_list = n ? sg : nullptr;
       wr.num_sge = static_cast<int>(n);
       wr.next = i + 1 < count ? &recvWrs_[static_cast<size_t>(i) + 1] : nullptr;

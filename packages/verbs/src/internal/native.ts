@@ -4,6 +4,7 @@ import { arch, platform } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RdmaError, RdmaSystemError } from '../errors.js';
+import type { DeviceLimits } from '../types.js';
 
 /** The handle-based surface every provider's native device implements. */
 export interface NativeDevice {
@@ -124,19 +125,8 @@ export interface IbvDeviceStatus {
   name: string;
   guid: string;
   ports: IbvPortStatus[];
-  limits: {
-    maxQp: number;
-    maxQpWr: number;
-    maxSge: number;
-    maxCq: number;
-    maxCqe: number;
-    maxMr: number;
-    maxMrSize: number;
-    maxInlineData: number;
-    maxSrq: number;
-    maxSrqWr: number;
-    maxQpRdAtom: number;
-  };
+  /** The device's limits; the message size is per port (maxMsgSize above). */
+  limits: Omit<DeviceLimits, 'maxMsgSize'> & { maxQpRdAtom: number };
 }
 
 /** What the ibverbs provider can offer on this host; `reason` says why not, when not. */
