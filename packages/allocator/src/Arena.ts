@@ -1,4 +1,4 @@
-import type { AccessPolicy } from './AccessPolicy.js';
+import { type AccessPolicy, policyIndex } from './AccessPolicy.js';
 import type { Block } from './Block.js';
 import type { FreeRun, FreeRunIndex } from './internal/FreeRunIndex.js';
 import type { Slab } from './internal/Slab.js';
@@ -37,6 +37,8 @@ export interface ArenaStats {
 export class Arena {
   readonly id: number;
   readonly access: AccessPolicy;
+  /** Index of `access` in ACCESS_POLICIES: finds the heap on release without a string switch. */
+  readonly policyIndex: number;
   readonly flags: number;
   readonly region: Region;
   readonly bytes: Uint8Array;
@@ -50,14 +52,19 @@ export class Arena {
   retired = false;
   /** Slabs carved from this arena. */
   readonly slabs = new Set<Slab>();
-  /** Large blocks, by first page. */
-  readonly large = new Map<number, Block>();
+  /**
+   * Large blocks, indexed by first page. Not a Map: set/delete on every large alloc and
+   * release cost about as much as the whole rest of the large path.
+   */
+  readonly large: (Block | undefined)[];
+  largeBlocks = 0;
   readonly #runAtStart: (FreeRun | undefined)[];
   readonly #runAtEnd: (FreeRun | undefined)[];
 
   constructor(id: number, access: AccessPolicy, flags: number, region: Region, pages: number) {
     this.id = id;
     this.access = access;
+    this.policyIndex = policyIndex(access);
     this.flags = flags;
     this.region = region;
     this.bytes = region.bytes;
@@ -65,6 +72,7 @@ export class Arena {
     this.lkey = region.lkey;
     this.rkey = region.rkey;
     this.pages = pages;
+    this.large = new Array(pages).fill(undefined);
     this.#runAtStart = new Array(pages).fill(undefined);
     this.#runAtEnd = new Array(pages).fill(undefined);
   }
@@ -86,49 +94,56 @@ export class Arena {
   /** Takes `pages` pages from the start of `run` (which has at least that many). Returns the first page. */
   carve(index: FreeRunIndex, run: FreeRun, pages: number): number {
     const start = run.start;
-    index.remove(run);
     this.#runAtStart[start] = undefined;
     if (run.pages > pages) {
       run.start += pages;
       run.pages -= pages;
       this.#runAtStart[run.start] = run;
-      index.insert(run);
+      index.resized(run);
     } else {
       this.#runAtEnd[start + run.pages - 1] = undefined;
+      index.remove(run);
       index.recycle(run);
     }
     this.usedPages += pages;
     return start;
   }
 
-  /** Gives pages [start, start + pages) back, merged with free neighbours. */
+  /**
+   * Gives pages [start, start + pages) back, merged with free neighbours. The run that
+   * grows keeps its object and is refiled only when it changes bin.
+   */
   free(index: FreeRunIndex, start: number, pages: number): void {
-    let s = start;
-    let e = start + pages;
-    let run: FreeRun | undefined;
-    const left = s > 0 ? this.#runAtEnd[s - 1] : undefined;
-    if (left !== undefined) {
-      index.remove(left);
-      this.#runAtEnd[s - 1] = undefined;
-      this.#runAtStart[left.start] = undefined;
-      s = left.start;
-      run = left;
-    }
-    const right = e < this.pages ? this.#runAtStart[e] : undefined;
-    if (right !== undefined) {
-      index.remove(right);
-      this.#runAtStart[e] = undefined;
-      this.#runAtEnd[right.start + right.pages - 1] = undefined;
-      e = right.start + right.pages;
-      if (run === undefined) run = right;
-      else index.recycle(right);
-    }
-    if (run === undefined) run = index.make(this);
-    run.start = s;
-    run.pages = e - s;
-    this.#tag(run);
-    index.insert(run);
+    const end = start + pages;
+    const left = start > 0 ? this.#runAtEnd[start - 1] : undefined;
+    const right = end < this.pages ? this.#runAtStart[end] : undefined;
     this.usedPages -= pages;
+    let run: FreeRun;
+    if (left !== undefined) {
+      this.#runAtEnd[start - 1] = undefined;
+      run = left;
+      run.pages += pages;
+      if (right !== undefined) {
+        this.#runAtStart[end] = undefined;
+        run.pages += right.pages;
+        index.remove(right);
+        index.recycle(right);
+      }
+    } else if (right !== undefined) {
+      this.#runAtStart[end] = undefined;
+      run = right;
+      run.start = start;
+      run.pages += pages;
+    } else {
+      run = index.make(this);
+      run.start = start;
+      run.pages = pages;
+      this.#tag(run);
+      index.insert(run);
+      return;
+    }
+    this.#tag(run);
+    index.resized(run);
   }
 
   /** Removes every free run of this arena from the index (the arena is being retired). */
@@ -174,7 +189,7 @@ export class Arena {
       liveBlocks: this.liveBlocks,
       freeBytes: free * PAGE_BYTES,
       slabs: this.slabs.size,
-      largeBlocks: this.large.size,
+      largeBlocks: this.largeBlocks,
       freeRuns: runs.length,
       largestFreeRun: largest * PAGE_BYTES,
       pinned: this.pinned,

@@ -20,6 +20,10 @@ export interface BlockRegion {
   readonly access: AccessPolicy;
 }
 
+/** Where a block came from, so release needs no type tests. Internal. */
+export const BlockKind = { Small: 0, Large: 1, Dedicated: 2 } as const;
+export type BlockKind = (typeof BlockKind)[keyof typeof BlockKind];
+
 /** What a block calls back on release. Internal. */
 export interface BlockOwner {
   releaseBlock(block: Block): void;
@@ -29,6 +33,7 @@ export interface BlockOwner {
 export interface BlockInternals {
   owner(b: Block): BlockOwner;
   region(b: Block): BlockRegion;
+  kind(b: Block): BlockKind;
   home(b: Block): unknown;
   index(b: Block): number;
   offset(b: Block): number;
@@ -53,6 +58,7 @@ let internals: BlockInternals | undefined;
 export class Block {
   readonly #owner: BlockOwner;
   readonly #region: BlockRegion;
+  readonly #kind: BlockKind;
   readonly #home: unknown;
   readonly #index: number;
   readonly #offset: number;
@@ -67,6 +73,7 @@ export class Block {
     internals = {
       owner: (b) => b.#owner,
       region: (b) => b.#region,
+      kind: (b) => b.#kind,
       home: (b) => b.#home,
       index: (b) => b.#index,
       offset: (b) => b.#offset,
@@ -87,6 +94,7 @@ export class Block {
   constructor(
     owner: BlockOwner,
     region: BlockRegion,
+    kind: BlockKind,
     home: unknown,
     index: number,
     offset: number,
@@ -96,6 +104,7 @@ export class Block {
   ) {
     this.#owner = owner;
     this.#region = region;
+    this.#kind = kind;
     this.#home = home;
     this.#index = index;
     this.#offset = offset;

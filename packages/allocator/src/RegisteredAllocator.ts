@@ -1,6 +1,6 @@
 import { ACCESS_POLICIES, type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import { Arena, type ArenaStats } from './Arena.js';
-import { Block, type BlockOwner, blockInternals } from './Block.js';
+import { Block, BlockKind, type BlockOwner, blockInternals } from './Block.js';
 import {
   AllocError,
   AllocLimitError,
@@ -11,7 +11,7 @@ import {
 import { DedicatedRegion } from './internal/DedicatedRegion.js';
 import { captureStack, poison } from './internal/debug.js';
 import { Heap, type HeapHost } from './internal/Heap.js';
-import { Slab } from './internal/Slab.js';
+import type { Slab } from './internal/Slab.js';
 import { checkInt, checkRegion, checkRegistrar } from './internal/validate.js';
 import type { Region, Registrar } from './Registrar.js';
 import {
@@ -303,24 +303,24 @@ export class RegisteredAllocator implements BlockOwner {
         'release of a block this allocator did not allocate',
       );
     }
-    const home = I.home(block);
-    const index = I.index(block);
+    const kind = I.kind(block);
     let arena: Arena | undefined;
-    if (home instanceof Slab) {
-      arena = home.arena;
-      if (!this.#heapOf(arena).releaseSmall(block, home, index)) throw foreign();
-    } else if (home instanceof Arena) {
-      arena = home;
-      if (!this.#heapOf(arena).releaseLarge(block, home, index)) throw foreign();
-    } else if (home instanceof DedicatedRegion) {
-      if (home.block !== block || !this.#dedicated.has(home)) throw foreign();
-      this.#dedicated.delete(home);
-      home.block = undefined;
-      this.#registered -= home.byteLength;
-      this.#dedicatedBytes -= home.byteLength;
-      this.#dedicatedInUse -= block.length;
+    let dedicated: DedicatedRegion | undefined;
+    if (kind === BlockKind.Small) {
+      const slab = I.home(block) as Slab;
+      arena = slab.arena;
+      if (!this.#heapOf(arena).releaseSmall(block, slab, I.index(block))) throw foreign();
+    } else if (kind === BlockKind.Large) {
+      arena = I.home(block) as Arena;
+      if (!this.#heapOf(arena).releaseLarge(block, arena, I.index(block))) throw foreign();
     } else {
-      throw foreign();
+      dedicated = I.home(block) as DedicatedRegion;
+      if (dedicated.block !== block || !this.#dedicated.has(dedicated)) throw foreign();
+      this.#dedicated.delete(dedicated);
+      dedicated.block = undefined;
+      this.#registered -= dedicated.byteLength;
+      this.#dedicatedBytes -= dedicated.byteLength;
+      this.#dedicatedInUse -= block.length;
     }
     this.#releases++;
     this.#liveBlocks--;
@@ -329,9 +329,9 @@ export class RegisteredAllocator implements BlockOwner {
     I.markReleased(block, this.#debug ? captureStack(Block.prototype.release) : undefined);
     if (this.#debug) this.#remember(block);
     let err: AllocError | undefined;
-    if (home instanceof DedicatedRegion) {
-      if (this.#debug) poison(home.bytes, 0, home.byteLength);
-      err = this.#deregister(home.region, home.byteLength);
+    if (dedicated !== undefined) {
+      if (this.#debug) poison(dedicated.bytes, 0, dedicated.byteLength);
+      err = this.#deregister(dedicated.region, dedicated.byteLength);
     } else if (this.#state === 'closing' && arena !== undefined && arena.liveBlocks === 0) {
       err = this.#retire(arena);
     }
@@ -448,7 +448,7 @@ export class RegisteredAllocator implements BlockOwner {
           length: b.length,
           capacity: b.capacity,
           access: b.access,
-          kind: I.home(b) instanceof Slab ? 'small' : 'large',
+          kind: I.kind(b) === BlockKind.Small ? 'small' : 'large',
           allocatedAt: b.allocatedAt,
         });
       }
@@ -554,7 +554,7 @@ export class RegisteredAllocator implements BlockOwner {
   }
 
   #heapOf(arena: Arena): Heap {
-    return this.#heaps[policyIndex(arena.access)] as Heap;
+    return this.#heaps[arena.policyIndex] as Heap;
   }
 
   /** HeapHost.grow: a new arena big enough for `pages`, or room reclaimed. */
@@ -610,7 +610,7 @@ export class RegisteredAllocator implements BlockOwner {
     this.#checkRoom(n, heap, 0);
     const region = this.#registerRegion(n, heap.flags);
     const d = new DedicatedRegion(heap.policy, region, n);
-    const block = new Block(this, d, d, 0, 0, n, n, stack);
+    const block = new Block(this, d, BlockKind.Dedicated, d, 0, 0, n, n, stack);
     d.block = block;
     this.#dedicated.add(d);
     this.#registered += n;

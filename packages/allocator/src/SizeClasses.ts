@@ -11,6 +11,8 @@
 
 /** Granularity of arena space: slabs and large blocks are whole pages, page-aligned. */
 export const PAGE_BYTES = 4096;
+/** log2(PAGE_BYTES). */
+export const PAGE_SHIFT = 12;
 /** Largest request served from a size class; anything larger is a large block. */
 export const SMALL_MAX_BYTES = 32 * 1024;
 /** Smallest slab a class carves blocks from. */
@@ -31,13 +33,20 @@ function buildClasses(): readonly number[] {
 /** Byte size of every class, ascending; index = class index. */
 export const SIZE_CLASSES: readonly number[] = buildClasses();
 
+/** Class index per 16-byte granule: every class is a multiple of 16, so the granule decides. */
+const CLASS_OF_GRANULE: Uint8Array = (() => {
+  const table = new Uint8Array(SMALL_MAX_BYTES / 16 + 1);
+  let c = 0;
+  for (let g = 1; g < table.length; g++) {
+    while ((SIZE_CLASSES[c] as number) < g * 16) c++;
+    table[g] = c;
+  }
+  return table;
+})();
+
 /** Index of the smallest class holding `n` bytes (1 ≤ n ≤ SMALL_MAX_BYTES; not checked). */
 export function sizeClassIndex(n: number): number {
-  if (n <= 128) return ((n + 15) >> 4) - 1;
-  // 2^fl < n <= 2^(fl+1); four classes of 2^(fl-2) each above 2^fl.
-  const fl = 31 - Math.clz32(n - 1);
-  const step = 1 << (fl - 2);
-  return 8 + (fl - 7) * 4 + Math.ceil((n - (1 << fl)) / step) - 1;
+  return CLASS_OF_GRANULE[(n + 15) >> 4] as number;
 }
 
 /** Pages of one slab of a class of `size` bytes. */

@@ -70,6 +70,29 @@ describe('alloc and release', () => {
     expect(a.alloc(1 * MiB).addr).toBe(region?.addr);
   });
 
+  it('merges freed runs with the left, the right, both or neither neighbour, in any order', () => {
+    const { a } = setup({ arenaBytes: 1 * MiB });
+    const arena = () => a.stats().arenas[0];
+    const orders = [
+      [0, 1, 2, 3],
+      [3, 2, 1, 0],
+      [1, 3, 0, 2],
+      [2, 0, 3, 1],
+      [1, 2, 0, 3],
+    ];
+    for (const order of orders) {
+      // Four adjacent blocks and the tail of the arena; release them in `order`.
+      const blocks = [40, 100, 64, 300].map((k) => a.alloc(k * KiB));
+      for (let i = 0; i < order.length; i++) {
+        (blocks[order[i] as number] as Block).release();
+        const s = arena();
+        expect(s?.usedBytes).toBe(blocks.reduce((n, b) => n + (b.released ? 0 : b.capacity), 0));
+        expect((s?.usedBytes ?? 0) + (s?.freeBytes ?? 0)).toBe(1 * MiB);
+      }
+      expect(arena()).toMatchObject({ usedBytes: 0, freeRuns: 1, largestFreeRun: 1 * MiB });
+    }
+  });
+
   it('puts blocks above maxArenaBytes in dedicated registrations, deregistered on release', () => {
     const { a, reg } = setup({ arenaBytes: 1 * MiB, maxArenaBytes: 2 * MiB });
     const big = a.alloc(3 * MiB + 5);

@@ -25,16 +25,23 @@ describe('safety', () => {
     }
   });
 
-  it('a released block is never handed out again: the slot goes to a new Block object', () => {
+  it('a released block is never handed out again: the memory goes to a new Block object', () => {
     const { a } = setup();
-    const b = a.alloc(48);
-    b.release();
-    const c = a.alloc(48);
-    expect(c).not.toBe(b);
-    // The stale handle cannot release (or reach) the new owner's block.
-    expectCode(() => b.release(), 'ERR_ALLOC_DOUBLE_RELEASE');
-    expect(c.released).toBe(false);
-    expect(c.bytes.length).toBe(48);
+    for (const n of [48, 100 * KiB]) {
+      const b = a.alloc(n);
+      const addr = b.addr;
+      b.release();
+      const c = a.alloc(n);
+      expect(c.addr).toBe(addr); // the same memory...
+      expect(c).not.toBe(b); // ...behind a new handle
+      // The stale handle cannot release (or reach) the new owner's block.
+      expectCode(() => b.release(), 'ERR_ALLOC_DOUBLE_RELEASE');
+      expectCode(() => a.release(b), 'ERR_ALLOC_DOUBLE_RELEASE');
+      expectCode(() => b.bytes, 'ERR_ALLOC_USE_AFTER_RELEASE');
+      expect(c.released).toBe(false);
+      expect(c.bytes.length).toBe(n);
+      c.release();
+    }
   });
 
   it('every accessor of a released block throws ERR_ALLOC_USE_AFTER_RELEASE', () => {

@@ -83,6 +83,13 @@ export class FreeRunIndex {
     run.pos = -1;
   }
 
+  /** Refiles `run` after its size changed, when it no longer belongs in its bin. */
+  resized(run: FreeRun): void {
+    if (binOf(run.pages) === run.bin) return;
+    this.remove(run);
+    this.insert(run);
+  }
+
   /** The best run of at least `pages` pages, or undefined. */
   findBest(pages: number): FreeRun | undefined {
     const first = binOf(pages);

@@ -1,7 +1,7 @@
 import type { AccessPolicy } from '../AccessPolicy.js';
 import type { Arena } from '../Arena.js';
-import { Block, type BlockOwner } from '../Block.js';
-import { PAGE_BYTES, SIZE_CLASSES, sizeClassIndex } from '../SizeClasses.js';
+import { Block, BlockKind, type BlockOwner } from '../Block.js';
+import { PAGE_BYTES, PAGE_SHIFT, SIZE_CLASSES, sizeClassIndex } from '../SizeClasses.js';
 import { findUnpoisoned, poison } from './debug.js';
 import { FreeRunIndex } from './FreeRunIndex.js';
 import { SizeClassPool, Slab } from './Slab.js';
@@ -75,14 +75,26 @@ export class Heap {
 
   allocSmall(n: number, stack: string | undefined): Block {
     const pool = this.pools[sizeClassIndex(n)] as SizeClassPool;
-    const slab = pool.partial[pool.partial.length - 1] ?? this.#newSlab(pool);
+    // Never read partial[-1]: one negative index turns this load megamorphic for good.
+    const last = pool.partial.length - 1;
+    const slab = last >= 0 ? (pool.partial[last] as Slab) : this.#newSlab(pool);
     const slot = slab.freeSlots[slab.freeCount - 1] as number;
     const offset = slab.offset + slot * pool.size;
     const arena = slab.arena;
     if (this.#host.debug) this.#checkPoison(arena, offset, pool.size);
     slab.freeCount--;
     if (slab.freeCount === 0) pool.removePartial(slab);
-    const block = new Block(this.#host.owner, arena, slab, slot, offset, n, pool.size, stack);
+    const block = new Block(
+      this.#host.owner,
+      arena,
+      BlockKind.Small,
+      slab,
+      slot,
+      offset,
+      n,
+      pool.size,
+      stack,
+    );
     slab.owners[slot] = block;
     arena.liveBlocks++;
     pool.liveBlocks++;
@@ -109,7 +121,8 @@ export class Heap {
   }
 
   allocLarge(n: number, stack: string | undefined): Block {
-    const pages = Math.ceil(n / PAGE_BYTES);
+    // n ≤ maxArenaBytes ≤ 2 GiB: integer ops, where Math.ceil(n / PAGE_BYTES) goes through doubles.
+    const pages = (n + PAGE_BYTES - 1) >>> PAGE_SHIFT;
     const start = this.#take(pages);
     const arena = this.#took as Arena;
     const offset = start * PAGE_BYTES;
@@ -122,8 +135,19 @@ export class Heap {
         this.#host.corrupted(arena, bad);
       }
     }
-    const block = new Block(this.#host.owner, arena, arena, start, offset, n, capacity, stack);
-    arena.large.set(start, block);
+    const block = new Block(
+      this.#host.owner,
+      arena,
+      BlockKind.Large,
+      arena,
+      start,
+      offset,
+      n,
+      capacity,
+      stack,
+    );
+    arena.large[start] = block;
+    arena.largeBlocks++;
     arena.liveBlocks++;
     this.largeLive++;
     this.largeInUseBytes += n;
@@ -133,15 +157,16 @@ export class Heap {
 
   /** Returns false (changing nothing) when no large block of `arena` starts at `start`. */
   releaseLarge(block: Block, arena: Arena, start: number): boolean {
-    if (arena.retired || arena.large.get(start) !== block) return false;
-    arena.large.delete(start);
+    if (arena.retired || arena.large[start] !== block) return false;
+    arena.large[start] = undefined;
+    arena.largeBlocks--;
     const capacity = block.capacity;
     if (this.#host.debug) poison(arena.bytes, start * PAGE_BYTES, capacity);
     arena.liveBlocks--;
     this.largeLive--;
     this.largeInUseBytes -= block.length;
     this.largeAllocatedBytes -= capacity;
-    this.#give(arena, start, capacity / PAGE_BYTES);
+    this.#give(arena, start, capacity >>> PAGE_SHIFT);
     return true;
   }
 
@@ -160,7 +185,7 @@ export class Heap {
       for (const slab of arena.slabs) {
         for (const b of slab.owners) if (b !== undefined) yield b;
       }
-      yield* arena.large.values();
+      for (const b of arena.large) if (b !== undefined) yield b;
     }
   }
 
