@@ -342,7 +342,7 @@ export class QueuePair extends Resource {
       type: 'QP_FATAL',
       error: new RdmaError(
         'ERR_RDMA_INVALID_STATE',
-        `QP ${this.qpn} was moved to error by its peer`,
+        `QP ${this.qpn} was moved to error (${this.#ctx.provider === 'soft' ? 'by its peer' : 'fatal async event from the device'})`,
       ),
     } satisfies QpAsyncEvent);
   }

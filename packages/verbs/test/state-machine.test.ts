@@ -31,6 +31,10 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     s = side(provider);
     expect(() => s?.qp.toRts()).toThrow(code('ERR_RDMA_INVALID_STATE'));
     expect(() => s?.qp.toRts()).toThrow(/from reset to rts/);
+    // The failed verb and its errno are kept (EINVAL), on both providers.
+    expect(() => s?.qp.toRts()).toThrow(
+      expect.objectContaining({ syscall: 'ibv_modify_qp', errno: 22 }),
+    );
     s.qp.toInit();
     // INIT → INIT is a legal verbs transition (it changes attributes); rxe accepts it.
     expect(() => s?.qp.toInit()).not.toThrow();

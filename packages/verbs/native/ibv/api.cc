@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -23,10 +24,13 @@ bool bind(void* lib, F*& slot, const char* name, const char* version) {
 }
 
 void load_once() {
-  void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  // RDMAJS_LIBIBVERBS names another library file (packaging, or tests of a host without it).
+  const char* name = std::getenv("RDMAJS_LIBIBVERBS");
+  if (!name || !*name) name = "libibverbs.so.1";
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
-    g_why = std::string("cannot load libibverbs.so.1 (install rdma-core / libibverbs1): ") + (e ? e : "");
+    g_why = std::string("cannot load ") + name + " (install rdma-core / libibverbs1): " + (e ? e : "");
     return;
   }
   const char* v = "IBVERBS_1.1";
