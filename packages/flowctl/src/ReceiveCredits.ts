@@ -35,6 +35,12 @@ export interface ReceiveCreditsStats {
   readonly received: number;
   /** Messages that arrived with no posted buffer: the RNR equivalent. Zero when peers obey. */
   readonly overruns: number;
+  /**
+   * Messages the peer sent without holding a credit that landed in a reposted buffer whose
+   * credit was still owed: that credit is then forfeited, so the peer is never granted more
+   * credits than there are buffers. Zero when peers obey.
+   */
+  readonly creditViolations: number;
   readonly maxInUse: number;
   readonly piggybackReturns: number;
   readonly piggybackCredits: number;
@@ -66,6 +72,7 @@ export class ReceiveCredits {
   private owed = 0;
   private received = 0;
   private overruns = 0;
+  private violations = 0;
   private maxUsed = 0;
   private piggybackReturns = 0;
   private piggybackCredits = 0;
@@ -135,6 +142,12 @@ export class ReceiveCredits {
       this.overruns++;
       return false;
     }
+    // The peer holds at most initial + returned - received credits; at zero it sent without
+    // one, into a buffer whose credit is owed: that credit is used up, not returned later.
+    if (this.total + this.piggybackCredits + this.explicitCredits - this.received <= 0) {
+      this.violations++;
+      if (this.owed > 0) this.owed--;
+    }
     this.used++;
     this.received++;
     if (this.used > this.maxUsed) this.maxUsed = this.used;
@@ -197,6 +210,7 @@ export class ReceiveCredits {
       unreturned: this.owed,
       received: this.received,
       overruns: this.overruns,
+      creditViolations: this.violations,
       maxInUse: this.maxUsed,
       piggybackReturns: this.piggybackReturns,
       piggybackCredits: this.piggybackCredits,
