@@ -129,7 +129,9 @@ export class CompletionQueue extends Resource {
 
   /** @internal doorbell from the device */
   onDoorbell(): void {
-    if (this.#notifyRequested && !this.closed && this.#native.cqCount(this.handle) > 0)
+    // Re-arm and count: the event used up the arm (ibverbs), and a poll that ran first may
+    // have taken the completion; then the next one must still wake us.
+    if (this.#notifyRequested && !this.closed && this.#native.armCq(this.handle) > 0)
       this.#deliver();
   }
 

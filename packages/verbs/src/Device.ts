@@ -4,6 +4,7 @@ import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
 import {
   type IbvDeviceStatus,
+  type IbvNativeDevice,
   type IbvStatus,
   loadAddon,
   type NativeDevice,
@@ -34,6 +35,7 @@ const EV_LINK = 4;
 const EV_PORT = 5;
 
 const PORT_EVENTS: Record<number, DeviceAsyncEvent['type']> = {
+  8: 'DEVICE_FATAL',
   9: 'PORT_ACTIVE',
   10: 'PORT_ERR',
   11: 'LID_CHANGE',
@@ -41,9 +43,9 @@ const PORT_EVENTS: Record<number, DeviceAsyncEvent['type']> = {
   18: 'GID_CHANGE',
 };
 
-/** Port events of an ibverbs device (ibv_get_async_event). */
+/** Port and device events of an ibverbs device (ibv_get_async_event); port 0 = the device. */
 export type DeviceAsyncEvent = {
-  type: 'PORT_ACTIVE' | 'PORT_ERR' | 'LID_CHANGE' | 'PKEY_CHANGE' | 'GID_CHANGE';
+  type: 'DEVICE_FATAL' | 'PORT_ACTIVE' | 'PORT_ERR' | 'LID_CHANGE' | 'PKEY_CHANGE' | 'GID_CHANGE';
   port: number;
 };
 
@@ -75,6 +77,7 @@ function softInfo(): DeviceInfo {
   };
 }
 
+const IBV_PORT_ACTIVE = 4;
 const PORT_STATES = ['DOWN', 'DOWN', 'INIT', 'ARMED', 'ACTIVE', 'ACTIVE'] as const;
 
 function ibvInfo(d: IbvDeviceStatus): DeviceInfo {
@@ -143,7 +146,13 @@ export function openDevice(options: OpenDeviceOptions = {}): Device {
     throw invalid("link: 'tcp' is an option of the soft provider");
   if (provider !== 'soft' && options.name !== 'soft0') {
     const status = ibverbsStatus();
-    const found = status.devices.find((d) => options.name === undefined || d.name === options.name);
+    // 'auto' takes only a device that can carry traffic (an ACTIVE port); a named one is
+    // opened as asked, and says why if it cannot be used.
+    const found = status.devices.find((d) =>
+      options.name === undefined
+        ? provider === 'ibverbs' || d.ports.some((p) => p.state === IBV_PORT_ACTIVE)
+        : d.name === options.name,
+    );
     if (found && options.link !== 'tcp') return new Device(ibvInfo(found));
     if (provider === 'ibverbs' && status.devices.length === 0) throw ibverbsUnavailable(status);
   }
@@ -183,7 +192,17 @@ export class Device extends Resource {
     let soft: SoftNativeDevice | undefined;
     if (info.provider === 'ibverbs') {
       if (!addon.IbvDevice) throw ibverbsUnavailable(addon.ibvStatus());
-      const ibv = new addon.IbvDevice(info.name, onEvent);
+      let ibv: IbvNativeDevice;
+      try {
+        ibv = new addon.IbvDevice(info.name, onEvent);
+      } catch (err) {
+        if (err instanceof RdmaError) throw err;
+        throw new RdmaError(
+          'ERR_RDMA_NO_DEVICE',
+          `cannot use ibverbs device ${info.name}: ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
       this.#native = ibv;
       this.#ctx = this.#context(ibv, preferTcp, { route: ibv.routeInfo() });
     } else {
@@ -299,7 +318,9 @@ export class Device extends Resource {
   #onEvent(kind: number, handle: number): void {
     if (this.closed) return;
     if (kind === EV_DOORBELL) {
-      for (const cq of this.#cqs.values()) cq.onDoorbell();
+      // ibverbs names the CQ; soft's doorbell is the device's (any of its CQs).
+      if (this.info.provider === 'ibverbs') this.#cqs.get(handle)?.onDoorbell();
+      else for (const cq of this.#cqs.values()) cq.onDoorbell();
     } else if (kind === EV_CQ_ERR) {
       this.#cqs.get(handle)?.onOverrun();
     } else if (kind === EV_QP_FATAL) {

@@ -52,11 +52,11 @@ void load_once() {
             bind(lib, a.modify_qp, "ibv_modify_qp", v) && bind(lib, a.query_qp, "ibv_query_qp", v) &&
             bind(lib, a.create_srq, "ibv_create_srq", v) && bind(lib, a.destroy_srq, "ibv_destroy_srq", v) &&
             bind(lib, a.modify_srq, "ibv_modify_srq", v) && bind(lib, a.get_async_event, "ibv_get_async_event", v) &&
-            bind(lib, a.ack_async_event, "ibv_ack_async_event", v) && bind(lib, a.fork_init, "ibv_fork_init", v);
+            bind(lib, a.ack_async_event, "ibv_ack_async_event", v);
   if (!ok) return;  // the library stays loaded: unloading providers is not safe
-  // Registered pages must not be copied-on-write into a forked child (Node forks for
-  // child_process). On kernels that pin pages fork-safely this is a no-op.
-  a.fork_init();
+  // No ibv_fork_init(): on kernels without fork-safe pinning it marks every registered
+  // page MADV_DONTFORK, including heap pages that regMr buffers share with malloc data a
+  // forked child needs before exec. allocMr regions are marked one by one instead.
   g_loaded = &g_api;
 }
 

@@ -37,7 +37,6 @@ struct Api {
   int (*modify_srq)(ibv_srq*, ibv_srq_attr*, int);
   int (*get_async_event)(ibv_context*, ibv_async_event*);
   void (*ack_async_event)(ibv_async_event*);
-  int (*fork_init)();
 };
 
 // The loaded library, or nullptr with the reason in `why` (no libibverbs.so.1, or a symbol

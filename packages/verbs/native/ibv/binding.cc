@@ -188,6 +188,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       srqs_.clear();
       for (auto& [h, c] : cqs_) {
         if (c.unacked) api_->ack_cq_events(c.cq, c.unacked);
+        c.unacked = 0;
         api_->destroy_cq(c.cq);
       }
       cqs_.clear();
@@ -231,15 +232,23 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
         self->api_->ack_cq_events(cq, it->second.unacked);
         it->second.unacked = 0;
       }
-      self->events_.push_back({EV_DOORBELL, h});
+      // One doorbell per CQ per wake-up, however many events it had.
+      bool seen = false;
+      for (auto& [k, hh] : self->events_) seen |= hh == h;
+      if (!seen) self->events_.push_back({EV_DOORBELL, h});
     }
     self->DeliverAll();
   }
 
   static void OnAsyncEvent(uv_poll_t* p, int status, int) {
     auto* self = static_cast<IbvDevice*>(p->data);
-    if (status < 0 || !self->ctx_) return;
+    if (!self->ctx_) return;
     self->events_.clear();
+    if (status < 0) {  // the device went away (disassociated): libuv stops watching it
+      self->events_.push_back({EV_PORT, IBV_EVENT_DEVICE_FATAL << 8});
+      self->DeliverAll();
+      return;
+    }
     ibv_async_event e;
     while (self->api_->get_async_event(self->ctx_, &e) == 0) {
       switch (e.event_type) {
@@ -254,6 +263,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
         case IBV_EVENT_SRQ_LIMIT_REACHED:
           self->events_.push_back({EV_SRQ_LIMIT, untag(e.element.srq->srq_context)});
           break;
+        case IBV_EVENT_DEVICE_FATAL:
         case IBV_EVENT_PORT_ACTIVE:
         case IBV_EVENT_PORT_ERR:
         case IBV_EVENT_LID_CHANGE:
@@ -274,8 +284,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (events_.empty()) return;
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
-    std::vector<std::pair<int, int>> events = events_;  // the callback may close the device
-    for (auto& [kind, handle] : events) {
+    delivering_.swap(events_);  // the callback may close the device or cause new events
+    events_.clear();
+    for (auto& [kind, handle] : delivering_) {
       if (onEvent_.IsEmpty() || !ctx_ || !Deliver(env, kind, handle)) break;
     }
   }
@@ -334,6 +345,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     int access = info[1].As<Napi::Number>().Int32Value();
     void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return (system_error(env, "mmap", errno).ThrowAsJavaScriptException(), env.Undefined());
+    // Not copied into forked children (child_process forks before exec): the NIC keeps
+    // writing the parent's pages. Set per region, not by ibv_fork_init for all memory.
+    madvise(p, length, MADV_DONTFORK);
     ibv_mr* mr = api_->reg_mr(pd_, p, length, access);
     if (!mr) {
       int e = errno;
@@ -407,6 +421,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     auto it = cqs_.find(info[0].As<Napi::Number>().Int32Value());
     if (it == cqs_.end() || !ctx_) return info.Env().Undefined();
     if (it->second.unacked) api_->ack_cq_events(it->second.cq, it->second.unacked);
+    it->second.unacked = 0;  // acking twice would make destroy_cq wait forever
     int rc = api_->destroy_cq(it->second.cq);
     if (rc) return (system_error(info.Env(), "ibv_destroy_cq", rc).ThrowAsJavaScriptException(), info.Env().Undefined());
     cqs_.erase(it);
@@ -461,6 +476,10 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
 
   // Verbs cannot peek: completions are moved to the staging area and counted there.
   size_t Stage(Cq* c) {
+    if (c->head > 0) {  // drop what was handed out: the area never outgrows the CQ
+      c->staged.erase(c->staged.begin(), c->staged.begin() + static_cast<std::ptrdiff_t>(c->head));
+      c->head = 0;
+    }
     for (;;) {
       size_t room = static_cast<size_t>(c->cq->cqe) + 1 - (c->staged.size() - c->head);
       if (room == 0) break;
@@ -506,7 +525,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   Napi::Value DestroySrq(const Napi::CallbackInfo& info) {
     auto it = srqs_.find(info[0].As<Napi::Number>().Int32Value());
     if (it == srqs_.end() || !ctx_) return info.Env().Undefined();
-    api_->destroy_srq(it->second.srq);
+    if (int rc = api_->destroy_srq(it->second.srq))
+      return (system_error(info.Env(), "ibv_destroy_srq", rc).ThrowAsJavaScriptException(), info.Env().Undefined());
     srqs_.erase(it);
     return info.Env().Undefined();
   }
@@ -712,7 +732,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       wr.wr.rdma.remote_addr = static_cast<uint64_t>(w[p + 4]);
       wr.wr.rdma.rkey = static_cast<uint32_t>(w[p + 5]);
       uint32_t n = std::min(static_cast<uint32_t>(w[p + 6]), maxSge);
-      ibv_sge* sg = &sges_[nextSge];
+      ibv_sge* sg = sges_.data() + nextSge;
       nextSge += n;
       DecodeSges(w + p + 7, n, sg);
       wr.sg_list = n ? sg : nullptr;
@@ -733,7 +753,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       wr = ibv_recv_wr{};
       wr.wr_id = static_cast<uint64_t>(w[p]);
       uint32_t n = std::min(static_cast<uint32_t>(w[p + 1]), maxSge);
-      ibv_sge* sg = &sges_[nextSge];
+      ibv_sge* sg = sges_.data() + nextSge;
       nextSge += n;
       DecodeSges(w + p + 2, n, sg);
       wr.sg_list = n ? sg : nullptr;
@@ -748,6 +768,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   template <typename Wr>
   static int PostResult(int rc, Wr* list, Wr* bad) {
     if (rc == 0) return 0;
+    if (rc < 0) rc = -rc;  // rxe in rdma-core < 44 returns negative errnos
     int index = bad ? static_cast<int>(bad - list) : 0;
     int code = rc == ENOMEM ? POST_ENOMEM : rc == EINVAL ? POST_EINVAL : POST_OTHER;
     return (index << 8) | code;
@@ -821,7 +842,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   std::map<int, Cq> cqs_;
   std::map<int, Qp> qps_;
   std::map<int, Srq> srqs_;
-  std::vector<std::pair<int, int>> events_;
+  std::vector<std::pair<int, int>> events_, delivering_;
   // Scratch reused by every call: no allocation per post or poll in steady state.
   std::vector<ibv_wc> scratch_;
   std::vector<ibv_send_wr> sendWrs_;

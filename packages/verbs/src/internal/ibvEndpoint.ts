@@ -51,6 +51,8 @@ export function checkIbvEndpoint(remote: unknown): IbvEndpoint & { gidWords: num
   uint(e, 'psn', 0xffffff);
   uint(e, 'lid', 0xffff);
   uint(e, 'mtu', 5);
+  if ((e.mtu as number) < 1)
+    throw invalid('remote ibverbs endpoint: mtu must be 1 (256 B) … 5 (4096 B)');
   if (typeof e.gid !== 'string' || !GID.test(e.gid))
     throw invalid('remote ibverbs endpoint: gid must look like fe80:0000:…(8 groups)');
   const hex = e.gid.replaceAll(':', '');
