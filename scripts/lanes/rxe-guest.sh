@@ -12,7 +12,7 @@ grep -q 'provider: *ibverbs' /tmp/devices.txt
 
 step "verbs conformance suite on ibverbs (rxe0)"
 # Emulation is ~10x slower than the host: longer per-test deadlines than the default 5 s.
-RDMAJS_TEST_PROVIDERS=ibverbs node node_modules/vitest/vitest.mjs run --project verbs --testTimeout=60000
+RDMAJS_TEST_PROVIDERS=ibverbs node node_modules/vitest/vitest.mjs run --project verbs --testTimeout=120000
 
 step "verbs ping-pong bench on ibverbs (emulated VM: timings are not performance figures)"
 node --conditions=@rdmajs/source --import tsx apps/bench/src/cli.ts verbs-pingpong \

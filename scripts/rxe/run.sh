@@ -74,8 +74,10 @@ RUN=$(mktemp -d "$CACHE/runs/run.XXXXXX")
 CTL=$RUN/ctl
 mkdir -p "$CTL"
 cleanup() { rm -rf "$RUN"; }
+PIPE_PID=
 on_signal() {
   [ -f "$RUN/qemu.pid" ] && kill "$(cat "$RUN/qemu.pid")" 2>/dev/null
+  [ -n "$PIPE_PID" ] && wait "$PIPE_PID" 2>/dev/null
   log "interrupted, VM killed"
   exit 130
 }
@@ -110,7 +112,9 @@ QEMU=(
   -nographic -no-reboot -pidfile "$RUN/qemu.pid"
   -kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.gz"
   -append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic"
-  -nic user,model=virtio-net-pci
+  # slirp without IPv6: no router advertisement adding a late SLAAC GID to rxe0, so the
+  # GID table is fixed (0: fe80::..., 1: ::ffff:10.0.2.15); no iPXE option ROM
+  -netdev user,id=net0,ipv6=off -device virtio-net-pci,netdev=net0,romfile=
   -virtfs "local,path=$(esc_opt "$REPO"),mount_tag=repo,security_model=none,multidevs=remap"
   -virtfs "local,path=$(esc_opt "$CTL"),mount_tag=rxectl,security_model=none"
 )
@@ -139,7 +143,8 @@ log "booting VM (TCG -cpu $CPU -smp $SMP -m $MEM, timeout ${TIMEOUT}s), console 
   timeout --foreground -k 10 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 | filter | tee "$LOG"
   echo "${PIPESTATUS[0]}" >"$RUN/qemu.rc"
 ) &
-wait $! || true
+PIPE_PID=$!
+wait "$PIPE_PID" || true
 T2=$(now_us)
 QRC=$(cat "$RUN/qemu.rc" 2>/dev/null || echo '?')
 
