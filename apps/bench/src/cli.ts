@@ -1,5 +1,6 @@
 // rdmajs-bench: RDMA vs kernel TCP, measured in the same run, reported as ratios.
 
+import { ibverbsStatus } from '@rdmajs/verbs';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { machineInfo } from './machine.js';
@@ -59,6 +60,14 @@ const program = new Command('rdmajs-bench')
         return program.error(
           `unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`,
         );
+      // Say so before measuring anything, not after the TCP half of the run.
+      if (opts.provider === 'ibverbs' && opts.transports.includes('rdma')) {
+        const ibv = ibverbsStatus();
+        if (ibv.devices.length === 0)
+          return program.error(
+            `the ibverbs provider has no device here (${ibv.reason ?? 'unknown reason'}); use --provider soft`,
+          );
+      }
       const bar =
         process.stderr.isTTY && !process.env.CI
           ? new SingleBar({ format: '{bar} {label}', clearOnComplete: true })
@@ -87,7 +96,12 @@ const program = new Command('rdmajs-bench')
     },
   );
 
-program.parseAsync(process.argv).catch((err: Error) => {
+// `pnpm bench -- --provider ibverbs`: pnpm passes the `--` on, and commander would take
+// everything after it as positional arguments.
+const argv = process.argv.slice(2);
+if (argv[0] === '--') argv.shift();
+
+program.parseAsync(argv, { from: 'user' }).catch((err: Error) => {
   process.stderr.write(`rdmajs-bench: ${err.message}\n`);
   process.exit(1);
 });

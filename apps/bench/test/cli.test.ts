@@ -71,6 +71,12 @@ describe('rdmajs-bench verbs-pingpong', () => {
     ]);
     expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
   });
+
+  it('accepts the `--` pnpm passes on (`pnpm bench -- --transports tcp`)', () => {
+    const { json } = runBench(['--', '--iterations', '50', '--sizes', '64', '--transports', 'tcp']);
+    expect(json.scenario).toBe('verbs-pingpong');
+    expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
+  });
 });
 
 describe('rdmajs-bench allocator', () => {
