@@ -91,6 +91,8 @@ export class QueuePair extends Resource {
   readonly #recvScratch: Float64Array;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
   #link: LinkClient | undefined;
+  /** ibverbs: READs the peer's responder accepts in flight (from its endpoint) */
+  #peerRdAtomic = 1;
   #linkHdr: Float64Array | undefined;
   #linkPayload = new Uint8Array(0);
 
@@ -171,6 +173,7 @@ export class QueuePair extends Resource {
     if (this.#ctx.route) {
       const ep = checkIbvEndpoint(remote);
       this.#modify('rtr', ep.qpn, ep.psn, ep.lid, ...ep.gidWords, ep.mtu, minRnr);
+      this.#peerRdAtomic = ep.maxRdAtomic;
       return;
     }
     const soft = this.#softCtx();
@@ -217,7 +220,8 @@ export class QueuePair extends Resource {
     const timeout = optInt('timeout', options.timeout, 0, 31, 14);
     const retry = optInt('retryCount', options.retryCount, 0, 7, 7);
     const rnr = optInt('rnrRetry', options.rnrRetry, 0, 7, 7);
-    this.#modify('rts', timeout, retry, rnr);
+    if (this.#ctx.route) this.#modify('rts', timeout, retry, rnr, this.#peerRdAtomic);
+    else this.#modify('rts', timeout, retry, rnr);
   }
 
   /** Any state → error: outstanding work is flushed with WR_FLUSH_ERR. */

@@ -333,6 +333,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     o.Set("gid", ibv::gid_text(route_.gid));
     o.Set("mtu", static_cast<int>(route_.mtu));
     o.Set("linkLayer", route_.ethernet ? "Ethernet" : "InfiniBand");
+    o.Set("maxRdAtomic", ResponderResources());
     return o;
   }
 
@@ -638,7 +639,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   }
 
   // modifyQp(h, state, ...): init(access); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
-  // minRnrTimer); rts(timeout, retryCount, rnrRetry). Returns 0 or the errno.
+  // minRnrTimer); rts(timeout, retryCount, rnrRetry, peer's maxRdAtomic). Returns 0 or errno.
   Napi::Value ModifyQp(const Napi::CallbackInfo& info) {
     Qp* q = QpAt(info);
     if (!q) return info.Env().Undefined();
@@ -646,7 +647,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     int to = info[1].As<Napi::Number>().Int32Value();
     ibv_qp_attr a{};
     int mask = IBV_QP_STATE;
-    uint8_t rdAtom = static_cast<uint8_t>(std::clamp(view_.attr.max_qp_rd_atom, 1, 16));
+    uint8_t rdAtom = ResponderResources();
     uint8_t initRdAtom = static_cast<uint8_t>(std::clamp(view_.attr.max_qp_init_rd_atom, 1, 16));
     switch (to) {
       case QPS_RESET:
@@ -691,7 +692,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
         a.retry_cnt = static_cast<uint8_t>(arg(3));
         a.rnr_retry = static_cast<uint8_t>(arg(4));
         a.sq_psn = q->psn;
-        a.max_rd_atomic = initRdAtom;
+        // Outstanding READs may not exceed what the peer's responder accepts (its endpoint).
+        a.max_rd_atomic = info.Length() > 5 ? std::min<uint8_t>(initRdAtom, static_cast<uint8_t>(std::max(arg(5), 1u)))
+                                            : initRdAtom;
         mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
         break;
       default:
@@ -711,6 +714,9 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       sg[k].lkey = static_cast<uint32_t>(w[3 * k + 2]);
     }
   }
+
+  // READs this device's QPs accept in flight as responders (max_dest_rd_atomic).
+  uint8_t ResponderResources() const { return static_cast<uint8_t>(std::clamp(view_.attr.max_qp_rd_atom, 1, 16)); }
 
   // Wire format of src/internal/encode.ts, packed back to back: send = wrId, opcode, flags,
   // imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE.

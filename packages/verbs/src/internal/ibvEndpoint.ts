@@ -15,6 +15,8 @@ export interface IbvEndpoint extends Endpoint {
   port: number;
   /** ibv_mtu enum of the path (1 = 256 B … 5 = 4096 B); the smaller side wins */
   mtu: number;
+  /** RDMA READs this QP accepts in flight: the peer's initiator depth is capped by it */
+  maxRdAtomic: number;
 }
 
 export function ibvEndpoint(route: IbvRoute, qpn: number, psn: number): IbvEndpoint {
@@ -28,6 +30,7 @@ export function ibvEndpoint(route: IbvRoute, qpn: number, psn: number): IbvEndpo
     gidIndex: route.gidIndex,
     port: route.port,
     mtu: route.mtu,
+    maxRdAtomic: route.maxRdAtomic,
   };
 }
 
@@ -51,11 +54,13 @@ export function checkIbvEndpoint(remote: unknown): IbvEndpoint & { gidWords: num
   uint(e, 'psn', 0xffffff);
   uint(e, 'lid', 0xffff);
   uint(e, 'mtu', 5);
+  // Optional for endpoints of older versions: 1 outstanding READ is always allowed.
+  const maxRdAtomic = e.maxRdAtomic === undefined ? 1 : uint(e, 'maxRdAtomic', 255);
   if ((e.mtu as number) < 1)
     throw invalid('remote ibverbs endpoint: mtu must be 1 (256 B) … 5 (4096 B)');
   if (typeof e.gid !== 'string' || !GID.test(e.gid))
     throw invalid('remote ibverbs endpoint: gid must look like fe80:0000:…(8 groups)');
   const hex = e.gid.replaceAll(':', '');
   const gidWords = [0, 8, 16, 24].map((i) => Number.parseInt(hex.slice(i, i + 8), 16));
-  return { ...(e as unknown as IbvEndpoint), gidWords };
+  return { ...(e as unknown as IbvEndpoint), maxRdAtomic: Math.max(1, maxRdAtomic), gidWords };
 }

@@ -105,6 +105,8 @@ export interface IbvRoute {
   /** ibv_mtu enum: 1 = 256 B … 5 = 4096 B */
   mtu: number;
   linkLayer: 'Ethernet' | 'InfiniBand';
+  /** RDMA READs a QP of this device accepts in flight as responder (max_dest_rd_atomic) */
+  maxRdAtomic: number;
 }
 
 export interface IbvNativeDevice extends NativeDevice {
