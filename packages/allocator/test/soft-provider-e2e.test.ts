@@ -7,7 +7,12 @@ import {
   type WorkCompletion,
 } from '@rdmajs/verbs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type MemoryRegionLike, RegisteredAllocator, verbsRegistrar } from '../src/index.js';
+import {
+  type MemoryRegionLike,
+  RegisteredAllocator,
+  type Registrar,
+  verbsRegistrar,
+} from '../src/index.js';
 
 async function collect(cq: CompletionQueue, n: number): Promise<WorkCompletion[]> {
   const out: WorkCompletion[] = [];
@@ -28,22 +33,20 @@ function host() {
   // Record what the allocator registers, to check blocks are views of it.
   const regions: MemoryRegionLike[] = [];
   const inner = verbsRegistrar(pd);
-  const allocator = new RegisteredAllocator({
-    arenaBytes: 1 << 20,
-    registrar: {
-      allocate: (length, access) => {
-        const r = inner.allocate?.(length, access) as MemoryRegionLike;
-        regions.push(r);
-        return r;
-      },
-      register: (bytes, access) => {
-        const r = inner.register(bytes, access);
-        regions.push(r);
-        return r;
-      },
-      deregister: (r) => inner.deregister(r),
+  const registrar: Registrar<MemoryRegionLike> = {
+    allocate: (length, access) => {
+      const r = inner.allocate?.(length, access) as MemoryRegionLike;
+      regions.push(r);
+      return r;
     },
-  });
+    register: (bytes, access) => {
+      const r = inner.register(bytes, access);
+      regions.push(r);
+      return r;
+    },
+    deregister: (r) => inner.deregister(r),
+  };
+  const allocator = new RegisteredAllocator({ arenaBytes: 1 << 20, registrar });
   return { dev, pd, cq, qp, allocator, regions };
 }
 
