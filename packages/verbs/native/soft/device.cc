@@ -540,10 +540,7 @@ int Device::toReset(int h) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   s->state.store(QPS_RESET, std::memory_order_release);
-  if (q.blockedUntil > 0) {
-    q.blockedUntil = 0;
-    blockedCount_--;
-  }
+  unblock(q);
   // Sequences stay monotonic across resets: stale completions then retire nothing.
   q.sqHead = q.sqRetired = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
@@ -571,10 +568,7 @@ void Device::moveToError(Qp& q) {
 
 void Device::flushQp(Qp& q) {
   q.linkReady = q.linkInflight = false;  // a late answer from the link is then ignored
-  if (q.blockedUntil > 0) {
-    q.blockedUntil = 0;
-    blockedCount_--;
-  }
+  unblock(q);
   CqShared* scq = cqAt(q.sendCq);
   QpShared* s = qpShared(q.slot);
   for (; q.sqHead != q.sqTail; q.sqHead++) {
@@ -667,6 +661,12 @@ int Device::postSend(int h, const double* wrs, int count) {
   return rc;
 }
 
+void Device::unblock(Qp& q) {
+  if (q.blockedUntil == 0) return;
+  q.blockedUntil = 0;
+  blockedCount_--;
+}
+
 void Device::block(Qp& q, double untilMs) {
   if (q.blockedUntil == 0) blockedCount_++;
   q.blockedUntil = untilMs;
@@ -681,8 +681,7 @@ double Device::progressDue() {
   for (auto& [h, qp] : qps_) {
     Qp& q = *qp;
     if (q.blockedUntil > 0 && q.blockedUntil <= now) {
-      q.blockedUntil = 0;
-      blockedCount_--;
+      unblock(q);
       bool go = true;
       if (q.linkInflight) {
         // The frame's answer did not come in time: a lost packet, retried like one.
@@ -1045,10 +1044,7 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   if (!q.linkInflight && !q.linkReady && q.blockedUntil == 0) return;
   q.linkInflight = false;
   q.linkReady = false;
-  if (q.blockedUntil > 0) {  // the answer beat the deadline
-    q.blockedUntil = 0;
-    blockedCount_--;
-  }
+  unblock(q);  // the answer beat the deadline
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;

@@ -185,6 +185,7 @@ class Device {
                       const PeerSegment* peer);
   void remoteFail(PeerSegment* p, QpShared* target);
   void block(Qp& q, double untilMs);
+  void unblock(Qp& q);  // no-op when not blocked
   // Translates a peer's registered range into this process's mapping, if it has one.
   void* direct(PeerSegment* p, uint32_t key, uint64_t addr);
 
