@@ -1,5 +1,6 @@
 import type { AccessPolicy } from './AccessPolicy.js';
-import { AllocError, AllocUseAfterReleaseError, closedError, invalidArg } from './errors.js';
+import { AllocError, AllocUseAfterReleaseError, closedError } from './errors.js';
+import { checkRange } from './internal/validate.js';
 
 /** A scatter/gather element, the shape verbs' `sgList` entries take. */
 export interface Sge {
@@ -201,15 +202,7 @@ export class Block {
   }
 
   #checkRange(offset: number, length: number): void {
-    if (
-      !Number.isInteger(offset) ||
-      !Number.isInteger(length) ||
-      offset < 0 ||
-      length < 0 ||
-      offset + length > this.#length
-    ) {
-      throw invalidArg(`range [${offset}, +${length}) outside block of ${this.#length} bytes`);
-    }
+    checkRange(offset, length, this.#length, 'block');
   }
 
   #dead(): never {
@@ -273,15 +266,7 @@ export class BlockSlice implements Sge {
   }
 
   #checkRange(offset: number, length: number): void {
-    if (
-      !Number.isInteger(offset) ||
-      !Number.isInteger(length) ||
-      offset < 0 ||
-      length < 0 ||
-      offset + length > this.length
-    ) {
-      throw invalidArg(`range [${offset}, +${length}) outside slice of ${this.length} bytes`);
-    }
+    checkRange(offset, length, this.length, 'slice');
   }
 }
 

@@ -8,7 +8,7 @@ import {
   invalidArg,
   registrationError,
 } from './errors.js';
-import { checkInt, checkRegion, checkRegistrar } from './internal/validate.js';
+import { checkInt, checkRange, checkRegion, checkRegistrar } from './internal/validate.js';
 import type { Region, Registrar } from './Registrar.js';
 
 export interface RegistrationCacheOptions {
@@ -123,15 +123,7 @@ export class RegisteredBuffer implements Sge {
   /** A scatter/gather element over [offset, offset + length) of the buffer. */
   sge(offset = 0, length: number = this.length - offset): Sge {
     this.#check();
-    if (
-      !Number.isInteger(offset) ||
-      !Number.isInteger(length) ||
-      offset < 0 ||
-      length < 0 ||
-      offset + length > this.length
-    ) {
-      throw invalidArg(`range [${offset}, +${length}) outside buffer of ${this.length} bytes`);
-    }
+    checkRange(offset, length, this.length, 'buffer');
     return {
       addr: this.#entry.region.addr + this.#offset + offset,
       length,

@@ -8,6 +8,19 @@ export function checkInt(name: string, value: unknown, min: number, max: number)
   return value;
 }
 
+/** Throws unless [offset, offset + length) lies inside `size` bytes of `what` (integers). */
+export function checkRange(offset: number, length: number, size: number, what: string): void {
+  if (
+    !Number.isInteger(offset) ||
+    !Number.isInteger(length) ||
+    offset < 0 ||
+    length < 0 ||
+    offset + length > size
+  ) {
+    throw invalidArg(`range [${offset}, +${length}) outside ${what} of ${size} bytes`);
+  }
+}
+
 export function checkRegistrar(registrar: unknown): Registrar {
   const r = registrar as Partial<Registrar> | null | undefined;
   if (
