@@ -4,7 +4,7 @@ import { createServer, type Socket } from 'node:net';
 import type { SendWr } from '@rdmajs/verbs';
 import { cpuNowUs } from '../stats/cpu.js';
 import { SpinDeadline } from '../stats/deadline.js';
-import type { PeerRequest } from './protocol.js';
+import { type PeerRequest, pingPongWr } from './protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from './VerbsSide.js';
 
 let side: VerbsSide | undefined;
@@ -54,18 +54,7 @@ function verbsRun(req: Extract<PeerRequest, { op: 'verbs-run' }>): number {
   const cpu0 = cpuNowUs();
   const deadline = new SpinDeadline(120_000, `peer ${req.mode} ping-pong`);
   const sge = s.mr.sge(size, size); // outgoing; incoming lands in [0, size)
-  const wr: SendWr =
-    req.mode === 'send'
-      ? { wrId: 0, opcode: 'SEND', signaled: false, inline: size <= 64, sgList: [sge] }
-      : {
-          wrId: 0,
-          opcode: 'RDMA_WRITE',
-          signaled: false,
-          inline: size <= 64,
-          sgList: [sge],
-          remoteAddr: req.addr,
-          rkey: req.rkey,
-        };
+  const wr: SendWr = pingPongWr(req.mode, sge, req);
   const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
   process.send?.({ ready: true });
   const bytes = s.mr.bytes;

@@ -1,4 +1,4 @@
-import type { Endpoint } from '@rdmajs/verbs';
+import type { Endpoint, SendWr, Sge } from '@rdmajs/verbs';
 
 /** IPC messages between the bench and its echo peer (a real child process). */
 export type PeerRequest =
@@ -16,6 +16,29 @@ export type PeerRequest =
     }
   | { op: 'verbs-sink'; endpoint: Endpoint }
   | { op: 'exit' };
+
+/**
+ * The one WR each side of a verbs ping-pong reposts: unsignaled (completions are reaped by
+ * SIGNAL_EVERY elsewhere), inline when small, SEND or an RDMA WRITE into the peer's buffer.
+ */
+export function pingPongWr(
+  mode: 'send' | 'write',
+  sge: Sge,
+  remote: { addr: number; rkey: number },
+): SendWr {
+  const inline = sge.length <= 64;
+  return mode === 'send'
+    ? { wrId: 0, opcode: 'SEND', signaled: false, inline, sgList: [sge] }
+    : {
+        wrId: 0,
+        opcode: 'RDMA_WRITE',
+        signaled: false,
+        inline,
+        sgList: [sge],
+        remoteAddr: remote.addr,
+        rkey: remote.rkey,
+      };
+}
 
 export interface VerbsSetup {
   endpoint: Endpoint;

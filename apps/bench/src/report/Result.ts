@@ -15,6 +15,28 @@ export interface Result {
   [extra: string]: unknown;
 }
 
+/** A one-way throughput row: `count` messages of `size` bytes in `seconds`, both sides' CPU. */
+export function throughputResult(
+  transport: Transport,
+  op: string,
+  size: number,
+  count: number,
+  seconds: number,
+  cpuUs: number,
+): Result {
+  const perOpUs = (seconds * 1e6) / count;
+  return {
+    transport,
+    op,
+    sizeBytes: size,
+    p50Us: perOpUs,
+    meanUs: perOpUs,
+    p99Us: perOpUs,
+    cpuUsPerOp: cpuUs / count,
+    gibPerSec: (size * count) / seconds / 2 ** 30,
+  };
+}
+
 export interface Report {
   scenario: string;
   machine: MachineInfo;

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import type { EchoPeer } from '../peers/EchoPeer.js';
-import type { Result } from '../report/Result.js';
+import { type Result, throughputResult } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 
@@ -105,15 +105,5 @@ export async function tcpThroughput(peer: EchoPeer, size: number, count: number)
   const cpu = cpuNowUs() - cpu0;
   const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
   sock.destroy();
-  const perOpUs = (seconds * 1e6) / count;
-  return {
-    transport: 'tcp',
-    op: 'throughput',
-    sizeBytes: size,
-    p50Us: perOpUs,
-    meanUs: perOpUs,
-    p99Us: perOpUs,
-    cpuUsPerOp: (cpu + peerCpu) / count,
-    gibPerSec: (size * count) / seconds / 2 ** 30,
-  };
+  return throughputResult('tcp', 'throughput', size, count, seconds, cpu + peerCpu);
 }

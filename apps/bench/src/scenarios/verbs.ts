@@ -1,8 +1,8 @@
 import type { SendWr } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
-import type { VerbsSetup } from '../peers/protocol.js';
+import { pingPongWr, type VerbsSetup } from '../peers/protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
-import type { Result } from '../report/Result.js';
+import { type Result, throughputResult } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { SpinDeadline } from '../stats/deadline.js';
 import { HeapMeter } from '../stats/HeapMeter.js';
@@ -32,18 +32,7 @@ export async function verbsPingPong(
     const sge = me.mr.sge(size, size);
     const recv = { wrId: 1, sgList: [me.mr.sge(0, size)] };
     for (let i = 0; i < QUEUE_DEPTH; i++) me.qp.postRecv(recv);
-    const wr: SendWr =
-      mode === 'send'
-        ? { wrId: 0, opcode: 'SEND', signaled: false, inline: size <= 64, sgList: [sge] }
-        : {
-            wrId: 0,
-            opcode: 'RDMA_WRITE',
-            signaled: false,
-            inline: size <= 64,
-            sgList: [sge],
-            remoteAddr: remote.addr,
-            rkey: remote.rkey,
-          };
+    const wr: SendWr = pingPongWr(mode, sge, remote);
     const total = warmup + iterations;
     const ready = peer.ready();
     const done = peer.call<{ cpuUs: number }>({
@@ -147,17 +136,7 @@ export async function verbsThroughput(
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuNowUs() - cpu0;
     const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
-    const perOpUs = (seconds * 1e6) / count;
-    return {
-      transport: provider,
-      op: 'write-throughput',
-      sizeBytes: size,
-      p50Us: perOpUs,
-      meanUs: perOpUs,
-      p99Us: perOpUs,
-      cpuUsPerOp: (cpu + peerCpu) / count,
-      gibPerSec: (size * count) / seconds / 2 ** 30,
-    };
+    return throughputResult(provider, 'write-throughput', size, count, seconds, cpu + peerCpu);
   } finally {
     me.close();
   }
