@@ -114,11 +114,11 @@ describe.each(providers)('lifecycle on %s', (provider) => {
     // Regression: at worker exit Node collects registered buffers before the device's cleanup
     // hook runs, and the main thread used to copy into those unmapped pages (SIGSEGV), or the
     // worker's completion handler was called during termination (fatal napi_throw).
-    const boot = fileURLToPath(new URL('./fixtures/worker-flood-boot.mjs', import.meta.url));
+    const boot = fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url));
     const seen = new Set<string>();
     for (let round = 0; round < 6; round++) {
       const main = side(provider, { cqCapacity: 4096, maxSendWr: 1024 });
-      const worker = new Worker(boot, { workerData: { provider } });
+      const worker = new Worker(boot, { workerData: { provider, module: './worker-flood.ts' } });
       const next = () => new Promise<{ endpoint: Endpoint }>((r) => worker.once('message', r));
       const { endpoint } = await next();
       main.qp.connect(endpoint, { rnrRetry: 7, timeout: 8, retryCount: 1 });

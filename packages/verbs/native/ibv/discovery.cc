@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 namespace rdmajs::ibv {
 
@@ -77,6 +79,19 @@ uint32_t probe_inline(const Api& api, ibv_context* ctx) {
   return best;
 }
 
+// The probe creates a PD, a CQ and QPs: done once per device and process, not at every
+// ibvStatus() / openDevice() (a device's limits do not change while it exists).
+uint32_t cached_inline(const Api& api, ibv_context* ctx, const std::string& name) {
+  static std::mutex mu;  // worker threads describe devices too
+  static std::map<std::string, uint32_t> probed;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = probed.find(name);
+  if (it != probed.end()) return it->second;
+  uint32_t n = probe_inline(api, ctx);
+  probed[name] = n;
+  return n;
+}
+
 }  // namespace
 
 bool describe(const Api& api, ibv_context* ctx, const std::string& name, uint64_t guidBe, DeviceView* out,
@@ -101,7 +116,7 @@ bool describe(const Api& api, ibv_context* ctx, const std::string& name, uint64_
     }
     out->ports.push_back(pv);
   }
-  out->maxInline = probe_inline(api, ctx);
+  out->maxInline = cached_inline(api, ctx, name);
   return true;
 }
 
