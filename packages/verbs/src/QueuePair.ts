@@ -84,9 +84,11 @@ export class QueuePair extends Resource {
   readonly events = new EventEmitter();
   readonly #ctx: QpContext;
   readonly #handle: number;
-  /** soft: [slot, gen] of the QP's descriptor; ibverbs: [psn, 0] */
+  /** soft: slot and generation of the QP's shared descriptor */
   readonly #slot: number;
   readonly #gen: number;
+  /** ibverbs: the initial packet sequence number of this QP's send queue */
+  readonly #psn: number;
   readonly #sendScratch: Float64Array;
   readonly #recvScratch: Float64Array;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
@@ -124,8 +126,10 @@ export class QueuePair extends Resource {
     this.recvCq = recvCq;
     this.srq = srq;
     this.qpn = qpn;
-    this.#slot = slot;
+    // qpInfo is [qpn, slot, gen] on soft and [qpn, psn, 0, caps…] on ibverbs.
+    this.#slot = ctx.route ? 0 : slot;
     this.#gen = gen;
+    this.#psn = ctx.route ? slot : 0;
     this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(caps.maxSendSge));
     this.#recvScratch = new Float64Array(
       Math.max(this.caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge),
@@ -144,7 +148,7 @@ export class QueuePair extends Resource {
   /** What the peer needs to connect to this QP (JSON-serialisable). */
   endpoint(): Endpoint {
     this.assertOpen();
-    if (this.#ctx.route) return ibvEndpoint(this.#ctx.route, this.qpn, this.#slot);
+    if (this.#ctx.route) return ibvEndpoint(this.#ctx.route, this.qpn, this.#psn);
     const base = this.#softCtx().endpointBase;
     return {
       provider: this.#ctx.provider,
@@ -201,11 +205,7 @@ export class QueuePair extends Resource {
       this.assertOpen();
       const link = this.#ctx.linkClient(tcp); // before the transition: it may throw
       const rc = soft.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
-      if (rc !== 0)
-        throw new RdmaError(
-          'ERR_RDMA_INVALID_STATE',
-          `cannot move QP ${this.qpn} from ${this.state} to rtr (errno ${rc})`,
-        );
+      if (rc !== 0) throw this.#transitionError(this.state, 'rtr', rc);
       this.#link = link;
       this.#linkHdr ??= new Float64Array(10);
       return;
@@ -361,14 +361,17 @@ export class QueuePair extends Resource {
     this.assertOpen();
     const from = this.state;
     const rc = this.#ctx.native.modifyQp(this.#handle, QP_STATE_CODE[to], ...args);
-    if (rc !== 0) {
-      throw new RdmaSystemError(
-        'ibv_modify_qp',
-        rc,
-        `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc}${ERRNO_NAMES[rc] ? ` ${ERRNO_NAMES[rc]}` : ''})`,
-        'ERR_RDMA_INVALID_STATE',
-      );
-    }
+    if (rc !== 0) throw this.#transitionError(from, to, rc);
+  }
+
+  #transitionError(from: QpState, to: QpState, rc: number): RdmaSystemError {
+    const name = ERRNO_NAMES[rc] ? ` ${ERRNO_NAMES[rc]}` : '';
+    return new RdmaSystemError(
+      'ibv_modify_qp',
+      rc,
+      `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc}${name})`,
+      'ERR_RDMA_INVALID_STATE',
+    );
   }
 
   protected kind(): string {
