@@ -2,18 +2,34 @@ import { EventEmitter } from 'node:events';
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
+import { checkCreate, type kCreate, kHandle, kNotify, kUse } from './internal/symbols.js';
+import {
+  checkInt,
+  checkNumber,
+  describe,
+  invalid,
+  MAX_TIMEOUT_MS,
+  readOptions,
+} from './internal/validate.js';
 import type { WorkCompletion } from './types.js';
-import { allocCompletions, fillCompletion } from './WorkCompletions.js';
+import { fillCompletion } from './WorkCompletions.js';
 
 export interface WaitOptions {
-  /** Give up after this long with ERR_RDMA_TIMEOUT. Required: every wait has a deadline. */
-  timeoutMs: number;
+  /**
+   * Give up after this long with ERR_RDMA_TIMEOUT, 0..2^31−1 ms. Every wait has a
+   * deadline: default 30 000.
+   */
+  timeoutMs?: number;
   signal?: AbortSignal;
-  /** Busy-poll this long before sleeping on the event (adaptive polling). Default 50. */
+  /** Busy-poll this long before sleeping on the event (adaptive polling), 0..10^6. Default 50. */
   spinUs?: number;
 }
 
+export const DEFAULT_WAIT_MS = 30_000;
+
 export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
+
+const RECORD_WORDS = 8;
 
 /**
  * A completion queue. `poll()` fills caller-preallocated records and allocates nothing;
@@ -21,26 +37,36 @@ export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
  * spin briefly after activity, then sleep on the device's doorbell (≈0 % CPU idle).
  */
 export class CompletionQueue extends Resource {
-  /** Preallocated records for poll(). */
-  static allocCompletions = allocCompletions;
   readonly capacity: number;
-  readonly events = new EventEmitter();
+  readonly #emitter = new EventEmitter();
   readonly #native: NativeDevice;
-  /** @internal */
-  readonly handle: number;
-  #raw = new Float64Array(8 * 16);
+  readonly #handle: number;
+  readonly #registry: Map<number, CompletionQueue>;
+  #raw = new Float64Array(RECORD_WORDS * 16);
   #notifyRequested = false;
   #users = 0;
   #overrun = false;
-  readonly #onRelease: () => void;
+
+  /** Completion queues come from `device.createCq()`. */
+  constructor(
+    key: typeof kCreate,
+    parent: Resource,
+    native: NativeDevice,
+    handle: number,
+    registry: Map<number, CompletionQueue>,
+  ) {
+    checkCreate(key, 'device.createCq()');
+    super(parent);
+    this.#native = native;
+    this.#handle = handle;
+    this.#registry = registry;
+    this.capacity = native.cqCapacity(handle);
+    registry.set(handle, this);
+  }
 
   /** @internal */
-  constructor(parent: Resource, native: NativeDevice, handle: number, onRelease: () => void) {
-    super(parent);
-    this.#onRelease = onRelease;
-    this.#native = native;
-    this.handle = handle;
-    this.capacity = native.cqCapacity(handle);
+  get [kHandle](): number {
+    return this.#handle;
   }
 
   /** True once the queue overflowed (an async CQ_ERR was raised). */
@@ -48,27 +74,43 @@ export class CompletionQueue extends Resource {
     return this.#overrun;
   }
 
-  /** Polls up to `max` (default out.length) completions into `out`; returns how many. */
-  poll(out: WorkCompletion[], max = out.length): number {
+  /**
+   * Polls up to `max` (default out.length) completions into `out` (records from
+   * `allocCompletions()`); returns how many. Arguments are checked before any
+   * completion is taken, so none is lost to a bad argument.
+   */
+  poll(out: WorkCompletion[], max?: number): number {
     this.assertOpen();
-    const n = Math.max(0, Math.min(Math.trunc(max) || 0, out.length));
-    if (this.#raw.length < n * 8) this.#raw = new Float64Array(n * 8);
-    const got = this.#native.pollCq(this.handle, this.#raw, n);
-    for (let i = 0; i < got; i++) fillCompletion(out[i] as WorkCompletion, this.#raw, i * 8);
+    if (!Array.isArray(out))
+      throw invalid(`poll takes an array of completion records, got ${describe(out)}`);
+    // A max above out.length polls out.length: "up to max".
+    const n =
+      max === undefined
+        ? out.length
+        : Math.min(checkInt('max', max, 0, Number.MAX_SAFE_INTEGER), out.length);
+    for (let i = 0; i < n; i++) {
+      const wc = out[i];
+      if (wc === null || typeof wc !== 'object' || Object.isFrozen(wc))
+        throw invalid(`out[${i}] must be a writable completion record (allocCompletions())`);
+    }
+    if (this.#raw.length < n * RECORD_WORDS) this.#raw = new Float64Array(n * RECORD_WORDS);
+    const got = this.#native.pollCq(this.#handle, this.#raw, n);
+    for (let i = 0; i < got; i++)
+      fillCompletion(out[i] as WorkCompletion, this.#raw, i * RECORD_WORDS);
     return got;
   }
 
   /** Completions waiting to be polled. */
   pending(): number {
     this.assertOpen();
-    return this.#native.cqCount(this.handle);
+    return this.#native.cqCount(this.#handle);
   }
 
   /** Arms a one-shot `'completion'` event for the next completion (ibv_req_notify_cq). */
   requestNotify(): void {
     this.assertOpen();
     this.#notifyRequested = true;
-    if (this.#native.armCq(this.handle) > 0) {
+    if (this.#native.armCq(this.#handle) > 0) {
       // Already there: ibverbs would not notify, which loses the wake-up; we do.
       queueMicrotask(() => this.#deliver());
     }
@@ -76,31 +118,37 @@ export class CompletionQueue extends Resource {
 
   on(event: 'completion', listener: () => void): this;
   on(event: 'asyncEvent', listener: (e: CqAsyncEvent) => void): this;
-  on(event: string, listener: (...args: never[]) => void): this {
-    this.events.on(event, listener as (...args: unknown[]) => void);
+  on(event: 'completion' | 'asyncEvent', listener: (...args: never[]) => void): this {
+    this.#emitter.on(checkEvent(event), listener as (...args: unknown[]) => void);
     return this;
   }
 
-  off(event: string, listener: (...args: never[]) => void): this {
-    this.events.off(event, listener as (...args: unknown[]) => void);
+  off(event: 'completion', listener: () => void): this;
+  off(event: 'asyncEvent', listener: (e: CqAsyncEvent) => void): this;
+  off(event: 'completion' | 'asyncEvent', listener: (...args: never[]) => void): this {
+    this.#emitter.off(checkEvent(event), listener as (...args: unknown[]) => void);
     return this;
   }
 
   /** Resolves when poll() would return at least one completion. */
-  waitForCompletion(options: WaitOptions): Promise<void> {
+  waitForCompletion(options?: WaitOptions): Promise<void> {
     this.assertOpen();
-    const { timeoutMs, signal } = options;
-    if (!(timeoutMs >= 0)) throw new RdmaError('ERR_RDMA_INVALID_ARG', 'timeoutMs must be >= 0');
-    if (this.#native.cqCount(this.handle) > 0) return Promise.resolve();
-    const spinUntil = performance.now() + (options.spinUs ?? 50) / 1000;
+    const o = readOptions('waitForCompletion options', options, ['timeoutMs', 'signal', 'spinUs']);
+    const timeoutMs = checkNumber('timeoutMs', o.timeoutMs ?? DEFAULT_WAIT_MS, 0, MAX_TIMEOUT_MS);
+    const spinUs = checkNumber('spinUs', o.spinUs ?? 50, 0, 1e6);
+    const signal = o.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
+    if (this.#native.cqCount(this.#handle) > 0) return Promise.resolve();
+    const spinUntil = performance.now() + spinUs / 1000;
     while (performance.now() < spinUntil) {
-      if (this.#native.cqCount(this.handle) > 0) return Promise.resolve();
+      if (this.#native.cqCount(this.#handle) > 0) return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
         clearTimeout(timer);
-        this.events.off('completion', onCompletion);
-        this.events.off('closed', onClosed);
+        this.#emitter.off('completion', onCompletion);
+        this.#emitter.off('closed', onClosed);
         signal?.removeEventListener('abort', onAbort);
         if (err) reject(err);
         else resolve();
@@ -119,43 +167,42 @@ export class CompletionQueue extends Resource {
           ),
         timeoutMs,
       );
-      this.events.on('completion', onCompletion);
-      this.events.once('closed', onClosed);
+      this.#emitter.on('completion', onCompletion);
+      this.#emitter.once('closed', onClosed);
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
       this.requestNotify();
     });
   }
 
-  /** @internal doorbell from the device */
-  onDoorbell(): void {
+  /** @internal notifications from the device */
+  [kNotify](what: 'doorbell' | 'overrun'): void {
+    if (this.closed) return;
+    if (what === 'overrun') {
+      this.#overrun = true;
+      this.#emitter.emit('asyncEvent', {
+        type: 'CQ_ERR',
+        error: new RdmaError(
+          'ERR_RDMA_CQ_OVERRUN',
+          `completion queue of ${this.capacity} entries overran`,
+        ),
+      } satisfies CqAsyncEvent);
+      return;
+    }
     // Re-arm and count: the event used up the arm (ibverbs), and a poll that ran first may
     // have taken the completion; then the next one must still wake us.
-    if (this.#notifyRequested && !this.closed && this.#native.armCq(this.handle) > 0)
-      this.#deliver();
-  }
-
-  /** @internal */
-  onOverrun(): void {
-    this.#overrun = true;
-    this.events.emit('asyncEvent', {
-      type: 'CQ_ERR',
-      error: new RdmaError(
-        'ERR_RDMA_CQ_OVERRUN',
-        `completion queue of ${this.capacity} entries overran`,
-      ),
-    } satisfies CqAsyncEvent);
+    if (this.#notifyRequested && this.#native.armCq(this.#handle) > 0) this.#deliver();
   }
 
   /** @internal a QP or SRQ starts or stops using this CQ */
-  use(delta: number): void {
+  [kUse](delta: number): void {
     this.#users += delta;
   }
 
   #deliver(): void {
     if (!this.#notifyRequested || this.closed) return;
     this.#notifyRequested = false;
-    this.events.emit('completion');
+    this.#emitter.emit('completion');
   }
 
   override close(): void {
@@ -167,15 +214,21 @@ export class CompletionQueue extends Resource {
       );
     }
     super.close();
-    this.events.emit('closed');
   }
 
-  protected kind(): string {
+  protected kind(): 'completion queue' {
     return 'completion queue';
   }
 
   protected release(): void {
-    this.#native.destroyCq(this.handle);
-    this.#onRelease();
+    this.#native.destroyCq(this.#handle);
+    this.#registry.delete(this.#handle);
+    this.#emitter.emit('closed');
   }
+}
+
+function checkEvent(event: unknown): 'completion' | 'asyncEvent' {
+  if (event !== 'completion' && event !== 'asyncEvent')
+    throw invalid(`unknown event ${describe(event)}: 'completion' or 'asyncEvent'`);
+  return event;
 }

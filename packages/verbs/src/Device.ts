@@ -1,20 +1,22 @@
 import { EventEmitter } from 'node:events';
 import { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError } from './errors.js';
-import { Resource } from './internal/lifecycle.js';
+import type { DeviceDriver } from './internal/driver.js';
 import {
-  type IbvDeviceStatus,
-  type IbvNativeDevice,
-  type IbvStatus,
-  loadAddon,
-  type NativeDevice,
-  type SoftNativeDevice,
-} from './internal/native.js';
-import { type LinkAddress, LinkClient, LinkServer } from './internal/TcpLink.js';
-import { checkInt, invalid, optInt } from './internal/validate.js';
+  IBV_PORT_ACTIVE,
+  IbvDeviceDriver,
+  ibverbsUnavailable,
+  ibvInfo,
+} from './internal/ibv/IbvDeviceDriver.js';
+import { Resource } from './internal/lifecycle.js';
+import { type IbvStatus, loadAddon } from './internal/native.js';
+import { SoftDeviceDriver, softInfo } from './internal/soft/SoftDeviceDriver.js';
+import { checkCreate, kCreate, kNotify } from './internal/symbols.js';
+import { checkInt, describe, invalid, optInt, readOptions } from './internal/validate.js';
 import { ProtectionDomain } from './ProtectionDomain.js';
-import type { QpContext } from './QueuePair.js';
-import type { DeviceInfo, ProviderName } from './types.js';
+import type { QueuePair } from './QueuePair.js';
+import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
+import type { DeviceInfo, LinkAddress, ProviderName } from './types.js';
 
 export interface OpenDeviceOptions {
   /** 'auto' (default) takes a real RDMA device when one exists, else soft. */
@@ -27,6 +29,21 @@ export interface OpenDeviceOptions {
   link?: 'auto' | 'tcp';
 }
 
+export interface ListenOptions {
+  /** Interface to listen on. Default 127.0.0.1. */
+  host?: string;
+  /** Default 0: an ephemeral port. */
+  port?: number;
+  /**
+   * The host peers dial, carried in endpoints. Default: `host`, or for a wildcard host
+   * (0.0.0.0, ::) the first external address of this machine.
+   */
+  advertise?: string;
+}
+
+export type { IbvStatus };
+
+// Event kinds the addon delivers (kind, handle).
 const EV_DOORBELL = 0;
 const EV_QP_FATAL = 1;
 const EV_CQ_ERR = 2;
@@ -34,6 +51,7 @@ const EV_SRQ_LIMIT = 3;
 const EV_LINK = 4;
 const EV_PORT = 5;
 
+// ibv_event_type values of device and port events.
 const PORT_EVENTS: Record<number, DeviceAsyncEvent['type']> = {
   8: 'DEVICE_FATAL',
   9: 'PORT_ACTIVE',
@@ -49,69 +67,6 @@ export type DeviceAsyncEvent = {
   port: number;
 };
 
-function softInfo(): DeviceInfo {
-  const l = loadAddon().softLimits();
-  return {
-    name: 'soft0',
-    provider: 'soft',
-    guid: l.bootId
-      .replaceAll('-', '')
-      .slice(0, 16)
-      .replace(/(.{4})(?!$)/g, '$1:'),
-    ports: [
-      { port: 1, state: 'ACTIVE', activeMtu: 4096, linkLayer: 'Shared memory', lid: 0, gids: [] },
-    ],
-    limits: {
-      maxQp: l.maxQp,
-      maxQpWr: l.maxQpWr,
-      maxSge: l.maxSge,
-      maxCq: 1024,
-      maxCqe: l.maxCqe,
-      maxMr: l.maxMr,
-      maxMrSize: l.maxMrSize,
-      maxMsgSize: l.maxMsgSize,
-      maxInlineData: l.maxInlineData,
-      maxSrq: 1024,
-      maxSrqWr: l.maxSrqWr,
-    },
-  };
-}
-
-const IBV_PORT_ACTIVE = 4;
-const PORT_STATES = ['DOWN', 'DOWN', 'INIT', 'ARMED', 'ACTIVE', 'ACTIVE'] as const;
-
-function ibvInfo(d: IbvDeviceStatus): DeviceInfo {
-  const l = d.limits;
-  const maxMsgSize = Math.min(...d.ports.map((p) => p.maxMsgSize), 2 ** 31);
-  return {
-    name: d.name,
-    provider: 'ibverbs',
-    guid: d.guid,
-    ports: d.ports.map((p) => ({
-      port: p.port,
-      state: PORT_STATES[p.state] ?? 'DOWN',
-      activeMtu: 128 << p.activeMtu,
-      linkLayer: p.linkLayer,
-      lid: p.lid,
-      gids: p.gids.map((g) => g.gid),
-      gidTable: p.gids,
-    })),
-    limits: {
-      maxQp: l.maxQp,
-      maxQpWr: l.maxQpWr,
-      maxSge: l.maxSge,
-      maxCq: l.maxCq,
-      maxCqe: l.maxCqe,
-      maxMr: l.maxMr,
-      maxMrSize: l.maxMrSize,
-      maxMsgSize,
-      maxInlineData: l.maxInlineData,
-      maxSrq: l.maxSrq,
-      maxSrqWr: l.maxSrqWr,
-    },
-  };
-}
-
 /** What the ibverbs provider offers here (devices, or why there are none). */
 export function ibverbsStatus(): IbvStatus {
   return loadAddon().ibvStatus();
@@ -122,229 +77,199 @@ export function listDevices(): DeviceInfo[] {
   return [...ibverbsStatus().devices.map(ibvInfo), softInfo()];
 }
 
-function ibverbsUnavailable(status: IbvStatus): RdmaError {
-  const what = status.compiled ? 'no RDMA device was found' : 'it was not compiled in';
-  return new RdmaError(
-    'ERR_RDMA_PROVIDER_UNAVAILABLE',
-    `the ibverbs provider is not available: ${what} (${status.reason ?? 'see rdmajs devices'}); provider: 'soft' is available on every host`,
-  );
-}
-
 /**
- * Opens a device. 'auto' (the default) takes an ibverbs device when one exists (the first,
- * or the one named), else soft. The soft provider is always available.
+ * Opens a device. 'auto' (the default) takes an ibverbs device with an ACTIVE port when
+ * one exists (the first, or the one named), else soft. The soft provider is always
+ * available.
  */
-export function openDevice(options: OpenDeviceOptions = {}): Device {
-  const provider = options.provider ?? 'auto';
-  if (provider !== 'auto' && provider !== 'soft' && provider !== 'ibverbs') {
-    throw invalid(`provider must be 'auto', 'soft' or 'ibverbs', got ${String(provider)}`);
-  }
-  if (options.link !== undefined && options.link !== 'auto' && options.link !== 'tcp') {
-    throw invalid(`link must be 'auto' or 'tcp', got ${String(options.link)}`);
-  }
-  if (provider === 'ibverbs' && options.link === 'tcp')
+export function openDevice(options?: OpenDeviceOptions): Device {
+  const o = readOptions('openDevice options', options, ['provider', 'name', 'link']);
+  const provider = o.provider ?? 'auto';
+  if (provider !== 'auto' && provider !== 'soft' && provider !== 'ibverbs')
+    throw invalid(`provider must be 'auto', 'soft' or 'ibverbs', got ${describe(provider)}`);
+  if (o.link !== undefined && o.link !== 'auto' && o.link !== 'tcp')
+    throw invalid(`link must be 'auto' or 'tcp', got ${describe(o.link)}`);
+  if (o.name !== undefined && typeof o.name !== 'string')
+    throw invalid(`name must be a string, got ${describe(o.name)}`);
+  const name = o.name as string | undefined;
+  const preferTcp = o.link === 'tcp';
+  if (provider === 'ibverbs' && preferTcp)
     throw invalid("link: 'tcp' is an option of the soft provider");
-  if (provider !== 'soft' && options.name !== 'soft0') {
+  if (provider !== 'soft' && name !== 'soft0' && !preferTcp) {
     const status = ibverbsStatus();
     // 'auto' takes only a device that can carry traffic (an ACTIVE port); a named one is
     // opened as asked, and says why if it cannot be used.
     const found = status.devices.find((d) =>
-      options.name === undefined
+      name === undefined
         ? provider === 'ibverbs' || d.ports.some((p) => p.state === IBV_PORT_ACTIVE)
-        : d.name === options.name,
+        : d.name === name,
     );
-    if (found && options.link !== 'tcp') return new Device(ibvInfo(found));
+    if (found) return new Device(kCreate, ibvDriver(ibvInfo(found), status));
     if (provider === 'ibverbs' && status.devices.length === 0) throw ibverbsUnavailable(status);
   }
-  if (options.name !== undefined && options.name !== 'soft0') {
+  if (name !== undefined && name !== 'soft0') {
     throw new RdmaError(
       'ERR_RDMA_NO_DEVICE',
-      `no device named ${options.name}; available: ${listDevices()
+      `no device named ${name}; available: ${listDevices()
         .map((d) => d.name)
         .join(', ')}`,
     );
   }
-  return new Device(softInfo(), options.link === 'tcp');
+  return new Device(kCreate, softDriver(softInfo(), preferTcp));
+}
+
+type OnEvent = (kind: number, handle: number) => void;
+type OpenDriver = (onEvent: OnEvent) => DeviceDriver;
+
+function softDriver(info: DeviceInfo, preferTcp: boolean): OpenDriver {
+  return (onEvent) => new SoftDeviceDriver(info, new (loadAddon().SoftDevice)(onEvent), preferTcp);
+}
+
+function ibvDriver(info: DeviceInfo, status: IbvStatus): OpenDriver {
+  const addon = loadAddon();
+  const IbvDevice = addon.IbvDevice;
+  if (!IbvDevice) throw ibverbsUnavailable(status);
+  return (onEvent) => {
+    try {
+      return new IbvDeviceDriver(info, new IbvDevice(info.name, onEvent));
+    } catch (err) {
+      if (err instanceof RdmaError) throw err;
+      throw new RdmaError(
+        'ERR_RDMA_NO_DEVICE',
+        `cannot use ibverbs device ${info.name}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  };
+}
+
+/** What a device's children share: its driver and the live objects async events name. */
+export interface DeviceContext {
+  readonly driver: DeviceDriver;
+  readonly cqs: Map<number, CompletionQueue>;
+  readonly qps: Map<number, QueuePair>;
+  readonly srqs: Map<number, SharedReceiveQueue>;
 }
 
 /** An opened RDMA device: creates protection domains and completion queues. */
 export class Device extends Resource {
   readonly info: DeviceInfo;
-  readonly events = new EventEmitter();
-  readonly #native: NativeDevice;
-  #softNative: SoftNativeDevice | undefined;
-  readonly #ctx: QpContext;
-  readonly #cqs = new Map<number, CompletionQueue>();
-
-  #linkServer: LinkServer | undefined;
-  #linkAddress: LinkAddress | undefined;
+  readonly #ctx: DeviceContext;
+  readonly #emitter = new EventEmitter();
   #listening: Promise<LinkAddress> | undefined;
-  readonly #linkClients = new Map<string, LinkClient>();
 
-  /** @internal use openDevice() */
-  constructor(info: DeviceInfo, preferTcp = false) {
+  /** Devices come from `openDevice()`. */
+  constructor(key: typeof kCreate, open: OpenDriver) {
+    checkCreate(key, 'openDevice()');
     super();
-    this.info = info;
-    const addon = loadAddon();
-    // The native side holds this callback strongly: it reaches the device through a
-    // WeakRef, and is made outside this constructor, whose closures capture `this`.
-    const onEvent = Device.#eventHandler(new WeakRef(this));
-    let soft: SoftNativeDevice | undefined;
-    if (info.provider === 'ibverbs') {
-      if (!addon.IbvDevice) throw ibverbsUnavailable(addon.ibvStatus());
-      let ibv: IbvNativeDevice;
-      try {
-        ibv = new addon.IbvDevice(info.name, onEvent);
-      } catch (err) {
-        if (err instanceof RdmaError) throw err;
-        throw new RdmaError(
-          'ERR_RDMA_NO_DEVICE',
-          `cannot use ibverbs device ${info.name}: ${(err as Error).message}`,
-          { cause: err },
-        );
-      }
-      this.#native = ibv;
-      this.#ctx = this.#context(ibv, preferTcp, { route: ibv.routeInfo() });
-    } else {
-      soft = new addon.SoftDevice(onEvent);
-      this.#native = soft;
-      this.#softNative = soft;
-      this.#ctx = this.#context(soft, preferTcp, {
-        soft: { native: soft, endpointBase: soft.endpointBase() },
-      });
-    }
+    const driver = open(Device.#eventSink(new WeakRef(this)));
+    this.info = driver.info;
+    this.#ctx = { driver, cqs: new Map(), qps: new Map(), srqs: new Map() };
   }
 
-  #context(
-    native: NativeDevice,
-    preferTcp: boolean,
-    provider: Pick<QpContext, 'soft' | 'route'>,
-  ): QpContext {
-    return {
-      native,
-      provider: this.info.provider,
-      ...provider,
-      maxMsgSize: this.info.limits.maxMsgSize,
-      qps: new Map(),
-      srqs: new Map(),
-      preferTcp,
-      linkAddress: () => this.#linkAddress,
-      linkClient: (a) => this.#linkClient(a),
-      ownsCq: (cq) => this.#cqs.get(cq.handle) === cq,
-    };
-  }
-
-  /**
-   * Soft: accepts peers over the TCP link (peers on other hosts, or `link: 'tcp'`), on
-   * `host:port` (default 127.0.0.1, an ephemeral port). Endpoints made afterwards carry
-   * the address. Resolves with it.
-   */
-  listen(options: { host?: string; port?: number } = {}): Promise<LinkAddress> {
-    this.assertOpen();
-    // Concurrent calls share one listener.
-    this.#listening ??= this.#listen(options);
-    return this.#listening;
-  }
-
-  async #listen(options: { host?: string; port?: number }): Promise<LinkAddress> {
-    const soft = this.#softNative;
-    if (!soft) throw invalid('listen() is for the soft provider: ibverbs QPs connect directly');
-    const host = options.host ?? '127.0.0.1';
-    const port = optInt('port', options.port, 0, 65535, 0);
-    const { server, address } = await LinkServer.listen(
-      soft,
-      host,
-      port,
-      this.info.limits.maxMsgSize,
-    );
-    if (this.closed) {
-      server.close();
-      throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
-    }
-    this.#linkServer = server;
-    this.#linkAddress = address;
-    return address;
-  }
-
-  #linkClient(a: LinkAddress): LinkClient {
-    const key = `${a.host}:${a.port}`;
-    let c = this.#linkClients.get(key);
-    if (!c || c.dead) {
-      c = new LinkClient(a, this.info.limits.maxMsgSize);
-      this.#linkClients.set(key, c);
-    }
-    return c;
-  }
-
-  static #eventHandler(ref: WeakRef<Device>): (kind: number, handle: number) => void {
-    return (kind, handle) => {
-      const device = ref.deref();
-      if (device) device.#onEvent(kind, handle);
-    };
-  }
-
-  /** Port state changes (ibverbs), as typed events. */
-  on(event: 'asyncEvent', listener: (e: DeviceAsyncEvent) => void): this {
-    this.events.on(event, listener);
-    return this;
+  // The native side holds this callback strongly: it reaches the device through a
+  // WeakRef, so the device stays collectable (a closure over `this` would pin it).
+  static #eventSink(ref: WeakRef<Device>): OnEvent {
+    return (kind, handle) => ref.deref()?.[kNotify](kind, handle);
   }
 
   get provider(): ProviderName {
     return this.info.provider;
   }
 
-  allocPd(): ProtectionDomain {
+  /**
+   * Soft: accepts peers over the TCP link (peers on other hosts, or `link: 'tcp'`).
+   * Endpoints made afterwards carry the advertised address. Resolves with it.
+   */
+  listen(options?: ListenOptions): Promise<LinkAddress> {
     this.assertOpen();
-    return new ProtectionDomain(this, this.#ctx, this.info.limits);
+    const o = readOptions('listen options', options, ['host', 'port', 'advertise']);
+    if (this.info.provider !== 'soft')
+      throw invalid('listen() is for the soft provider: ibverbs QPs connect directly');
+    const host = o.host ?? '127.0.0.1';
+    if (typeof host !== 'string') throw invalid(`host must be a string, got ${describe(host)}`);
+    if (o.advertise !== undefined && (typeof o.advertise !== 'string' || o.advertise === ''))
+      throw invalid(`advertise must be a host name or address, got ${describe(o.advertise)}`);
+    const port = optInt('port', o.port, 0, 65535, 0);
+    // Concurrent calls share one listener.
+    this.#listening ??= (this.#ctx.driver as SoftDeviceDriver).listen(
+      host,
+      port,
+      o.advertise as string | undefined,
+    );
+    return this.#listening;
   }
 
-  createCq(options: { capacity?: number } = {}): CompletionQueue {
+  /** Port and device events (ibverbs), as typed events. */
+  on(event: 'asyncEvent', listener: (e: DeviceAsyncEvent) => void): this {
+    this.#emitter.on(checkEvent(event), listener);
+    return this;
+  }
+
+  off(event: 'asyncEvent', listener: (e: DeviceAsyncEvent) => void): this {
+    this.#emitter.off(checkEvent(event), listener);
+    return this;
+  }
+
+  allocPd(): ProtectionDomain {
     this.assertOpen();
-    const capacity = checkInt('capacity', options.capacity ?? 256, 1, this.info.limits.maxCqe);
-    const cq = new CompletionQueue(this, this.#native, this.#native.createCq(capacity), () =>
-      this.#cqs.delete(cq.handle),
-    );
-    this.#cqs.set(cq.handle, cq);
+    return new ProtectionDomain(kCreate, this, this.#ctx);
+  }
+
+  createCq(options?: { capacity?: number }): CompletionQueue {
+    this.assertOpen();
+    const o = readOptions('createCq options', options, ['capacity']);
+    const capacity = checkInt('capacity', o.capacity ?? 256, 1, this.info.limits.maxCqe);
+    const native = this.#ctx.driver.native;
+    const cq = new CompletionQueue(kCreate, this, native, native.createCq(capacity), this.#ctx.cqs);
     return cq;
   }
 
-  override close(): void {
+  /** @internal an event from the addon */
+  [kNotify](kind: number, handle: number): void {
     if (this.closed) return;
-    // Protection domains (with their queue pairs) go before the CQs those use.
-    for (const child of [...this.children()]) if (child instanceof ProtectionDomain) child.close();
-    super.close();
-  }
-
-  #onEvent(kind: number, handle: number): void {
-    if (this.closed) return;
-    if (kind === EV_DOORBELL) {
-      // ibverbs names the CQ; soft's doorbell is the device's (any of its CQs).
-      if (this.info.provider === 'ibverbs') this.#cqs.get(handle)?.onDoorbell();
-      else for (const cq of this.#cqs.values()) cq.onDoorbell();
-    } else if (kind === EV_CQ_ERR) {
-      this.#cqs.get(handle)?.onOverrun();
-    } else if (kind === EV_QP_FATAL) {
-      this.#ctx.qps.get(handle)?.onFatal();
-    } else if (kind === EV_SRQ_LIMIT) {
-      this.#ctx.srqs.get(handle)?.onLimit();
-    } else if (kind === EV_LINK) {
-      this.#ctx.qps.get(handle)?.pumpLink();
-    } else if (kind === EV_PORT) {
-      const type = PORT_EVENTS[handle >> 8];
-      if (type)
-        this.events.emit('asyncEvent', { type, port: handle & 0xff } satisfies DeviceAsyncEvent);
+    const ctx = this.#ctx;
+    switch (kind) {
+      case EV_DOORBELL:
+        // ibverbs names the CQ; soft's doorbell is the device's (any of its CQs).
+        if (ctx.driver.doorbellWakesAll) for (const cq of ctx.cqs.values()) cq[kNotify]('doorbell');
+        else ctx.cqs.get(handle)?.[kNotify]('doorbell');
+        break;
+      case EV_CQ_ERR:
+        ctx.cqs.get(handle)?.[kNotify]('overrun');
+        break;
+      case EV_QP_FATAL:
+        ctx.qps.get(handle)?.[kNotify]('fatal');
+        break;
+      case EV_SRQ_LIMIT:
+        ctx.srqs.get(handle)?.[kNotify]('limit');
+        break;
+      case EV_LINK:
+        ctx.qps.get(handle)?.[kNotify]('link');
+        break;
+      case EV_PORT: {
+        const type = PORT_EVENTS[handle >> 8];
+        if (type)
+          this.#emitter.emit('asyncEvent', {
+            type,
+            port: handle & 0xff,
+          } satisfies DeviceAsyncEvent);
+        break;
+      }
     }
   }
 
-  protected kind(): string {
+  protected kind(): 'device' {
     return 'device';
   }
 
   protected release(): void {
-    this.#linkServer?.close();
-    for (const c of this.#linkClients.values()) c.close();
-    this.#linkClients.clear();
-    this.#native.close();
-    this.#cqs.clear();
+    this.#ctx.driver.close();
+    this.#ctx.cqs.clear();
   }
+}
+
+function checkEvent(event: unknown): 'asyncEvent' {
+  if (event !== 'asyncEvent') throw invalid(`unknown event ${describe(event)}: 'asyncEvent'`);
+  return event;
 }

@@ -1,6 +1,8 @@
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
+import { checkCreate, type kCreate } from './internal/symbols.js';
+import { checkInt } from './internal/validate.js';
 import type { Sge } from './types.js';
 
 /**
@@ -17,8 +19,9 @@ export class MemoryRegion extends Resource {
   readonly #native: NativeDevice;
   readonly #handle: number;
 
-  /** @internal */
+  /** Memory regions come from `pd.allocMr()` and `pd.regMr()`. */
   constructor(
+    key: typeof kCreate,
     parent: Resource,
     native: NativeDevice,
     handle: number,
@@ -27,6 +30,7 @@ export class MemoryRegion extends Resource {
     keys: { lkey: number; rkey: number },
     access: number,
   ) {
+    checkCreate(key, 'pd.allocMr() or pd.regMr()');
     super(parent);
     this.#native = native;
     this.#handle = handle;
@@ -47,18 +51,8 @@ export class MemoryRegion extends Resource {
   /** A scatter/gather element over [offset, offset + length) of this region. */
   sge(offset = 0, length = this.length - offset): Sge {
     if (this.closed) throw new RdmaError('ERR_RDMA_MR_INVALID', 'memory region was deregistered');
-    if (
-      !Number.isInteger(offset) ||
-      !Number.isInteger(length) ||
-      offset < 0 ||
-      length < 0 ||
-      offset + length > this.length
-    ) {
-      throw new RdmaError(
-        'ERR_RDMA_OUT_OF_RANGE',
-        `sge [${offset}, +${length}) outside region of ${this.length} bytes`,
-      );
-    }
+    checkInt('offset', offset, 0, this.length);
+    checkInt('length', length, 0, this.length - offset);
     return { addr: this.addr + offset, length, lkey: this.lkey };
   }
 
@@ -67,7 +61,7 @@ export class MemoryRegion extends Resource {
     this.close();
   }
 
-  protected kind(): string {
+  protected kind(): 'memory region' {
     return 'memory region';
   }
 

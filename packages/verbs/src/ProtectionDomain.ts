@@ -1,11 +1,13 @@
 import { CompletionQueue } from './CompletionQueue.js';
+import type { DeviceContext } from './Device.js';
 import { RdmaError } from './errors.js';
 import { Resource } from './internal/lifecycle.js';
-import { checkInt, invalid, optInt } from './internal/validate.js';
+import { checkCreate, kCreate, kHandle } from './internal/symbols.js';
+import { checkInt, describe, invalid, optInt, readOptions } from './internal/validate.js';
 import { MemoryRegion } from './MemoryRegion.js';
-import { type QpContext, QueuePair } from './QueuePair.js';
+import { QueuePair } from './QueuePair.js';
 import { SharedReceiveQueue } from './SharedReceiveQueue.js';
-import { Access, type DeviceLimits } from './types.js';
+import { Access } from './types.js';
 
 export interface CreateQpOptions {
   sendCq: CompletionQueue;
@@ -16,7 +18,24 @@ export interface CreateQpOptions {
   maxSendSge?: number;
   maxRecvSge?: number;
   maxInlineData?: number;
+  /** ibverbs: the port the QP uses (default: the device's first port). */
+  port?: number;
+  /** ibverbs: the local GID index (default: the port's RoCE v2 IPv4 GID). */
+  gidIndex?: number;
 }
+
+const QP_OPTIONS = [
+  'sendCq',
+  'recvCq',
+  'srq',
+  'maxSendWr',
+  'maxRecvWr',
+  'maxSendSge',
+  'maxRecvSge',
+  'maxInlineData',
+  'port',
+  'gidIndex',
+] as const;
 
 function checkAccess(access: unknown): number {
   const a = checkInt('access', access, 0, 15);
@@ -29,24 +48,30 @@ function checkAccess(access: unknown): number {
 
 /** A protection domain: owns memory regions, queue pairs and shared receive queues. */
 export class ProtectionDomain extends Resource {
-  readonly #ctx: QpContext;
-  readonly #limits: DeviceLimits;
+  readonly #ctx: DeviceContext;
 
-  /** @internal */
-  constructor(parent: Resource, ctx: QpContext, limits: DeviceLimits) {
+  /** Protection domains come from `device.allocPd()`. */
+  constructor(key: typeof kCreate, parent: Resource, ctx: DeviceContext) {
+    checkCreate(key, 'device.allocPd()');
     super(parent);
     this.#ctx = ctx;
-    this.#limits = limits;
+  }
+
+  /** The largest registration the device accepts, as a JS integer. */
+  get #maxMrBytes(): number {
+    const max = this.#ctx.driver.info.limits.maxMrSize;
+    return max > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(max);
   }
 
   /** Allocates `length` bytes of registered memory (zero-filled), exposed as `mr.bytes`. */
   allocMr(length: number, access: number): MemoryRegion {
     this.assertOpen();
-    checkInt('length', length, 1, this.#limits.maxMrSize);
+    checkInt('length', length, 1, this.#maxMrBytes);
     const a = checkAccess(access);
-    const [handle, ab, addr, lkey, rkey] = this.#ctx.native.allocMr(length, a);
+    const native = this.#ctx.driver.native;
+    const [handle, ab, addr, lkey, rkey] = native.allocMr(length, a);
     const keys = { lkey, rkey: rkey ?? lkey };
-    return new MemoryRegion(this, this.#ctx.native, handle, new Uint8Array(ab), addr, keys, a);
+    return new MemoryRegion(kCreate, this, native, handle, new Uint8Array(ab), addr, keys, a);
   }
 
   /**
@@ -55,7 +80,6 @@ export class ProtectionDomain extends Resource {
    */
   regMr(buffer: ArrayBuffer | ArrayBufferView, access: number): MemoryRegion {
     this.assertOpen();
-    const a = checkAccess(access);
     let ab: ArrayBuffer;
     let offset = 0;
     let length: number;
@@ -67,17 +91,25 @@ export class ProtectionDomain extends Resource {
       offset = buffer.byteOffset;
       length = buffer.byteLength;
     } else {
-      throw invalid('regMr takes an ArrayBuffer or a view of one');
+      throw invalid(`regMr takes an ArrayBuffer or a view of one, got ${describe(buffer)}`);
     }
+    const a = checkAccess(access);
     if (length === 0) throw invalid('cannot register an empty buffer');
+    if (length > this.#maxMrBytes)
+      throw new RdmaError(
+        'ERR_RDMA_OUT_OF_RANGE',
+        `cannot register ${length} bytes: the device's maximum is ${this.#maxMrBytes}`,
+      );
     // A resizable buffer can shrink under the registration: refuse it.
     if ((ab as ArrayBuffer & { resizable?: boolean }).resizable) {
       throw invalid('cannot register a resizable ArrayBuffer');
     }
-    const [handle, addr, lkey, rkey] = this.#ctx.native.regMr(ab, offset, length, a);
+    const native = this.#ctx.driver.native;
+    const [handle, addr, lkey, rkey] = native.regMr(ab, offset, length, a);
     return new MemoryRegion(
+      kCreate,
       this,
-      this.#ctx.native,
+      native,
       handle,
       new Uint8Array(ab, offset, length),
       addr,
@@ -88,47 +120,71 @@ export class ProtectionDomain extends Resource {
 
   createQp(options: CreateQpOptions): QueuePair {
     this.assertOpen();
-    const { sendCq, recvCq, srq } = options ?? ({} as CreateQpOptions);
+    if (options === undefined) throw invalid('createQp needs { sendCq, recvCq }');
+    const o = readOptions('createQp options', options, QP_OPTIONS);
+    const { sendCq, recvCq, srq } = o;
     for (const [name, cq] of [
       ['sendCq', sendCq],
       ['recvCq', recvCq],
     ] as const) {
-      if (!(cq instanceof CompletionQueue)) throw invalid(`${name} must be a CompletionQueue`);
+      if (!(cq instanceof CompletionQueue))
+        throw invalid(`${name} must be a CompletionQueue, got ${describe(cq)}`);
       if (cq.closed) throw new RdmaError('ERR_RDMA_CLOSED', `${name} is closed`);
-      if (!this.#ctx.ownsCq(cq)) throw invalid(`${name} belongs to another device`);
+      if (this.#ctx.cqs.get(cq[kHandle]) !== cq) throw invalid(`${name} belongs to another device`);
     }
-    if (srq !== undefined && (!(srq instanceof SharedReceiveQueue) || srq.closed))
-      throw invalid('srq must be an open SharedReceiveQueue');
-    const L = this.#limits;
+    if (srq !== undefined) {
+      if (!(srq instanceof SharedReceiveQueue))
+        throw invalid(`srq must be a SharedReceiveQueue, got ${describe(srq)}`);
+      if (srq.closed) throw new RdmaError('ERR_RDMA_CLOSED', 'srq is closed');
+      if (srq.pd !== this) throw invalid('srq belongs to another protection domain');
+    }
+    const scq = sendCq as CompletionQueue;
+    const rcq = recvCq as CompletionQueue;
+    const shared = srq as SharedReceiveQueue | undefined;
+    const L = this.#ctx.driver.info.limits;
     const caps = {
-      maxSendWr: optInt('maxSendWr', options.maxSendWr, 1, L.maxQpWr, 64),
-      maxRecvWr: srq ? 0 : optInt('maxRecvWr', options.maxRecvWr, 1, L.maxQpWr, 64),
-      maxSendSge: optInt('maxSendSge', options.maxSendSge, 1, L.maxSge, 4),
-      maxRecvSge: srq ? srq.maxSge : optInt('maxRecvSge', options.maxRecvSge, 1, L.maxSge, 4),
-      maxInlineData: optInt('maxInlineData', options.maxInlineData, 0, L.maxInlineData, 64),
+      maxSendWr: optInt('maxSendWr', o.maxSendWr, 1, L.maxQpWr, 64),
+      maxRecvWr: shared ? 0 : optInt('maxRecvWr', o.maxRecvWr, 1, L.maxQpWr, 64),
+      maxSendSge: optInt('maxSendSge', o.maxSendSge, 1, L.maxSge, 4),
+      maxRecvSge: shared ? shared.maxSge : optInt('maxRecvSge', o.maxRecvSge, 1, L.maxSge, 4),
+      maxInlineData: optInt('maxInlineData', o.maxInlineData, 0, L.maxInlineData, 64),
     };
-    const handle = this.#ctx.native.createQp(
-      sendCq.handle,
-      recvCq.handle,
-      srq ? srq.handle : -1,
+    const path = this.#ctx.driver.checkPath({
+      ...(o.port === undefined ? {} : { port: o.port as number }),
+      ...(o.gidIndex === undefined ? {} : { gidIndex: o.gidIndex as number }),
+    });
+    const handle = this.#ctx.driver.native.createQp(
+      scq[kHandle],
+      rcq[kHandle],
+      shared ? shared[kHandle] : -1,
       caps.maxSendWr,
       caps.maxRecvWr,
       caps.maxSendSge,
       caps.maxRecvSge,
       caps.maxInlineData,
     );
-    return new QueuePair(this, this.#ctx, handle, caps, sendCq, recvCq, srq);
+    return new QueuePair(kCreate, this, this.#ctx, {
+      handle,
+      caps,
+      path,
+      sendCq: scq,
+      recvCq: rcq,
+      srq: shared,
+    });
   }
 
-  createSrq(options: { maxWr?: number; maxSge?: number } = {}): SharedReceiveQueue {
+  createSrq(options?: { maxWr?: number; maxSge?: number }): SharedReceiveQueue {
     this.assertOpen();
-    const maxWr = optInt('maxWr', options.maxWr, 1, this.#limits.maxSrqWr, 256);
-    const maxSge = optInt('maxSge', options.maxSge, 1, this.#limits.maxSge, 4);
-    const handle = this.#ctx.native.createSrq(maxWr, maxSge);
-    return new SharedReceiveQueue(this, this.#ctx.native, handle, maxWr, maxSge, this.#ctx.srqs);
+    const o = readOptions('createSrq options', options, ['maxWr', 'maxSge']);
+    const L = this.#ctx.driver.info.limits;
+    const maxWr = optInt('maxWr', o.maxWr, 1, L.maxSrqWr, 256);
+    const maxSge = optInt('maxSge', o.maxSge, 1, L.maxSge, 4);
+    const native = this.#ctx.driver.native;
+    const handle = native.createSrq(maxWr, maxSge);
+    return new SharedReceiveQueue(kCreate, this, native, handle, maxWr, maxSge, this.#ctx.srqs);
   }
 
-  protected kind(): string {
+  protected kind(): 'protection domain' {
     return 'protection domain';
   }
 

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { CompletionQueue } from './CompletionQueue.js';
-import { RdmaError, RdmaSystemError } from './errors.js';
+import type { DeviceContext } from './Device.js';
+import { errnoName, RdmaError, RdmaPostError, RdmaSystemError } from './errors.js';
 import {
   POST_BAD_INLINE,
   POST_EINVAL,
@@ -8,17 +9,11 @@ import {
   QP_STATE_CODE,
   qpStateName,
 } from './internal/codes.js';
+import type { QpDriver, QpHost, QpPath } from './internal/driver.js';
 import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
-import { checkIbvEndpoint, ibvEndpoint } from './internal/ibvEndpoint.js';
 import { Resource } from './internal/lifecycle.js';
-import type {
-  IbvRoute,
-  NativeDevice,
-  SoftEndpointBase,
-  SoftNativeDevice,
-} from './internal/native.js';
-import type { LinkAddress, LinkClient } from './internal/TcpLink.js';
-import { invalid, optInt } from './internal/validate.js';
+import { checkCreate, type kCreate, kDriver, kNotify, kUse } from './internal/symbols.js';
+import { describe, invalid, optInt, readOptions } from './internal/validate.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
 import {
   Access,
@@ -27,49 +22,33 @@ import {
   type QpCaps,
   type QpState,
   type RecvWr,
+  type RouteOptions,
   type SendWr,
 } from './types.js';
 
-/** Faults the soft provider can inject, for tests. */
-export type Fault =
-  | { type: 'break-qp' }
-  | { type: 'break-link' }
-  | { type: 'stall-receiver'; on: boolean }
-  | { type: 'delay'; ms: number };
-
 export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
 
-/** @internal what the device hands a QP */
-export interface QpContext {
-  native: NativeDevice;
-  provider: 'soft' | 'ibverbs';
-  /** soft: the device's shared-memory endpoint and its link/fault surface */
-  soft?: { native: SoftNativeDevice; endpointBase: SoftEndpointBase };
-  /** ibverbs: port, LID, GID and MTU this device's QPs use */
-  route?: IbvRoute;
-  maxMsgSize: number;
-  /** live objects by native handle, for routing async events */
-  qps: Map<number, QueuePair>;
-  srqs: Map<number, SharedReceiveQueue>;
-  /** Use the TCP link even for peers on this host (soft, for tests). */
-  preferTcp: boolean;
-  /** This device's link listener, once `listen()` resolved. */
-  linkAddress: () => LinkAddress | undefined;
-  linkClient: (address: LinkAddress) => LinkClient;
-  /** True when `cq` was created by this device (QPs may only use their device's CQs). */
-  ownsCq: (cq: CompletionQueue) => boolean;
+/** What `pd.createQp()` hands its new queue pair. */
+export interface QpInit {
+  handle: number;
+  caps: QpCaps;
+  path: QpPath;
+  sendCq: CompletionQueue;
+  recvCq: CompletionQueue;
+  srq: SharedReceiveQueue | undefined;
 }
 
-const ERRNO_NAMES: Record<number, string> = {
-  1: 'EPERM',
-  12: 'ENOMEM',
-  13: 'EACCES',
-  16: 'EBUSY',
-  22: 'EINVAL',
-  110: 'ETIMEDOUT',
-};
-
 const ALL_REMOTE = Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
+const CONNECT_OPTIONS = [
+  'rnrRetry',
+  'retryCount',
+  'timeout',
+  'minRnrTimer',
+  'access',
+  'hopLimit',
+  'sl',
+  'trafficClass',
+] as const;
 
 /**
  * A reliable-connected queue pair with the verbs state machine
@@ -81,147 +60,102 @@ export class QueuePair extends Resource {
   readonly sendCq: CompletionQueue;
   readonly recvCq: CompletionQueue;
   readonly srq: SharedReceiveQueue | undefined;
-  readonly events = new EventEmitter();
-  readonly #ctx: QpContext;
+  readonly #emitter = new EventEmitter();
+  readonly #ctx: DeviceContext;
   readonly #handle: number;
-  /** soft: slot and generation of the QP's shared descriptor */
-  readonly #slot: number;
-  readonly #gen: number;
-  /** ibverbs: the initial packet sequence number of this QP's send queue */
-  readonly #psn: number;
+  readonly #driver: QpDriver;
   readonly #sendScratch: Float64Array;
   readonly #recvScratch: Float64Array;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
-  #link: LinkClient | undefined;
-  /** ibverbs: READs the peer's responder accepts in flight (from its endpoint) */
-  #peerRdAtomic = 1;
-  #linkHdr: Float64Array | undefined;
-  #linkPayload = new Uint8Array(0);
 
-  /** @internal */
-  constructor(
-    parent: Resource,
-    ctx: QpContext,
-    handle: number,
-    caps: QpCaps,
-    sendCq: CompletionQueue,
-    recvCq: CompletionQueue,
-    srq: SharedReceiveQueue | undefined,
-  ) {
+  /** Queue pairs come from `pd.createQp()`. */
+  constructor(key: typeof kCreate, parent: Resource, ctx: DeviceContext, init: QpInit) {
+    checkCreate(key, 'pd.createQp()');
     super(parent);
     this.#ctx = ctx;
-    this.#handle = handle;
-    const [qpn, slot, gen, sendWr, recvWr, inline] = ctx.native.qpInfo(handle);
+    this.#handle = init.handle;
+    const native = ctx.driver.native;
+    this.qpn = native.qpInfo(init.handle)[0];
+    this.#driver = ctx.driver.qp(this.#host(), init.path);
+    const g = this.#driver.granted;
     // ibverbs reports what the device granted: the real ring sizes are the capacity.
-    this.caps =
-      sendWr === undefined
-        ? caps
-        : {
-            ...caps,
-            maxSendWr: sendWr,
-            maxRecvWr: srq ? 0 : (recvWr ?? caps.maxRecvWr),
-            maxInlineData: inline ?? caps.maxInlineData,
-          };
-    this.sendCq = sendCq;
-    this.recvCq = recvCq;
-    this.srq = srq;
-    this.qpn = qpn;
-    // qpInfo is [qpn, slot, gen] on soft and [qpn, psn, 0, caps…] on ibverbs.
-    this.#slot = ctx.route ? 0 : slot;
-    this.#gen = gen;
-    this.#psn = ctx.route ? slot : 0;
-    this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(caps.maxSendSge));
+    this.caps = {
+      ...init.caps,
+      maxSendWr: g.maxSendWr ?? init.caps.maxSendWr,
+      maxRecvWr: init.srq ? 0 : (g.maxRecvWr ?? init.caps.maxRecvWr),
+      maxInlineData: g.maxInlineData ?? init.caps.maxInlineData,
+    };
+    this.sendCq = init.sendCq;
+    this.recvCq = init.recvCq;
+    this.srq = init.srq;
+    this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(this.caps.maxSendSge));
     this.#recvScratch = new Float64Array(
-      Math.max(this.caps.maxRecvWr, 1) * recvWrWords(caps.maxRecvSge),
+      Math.max(this.caps.maxRecvWr, 1) * recvWrWords(this.caps.maxRecvSge),
     );
-    sendCq.use(1);
-    recvCq.use(1);
-    srq?.use(1);
-    ctx.qps.set(handle, this);
+    this.sendCq[kUse](1);
+    this.recvCq[kUse](1);
+    this.srq?.[kUse](1);
+    ctx.qps.set(init.handle, this);
+  }
+
+  // What the provider driver may do to this QP (nothing public: no `this` leaks to it).
+  #host(): QpHost {
+    const qp = this;
+    return {
+      handle: this.#handle,
+      get qpn() {
+        return qp.qpn;
+      },
+      get closed() {
+        return qp.closed;
+      },
+      transitioned: (to, rc) => {
+        if (rc !== 0) throw this.#transitionError(to, rc);
+      },
+      toError: () => this.toError(),
+    };
   }
 
   get state(): QpState {
     this.assertOpen();
-    return qpStateName(this.#ctx.native.qpState(this.#handle));
+    return qpStateName(this.#ctx.driver.native.qpState(this.#handle));
   }
 
   /** What the peer needs to connect to this QP (JSON-serialisable). */
   endpoint(): Endpoint {
     this.assertOpen();
-    if (this.#ctx.route) return ibvEndpoint(this.#ctx.route, this.qpn, this.#psn);
-    const base = this.#softCtx().endpointBase;
-    return {
-      provider: this.#ctx.provider,
-      transport: 'shm',
-      qpn: this.qpn,
-      psn: 0,
-      bootId: base.bootId,
-      pid: base.pid,
-      segFd: base.segFd,
-      bellFd: base.bellFd,
-      nonce: base.nonce,
-      slot: this.#slot,
-      gen: this.#gen,
-      ...(this.#ctx.linkAddress() ? { tcp: this.#ctx.linkAddress() } : {}),
-    };
+    return this.#driver.endpoint();
   }
 
   /** reset → init. `access`: remote access granted to the peer (default all). */
-  toInit(options: { access?: number } = {}): void {
-    this.#modify('init', optInt('access', options.access, 0, 15, ALL_REMOTE));
+  toInit(options?: { access?: number }): void {
+    this.assertOpen();
+    const o = readOptions('toInit options', options, ['access']);
+    this.#driver.toInit(optInt('access', o.access, 0, 15, ALL_REMOTE));
   }
 
-  /** init → rtr, bound to the remote endpoint. */
-  toRtr(remote: Endpoint, options: { minRnrTimer?: number } = {}): void {
-    const minRnr = optInt('minRnrTimer', options.minRnrTimer, 0, 31, 12);
-    if (this.#ctx.route) {
-      const ep = checkIbvEndpoint(remote);
-      this.#modify('rtr', ep.qpn, ep.psn, ep.lid, ...ep.gidWords, ep.mtu, minRnr);
-      this.#peerRdAtomic = ep.maxRdAtomic;
-      return;
-    }
-    const soft = this.#softCtx();
-    const base = soft.endpointBase;
-    if (
-      remote !== null &&
-      typeof remote === 'object' &&
-      (this.#ctx.preferTcp || remote.bootId !== base.bootId)
-    ) {
-      const ep = checkEndpoint(remote, this.#ctx.provider, undefined);
-      const tcp = (remote as { tcp?: LinkAddress }).tcp;
-      if (
-        !tcp ||
-        typeof tcp.host !== 'string' ||
-        tcp.host === '' ||
-        !Number.isInteger(tcp.port) ||
-        tcp.port < 1 ||
-        tcp.port > 65535
-      ) {
-        throw new RdmaError(
-          'ERR_RDMA_UNREACHABLE',
-          'the remote soft endpoint is on another host (or the TCP link was chosen) and does not listen: call `await device.listen()` on its device first',
-        );
-      }
-      this.assertOpen();
-      const link = this.#ctx.linkClient(tcp); // before the transition: it may throw
-      const rc = soft.native.toRtrLink(this.#handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
-      if (rc !== 0) throw this.#transitionError(this.state, 'rtr', rc);
-      this.#link = link;
-      this.#linkHdr ??= new Float64Array(10);
-      return;
-    }
-    const ep = checkEndpoint(remote, this.#ctx.provider, base.bootId);
-    this.#link = undefined;
-    this.#modify('rtr', ep.pid, ep.segFd, ep.bellFd, ep.slot, ep.gen, ep.qpn, minRnr, ep.nonce);
+  /** init → rtr, bound to the remote endpoint (validated: it is untrusted input). */
+  toRtr(remote: Endpoint, options?: { minRnrTimer?: number } & RouteOptions): void {
+    this.assertOpen();
+    const o = readOptions('toRtr options', options, [
+      'minRnrTimer',
+      'hopLimit',
+      'sl',
+      'trafficClass',
+    ]);
+    const minRnr = optInt('minRnrTimer', o.minRnrTimer, 0, 31, 12);
+    this.#driver.toRtr(remote, minRnr, routeOf(o));
   }
 
   /** rtr → rts. */
-  toRts(options: { timeout?: number; retryCount?: number; rnrRetry?: number } = {}): void {
-    const timeout = optInt('timeout', options.timeout, 0, 31, 14);
-    const retry = optInt('retryCount', options.retryCount, 0, 7, 7);
-    const rnr = optInt('rnrRetry', options.rnrRetry, 0, 7, 7);
-    if (this.#ctx.route) this.#modify('rts', timeout, retry, rnr, this.#peerRdAtomic);
-    else this.#modify('rts', timeout, retry, rnr);
+  toRts(options?: { timeout?: number; retryCount?: number; rnrRetry?: number }): void {
+    this.assertOpen();
+    const o = readOptions('toRts options', options, ['timeout', 'retryCount', 'rnrRetry']);
+    this.#driver.toRts(
+      optInt('timeout', o.timeout, 0, 31, 14),
+      optInt('retryCount', o.retryCount, 0, 7, 7),
+      optInt('rnrRetry', o.rnrRetry, 0, 7, 7),
+    );
   }
 
   /** Any state → error: outstanding work is flushed with WR_FLUSH_ERR. */
@@ -231,28 +165,28 @@ export class QueuePair extends Resource {
 
   /** Any state → reset: queues are emptied without completions; the QP can be reused. */
   reset(): void {
-    this.#link = undefined;
     this.#modify('reset');
+    this.#driver.onReset();
   }
 
-  /** Walks reset → init → rtr → rts in one call. */
-  connect(remote: Endpoint, options: ConnectOptions = {}): void {
-    if (this.state === 'reset')
-      this.toInit(options.access === undefined ? {} : { access: options.access });
-    this.toRtr(
-      remote,
-      options.minRnrTimer === undefined ? {} : { minRnrTimer: options.minRnrTimer },
-    );
-    const rts: { timeout?: number; retryCount?: number; rnrRetry?: number } = {};
-    if (options.timeout !== undefined) rts.timeout = options.timeout;
-    if (options.retryCount !== undefined) rts.retryCount = options.retryCount;
-    if (options.rnrRetry !== undefined) rts.rnrRetry = options.rnrRetry;
-    this.toRts(rts);
+  /** Walks reset → init → rtr → rts in one call; options are checked before any step. */
+  connect(remote: Endpoint, options?: ConnectOptions): void {
+    this.assertOpen();
+    const o = readOptions('connect options', options, CONNECT_OPTIONS);
+    const access = optInt('access', o.access, 0, 15, ALL_REMOTE);
+    const minRnr = optInt('minRnrTimer', o.minRnrTimer, 0, 31, 12);
+    const timeout = optInt('timeout', o.timeout, 0, 31, 14);
+    const retry = optInt('retryCount', o.retryCount, 0, 7, 7);
+    const rnr = optInt('rnrRetry', o.rnrRetry, 0, 7, 7);
+    if (this.state === 'reset') this.#driver.toInit(access);
+    this.#driver.toRtr(remote, minRnr, routeOf(o));
+    this.#driver.toRts(timeout, retry, rnr);
   }
 
   /**
    * Posts one or more send WRs. The batch is validated whole before anything is posted.
-   * A full send queue throws ERR_RDMA_QUEUE_FULL with `posted` = how many went in.
+   * A full send queue throws RdmaPostError ERR_RDMA_QUEUE_FULL with `posted` = how many
+   * went in.
    */
   postSend(wrs: SendWr | readonly SendWr[]): void {
     this.assertOpen();
@@ -266,11 +200,11 @@ export class QueuePair extends Resource {
         list[i] as SendWr,
         this.caps.maxSendSge,
         this.caps.maxInlineData,
-        this.#ctx.maxMsgSize,
+        this.#ctx.driver.info.limits.maxMsgSize,
       );
     }
-    const rc = this.#ctx.native.postSend(this.#handle, this.#sendScratch, n);
-    if (this.#link) this.pumpLink();
+    const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n);
+    this.#driver.afterPost();
     if (rc !== 0) throw postError(rc, 'send', this.state);
     if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'send', 'rts');
   }
@@ -288,170 +222,106 @@ export class QueuePair extends Resource {
     let p = 0;
     for (let i = 0; i < n; i++)
       p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
-    const rc = this.#ctx.native.postRecv(this.#handle, this.#recvScratch, n);
+    const rc = this.#ctx.driver.native.postRecv(this.#handle, this.#recvScratch, n);
     if (rc !== 0) throw postError(rc, 'receive', this.state);
     if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'receive', 'rts');
   }
 
-  /** Test hook: injects a fault (soft provider; ibverbs supports only break-qp). */
-  injectFault(fault: Fault): void {
-    this.assertOpen();
-    if (fault.type === 'break-qp') {
-      this.toError();
-      return;
-    }
-    const soft = this.#ctx.soft?.native;
-    if (!soft) throw invalid(`fault ${fault.type} needs the soft provider`);
-    if (fault.type === 'break-link') soft.inject(this.#handle, 0, 0);
-    else if (fault.type === 'stall-receiver') soft.inject(this.#handle, 1, fault.on ? 1 : 0);
-    else if (fault.type === 'delay') {
-      if (!(fault.ms >= 0)) throw invalid('delay ms must be >= 0');
-      soft.inject(this.#handle, 2, fault.ms);
-    } else throw invalid(`unknown fault ${(fault as { type: string }).type}`);
-  }
-
   on(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
-    this.events.on(event, listener);
+    if (event !== 'asyncEvent') throw invalid(`unknown event ${describe(event)}: 'asyncEvent'`);
+    this.#emitter.on(event, listener);
     return this;
   }
 
-  /** @internal Sends what the native side has ready for the TCP link (one WR in flight). */
-  pumpLink(): void {
-    const link = this.#link;
-    const hdr = this.#linkHdr;
-    const soft = this.#ctx.soft?.native;
-    if (!link || !hdr || !soft || this.closed) return;
-    for (;;) {
-      const r = soft.linkTake(this.#handle, hdr, this.#linkPayload);
-      if (r < 0) {
-        this.#linkPayload = new Uint8Array(-r); // grows once to the largest message
-        continue;
-      }
-      if (r === 0) return;
-      const isRead = hdr[0] === 4;
-      const payload = isRead ? undefined : this.#linkPayload.subarray(0, hdr[4] as number);
-      const token = hdr[9] as number;
-      link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
-        if (this.closed) return;
-        soft.linkDone(this.#handle, token, outcome, status, rnrTimer, data);
-        this.pumpLink();
-      });
-      return;
-    }
+  off(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
+    this.#emitter.off(event, listener);
+    return this;
   }
 
-  /** @internal */
-  onFatal(): void {
-    this.events.emit('asyncEvent', {
+  /** @internal fault injection (`@rdmajs/verbs/testing`) */
+  get [kDriver](): QpDriver {
+    this.assertOpen();
+    return this.#driver;
+  }
+
+  /** @internal notifications from the device */
+  [kNotify](what: 'fatal' | 'link'): void {
+    if (this.closed) return;
+    if (what === 'link') {
+      this.#driver.onLink();
+      return;
+    }
+    this.#emitter.emit('asyncEvent', {
       type: 'QP_FATAL',
       error: new RdmaError(
         'ERR_RDMA_INVALID_STATE',
-        `QP ${this.qpn} was moved to error (${this.#ctx.provider === 'soft' ? 'by its peer' : 'fatal async event from the device'})`,
+        `QP ${this.qpn} was moved to error (${this.#ctx.driver.info.provider === 'soft' ? 'by its peer' : 'fatal async event from the device'})`,
       ),
     } satisfies QpAsyncEvent);
   }
 
-  #softCtx(): { native: SoftNativeDevice; endpointBase: SoftEndpointBase } {
-    const soft = this.#ctx.soft;
-    if (!soft) throw new RdmaError('ERR_RDMA_SYSTEM', 'internal: not a soft device');
-    return soft;
-  }
-
-  #modify(to: QpState, ...args: number[]): void {
+  #modify(to: 'error' | 'reset'): void {
     this.assertOpen();
-    const from = this.state;
-    const rc = this.#ctx.native.modifyQp(this.#handle, QP_STATE_CODE[to], ...args);
-    if (rc !== 0) throw this.#transitionError(from, to, rc);
+    const rc = this.#ctx.driver.native.modifyQp(this.#handle, QP_STATE_CODE[to]);
+    if (rc !== 0) throw this.#transitionError(to, rc);
   }
 
-  #transitionError(from: QpState, to: QpState, rc: number): RdmaSystemError {
-    const name = ERRNO_NAMES[rc] ? ` ${ERRNO_NAMES[rc]}` : '';
+  #transitionError(to: QpState, rc: number): RdmaSystemError {
+    const from = this.state;
     return new RdmaSystemError(
       'ibv_modify_qp',
       rc,
-      `cannot move QP ${this.qpn} from ${from} to ${to} (errno ${rc}${name})`,
+      `cannot move QP ${this.qpn} from ${from} to ${to} (${errnoName(rc)})`,
       'ERR_RDMA_INVALID_STATE',
     );
   }
 
-  protected kind(): string {
+  protected kind(): 'queue pair' {
     return 'queue pair';
   }
 
   protected release(): void {
-    this.#ctx.native.destroyQp(this.#handle);
+    this.#ctx.driver.native.destroyQp(this.#handle);
     this.#ctx.qps.delete(this.#handle);
-    this.sendCq.use(-1);
-    this.recvCq.use(-1);
-    this.srq?.use(-1);
+    this.sendCq[kUse](-1);
+    this.recvCq[kUse](-1);
+    this.srq?.[kUse](-1);
   }
 }
 
-interface SoftEndpoint {
-  pid: number;
-  segFd: number;
-  bellFd: number;
-  slot: number;
-  gen: number;
-  qpn: number;
-  nonce: number;
+function routeOf(o: Partial<Record<'hopLimit' | 'sl' | 'trafficClass', unknown>>): RouteOptions {
+  const r: RouteOptions = {};
+  // Range-checked by the provider's driver (soft refuses them).
+  if (o.hopLimit !== undefined) r.hopLimit = o.hopLimit as number;
+  if (o.sl !== undefined) r.sl = o.sl as number;
+  if (o.trafficClass !== undefined) r.trafficClass = o.trafficClass as number;
+  return r;
 }
 
-function checkEndpoint(
-  remote: Endpoint,
-  provider: string,
-  bootId: string | undefined,
-): SoftEndpoint {
-  if (remote === null || typeof remote !== 'object')
-    throw invalid('remote endpoint must be an object');
-  if (remote.provider !== provider) {
-    throw invalid(
-      `remote endpoint is of provider ${String(remote.provider)}, this QP is ${provider}`,
-    );
-  }
-  if (bootId !== undefined && remote.bootId !== bootId) {
-    throw new RdmaError(
-      'ERR_RDMA_UNREACHABLE',
-      'the remote soft endpoint is on another host; the soft provider connects peers on the same host (shared memory) only',
-    );
-  }
-  const e = remote as unknown as Record<string, unknown>;
-  for (const k of ['pid', 'segFd', 'bellFd', 'slot', 'gen', 'qpn', 'nonce']) {
-    if (typeof e[k] !== 'number' || !Number.isInteger(e[k]) || (e[k] as number) < 0)
-      throw invalid(`remote endpoint lacks ${k}`);
-  }
-  return e as unknown as SoftEndpoint;
-}
-
+// The addon's post result: (index of the failed WR << 8) | reason.
 function postError(rc: number, what: string, state: QpState): RdmaError {
   const index = rc >> 8;
   const code = rc & 0xff;
-  if (code === POST_EINVAL) {
-    return Object.assign(
-      new RdmaError('ERR_RDMA_INVALID_STATE', `cannot post a ${what} in state ${state}`),
-      { posted: index },
+  if (code === POST_EINVAL)
+    return new RdmaPostError(
+      'ERR_RDMA_INVALID_STATE',
+      `cannot post a ${what} in state ${state}`,
+      index,
+      false,
     );
-  }
-  if (code === POST_ENOMEM) {
-    return Object.assign(
-      new RdmaError(
-        'ERR_RDMA_QUEUE_FULL',
-        `${what} queue full: ${index} work request(s) of the batch were posted`,
-        { retryable: true },
-      ),
-      {
-        posted: index,
-      },
+  if (code === POST_ENOMEM)
+    return new RdmaPostError(
+      'ERR_RDMA_QUEUE_FULL',
+      `${what} queue full: ${index} work request(s) of the batch were posted`,
+      index,
+      true,
     );
-  }
-  if (code === POST_BAD_INLINE) {
-    return Object.assign(
-      new RdmaError(
-        'ERR_RDMA_INVALID_ARG',
-        `inline ${what} work request ${index} of the batch reads memory that is not registered; ${index} were posted`,
-      ),
-      { posted: index },
+  if (code === POST_BAD_INLINE)
+    return new RdmaPostError(
+      'ERR_RDMA_INVALID_ARG',
+      `inline ${what} work request ${index} of the batch reads memory that is not registered; ${index} were posted`,
+      index,
+      false,
     );
-  }
-  return new RdmaError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`);
+  return new RdmaPostError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`, index, false);
 }

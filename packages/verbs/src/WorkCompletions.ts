@@ -1,8 +1,13 @@
 import { WC_FLAG_WITH_IMM, wcOpcodeName } from './internal/codes.js';
+import { checkInt } from './internal/validate.js';
 import { WC_STATUSES, type WcOpcode, type WcStatus, type WorkCompletion } from './types.js';
+
+/** Most records one call preallocates (a CQ holds at most maxCqe completions). */
+export const MAX_COMPLETION_RECORDS = 1 << 20;
 
 /** Preallocates `n` completion records for `CompletionQueue.poll()` to fill. */
 export function allocCompletions(n: number): WorkCompletion[] {
+  checkInt('n', n, 0, MAX_COMPLETION_RECORDS);
   const out: WorkCompletion[] = [];
   for (let i = 0; i < n; i++) {
     out.push({

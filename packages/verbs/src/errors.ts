@@ -2,8 +2,10 @@
  * Errors of @rdmajs/verbs. Users match on `code`, which never changes once published.
  * Three families are kept apart: user mistakes (thrown synchronously after validation),
  * system failures (errno + the verb that failed) and completion failures (status of a
- * work completion).
+ * work completion). The README's "Errors" table lists every code.
  */
+import { getSystemErrorName } from 'node:util';
+import type { WcStatus } from './types.js';
 
 export type RdmaErrorCode =
   | 'ERR_RDMA_INVALID_ARG'
@@ -24,6 +26,7 @@ export type RdmaErrorCode =
 
 export interface RdmaErrorOptions {
   cause?: unknown;
+  /** True only when the same call can succeed later without the caller changing anything. */
   retryable?: boolean;
 }
 
@@ -40,9 +43,23 @@ export class RdmaError extends Error {
   }
 }
 
-/** A system call or verb failed: keeps errno and the verb's name. */
+/** The errno's symbolic name (`ENOMEM`), or `errno N` for one Node does not know. */
+export function errnoName(errno: number): string {
+  try {
+    return getSystemErrorName(-Math.abs(errno));
+  } catch {
+    return `errno ${errno}`;
+  }
+}
+
+// errnos after which the same call may succeed unchanged (resources come back).
+const TRANSIENT_ERRNOS = new Set([11 /* EAGAIN */, 4 /* EINTR */]);
+
+/** A system call or verb failed: keeps errno, its name and the verb's name. */
 export class RdmaSystemError extends RdmaError {
   readonly errno: number;
+  /** The errno's symbolic name, e.g. `ENOMEM`. */
+  readonly errnoName: string;
   readonly syscall: string;
 
   constructor(
@@ -51,20 +68,33 @@ export class RdmaSystemError extends RdmaError {
     message: string,
     code: RdmaErrorCode = 'ERR_RDMA_SYSTEM',
   ) {
-    super(code, `${syscall}: ${message}`, { retryable: errno === 11 /* EAGAIN */ });
+    super(code, `${syscall}: ${message}`, { retryable: TRANSIENT_ERRNOS.has(errno) });
     this.name = 'RdmaSystemError';
     this.errno = errno;
+    this.errnoName = errnoName(errno);
     this.syscall = syscall;
+  }
+}
+
+/** A post that stopped part-way through a batch: `posted` work requests went in. */
+export class RdmaPostError extends RdmaError {
+  /** How many work requests of the batch were posted before the one that failed. */
+  readonly posted: number;
+
+  constructor(code: RdmaErrorCode, message: string, posted: number, retryable: boolean) {
+    super(code, message, { retryable });
+    this.name = 'RdmaPostError';
+    this.posted = posted;
   }
 }
 
 /** A work completion that did not succeed, kept with its status, wrId and vendor error. */
 export class RdmaCompletionError extends RdmaError {
-  readonly status: string;
+  readonly status: WcStatus;
   readonly wrId: number;
   readonly vendorErr: number;
 
-  constructor(status: string, wrId: number, vendorErr: number, retryable: boolean) {
+  constructor(status: WcStatus, wrId: number, vendorErr: number, retryable: boolean) {
     super('ERR_RDMA_COMPLETION', `work request ${wrId} completed with ${status}`, { retryable });
     this.name = 'RdmaCompletionError';
     this.status = status;

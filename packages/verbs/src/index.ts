@@ -2,30 +2,50 @@ export { CompletionQueue, type CqAsyncEvent, type WaitOptions } from './Completi
 export {
   Device,
   type DeviceAsyncEvent,
+  type IbvStatus,
   ibverbsStatus,
+  type ListenOptions,
   listDevices,
   type OpenDeviceOptions,
   openDevice,
 } from './Device.js';
-export { RdmaCompletionError, RdmaError, type RdmaErrorCode, RdmaSystemError } from './errors.js';
+export {
+  errnoName,
+  RdmaCompletionError,
+  RdmaError,
+  type RdmaErrorCode,
+  type RdmaErrorOptions,
+  RdmaPostError,
+  RdmaSystemError,
+} from './errors.js';
+export {
+  formatIbverbsEndpoint,
+  type IbvEndpointFields,
+  ibverbsEndpoint,
+  parseIbverbsEndpoint,
+} from './IbvEndpoint.js';
 export { MemoryRegion } from './MemoryRegion.js';
 export { type CreateQpOptions, ProtectionDomain } from './ProtectionDomain.js';
-export { type Fault, type QpAsyncEvent, QueuePair } from './QueuePair.js';
-export { SharedReceiveQueue } from './SharedReceiveQueue.js';
+export { type QpAsyncEvent, QueuePair } from './QueuePair.js';
+export { SharedReceiveQueue, type SrqAsyncEvent } from './SharedReceiveQueue.js';
 export {
   Access,
   type ConnectOptions,
   type DeviceInfo,
   type DeviceLimits,
   type Endpoint,
+  type IbvEndpoint,
+  type LinkAddress,
   type PortInfo,
   type ProviderName,
   type QpCaps,
   type QpState,
   type RecvWr,
+  type RouteOptions,
   type SendOpcode,
   type SendWr,
   type Sge,
+  type SoftEndpoint,
   WC_STATUSES,
   type WcOpcode,
   type WcStatus,

@@ -99,7 +99,17 @@ export interface QpCaps {
   maxInlineData: number;
 }
 
-export interface ConnectOptions {
+/** Path options of an ibverbs connection (RTR). The soft provider refuses them. */
+export interface RouteOptions {
+  /** GRH hop limit, 1..255. Default 64. */
+  hopLimit?: number;
+  /** Service level, 0..15. Default 0. */
+  sl?: number;
+  /** GRH traffic class (DSCP << 2 | ECN), 0..255. Default 0. */
+  trafficClass?: number;
+}
+
+export interface ConnectOptions extends RouteOptions {
   /** RNR retries before RNR_RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
   rnrRetry?: number;
   /** Transport retries before RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
@@ -130,7 +140,8 @@ export interface DeviceLimits {
   maxCq: number;
   maxCqe: number;
   maxMr: number;
-  maxMrSize: number;
+  /** 64-bit: exact as a bigint (2^64 − 1 means no limit). */
+  maxMrSize: bigint;
   maxMsgSize: number;
   maxInlineData: number;
   maxSrq: number;
@@ -145,10 +156,45 @@ export interface DeviceInfo {
   limits: DeviceLimits;
 }
 
-/** What a peer needs to connect to a QP; JSON-serialisable, exchanged out of band. */
-export interface Endpoint {
-  provider: ProviderName;
+/** A soft TCP-link listener address (`device.listen()`). */
+export interface LinkAddress {
+  host: string;
+  port: number;
+}
+
+/** What a soft QP tells its peer: where its device's shared segment and doorbell are. */
+export interface SoftEndpoint {
+  provider: 'soft';
+  transport: 'shm';
   qpn: number;
   psn: number;
-  [field: string]: unknown;
+  bootId: string;
+  pid: number;
+  segFd: number;
+  bellFd: number;
+  nonce: number;
+  slot: number;
+  gen: number;
+  /** Present once the device listens: peers on other hosts connect over the TCP link. */
+  tcp?: LinkAddress;
 }
+
+/** What an ibverbs QP tells its peer (RoCE v2 or InfiniBand); see `ibverbsEndpoint()`. */
+export interface IbvEndpoint {
+  provider: 'ibverbs';
+  transport: 'roce' | 'ib';
+  qpn: number;
+  psn: number;
+  lid: number;
+  /** GID as ibv_devinfo prints it (8 groups of 4 hex digits); all zero without a GRH */
+  gid: string;
+  gidIndex: number;
+  port: number;
+  /** ibv_mtu enum of the path (1 = 256 B … 5 = 4096 B); the smaller side wins */
+  mtu: number;
+  /** RDMA READs this QP accepts in flight: the peer's initiator depth is capped by it */
+  maxRdAtomic: number;
+}
+
+/** What a peer needs to connect to a QP; JSON-serialisable, exchanged out of band. */
+export type Endpoint = SoftEndpoint | IbvEndpoint;

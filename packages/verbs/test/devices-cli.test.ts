@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { exactBigints } from '../src/cli/devices.js';
 import { listDevices } from '../src/index.js';
 
 const bin = fileURLToPath(new URL('../bin/rdmajs.js', import.meta.url));
@@ -20,6 +21,10 @@ describe('rdmajs devices', () => {
     const json = JSON.parse(
       execFileSync(process.execPath, [bin, 'devices', '--json'], { encoding: 'utf8' }),
     );
-    expect(json).toEqual(listDevices());
+    // 64-bit limits (maxMrSize) travel as exact decimal strings.
+    expect(json).toEqual(JSON.parse(JSON.stringify(listDevices(), exactBigints)));
+    expect(json.find((d: { name: string }) => d.name === 'soft0').limits.maxMrSize).toMatch(
+      /^\d+$/,
+    );
   });
 });

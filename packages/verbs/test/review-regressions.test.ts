@@ -23,7 +23,10 @@ describe.each(providers)('review regressions on %s', (provider) => {
       })),
     );
     const wcs = allocCompletions(4);
-    expect(a.cq.poll(wcs, -1)).toBe(0);
+    expect(() => a.cq.poll(wcs, -1)).toThrow(
+      expect.objectContaining({ code: 'ERR_RDMA_OUT_OF_RANGE' }),
+    );
+    expect(a.cq.pending()).toBe(40); // refused before any completion was taken
     expect(a.cq.poll(wcs, 1e9)).toBe(4);
     expect(a.cq.pending()).toBe(36);
   });

@@ -31,7 +31,7 @@ describe.each(providers)('shared receive queues on %s', (provider) => {
       Array.from({ length: 4 }, (_, i) => ({ wrId: 100 + i, sgList: [mr.sge(i * 64, 64)] })),
     );
     let limitEvents = 0;
-    srq.events.on('asyncEvent', (e: { type: string }) => {
+    srq.on('asyncEvent', (e: { type: string }) => {
       if (e.type === 'SRQ_LIMIT_REACHED') limitEvents++;
     });
     srq.armLimit(2);

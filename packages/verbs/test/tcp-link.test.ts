@@ -208,7 +208,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
           bootId: 'elsewhere',
           tcp: { host: '127.0.0.1', port: 70000 },
         }),
-      ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_UNREACHABLE' }));
+      ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_INVALID_ARG' }));
       expect(a.qp.state).toBe('init');
     } finally {
       a.dev.close();

@@ -25,6 +25,11 @@ function describe(d: DeviceInfo): string {
   return lines.join('\n');
 }
 
+/** 64-bit limits are bigints: JSON carries them as exact decimal strings. */
+export function exactBigints(_key: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? v.toString() : v;
+}
+
 export function main(argv: string[]): void {
   const program = new Command('rdmajs').description('RDMA verbs for Node.js');
   program
@@ -38,7 +43,7 @@ export function main(argv: string[]): void {
         process.stderr.write(`(ibverbs: ${ibv.reason ?? 'no devices'})\n`);
       process.stdout.write(
         opts.json
-          ? `${JSON.stringify(devices, null, 2)}\n`
+          ? `${JSON.stringify(devices, exactBigints, 2)}\n`
           : `${devices.map(describe).join('\n\n')}\n`,
       );
     });

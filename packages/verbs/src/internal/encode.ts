@@ -4,14 +4,14 @@
 
 import type { RecvWr, SendWr, Sge } from '../types.js';
 import { SEND_OPCODE_CODE } from './codes.js';
-import { invalid, MAX_U32, MAX_WR_ID, outOfRange } from './validate.js';
+import { describe, invalid, MAX_ADDR, MAX_U32, MAX_WR_ID, outOfRange } from './validate.js';
 
 const FLAG_SIGNALED = 1;
 const FLAG_INLINE = 2;
 
 function checkWrId(v: unknown): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_WR_ID) {
-    throw invalid(`wrId must be an integer in [0, 2^53), got ${String(v)}`);
+    throw invalid(`wrId must be an integer in [0, 2^53), got ${describe(v)}`);
   }
   return v;
 }
@@ -20,19 +20,20 @@ function checkWrId(v: unknown): number {
 let lastTotal = 0;
 
 function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: number): number {
-  if (!Array.isArray(sgList)) throw invalid('sgList must be an array of { addr, length, lkey }');
   if (sgList.length > maxSge)
     throw outOfRange(`sgList has ${sgList.length} entries, the queue allows ${maxSge}`);
   let total = 0;
   for (const sge of sgList) {
-    const { addr, length, lkey } = sge ?? ({} as Sge);
-    if (typeof addr !== 'number' || !Number.isInteger(addr) || addr < 0)
-      throw invalid(`sge.addr must be a non-negative integer`);
+    if (sge === null || typeof sge !== 'object')
+      throw invalid(`an sge must be { addr, length, lkey }, got ${describe(sge)}`);
+    const { addr, length, lkey } = sge;
+    if (typeof addr !== 'number' || !Number.isInteger(addr) || addr < 0 || addr > MAX_ADDR)
+      throw invalid(`sge.addr must be an integer in [0, 2^53), got ${describe(addr)}`);
     if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > MAX_U32) {
-      throw invalid('sge.length must be an integer in [0, 2^32)');
+      throw invalid(`sge.length must be an integer in [0, 2^32), got ${describe(length)}`);
     }
     if (typeof lkey !== 'number' || !Number.isInteger(lkey) || lkey < 0 || lkey > MAX_U32)
-      throw invalid('sge.lkey must be a uint32');
+      throw invalid(`sge.lkey must be a uint32, got ${describe(lkey)}`);
     out[p++] = addr;
     out[p++] = length;
     out[p++] = lkey;
@@ -62,21 +63,30 @@ export function packSendWr(
   if (wr === null || typeof wr !== 'object') throw invalid('a send work request must be an object');
   const wrId = checkWrId(wr.wrId);
   const opcode = SEND_OPCODE_CODE[wr.opcode];
-  if (opcode === undefined) throw invalid(`unknown opcode ${String(wr.opcode)}`);
+  if (opcode === undefined || !Object.hasOwn(SEND_OPCODE_CODE, wr.opcode))
+    throw invalid(`unknown opcode ${describe(wr.opcode)}`);
   const isRdma = opcode >= 2;
   const withImm = wr.opcode === 'SEND_WITH_IMM' || wr.opcode === 'RDMA_WRITE_WITH_IMM';
   const imm = wr.imm ?? 0;
   if (withImm && wr.imm === undefined) throw invalid(`${wr.opcode} needs imm`);
-  if (!Number.isInteger(imm) || imm < 0 || imm > MAX_U32) throw invalid('imm must be a uint32');
+  if (typeof imm !== 'number' || !Number.isInteger(imm) || imm < 0 || imm > MAX_U32)
+    throw invalid(`imm must be a uint32, got ${describe(imm)}`);
   let remoteAddr = 0;
   let rkey = 0;
   if (isRdma) {
     remoteAddr = wr.remoteAddr as number;
     rkey = wr.rkey as number;
-    if (typeof remoteAddr !== 'number' || !Number.isInteger(remoteAddr) || remoteAddr < 0)
-      throw invalid(`${wr.opcode} needs remoteAddr`);
+    if (
+      typeof remoteAddr !== 'number' ||
+      !Number.isInteger(remoteAddr) ||
+      remoteAddr < 0 ||
+      remoteAddr > MAX_ADDR
+    )
+      throw invalid(
+        `${wr.opcode} needs remoteAddr, an integer in [0, 2^53), got ${describe(remoteAddr)}`,
+      );
     if (typeof rkey !== 'number' || !Number.isInteger(rkey) || rkey < 0 || rkey > MAX_U32)
-      throw invalid(`${wr.opcode} needs a uint32 rkey`);
+      throw invalid(`${wr.opcode} needs a uint32 rkey, got ${describe(rkey)}`);
   }
   const isInline = wr.inline === true;
   if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ)
@@ -87,7 +97,9 @@ export function packSendWr(
   out[p + 3] = imm;
   out[p + 4] = remoteAddr;
   out[p + 5] = rkey;
-  out[p + 6] = wr.sgList?.length ?? 0;
+  if (!Array.isArray(wr.sgList))
+    throw invalid(`sgList must be an array of { addr, length, lkey }, got ${describe(wr.sgList)}`);
+  out[p + 6] = wr.sgList.length;
   const next = packSges(out, p + 7, wr.sgList, maxSge);
   const total = lastTotal;
   if (isInline && total > maxInline)
@@ -102,7 +114,9 @@ export function packRecvWr(out: Float64Array, p: number, wr: RecvWr, maxSge: num
   if (wr === null || typeof wr !== 'object')
     throw invalid('a receive work request must be an object');
   out[p] = checkWrId(wr.wrId);
-  out[p + 1] = wr.sgList?.length ?? 0;
+  if (!Array.isArray(wr.sgList))
+    throw invalid(`sgList must be an array of { addr, length, lkey }, got ${describe(wr.sgList)}`);
+  out[p + 1] = wr.sgList.length;
   return packSges(out, p + 2, wr.sgList, maxSge);
 }
 

@@ -110,7 +110,8 @@ export interface IbvRoute {
 }
 
 export interface IbvNativeDevice extends NativeDevice {
-  routeInfo(): IbvRoute;
+  /** The route of QPs on `port` using GID `gidIndex` (defaults: the device's first ACTIVE port, its RoCE v2 IPv4 GID). */
+  routeInfo(port?: number, gidIndex?: number): IbvRoute;
 }
 
 export interface IbvPortStatus {
@@ -128,7 +129,10 @@ export interface IbvDeviceStatus {
   guid: string;
   ports: IbvPortStatus[];
   /** The device's limits; the message size is per port (maxMsgSize above). */
-  limits: Omit<DeviceLimits, 'maxMsgSize'> & { maxQpRdAtom: number };
+  limits: Omit<DeviceLimits, 'maxMsgSize' | 'maxMrSize'> & {
+    maxQpRdAtom: number;
+    maxMrSize: number | bigint;
+  };
 }
 
 /** What the ibverbs provider can offer on this host; `reason` says why not, when not. */
@@ -144,7 +148,7 @@ export interface SoftLimits {
   maxSge: number;
   maxCqe: number;
   maxMr: number;
-  maxMrSize: number;
+  maxMrSize: number | bigint;
   maxMsgSize: number;
   maxInlineData: number;
   maxSrqWr: number;

@@ -8,17 +8,13 @@
 //                            one, and the target answers it from memory instead of running it twice)
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16, pad u32
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import type { SoftNativeDevice } from './native.js';
+import type { LinkAddress } from '../../types.js';
+import type { SoftNativeDevice } from '../native.js';
 
 const REQ_HEADER = 52;
 const RES_HEADER = 12;
 const OP_READ = 4;
 const OUTCOME_TRANSPORT = 2;
-
-export interface LinkAddress {
-  host: string;
-  port: number;
-}
 
 export type LinkReply = (
   outcome: number,

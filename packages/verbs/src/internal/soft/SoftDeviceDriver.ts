@@ -1,0 +1,131 @@
+// The soft device: the embedded userspace provider (shared memory on one host, a TCP
+// link across hosts).
+import { networkInterfaces } from 'node:os';
+import { RdmaError } from '../../errors.js';
+import type { DeviceInfo, LinkAddress } from '../../types.js';
+import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
+import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
+import { exactU64 } from '../u64.js';
+import { invalid } from '../validate.js';
+import { SoftQpDriver } from './SoftQpDriver.js';
+import { LinkClient, LinkServer } from './TcpLink.js';
+
+export function softInfo(): DeviceInfo {
+  const l = loadAddon().softLimits();
+  return {
+    name: 'soft0',
+    provider: 'soft',
+    guid: l.bootId
+      .replaceAll('-', '')
+      .slice(0, 16)
+      .replace(/(.{4})(?!$)/g, '$1:'),
+    ports: [
+      { port: 1, state: 'ACTIVE', activeMtu: 4096, linkLayer: 'Shared memory', lid: 0, gids: [] },
+    ],
+    limits: {
+      maxQp: l.maxQp,
+      maxQpWr: l.maxQpWr,
+      maxSge: l.maxSge,
+      maxCq: 1024,
+      maxCqe: l.maxCqe,
+      maxMr: l.maxMr,
+      maxMrSize: exactU64(l.maxMrSize),
+      maxMsgSize: l.maxMsgSize,
+      maxInlineData: l.maxInlineData,
+      maxSrq: 1024,
+      maxSrqWr: l.maxSrqWr,
+    },
+  };
+}
+
+const WILDCARDS = new Set(['0.0.0.0', '::', '']);
+
+/** The address peers should dial when listening on every interface. */
+function advertisedHost(host: string, advertise: string | undefined): string {
+  if (advertise !== undefined) return advertise;
+  if (!WILDCARDS.has(host)) return host;
+  const v6 = host === '::';
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) {
+      if (!a.internal && (a.family === 'IPv4' || v6)) return a.address;
+    }
+  }
+  throw invalid(
+    `listening on ${host || 'every interface'}, but this host has no external address to advertise: pass { advertise: 'host-or-ip' }`,
+  );
+}
+
+export class SoftDeviceDriver implements DeviceDriver {
+  readonly info: DeviceInfo;
+  readonly native: SoftNativeDevice;
+  readonly doorbellWakesAll = true;
+  /** Use the TCP link even for peers on this host (`link: 'tcp'`, for tests). */
+  readonly preferTcp: boolean;
+  readonly #base: SoftEndpointBase;
+  #server: LinkServer | undefined;
+  #address: LinkAddress | undefined;
+  readonly #clients = new Map<string, LinkClient>();
+  #closed = false;
+
+  constructor(info: DeviceInfo, native: SoftNativeDevice, preferTcp: boolean) {
+    this.info = info;
+    this.native = native;
+    this.preferTcp = preferTcp;
+    this.#base = native.endpointBase();
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** This device's link listener, once `listen()` resolved. */
+  get linkAddress(): LinkAddress | undefined {
+    return this.#address;
+  }
+
+  checkPath(path: QpPath): QpPath {
+    if (path.port !== undefined && path.port !== 1)
+      throw invalid('the soft device has one port: 1');
+    if (path.gidIndex !== undefined) throw invalid('gidIndex is an option of the ibverbs provider');
+    return {};
+  }
+
+  qp(host: QpHost): SoftQpDriver {
+    return new SoftQpDriver(host, this, this.native, this.#base);
+  }
+
+  async listen(host: string, port: number, advertise?: string): Promise<LinkAddress> {
+    const advertised = advertisedHost(host, advertise); // before listening: it may throw
+    const { server, address } = await LinkServer.listen(
+      this.native,
+      host,
+      port,
+      this.info.limits.maxMsgSize,
+    );
+    if (this.#closed) {
+      server.close();
+      throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
+    }
+    this.#server = server;
+    this.#address = { host: advertised, port: address.port };
+    return { ...this.#address };
+  }
+
+  linkClient(a: LinkAddress): LinkClient {
+    const key = `${a.host}:${a.port}`;
+    let c = this.#clients.get(key);
+    if (!c || c.dead) {
+      c = new LinkClient(a, this.info.limits.maxMsgSize);
+      this.#clients.set(key, c);
+    }
+    return c;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#server?.close();
+    for (const c of this.#clients.values()) c.close();
+    this.#clients.clear();
+    this.native.close();
+  }
+}
