@@ -134,8 +134,13 @@ export class CompletionQueue extends Resource {
   waitForCompletion(options?: WaitOptions): Promise<void> {
     this.assertOpen();
     const o = readOptions('waitForCompletion options', options, ['timeoutMs', 'signal', 'spinUs']);
-    const timeoutMs = checkNumber('timeoutMs', o.timeoutMs ?? DEFAULT_WAIT_MS, 0, MAX_TIMEOUT_MS);
-    const spinUs = checkNumber('spinUs', o.spinUs ?? 50, 0, 1e6);
+    const timeoutMs = checkNumber(
+      'timeoutMs',
+      o.timeoutMs === undefined ? DEFAULT_WAIT_MS : o.timeoutMs,
+      0,
+      MAX_TIMEOUT_MS,
+    );
+    const spinUs = checkNumber('spinUs', o.spinUs === undefined ? 50 : o.spinUs, 0, 1e6);
     const signal = o.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal))
       throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);

@@ -84,7 +84,7 @@ export function listDevices(): DeviceInfo[] {
  */
 export function openDevice(options?: OpenDeviceOptions): Device {
   const o = readOptions('openDevice options', options, ['provider', 'name', 'link']);
-  const provider = o.provider ?? 'auto';
+  const provider = o.provider === undefined ? 'auto' : o.provider;
   if (provider !== 'auto' && provider !== 'soft' && provider !== 'ibverbs')
     throw invalid(`provider must be 'auto', 'soft' or 'ibverbs', got ${describe(provider)}`);
   if (o.link !== undefined && o.link !== 'auto' && o.link !== 'tcp')
@@ -186,7 +186,7 @@ export class Device extends Resource {
     const o = readOptions('listen options', options, ['host', 'port', 'advertise']);
     if (this.info.provider !== 'soft')
       throw invalid('listen() is for the soft provider: ibverbs QPs connect directly');
-    const host = o.host ?? '127.0.0.1';
+    const host = o.host === undefined ? '127.0.0.1' : o.host;
     if (typeof host !== 'string') throw invalid(`host must be a string, got ${describe(host)}`);
     if (o.advertise !== undefined && (typeof o.advertise !== 'string' || o.advertise === ''))
       throw invalid(`advertise must be a host name or address, got ${describe(o.advertise)}`);
@@ -219,7 +219,7 @@ export class Device extends Resource {
   createCq(options?: { capacity?: number }): CompletionQueue {
     this.assertOpen();
     const o = readOptions('createCq options', options, ['capacity']);
-    const capacity = checkInt('capacity', o.capacity ?? 256, 1, this.info.limits.maxCqe);
+    const capacity = optInt('capacity', o.capacity, 1, this.info.limits.maxCqe, 256);
     const native = this.#ctx.driver.native;
     const cq = new CompletionQueue(kCreate, this, native, native.createCq(capacity), this.#ctx.cqs);
     return cq;

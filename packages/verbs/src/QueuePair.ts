@@ -144,7 +144,7 @@ export class QueuePair extends Resource {
       'trafficClass',
     ]);
     const minRnr = optInt('minRnrTimer', o.minRnrTimer, 0, 31, 12);
-    this.#driver.toRtr(remote, minRnr, routeOf(o));
+    this.#driver.prepareRtr(remote, minRnr, routeOf(o))();
   }
 
   /** rtr → rts. */
@@ -178,8 +178,9 @@ export class QueuePair extends Resource {
     const timeout = optInt('timeout', o.timeout, 0, 31, 14);
     const retry = optInt('retryCount', o.retryCount, 0, 7, 7);
     const rnr = optInt('rnrRetry', o.rnrRetry, 0, 7, 7);
+    const toRtr = this.#driver.prepareRtr(remote, minRnr, routeOf(o)); // checks the peer first
     if (this.state === 'reset') this.#driver.toInit(access);
-    this.#driver.toRtr(remote, minRnr, routeOf(o));
+    toRtr();
     this.#driver.toRts(timeout, retry, rnr);
   }
 

@@ -105,7 +105,7 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     const { a, b } = p;
     const good = { wrId: 1, opcode: 'SEND' as const, sgList: [a.mr.sge(0, 8)] };
     const bad: [unknown, string][] = [
-      [{ ...good, wrId: -1 }, 'ERR_RDMA_INVALID_ARG'],
+      [{ ...good, wrId: -1 }, 'ERR_RDMA_OUT_OF_RANGE'],
       [{ ...good, wrId: 1.5 }, 'ERR_RDMA_INVALID_ARG'],
       [{ ...good, opcode: 'ATOMIC' }, 'ERR_RDMA_INVALID_ARG'],
       [{ ...good, sgList: 'x' }, 'ERR_RDMA_INVALID_ARG'],
@@ -119,7 +119,7 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     for (const [wr, c] of bad) expect(() => a.qp.postSend([good, wr as never])).toThrow(code(c));
     expect(a.cq.pending()).toBe(0);
     expect(() => a.qp.postRecv({ wrId: 1, sgList: [{ addr: 0, length: -1, lkey: 0 }] })).toThrow(
-      code('ERR_RDMA_INVALID_ARG'),
+      code('ERR_RDMA_OUT_OF_RANGE'),
     );
     void b;
   });

@@ -33,8 +33,11 @@ export interface QpDriver {
   endpoint(): Endpoint;
   /** reset → init, granting the peer `access` (Access flags). */
   toInit(access: number): void;
-  /** Validates `remote` (untrusted) and moves init → rtr. */
-  toRtr(remote: unknown, minRnrTimer: number, route: RouteOptions): void;
+  /**
+   * Validates `remote` (untrusted) and the route; returns the init → rtr transition, so a
+   * caller can check everything before its first side effect.
+   */
+  prepareRtr(remote: unknown, minRnrTimer: number, route: RouteOptions): () => void;
   toRts(timeout: number, retryCount: number, rnrRetry: number): void;
   /** After a successful post: soft's TCP link sends what became ready. */
   afterPost(): void;

@@ -4,16 +4,21 @@
 
 import type { RecvWr, SendWr, Sge } from '../types.js';
 import { SEND_OPCODE_CODE } from './codes.js';
-import { describe, invalid, MAX_ADDR, MAX_U32, MAX_WR_ID, outOfRange } from './validate.js';
+import {
+  checkInt,
+  describe,
+  invalid,
+  MAX_ADDR,
+  MAX_U32,
+  MAX_WR_ID,
+  outOfRange,
+} from './validate.js';
 
 const FLAG_SIGNALED = 1;
 const FLAG_INLINE = 2;
 
 function checkWrId(v: unknown): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_WR_ID) {
-    throw invalid(`wrId must be an integer in [0, 2^53), got ${describe(v)}`);
-  }
-  return v;
+  return checkInt('wrId', v, 0, MAX_WR_ID);
 }
 
 // Total length of the last packSges call (a module slot: no tuple allocated per WR).
@@ -27,13 +32,9 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
     if (sge === null || typeof sge !== 'object')
       throw invalid(`an sge must be { addr, length, lkey }, got ${describe(sge)}`);
     const { addr, length, lkey } = sge;
-    if (typeof addr !== 'number' || !Number.isInteger(addr) || addr < 0 || addr > MAX_ADDR)
-      throw invalid(`sge.addr must be an integer in [0, 2^53), got ${describe(addr)}`);
-    if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > MAX_U32) {
-      throw invalid(`sge.length must be an integer in [0, 2^32), got ${describe(length)}`);
-    }
-    if (typeof lkey !== 'number' || !Number.isInteger(lkey) || lkey < 0 || lkey > MAX_U32)
-      throw invalid(`sge.lkey must be a uint32, got ${describe(lkey)}`);
+    checkInt('sge.addr', addr, 0, MAX_ADDR);
+    checkInt('sge.length', length, 0, MAX_U32);
+    checkInt('sge.lkey', lkey, 0, MAX_U32);
     out[p++] = addr;
     out[p++] = length;
     out[p++] = lkey;
@@ -67,26 +68,16 @@ export function packSendWr(
     throw invalid(`unknown opcode ${describe(wr.opcode)}`);
   const isRdma = opcode >= 2;
   const withImm = wr.opcode === 'SEND_WITH_IMM' || wr.opcode === 'RDMA_WRITE_WITH_IMM';
-  const imm = wr.imm ?? 0;
+  const imm = wr.imm === undefined ? 0 : wr.imm;
   if (withImm && wr.imm === undefined) throw invalid(`${wr.opcode} needs imm`);
-  if (typeof imm !== 'number' || !Number.isInteger(imm) || imm < 0 || imm > MAX_U32)
-    throw invalid(`imm must be a uint32, got ${describe(imm)}`);
+  checkInt('imm', imm, 0, MAX_U32);
   let remoteAddr = 0;
   let rkey = 0;
   if (isRdma) {
     remoteAddr = wr.remoteAddr as number;
     rkey = wr.rkey as number;
-    if (
-      typeof remoteAddr !== 'number' ||
-      !Number.isInteger(remoteAddr) ||
-      remoteAddr < 0 ||
-      remoteAddr > MAX_ADDR
-    )
-      throw invalid(
-        `${wr.opcode} needs remoteAddr, an integer in [0, 2^53), got ${describe(remoteAddr)}`,
-      );
-    if (typeof rkey !== 'number' || !Number.isInteger(rkey) || rkey < 0 || rkey > MAX_U32)
-      throw invalid(`${wr.opcode} needs a uint32 rkey, got ${describe(rkey)}`);
+    checkInt(`${wr.opcode} remoteAddr`, remoteAddr, 0, MAX_ADDR);
+    checkInt(`${wr.opcode} rkey`, rkey, 0, MAX_U32);
   }
   const isInline = wr.inline === true;
   if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ)

@@ -40,29 +40,31 @@ export class IbvQpDriver implements QpDriver {
     this.#host.transitioned('init', rc);
   }
 
-  toRtr(remote: unknown, minRnr: number, route: RouteOptions): void {
+  prepareRtr(remote: unknown, minRnr: number, route: RouteOptions): () => void {
     const ep = checkIbvEndpoint(remote);
     const hopLimit = optInt('hopLimit', route.hopLimit, 1, 255, 64);
     const sl = optInt('sl', route.sl, 0, 15, 0);
     const trafficClass = optInt('trafficClass', route.trafficClass, 0, 255, 0);
     const r = this.#route;
-    const rc = this.#native.modifyQp(
-      this.#host.handle,
-      QP_STATE_CODE.rtr,
-      ep.qpn,
-      ep.psn,
-      ep.lid,
-      ...ep.gidWords,
-      ep.mtu,
-      minRnr,
-      r.port,
-      r.gidIndex,
-      hopLimit,
-      sl,
-      trafficClass,
-    );
-    this.#host.transitioned('rtr', rc);
-    this.#peerRdAtomic = ep.maxRdAtomic;
+    return () => {
+      const rc = this.#native.modifyQp(
+        this.#host.handle,
+        QP_STATE_CODE.rtr,
+        ep.qpn,
+        ep.psn,
+        ep.lid,
+        ...ep.gidWords,
+        ep.mtu,
+        minRnr,
+        r.port,
+        r.gidIndex,
+        hopLimit,
+        sl,
+        trafficClass,
+      );
+      this.#host.transitioned('rtr', rc);
+      this.#peerRdAtomic = ep.maxRdAtomic;
+    };
   }
 
   toRts(timeout: number, retryCount: number, rnrRetry: number): void {

@@ -67,33 +67,38 @@ export class SoftQpDriver implements QpDriver {
     );
   }
 
-  toRtr(remote: unknown, minRnr: number, route: RouteOptions): void {
+  prepareRtr(remote: unknown, minRnr: number, route: RouteOptions): () => void {
     if (route.hopLimit !== undefined || route.sl !== undefined || route.trafficClass !== undefined)
       throw invalid('hopLimit, sl and trafficClass are options of the ibverbs provider');
     const ep = checkSoftEndpoint(remote);
+    const h = this.#host.handle;
     if (this.#device.preferTcp || ep.bootId !== this.#base.bootId) {
-      if (!ep.tcp) throw notListening();
-      const link = this.#device.linkClient(ep.tcp); // before the transition: it may throw
-      const rc = this.#native.toRtrLink(this.#host.handle, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
-      this.#host.transitioned('rtr', rc);
-      this.#link = link;
-      this.#linkHdr ??= new Float64Array(10);
-      return;
+      const tcp = ep.tcp;
+      if (!tcp) throw notListening();
+      return () => {
+        const link = this.#device.linkClient(tcp); // before the transition: it may throw
+        const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
+        this.#host.transitioned('rtr', rc);
+        this.#link = link;
+        this.#linkHdr ??= new Float64Array(10);
+      };
     }
-    this.#link = undefined;
-    const rc = this.#native.modifyQp(
-      this.#host.handle,
-      QP_STATE_CODE.rtr,
-      ep.pid,
-      ep.segFd,
-      ep.bellFd,
-      ep.slot,
-      ep.gen,
-      ep.qpn,
-      minRnr,
-      ep.nonce,
-    );
-    this.#host.transitioned('rtr', rc);
+    return () => {
+      const rc = this.#native.modifyQp(
+        h,
+        QP_STATE_CODE.rtr,
+        ep.pid,
+        ep.segFd,
+        ep.bellFd,
+        ep.slot,
+        ep.gen,
+        ep.qpn,
+        minRnr,
+        ep.nonce,
+      );
+      this.#host.transitioned('rtr', rc);
+      this.#link = undefined;
+    };
   }
 
   toRts(timeout: number, retryCount: number, rnrRetry: number): void {
