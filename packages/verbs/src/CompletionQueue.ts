@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { RdmaError } from './errors.js';
+import { ABI } from './internal/abi.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
 import { checkCreate, type kCreate, kHandle, kNotify, kUse } from './internal/symbols.js';
@@ -29,7 +30,7 @@ export const DEFAULT_WAIT_MS = 30_000;
 
 export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 
-const RECORD_WORDS = 8;
+const RECORD_WORDS = ABI.WC_WORDS;
 
 /**
  * A completion queue. `poll()` fills caller-preallocated records and allocates nothing;

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { CompletionQueue } from './CompletionQueue.js';
 import { RdmaError } from './errors.js';
+import { ABI } from './internal/abi.js';
 import type { DeviceDriver } from './internal/driver.js';
 import {
   IBV_PORT_ACTIVE,
@@ -12,7 +13,7 @@ import { Resource } from './internal/lifecycle.js';
 import { type IbvStatus, loadAddon } from './internal/native.js';
 import { SoftDeviceDriver, softInfo } from './internal/soft/SoftDeviceDriver.js';
 import { checkCreate, kCreate, kNotify } from './internal/symbols.js';
-import { checkInt, describe, invalid, optInt, readOptions } from './internal/validate.js';
+import { describe, invalid, optInt, readOptions } from './internal/validate.js';
 import { ProtectionDomain } from './ProtectionDomain.js';
 import type { QueuePair } from './QueuePair.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
@@ -42,14 +43,6 @@ export interface ListenOptions {
 }
 
 export type { IbvStatus };
-
-// Event kinds the addon delivers (kind, handle).
-const EV_DOORBELL = 0;
-const EV_QP_FATAL = 1;
-const EV_CQ_ERR = 2;
-const EV_SRQ_LIMIT = 3;
-const EV_LINK = 4;
-const EV_PORT = 5;
 
 // ibv_event_type values of device and port events.
 const PORT_EVENTS: Record<number, DeviceAsyncEvent['type']> = {
@@ -230,24 +223,24 @@ export class Device extends Resource {
     if (this.closed) return;
     const ctx = this.#ctx;
     switch (kind) {
-      case EV_DOORBELL:
+      case ABI.EV_DOORBELL:
         // ibverbs names the CQ; soft's doorbell is the device's (any of its CQs).
         if (ctx.driver.doorbellWakesAll) for (const cq of ctx.cqs.values()) cq[kNotify]('doorbell');
         else ctx.cqs.get(handle)?.[kNotify]('doorbell');
         break;
-      case EV_CQ_ERR:
+      case ABI.EV_CQ_ERR:
         ctx.cqs.get(handle)?.[kNotify]('overrun');
         break;
-      case EV_QP_FATAL:
+      case ABI.EV_QP_FATAL:
         ctx.qps.get(handle)?.[kNotify]('fatal');
         break;
-      case EV_SRQ_LIMIT:
+      case ABI.EV_SRQ_LIMIT:
         ctx.srqs.get(handle)?.[kNotify]('limit');
         break;
-      case EV_LINK:
+      case ABI.EV_LINK:
         ctx.qps.get(handle)?.[kNotify]('link');
         break;
-      case EV_PORT: {
+      case ABI.EV_PORT: {
         const type = PORT_EVENTS[handle >> 8];
         if (type)
           this.#emitter.emit('asyncEvent', {

@@ -2,13 +2,8 @@ import { EventEmitter } from 'node:events';
 import type { CompletionQueue } from './CompletionQueue.js';
 import type { DeviceContext } from './Device.js';
 import { errnoName, RdmaError, RdmaPostError, RdmaSystemError } from './errors.js';
-import {
-  POST_BAD_INLINE,
-  POST_EINVAL,
-  POST_ENOMEM,
-  QP_STATE_CODE,
-  qpStateName,
-} from './internal/codes.js';
+import { ABI } from './internal/abi.js';
+import { QP_STATE_CODE, qpStateName } from './internal/codes.js';
 import type { QpDriver, QpHost, QpPath } from './internal/driver.js';
 import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
@@ -207,7 +202,7 @@ export class QueuePair extends Resource {
     const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n);
     this.#driver.afterPost();
     if (rc !== 0) throw postError(rc, 'send', this.state);
-    if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'send', 'rts');
+    if (list.length > n) throw postError((n << 8) | ABI.POST_ENOMEM, 'send', 'rts');
   }
 
   /** Posts one or more receive WRs (allowed from init on). */
@@ -225,7 +220,7 @@ export class QueuePair extends Resource {
       p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
     const rc = this.#ctx.driver.native.postRecv(this.#handle, this.#recvScratch, n);
     if (rc !== 0) throw postError(rc, 'receive', this.state);
-    if (list.length > n) throw postError((n << 8) | POST_ENOMEM, 'receive', 'rts');
+    if (list.length > n) throw postError((n << 8) | ABI.POST_ENOMEM, 'receive', 'rts');
   }
 
   on(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
@@ -303,21 +298,21 @@ function routeOf(o: Partial<Record<'hopLimit' | 'sl' | 'trafficClass', unknown>>
 function postError(rc: number, what: string, state: QpState): RdmaError {
   const index = rc >> 8;
   const code = rc & 0xff;
-  if (code === POST_EINVAL)
+  if (code === ABI.POST_EINVAL)
     return new RdmaPostError(
       'ERR_RDMA_INVALID_STATE',
       `cannot post a ${what} in state ${state}`,
       index,
       false,
     );
-  if (code === POST_ENOMEM)
+  if (code === ABI.POST_ENOMEM)
     return new RdmaPostError(
       'ERR_RDMA_QUEUE_FULL',
       `${what} queue full: ${index} work request(s) of the batch were posted`,
       index,
       true,
     );
-  if (code === POST_BAD_INLINE)
+  if (code === ABI.POST_BAD_INLINE)
     return new RdmaPostError(
       'ERR_RDMA_INVALID_ARG',
       `inline ${what} work request ${index} of the batch reads memory that is not registered; ${index} were posted`,

@@ -1,4 +1,5 @@
-import { WC_FLAG_WITH_IMM, wcOpcodeName } from './internal/codes.js';
+import { ABI } from './internal/abi.js';
+import { wcOpcodeName } from './internal/codes.js';
 import { checkInt } from './internal/validate.js';
 import { WC_STATUSES, type WcOpcode, type WcStatus, type WorkCompletion } from './types.js';
 
@@ -25,18 +26,18 @@ export function allocCompletions(n: number): WorkCompletion[] {
   return out;
 }
 
-/** Fills `wc` from the 8-double native record at `raw[base..]`. */
+/** Fills `wc` from the native record (ABI.WC_WORDS doubles) at `raw[base..]`. */
 export function fillCompletion(wc: WorkCompletion, raw: Float64Array, base: number): void {
-  wc.wrId = raw[base] as number;
-  wc.status = (WC_STATUSES[raw[base + 1] as number] ?? 'GENERAL_ERR') as WcStatus;
-  wc.opcode = wcOpcodeName(raw[base + 2] as number) as WcOpcode;
-  wc.byteLen = raw[base + 3] as number;
-  wc.imm = raw[base + 4] as number;
-  wc.qpNum = raw[base + 5] as number;
+  wc.wrId = raw[base + ABI.WC_WR_ID] as number;
+  wc.status = (WC_STATUSES[raw[base + ABI.WC_STATUS] as number] ?? 'GENERAL_ERR') as WcStatus;
+  wc.opcode = wcOpcodeName(raw[base + ABI.WC_OPCODE] as number) as WcOpcode;
+  wc.byteLen = raw[base + ABI.WC_BYTE_LEN] as number;
+  wc.imm = raw[base + ABI.WC_IMM] as number;
+  wc.qpNum = raw[base + ABI.WC_QP_NUM] as number;
   // flags in the low byte, the vendor error above (can pass 2^31: no bitwise ops on it)
-  const flags = raw[base + 6] as number;
-  wc.withImm = ((flags % 256) & WC_FLAG_WITH_IMM) !== 0;
-  wc.srcQp = raw[base + 7] as number;
+  const flags = raw[base + ABI.WC_FLAGS] as number;
+  wc.withImm = ((flags % 256) & ABI.WC_FLAG_WITH_IMM) !== 0;
+  wc.srcQp = raw[base + ABI.WC_SRC_QP] as number;
   wc.vendorErr = Math.floor(flags / 256);
 }
 

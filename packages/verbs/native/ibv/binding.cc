@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "../abi.h"
 #include "../addon.h"
 #include "api.h"
 #include "discovery.h"
@@ -23,11 +24,11 @@ namespace {
 
 using ibv::Api;
 
-// Codes shared with src/internal/codes.ts and Device.ts.
-constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_PORT = 5;
-constexpr int POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4;
-constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2;
-constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
+// The numbers shared with JS are the contract's (native/abi.h).
+using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_SRQ_LIMIT;
+using abi::FLAG_INLINE, abi::FLAG_SIGNALED;
+using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OTHER;
+using abi::QPS_ERR, abi::QPS_INIT, abi::QPS_RESET, abi::QPS_RTR, abi::QPS_RTS;
 
 int set_nonblocking(int fd) {
   int fl = fcntl(fd, F_GETFL);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../abi.h"
 #include "layout.h"
 #include "segment.h"
 
@@ -156,7 +157,8 @@ class Device {
   void ringSelf();
 
  private:
-  enum Outcome { DONE = 0, RNR = 1, TRANSPORT = 2, DELAY = 3, LINK = 4 };
+  // DONE, RNR and TRANSPORT travel on the TCP link: their numbers are the contract's.
+  enum Outcome { DONE = rdmajs::abi::LINK_DONE, RNR = rdmajs::abi::LINK_RNR, TRANSPORT = rdmajs::abi::LINK_TRANSPORT, DELAY = 3, LINK = 4 };
   struct CqRef { uint8_t* base; CqShared* cq; PeerSegment* peer; };
 
   Qp* qp(int h);

@@ -1,23 +1,24 @@
-// Numeric codes shared with the native providers (ibverbs values).
+// Names for the addon's numbers (all defined once, in abi.ts / native/abi.h).
 import type { QpState, SendOpcode, WcOpcode } from '../types.js';
+import { ABI } from './abi.js';
 
 export const QP_STATE_CODE: Record<QpState, number> = {
-  reset: 0,
-  init: 1,
-  rtr: 2,
-  rts: 3,
-  error: 6,
+  reset: ABI.QPS_RESET,
+  init: ABI.QPS_INIT,
+  rtr: ABI.QPS_RTR,
+  rts: ABI.QPS_RTS,
+  error: ABI.QPS_ERR,
 };
 
 export function qpStateName(code: number): QpState {
   switch (code) {
-    case 0:
+    case ABI.QPS_RESET:
       return 'reset';
-    case 1:
+    case ABI.QPS_INIT:
       return 'init';
-    case 2:
+    case ABI.QPS_RTR:
       return 'rtr';
-    case 3:
+    case ABI.QPS_RTS:
       return 'rts';
     default:
       return 'error';
@@ -25,31 +26,24 @@ export function qpStateName(code: number): QpState {
 }
 
 export const SEND_OPCODE_CODE: Record<SendOpcode, number> = {
-  SEND: 0,
-  SEND_WITH_IMM: 1,
-  RDMA_WRITE: 2,
-  RDMA_WRITE_WITH_IMM: 3,
-  RDMA_READ: 4,
+  SEND: ABI.OP_SEND,
+  SEND_WITH_IMM: ABI.OP_SEND_WITH_IMM,
+  RDMA_WRITE: ABI.OP_RDMA_WRITE,
+  RDMA_WRITE_WITH_IMM: ABI.OP_RDMA_WRITE_WITH_IMM,
+  RDMA_READ: ABI.OP_RDMA_READ,
 };
 
 export function wcOpcodeName(code: number): WcOpcode {
   switch (code) {
-    case 1:
+    case ABI.WCO_RDMA_WRITE:
       return 'RDMA_WRITE';
-    case 2:
+    case ABI.WCO_RDMA_READ:
       return 'RDMA_READ';
-    case 128:
+    case ABI.WCO_RECV:
       return 'RECV';
-    case 129:
+    case ABI.WCO_RECV_RDMA_WITH_IMM:
       return 'RECV_RDMA_WITH_IMM';
     default:
       return 'SEND';
   }
 }
-
-export const WC_FLAG_WITH_IMM = 2;
-
-export const POST_EINVAL = 1;
-export const POST_ENOMEM = 2;
-/** An inline SGE outside registered memory (refused: the copy would fault). */
-export const POST_BAD_INLINE = 4;

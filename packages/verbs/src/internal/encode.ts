@@ -3,6 +3,7 @@
 // recv: wrId, numSge, then addr/length/lkey per SGE.
 
 import type { RecvWr, SendWr, Sge } from '../types.js';
+import { ABI } from './abi.js';
 import { SEND_OPCODE_CODE } from './codes.js';
 import {
   checkInt,
@@ -13,9 +14,6 @@ import {
   MAX_WR_ID,
   outOfRange,
 } from './validate.js';
-
-const FLAG_SIGNALED = 1;
-const FLAG_INLINE = 2;
 
 function checkWrId(v: unknown): number {
   return checkInt('wrId', v, 0, MAX_WR_ID);
@@ -45,11 +43,11 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
 }
 
 export function sendWrWords(maxSge: number): number {
-  return 7 + 3 * maxSge;
+  return ABI.SEND_WR_HEADER_WORDS + ABI.SGE_WORDS * maxSge;
 }
 
 export function recvWrWords(maxSge: number): number {
-  return 2 + 3 * maxSge;
+  return ABI.RECV_WR_HEADER_WORDS + ABI.SGE_WORDS * maxSge;
 }
 
 /** Packs one send WR at `p`; returns the next offset. */
@@ -84,7 +82,7 @@ export function packSendWr(
     throw invalid('RDMA_READ cannot be inline');
   out[p] = wrId;
   out[p + 1] = opcode;
-  out[p + 2] = (wr.signaled === false ? 0 : FLAG_SIGNALED) | (isInline ? FLAG_INLINE : 0);
+  out[p + 2] = (wr.signaled === false ? 0 : ABI.FLAG_SIGNALED) | (isInline ? ABI.FLAG_INLINE : 0);
   out[p + 3] = imm;
   out[p + 4] = remoteAddr;
   out[p + 5] = rkey;

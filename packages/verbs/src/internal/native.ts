@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RdmaError, RdmaSystemError } from '../errors.js';
 import type { DeviceLimits } from '../types.js';
+import { checkAbi } from './abi.js';
 
 /** The handle-based surface every provider's native device implements. */
 export interface NativeDevice {
@@ -167,6 +168,8 @@ interface Addon {
   ibvStatus(): IbvStatus;
   setErrorClass(cls: unknown): void;
   softLimits(): SoftLimits;
+  /** The contract table of native/abi.h, checked against abi.ts at load. */
+  abi(): Record<string, number>;
 }
 
 let addon: Addon | undefined;
@@ -182,8 +185,10 @@ export function loadAddon(): Addon {
   const failures: string[] = [];
   for (const path of tried) {
     try {
-      addon = require(path) as Addon;
-      addon.setErrorClass(RdmaSystemError);
+      const loaded = require(path) as Addon;
+      checkAbi(typeof loaded.abi === 'function' ? loaded.abi() : {}, path);
+      loaded.setErrorClass(RdmaSystemError);
+      addon = loaded;
       return addon;
     } catch (err) {
       failures.push(`${path}: ${(err as Error).message.split('\n')[0]}`);

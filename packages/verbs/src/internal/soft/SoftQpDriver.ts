@@ -1,5 +1,6 @@
 // A soft QP: shared memory to peers on this host, the TCP link to the others.
 import type { RouteOptions, SoftEndpoint } from '../../types.js';
+import { ABI } from '../abi.js';
 import { QP_STATE_CODE } from '../codes.js';
 import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
@@ -7,11 +8,6 @@ import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 import type { LinkClient } from './TcpLink.js';
-
-const OP_READ = 4;
-const FAULT_BREAK_LINK = 0;
-const FAULT_STALL_RECEIVER = 1;
-const FAULT_DELAY = 2;
 
 export class SoftQpDriver implements QpDriver {
   readonly granted = {};
@@ -80,7 +76,7 @@ export class SoftQpDriver implements QpDriver {
         const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
         this.#host.transitioned('rtr', rc);
         this.#link = link;
-        this.#linkHdr ??= new Float64Array(10);
+        this.#linkHdr ??= new Float64Array(ABI.LINK_WORDS);
       };
     }
     return () => {
@@ -133,8 +129,10 @@ export class SoftQpDriver implements QpDriver {
       }
       if (r === 0) return;
       const payload =
-        hdr[0] === OP_READ ? undefined : this.#linkPayload.subarray(0, hdr[4] as number);
-      const token = hdr[9] as number;
+        hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ
+          ? undefined
+          : this.#linkPayload.subarray(0, hdr[ABI.LINK_LENGTH] as number);
+      const token = hdr[ABI.LINK_TOKEN] as number;
       link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
         if (this.#host.closed || this.#device.closed) return;
         this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer, data);
@@ -147,9 +145,9 @@ export class SoftQpDriver implements QpDriver {
   injectFault(fault: Fault): void {
     const h = this.#host.handle;
     if (fault.type === 'break-qp') this.#host.toError();
-    else if (fault.type === 'break-link') this.#native.inject(h, FAULT_BREAK_LINK, 0);
+    else if (fault.type === 'break-link') this.#native.inject(h, ABI.FAULT_BREAK_LINK, 0);
     else if (fault.type === 'stall-receiver')
-      this.#native.inject(h, FAULT_STALL_RECEIVER, fault.on ? 1 : 0);
-    else this.#native.inject(h, FAULT_DELAY, fault.ms);
+      this.#native.inject(h, ABI.FAULT_STALL_RECEIVER, fault.on ? 1 : 0);
+    else this.#native.inject(h, ABI.FAULT_DELAY, fault.ms);
   }
 }

@@ -9,12 +9,13 @@
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16, pad u32
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { LinkAddress } from '../../types.js';
+import { ABI } from '../abi.js';
 import type { SoftNativeDevice } from '../native.js';
 
 const REQ_HEADER = 52;
 const RES_HEADER = 12;
-const OP_READ = 4;
-const OUTCOME_TRANSPORT = 2;
+const OP_READ = ABI.OP_RDMA_READ;
+const OUTCOME_TRANSPORT = ABI.LINK_TRANSPORT;
 
 export type LinkReply = (
   outcome: number,
@@ -217,16 +218,16 @@ export class LinkClient {
     const h = Buffer.alloc(REQ_HEADER);
     h.writeUInt32LE(REQ_HEADER + len, 0);
     h.writeUInt32LE(id, 4);
-    h.writeUInt8(hdr[0] as number, 8);
-    h.writeUInt32LE(hdr[1] as number, 12);
-    h.writeDoubleLE(hdr[2] as number, 16);
-    h.writeUInt32LE(hdr[3] as number, 24);
-    h.writeUInt32LE(hdr[4] as number, 28);
-    h.writeUInt32LE(hdr[5] as number, 32);
-    h.writeUInt32LE(hdr[6] as number, 36);
-    h.writeUInt32LE(hdr[7] as number, 40);
-    h.writeUInt32LE(hdr[8] as number, 44);
-    h.writeUInt32LE(hdr[9] as number, 48);
+    h.writeUInt8(hdr[ABI.LINK_OPCODE] as number, 8);
+    h.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
+    h.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
+    h.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
+    h.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, 28);
+    h.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, 32);
+    h.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, 36);
+    h.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, 40);
+    h.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, 44);
+    h.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, 48);
     this.#pending.set(id, reply);
     this.#sock.write(h);
     // Copied: a frame that timed out may still sit in the socket's queue when the QP's

@@ -1,0 +1,85 @@
+// The one contract between the addon and its TypeScript side (src/internal/abi.ts
+// mirrors it). Every number both sides must agree on is defined here once; the addon
+// exports this table (`abi()`), and the loader compares it field by field at load, so a
+// mismatch is ERR_RDMA_NATIVE_LOAD naming the field instead of silent misbehaviour.
+#pragma once
+
+#include <cstdint>
+
+namespace rdmajs::abi {
+
+// Bumped whenever anything below changes meaning.
+constexpr int kVersion = 1;
+
+// Event kinds delivered to the JS callback as (kind, handle).
+constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5;
+
+// Post results: (index of the failing WR << 8) | reason.
+constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4;
+
+// QP states: ibv_qp_state values.
+constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
+
+// Send opcodes as JS packs them (not ibv_wr_opcode: each provider maps them).
+constexpr int OP_SEND = 0, OP_SEND_WITH_IMM = 1, OP_RDMA_WRITE = 2, OP_RDMA_WRITE_WITH_IMM = 3, OP_RDMA_READ = 4;
+
+// Send WR flags.
+constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2;
+
+// Packed work requests (Float64Array): send = wrId, opcode, flags, imm, remoteAddr, rkey,
+// numSge, then addr/length/lkey per SGE; recv = wrId, numSge, then the SGEs.
+constexpr int SEND_WR_HEADER_WORDS = 7, RECV_WR_HEADER_WORDS = 2, SGE_WORDS = 3;
+
+// A completion record (Float64Array, 8 words): wrId, status, opcode, byteLen, imm, qpNum,
+// flags + 256 * vendorErr, srcQp. Status and opcode are the ibverbs values.
+constexpr int WC_WORDS = 8;
+constexpr int WC_WR_ID = 0, WC_STATUS = 1, WC_OPCODE = 2, WC_BYTE_LEN = 3, WC_IMM = 4, WC_QP_NUM = 5,
+              WC_FLAGS = 6, WC_SRC_QP = 7;
+constexpr int WC_FLAG_WITH_IMM = 2;  // IBV_WC_WITH_IMM
+constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_RECV = 128, WCO_RECV_RDMA_WITH_IMM = 129;
+
+// Soft TCP link: the header linkTake fills (Float64Array, 10 words).
+constexpr int LINK_WORDS = 10;
+constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3, LINK_LENGTH = 4, LINK_DST_SLOT = 5,
+              LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9;
+
+// Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
+constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2;
+
+// Soft fault kinds (inject).
+constexpr int FAULT_BREAK_LINK = 0, FAULT_STALL_RECEIVER = 1, FAULT_DELAY = 2;
+
+// One row of the exported table.
+struct Entry {
+  const char* name;
+  double value;
+};
+
+constexpr Entry kTable[] = {
+    {"version", kVersion},
+    {"EV_DOORBELL", EV_DOORBELL}, {"EV_QP_FATAL", EV_QP_FATAL}, {"EV_CQ_ERR", EV_CQ_ERR},
+    {"EV_SRQ_LIMIT", EV_SRQ_LIMIT}, {"EV_LINK", EV_LINK}, {"EV_PORT", EV_PORT},
+    {"POST_OK", POST_OK}, {"POST_EINVAL", POST_EINVAL}, {"POST_ENOMEM", POST_ENOMEM},
+    {"POST_OTHER", POST_OTHER}, {"POST_BAD_INLINE", POST_BAD_INLINE},
+    {"QPS_RESET", QPS_RESET}, {"QPS_INIT", QPS_INIT}, {"QPS_RTR", QPS_RTR}, {"QPS_RTS", QPS_RTS},
+    {"QPS_ERR", QPS_ERR},
+    {"OP_SEND", OP_SEND}, {"OP_SEND_WITH_IMM", OP_SEND_WITH_IMM}, {"OP_RDMA_WRITE", OP_RDMA_WRITE},
+    {"OP_RDMA_WRITE_WITH_IMM", OP_RDMA_WRITE_WITH_IMM}, {"OP_RDMA_READ", OP_RDMA_READ},
+    {"FLAG_SIGNALED", FLAG_SIGNALED}, {"FLAG_INLINE", FLAG_INLINE},
+    {"SEND_WR_HEADER_WORDS", SEND_WR_HEADER_WORDS}, {"RECV_WR_HEADER_WORDS", RECV_WR_HEADER_WORDS},
+    {"SGE_WORDS", SGE_WORDS},
+    {"WC_WORDS", WC_WORDS}, {"WC_WR_ID", WC_WR_ID}, {"WC_STATUS", WC_STATUS}, {"WC_OPCODE", WC_OPCODE},
+    {"WC_BYTE_LEN", WC_BYTE_LEN}, {"WC_IMM", WC_IMM}, {"WC_QP_NUM", WC_QP_NUM}, {"WC_FLAGS", WC_FLAGS},
+    {"WC_SRC_QP", WC_SRC_QP}, {"WC_FLAG_WITH_IMM", WC_FLAG_WITH_IMM},
+    {"WCO_SEND", WCO_SEND}, {"WCO_RDMA_WRITE", WCO_RDMA_WRITE}, {"WCO_RDMA_READ", WCO_RDMA_READ},
+    {"WCO_RECV", WCO_RECV}, {"WCO_RECV_RDMA_WITH_IMM", WCO_RECV_RDMA_WITH_IMM},
+    {"LINK_WORDS", LINK_WORDS}, {"LINK_OPCODE", LINK_OPCODE}, {"LINK_IMM", LINK_IMM},
+    {"LINK_REMOTE_ADDR", LINK_REMOTE_ADDR}, {"LINK_RKEY", LINK_RKEY}, {"LINK_LENGTH", LINK_LENGTH},
+    {"LINK_DST_SLOT", LINK_DST_SLOT}, {"LINK_DST_GEN", LINK_DST_GEN}, {"LINK_SRC_QPN", LINK_SRC_QPN},
+    {"LINK_SRC_PID", LINK_SRC_PID}, {"LINK_TOKEN", LINK_TOKEN},
+    {"LINK_DONE", LINK_DONE}, {"LINK_RNR", LINK_RNR}, {"LINK_TRANSPORT", LINK_TRANSPORT},
+    {"FAULT_BREAK_LINK", FAULT_BREAK_LINK}, {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
+    {"FAULT_DELAY", FAULT_DELAY},
+};
+
+}  // namespace rdmajs::abi
