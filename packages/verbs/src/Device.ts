@@ -40,6 +40,8 @@ export interface ListenOptions {
    * (0.0.0.0, ::) the first external address of this machine.
    */
   advertise?: string;
+  /** The largest payload one link frame carries, in bytes. Default 64 MiB. */
+  maxFrameBytes?: number;
 }
 
 export type { IbvStatus };
@@ -176,7 +178,12 @@ export class Device extends Resource {
    */
   listen(options?: ListenOptions): Promise<LinkAddress> {
     this.assertOpen();
-    const o = readOptions('listen options', options, ['host', 'port', 'advertise']);
+    const o = readOptions('listen options', options, [
+      'host',
+      'port',
+      'advertise',
+      'maxFrameBytes',
+    ]);
     if (this.info.provider !== 'soft')
       throw invalid('listen() is for the soft provider: ibverbs QPs connect directly');
     const host = o.host === undefined ? '127.0.0.1' : o.host;
@@ -184,11 +191,13 @@ export class Device extends Resource {
     if (o.advertise !== undefined && (typeof o.advertise !== 'string' || o.advertise === ''))
       throw invalid(`advertise must be a host name or address, got ${describe(o.advertise)}`);
     const port = optInt('port', o.port, 0, 65535, 0);
+    const maxFrame = optInt('maxFrameBytes', o.maxFrameBytes, 1, 2 ** 31, 64 << 20);
     // Concurrent calls share one listener.
     this.#listening ??= (this.#ctx.driver as SoftDeviceDriver).listen(
       host,
       port,
       o.advertise as string | undefined,
+      maxFrame,
     );
     return this.#listening;
   }

@@ -156,10 +156,15 @@ export interface DeviceInfo {
   limits: DeviceLimits;
 }
 
-/** A soft TCP-link listener address (`device.listen()`). */
+/**
+ * A soft TCP-link listener (`device.listen()`). `key` is the listening device's link
+ * secret (base64url): whoever holds it may use the link, so endpoints that carry it are
+ * exchanged over an authenticated channel, as RDMA endpoints always are.
+ */
 export interface LinkAddress {
   host: string;
   port: number;
+  key: string;
 }
 
 /** What a soft QP tells its peer: where its device's shared segment and doorbell are. */

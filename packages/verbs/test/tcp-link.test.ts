@@ -171,7 +171,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
     const b = side('soft');
     try {
       a.qp.connect(
-        { ...b.qp.endpoint(), tcp: { host: '127.0.0.1', port } },
+        { ...b.qp.endpoint(), tcp: { host: '127.0.0.1', port, key: 'k'.repeat(43) } },
         { timeout: 8, retryCount: 2 },
       );
       a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
@@ -223,7 +223,8 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
     const bad = connect(addr.port, addr.host);
     const closed = new Promise<void>((r) => bad.once('close', () => r()));
     bad.on('error', () => undefined);
-    bad.write(Buffer.from([3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff])); // a frame length below the header
+    bad.resume(); // read, so that the close is seen
+    bad.write(Buffer.from([3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff])); // not a handshake
     await closed;
     b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
     a.qp.postSend({ wrId: 2, opcode: 'SEND', sgList: [a.mr.sge(0, 4)] });

@@ -7,8 +7,10 @@ import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
 import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
+import { newSecret } from './link/handshake.js';
+import { LinkClient } from './link/LinkClient.js';
+import { LinkServer } from './link/LinkServer.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
-import { LinkClient, LinkServer } from './TcpLink.js';
 
 export function softInfo(): DeviceInfo {
   const l = loadAddon().softLimits();
@@ -65,6 +67,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   #server: LinkServer | undefined;
   #address: LinkAddress | undefined;
   readonly #clients = new Map<string, LinkClient>();
+  /** The link's secret: peers prove it before anything they send is acted on. */
+  readonly #secret = newSecret();
   #closed = false;
 
   constructor(info: DeviceInfo, native: SoftNativeDevice, preferTcp: boolean) {
@@ -94,29 +98,38 @@ export class SoftDeviceDriver implements DeviceDriver {
     return new SoftQpDriver(host, this, this.native, this.#base);
   }
 
-  async listen(host: string, port: number, advertise?: string): Promise<LinkAddress> {
+  /** Frames the link accepts carry at most this much payload (a WR over it: REM_INV_REQ_ERR). */
+  static readonly DEFAULT_MAX_FRAME = 64 << 20;
+
+  async listen(
+    host: string,
+    port: number,
+    advertise?: string,
+    maxFrameBytes = SoftDeviceDriver.DEFAULT_MAX_FRAME,
+  ): Promise<LinkAddress> {
     const advertised = advertisedHost(host, advertise); // before listening: it may throw
-    const { server, address } = await LinkServer.listen(
+    const { server, port: bound } = await LinkServer.listen(
       this.native,
       host,
       port,
-      this.info.limits.maxMsgSize,
+      this.#secret,
+      Math.min(maxFrameBytes, this.info.limits.maxMsgSize),
     );
     if (this.#closed) {
       server.close();
       throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
     }
     this.#server = server;
-    this.#address = { host: advertised, port: address.port };
+    this.#address = { host: advertised, port: bound, key: this.#secret.toString('base64url') };
     return { ...this.#address };
   }
 
   linkClient(a: LinkAddress): LinkClient {
-    const key = `${a.host}:${a.port}`;
-    let c = this.#clients.get(key);
+    const id = `${a.host}:${a.port}:${a.key}`;
+    let c = this.#clients.get(id);
     if (!c || c.dead) {
-      c = new LinkClient(a, this.info.limits.maxMsgSize);
-      this.#clients.set(key, c);
+      c = new LinkClient(a, Buffer.from(a.key, 'base64url'));
+      this.#clients.set(id, c);
     }
     return c;
   }

@@ -6,8 +6,8 @@ import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
 import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
+import type { LinkClient } from './link/LinkClient.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
-import type { LinkClient } from './TcpLink.js';
 
 export class SoftQpDriver implements QpDriver {
   readonly granted = {};

@@ -38,11 +38,16 @@ function field(e: object, k: keyof typeof RANGES): number {
   return v;
 }
 
+const LINK_KEY = /^[A-Za-z0-9_-]{43}$/; // 32 bytes, base64url
+
 function checkLinkAddress(v: unknown): LinkAddress | undefined {
   if (v === undefined) return undefined;
   const host = isPlainObject(v) ? own(v, 'host') : undefined;
   const port = isPlainObject(v) ? own(v, 'port') : undefined;
+  const key = isPlainObject(v) ? own(v, 'key') : undefined;
   if (
+    typeof key !== 'string' ||
+    !LINK_KEY.test(key) ||
     typeof host !== 'string' ||
     host === '' ||
     host.length > 255 ||
@@ -52,10 +57,10 @@ function checkLinkAddress(v: unknown): LinkAddress | undefined {
     port > 65535
   ) {
     throw invalid(
-      `remote soft endpoint: tcp must be { host, port } of a listening device, got ${describe(v)}`,
+      `remote soft endpoint: tcp must be { host, port, key } of a listening device, got ${describe(v)}`,
     );
   }
-  return { host, port };
+  return { host, port, key };
 }
 
 export function checkSoftEndpoint(remote: unknown): CheckedSoftEndpoint {

@@ -1,0 +1,188 @@
+// The target side of the soft TCP link: authenticates each connection, then runs each
+// request with the device's responder (the same logic as the shared-memory path) and
+// answers it. Memory per connection is bounded: one frame being read (its header checked
+// before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
+import { createServer, type Server, type Socket } from 'node:net';
+import { ABI } from '../../abi.js';
+import type { SoftNativeDevice } from '../../native.js';
+import {
+  FrameReader,
+  REQ_HEADER,
+  type RequestHeader,
+  readRequestHeader,
+  writeResponse,
+} from './frames.js';
+import {
+  AUTH_BYTES,
+  couldBePreamble,
+  HANDSHAKE_DEADLINE_MS,
+  TargetHandshake,
+} from './handshake.js';
+
+/** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
+const REPLY_BUDGET = 4 << 20;
+/** WRs whose answers are kept to answer resends; the oldest go first. */
+const MAX_REMEMBERED = 1 << 16;
+
+/** True when token `a` was issued before `b` (u32 serial numbers wrap). */
+function olderToken(a: number, b: number): boolean {
+  return a !== b && (b - a) >>> 0 < 0x8000_0000;
+}
+
+export class LinkServer {
+  readonly #server: Server;
+  readonly #native: SoftNativeDevice;
+  readonly #secret: Buffer;
+  readonly #maxPayload: number;
+  readonly #sockets = new Set<Socket>();
+  // Per (target QP incarnation, source QP): the last WR run and its answer, so a resend
+  // (same token) is answered from memory. READs are not kept: running one again is
+  // harmless, and their data would pin memory.
+  readonly #last = new Map<string, { token: number; answer: Buffer }>();
+
+  private constructor(
+    server: Server,
+    native: SoftNativeDevice,
+    secret: Buffer,
+    maxPayload: number,
+  ) {
+    this.#server = server;
+    this.#native = native;
+    this.#secret = secret;
+    this.#maxPayload = maxPayload;
+  }
+
+  static async listen(
+    native: SoftNativeDevice,
+    host: string,
+    port: number,
+    secret: Buffer,
+    maxPayload: number,
+  ): Promise<{ server: LinkServer; port: number }> {
+    const server = createServer();
+    const link = new LinkServer(server, native, secret, maxPayload);
+    server.on('connection', (s) => link.#serve(s));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', () => undefined); // e.g. EMFILE on accept: keep serving the others
+    server.unref();
+    const a = server.address();
+    return { server: link, port: typeof a === 'object' && a ? a.port : port };
+  }
+
+  /** Connections open now (authenticated or not). */
+  get connections(): number {
+    return this.#sockets.size;
+  }
+
+  #serve(sock: Socket): void {
+    sock.setNoDelay(true);
+    sock.unref();
+    this.#sockets.add(sock);
+    sock.on('error', () => sock.destroy());
+    sock.on('close', () => this.#sockets.delete(sock));
+    const handshake = new TargetHandshake(this.#secret);
+    const deadline = setTimeout(() => sock.destroy(), HANDSHAKE_DEADLINE_MS);
+    deadline.unref();
+    sock.write(handshake.hello(this.#maxPayload));
+    let pre: Buffer | undefined = Buffer.alloc(0);
+    const reader = new FrameReader(
+      REQ_HEADER,
+      (h) => readRequestHeader(h, this.#maxPayload)?.len ?? -1,
+    );
+    const queued: Buffer[] = [];
+    const pump = () => {
+      // Answers are produced only while the socket keeps up: a READ's reply is allocated
+      // when it can be sent, so a burst of READ requests cannot claim unbounded memory.
+      while (queued.length > 0 && sock.writableLength < REPLY_BUDGET && !sock.destroyed) {
+        this.#answer(sock, queued.shift() as Buffer);
+      }
+      if (queued.length > 0 && !sock.destroyed) {
+        sock.pause();
+        sock.once('drain', pump);
+      } else sock.resume();
+    };
+    const frames = (chunk: Buffer) => {
+      let ok = true;
+      try {
+        ok = reader.push(chunk, (f) => queued.push(f));
+      } catch {
+        ok = false;
+      }
+      if (!ok) sock.destroy();
+      else pump();
+    };
+    sock.on('data', (chunk: Buffer) => {
+      if (!pre) return frames(chunk);
+      // Nothing is acted on before the peer proved the secret.
+      pre = Buffer.concat([pre, chunk]);
+      if (!couldBePreamble(pre)) {
+        sock.destroy(); // not this protocol: no need to wait for the deadline
+        return;
+      }
+      if (pre.length < AUTH_BYTES) return;
+      const welcome = handshake.verify(pre.subarray(0, AUTH_BYTES));
+      if (!welcome) {
+        sock.destroy();
+        return;
+      }
+      clearTimeout(deadline);
+      sock.write(welcome);
+      const rest = pre.subarray(AUTH_BYTES);
+      pre = undefined;
+      if (rest.length > 0) frames(rest);
+    });
+  }
+
+  #answer(sock: Socket, f: Buffer): void {
+    const h = readRequestHeader(f, this.#maxPayload) as RequestHeader; // checked by the reader
+    const isRead = h.opcode === ABI.OP_RDMA_READ;
+    const key = `${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`;
+    const last = isRead ? undefined : this.#last.get(key);
+    if (last && h.token === last.token) {
+      // A resend of a WR already run: the same answer again, not a second execution.
+      const again = Buffer.from(last.answer);
+      again.writeUInt32LE(h.reqId, 4);
+      sock.write(again);
+      return;
+    }
+    if (last && olderToken(h.token, last.token)) return; // a stale duplicate
+    const payload = isRead ? Buffer.allocUnsafe(h.length) : f.subarray(REQ_HEADER);
+    const r = this.#native.respond(
+      h.slot,
+      h.gen,
+      h.opcode,
+      payload,
+      h.imm,
+      h.remoteAddr,
+      h.rkey,
+      h.srcQpn,
+      h.srcPid,
+    );
+    const done = ((r >> 8) & 0xff) === ABI.LINK_DONE;
+    const data = isRead && done && (r & 0xff) === 0 ? payload : undefined;
+    const answer = writeResponse(h.reqId, r, data);
+    // Only a WR that ran is remembered; RNR and transport answers are run again on resend.
+    if (done && !isRead) this.#remember(key, h.token, answer);
+    sock.write(answer);
+  }
+
+  #remember(key: string, token: number, answer: Buffer): void {
+    this.#last.delete(key); // re-inserted last: the map's order is the eviction order
+    this.#last.set(key, { token, answer });
+    if (this.#last.size > MAX_REMEMBERED) {
+      const oldest = this.#last.keys().next().value as string;
+      this.#last.delete(oldest);
+    }
+  }
+
+  close(): void {
+    for (const s of this.#sockets) s.destroy();
+    this.#server.close();
+  }
+}

@@ -1,0 +1,141 @@
+// Frames of the soft TCP link, after the handshake (handshake.ts).
+//
+// request  (52 B + payload): len u32, reqId u32, opcode u8, pad×3, imm u32, remoteAddr f64,
+//                            rkey u32, length u32, dstSlot u32, dstGen u32, srcQpn u32,
+//                            srcPid u32, token u32 (names the WR: a resend after a timeout
+//                            carries the same one, and the target answers it from memory
+//                            instead of running it twice). READ carries no payload.
+// response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16;
+//                            data only for a successful READ, exactly its length.
+//
+// Every header is validated as soon as its bytes are in, before any payload is buffered:
+// a frame longer than the connection's limit is refused without reading it.
+import { ABI } from '../../abi.js';
+
+export const REQ_HEADER = 52;
+export const RES_HEADER = 12;
+
+export interface RequestHeader {
+  len: number;
+  reqId: number;
+  opcode: number;
+  imm: number;
+  remoteAddr: number;
+  rkey: number;
+  length: number;
+  slot: number;
+  gen: number;
+  srcQpn: number;
+  srcPid: number;
+  token: number;
+}
+
+/** Parses and checks a request header; undefined when the frame is malformed. */
+export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader | undefined {
+  const len = h.readUInt32LE(0);
+  const opcode = h.readUInt8(8);
+  const length = h.readUInt32LE(28);
+  const remoteAddr = h.readDoubleLE(16);
+  if (opcode > ABI.OP_RDMA_READ || length > maxPayload) return undefined;
+  if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return undefined;
+  if (!Number.isSafeInteger(remoteAddr) || remoteAddr < 0) return undefined;
+  return {
+    len,
+    reqId: h.readUInt32LE(4),
+    opcode,
+    imm: h.readUInt32LE(12),
+    remoteAddr,
+    rkey: h.readUInt32LE(24),
+    length,
+    slot: h.readUInt32LE(32),
+    gen: h.readUInt32LE(36),
+    srcQpn: h.readUInt32LE(40),
+    srcPid: h.readUInt32LE(44),
+    token: h.readUInt32LE(48),
+  };
+}
+
+/** The request header of the WR the native side handed out (ABI link words). */
+export function writeRequestHeader(
+  reqId: number,
+  hdr: Float64Array,
+  payloadLength: number,
+): Buffer {
+  const h = Buffer.allocUnsafe(REQ_HEADER).fill(0);
+  h.writeUInt32LE(REQ_HEADER + payloadLength, 0);
+  h.writeUInt32LE(reqId, 4);
+  h.writeUInt8(hdr[ABI.LINK_OPCODE] as number, 8);
+  h.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
+  h.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
+  h.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
+  h.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, 28);
+  h.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, 32);
+  h.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, 36);
+  h.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, 40);
+  h.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, 44);
+  h.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, 48);
+  return h;
+}
+
+export function writeResponse(reqId: number, r: number, data: Uint8Array | undefined): Buffer {
+  const answer = Buffer.allocUnsafe(RES_HEADER + (data ? data.length : 0));
+  answer.writeUInt32LE(answer.length, 0);
+  answer.writeUInt32LE(reqId, 4);
+  answer.writeUInt8((r >> 8) & 0xff, 8); // outcome
+  answer.writeUInt8(r & 0xff, 9); // status
+  answer.writeUInt16LE((r >>> 16) & 0xffff, 10); // rnrTimer
+  if (data) answer.set(data, RES_HEADER);
+  return answer;
+}
+
+/**
+ * Splits a byte stream into length-prefixed frames. `check(header)` sees each frame's
+ * first `headerBytes` before anything past them is kept and returns the frame's total
+ * length, or -1 to refuse the stream (the caller drops the connection). Each byte is
+ * copied at most once, however many chunks a large frame arrives in.
+ */
+export class FrameReader {
+  #chunks: Buffer[] = [];
+  #have = 0;
+  #need = -1; // total length of the frame in progress, once its header was checked
+  readonly #headerBytes: number;
+  readonly #check: (header: Buffer) => number;
+
+  constructor(headerBytes: number, check: (header: Buffer) => number) {
+    this.#headerBytes = headerBytes;
+    this.#check = check;
+  }
+
+  /** Bytes held for frames not complete yet. */
+  get buffered(): number {
+    return this.#have;
+  }
+
+  /** Returns false on a malformed stream. */
+  push(chunk: Buffer, onFrame: (frame: Buffer) => void): boolean {
+    this.#chunks.push(chunk);
+    this.#have += chunk.length;
+    for (;;) {
+      if (this.#need < 0) {
+        if (this.#have < this.#headerBytes) return true;
+        this.#flatten();
+        const need = this.#check((this.#chunks[0] as Buffer).subarray(0, this.#headerBytes));
+        if (need < this.#headerBytes) return false;
+        this.#need = need;
+      }
+      if (this.#have < this.#need) return true;
+      this.#flatten();
+      const all = this.#chunks[0] as Buffer;
+      const need = this.#need;
+      this.#need = -1;
+      onFrame(all.subarray(0, need));
+      const rest = all.subarray(need);
+      this.#chunks = rest.length ? [rest] : [];
+      this.#have = rest.length;
+    }
+  }
+
+  #flatten(): void {
+    if (this.#chunks.length > 1) this.#chunks = [Buffer.concat(this.#chunks, this.#have)];
+  }
+}

@@ -1,0 +1,218 @@
+// The soft TCP link as an attacker meets it: a raw TCP client that does not know the
+// device's secret, or knows it and sends hostile frames. The device never acts on an
+// unauthenticated byte, never buffers more than a frame's header before checking it,
+// keeps its memory bounded, and keeps serving everyone else.
+import { connect, type Socket } from 'node:net';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SoftEndpoint } from '../src/index.js';
+import { ABI } from '../src/internal/abi.js';
+import { REQ_HEADER } from '../src/internal/soft/link/frames.js';
+import {
+  AUTH_BYTES,
+  HELLO_BYTES,
+  InitiatorHandshake,
+  WELCOME_BYTES,
+} from '../src/internal/soft/link/handshake.js';
+import { collect, linkPair, type Pair, providers, sleep } from './harness/pair.js';
+
+interface Raw {
+  sock: Socket;
+  closed: Promise<void>;
+  received: () => Buffer;
+}
+
+function raw(port: number): Promise<Raw> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const sock = connect(port, '127.0.0.1', () =>
+      resolve({ sock, closed, received: () => Buffer.concat(chunks) }),
+    );
+    const closed = new Promise<void>((r) => sock.once('close', () => r()));
+    sock.on('data', (c: Buffer) => chunks.push(c));
+    sock.on('error', () => undefined);
+    sock.once('error', reject);
+  });
+}
+
+/** A raw client that completes the handshake with `key` (what a peer holding it can do). */
+async function authenticated(port: number, key: string): Promise<Raw> {
+  const r = await raw(port);
+  const hs = new InitiatorHandshake(Buffer.from(key, 'base64url'));
+  const deadline = Date.now() + 5000;
+  while (r.received().length < HELLO_BYTES) {
+    if (Date.now() > deadline) throw new Error('no HELLO');
+    await sleep(1);
+  }
+  r.sock.write(hs.answer(r.received().subarray(0, HELLO_BYTES)) as Buffer);
+  while (r.received().length < HELLO_BYTES + WELCOME_BYTES) {
+    if (Date.now() > deadline) throw new Error('no WELCOME');
+    await sleep(1);
+  }
+  expect(hs.verify(r.received().subarray(HELLO_BYTES, HELLO_BYTES + WELCOME_BYTES))).toBe(true);
+  return r;
+}
+
+/** A well-formed request frame aimed at `ep`'s QP. */
+function request(
+  ep: SoftEndpoint,
+  o: { opcode?: number; length?: number; payload?: number; token?: number } = {},
+): Buffer {
+  const opcode = o.opcode ?? ABI.OP_SEND;
+  const length = o.length ?? 8;
+  const payload = o.payload ?? (opcode === ABI.OP_RDMA_READ ? 0 : length);
+  const f = Buffer.alloc(REQ_HEADER + payload);
+  f.writeUInt32LE(REQ_HEADER + payload, 0);
+  f.writeUInt32LE(1, 4);
+  f.writeUInt8(opcode, 8);
+  f.writeUInt32LE(length, 28);
+  f.writeUInt32LE(ep.slot, 32);
+  f.writeUInt32LE(ep.gen, 36);
+  f.writeUInt32LE(ep.qpn, 40);
+  f.writeUInt32LE(ep.pid, 44);
+  f.writeUInt32LE(o.token ?? 1, 48);
+  return f;
+}
+
+const within = (p: Promise<void>, ms: number) =>
+  Promise.race([p.then(() => true), sleep(ms).then(() => false)]);
+
+describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () => {
+  let p: Pair | undefined;
+  afterEach(() => {
+    p?.close();
+    p = undefined;
+  });
+
+  async function target() {
+    p = await linkPair();
+    const ep = p.b.qp.endpoint() as SoftEndpoint;
+    const tcp = ep.tcp as { port: number; key: string };
+    p.b.qp.postRecv({ wrId: 9, sgList: [p.b.mr.sge(0, 64)] });
+    return { ep, port: tcp.port, key: tcp.key, pair: p };
+  }
+
+  /** The pair still works: a SEND over the link lands in b's posted receive. */
+  async function stillServes(pair: Pair): Promise<void> {
+    pair.a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [pair.a.mr.sge(0, 4)] });
+    expect((await collect(pair.a.cq, 1))[0]?.status).toBe('SUCCESS');
+    expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 9, status: 'SUCCESS' });
+  }
+
+  it('link_refuses_unauthenticated_peer: frames without a handshake, or after a wrong one, do nothing', async () => {
+    const { ep, port, pair } = await target();
+    // No handshake at all: a well-formed SEND straight away.
+    const skip = await raw(port);
+    skip.sock.write(request(ep));
+    expect(await within(skip.closed, 2000)).toBe(true);
+    // A handshake with the wrong secret, then the same SEND.
+    const wrong = await authenticatedWrongKey(port);
+    wrong.sock.write(request(ep));
+    expect(await within(wrong.closed, 2000)).toBe(true);
+    await sleep(20);
+    expect(pair.b.cq.pending()).toBe(0); // the posted receive was not consumed
+    expect(pair.b.qp.state).toBe('rts');
+    await stillServes(pair);
+  });
+
+  it('link_survives_fuzzed_unauthenticated_streams: seeded random bytes never crash it or reach a QP', async () => {
+    const { port, pair } = await target();
+    const started = Date.now();
+    let cases = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 1, maxLength: 512 }), async (bytes) => {
+        const r = await raw(port);
+        r.sock.write(bytes);
+        r.sock.end();
+        await within(r.closed, 1000);
+        r.sock.destroy();
+        cases++;
+      }),
+      { numRuns: 2000, seed: 20261203, interruptAfterTimeLimit: 20_000 },
+    );
+    expect(cases).toBeGreaterThan(200);
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(pair.b.cq.pending()).toBe(0);
+    expect(pair.b.qp.state).toBe('rts');
+    await stillServes(pair);
+  });
+
+  it('oversized_frame_is_refused_before_buffering: a 1 GiB header is dropped before its payload', async () => {
+    const { ep, port, key, pair } = await target();
+    const r = await authenticated(port, key);
+    const header = request(ep, { length: 1 << 30, payload: 0 });
+    header.writeUInt32LE(REQ_HEADER + (1 << 30), 0); // claims a gigabyte follows
+    r.sock.write(header);
+    expect(await within(r.closed, 2000)).toBe(true); // without a byte of the payload sent
+    await stillServes(pair);
+  });
+
+  it('hostile_frames_from_an_authenticated_peer_never_crash_the_device', async () => {
+    const { ep, port, key, pair } = await target();
+    let dropped = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          opcode: fc.integer({ min: 0, max: 255 }),
+          length: fc.oneof(fc.integer({ min: 0, max: 64 }), fc.constant(2 ** 32 - 1)),
+          remoteAddr: fc.oneof(fc.double(), fc.constant(Number.NaN), fc.nat()),
+          rkey: fc.nat(),
+          slot: fc.oneof(fc.constant(ep.slot), fc.nat()),
+          gen: fc.oneof(fc.constant(ep.gen), fc.nat()),
+          lenDelta: fc.integer({ min: -8, max: 8 }),
+        }),
+        async (h) => {
+          const r = await authenticated(port, key);
+          const payload = Math.min(h.length, 64);
+          const f = request(ep, { opcode: h.opcode, length: h.length, payload });
+          f.writeUInt32LE(Math.max(0, f.length + h.lenDelta), 0);
+          f.writeDoubleLE(h.remoteAddr, 16);
+          f.writeUInt32LE(h.rkey, 24);
+          f.writeUInt32LE(h.slot, 32);
+          f.writeUInt32LE(h.gen, 36);
+          r.sock.write(f);
+          if (await within(r.closed, 50)) dropped++;
+          r.sock.destroy();
+        },
+      ),
+      { numRuns: 1000, seed: 7, interruptAfterTimeLimit: 20_000 },
+    );
+    expect(dropped).toBeGreaterThan(0); // malformed ones were refused
+    // b's QP may have been moved to error by a hostile but well-formed access: that is RC.
+    expect(['rts', 'error']).toContain(pair.b.qp.state);
+  });
+
+  it('read_flood_without_reading_replies_stays_bounded', async () => {
+    const { ep, port, key, pair } = await target();
+    const r = await authenticated(port, key);
+    r.sock.pause(); // never read the answers
+    const mr = pair.b.mr;
+    const before = process.memoryUsage().arrayBuffers;
+    const read = request(ep, { opcode: ABI.OP_RDMA_READ, length: mr.length });
+    read.writeDoubleLE(mr.addr, 16);
+    read.writeUInt32LE(mr.rkey, 24);
+    // 4000 READs of 64 KiB each: 256 MiB of answers if they were all made.
+    for (let i = 0; i < 4000; i++) {
+      read.writeUInt32LE(i + 1, 48);
+      r.sock.write(read);
+    }
+    await sleep(500);
+    const grown = process.memoryUsage().arrayBuffers - before;
+    expect(grown).toBeLessThan(48 << 20);
+    r.sock.destroy();
+  });
+});
+
+async function authenticatedWrongKey(port: number): Promise<Raw> {
+  const r = await raw(port);
+  const deadline = Date.now() + 5000;
+  while (r.received().length < HELLO_BYTES) {
+    if (Date.now() > deadline) throw new Error('no HELLO');
+    await sleep(1);
+  }
+  const hs = new InitiatorHandshake(Buffer.alloc(32, 7));
+  const auth = hs.answer(r.received().subarray(0, HELLO_BYTES)) as Buffer;
+  expect(auth.length).toBe(AUTH_BYTES);
+  r.sock.write(auth);
+  return r;
+}
