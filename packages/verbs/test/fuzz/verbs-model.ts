@@ -812,35 +812,24 @@ class Close implements Cmd {
   }
 }
 
-class ErrorState implements Cmd {
-  constructor(readonly i: number) {}
+/** toError() or reset(): allowed from every state. */
+class Transition implements Cmd {
+  constructor(
+    readonly i: number,
+    readonly to: 'error' | 'reset',
+  ) {}
   check(w: World) {
     return qps(w).length > 0;
   }
   async run(_m: World, w: World) {
     const qp = pick(qps(w), this.i) as MQp;
-    expectOutcome(qp.closed ? 'ERR_RDMA_CLOSED' : 'ok', () => qp.real.toError(), 'toError');
-    if (!qp.closed) qp.state = 'error';
+    const call = () => (this.to === 'error' ? qp.real.toError() : qp.real.reset());
+    expectOutcome(qp.closed ? 'ERR_RDMA_CLOSED' : 'ok', call, this.to);
+    if (!qp.closed) qp.state = this.to;
     agree(w);
   }
   toString() {
-    return `toError(${this.i})`;
-  }
-}
-
-class Reset implements Cmd {
-  constructor(readonly i: number) {}
-  check(w: World) {
-    return qps(w).length > 0;
-  }
-  async run(_m: World, w: World) {
-    const qp = pick(qps(w), this.i) as MQp;
-    expectOutcome(qp.closed ? 'ERR_RDMA_CLOSED' : 'ok', () => qp.real.reset(), 'reset');
-    if (!qp.closed) qp.state = 'reset';
-    agree(w);
-  }
-  toString() {
-    return `reset(${this.i})`;
+    return `${this.to}(${this.i})`;
   }
 }
 
@@ -939,8 +928,9 @@ const allCommands = [
     )
     .map(([i, o]) => new Wait(i, o)),
   index.map((i) => new Close(i)),
-  index.map((i) => new ErrorState(i)),
-  index.map((i) => new Reset(i)),
+  fc
+    .tuple(index, fc.constantFrom('error' as const, 'reset' as const))
+    .map(([i, to]) => new Transition(i, to)),
 ];
 
 /** Two soft devices, each with a PD, a CQ, an MR and a QP: sequences start mid-use. */
