@@ -532,7 +532,7 @@ Napi::Value SoftLimits(const Napi::CallbackInfo& info) {
   o.Set("maxSge", L::maxSge);
   o.Set("maxCqe", L::maxCqe);
   o.Set("maxMr", soft::kMrSlots - 1);
-  o.Set("maxMrSize", static_cast<double>(L::maxMrSize));
+  o.Set("maxMrSize", Napi::BigInt::New(info.Env(), static_cast<uint64_t>(L::maxMrSize)));  // 64-bit: exact
   o.Set("maxMsgSize", static_cast<double>(L::maxMsg));
   o.Set("maxInlineData", L::maxInline);
   o.Set("maxSrqWr", L::maxSrqWr);

@@ -891,7 +891,7 @@ Napi::Object DescribeDevice(Napi::Env env, const ibv::DeviceView& d) {
   l.Set("maxCq", a.max_cq);
   l.Set("maxCqe", a.max_cqe);
   l.Set("maxMr", a.max_mr);
-  l.Set("maxMrSize", static_cast<double>(a.max_mr_size));
+  l.Set("maxMrSize", Napi::BigInt::New(env, static_cast<uint64_t>(a.max_mr_size)));  // 64-bit: exact
   l.Set("maxInlineData", d.maxInline);
   l.Set("maxSrq", a.max_srq);
   l.Set("maxSrqWr", a.max_srq_wr);
