@@ -323,17 +323,24 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return info.Env().Undefined();
   }
 
-  // What an endpoint carries: port, LID, GID and its index, path MTU, link layer.
+  // routeInfo(port?, gidIndex?): what an endpoint carries — port, LID, GID and its index,
+  // path MTU, link layer — for the device's default route or the port/GID a QP asked for.
   Napi::Value RouteInfo(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
+    ibv::Route r = route_;
+    int wantPort = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 0;
+    int wantGid = info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : -1;
+    std::string why;
+    if ((wantPort > 0 || wantGid >= 0) && !ibv::choose_route(view_, &r, &why, wantPort, wantGid))
+      return (Napi::Error::New(env, why).ThrowAsJavaScriptException(), env.Undefined());
     Napi::Object o = Napi::Object::New(env);
-    o.Set("port", route_.port);
-    o.Set("lid", route_.lid);
-    o.Set("gidIndex", route_.gidIndex);
-    o.Set("gid", ibv::gid_text(route_.gid));
-    o.Set("mtu", static_cast<int>(route_.mtu));
-    o.Set("linkLayer", route_.ethernet ? "Ethernet" : "InfiniBand");
+    o.Set("port", r.port);
+    o.Set("lid", r.lid);
+    o.Set("gidIndex", r.gidIndex);
+    o.Set("gid", ibv::gid_text(r.gid));
+    o.Set("mtu", static_cast<int>(r.mtu));
+    o.Set("linkLayer", r.ethernet ? "Ethernet" : "InfiniBand");
     o.Set("maxRdAtomic", ResponderResources());
     return o;
   }
@@ -639,8 +646,10 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return Napi::Number::New(info.Env(), s);
   }
 
-  // modifyQp(h, state, ...): init(access); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
-  // minRnrTimer); rts(timeout, retryCount, rnrRetry, peer's maxRdAtomic). Returns 0 or errno.
+  // modifyQp(h, state, ...): init(access, port?); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
+  // minRnrTimer, port?, sgidIndex?, hopLimit?, sl?, trafficClass?); rts(timeout, retryCount,
+  // rnrRetry, peer's maxRdAtomic). The optional ones default to the device's route, hop
+  // limit 64, SL 0 and traffic class 0. Returns 0 or errno.
   Napi::Value ModifyQp(const Napi::CallbackInfo& info) {
     Qp* q = QpAt(info);
     if (!q) return info.Env().Undefined();
@@ -657,7 +666,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       case QPS_INIT:
         a.qp_state = IBV_QPS_INIT;
         a.pkey_index = 0;
-        a.port_num = static_cast<uint8_t>(route_.port);
+        a.port_num = static_cast<uint8_t>(info.Length() > 3 ? arg(3) : route_.port);
         a.qp_access_flags = arg(2);
         mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
         break;
@@ -673,14 +682,22 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
         }
         bool global = false;
         for (uint8_t b : g.raw) global |= b != 0;
+        bool path = info.Length() > 15;  // port, sgid index, hop limit, SL, traffic class
+        int port = path ? static_cast<int>(arg(11)) : route_.port;
+        int sgid = path ? info[12].As<Napi::Number>().Int32Value() : route_.gidIndex;
         if (global) {
           a.ah_attr.is_global = 1;
           a.ah_attr.grh.dgid = g;
-          a.ah_attr.grh.sgid_index = static_cast<uint8_t>(std::max(route_.gidIndex, 0));
-          a.ah_attr.grh.hop_limit = 64;
+          a.ah_attr.grh.sgid_index = static_cast<uint8_t>(std::max(sgid, 0));
+          a.ah_attr.grh.hop_limit = static_cast<uint8_t>(path ? arg(13) : 64);
+          a.ah_attr.grh.traffic_class = static_cast<uint8_t>(path ? arg(15) : 0);
         }
-        a.ah_attr.port_num = static_cast<uint8_t>(route_.port);
-        a.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(arg(9), route_.mtu));
+        a.ah_attr.sl = static_cast<uint8_t>(path ? arg(14) & 0xf : 0);
+        a.ah_attr.port_num = static_cast<uint8_t>(port);
+        ibv_mtu portMtu = route_.mtu;
+        for (const auto& p : view_.ports)
+          if (p.port == port) portMtu = p.attr.active_mtu;
+        a.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(arg(9), portMtu));
         a.min_rnr_timer = static_cast<uint8_t>(arg(10));
         a.max_dest_rd_atomic = rdAtom;
         mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |

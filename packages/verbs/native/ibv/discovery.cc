@@ -120,16 +120,17 @@ bool describe(const Api& api, ibv_context* ctx, const std::string& name, uint64_
   return true;
 }
 
-bool choose_route(const DeviceView& dev, Route* out, std::string* why) {
+bool choose_route(const DeviceView& dev, Route* out, std::string* why, int wantPort, int wantGid) {
   const PortView* port = nullptr;
   for (const auto& p : dev.ports) {
-    if (p.attr.state == IBV_PORT_ACTIVE) {
+    if (wantPort > 0 ? p.port == wantPort : p.attr.state == IBV_PORT_ACTIVE) {
       port = &p;
       break;
     }
   }
   if (!port) {
-    *why = "device " + dev.name + " has no ACTIVE port";
+    *why = wantPort > 0 ? "device " + dev.name + " has no port " + std::to_string(wantPort)
+                        : "device " + dev.name + " has no ACTIVE port";
     return false;
   }
   out->port = port->port;
@@ -139,7 +140,14 @@ bool choose_route(const DeviceView& dev, Route* out, std::string* why) {
   out->gidIndex = -1;
   std::memset(&out->gid, 0, sizeof out->gid);
   const GidEntry* pick = nullptr;
-  if (const char* forced = std::getenv("RDMAJS_IBV_GID_INDEX")) {
+  if (wantGid >= 0) {
+    for (const auto& g : port->gids)
+      if (g.index == wantGid) pick = &g;
+    if (!pick) {
+      *why = "port " + std::to_string(port->port) + " of " + dev.name + " has no GID at index " + std::to_string(wantGid);
+      return false;
+    }
+  } else if (const char* forced = std::getenv("RDMAJS_IBV_GID_INDEX")) {
     int want = std::atoi(forced);
     for (const auto& g : port->gids)
       if (g.index == want) pick = &g;

@@ -34,7 +34,8 @@ bool describe(const Api& api, ibv_context* ctx, const std::string& name, uint64_
 
 // The port and GID index a QP uses: the first ACTIVE port; on Ethernet the RoCE v2 GID of an
 // IPv4 address if there is one (what rdma_cm picks by default), else RoCE v2, else the first.
-// RDMAJS_IBV_GID_INDEX overrides the index.
+// RDMAJS_IBV_GID_INDEX overrides the index. A QP may ask for a port (`wantPort` > 0) and a
+// GID index (`wantGid` >= 0) of its own.
 struct Route {
   int port;
   int gidIndex;  // -1 on InfiniBand without a GRH
@@ -43,7 +44,7 @@ struct Route {
   ibv_mtu mtu;
   bool ethernet;
 };
-bool choose_route(const DeviceView& dev, Route* out, std::string* why);
+bool choose_route(const DeviceView& dev, Route* out, std::string* why, int wantPort = 0, int wantGid = -1);
 
 std::string gid_text(const ibv_gid& g);
 std::string guid_text(uint64_t guidBe);
