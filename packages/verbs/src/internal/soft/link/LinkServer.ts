@@ -18,6 +18,7 @@ import {
   HANDSHAKE_DEADLINE_MS,
   TargetHandshake,
 } from './handshake.js';
+import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
@@ -81,6 +82,11 @@ export class LinkServer {
   }
 
   #serve(sock: Socket): void {
+    // On one host, only this user's processes may even try to authenticate.
+    if (isLoopback(sock.remoteAddress) && loopbackPeerUid(sock) !== process.getuid?.()) {
+      sock.destroy();
+      return;
+    }
     sock.setNoDelay(true);
     sock.unref();
     this.#sockets.add(sock);
