@@ -6,9 +6,10 @@ import type { RecvWr, SendWr, Sge } from '../types.js';
 import { ABI } from './abi.js';
 import { SEND_OPCODE_CODE } from './codes.js';
 import {
-  checkInt,
   describe,
+  intError,
   invalid,
+  isIntIn,
   MAX_ADDR,
   MAX_U32,
   MAX_WR_ID,
@@ -16,7 +17,8 @@ import {
 } from './validate.js';
 
 function checkWrId(v: unknown): number {
-  return checkInt('wrId', v, 0, MAX_WR_ID);
+  if (!isIntIn(v, 0, MAX_WR_ID)) throw intError('wrId', v, 0, MAX_WR_ID);
+  return v;
 }
 
 // Total length of the last packSges call (a module slot: no tuple allocated per WR).
@@ -30,9 +32,10 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
     if (sge === null || typeof sge !== 'object')
       throw invalid(`an sge must be { addr, length, lkey }, got ${describe(sge)}`);
     const { addr, length, lkey } = sge;
-    checkInt('sge.addr', addr, 0, MAX_ADDR);
-    checkInt('sge.length', length, 0, MAX_U32);
-    checkInt('sge.lkey', lkey, 0, MAX_U32);
+    // Inline checks, errors built only when thrown: no allocation per SGE.
+    if (!isIntIn(addr, 0, MAX_ADDR)) throw intError('sge.addr', addr, 0, MAX_ADDR);
+    if (!isIntIn(length, 0, MAX_U32)) throw intError('sge.length', length, 0, MAX_U32);
+    if (!isIntIn(lkey, 0, MAX_U32)) throw intError('sge.lkey', lkey, 0, MAX_U32);
     out[p++] = addr;
     out[p++] = length;
     out[p++] = lkey;
@@ -68,14 +71,15 @@ export function packSendWr(
   const withImm = wr.opcode === 'SEND_WITH_IMM' || wr.opcode === 'RDMA_WRITE_WITH_IMM';
   const imm = wr.imm === undefined ? 0 : wr.imm;
   if (withImm && wr.imm === undefined) throw invalid(`${wr.opcode} needs imm`);
-  checkInt('imm', imm, 0, MAX_U32);
+  if (!isIntIn(imm, 0, MAX_U32)) throw intError('imm', imm, 0, MAX_U32);
   let remoteAddr = 0;
   let rkey = 0;
   if (isRdma) {
     remoteAddr = wr.remoteAddr as number;
     rkey = wr.rkey as number;
-    checkInt(`${wr.opcode} remoteAddr`, remoteAddr, 0, MAX_ADDR);
-    checkInt(`${wr.opcode} rkey`, rkey, 0, MAX_U32);
+    if (!isIntIn(remoteAddr, 0, MAX_ADDR))
+      throw intError(`${wr.opcode} remoteAddr`, remoteAddr, 0, MAX_ADDR);
+    if (!isIntIn(rkey, 0, MAX_U32)) throw intError(`${wr.opcode} rkey`, rkey, 0, MAX_U32);
   }
   const isInline = wr.inline === true;
   if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ)

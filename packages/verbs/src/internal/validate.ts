@@ -33,10 +33,20 @@ export function describe(v: unknown): string {
   }
 }
 
-export function checkInt(name: string, v: unknown, min: number, max: number): number {
+/** An integer in [min, max]? Small enough to be inlined: the data path calls it per WR. */
+export function isIntIn(v: unknown, min: number, max: number): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+}
+
+/** The error for a value that failed isIntIn (called only when throwing). */
+export function intError(name: string, v: unknown, min: number, max: number): RdmaError {
   if (typeof v !== 'number' || !Number.isInteger(v))
-    throw invalid(`${name} must be an integer, got ${describe(v)}`);
-  if (v < min || v > max) throw outOfRange(`${name} must be in [${min}, ${max}], got ${v}`);
+    return invalid(`${name} must be an integer, got ${describe(v)}`);
+  return outOfRange(`${name} must be in [${min}, ${max}], got ${v}`);
+}
+
+export function checkInt(name: string, v: unknown, min: number, max: number): number {
+  if (!isIntIn(v, min, max)) throw intError(name, v, min, max);
   return v;
 }
 
