@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import {} from '../src/index.js';
 import {
-  blockCapacity,
   MAX_SLAB_BYTES,
   PAGE_BYTES,
   SIZE_CLASSES,
   SMALL_MAX_BYTES,
+  blockCapacity,
   sizeClassIndex,
-} from '../src/index.js';
-import { slabPages } from '../src/SizeClasses.js';
+  slabPages,
+} from '../src/internal/SizeClasses.js';
 
 describe('size classes', () => {
   it('maps every small size to the smallest class that holds it', () => {
