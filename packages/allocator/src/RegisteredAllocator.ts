@@ -1,3 +1,4 @@
+import { kMaxLength } from 'node:buffer';
 import { ACCESS_POLICIES, type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import { Arena, type ArenaStats } from './Arena.js';
 import { Block, BlockKind, type BlockOwner, blockInternals } from './Block.js';
@@ -12,13 +13,13 @@ import {
 import { DedicatedRegion } from './internal/DedicatedRegion.js';
 import { captureStack, poison } from './internal/debug.js';
 import { Heap, type HeapHost } from './internal/Heap.js';
-import type { Slab } from './internal/Slab.js';
 import {
   MAX_SLAB_BYTES,
   PAGE_BYTES,
   SIZE_CLASSES,
   SMALL_MAX_BYTES,
 } from './internal/SizeClasses.js';
+import type { Slab } from './internal/Slab.js';
 import {
   checkInt,
   checkRegion,
@@ -32,7 +33,6 @@ import {
   type RegistrationCacheOptions,
   type RegistrationCacheStats,
 } from './RegistrationCache.js';
-import { kMaxLength } from 'node:buffer';
 
 const MiB = 1024 * 1024;
 /** Arenas are at most 2 GiB (page counts and offsets stay small integers). */

@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import {} from '../src/index.js';
 import {
+  blockCapacity,
   MAX_SLAB_BYTES,
   PAGE_BYTES,
   SIZE_CLASSES,
   SMALL_MAX_BYTES,
-  blockCapacity,
   sizeClassIndex,
   slabPages,
 } from '../src/internal/SizeClasses.js';
