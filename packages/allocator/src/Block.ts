@@ -40,6 +40,8 @@ export interface BlockOwner {
 
 /** Internal accessors, for the allocator (not exported from the package). */
 export interface BlockInternals {
+  /** A real block (brand check: `instanceof` is fooled by Object.create(Block.prototype)). */
+  is(x: unknown): x is Block;
   owner(b: Block): BlockOwner;
   region(b: Block): BlockRegion;
   kind(b: Block): BlockKind;
@@ -80,6 +82,7 @@ export class Block {
 
   static {
     internals = {
+      is: (x): x is Block => typeof x === 'object' && x !== null && #owner in x,
       owner: (b) => b.#owner,
       region: (b) => b.#region,
       kind: (b) => b.#kind,

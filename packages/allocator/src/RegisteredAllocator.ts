@@ -233,6 +233,12 @@ export class RegisteredAllocator {
     const access = o.defaultAccess ?? 'local';
     policyIndex(access);
     this.#defaultAccess = access;
+    if (o.debug !== undefined && o.debug !== null && typeof o.debug !== 'boolean') {
+      throw new AllocError(
+        'ERR_ALLOC_INVALID_ARG',
+        `debug must be a boolean, got ${describeValue(o.debug)}`,
+      );
+    }
     this.#debug = o.debug === true;
     const cache = ownOptions('cache options', o.cache);
     this.#cache = new RegistrationCache({ ...cache, registrar: this.#registrar });
@@ -320,7 +326,7 @@ export class RegisteredAllocator {
 
   /** Same as `block.release()`, with a check that the block is from this allocator. */
   release(block: Block): void {
-    if (!(block instanceof Block) || I.owner(block) !== this.#owner) {
+    if (!I.is(block) || I.owner(block) !== this.#owner) {
       throw new AllocError(
         'ERR_ALLOC_FOREIGN_BLOCK',
         `release of a block this allocator did not allocate (got ${describeValue(block)})`,
@@ -331,7 +337,7 @@ export class RegisteredAllocator {
 
   /** True when `block` was allocated here (live or not). */
   owns(block: unknown): boolean {
-    return block instanceof Block && I.owner(block) === this.#owner;
+    return I.is(block) && I.owner(block) === this.#owner;
   }
 
   /** Called by `Block.release()` through #owner. */
@@ -392,6 +398,14 @@ export class RegisteredAllocator {
     const heap = this.#heaps[pi] ?? this.#makeHeap(pi);
     let free = heap.freeBytes();
     if (free >= bytes) return;
+    if (bytes > this.#maxRegistered) {
+      throw new AllocLimitError(
+        `reserving ${bytes} bytes can never fit maxRegisteredBytes (${this.#maxRegistered})`,
+        this.#maxRegistered,
+        bytes,
+        false,
+      );
+    }
     // All or nothing: the whole shortfall must fit under the limit before anything is
     // registered (reserve(2 ** 53 - 1) must not register up to the limit and then fail).
     this.#checkRoom(roundUpPage(bytes - free), heap, 0);
@@ -559,7 +573,8 @@ export class RegisteredAllocator {
    * accessors throw ERR_ALLOC_CLOSED, their release() does nothing). Idempotent.
    */
   destroy(): void {
-    if (this.#gone() || this.#state === 'closed') return;
+    // Closed with buffers still pinned in the cache: those are deregistered now too.
+    if (this.#gone() || (this.#state === 'closed' && this.#cache.state === 'closed')) return;
     let first: unknown;
     try {
       this.close();
