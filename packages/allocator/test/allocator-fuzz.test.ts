@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FakeRegistrar } from './fakes/FakeRegistrar.js';
-import { allocatorProperty, type FuzzEnv, fuzzRuns } from './fuzz/allocatorModel.js';
+import { allocatorProperty, coverage, type FuzzEnv, fuzzRuns } from './fuzz/allocatorModel.js';
 
 const RUNS = fuzzRuns(300);
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
@@ -20,7 +20,28 @@ function fakeEnv(): FuzzEnv {
 
 describe('allocator model-based fuzz', () => {
   it(`${RUNS} random call sequences against a fake registrar agree with the model`, () => {
+    coverage.clear();
     fc.assert(allocatorProperty(fakeEnv, 40, 3 * 1024 * 1024), { numRuns: RUNS, seed: SEED });
+    // The sequences reached every path and every error, not only the easy cases.
+    for (const what of [
+      'alloc small',
+      'alloc large',
+      'alloc dedicated',
+      'release',
+      'release revoked (no-op)',
+      'last release closes',
+      'registrar closed under live blocks',
+      'acquire',
+      'ERR_ALLOC_INVALID_ARG',
+      'ERR_ALLOC_LIMIT',
+      'ERR_ALLOC_DOUBLE_RELEASE',
+      'ERR_ALLOC_USE_AFTER_RELEASE',
+      'ERR_ALLOC_FOREIGN_BLOCK',
+      'ERR_ALLOC_CLOSED',
+      'ERR_ALLOC_REGISTRATION',
+    ]) {
+      expect(coverage.get(what) ?? 0, what).toBeGreaterThan(0);
+    }
   }, 600_000);
 
   it('sequences against the real soft PD, in a child process (an abort is a failure with its seed)', () => {

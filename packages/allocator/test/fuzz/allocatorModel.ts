@@ -29,6 +29,12 @@ import {
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
+/** How often each outcome was reached (the suite asserts the interesting ones were). */
+export const coverage = new Map<string, number>();
+function reached(what: string): void {
+  coverage.set(what, (coverage.get(what) ?? 0) + 1);
+}
+
 /** Every code the README documents. */
 export const DOCUMENTED_CODES: readonly AllocErrorCode[] = [
   'ERR_ALLOC_INVALID_ARG',
@@ -244,6 +250,7 @@ function attempt<T>(
     }
     if (!DOCUMENTED_CODES.includes(err.code))
       throw new Error(`${what}: undocumented code ${err.code}`);
+    reached(err.code);
     return { ok: false, err };
   }
 }
@@ -406,6 +413,13 @@ class AllocCmd implements Cmd {
     const b: BlockModel = { block, n, access, tag: (m.blocks.length % 251) + 1, state: 'live' };
     for (const part of tagged(b)) part.fill(b.tag);
     m.blocks.push(b);
+    reached(
+      n <= SMALL_MAX_BYTES
+        ? 'alloc small'
+        : n <= m.maxArenaBytes
+          ? 'alloc large'
+          : 'alloc dedicated',
+    );
   }
   toString(): string {
     return describeCall('alloc', [this.n, this.access]);
@@ -446,9 +460,13 @@ class ReleaseCmd implements Cmd {
     );
     if (b.state === 'released') return expectErr(what, res, 'ERR_ALLOC_DOUBLE_RELEASE');
     expectOk(what, res);
-    if (b.state === 'revoked') return; // a no-op
+    if (b.state === 'revoked') return reached('release revoked (no-op)');
     b.state = 'released';
-    if (m.state === 'closing' && m.blocks.every((x) => x.state !== 'live')) m.state = 'closed';
+    reached('release');
+    if (m.state === 'closing' && m.blocks.every((x) => x.state !== 'live')) {
+      m.state = 'closed';
+      reached('last release closes');
+    }
   }
   toString(): string {
     return `release(${JSON.stringify(this.target, (_k, v) => (typeof v === 'bigint' || typeof v === 'symbol' || typeof v === 'function' ? String(v) : v))}, ${this.via})`;
@@ -613,6 +631,7 @@ class CloseCmd implements Cmd {
     if (this.how === 'registrar') {
       r.env.closeRegistrar(r.harness);
       m.registrarClosed = true;
+      if (m.blocks.some((b) => b.state === 'live')) reached('registrar closed under live blocks');
       revokeAll(m);
       return;
     }
@@ -669,6 +688,7 @@ class AcquireCmd implements Cmd {
     if (buf.length !== length || buf.bytes.buffer !== ab)
       fail(what, 'not a view of the given buffer');
     m.buffers.push({ buf, length, state: 'live' });
+    reached('acquire');
   }
   toString(): string {
     return describeCall('acquire', [this.buffer, this.view, this.access]);
@@ -870,7 +890,7 @@ export function allocatorProperty(
 ): fc.IProperty<[FuzzConfig, Iterable<Cmd>]> {
   return fc.property(
     configArb,
-    fc.commands(commands(maxDedicated), { maxCommands }),
+    fc.commands(commands(maxDedicated), { maxCommands, size: 'max' }),
     (config, cmds) => {
       const env = makeEnv();
       const harness = new Harness(env.registrar());
