@@ -271,6 +271,13 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
     if (this.messages === 0) {
       throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'SendWindow.release: no message in flight');
     }
+    // Bytes left over with no message would shrink the window (and the budget) for good.
+    if (this.messages === 1 && bytes !== this.bytes) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `SendWindow.release: the last message in flight holds ${this.bytes} bytes, got ${bytes}`,
+      );
+    }
     this.bytes -= bytes;
     this.messages--;
     this.budget?.[kGive](bytes, 1);
@@ -302,7 +309,7 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
     const messages = this.messages;
     this.bytes = 0;
     this.messages = 0;
-    if (messages > 0) this.budget?.[kGive](bytes, messages);
+    if (messages > 0 || bytes > 0) this.budget?.[kGive](bytes, messages);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -156,3 +156,25 @@ describe('waits far in the future', () => {
     expect(space.error?.code).toBe('ERR_FLOWCTL_DEADLINE');
   });
 });
+
+describe('found by the model-based fuzz', () => {
+  it('release() of the last message must give back every byte still counted (else the window shrinks for good)', async () => {
+    const budget = new SharedBudget({ maxBytes: 100, maxMessages: 4 });
+    const w = new SendWindow({ maxBytes: 100, maxMessages: 1, budget, clock: new ManualClock() });
+    expect(w.tryAcquire(60)).toBe(true);
+    expectCode(() => w.release(0), 'ERR_FLOWCTL_INVALID_ARG');
+    expect(w.stats()).toMatchObject({ bytesInFlight: 60, messagesInFlight: 1 });
+    w.release(60);
+    expect(w.tryAcquire(100)).toBe(true);
+  });
+
+  it('destroy() gives the bytes of its messages back to the shared budget', () => {
+    const budget = new SharedBudget({ maxBytes: 100, maxMessages: 4 });
+    const w = new SendWindow({ maxBytes: 100, maxMessages: 2, budget });
+    expect(w.tryAcquire(30)).toBe(true);
+    expect(w.tryAcquire(20)).toBe(true);
+    w.release(10); // one message back, with fewer bytes than it took: 40 bytes, 1 message left
+    w.destroy();
+    expect(budget.stats()).toMatchObject({ bytesInFlight: 0, messagesInFlight: 0 });
+  });
+});
