@@ -1,6 +1,6 @@
 import type { AccessPolicy } from './AccessPolicy.js';
 import { AllocError, AllocUseAfterReleaseError, closedError } from './errors.js';
-import { checkRange } from './internal/validate.js';
+import { checkRange, rest } from './internal/validate.js';
 
 /**
  * A scatter/gather element: the same shape and meaning as `Sge` of @rdmajs/verbs (a range
@@ -183,20 +183,26 @@ export class Block {
   }
 
   /** A scatter/gather element over [offset, offset + length) of the block. */
-  sge(offset = 0, length: number = this.#length - offset): Sge {
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.#length);
     if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
-    this.#checkRange(offset, length);
-    return { addr: this.#region.addr + this.#offset + offset, length, lkey: this.#region.lkey };
+    this.#checkRange(offset, len);
+    return {
+      addr: this.#region.addr + this.#offset + offset,
+      length: len,
+      lkey: this.#region.lkey,
+    };
   }
 
   /**
    * A zero-copy sub-range [offset, offset + length) (unlike `Uint8Array.slice`, nothing is
    * copied): an Sge with a `bytes` view, valid while the block is live.
    */
-  slice(offset: number, length: number = this.#length - offset): BlockSlice {
+  slice(offset: number, length?: number): BlockSlice {
+    const len = rest(offset, length, this.#length);
     if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
-    this.#checkRange(offset, length);
-    return new BlockSlice(this, offset, length);
+    this.#checkRange(offset, len);
+    return new BlockSlice(this, offset, len);
   }
 
   /** Gives the block back to its allocator. A second call throws ERR_ALLOC_DOUBLE_RELEASE. */
@@ -267,15 +273,17 @@ export class BlockSlice implements Sge {
   }
 
   /** A plain scatter/gather element over [offset, offset + length) of this slice. */
-  sge(offset = 0, length: number = this.length - offset): Sge {
-    this.#checkRange(offset, length);
-    return this.block.sge(this.offset + offset, length);
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.length);
+    this.#checkRange(offset, len);
+    return this.block.sge(this.offset + offset, len);
   }
 
   /** A further sub-range, relative to this slice. */
-  slice(offset: number, length: number = this.length - offset): BlockSlice {
-    this.#checkRange(offset, length);
-    return this.block.slice(this.offset + offset, length);
+  slice(offset: number, length?: number): BlockSlice {
+    const len = rest(offset, length, this.length);
+    this.#checkRange(offset, len);
+    return this.block.slice(this.offset + offset, len);
   }
 
   #checkRange(offset: number, length: number): void {

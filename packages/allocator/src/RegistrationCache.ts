@@ -15,6 +15,7 @@ import {
   checkRegistrar,
   describeValue,
   ownOptions,
+  rest,
 } from './internal/validate.js';
 import type { Region, Registrar } from './Registrar.js';
 
@@ -128,12 +129,13 @@ export class RegisteredBuffer implements Sge {
   }
 
   /** A scatter/gather element over [offset, offset + length) of the buffer. */
-  sge(offset = 0, length: number = this.length - offset): Sge {
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.length);
     this.#check();
-    checkRange(offset, length, this.length, 'buffer');
+    checkRange(offset, len, this.length, 'buffer');
     return {
       addr: this.#entry.region.addr + this.#offset + offset,
-      length,
+      length: len,
       lkey: this.#entry.region.lkey,
     };
   }

@@ -4,6 +4,7 @@ import { openDevice } from '@rdmajs/verbs';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   AllocError,
+  Block,
   fromProtectionDomain,
   RegisteredAllocator,
   type Registrar,
@@ -269,5 +270,47 @@ describe('options objects: plain objects, own properties only', () => {
     }
     // The registrar may be a class instance: its methods come from its prototype.
     expect(new RegisteredAllocator({ registrar: reg }).alloc(10).length).toBe(10);
+  });
+});
+
+describe('found by the model-based fuzz', () => {
+  it('a bigint or string offset with no length is ERR_ALLOC_INVALID_ARG (the default length is not computed from it)', () => {
+    const { a } = setup();
+    const b = a.alloc(64);
+    for (const offset of [10n, '1', null, {}]) {
+      expectCode(() => b.sge(offset as never), 'ERR_ALLOC_INVALID_ARG');
+      expectCode(() => b.slice(offset as never), 'ERR_ALLOC_INVALID_ARG');
+      expectCode(() => b.slice(0).sge(offset as never), 'ERR_ALLOC_INVALID_ARG');
+      expectCode(() => b.slice(0).slice(offset as never), 'ERR_ALLOC_INVALID_ARG');
+      const buf = a.cache.acquire(new ArrayBuffer(16));
+      expectCode(() => buf.sge(offset as never), 'ERR_ALLOC_INVALID_ARG');
+      buf.release();
+    }
+    expect(b.sge(8)).toMatchObject({ length: 56 });
+    expect(b.slice(8).length).toBe(56);
+  });
+
+  it('release() of an object made from Block.prototype is ERR_ALLOC_FOREIGN_BLOCK, not a TypeError', () => {
+    const { a } = setup();
+    const fake = Object.create(Block.prototype) as Block;
+    expectCode(() => a.release(fake), 'ERR_ALLOC_FOREIGN_BLOCK');
+    expect(a.owns(fake)).toBe(false);
+  });
+
+  it('destroy() after close() deregisters buffers still pinned in the cache', () => {
+    const { a, reg } = setup();
+    const pinned = a.cache.acquire(new ArrayBuffer(64));
+    a.close();
+    expect(a.state).toBe('closed');
+    a.destroy();
+    expect(reg.live.size).toBe(0);
+    expectCode(() => pinned.lkey, 'ERR_ALLOC_CLOSED');
+    pinned.release();
+  });
+
+  it('reserve() of more than maxRegisteredBytes is a non-retryable ERR_ALLOC_LIMIT even with free arena space', () => {
+    const { a } = setup({ arenaBytes: 1 * MiB, maxRegisteredBytes: 2 * MiB });
+    a.alloc(10).release(); // one arena registered, mostly free
+    expect(expectCode(() => a.reserve(2 * MiB + 1), 'ERR_ALLOC_LIMIT').retryable).toBe(false);
   });
 });

@@ -138,3 +138,12 @@ export function checkRegion(
     false,
   );
 }
+
+/**
+ * The length a range call means when it names none: the rest after `offset`. A bad `offset`
+ * passes through, for checkRange to report (never `size - '1'` or `size - 1n` arithmetic).
+ */
+export function rest(offset: unknown, length: unknown, size: number): number {
+  if (length !== undefined) return length as number;
+  return (typeof offset === 'number' ? size - offset : offset) as number;
+}
