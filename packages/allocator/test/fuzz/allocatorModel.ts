@@ -812,7 +812,7 @@ const constructArb: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: hostile },
 );
 
-export function commands(maxDedicated: number): fc.Arbitrary<Iterable<Cmd>>[] {
+export function commands(maxDedicated: number): fc.Arbitrary<Cmd>[] {
   return [
     fc
       .tuple(sizeArb(maxDedicated), accessArb, fc.boolean())

@@ -29,7 +29,7 @@ process.stdout.write(
     seed: details.seed,
     path: details.counterexamplePath,
     error: details.failed
-      ? String((details.errorInstance as Error | undefined)?.message ?? details.error)
+      ? String((details.errorInstance as Error | undefined)?.message ?? details.errorInstance)
       : undefined,
   })}\n`,
 );
