@@ -178,3 +178,14 @@ describe('found by the model-based fuzz', () => {
     expect(budget.stats()).toMatchObject({ bytesInFlight: 0, messagesInFlight: 0 });
   });
 });
+
+describe('exports (issue 8)', () => {
+  it('waits take AcquireOptions; nothing is published from internal/', async () => {
+    const flowctl = await import('../src/index.js');
+    expect(Object.keys(flowctl)).not.toContain('WaitOptions');
+    const o: import('../src/index.js').AcquireOptions = { timeoutMs: 1 };
+    const c = new SendCredits({ initialCredits: 2, clock: new ManualClock() });
+    await c.acquire(o);
+    expect(c.available).toBe(1);
+  });
+});
