@@ -844,6 +844,61 @@ class AbortCmd implements Cmd {
   }
 }
 
+/** The constructors' rules, written out independently (`null` and `undefined` mean the default). */
+function validOptions(kind: string, options: unknown): boolean {
+  if (
+    typeof options !== 'object' ||
+    options === null ||
+    Object.prototype.toString.call(options) !== '[object Object]'
+  ) {
+    return false;
+  }
+  const o = options as Record<string, unknown>;
+  const int = (v: unknown, min: number, dflt?: number): number | undefined =>
+    v === undefined || v === null ? dflt : isInt(v, min) ? v : undefined;
+  const finite = (v: unknown, dflt: number): boolean =>
+    v === undefined || v === null
+      ? true
+      : typeof v === 'number' && Number.isFinite(v) && v >= 0 && dflt >= 0;
+  const clockOk = o.clock === undefined;
+  switch (kind) {
+    case 'SharedBudget':
+      return (
+        int(o.maxBytes, 1) !== undefined &&
+        int(o.maxMessages, 1) !== undefined &&
+        int(o.quantumBytes, 1, 1) !== undefined
+      );
+    case 'SendWindow':
+      return (
+        int(o.maxBytes, 1) !== undefined &&
+        int(o.maxMessages, 1) !== undefined &&
+        int(o.quantumBytes, 1, 1) !== undefined &&
+        int(o.maxQueued, 0, 0) !== undefined &&
+        finite(o.defaultTimeoutMs, 0) &&
+        clockOk
+      );
+    case 'SendCredits': {
+      const reserved = int(o.reservedCredits, 1, 1);
+      return (
+        reserved !== undefined &&
+        int(o.initialCredits, reserved + 1) !== undefined &&
+        int(o.maxWaiters, 0, 0) !== undefined &&
+        finite(o.defaultTimeoutMs, 0) &&
+        clockOk
+      );
+    }
+    default: {
+      const reserved = int(o.reservedCredits, 1, 1);
+      if (reserved === undefined) return false;
+      const total = int(o.initialCredits, reserved + 2);
+      if (total === undefined) return false;
+      const top = total - reserved;
+      const t = int(o.returnThreshold, 2, Math.max(2, Math.floor(top / 2)));
+      return t !== undefined && t <= top;
+    }
+  }
+}
+
 /** Construction with hostile options: an object or ERR_FLOWCTL_INVALID_ARG, never a TypeError. */
 class ConstructCmd implements Cmd {
   constructor(
@@ -862,7 +917,9 @@ class ConstructCmd implements Cmd {
       if (this.kind === 'ReceiveCredits') return new ReceiveCredits(o);
       return new SharedBudget(o);
     });
-    if (!res.ok) return expectErr(`new ${this.kind}`, res, 'ERR_FLOWCTL_INVALID_ARG');
+    const valid = validOptions(this.kind, this.options);
+    if (!valid) return expectErr(`new ${this.kind}`, res, 'ERR_FLOWCTL_INVALID_ARG');
+    expectOk(`new ${this.kind}`, res);
     reached(`constructed ${this.kind}`);
   }
   toString(): string {
