@@ -242,9 +242,11 @@ export class RegisteredAllocator {
     this.#debug = o.debug === true;
     const cache = ownOptions('cache options', o.cache);
     this.#cache = new RegistrationCache({ ...cache, registrar: this.#registrar });
+    const registrar = this.#registrar;
     this.#owner = {
       releaseBlock: (block) => this.#releaseBlock(block),
-      lost: () => this.#gone(),
+      // On every block access: one property read while the registrar is alive.
+      lost: () => this.#lost || (registrar.closed === true && this.#gone()),
     };
     this.#host = {
       debug: this.#debug,
