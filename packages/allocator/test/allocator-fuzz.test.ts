@@ -32,6 +32,7 @@ describe('allocator model-based fuzz', () => {
       'last release closes',
       'registrar closed under live blocks',
       'acquire',
+      'cache invalidate',
       'ERR_ALLOC_INVALID_ARG',
       'ERR_ALLOC_LIMIT',
       'ERR_ALLOC_DOUBLE_RELEASE',

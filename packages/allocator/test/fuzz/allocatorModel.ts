@@ -695,6 +695,43 @@ class AcquireCmd implements Cmd {
   }
 }
 
+/** Cache upkeep: invalidate (of a buffer, a view, or not a buffer), invalidateAll, trim. */
+class CacheUpkeepCmd implements Cmd {
+  constructor(
+    readonly how: 'invalidate' | 'invalidateAll' | 'trim',
+    readonly target: unknown,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  run(m: Model, r: Real): void {
+    const isIndex =
+      typeof this.target === 'number' && Number.isInteger(this.target) && this.target >= 0;
+    const ab = isIndex ? r.appBuffers[(this.target as number) % r.appBuffers.length] : undefined;
+    const what = describeCall(`cache.${this.how}`, [
+      ab === undefined ? this.target : `buffer#${String(this.target)}`,
+    ]);
+    m.trail.push(what);
+    const c = r.a.cache;
+    const res = attempt(what, () =>
+      this.how === 'trim'
+        ? c.trim()
+        : this.how === 'invalidateAll'
+          ? c.invalidateAll()
+          : c.invalidate((ab ?? this.target) as ArrayBuffer),
+    );
+    if (this.how === 'invalidate' && ab === undefined)
+      return expectErr(what, res, 'ERR_ALLOC_INVALID_ARG');
+    const n = expectOk(what, res);
+    if (!Number.isSafeInteger(n) || n < 0) fail(what, `returned ${n}`);
+    if (m.registrarClosed && n !== 0) fail(what, 'did something after the registrar closed');
+    reached(`cache ${this.how}`);
+  }
+  toString(): string {
+    return `cache.${this.how}(${describeCall('', [this.target])})`;
+  }
+}
+
 class BufferCmd implements Cmd {
   constructor(
     readonly i: number,
@@ -854,6 +891,17 @@ export function commands(maxDedicated: number): fc.Arbitrary<Cmd>[] {
     fc
       .tuple(fc.nat(), fc.constantFrom('release' as const, 'lkey' as const, 'sge' as const))
       .map(([i, h]) => new BufferCmd(i, h)),
+    fc
+      .tuple(
+        fc.constantFrom(
+          'invalidate' as const,
+          'invalidate' as const,
+          'invalidateAll' as const,
+          'trim' as const,
+        ),
+        fc.oneof(fc.nat({ max: 5 }), hostile),
+      )
+      .map(([h, t]) => new CacheUpkeepCmd(h, t)),
     constructArb.map((o) => new ConstructCmd(o)),
   ];
 }
