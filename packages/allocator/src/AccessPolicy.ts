@@ -1,4 +1,5 @@
 import { invalidArg } from './errors.js';
+import { describeValue } from './internal/validate.js';
 
 /**
  * What peers may do with a block's memory. Every policy includes local write (the
@@ -8,8 +9,12 @@ import { invalidArg } from './errors.js';
  */
 export type AccessPolicy = 'local' | 'remote-read' | 'remote-write' | 'remote-read-write';
 
-/** Memory access flags, numerically equal to `enum ibv_access_flags` (and to verbs' `Access`). */
-export const AccessFlags = {
+/**
+ * Memory access flags, numerically equal to `enum ibv_access_flags`: the same name, values and
+ * meaning as `Access` of @rdmajs/verbs (copied, so the allocator needs no verbs at run time).
+ * These are the `access` numbers a Registrar receives.
+ */
+export const Access = {
   LocalWrite: 1,
   RemoteWrite: 2,
   RemoteRead: 4,
@@ -25,10 +30,10 @@ export const ACCESS_POLICIES: readonly AccessPolicy[] = [
 ];
 
 const FLAGS: readonly number[] = [
-  AccessFlags.LocalWrite,
-  AccessFlags.LocalWrite | AccessFlags.RemoteRead,
-  AccessFlags.LocalWrite | AccessFlags.RemoteWrite,
-  AccessFlags.LocalWrite | AccessFlags.RemoteRead | AccessFlags.RemoteWrite,
+  Access.LocalWrite,
+  Access.LocalWrite | Access.RemoteRead,
+  Access.LocalWrite | Access.RemoteWrite,
+  Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite,
 ];
 
 /** The registration flags a policy stands for. Throws ERR_ALLOC_INVALID_ARG for an unknown policy. */
@@ -49,7 +54,7 @@ export function policyIndex(policy: AccessPolicy): number {
       return 3;
     default:
       throw invalidArg(
-        `unknown access policy ${String(policy)} (expected ${ACCESS_POLICIES.join(', ')})`,
+        `unknown access policy ${describeValue(policy)} (expected ${ACCESS_POLICIES.join(', ')})`,
       );
   }
 }

@@ -1,9 +1,9 @@
 import { type AccessPolicy, policyIndex } from './AccessPolicy.js';
 import type { Block } from './Block.js';
 import type { FreeRun, FreeRunIndex } from './internal/FreeRunIndex.js';
+import { PAGE_BYTES } from './internal/SizeClasses.js';
 import type { Slab } from './internal/Slab.js';
 import type { Region } from './Registrar.js';
-import { PAGE_BYTES } from './SizeClasses.js';
 
 /** Occupancy of one arena, as `stats().arenas` reports it. */
 export interface ArenaStats {

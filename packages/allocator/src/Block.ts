@@ -1,15 +1,21 @@
 import type { AccessPolicy } from './AccessPolicy.js';
 import { AllocError, AllocUseAfterReleaseError, closedError } from './errors.js';
-import { checkRange } from './internal/validate.js';
+import { checkRange, rest } from './internal/validate.js';
 
-/** A scatter/gather element, the shape verbs' `sgList` entries take. */
+/**
+ * A scatter/gather element: the same shape and meaning as `Sge` of @rdmajs/verbs (a range
+ * of registered memory for a work request's `sgList`), copied so no verbs import is needed.
+ */
 export interface Sge {
   addr: number;
   length: number;
   lkey: number;
 }
 
-/** 'live' until released; 'revoked' when the allocator was destroyed while it was live. */
+/**
+ * 'live' until released; 'revoked' when the allocator was destroyed, or its registrar (PD)
+ * closed, while it was live.
+ */
 export type BlockState = 'live' | 'released' | 'revoked';
 
 /** Where a block's memory lives: an arena or a dedicated region. Internal. */
@@ -25,13 +31,17 @@ export interface BlockRegion {
 export const BlockKind = { Small: 0, Large: 1, Dedicated: 2 } as const;
 export type BlockKind = (typeof BlockKind)[keyof typeof BlockKind];
 
-/** What a block calls back on release. Internal. */
+/** What a block calls back. Internal. */
 export interface BlockOwner {
   releaseBlock(block: Block): void;
+  /** True once the memory is gone under every block (the registrar closed); revokes them. */
+  lost(): boolean;
 }
 
 /** Internal accessors, for the allocator (not exported from the package). */
 export interface BlockInternals {
+  /** A real block (brand check: `instanceof` is fooled by Object.create(Block.prototype)). */
+  is(x: unknown): x is Block;
   owner(b: Block): BlockOwner;
   region(b: Block): BlockRegion;
   kind(b: Block): BlockKind;
@@ -72,6 +82,7 @@ export class Block {
 
   static {
     internals = {
+      is: (x): x is Block => typeof x === 'object' && x !== null && #owner in x,
       owner: (b) => b.#owner,
       region: (b) => b.#region,
       kind: (b) => b.#kind,
@@ -144,24 +155,24 @@ export class Block {
 
   /** Address of `bytes[0]` for work requests. */
   get addr(): number {
-    if (this.#state !== 'live') this.#dead();
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
     return this.#region.addr + this.#offset;
   }
 
   get lkey(): number {
-    if (this.#state !== 'live') this.#dead();
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
     return this.#region.lkey;
   }
 
   /** Remote key of the arena; a peer can use it only if the block's access policy allows. */
   get rkey(): number {
-    if (this.#state !== 'live') this.#dead();
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
     return this.#region.rkey;
   }
 
   /** View of the block's registered memory (created on first use, then the same object). */
   get bytes(): Uint8Array {
-    if (this.#state !== 'live') this.#dead();
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
     let view = this.#view;
     if (view === undefined) {
       const arena = this.#region.bytes;
@@ -172,29 +183,35 @@ export class Block {
   }
 
   /** A scatter/gather element over [offset, offset + length) of the block. */
-  sge(offset = 0, length: number = this.#length - offset): Sge {
-    if (this.#state !== 'live') this.#dead();
-    this.#checkRange(offset, length);
-    return { addr: this.#region.addr + this.#offset + offset, length, lkey: this.#region.lkey };
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.#length);
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
+    this.#checkRange(offset, len);
+    return {
+      addr: this.#region.addr + this.#offset + offset,
+      length: len,
+      lkey: this.#region.lkey,
+    };
   }
 
   /**
    * A zero-copy sub-range [offset, offset + length) (unlike `Uint8Array.slice`, nothing is
    * copied): an Sge with a `bytes` view, valid while the block is live.
    */
-  slice(offset: number, length: number = this.#length - offset): BlockSlice {
-    if (this.#state !== 'live') this.#dead();
-    this.#checkRange(offset, length);
-    return new BlockSlice(this, offset, length);
+  slice(offset: number, length?: number): BlockSlice {
+    const len = rest(offset, length, this.#length);
+    if (this.#state !== 'live' || this.#owner.lost()) this.#dead();
+    this.#checkRange(offset, len);
+    return new BlockSlice(this, offset, len);
   }
 
   /** Gives the block back to its allocator. A second call throws ERR_ALLOC_DOUBLE_RELEASE. */
   release(): void {
-    if (this.#state === 'live') {
+    if (this.#state === 'live' && !this.#owner.lost()) {
       this.#owner.releaseBlock(this);
       return;
     }
-    if (this.#state === 'revoked') return; // reclaimed by destroy(); releasing is harmless
+    if (this.#state === 'revoked') return; // reclaimed by destroy() or a closed PD: harmless
     throw new AllocError(
       'ERR_ALLOC_DOUBLE_RELEASE',
       `block of ${this.#length} bytes released twice${stackNote(this.#allocatedAt, this.#releasedAt)}`,
@@ -206,7 +223,9 @@ export class Block {
   }
 
   #dead(): never {
-    if (this.#state === 'revoked') throw closedError('block: its allocator was destroyed');
+    if (this.#state === 'revoked') {
+      throw closedError('block', 'its allocator was destroyed or its protection domain closed');
+    }
     throw new AllocUseAfterReleaseError(
       `block of ${this.#length} bytes used after release${stackNote(this.#allocatedAt, this.#releasedAt)}`,
       this.#region.addr + this.#offset,
@@ -254,15 +273,17 @@ export class BlockSlice implements Sge {
   }
 
   /** A plain scatter/gather element over [offset, offset + length) of this slice. */
-  sge(offset = 0, length: number = this.length - offset): Sge {
-    this.#checkRange(offset, length);
-    return this.block.sge(this.offset + offset, length);
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.length);
+    this.#checkRange(offset, len);
+    return this.block.sge(this.offset + offset, len);
   }
 
   /** A further sub-range, relative to this slice. */
-  slice(offset: number, length: number = this.length - offset): BlockSlice {
-    this.#checkRange(offset, length);
-    return this.block.slice(this.offset + offset, length);
+  slice(offset: number, length?: number): BlockSlice {
+    const len = rest(offset, length, this.length);
+    this.#checkRange(offset, len);
+    return this.block.slice(this.offset + offset, len);
   }
 
   #checkRange(offset: number, length: number): void {

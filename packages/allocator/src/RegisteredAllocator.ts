@@ -1,9 +1,11 @@
+import { kMaxLength } from 'node:buffer';
 import { ACCESS_POLICIES, type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import { Arena, type ArenaStats } from './Arena.js';
 import { Block, BlockKind, type BlockOwner, blockInternals } from './Block.js';
 import {
   AllocError,
   AllocLimitError,
+  AllocRegistrationError,
   AllocUseAfterReleaseError,
   closedError,
   registrationError,
@@ -11,15 +13,26 @@ import {
 import { DedicatedRegion } from './internal/DedicatedRegion.js';
 import { captureStack, poison } from './internal/debug.js';
 import { Heap, type HeapHost } from './internal/Heap.js';
+import {
+  MAX_SLAB_BYTES,
+  PAGE_BYTES,
+  SIZE_CLASSES,
+  SMALL_MAX_BYTES,
+} from './internal/SizeClasses.js';
 import type { Slab } from './internal/Slab.js';
-import { checkInt, checkRegion, checkRegistrar } from './internal/validate.js';
+import {
+  checkInt,
+  checkRegion,
+  checkRegistrar,
+  describeValue,
+  ownOptions,
+} from './internal/validate.js';
 import type { Region, Registrar } from './Registrar.js';
 import {
   RegistrationCache,
   type RegistrationCacheOptions,
   type RegistrationCacheStats,
 } from './RegistrationCache.js';
-import { MAX_SLAB_BYTES, PAGE_BYTES, SIZE_CLASSES, SMALL_MAX_BYTES } from './SizeClasses.js';
 
 const MiB = 1024 * 1024;
 /** Arenas are at most 2 GiB (page counts and offsets stay small integers). */
@@ -58,6 +71,9 @@ export interface RegisteredAllocatorOptions {
   /** Limits of the registration cache for application buffers (`allocator.cache`). */
   cache?: Omit<RegistrationCacheOptions, 'registrar'>;
 }
+
+/** Why the allocator is closed: its own close()/destroy(), or its registrar went away. */
+const GONE = 'its registrar (protection domain) is closed';
 
 /** 'open' → 'closing' (close() with live blocks) → 'closed' (last release, or destroy()). */
 export type AllocatorState = 'open' | 'closing' | 'closed';
@@ -144,7 +160,7 @@ const RING = 256;
  * `alloc(n)` is O(1) for small blocks and allocates one Block object; it registers only
  * when the arenas are full. Blocks are released with `block.release()`.
  */
-export class RegisteredAllocator implements BlockOwner {
+export class RegisteredAllocator {
   readonly #registrar: Registrar;
   readonly #arenaBytes: number;
   readonly #maxArenaBytes: number;
@@ -155,6 +171,10 @@ export class RegisteredAllocator implements BlockOwner {
   readonly #cache: RegistrationCache;
   readonly #heaps: (Heap | undefined)[] = [undefined, undefined, undefined, undefined];
   readonly #host: HeapHost;
+  /** What blocks call back (kept off the public surface). */
+  readonly #owner: BlockOwner;
+  /** The registrar said it is closed: everything it registered is gone (see #gone). */
+  #lost = false;
   readonly #dedicated = new Set<DedicatedRegion>();
   /** Debug: recently released blocks, to name the culprit of a write after release. */
   readonly #released: (Block | undefined)[] = [];
@@ -177,8 +197,17 @@ export class RegisteredAllocator implements BlockOwner {
   #deregistrationFailures = 0;
 
   constructor(options: RegisteredAllocatorOptions) {
-    const o = options ?? ({} as RegisteredAllocatorOptions);
+    if (options === undefined)
+      throw new AllocError(
+        'ERR_ALLOC_INVALID_ARG',
+        'RegisteredAllocator needs options with a registrar',
+      );
+    const o = ownOptions(
+      'RegisteredAllocator options',
+      options,
+    ) as Partial<RegisteredAllocatorOptions>;
     this.#registrar = checkRegistrar(o.registrar);
+    if (this.#registrar.closed === true) throw closedError('RegisteredAllocator', GONE);
     const arenaBytes = checkInt(
       'arenaBytes',
       o.arenaBytes ?? 16 * MiB,
@@ -204,11 +233,24 @@ export class RegisteredAllocator implements BlockOwner {
     const access = o.defaultAccess ?? 'local';
     policyIndex(access);
     this.#defaultAccess = access;
+    if (o.debug !== undefined && o.debug !== null && typeof o.debug !== 'boolean') {
+      throw new AllocError(
+        'ERR_ALLOC_INVALID_ARG',
+        `debug must be a boolean, got ${describeValue(o.debug)}`,
+      );
+    }
     this.#debug = o.debug === true;
-    this.#cache = new RegistrationCache({ ...o.cache, registrar: this.#registrar });
+    const cache = ownOptions('cache options', o.cache);
+    this.#cache = new RegistrationCache({ ...cache, registrar: this.#registrar });
+    const registrar = this.#registrar;
+    this.#owner = {
+      releaseBlock: (block) => this.#releaseBlock(block),
+      // On every block access: one property read while the registrar is alive.
+      lost: () => this.#lost || (registrar.closed === true && this.#gone()),
+    };
     this.#host = {
       debug: this.#debug,
-      owner: this,
+      owner: this.#owner,
       grow: (heap, pages) => this.#grow(heap, pages),
       arenaEmptied: (heap, arena) => this.#arenaEmptied(heap, arena),
       corrupted: (arena, offset) => this.#corrupted(arena, offset),
@@ -216,6 +258,7 @@ export class RegisteredAllocator implements BlockOwner {
   }
 
   get state(): AllocatorState {
+    this.#gone();
     return this.#state;
   }
 
@@ -225,16 +268,19 @@ export class RegisteredAllocator implements BlockOwner {
 
   /** Same as stats().registeredBytes, without building a snapshot (cheap to sample). */
   get registeredBytes(): number {
+    this.#gone();
     return this.#registered;
   }
 
   /** Same as stats().inUseBytes, without building a snapshot. */
   get inUseBytes(): number {
+    this.#gone();
     return this.#inUse;
   }
 
   /** Same as stats().liveBlocks, without building a snapshot. */
   get liveBlocks(): number {
+    this.#gone();
     return this.#liveBlocks;
   }
 
@@ -249,11 +295,12 @@ export class RegisteredAllocator implements BlockOwner {
    * would be exceeded, ERR_ALLOC_REGISTRATION when the registrar fails.
    */
   alloc(n: number, access: AccessPolicy = this.#defaultAccess): Block {
+    if (this.#gone()) throw closedError('RegisteredAllocator.alloc', GONE);
     if (this.#state !== 'open') throw closedError('RegisteredAllocator.alloc');
     if (!Number.isSafeInteger(n) || n < 1) {
       throw new AllocError(
         'ERR_ALLOC_INVALID_ARG',
-        `alloc size must be a positive integer, got ${String(n)}`,
+        `alloc size must be a positive safe integer, got ${describeValue(n)}`,
       );
     }
     const pi = policyIndex(access);
@@ -281,10 +328,10 @@ export class RegisteredAllocator implements BlockOwner {
 
   /** Same as `block.release()`, with a check that the block is from this allocator. */
   release(block: Block): void {
-    if (!(block instanceof Block) || I.owner(block) !== this) {
+    if (!I.is(block) || I.owner(block) !== this.#owner) {
       throw new AllocError(
         'ERR_ALLOC_FOREIGN_BLOCK',
-        'release of a block this allocator did not allocate',
+        `release of a block this allocator did not allocate (got ${describeValue(block)})`,
       );
     }
     block.release();
@@ -292,12 +339,12 @@ export class RegisteredAllocator implements BlockOwner {
 
   /** True when `block` was allocated here (live or not). */
   owns(block: unknown): boolean {
-    return block instanceof Block && I.owner(block) === this;
+    return I.is(block) && I.owner(block) === this.#owner;
   }
 
-  /** @internal Called by `Block.release()`. */
-  releaseBlock(block: Block): void {
-    if (I.owner(block) !== this) {
+  /** Called by `Block.release()` through #owner. */
+  #releaseBlock(block: Block): void {
+    if (I.owner(block) !== this.#owner) {
       throw new AllocError(
         'ERR_ALLOC_FOREIGN_BLOCK',
         'release of a block this allocator did not allocate',
@@ -346,19 +393,44 @@ export class RegisteredAllocator implements BlockOwner {
    * empty (until close). Throws ERR_ALLOC_LIMIT past `maxRegisteredBytes`.
    */
   reserve(bytes: number, access: AccessPolicy = this.#defaultAccess): void {
+    if (this.#gone()) throw closedError('RegisteredAllocator.reserve', GONE);
     if (this.#state !== 'open') throw closedError('RegisteredAllocator.reserve');
     checkInt('bytes', bytes, 0, Number.MAX_SAFE_INTEGER);
     const pi = policyIndex(access);
     const heap = this.#heaps[pi] ?? this.#makeHeap(pi);
     let free = heap.freeBytes();
-    while (free < bytes) {
-      const want = roundUpPage(
-        Math.min(this.#maxArenaBytes, Math.max(this.#arenaBytes, bytes - free)),
+    if (free >= bytes) return;
+    if (bytes > this.#maxRegistered) {
+      throw new AllocLimitError(
+        `reserving ${bytes} bytes can never fit maxRegisteredBytes (${this.#maxRegistered})`,
+        this.#maxRegistered,
+        bytes,
+        false,
       );
-      this.#checkRoom(want, heap, 0);
-      const arena = this.#newArena(heap, want);
-      arena.pinned = true;
-      free += arena.byteLength;
+    }
+    // All or nothing: the whole shortfall must fit under the limit before anything is
+    // registered (reserve(2 ** 53 - 1) must not register up to the limit and then fail).
+    this.#checkRoom(roundUpPage(bytes - free), heap, 0);
+    free = heap.freeBytes(); // making room may have retired empty arenas of this heap
+    const added: Arena[] = [];
+    try {
+      while (free < bytes) {
+        const rest = roundUpPage(bytes - free);
+        // Arenas of arenaBytes, but never more than the limit leaves (nor less than the rest).
+        const room = floorPage(this.#maxRegistered - this.#registered);
+        const want = Math.min(
+          this.#maxArenaBytes,
+          Math.max(rest, Math.min(this.#arenaBytes, room)),
+        );
+        this.#checkRoom(want, heap, 0);
+        const arena = this.#newArena(heap, want);
+        arena.pinned = true;
+        added.push(arena);
+        free += arena.byteLength;
+      }
+    } catch (err) {
+      for (const arena of added) this.#retire(arena); // a deregistration failure is counted
+      throw err;
     }
   }
 
@@ -368,7 +440,7 @@ export class RegisteredAllocator implements BlockOwner {
    * cache registrations. Returns the bytes deregistered.
    */
   trim(): number {
-    if (this.#state === 'closed') return 0;
+    if (this.#gone() || this.#state === 'closed') return 0;
     const before = this.#registered;
     const err = this.#reclaim() ?? this.#takeDeferred();
     const freed = before - this.#registered + this.#cache.trim();
@@ -377,6 +449,7 @@ export class RegisteredAllocator implements BlockOwner {
   }
 
   stats(): AllocatorStats {
+    this.#gone();
     const classes = SIZE_CLASSES.map((size, i) => {
       let slabs = 0;
       let liveBlocks = 0;
@@ -439,6 +512,7 @@ export class RegisteredAllocator implements BlockOwner {
 
   /** Every live block, with its allocation stack in debug mode. */
   leakReport(): LeakReport {
+    this.#gone();
     const blocks: LiveBlockInfo[] = [];
     for (const heap of this.#heaps) {
       if (heap === undefined) continue;
@@ -476,7 +550,7 @@ export class RegisteredAllocator implements BlockOwner {
    * work request may still use is never deregistered under it). Idempotent.
    */
   close(): void {
-    if (this.#state !== 'open') return;
+    if (this.#gone() || this.#state !== 'open') return;
     this.#state = 'closing';
     let first: unknown;
     try {
@@ -501,40 +575,15 @@ export class RegisteredAllocator implements BlockOwner {
    * accessors throw ERR_ALLOC_CLOSED, their release() does nothing). Idempotent.
    */
   destroy(): void {
-    if (this.#state === 'closed') return;
+    // Closed with buffers still pinned in the cache: those are deregistered now too.
+    if (this.#gone() || (this.#state === 'closed' && this.#cache.state === 'closed')) return;
     let first: unknown;
     try {
       this.close();
     } catch (err) {
       first = err;
     }
-    try {
-      this.#cache.destroy();
-    } catch (err) {
-      first ??= err;
-    }
-    for (const heap of this.#heaps) {
-      if (heap === undefined) continue;
-      for (const block of [...heap.liveBlocks()]) I.revoke(block);
-      for (const arena of [...heap.arenas]) {
-        arena.liveBlocks = 0;
-        const err = this.#retire(arena);
-        first ??= err;
-      }
-    }
-    for (const d of [...this.#dedicated]) {
-      if (d.block !== undefined) I.revoke(d.block);
-      this.#dedicated.delete(d);
-      this.#registered -= d.byteLength;
-      this.#dedicatedBytes -= d.byteLength;
-      const err = this.#deregister(d.region, d.byteLength);
-      first ??= err;
-    }
-    this.#liveBlocks = 0;
-    this.#inUse = 0;
-    this.#allocated = 0;
-    this.#dedicatedInUse = 0;
-    this.#finishClose();
+    first ??= this.#teardown(true);
     if (first !== undefined) throw first;
   }
 
@@ -544,6 +593,56 @@ export class RegisteredAllocator implements BlockOwner {
 
   async [Symbol.asyncDispose](): Promise<void> {
     this.close();
+  }
+
+  /**
+   * True once the registrar says it is closed (a verbs PD or device closed under the
+   * allocator). The first time, every block is revoked and every region forgotten without
+   * calling deregister: the registrar took its registrations with it.
+   */
+  #gone(): boolean {
+    if (this.#lost) return true;
+    if (this.#registrar.closed !== true) return false;
+    this.#lost = true;
+    this.#teardown(false);
+    return true;
+  }
+
+  /**
+   * Revokes every live block and drops every region, deregistering them when `deregister`
+   * (destroy) or not (the registrar is gone). Returns the first registrar failure.
+   */
+  #teardown(deregister: boolean): unknown {
+    let first: unknown;
+    if (deregister) {
+      try {
+        this.#cache.destroy();
+      } catch (err) {
+        first = err;
+      }
+    }
+    for (const heap of this.#heaps) {
+      if (heap === undefined) continue;
+      for (const block of [...heap.liveBlocks()]) I.revoke(block);
+      for (const arena of [...heap.arenas]) {
+        arena.liveBlocks = 0;
+        const err = this.#retire(arena, deregister);
+        first ??= err;
+      }
+    }
+    for (const d of [...this.#dedicated]) {
+      if (d.block !== undefined) I.revoke(d.block);
+      this.#dedicated.delete(d);
+      this.#registered -= d.byteLength;
+      this.#dedicatedBytes -= d.byteLength;
+      if (deregister) first ??= this.#deregister(d.region, d.byteLength);
+    }
+    this.#liveBlocks = 0;
+    this.#inUse = 0;
+    this.#allocated = 0;
+    this.#dedicatedInUse = 0;
+    this.#finishClose();
+    return first;
   }
 
   #makeHeap(pi: number): Heap {
@@ -610,7 +709,7 @@ export class RegisteredAllocator implements BlockOwner {
     this.#checkRoom(n, heap, 0);
     const region = this.#registerRegion(n, heap.flags);
     const d = new DedicatedRegion(heap.policy, region, n);
-    const block = new Block(this, d, BlockKind.Dedicated, d, 0, 0, n, n, stack);
+    const block = new Block(this.#owner, d, BlockKind.Dedicated, d, 0, 0, n, n, stack);
     d.block = block;
     this.#dedicated.add(d);
     this.#registered += n;
@@ -621,14 +720,37 @@ export class RegisteredAllocator implements BlockOwner {
 
   #registerRegion(length: number, flags: number): Region {
     const r = this.#registrar;
+    let own: Uint8Array | undefined;
+    if (r.allocate === undefined) {
+      // Without allocate() the memory is ours to create, and an ArrayBuffer has a size limit.
+      if (length > kMaxLength) {
+        throw new AllocRegistrationError(
+          'allocate',
+          `cannot create ${length} bytes: more than the largest ArrayBuffer (${kMaxLength} bytes); give the registrar an allocate()`,
+          undefined,
+          false,
+        );
+      }
+      try {
+        own = new Uint8Array(length);
+      } catch (err) {
+        // A valid length that cannot be had now: out of memory, which may pass.
+        throw new AllocRegistrationError(
+          'allocate',
+          `allocating ${length} bytes failed`,
+          err,
+          true,
+        );
+      }
+    }
     let region: Region;
     try {
       region =
-        r.allocate !== undefined
-          ? r.allocate(length, flags)
-          : r.register(new Uint8Array(length), flags);
+        own === undefined
+          ? (r.allocate as NonNullable<Registrar['allocate']>)(length, flags)
+          : r.register(own, flags);
     } catch (err) {
-      throw registrationError('allocate', length, err);
+      throw registrationError(own === undefined ? 'allocate' : 'register', length, err);
     }
     this.#registrations++;
     try {
@@ -659,12 +781,12 @@ export class RegisteredAllocator implements BlockOwner {
     if (empty > this.#retainEmpty) this.#deferred ??= this.#retire(arena);
   }
 
-  /** Takes an arena without live blocks out of its heap and deregisters it. */
-  #retire(arena: Arena): AllocError | undefined {
+  /** Takes an arena without live blocks out of its heap and deregisters it (unless told not to). */
+  #retire(arena: Arena, deregister = true): AllocError | undefined {
     if (arena.retired) return undefined;
     this.#heapOf(arena).removeArena(arena);
     this.#registered -= arena.byteLength;
-    return this.#deregister(arena.region, arena.byteLength);
+    return deregister ? this.#deregister(arena.region, arena.byteLength) : undefined;
   }
 
   /**

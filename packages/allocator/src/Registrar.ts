@@ -35,4 +35,13 @@ export interface Registrar<R extends Region = Region> {
   register(bytes: Uint8Array, access: number): R;
   /** Deregisters a region this registrar returned. Called exactly once per region. */
   deregister(region: R): void;
+  /**
+   * Optional. True once the registrar is gone and took its registrations with it (a verbs
+   * PD or its device closed). Read at every allocator and cache call and at every use of a
+   * block: once it is true the allocator (and its cache) is closed, `alloc`/`acquire` throw
+   * ERR_ALLOC_CLOSED, live blocks and buffers throw ERR_ALLOC_CLOSED when their memory or
+   * keys are touched, their `release()` does nothing, and `deregister` is never called again.
+   * A registrar without it is told nothing: close the allocator before what it registers with.
+   */
+  readonly closed?: boolean;
 }

@@ -8,7 +8,15 @@ import {
   invalidArg,
   registrationError,
 } from './errors.js';
-import { checkInt, checkRange, checkRegion, checkRegistrar } from './internal/validate.js';
+import {
+  checkInt,
+  checkRange,
+  checkRegion,
+  checkRegistrar,
+  describeValue,
+  ownOptions,
+  rest,
+} from './internal/validate.js';
 import type { Region, Registrar } from './Registrar.js';
 
 export interface RegistrationCacheOptions {
@@ -121,12 +129,13 @@ export class RegisteredBuffer implements Sge {
   }
 
   /** A scatter/gather element over [offset, offset + length) of the buffer. */
-  sge(offset = 0, length: number = this.length - offset): Sge {
+  sge(offset = 0, length?: number): Sge {
+    const len = rest(offset, length, this.length);
     this.#check();
-    checkRange(offset, length, this.length, 'buffer');
+    checkRange(offset, len, this.length, 'buffer');
     return {
       addr: this.#entry.region.addr + this.#offset + offset,
-      length,
+      length: len,
       lkey: this.#entry.region.lkey,
     };
   }
@@ -137,7 +146,7 @@ export class RegisteredBuffer implements Sge {
       throw new AllocError('ERR_ALLOC_DOUBLE_RELEASE', 'registered buffer released twice');
     }
     this.#released = true;
-    if (this.#entry.state !== 'gone') unpin(this.#cache, this.#entry);
+    if (!lost(this.#cache) && this.#entry.state !== 'gone') unpin(this.#cache, this.#entry);
   }
 
   #check(): void {
@@ -149,12 +158,17 @@ export class RegisteredBuffer implements Sge {
         undefined,
       );
     }
-    if (this.#entry.state === 'gone')
-      throw closedError('registered buffer: its cache was destroyed');
+    if (lost(this.#cache) || this.#entry.state === 'gone') {
+      throw closedError(
+        'registered buffer',
+        'its cache was destroyed or its protection domain closed',
+      );
+    }
   }
 }
 
 let unpin: (cache: RegistrationCache, entry: Entry) => void;
+let lost: (cache: RegistrationCache) => boolean;
 
 /**
  * Registers buffers the application already owns, once, and reuses the registration by
@@ -191,13 +205,21 @@ export class RegistrationCache {
   /** Entries not cached any more but still pinned (invalidated, or the cache is closing). */
   readonly #lingering = new Set<Entry>();
 
+  /** The registrar said it is closed: every registration went with it (see #gone). */
+  #lost = false;
+
   static {
     unpin = (cache, entry) => cache.#unpin(entry);
+    lost = (cache) => cache.#gone();
   }
 
   constructor(options: RegistrationCacheOptions) {
-    const o = options ?? ({} as RegistrationCacheOptions);
+    if (options === undefined) throw invalidArg('RegistrationCache needs options with a registrar');
+    const o = ownOptions('RegistrationCache options', options) as Partial<RegistrationCacheOptions>;
     this.#registrar = checkRegistrar(o.registrar);
+    if (this.#registrar.closed === true) {
+      throw closedError('RegistrationCache', 'its registrar (protection domain) is closed');
+    }
     this.#maxBytes = checkInt(
       'maxBytes',
       o.maxBytes ?? 256 * 1024 * 1024,
@@ -211,6 +233,7 @@ export class RegistrationCache {
   }
 
   get state(): RegistrationCacheState {
+    this.#gone();
     return this.#state;
   }
 
@@ -223,6 +246,9 @@ export class RegistrationCache {
     buffer: ArrayBufferLike | ArrayBufferView,
     access: AccessPolicy = this.#defaultAccess,
   ): RegisteredBuffer {
+    if (this.#gone()) {
+      throw closedError('RegistrationCache.acquire', 'its registrar (protection domain) is closed');
+    }
     if (this.#state !== 'open') throw closedError('RegistrationCache.acquire');
     let ab: ArrayBufferLike;
     let offset = 0;
@@ -235,7 +261,9 @@ export class RegistrationCache {
       ab = buffer;
       length = buffer.byteLength;
     } else {
-      throw invalidArg('acquire takes an ArrayBuffer, a SharedArrayBuffer or a view of one');
+      throw invalidArg(
+        `acquire takes an ArrayBuffer, a SharedArrayBuffer or a view of one, got ${describeValue(buffer)}`,
+      );
     }
     const pi = policyIndex(access);
     let slots = this.#byBuffer.get(ab);
@@ -275,6 +303,12 @@ export class RegistrationCache {
    */
   invalidate(buffer: ArrayBufferLike | ArrayBufferView): number {
     const ab = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
+    if (!(ab instanceof ArrayBuffer) && !isSharedArrayBuffer(ab)) {
+      throw invalidArg(
+        `invalidate takes an ArrayBuffer, a SharedArrayBuffer or a view of one, got ${describeValue(buffer)}`,
+      );
+    }
+    if (this.#gone()) return 0;
     const slots = this.#byBuffer.get(ab);
     if (slots === undefined) return 0;
     const n = this.#dropAll([...slots]);
@@ -284,6 +318,7 @@ export class RegistrationCache {
 
   /** Drops every registration (see `invalidate`). Returns how many were dropped. */
   invalidateAll(): number {
+    if (this.#gone()) return 0;
     const n = this.#dropAll([...this.#byBuffer.values()].flat());
     this.#invalidations += n;
     return n;
@@ -291,6 +326,7 @@ export class RegistrationCache {
 
   /** Deregisters every idle registration. Returns the bytes deregistered. */
   trim(): number {
+    if (this.#gone()) return 0;
     const idle: Entry[] = [];
     for (let e = this.#lruHead; e !== undefined; e = e.next) idle.push(e);
     let freed = 0;
@@ -300,6 +336,7 @@ export class RegistrationCache {
   }
 
   stats(): RegistrationCacheStats {
+    this.#gone();
     return {
       state: this.#state,
       entries: this.#entries,
@@ -322,7 +359,7 @@ export class RegistrationCache {
    * deregistered as their buffers are released ('closing' until the last one). Idempotent.
    */
   close(): void {
-    if (this.#state !== 'open') return;
+    if (this.#gone() || this.#state !== 'open') return;
     this.#state = 'closing';
     try {
       this.#dropAll([...this.#byBuffer.values()].flat());
@@ -333,7 +370,7 @@ export class RegistrationCache {
 
   /** Deregisters everything now, pinned or not; RegisteredBuffers still held become unusable. */
   destroy(): void {
-    if (this.#state === 'closed') return;
+    if (this.#gone() || this.#state === 'closed') return;
     this.close();
     this.#state = 'closed';
     let first: unknown;
@@ -353,6 +390,31 @@ export class RegistrationCache {
 
   async [Symbol.asyncDispose](): Promise<void> {
     this.close();
+  }
+
+  /**
+   * True once the registrar says it is closed. The first time, every registration is
+   * forgotten without calling deregister (the registrar took them with it) and the cache
+   * is closed; RegisteredBuffers still held throw ERR_ALLOC_CLOSED.
+   */
+  #gone(): boolean {
+    if (this.#lost) return true;
+    if (this.#registrar.closed !== true) return false;
+    this.#lost = true;
+    for (const slots of this.#byBuffer.values()) {
+      for (const e of slots) if (e !== undefined) e.state = 'gone';
+    }
+    for (const e of this.#lingering) e.state = 'gone';
+    this.#byBuffer.clear();
+    this.#lingering.clear();
+    this.#lruHead = undefined;
+    this.#lruTail = undefined;
+    this.#entries = 0;
+    this.#bytes = 0;
+    this.#pinnedEntries = 0;
+    this.#pinnedBytes = 0;
+    this.#state = 'closed';
+    return true;
   }
 
   #register(ab: ArrayBufferLike, access: AccessPolicy): Entry {

@@ -100,25 +100,48 @@ export function invalidArg(message: string): AllocError {
   return new AllocError('ERR_ALLOC_INVALID_ARG', message);
 }
 
-export function closedError(what: string): AllocError {
-  return new AllocError('ERR_ALLOC_CLOSED', `${what}: closed`);
+export function closedError(what: string, why = 'closed'): AllocError {
+  return new AllocError('ERR_ALLOC_CLOSED', `${what}: ${why}`);
 }
 
-/** Wraps an error thrown by the registrar; keeps its `retryable` when it has one. */
+/** errno values (and their names) of a resource shortage that may end by itself. */
+const SHORTAGE_ERRNOS = new Set<unknown>([11, 12, 16, 105, 'EAGAIN', 'ENOMEM', 'EBUSY', 'ENOBUFS']);
+
+/**
+ * Whether the same registrar call may succeed later without the caller changing anything.
+ * The registrar's own `retryable` decides when it has one (verbs errors do); otherwise only a
+ * resource shortage (ENOMEM, EAGAIN, EBUSY, ENOBUFS by `errno` or `code`) is. A TypeError or
+ * any other unexplained failure is not: retrying it would only repeat it.
+ */
+function registrarRetryable(cause: unknown): boolean {
+  if (cause === null || typeof cause !== 'object') return false;
+  const c = cause as { retryable?: unknown; errno?: unknown; code?: unknown };
+  if (typeof c.retryable === 'boolean') return c.retryable;
+  return SHORTAGE_ERRNOS.has(c.errno) || SHORTAGE_ERRNOS.has(c.code);
+}
+
+/** Wraps an error thrown by the registrar; see registrarRetryable for `retryable`. */
 export function registrationError(
   operation: 'allocate' | 'register' | 'deregister',
   bytes: number,
   cause: unknown,
 ): AllocRegistrationError {
-  const detail = cause instanceof Error ? cause.message : String(cause);
-  const own = (cause as { retryable?: unknown } | null)?.retryable;
-  // A failed allocate/register is usually a resource shortage (ENOMEM, memlock limit):
-  // it may succeed once memory is released. A failed deregister is not retried.
-  const retryable = typeof own === 'boolean' ? own : operation !== 'deregister';
+  const detail = cause instanceof Error ? cause.message : safeString(cause);
+  // A failed deregister is never retried: the region is dropped from the books either way.
+  const retryable = operation !== 'deregister' && registrarRetryable(cause);
   return new AllocRegistrationError(
     operation,
     `registrar ${operation} of ${bytes} bytes failed: ${detail}`,
     cause,
     retryable,
   );
+}
+
+/** String(v), except that a value without a usable toString (null prototype) never throws. */
+function safeString(v: unknown): string {
+  try {
+    return String(v);
+  } catch {
+    return Object.prototype.toString.call(v);
+  }
 }

@@ -1,3 +1,5 @@
+import { invalidArg } from './errors.js';
+import { describeValue, ownOptions } from './internal/validate.js';
 import { RegisteredAllocator, type RegisteredAllocatorOptions } from './RegisteredAllocator.js';
 import type { Region, Registrar } from './Registrar.js';
 
@@ -17,28 +19,54 @@ export interface ProtectionDomainLike {
   allocMr(length: number, access: number): MemoryRegionLike;
   /** Registers the caller's memory in place. */
   regMr(buffer: Uint8Array, access: number): MemoryRegionLike;
+  /** True once the PD (or its device) is closed; the allocator then closes with it. */
+  readonly closed?: boolean;
+}
+
+function checkPd(pd: unknown, what: string): ProtectionDomainLike {
+  const p = pd as Partial<ProtectionDomainLike> & { allocPd?: unknown };
+  if (
+    p === null ||
+    typeof p !== 'object' ||
+    typeof p.allocMr !== 'function' ||
+    typeof p.regMr !== 'function'
+  ) {
+    const hint = typeof p?.allocPd === 'function' ? ' (this is a device: pass dev.allocPd())' : '';
+    throw invalidArg(
+      `${what} takes a protection domain (allocMr and regMr), got ${describeValue(pd)}${hint}`,
+    );
+  }
+  return p as ProtectionDomainLike;
 }
 
 /**
  * A Registrar over a verbs protection domain: arenas and dedicated blocks from
- * `pd.allocMr`, application buffers (the registration cache) through `pd.regMr`. Also what
- * a benchmark times for the per-message-registration baseline.
+ * `pd.allocMr`, application buffers (the registration cache) through `pd.regMr`, and
+ * `closed` following `pd.closed`. Also what a benchmark times for the per-message-registration
+ * baseline. Throws ERR_ALLOC_INVALID_ARG for anything that is not a PD.
  */
 export function verbsRegistrar(pd: ProtectionDomainLike): Registrar<MemoryRegionLike> {
+  const p = checkPd(pd, 'verbsRegistrar');
   return {
-    allocate: (length, access) => pd.allocMr(length, access),
-    register: (bytes, access) => pd.regMr(bytes, access),
+    allocate: (length, access) => p.allocMr(length, access),
+    register: (bytes, access) => p.regMr(bytes, access),
     deregister: (mr) => mr.deregister(),
+    get closed() {
+      return p.closed === true;
+    },
   };
 }
 
 /**
- * A RegisteredAllocator whose memory is registered with `pd`. Close it before the PD
- * (closing the PD first deregisters the arenas under the allocator's blocks).
+ * A RegisteredAllocator whose memory is registered with `pd`. It follows the PD's lifetime:
+ * once the PD or its device is closed, the allocator is closed and its live blocks are
+ * unusable (ERR_ALLOC_CLOSED). Close the allocator first for an orderly shutdown.
  */
 export function fromProtectionDomain(
   pd: ProtectionDomainLike,
   options: Omit<RegisteredAllocatorOptions, 'registrar'> = {},
 ): RegisteredAllocator {
-  return new RegisteredAllocator({ ...options, registrar: verbsRegistrar(pd) });
+  const registrar = verbsRegistrar(checkPd(pd, 'fromProtectionDomain'));
+  const own = ownOptions('fromProtectionDomain options', options);
+  return new RegisteredAllocator({ ...own, registrar } as RegisteredAllocatorOptions);
 }

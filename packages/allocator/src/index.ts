@@ -1,9 +1,4 @@
-export {
-  ACCESS_POLICIES,
-  AccessFlags,
-  type AccessPolicy,
-  accessFlags,
-} from './AccessPolicy.js';
+export { ACCESS_POLICIES, Access, type AccessPolicy, accessFlags } from './AccessPolicy.js';
 export type { ArenaStats } from './Arena.js';
 export { Block, BlockSlice, type BlockState, type Sge } from './Block.js';
 export {
@@ -37,11 +32,3 @@ export {
   type RegistrationCacheState,
   type RegistrationCacheStats,
 } from './RegistrationCache.js';
-export {
-  blockCapacity,
-  MAX_SLAB_BYTES,
-  PAGE_BYTES,
-  SIZE_CLASSES,
-  SMALL_MAX_BYTES,
-  sizeClassIndex,
-} from './SizeClasses.js';

@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  AccessFlags,
-  Block,
-  BlockSlice,
-  PAGE_BYTES,
-  RegisteredAllocator,
-  SMALL_MAX_BYTES,
-} from '../src/index.js';
+import { Access, Block, BlockSlice, RegisteredAllocator } from '../src/index.js';
+import { PAGE_BYTES, SMALL_MAX_BYTES } from '../src/internal/SizeClasses.js';
 import { FakeRegistrar } from './fakes/FakeRegistrar.js';
 import { KiB, MiB, setup } from './helpers.js';
 
@@ -152,12 +146,10 @@ describe('alloc and release', () => {
     const rw = a.alloc(64, 'remote-write');
     const rrw = a.alloc(100 * KiB, 'remote-read-write');
     const flagsOf = (b: Block) => reg.regionOf(b.addr, b.length)?.access;
-    expect(flagsOf(local)).toBe(AccessFlags.LocalWrite);
-    expect(flagsOf(rr)).toBe(AccessFlags.LocalWrite | AccessFlags.RemoteRead);
-    expect(flagsOf(rw)).toBe(AccessFlags.LocalWrite | AccessFlags.RemoteWrite);
-    expect(flagsOf(rrw)).toBe(
-      AccessFlags.LocalWrite | AccessFlags.RemoteRead | AccessFlags.RemoteWrite,
-    );
+    expect(flagsOf(local)).toBe(Access.LocalWrite);
+    expect(flagsOf(rr)).toBe(Access.LocalWrite | Access.RemoteRead);
+    expect(flagsOf(rw)).toBe(Access.LocalWrite | Access.RemoteWrite);
+    expect(flagsOf(rrw)).toBe(Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite);
     expect(new Set([local, rr, rw, rrw].map((b) => b.lkey)).size).toBe(4);
     expect([local.access, rr.access, rw.access, rrw.access]).toEqual([
       'local',
@@ -184,9 +176,7 @@ describe('alloc and release', () => {
     const a = new RegisteredAllocator({ registrar: reg.withoutAllocate(), arenaBytes: 1 * MiB });
     const b = a.alloc(5000);
     expect(reg.count('allocate')).toBe(0);
-    expect(reg.calls).toEqual([
-      { op: 'register', length: 1 * MiB, access: AccessFlags.LocalWrite },
-    ]);
+    expect(reg.calls).toEqual([{ op: 'register', length: 1 * MiB, access: Access.LocalWrite }]);
     expect(reg.regionOf(b.addr, b.length)?.lkey).toBe(b.lkey);
   });
 

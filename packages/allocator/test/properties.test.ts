@@ -5,14 +5,16 @@ import {
   AllocError,
   accessFlags,
   type Block,
-  PAGE_BYTES,
   type RegisteredBuffer,
   RegistrationCache,
+} from '../src/index.js';
+import {
+  PAGE_BYTES,
   SIZE_CLASSES,
   SMALL_MAX_BYTES,
   sizeClassIndex,
-} from '../src/index.js';
-import { slabPages } from '../src/SizeClasses.js';
+  slabPages,
+} from '../src/internal/SizeClasses.js';
 import { FakeRegistrar } from './fakes/FakeRegistrar.js';
 import { KiB, MiB, setup } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  AccessFlags,
+  Access,
   AllocLimitError,
   RegisteredBuffer,
   type Registrar,
@@ -57,8 +57,8 @@ describe('RegistrationCache', () => {
     expect(local.lkey).not.toBe(remote.lkey);
     expect(remote.access).toBe('remote-read');
     expect(reg.calls.map((c) => c.access)).toEqual([
-      AccessFlags.LocalWrite,
-      AccessFlags.LocalWrite | AccessFlags.RemoteRead,
+      Access.LocalWrite,
+      Access.LocalWrite | Access.RemoteRead,
     ]);
     local.release();
     remote.release();

@@ -4,8 +4,8 @@ import {
   type Block,
   RegisteredAllocator,
   type RegisteredAllocatorOptions,
-  SMALL_MAX_BYTES,
 } from '../src/index.js';
+import { SMALL_MAX_BYTES } from '../src/internal/SizeClasses.js';
 import { FakeRegistrar } from './fakes/FakeRegistrar.js';
 import { expectCode, KiB, MiB, setup } from './helpers.js';
 

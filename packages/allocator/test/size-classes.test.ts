@@ -6,8 +6,8 @@ import {
   SIZE_CLASSES,
   SMALL_MAX_BYTES,
   sizeClassIndex,
-} from '../src/index.js';
-import { slabPages } from '../src/SizeClasses.js';
+  slabPages,
+} from '../src/internal/SizeClasses.js';
 
 describe('size classes', () => {
   it('maps every small size to the smallest class that holds it', () => {

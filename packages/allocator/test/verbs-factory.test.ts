@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  AccessFlags,
+  Access,
   fromProtectionDomain,
   type MemoryRegionLike,
   type ProtectionDomainLike,
@@ -68,7 +68,7 @@ describe('verbs protection-domain factory', () => {
     const [{ via, mr }] = pd.mrs as [{ via: string; mr: FakeMr }];
     expect(via).toBe('allocMr');
     expect(mr.length).toBe(1 * MiB);
-    expect(mr.access).toBe(AccessFlags.LocalWrite | AccessFlags.RemoteWrite);
+    expect(mr.access).toBe(Access.LocalWrite | Access.RemoteWrite);
     expect(b.bytes.buffer).toBe(mr.bytes.buffer);
     expect(b.addr - mr.addr).toBe(b.bytes.byteOffset - mr.bytes.byteOffset);
     expect(b.rkey).toBe(mr.rkey);
@@ -84,7 +84,7 @@ describe('verbs protection-domain factory', () => {
     const r = a.cache.acquire(data, 'remote-read');
     const [{ via, mr }] = pd.mrs as [{ via: string; mr: FakeMr }];
     expect(via).toBe('regMr');
-    expect(mr.access).toBe(AccessFlags.LocalWrite | AccessFlags.RemoteRead);
+    expect(mr.access).toBe(Access.LocalWrite | Access.RemoteRead);
     expect(r.bytes.buffer).toBe(data.buffer);
     expect(r.lkey).toBe(mr.lkey);
     r.release();
@@ -111,7 +111,7 @@ describe('verbs protection-domain factory', () => {
   it('verbsRegistrar exposes the same pair, for timing per-message registration in a bench', () => {
     const pd = new FakePd();
     const r = verbsRegistrar(pd);
-    const mr = r.allocate?.(4096, AccessFlags.LocalWrite);
+    const mr = r.allocate?.(4096, Access.LocalWrite);
     expect(mr).toBe(pd.mrs[0]?.mr);
     if (mr !== undefined) r.deregister(mr);
     expect(pd.mrs[0]?.mr.deregistered).toBe(1);

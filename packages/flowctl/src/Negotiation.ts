@@ -1,5 +1,4 @@
-import { FlowctlError } from './errors.js';
-import { checkInt } from './internal/validate.js';
+import { checkInt, ownOptions } from './internal/validate.js';
 
 /** Version of the `FlowParams` layout. */
 export const FLOW_PARAMS_VERSION = 1;
@@ -54,7 +53,7 @@ const DEFAULTS: FlowParams = {
 
 /** Validated parameters: defaults overridden by `overrides`. */
 export function defaultFlowParams(overrides: Partial<FlowParams> = {}): FlowParams {
-  return parseFlowParams({ ...DEFAULTS, ...overrides });
+  return parseFlowParams({ ...DEFAULTS, ...ownOptions('flow parameter overrides', overrides) });
 }
 
 /**
@@ -62,10 +61,8 @@ export function defaultFlowParams(overrides: Partial<FlowParams> = {}): FlowPara
  * ERR_FLOWCTL_INVALID_ARG naming the first bad field; unknown fields are ignored.
  */
 export function parseFlowParams(value: unknown): FlowParams {
-  if (value === null || typeof value !== 'object') {
-    throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'flow parameters must be an object');
-  }
-  const v = value as Record<string, unknown>;
+  // Own properties only: a peer's values never come from a prototype.
+  const v = ownOptions('flow parameters', value);
   const version = checkInt('version', v.version, 1);
   const reservedCredits = checkInt('reservedCredits', v.reservedCredits, 1);
   const receiveCredits = checkInt('receiveCredits', v.receiveCredits, reservedCredits + 2);

@@ -1,5 +1,5 @@
 import { FlowctlClosedError, FlowctlError } from './errors.js';
-import { checkInt } from './internal/validate.js';
+import { checkInt, describeValue, ownOptions } from './internal/validate.js';
 
 export interface ReceiveCreditsOptions {
   /** Receive buffers posted for this peer; the peer starts with this many credits. */
@@ -79,10 +79,8 @@ export class ReceiveCredits {
   private explicitUpdates = 0;
   private explicitCredits = 0;
 
-  constructor(options: ReceiveCreditsOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'options must be an object');
-    }
+  constructor(opts: ReceiveCreditsOptions) {
+    const options = ownOptions('ReceiveCredits options', opts) as Partial<ReceiveCreditsOptions>;
     this.reserved = checkInt('reservedCredits', options.reservedCredits ?? 1, 1);
     this.total = checkInt('initialCredits', options.initialCredits, this.reserved + 2);
     const top = this.total - this.reserved;
@@ -94,7 +92,10 @@ export class ReceiveCredits {
     );
     this.maxGrant = checkInt('maxGrantPerMessage', options.maxGrantPerMessage ?? 0xffff, 1);
     if (options.onUpdateNeeded !== undefined && typeof options.onUpdateNeeded !== 'function') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'onUpdateNeeded must be a function');
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `onUpdateNeeded must be a function, got ${describeValue(options.onUpdateNeeded)}`,
+      );
     }
     this.onUpdateNeeded = options.onUpdateNeeded;
   }

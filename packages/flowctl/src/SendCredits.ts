@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { AcquireOptions } from './AcquireOptions.js';
 import { type Clock, systemClock } from './Clock.js';
 import {
   FlowctlAbortError,
@@ -6,13 +7,19 @@ import {
   FlowctlDeadlineError,
   FlowctlError,
 } from './errors.js';
-import { checkInt, checkNumber } from './internal/validate.js';
 import {
+  checkClock,
+  checkDestroyError,
+  checkInt,
+  checkNumber,
+  ownOptions,
+} from './internal/validate.js';
+import {
+  acquireOptions,
   resolveDeadline,
   Waiter,
   WaiterList,
   type WaiterOwner,
-  type WaitOptions,
 } from './internal/Waiter.js';
 
 export interface SendCreditsOptions {
@@ -89,15 +96,13 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   private deadlines = 0;
   private aborts = 0;
 
-  constructor(options: SendCreditsOptions) {
+  constructor(opts: SendCreditsOptions) {
     super();
-    if (options === null || typeof options !== 'object') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'options must be an object');
-    }
+    const options = ownOptions('SendCredits options', opts) as Partial<SendCreditsOptions>;
     this.reserved = checkInt('reservedCredits', options.reservedCredits ?? 1, 1);
     this.total = checkInt('initialCredits', options.initialCredits, this.reserved + 1);
     this.avail = this.total;
-    this.clock = options.clock ?? systemClock;
+    this.clock = checkClock(options.clock) ?? systemClock;
     this.defaultTimeoutMs = checkNumber('defaultTimeoutMs', options.defaultTimeoutMs ?? 30_000, 0);
     this.maxWaiters = checkInt('maxWaiters', options.maxWaiters ?? 4096, 0);
     this.owner = {
@@ -164,8 +169,9 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
    * ERR_FLOWCTL_ABORTED, ERR_FLOWCTL_QUEUE_FULL or ERR_FLOWCTL_CLOSED. Throws synchronously
    * on bad options or after close.
    */
-  acquire(options?: WaitOptions): Promise<void> {
+  acquire(opts?: AcquireOptions): Promise<void> {
     this.checkOpen('acquire');
+    const options = acquireOptions(opts);
     const deadline = resolveDeadline(this.clock, options, this.defaultTimeoutMs);
     if (this.waiters.size === 0 && this.avail > this.reserved) {
       this.avail--;
@@ -173,7 +179,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
       return RESOLVED;
     }
     this.stalls++;
-    const signal = options?.signal;
+    const signal = options?.signal as AbortSignal | undefined;
     if (signal?.aborted === true) {
       this.aborts++;
       return Promise.reject(new FlowctlAbortError('SendCredits', signal.reason));
@@ -224,6 +230,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
 
   /** Fails every pending acquire with `err` (or ERR_FLOWCTL_CLOSED) and closes. */
   destroy(err?: Error): void {
+    checkDestroyError(err);
     if (this.currentState === 'destroyed') return;
     const wasOpen = this.currentState === 'open';
     this.currentState = 'destroyed';

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { AcquireOptions } from './AcquireOptions.js';
 import { type Clock, systemClock } from './Clock.js';
 import {
   FlowctlAbortError,
@@ -21,8 +22,15 @@ import {
 } from './internal/budgetLink.js';
 import { ChannelQueue } from './internal/ChannelQueue.js';
 import { Ring } from './internal/Ring.js';
-import { checkInt, checkNumber } from './internal/validate.js';
-import { resolveDeadline, Waiter, type WaiterOwner, type WaitOptions } from './internal/Waiter.js';
+import {
+  checkClock,
+  checkDestroyError,
+  checkInt,
+  checkNumber,
+  describeValue,
+  ownOptions,
+} from './internal/validate.js';
+import { acquireOptions, resolveDeadline, Waiter, type WaiterOwner } from './internal/Waiter.js';
 import type { SharedBudget } from './SharedBudget.js';
 
 export interface SendWindowOptions {
@@ -41,7 +49,7 @@ export interface SendWindowOptions {
   maxQueued?: number;
 }
 
-export interface SendWaitOptions extends WaitOptions {
+export interface SendWaitOptions extends AcquireOptions {
   /** Logical channel the send belongs to; waiting sends are shared fairly across channels. */
   channel?: number;
 }
@@ -118,18 +126,23 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
   private aborts = 0;
   private queueFull = 0;
 
-  constructor(options: SendWindowOptions) {
+  constructor(opts: SendWindowOptions) {
     super();
-    if (options === null || typeof options !== 'object') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'options must be an object');
-    }
+    const options = ownOptions('SendWindow options', opts) as Partial<SendWindowOptions>;
     this.maxBytes = checkInt('maxBytes', options.maxBytes, 1);
     this.maxMessages = checkInt('maxMessages', options.maxMessages, 1);
-    this.budget = options.budget;
-    if (this.budget !== undefined && typeof this.budget[kAdmit] !== 'function') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'budget must be a SharedBudget');
+    const budget = options.budget as Partial<SharedBudget> | null | undefined;
+    if (
+      budget !== undefined &&
+      (budget === null || typeof budget !== 'object' || typeof budget[kAdmit] !== 'function')
+    ) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `budget must be a SharedBudget, got ${describeValue(budget)}`,
+      );
     }
-    this.clock = options.clock ?? systemClock;
+    this.budget = budget as SharedBudget | undefined;
+    this.clock = checkClock(options.clock) ?? systemClock;
     this.quantum = checkInt('quantumBytes', options.quantumBytes ?? 16 * 1024, 1);
     this.defaultTimeoutMs = checkNumber('defaultTimeoutMs', options.defaultTimeoutMs ?? 30_000, 0);
     this.maxQueued = checkInt('maxQueued', options.maxQueued ?? 4096, 0);
@@ -194,9 +207,10 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
    * space is taken; rejects with ERR_FLOWCTL_DEADLINE, ERR_FLOWCTL_ABORTED,
    * ERR_FLOWCTL_QUEUE_FULL or ERR_FLOWCTL_CLOSED. Throws synchronously on bad input.
    */
-  acquire(bytes: number, options?: SendWaitOptions): Promise<void> {
+  acquire(bytes: number, opts?: SendWaitOptions): Promise<void> {
     this.checkOpen('acquire');
     this.checkBytes(bytes);
+    const options = acquireOptions(opts);
     const channel = checkInt('channel', options?.channel ?? 0, 0, 0xffffffff);
     const deadline = resolveDeadline(this.clock, options, this.defaultTimeoutMs);
     if (this.queuedCount === 0 && this.fitsLocal(bytes)) {
@@ -208,7 +222,7 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
     } else {
       this.windowStalls++;
     }
-    const signal = options?.signal;
+    const signal = options?.signal as AbortSignal | undefined;
     if (signal?.aborted === true) {
       this.aborts++;
       return Promise.reject(new FlowctlAbortError('SendWindow', signal.reason));
@@ -257,6 +271,13 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
     if (this.messages === 0) {
       throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'SendWindow.release: no message in flight');
     }
+    // Bytes left over with no message would shrink the window (and the budget) for good.
+    if (this.messages === 1 && bytes !== this.bytes) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `SendWindow.release: the last message in flight holds ${this.bytes} bytes, got ${bytes}`,
+      );
+    }
     this.bytes -= bytes;
     this.messages--;
     this.budget?.[kGive](bytes, 1);
@@ -279,6 +300,7 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
    * outstanding space back to the shared budget: those sends will never complete.
    */
   destroy(err?: Error): void {
+    checkDestroyError(err);
     if (this.currentState === 'destroyed') return;
     const wasOpen = this.currentState === 'open';
     this.currentState = 'destroyed';
@@ -287,7 +309,7 @@ export class SendWindow extends EventEmitter<SendWindowEvents> implements Budget
     const messages = this.messages;
     this.bytes = 0;
     this.messages = 0;
-    if (messages > 0) this.budget?.[kGive](bytes, messages);
+    if (messages > 0 || bytes > 0) this.budget?.[kGive](bytes, messages);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

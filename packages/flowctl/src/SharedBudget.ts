@@ -1,4 +1,3 @@
-import { FlowctlError } from './errors.js';
 import {
   type BudgetClient,
   type BudgetLink,
@@ -15,7 +14,7 @@ import {
   kWantDrain,
 } from './internal/budgetLink.js';
 import { Ring } from './internal/Ring.js';
-import { checkInt } from './internal/validate.js';
+import { checkInt, ownOptions } from './internal/validate.js';
 
 export interface SharedBudgetOptions {
   /** Outstanding bytes allowed across every window that shares this budget. */
@@ -65,10 +64,8 @@ export class SharedBudget implements BudgetLink {
   private readonly slots = new Map<BudgetClient, Slot>();
   private readonly drainWanted = new Set<BudgetClient>();
 
-  constructor(options: SharedBudgetOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new FlowctlError('ERR_FLOWCTL_INVALID_ARG', 'options must be an object');
-    }
+  constructor(opts: SharedBudgetOptions) {
+    const options = ownOptions('SharedBudget options', opts) as Partial<SharedBudgetOptions>;
     this.maxBytes = checkInt('maxBytes', options.maxBytes, 1);
     this.maxMessages = checkInt('maxMessages', options.maxMessages, 1);
     this.quantum = checkInt('quantumBytes', options.quantumBytes ?? 16 * 1024, 1);

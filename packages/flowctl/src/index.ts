@@ -1,3 +1,4 @@
+export type { AcquireOptions } from './AcquireOptions.js';
 export { type Clock, systemClock } from './Clock.js';
 export {
   FlowctlAbortError,
@@ -7,7 +8,6 @@ export {
   type FlowctlErrorCode,
   type FlowctlErrorOptions,
 } from './errors.js';
-export type { WaitOptions } from './internal/Waiter.js';
 export { ManualClock } from './ManualClock.js';
 export {
   type AgreedFlow,

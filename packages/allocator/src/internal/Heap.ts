@@ -1,9 +1,9 @@
 import type { AccessPolicy } from '../AccessPolicy.js';
 import type { Arena } from '../Arena.js';
 import { Block, BlockKind, type BlockOwner } from '../Block.js';
-import { PAGE_BYTES, PAGE_SHIFT, SIZE_CLASSES, sizeClassIndex } from '../SizeClasses.js';
 import { findUnpoisoned, poison } from './debug.js';
 import { FreeRunIndex } from './FreeRunIndex.js';
+import { PAGE_BYTES, PAGE_SHIFT, SIZE_CLASSES, sizeClassIndex } from './SizeClasses.js';
 import { SizeClassPool, Slab } from './Slab.js';
 
 /** What a heap needs from its allocator. */

@@ -1,6 +1,6 @@
 import type { Arena } from '../Arena.js';
 import type { Block } from '../Block.js';
-import { PAGE_BYTES, SIZE_CLASSES, slabPages } from '../SizeClasses.js';
+import { PAGE_BYTES, SIZE_CLASSES, slabPages } from './SizeClasses.js';
 
 /** Bookkeeping of one size class within one heap. */
 export class SizeClassPool {

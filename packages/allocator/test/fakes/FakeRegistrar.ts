@@ -43,7 +43,10 @@ export class FakeRegistrar implements Registrar<FakeRegion> {
   }
 
   /** The next `op` call throws `error` (queued in order). */
-  failNext(op: 'allocate' | 'register' | 'deregister', error: unknown = new Error('ENOMEM')): void {
+  failNext(
+    op: 'allocate' | 'register' | 'deregister',
+    error: unknown = Object.assign(new Error('Cannot allocate memory'), { code: 'ENOMEM' }),
+  ): void {
     this.#failures.push({ op, error });
   }
 

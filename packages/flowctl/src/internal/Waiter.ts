@@ -1,16 +1,7 @@
+import type { AcquireOptions } from '../AcquireOptions.js';
 import type { Clock } from '../Clock.js';
 import { FlowctlError } from '../errors.js';
-import { checkNumber } from './validate.js';
-
-/** Options of every awaitable acquire. Every wait has a deadline: the default applies if none. */
-export interface WaitOptions {
-  /** Relative timeout in ms. */
-  timeoutMs?: number;
-  /** Absolute deadline on the object's clock (ms). The earlier of the two applies. */
-  deadline?: number;
-  /** Cancels the wait; the promise rejects with ERR_FLOWCTL_ABORTED. */
-  signal?: AbortSignal;
-}
+import { checkNumber, ownOptions } from './validate.js';
 
 /** Who is told when a waiter's deadline passes or its signal aborts. */
 export interface WaiterOwner {
@@ -51,10 +42,7 @@ export class Waiter {
   /** Starts the deadline timer and listens to the signal. */
   arm(clock: Clock, owner: WaiterOwner, signal: AbortSignal | undefined): void {
     this.clock = clock;
-    this.timer = clock.setTimer(() => {
-      this.timer = undefined;
-      if (!this.settled) owner.waiterExpired(this);
-    }, this.deadline - clock.now());
+    this.startTimer(clock, owner);
     if (signal !== undefined) {
       this.signal = signal;
       this.abortListener = () => {
@@ -62,6 +50,20 @@ export class Waiter {
       };
       signal.addEventListener('abort', this.abortListener, { once: true });
     }
+  }
+
+  /**
+   * The deadline timer. A clock may fire early (a host timer caps its delay, as setTimeout
+   * does at 2^31 - 1 ms): then it is set again for the rest, so a wait never ends before
+   * its deadline.
+   */
+  private startTimer(clock: Clock, owner: WaiterOwner): void {
+    this.timer = clock.setTimer(() => {
+      this.timer = undefined;
+      if (this.settled) return;
+      if (clock.now() < this.deadline) this.startTimer(clock, owner);
+      else owner.waiterExpired(this);
+    }, this.deadline - clock.now());
   }
 
   /** The abort reason of this waiter's signal. */
@@ -137,7 +139,7 @@ export class WaiterList {
  */
 export function resolveDeadline(
   clock: Clock,
-  options: WaitOptions | undefined,
+  options: AcquireOptions | Record<string, unknown> | undefined,
   defaultTimeoutMs: number,
 ): number {
   const now = clock.now();
@@ -154,4 +156,9 @@ export function resolveDeadline(
     if (d < deadline) deadline = d;
   }
   return deadline === Number.POSITIVE_INFINITY ? now + defaultTimeoutMs : deadline;
+}
+
+/** The own properties of acquire options (undefined stays undefined: the defaults apply). */
+export function acquireOptions(value: unknown): Record<string, unknown> | undefined {
+  return value === undefined ? undefined : ownOptions('acquire options', value);
 }
