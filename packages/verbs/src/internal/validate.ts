@@ -69,9 +69,10 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * An options argument: undefined (all defaults) or a plain object with only the keys
- * named. Returns a null-prototype copy of its own properties, so an inherited property
- * (`'soft'.link` is String.prototype.link) is never read as an option.
+ * An options argument: undefined or null (all defaults) or a plain object with only the
+ * keys named. Returns a null-prototype copy of its own properties, so an inherited
+ * property (`'soft'.link` is String.prototype.link) is never read as an option. An option
+ * that is undefined or null takes its default (as in @rdmajs/allocator and flowctl).
  */
 export function readOptions<K extends string>(
   what: string,
@@ -79,13 +80,13 @@ export function readOptions<K extends string>(
   keys: readonly K[],
 ): Partial<Record<K, unknown>> {
   const out = Object.create(null) as Partial<Record<K, unknown>>;
-  if (v === undefined) return out;
+  if (v === undefined || v === null) return out;
   if (!isPlainObject(v)) throw invalid(`${what} must be an options object, got ${describe(v)}`);
   for (const k of Object.keys(v)) {
     if (!(keys as readonly string[]).includes(k))
       throw invalid(`${what}: unknown option '${k}' (known: ${keys.join(', ')})`);
     const value = v[k];
-    if (value !== undefined) out[k as K] = value;
+    if (value !== undefined && value !== null) out[k as K] = value;
   }
   return out;
 }

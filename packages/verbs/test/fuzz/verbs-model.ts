@@ -90,21 +90,21 @@ function isPlain(v: unknown): v is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-/** undefined, or a plain object with only `keys`; returns its own defined values. */
+/** undefined/null, or a plain object with only `keys`; returns its own set values. */
 function optionsCode(v: unknown, keys: string[]): Code | Record<string, unknown> {
-  if (v === undefined) return {};
+  if (v === undefined || v === null) return {};
   if (!isPlain(v)) return 'ERR_RDMA_INVALID_ARG';
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(v)) {
     if (!keys.includes(k)) return 'ERR_RDMA_INVALID_ARG';
-    if (v[k] !== undefined) out[k] = v[k];
+    if (v[k] !== undefined && v[k] !== null) out[k] = v[k];
   }
   return out;
 }
 
-/** A caller's value, or the default when (and only when) it is undefined: null is a value. */
+/** An option's value, or its default when it is undefined or null. */
 function dflt(v: unknown, d: unknown): unknown {
-  return v === undefined ? d : v;
+  return v === undefined || v === null ? d : v;
 }
 
 function first(...codes: Code[]): Code {
