@@ -109,6 +109,7 @@ export class ParameterStore {
   #log: PushLog | null = null;
   #keep = 2;
   #snapshotting: Promise<unknown> = Promise.resolve();
+  #snapshotBusy = false;
   #restore: RestoreReport = { snapshot: null, skipped: [], replayed: 0, tornTail: null };
   #replayNow: number | null = null;
 
@@ -396,21 +397,42 @@ export class ParameterStore {
     this.#checkOpen();
     const dir = this.#dir;
     if (dir === null) throw new PsError('ERR_PS_INVALID_ARG', 'snapshot() needs a store opened with a dir');
-    const run = this.#snapshotting.catch(() => {}).then(() => this.#snapshotNow(dir));
+    // The capture is taken now (state as of this call) unless a snapshot is still being
+    // written; then it is taken when that one finishes.
+    const run = this.#snapshotBusy ? this.#snapshotting.catch(() => {}).then(() => this.#snapshotNow(dir)) : this.#snapshotNow(dir);
     this.#snapshotting = run;
     return run;
   }
 
-  async #snapshotNow(dir: string): Promise<SnapshotInfo> {
-    const t0 = performance.now();
+  #snapshotNow(dir: string): Promise<SnapshotInfo> {
+    this.#snapshotBusy = true;
+    let cap: StoreCapture;
+    let pauseMs: number;
+    try {
+      const t0 = performance.now();
+      cap = this.#capture();
+      pauseMs = performance.now() - t0;
+    } catch (err) {
+      this.#snapshotBusy = false;
+      return Promise.reject(err);
+    }
+    return this.#writeCapture(dir, cap, pauseMs).finally(() => {
+      this.#snapshotBusy = false;
+    });
+  }
+
+  #capture(): StoreCapture {
     const cap: StoreCapture = {
       lsn: this.#lsn,
       sessions: Object.fromEntries([...this.#sessions].map(([k, v]) => [k, v.seq])),
       tables: [...this.#tables.values()].map((table) => ({ table, cap: table.beginCapture(), config: canonicalTable(table) })),
       dense: [...this.#dense.values()].map((d) => ({ tensor: d, values: d.values.slice(), state: d.state.slice(), step: d.step, config: canonicalDense(d) })),
     };
-    const pauseMs = performance.now() - t0;
     this.#log?.roll();
+    return cap;
+  }
+
+  async #writeCapture(dir: string, cap: StoreCapture, pauseMs: number): Promise<SnapshotInfo> {
     let ws: Awaited<ReturnType<typeof writeSnapshot>>;
     try {
       ws = await writeSnapshot(dir, cap);

@@ -85,8 +85,8 @@ export function decodeBody(body: Uint8Array): PushRecord | string {
     return 'record strings are not UTF-8';
   }
   const o = 40 + strs + pad;
-  // Copies: the file buffer is not 4-byte aligned in general.
-  const keys = new Uint32Array(body.slice(o, o + keyBytes).buffer);
-  const grads = new Float32Array(body.slice(o + keyBytes).buffer);
+  // Copies (new Uint8Array(view) copies; Buffer#slice would not): file data is unaligned.
+  const keys = new Uint32Array(new Uint8Array(body.subarray(o, o + keyBytes)).buffer);
+  const grads = new Float32Array(new Uint8Array(body.subarray(o + keyBytes)).buffer);
   return { lsn, nowMs, seq, kind, session, name, keys, grads };
 }
