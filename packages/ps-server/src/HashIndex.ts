@@ -27,20 +27,22 @@ function pow2AtLeast(n: number): number {
   return p;
 }
 
+function table(buckets: number): Int32Array {
+  const b = new Int32Array(buckets * 3);
+  for (let i = 2; i < b.length; i += 3) b[i] = EMPTY;
+  return b;
+}
+
 /**
- * u64 key → non-negative int32 value, open addressing with linear probing over typed arrays
- * (lo/hi key halves and the value: 12 bytes per bucket). Growth is incremental: a doubled
- * table is allocated and the old buckets move a few per insert, so no call pays for a whole
- * rehash. While moving, lookups try the new table, then the old one.
+ * u64 key → non-negative int32 value, open addressing with linear probing over one typed
+ * array of [lo, hi, value] buckets (12 bytes each, so a probe is one cache line). Growth is
+ * incremental: a doubled table is allocated and the old buckets move a few per insert, so no
+ * call pays for a whole rehash. While moving, lookups try the new table, then the old one.
  */
 export class HashIndex {
-  #lo: Uint32Array;
-  #hi: Uint32Array;
-  #val: Int32Array;
+  #b: Int32Array;
   #mask: number;
-  #oldLo: Uint32Array | null = null;
-  #oldHi: Uint32Array | null = null;
-  #oldVal: Int32Array | null = null;
+  #old: Int32Array | null = null;
   #oldMask = 0;
   #migratePos = 0;
   #size = 0;
@@ -52,13 +54,11 @@ export class HashIndex {
     const buckets = pow2AtLeast(Math.max(2, options.initialBuckets ?? 16));
     const maxLoad = options.maxLoad ?? 0.7;
     if (!(maxLoad > 0 && maxLoad < 1)) throw invalidArg('maxLoad must be in (0, 1)');
-    if (buckets > 2 ** 30) throw invalidArg('too many buckets');
+    if (buckets > 2 ** 29) throw invalidArg('too many buckets');
     this.#maxLoad = maxLoad;
     this.#fixed = options.fixed ?? false;
     this.#salt = (options.salt ?? Math.floor(Math.random() * 2 ** 32)) >>> 0;
-    this.#lo = new Uint32Array(buckets);
-    this.#hi = new Uint32Array(buckets);
-    this.#val = new Int32Array(buckets).fill(EMPTY);
+    this.#b = table(buckets);
     this.#mask = buckets - 1;
   }
 
@@ -67,7 +67,7 @@ export class HashIndex {
     return pow2AtLeast(Math.max(2, Math.floor(entries / maxLoad) + 1));
   }
 
-  /** Bytes of the typed arrays held now (both tables while growing). */
+  /** Bytes of a table of `buckets` buckets. */
   static bytesFor(buckets: number): number {
     return buckets * 12;
   }
@@ -81,100 +81,116 @@ export class HashIndex {
   }
 
   get growing(): boolean {
-    return this.#oldVal !== null;
+    return this.#old !== null;
   }
 
+  /** Bytes of the typed arrays held now (both tables while growing). */
   get bytes(): number {
-    return this.#val.length * 12 + (this.#oldVal === null ? 0 : this.#oldVal.length * 12);
+    return this.#b.byteLength + (this.#old === null ? 0 : this.#old.byteLength);
   }
 
   /** The value of key (lo, hi), or -1. */
   get(lo: number, hi: number): number {
+    const b = this.#b;
     const mask = this.#mask;
-    const klo = this.#lo;
-    const khi = this.#hi;
-    const val = this.#val;
+    const l = lo | 0;
+    const h = hi | 0;
     let i = hash64(lo, hi, this.#salt) & mask;
     for (;;) {
-      const v = val[i] as number;
+      const p = i * 3;
+      const v = b[p + 2] as number;
       if (v === EMPTY) break;
-      if (klo[i] === lo && khi[i] === hi) return v;
+      if (b[p] === l && b[p + 1] === h) return v;
       i = (i + 1) & mask;
     }
-    return this.#oldVal === null ? EMPTY : this.#getOld(lo, hi);
+    if (this.#old === null) return EMPTY;
+    const o = this.#findOld(l, h, hash64(lo, hi, this.#salt));
+    return o < 0 ? EMPTY : ((this.#old as Int32Array)[o + 2] as number);
   }
 
-  #findOld(lo: number, hi: number): number {
-    const val = this.#oldVal as Int32Array;
-    const klo = this.#oldLo as Uint32Array;
-    const khi = this.#oldHi as Uint32Array;
+  // Position (×3) of the live old-table bucket of key, or -1.
+  #findOld(l: number, h: number, hash: number): number {
+    const b = this.#old as Int32Array;
     const mask = this.#oldMask;
-    let i = hash64(lo, hi, this.#salt) & mask;
+    let i = hash & mask;
     for (;;) {
-      const v = val[i] as number;
+      const p = i * 3;
+      const v = b[p + 2] as number;
       if (v === EMPTY) return -1;
-      if (v !== GONE && klo[i] === lo && khi[i] === hi) return i;
+      if (v !== GONE && b[p] === l && b[p + 1] === h) return p;
       i = (i + 1) & mask;
     }
-  }
-
-  #getOld(lo: number, hi: number): number {
-    const b = this.#findOld(lo, hi);
-    return b < 0 ? EMPTY : ((this.#oldVal as Int32Array)[b] as number);
   }
 
   /** Sets key (lo, hi) to `value` (≥ 0), inserting it if absent. */
   set(lo: number, hi: number, value: number): void {
+    const l = lo | 0;
+    const h = hi | 0;
+    const hash = hash64(lo, hi, this.#salt);
+    const b = this.#b;
     const mask = this.#mask;
-    let i = hash64(lo, hi, this.#salt) & mask;
+    let i = hash & mask;
     for (;;) {
-      const v = this.#val[i] as number;
-      if (v === EMPTY) break;
-      if (this.#lo[i] === lo && this.#hi[i] === hi) {
-        this.#val[i] = value;
+      const p = i * 3;
+      if (b[p + 2] === EMPTY) break;
+      if (b[p] === l && b[p + 1] === h) {
+        b[p + 2] = value;
         return;
       }
       i = (i + 1) & mask;
     }
-    if (this.#oldVal !== null) {
-      const b = this.#findOld(lo, hi);
-      if (b >= 0) {
-        this.#oldVal[b] = GONE;
+    if (this.#old !== null) {
+      const o = this.#findOld(l, h, hash);
+      if (o >= 0) {
+        this.#old[o + 2] = GONE;
         this.#size--;
       }
     }
-    if (this.#size + 1 > this.#maxLoad * (this.#mask + 1)) {
+    if (this.#size + 1 > this.#maxLoad * (mask + 1)) {
       if (this.#fixed) throw invalidArg('fixed-size index is full');
       this.#grow();
       this.set(lo, hi, value);
       return;
     }
-    this.#lo[i] = lo;
-    this.#hi[i] = hi;
-    this.#val[i] = value;
+    const p = i * 3;
+    b[p] = l;
+    b[p + 1] = h;
+    b[p + 2] = value;
     this.#size++;
-    if (this.#oldVal !== null) this.#migrate(MIGRATE_STEP);
+    if (this.#old !== null) this.#migrate(MIGRATE_STEP);
+  }
+
+  /**
+   * Moves up to 4·n old buckets while growing (readers call it too, so a table that stops
+   * taking inserts still finishes its growth and stops probing two tables).
+   */
+  advanceGrowth(n: number): void {
+    if (this.#old !== null) this.#migrate(4 * n);
   }
 
   /** Removes key (lo, hi); returns whether it was there. */
   delete(lo: number, hi: number): boolean {
+    const l = lo | 0;
+    const h = hi | 0;
+    const hash = hash64(lo, hi, this.#salt);
+    const b = this.#b;
     const mask = this.#mask;
-    let i = hash64(lo, hi, this.#salt) & mask;
+    let i = hash & mask;
     for (;;) {
-      const v = this.#val[i] as number;
-      if (v === EMPTY) break;
-      if (this.#lo[i] === lo && this.#hi[i] === hi) {
+      const p = i * 3;
+      if (b[p + 2] === EMPTY) break;
+      if (b[p] === l && b[p + 1] === h) {
         this.#backShift(i);
         this.#size--;
         return true;
       }
       i = (i + 1) & mask;
     }
-    if (this.#oldVal !== null) {
-      const b = this.#findOld(lo, hi);
-      if (b >= 0) {
+    if (this.#old !== null) {
+      const o = this.#findOld(l, h, hash);
+      if (o >= 0) {
         // A tombstone, not a shift: shifting could move an entry behind the migration cursor.
-        this.#oldVal[b] = GONE;
+        this.#old[o + 2] = GONE;
         this.#size--;
         return true;
       }
@@ -184,78 +200,69 @@ export class HashIndex {
 
   /** Calls fn(lo, hi, value) for every entry (order unspecified). */
   forEach(fn: (lo: number, hi: number, value: number) => void): void {
-    for (let i = 0; i <= this.#mask; i++) {
-      const v = this.#val[i] as number;
-      if (v >= 0) fn(this.#lo[i] as number, this.#hi[i] as number, v);
-    }
-    const ov = this.#oldVal;
-    if (ov !== null) {
-      for (let i = 0; i < ov.length; i++) {
-        const v = ov[i] as number;
-        if (v >= 0) fn((this.#oldLo as Uint32Array)[i] as number, (this.#oldHi as Uint32Array)[i] as number, v);
+    for (const b of this.#old === null ? [this.#b] : [this.#b, this.#old]) {
+      for (let p = 0; p < b.length; p += 3) {
+        const v = b[p + 2] as number;
+        if (v >= 0) fn((b[p] as number) >>> 0, (b[p + 1] as number) >>> 0, v);
       }
     }
   }
 
   // Backward-shift deletion keeps linear-probe chains intact without tombstones.
   #backShift(hole: number): void {
+    const b = this.#b;
     const mask = this.#mask;
     let i = hole;
     let j = hole;
     for (;;) {
       j = (j + 1) & mask;
-      if (this.#val[j] === EMPTY) break;
-      const home = hash64(this.#lo[j] as number, this.#hi[j] as number, this.#salt) & mask;
+      const q = j * 3;
+      if (b[q + 2] === EMPTY) break;
+      const home = hash64((b[q] as number) >>> 0, (b[q + 1] as number) >>> 0, this.#salt) & mask;
       const movable = i <= j ? home <= i || home > j : home <= i && home > j;
       if (movable) {
-        this.#lo[i] = this.#lo[j] as number;
-        this.#hi[i] = this.#hi[j] as number;
-        this.#val[i] = this.#val[j] as number;
+        const p = i * 3;
+        b[p] = b[q] as number;
+        b[p + 1] = b[q + 1] as number;
+        b[p + 2] = b[q + 2] as number;
         i = j;
       }
     }
-    this.#val[i] = EMPTY;
+    b[i * 3 + 2] = EMPTY;
   }
 
   #grow(): void {
-    if (this.#oldVal !== null) this.#migrate(Number.POSITIVE_INFINITY);
+    if (this.#old !== null) this.#migrate(Number.POSITIVE_INFINITY);
     const buckets = (this.#mask + 1) * 2;
-    if (buckets > 2 ** 30) throw invalidArg('hash index cannot grow past 2^30 buckets');
-    this.#oldLo = this.#lo;
-    this.#oldHi = this.#hi;
-    this.#oldVal = this.#val;
+    if (buckets > 2 ** 29) throw invalidArg('hash index cannot grow past 2^29 buckets');
+    this.#old = this.#b;
     this.#oldMask = this.#mask;
     this.#migratePos = 0;
-    this.#lo = new Uint32Array(buckets);
-    this.#hi = new Uint32Array(buckets);
-    this.#val = new Int32Array(buckets).fill(EMPTY);
+    this.#b = table(buckets);
     this.#mask = buckets - 1;
   }
 
   #migrate(steps: number): void {
-    const ov = this.#oldVal as Int32Array;
-    const olo = this.#oldLo as Uint32Array;
-    const ohi = this.#oldHi as Uint32Array;
+    const old = this.#old as Int32Array;
+    const b = this.#b;
     const mask = this.#mask;
+    const end = old.length / 3;
     let n = 0;
-    while (this.#migratePos < ov.length && n < steps) {
-      const b = this.#migratePos++;
+    while (this.#migratePos < end && n < steps) {
+      const o = this.#migratePos++ * 3;
       n++;
-      const v = ov[b] as number;
+      const v = old[o + 2] as number;
       if (v < 0) continue;
-      const lo = olo[b] as number;
-      const hi = ohi[b] as number;
-      let i = hash64(lo, hi, this.#salt) & mask;
-      while (this.#val[i] !== EMPTY) i = (i + 1) & mask;
-      this.#lo[i] = lo;
-      this.#hi[i] = hi;
-      this.#val[i] = v;
-      ov[b] = GONE;
+      const l = old[o] as number;
+      const h = old[o + 1] as number;
+      let i = hash64(l >>> 0, h >>> 0, this.#salt) & mask;
+      while (b[i * 3 + 2] !== EMPTY) i = (i + 1) & mask;
+      const p = i * 3;
+      b[p] = l;
+      b[p + 1] = h;
+      b[p + 2] = v;
+      old[o + 2] = GONE;
     }
-    if (this.#migratePos >= ov.length) {
-      this.#oldLo = null;
-      this.#oldHi = null;
-      this.#oldVal = null;
-    }
+    if (this.#migratePos >= end) this.#old = null;
   }
 }

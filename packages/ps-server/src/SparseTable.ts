@@ -143,6 +143,7 @@ export class SparseTable {
   #mapSlot = new Int32Array(64);
   #mapIdx = new Int32Array(64);
   #uniq = new Int32Array(32);
+  #slots = new Int32Array(64);
   #acc = new Float32Array(32);
   readonly #tmp: Float32Array;
   #cow: Uint8Array | null = null;
@@ -285,12 +286,15 @@ export class SparseTable {
     const cmask = this.#chunkRows - 1;
     const index = this.#index;
     const ttl = Number.isFinite(this.#ttl);
+    // Two passes: all index probes first, then all row copies, so independent cache misses
+    // overlap instead of alternating.
+    if (this.#slots.length < n) this.#slots = new Int32Array(n);
+    const slots = this.#slots;
+    for (let i = 0; i < n; i++) slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
     for (let i = 0, o = 0; i < n; i++, o += dim) {
-      const lo = k32[2 * i] as number;
-      const hi = k32[2 * i + 1] as number;
-      const slot = index.get(lo, hi);
+      const slot = slots[i] as number;
       if (slot < 0 || (ttl && this.#expired(slot, nowMs))) {
-        this.#init(out, o, dim, lo, hi);
+        this.#init(out, o, dim, k32[2 * i] as number, k32[2 * i + 1] as number);
         continue;
       }
       const c = this.#chunks[slot >>> shift] as Chunk;
@@ -304,6 +308,7 @@ export class SparseTable {
         for (let j = 0; j < dim; j++) out[o + j] = HALF_TO_FLOAT[h[r + j] as number] as number;
       }
     }
+    index.advanceGrowth(n);
   }
 
   /**
