@@ -1,7 +1,9 @@
 import { invalidArg } from './errors.js';
 import { hash64 } from './internal/mix.js';
 
-const SALTS = [0x9e3779b9, 0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1, 0xd3a2646c, 0xfd7046c5, 0xb55a4f09];
+const SALTS = [
+  0x9e3779b9, 0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1, 0xd3a2646c, 0xfd7046c5, 0xb55a4f09,
+];
 
 /**
  * Count-min sketch of push frequencies with saturating 16-bit counters: estimates never
@@ -23,7 +25,8 @@ export class CountMinSketch {
     this.depth = depth;
     this.#mask = width - 1;
     this.counters = counters ?? new Uint16Array(width * depth);
-    if (this.counters.length !== width * depth) throw invalidArg('sketch counters have the wrong length');
+    if (this.counters.length !== width * depth)
+      throw invalidArg('sketch counters have the wrong length');
   }
 
   get bytes(): number {
@@ -34,7 +37,9 @@ export class CountMinSketch {
   estimate(lo: number, hi: number): number {
     let min = 0xffff;
     for (let d = 0; d < this.depth; d++) {
-      const c = this.counters[d * this.width + (hash64(lo, hi, SALTS[d] as number) & this.#mask)] as number;
+      const c = this.counters[
+        d * this.width + (hash64(lo, hi, SALTS[d] as number) & this.#mask)
+      ] as number;
       if (c < min) min = c;
     }
     return min;

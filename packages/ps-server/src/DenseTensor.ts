@@ -26,7 +26,8 @@ export class DenseTensor {
   step = 0;
 
   constructor(config: DenseTensorConfig) {
-    if (config === null || typeof config !== 'object') throw invalidArg('dense config must be an object');
+    if (config === null || typeof config !== 'object')
+      throw invalidArg('dense config must be an object');
     if (typeof config.name !== 'string' || !/^[A-Za-z0-9_.-]{1,200}$/.test(config.name))
       throw invalidArg('dense tensor name must be 1–200 characters of [A-Za-z0-9_.-]');
     if (!Array.isArray(config.shape) || config.shape.some((d) => !Number.isInteger(d) || d < 1))
@@ -43,7 +44,8 @@ export class DenseTensor {
     createInit(config.init)(this.values, 0, length, 0, 0);
     const ns = this.optimizer.stateNames.length;
     this.state = new Float32Array(ns * length);
-    for (let k = 0; k < ns; k++) this.state.fill(this.optimizer.stateInit[k] as number, k * length, (k + 1) * length);
+    for (let k = 0; k < ns; k++)
+      this.state.fill(this.optimizer.stateInit[k] as number, k * length, (k + 1) * length);
   }
 
   pull(out: Float32Array): void {

@@ -23,7 +23,8 @@ export function counterU32(seed: number, lo: number, hi: number, j: number): num
 }
 
 function finite(name: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidArg(`init ${name} must be a finite number`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw invalidArg(`init ${name} must be a finite number`);
   return v;
 }
 
@@ -39,7 +40,8 @@ export function createInit(config: InitConfig | undefined): InitFn {
       if (!(high > low)) throw invalidArg('init high must be > low');
       const span = high - low;
       return (out, o, dim, lo, hi) => {
-        for (let j = 0; j < dim; j++) out[o + j] = low + span * (counterU32(seed, lo, hi, j) / 4294967296);
+        for (let j = 0; j < dim; j++)
+          out[o + j] = low + span * (counterU32(seed, lo, hi, j) / 4294967296);
       };
     }
     case 'normal': {

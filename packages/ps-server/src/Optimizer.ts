@@ -2,9 +2,30 @@ import { invalidArg } from './errors.js';
 
 /** Per-table optimizer. Formulas (and their float32 operation order) are in the README. */
 export type OptimizerConfig =
-  | { kind: 'sgd'; lr: number; momentum?: number; dampening?: number; weightDecay?: number; nesterov?: boolean }
-  | { kind: 'adagrad'; lr?: number; lrDecay?: number; weightDecay?: number; initialAccumulatorValue?: number; eps?: number }
-  | { kind: 'adam' | 'adamw'; lr?: number; beta1?: number; beta2?: number; eps?: number; weightDecay?: number }
+  | {
+      kind: 'sgd';
+      lr: number;
+      momentum?: number;
+      dampening?: number;
+      weightDecay?: number;
+      nesterov?: boolean;
+    }
+  | {
+      kind: 'adagrad';
+      lr?: number;
+      lrDecay?: number;
+      weightDecay?: number;
+      initialAccumulatorValue?: number;
+      eps?: number;
+    }
+  | {
+      kind: 'adam' | 'adamw';
+      lr?: number;
+      beta1?: number;
+      beta2?: number;
+      eps?: number;
+      weightDecay?: number;
+    }
   | { kind: 'ftrl'; alpha: number; beta?: number; l1?: number; l2?: number }
   | { kind: 'sum' }
   | { kind: 'assign' };
@@ -37,16 +58,25 @@ export interface Optimizer {
 
 const f = Math.fround;
 
-function num(name: string, v: number | undefined, dflt: number, min = 0, max = Number.POSITIVE_INFINITY): number {
+function num(
+  name: string,
+  v: number | undefined,
+  dflt: number,
+  min = 0,
+  max = Number.POSITIVE_INFINITY,
+): number {
   const x = v ?? dflt;
   if (typeof x !== 'number' || !Number.isFinite(x) || x < min || x > max)
-    throw invalidArg(`optimizer ${name} must be a finite number in [${min}, ${max}], got ${String(v)}`);
+    throw invalidArg(
+      `optimizer ${name} must be a finite number in [${min}, ${max}], got ${String(v)}`,
+    );
   return x;
 }
 
 /** Validates `config` and builds its kernel. Throws ERR_PS_INVALID_ARG on a bad config. */
 export function createOptimizer(config: OptimizerConfig): Optimizer {
-  if (config === null || typeof config !== 'object') throw invalidArg('optimizer config must be an object');
+  if (config === null || typeof config !== 'object')
+    throw invalidArg('optimizer config must be an object');
   switch (config.kind) {
     case 'sgd': {
       const lr = f(num('lr', config.lr, Number.NaN));
@@ -195,7 +225,8 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateInit: [],
         usesSteps: false,
         update(w, wo, _s, _so, g, go, dim) {
-          for (let j = 0; j < dim; j++) w[wo + j] = f((w[wo + j] as number) + (g[go + j] as number));
+          for (let j = 0; j < dim; j++)
+            w[wo + j] = f((w[wo + j] as number) + (g[go + j] as number));
         },
       };
     case 'assign':

@@ -5,7 +5,13 @@ import { invalidArg, PsCorruptError, PsError, PsNoValidSnapshotError } from './e
 import { encodeRecord, KIND_DENSE, KIND_SPARSE, type PushRecord } from './internal/record.js';
 import { listSegments, PushLog, type PushLogOptions, scanSegment } from './PushLog.js';
 import { heapRowMemory, type RowMemory } from './RowMemory.js';
-import { listSnapshots, readSnapshot, type SnapshotData, type StoreCapture, writeSnapshot } from './Snapshot.js';
+import {
+  listSnapshots,
+  readSnapshot,
+  type SnapshotData,
+  type StoreCapture,
+  writeSnapshot,
+} from './Snapshot.js';
 import { SparseTable, type SparseTableConfig, type SparseTableStats } from './SparseTable.js';
 
 /** Largest batch one call takes (keys for sparse calls). */
@@ -89,7 +95,12 @@ function canonicalTable(t: SparseTable): unknown {
 }
 
 function canonicalDense(d: DenseTensor): unknown {
-  return { shape: d.shape, optimizer: d.optimizer.config, init: d.config.init ?? { kind: 'zeros' }, stateNames: d.optimizer.stateNames };
+  return {
+    shape: d.shape,
+    optimizer: d.optimizer.config,
+    init: d.config.init ?? { kind: 'zeros' },
+    stateNames: d.optimizer.stateNames,
+  };
 }
 
 /**
@@ -114,16 +125,19 @@ export class ParameterStore {
   #replayNow: number | null = null;
 
   constructor(options: StoreOptions = {}) {
-    if (options === null || typeof options !== 'object') throw invalidArg('options must be an object');
+    if (options === null || typeof options !== 'object')
+      throw invalidArg('options must be an object');
     const memory = options.memory ?? heapRowMemory;
     if (typeof memory?.alloc !== 'function') throw invalidArg('memory must have alloc(bytes)');
     this.#now = options.now ?? Date.now;
     for (const c of options.tables ?? []) {
-      if (this.#tables.has(c?.name) || this.#dense.has(c?.name)) throw invalidArg(`duplicate table name ${c.name}`);
+      if (this.#tables.has(c?.name) || this.#dense.has(c?.name))
+        throw invalidArg(`duplicate table name ${c.name}`);
       this.#tables.set(c.name, new SparseTable(c, memory));
     }
     for (const c of options.dense ?? []) {
-      if (this.#tables.has(c?.name) || this.#dense.has(c?.name)) throw invalidArg(`duplicate tensor name ${c.name}`);
+      if (this.#tables.has(c?.name) || this.#dense.has(c?.name))
+        throw invalidArg(`duplicate tensor name ${c.name}`);
       this.#dense.set(c.name, new DenseTensor(c));
     }
   }
@@ -131,9 +145,11 @@ export class ParameterStore {
   /** Opens a durable store: newest valid snapshot + log replay, then serves. */
   static async open(options: DurableStoreOptions): Promise<ParameterStore> {
     const store = new ParameterStore(options);
-    if (typeof options.dir !== 'string' || options.dir.length === 0) throw invalidArg('dir must be a path');
+    if (typeof options.dir !== 'string' || options.dir.length === 0)
+      throw invalidArg('dir must be a path');
     const keep = options.keepSnapshots ?? 2;
-    if (!Number.isInteger(keep) || keep < 1) throw invalidArg('keepSnapshots must be an integer ≥ 1');
+    if (!Number.isInteger(keep) || keep < 1)
+      throw invalidArg('keepSnapshots must be an integer ≥ 1');
     store.#keep = keep;
     store.#dir = options.dir;
     try {
@@ -183,13 +199,15 @@ export class ParameterStore {
 
   #table(name: string): SparseTable {
     const t = this.#tables.get(name);
-    if (t === undefined) throw new PsError('ERR_PS_UNKNOWN_TABLE', `no sparse table ${String(name)}`);
+    if (t === undefined)
+      throw new PsError('ERR_PS_UNKNOWN_TABLE', `no sparse table ${String(name)}`);
     return t;
   }
 
   #denseTensor(name: string): DenseTensor {
     const t = this.#dense.get(name);
-    if (t === undefined) throw new PsError('ERR_PS_UNKNOWN_TABLE', `no dense tensor ${String(name)}`);
+    if (t === undefined)
+      throw new PsError('ERR_PS_UNKNOWN_TABLE', `no dense tensor ${String(name)}`);
     return t;
   }
 
@@ -218,14 +236,18 @@ export class ParameterStore {
   pullDense(name: string, out: Float32Array): void {
     this.#checkOpen();
     const d = this.#denseTensor(name);
-    if (!(out instanceof Float32Array) || out.length !== d.length) throw invalidArg(`out must be a Float32Array of ${d.length} floats`);
+    if (!(out instanceof Float32Array) || out.length !== d.length)
+      throw invalidArg(`out must be a Float32Array of ${d.length} floats`);
     d.pull(out);
   }
 
   #checkPushOptions(opts: PushOptions): void {
-    if (opts === null || typeof opts !== 'object') throw invalidArg('push options { session, seq } are required');
-    if (typeof opts.session !== 'string' || !SESSION_RE.test(opts.session)) throw invalidArg('session must be 1–256 printable ASCII characters');
-    if (!Number.isSafeInteger(opts.seq) || opts.seq < 0) throw invalidArg('seq must be a non-negative safe integer');
+    if (opts === null || typeof opts !== 'object')
+      throw invalidArg('push options { session, seq } are required');
+    if (typeof opts.session !== 'string' || !SESSION_RE.test(opts.session))
+      throw invalidArg('session must be 1–256 printable ASCII characters');
+    if (!Number.isSafeInteger(opts.seq) || opts.seq < 0)
+      throw invalidArg('seq must be a non-negative safe integer');
   }
 
   #duplicate(opts: PushOptions): Promise<PushResult> | null {
@@ -240,7 +262,12 @@ export class ParameterStore {
    * Applies `grads` (keys.length × dim floats) to the rows of `keys` with the table's
    * optimizer, at once; resolves when the push is durable under the log policy.
    */
-  push(table: string, keys: BigUint64Array, grads: Float32Array, opts: PushOptions): Promise<PushResult> {
+  push(
+    table: string,
+    keys: BigUint64Array,
+    grads: Float32Array,
+    opts: PushOptions,
+  ): Promise<PushResult> {
     this.#checkOpen();
     const t = this.#table(table);
     const k32 = ParameterStore.#keys(keys);
@@ -251,26 +278,47 @@ export class ParameterStore {
     if (dup !== null) return dup;
     const now = this.#clock();
     const r = t.push(k32, keys.length, grads, now);
-    const result: PushResult = { applied: true, duplicate: false, rows: r.rows, dropped: r.dropped };
-    return this.#logged(t.logged, { kind: KIND_SPARSE, name: table, keys: k32, grads, now, opts }, result);
+    const result: PushResult = {
+      applied: true,
+      duplicate: false,
+      rows: r.rows,
+      dropped: r.dropped,
+    };
+    return this.#logged(
+      t.logged,
+      { kind: KIND_SPARSE, name: table, keys: k32, grads, now, opts },
+      result,
+    );
   }
 
   /** Applies `grad` to a dense tensor with its optimizer; resolves when durable. */
   pushDense(name: string, grad: Float32Array, opts: PushOptions): Promise<PushResult> {
     this.#checkOpen();
     const d = this.#denseTensor(name);
-    if (!(grad instanceof Float32Array) || grad.length !== d.length) throw invalidArg(`grad must be a Float32Array of ${d.length} floats`);
+    if (!(grad instanceof Float32Array) || grad.length !== d.length)
+      throw invalidArg(`grad must be a Float32Array of ${d.length} floats`);
     this.#checkPushOptions(opts);
     const dup = this.#duplicate(opts);
     if (dup !== null) return dup;
     d.push(grad);
     const result: PushResult = { applied: true, duplicate: false, rows: 1, dropped: 0 };
-    return this.#logged(d.logged, { kind: KIND_DENSE, name, keys: new Uint32Array(0), grads: grad, now: this.#clock(), opts }, result);
+    return this.#logged(
+      d.logged,
+      { kind: KIND_DENSE, name, keys: new Uint32Array(0), grads: grad, now: this.#clock(), opts },
+      result,
+    );
   }
 
   #logged(
     logged: boolean,
-    r: { kind: 1 | 2; name: string; keys: Uint32Array; grads: Float32Array; now: number; opts: PushOptions },
+    r: {
+      kind: 1 | 2;
+      name: string;
+      keys: Uint32Array;
+      grads: Float32Array;
+      now: number;
+      opts: PushOptions;
+    },
     result: PushResult,
   ): Promise<PushResult> {
     const log = this.#log;
@@ -280,7 +328,16 @@ export class ParameterStore {
     }
     const lsn = ++this.#lsn;
     this.#sessions.set(r.opts.session, { seq: r.opts.seq, lsn });
-    const rec = encodeRecord({ lsn, nowMs: r.now, seq: r.opts.seq, kind: r.kind, session: r.opts.session, name: r.name, keys: r.keys, grads: r.grads });
+    const rec = encodeRecord({
+      lsn,
+      nowMs: r.now,
+      seq: r.opts.seq,
+      kind: r.kind,
+      session: r.opts.session,
+      name: r.name,
+      keys: r.keys,
+      grads: r.grads,
+    });
     return log.append(lsn, rec).then(
       () => result,
       (err: unknown) => {
@@ -297,12 +354,20 @@ export class ParameterStore {
       if (rec.kind === KIND_SPARSE) {
         const t = this.#tables.get(rec.name);
         if (t === undefined || rec.grads.length !== (rec.keys.length / 2) * t.dim)
-          throw new PsCorruptError(file, 0, `log record ${rec.lsn} is for unknown table ${rec.name} or has the wrong size`);
+          throw new PsCorruptError(
+            file,
+            0,
+            `log record ${rec.lsn} is for unknown table ${rec.name} or has the wrong size`,
+          );
         t.push(rec.keys, rec.keys.length / 2, rec.grads, rec.nowMs);
       } else {
         const d = this.#dense.get(rec.name);
         if (d === undefined || rec.grads.length !== d.length)
-          throw new PsCorruptError(file, 0, `log record ${rec.lsn} is for unknown dense tensor ${rec.name} or has the wrong size`);
+          throw new PsCorruptError(
+            file,
+            0,
+            `log record ${rec.lsn} is for unknown dense tensor ${rec.name} or has the wrong size`,
+          );
         d.push(rec.grads);
       }
     } finally {
@@ -315,31 +380,49 @@ export class ParameterStore {
   #load(snap: SnapshotData): void {
     for (const [name, st] of snap.tables) {
       const t = this.#tables.get(name);
-      if (t === undefined) throw new PsError('ERR_PS_CONFIG_MISMATCH', `${snap.file} has table ${name}, which the store was not given`);
+      if (t === undefined)
+        throw new PsError(
+          'ERR_PS_CONFIG_MISMATCH',
+          `${snap.file} has table ${name}, which the store was not given`,
+        );
       if (JSON.stringify(canonicalTable(t)) !== JSON.stringify(st.meta.config))
-        throw new PsError('ERR_PS_CONFIG_MISMATCH', `table ${name}: configuration differs from ${snap.file}`);
+        throw new PsError(
+          'ERR_PS_CONFIG_MISMATCH',
+          `table ${name}: configuration differs from ${snap.file}`,
+        );
     }
     for (const [name, sd] of snap.dense) {
       const d = this.#dense.get(name);
-      if (d === undefined) throw new PsError('ERR_PS_CONFIG_MISMATCH', `${snap.file} has dense tensor ${name}, which the store was not given`);
+      if (d === undefined)
+        throw new PsError(
+          'ERR_PS_CONFIG_MISMATCH',
+          `${snap.file} has dense tensor ${name}, which the store was not given`,
+        );
       if (JSON.stringify(canonicalDense(d)) !== JSON.stringify(sd.meta.config))
-        throw new PsError('ERR_PS_CONFIG_MISMATCH', `dense tensor ${name}: configuration differs from ${snap.file}`);
+        throw new PsError(
+          'ERR_PS_CONFIG_MISMATCH',
+          `dense tensor ${name}: configuration differs from ${snap.file}`,
+        );
     }
     for (const [name, st] of snap.tables)
       (this.#tables.get(name) as SparseTable).load({ ...st, tickCounter: st.meta.tickCounter });
     for (const [name, sd] of snap.dense) {
       const d = this.#dense.get(name) as DenseTensor;
       d.values.set(sd.values);
-      sd.state.forEach((s, k) => d.state.set(s, k * d.length));
+      sd.state.forEach((s, k) => {
+        d.state.set(s, k * d.length);
+      });
       d.step = sd.meta.step;
     }
-    for (const [s, seq] of Object.entries(snap.sessions)) this.#sessions.set(s, { seq, lsn: snap.lsn });
+    for (const [s, seq] of Object.entries(snap.sessions))
+      this.#sessions.set(s, { seq, lsn: snap.lsn });
     this.#lsn = snap.lsn;
   }
 
   async #recover(withLog: boolean): Promise<void> {
     const dir = this.#dir as string;
-    for (const n of await fsp.readdir(dir)) if (n.endsWith('.tmp')) await fsp.rm(path.join(dir, n), { force: true });
+    for (const n of await fsp.readdir(dir))
+      if (n.endsWith('.tmp')) await fsp.rm(path.join(dir, n), { force: true });
     const snaps = await listSnapshots(dir);
     const segs = withLog ? await listSegments(dir) : [];
     const skipped: PsError[] = [];
@@ -349,12 +432,14 @@ export class ParameterStore {
         loaded = await readSnapshot(s.file);
         break;
       } catch (err) {
-        if (err instanceof PsError && (err.code === 'ERR_PS_CORRUPT' || err.code === 'ERR_PS_IO')) skipped.push(err);
+        if (err instanceof PsError && (err.code === 'ERR_PS_CORRUPT' || err.code === 'ERR_PS_IO'))
+          skipped.push(err);
         else throw err;
       }
     }
     const logFromStart = segs.length > 0 && (segs[0]?.start as number) <= 1;
-    if (loaded === null && snaps.length > 0 && !logFromStart) throw new PsNoValidSnapshotError(dir, skipped);
+    if (loaded === null && snaps.length > 0 && !logFromStart)
+      throw new PsNoValidSnapshotError(dir, skipped);
     if (loaded !== null) this.#load(loaded);
     const base = this.#lsn;
     let tornTail: RestoreReport['tornTail'] = null;
@@ -365,8 +450,14 @@ export class ParameterStore {
       const next = segs[i + 1];
       const last = next === undefined;
       if (!last && (next as { start: number }).start <= base + 1) continue;
-      if (expect === -1 && seg.start > base + 1) throw new PsCorruptError(seg.file, 0, `log starts at ${seg.start}, records after ${base} are missing`);
-      if (expect !== -1 && seg.start !== expect) throw new PsCorruptError(seg.file, 0, `segment starts at ${seg.start}, expected ${expect}`);
+      if (expect === -1 && seg.start > base + 1)
+        throw new PsCorruptError(
+          seg.file,
+          0,
+          `log starts at ${seg.start}, records after ${base} are missing`,
+        );
+      if (expect !== -1 && seg.start !== expect)
+        throw new PsCorruptError(seg.file, 0, `segment starts at ${seg.start}, expected ${expect}`);
       let buf: Buffer;
       try {
         buf = await fsp.readFile(seg.file);
@@ -396,10 +487,13 @@ export class ParameterStore {
   snapshot(): Promise<SnapshotInfo> {
     this.#checkOpen();
     const dir = this.#dir;
-    if (dir === null) throw new PsError('ERR_PS_INVALID_ARG', 'snapshot() needs a store opened with a dir');
+    if (dir === null)
+      throw new PsError('ERR_PS_INVALID_ARG', 'snapshot() needs a store opened with a dir');
     // The capture is taken now (state as of this call) unless a snapshot is still being
     // written; then it is taken when that one finishes.
-    const run = this.#snapshotBusy ? this.#snapshotting.catch(() => {}).then(() => this.#snapshotNow(dir)) : this.#snapshotNow(dir);
+    const run = this.#snapshotBusy
+      ? this.#snapshotting.catch(() => {}).then(() => this.#snapshotNow(dir))
+      : this.#snapshotNow(dir);
     this.#snapshotting = run;
     return run;
   }
@@ -425,8 +519,18 @@ export class ParameterStore {
     const cap: StoreCapture = {
       lsn: this.#lsn,
       sessions: Object.fromEntries([...this.#sessions].map(([k, v]) => [k, v.seq])),
-      tables: [...this.#tables.values()].map((table) => ({ table, cap: table.beginCapture(), config: canonicalTable(table) })),
-      dense: [...this.#dense.values()].map((d) => ({ tensor: d, values: d.values.slice(), state: d.state.slice(), step: d.step, config: canonicalDense(d) })),
+      tables: [...this.#tables.values()].map((table) => ({
+        table,
+        cap: table.beginCapture(),
+        config: canonicalTable(table),
+      })),
+      dense: [...this.#dense.values()].map((d) => ({
+        tensor: d,
+        values: d.values.slice(),
+        state: d.state.slice(),
+        step: d.step,
+        config: canonicalDense(d),
+      })),
     };
     this.#log?.roll();
     return cap;
@@ -444,8 +548,15 @@ export class ParameterStore {
     const oldest = (snaps[Math.min(this.#keep, snaps.length) - 1] as { lsn: number }).lsn;
     const segs = await listSegments(dir);
     for (let i = 0; i + 1 < segs.length; i++)
-      if ((segs[i + 1] as { start: number }).start <= oldest + 1) await fsp.rm((segs[i] as { file: string }).file, { force: true });
-    return { file: ws.file, lsn: cap.lsn, bytes: ws.bytes, pauseMs, maxChunkCopyMs: ws.maxChunkCopyMs };
+      if ((segs[i + 1] as { start: number }).start <= oldest + 1)
+        await fsp.rm((segs[i] as { file: string }).file, { force: true });
+    return {
+      file: ws.file,
+      lsn: cap.lsn,
+      bytes: ws.bytes,
+      pauseMs,
+      maxChunkCopyMs: ws.maxChunkCopyMs,
+    };
   }
 
   /** Waits for a running snapshot, syncs and closes the log, frees row memory. Idempotent. */

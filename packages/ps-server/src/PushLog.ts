@@ -3,7 +3,13 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { PsCorruptError, PsError } from './errors.js';
 import { crc32c } from './internal/crc32c.js';
-import { decodeBody, MAX_RECORD_BODY, type PushRecord, RECORD_HEADER, RECORD_MAGIC } from './internal/record.js';
+import {
+  decodeBody,
+  MAX_RECORD_BODY,
+  type PushRecord,
+  RECORD_HEADER,
+  RECORD_MAGIC,
+} from './internal/record.js';
 
 /**
  * When an appended push is durable: `fsync` — written and fdatasync'ed before its promise
@@ -61,7 +67,12 @@ function allZero(b: Uint8Array): boolean {
  * whose body CRC fails and which ends exactly at end of file, or zero fill) is a torn write
  * and is dropped; anything else that fails is PsCorruptError with the record's offset.
  */
-export function scanSegment(buf: Uint8Array, file: string, isLast: boolean, expectLsn: number): ScanResult {
+export function scanSegment(
+  buf: Uint8Array,
+  file: string,
+  isLast: boolean,
+  expectLsn: number,
+): ScanResult {
   const records: PushRecord[] = [];
   let o = 0;
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
@@ -78,7 +89,11 @@ export function scanSegment(buf: Uint8Array, file: string, isLast: boolean, expe
     const magic = dv.getUint32(o, true);
     const len = dv.getUint32(o + 4, true);
     const hcrc = dv.getUint32(o + 8, true);
-    if (magic !== RECORD_MAGIC || hcrc !== crc32c(buf.subarray(o, o + 8)) || len > MAX_RECORD_BODY) {
+    if (
+      magic !== RECORD_MAGIC ||
+      hcrc !== crc32c(buf.subarray(o, o + 8)) ||
+      len > MAX_RECORD_BODY
+    ) {
       if (allZero(buf.subarray(o))) return torn('zero fill');
       throw new PsCorruptError(file, o, 'bad record header (magic, length or header checksum)');
     }
@@ -91,7 +106,8 @@ export function scanSegment(buf: Uint8Array, file: string, isLast: boolean, expe
     }
     const rec = decodeBody(body);
     if (typeof rec === 'string') throw new PsCorruptError(file, o, rec);
-    if (rec.lsn !== lsn) throw new PsCorruptError(file, o, `record lsn ${rec.lsn}, expected ${lsn}`);
+    if (rec.lsn !== lsn)
+      throw new PsCorruptError(file, o, `record lsn ${rec.lsn}, expected ${lsn}`);
     records.push(rec);
     lsn++;
     o = end;
@@ -129,12 +145,18 @@ export class PushLog {
   constructor(dir: string, lastLsn: number, options: PushLogOptions = {}) {
     this.dir = dir;
     this.policy = options.policy ?? 'fsync';
-    if (!['fsync', 'group', 'none'].includes(this.policy)) throw new PsError('ERR_PS_INVALID_ARG', `unknown log policy ${String(this.policy)}`);
+    if (!['fsync', 'group', 'none'].includes(this.policy))
+      throw new PsError('ERR_PS_INVALID_ARG', `unknown log policy ${String(this.policy)}`);
     this.#groupBytes = options.groupBytes ?? 1 << 20;
     this.#groupDelayMs = options.groupDelayMs ?? 2;
     this.#segmentBytes = options.segmentBytes ?? 64 << 20;
-    for (const [k, v] of [['groupBytes', this.#groupBytes], ['groupDelayMs', this.#groupDelayMs], ['segmentBytes', this.#segmentBytes]] as const)
-      if (!Number.isFinite(v) || v < 0) throw new PsError('ERR_PS_INVALID_ARG', `log ${k} must be a non-negative number`);
+    for (const [k, v] of [
+      ['groupBytes', this.#groupBytes],
+      ['groupDelayMs', this.#groupDelayMs],
+      ['segmentBytes', this.#segmentBytes],
+    ] as const)
+      if (!Number.isFinite(v) || v < 0)
+        throw new PsError('ERR_PS_INVALID_ARG', `log ${k} must be a non-negative number`);
     this.#durable = lastLsn;
   }
 
@@ -183,7 +205,9 @@ export class PushLog {
   }
 
   #fail(err: unknown): PsError {
-    this.#failed ??= new PsError('ERR_PS_IO', `push log write failed in ${this.dir}`, { cause: err });
+    this.#failed ??= new PsError('ERR_PS_IO', `push log write failed in ${this.dir}`, {
+      cause: err,
+    });
     for (const w of this.#waiters) w.reject(this.#failed);
     this.#waiters = [];
     return this.#failed;
@@ -226,7 +250,9 @@ export class PushLog {
           fs.write(fd, batch, 0, batch.length, null, (err) => (err ? reject(err) : resolve())),
         );
         this.#segSize += batch.length;
-        await new Promise<void>((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+        await new Promise<void>((resolve, reject) =>
+          fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())),
+        );
       } catch (err) {
         this.#fail(err);
         return;

@@ -150,13 +150,20 @@ export class SparseTable {
   #cowCopies: Map<number, CapturedChunk> | null = null;
 
   constructor(config: SparseTableConfig, memory: RowMemory) {
-    if (config === null || typeof config !== 'object') throw invalidArg('table config must be an object');
-    if (typeof config.name !== 'string' || config.name.length === 0 || config.name.length > 200 || !/^[A-Za-z0-9_.-]+$/.test(config.name))
+    if (config === null || typeof config !== 'object')
+      throw invalidArg('table config must be an object');
+    if (
+      typeof config.name !== 'string' ||
+      config.name.length === 0 ||
+      config.name.length > 200 ||
+      !/^[A-Za-z0-9_.-]+$/.test(config.name)
+    )
       throw invalidArg('table name must be 1–200 characters of [A-Za-z0-9_.-]');
     if (!Number.isInteger(config.dim) || config.dim < 1 || config.dim > MAX_DIM)
       throw invalidArg(`table ${config.name}: dim must be an integer in [1, ${MAX_DIM}]`);
     const dtype = config.rowDtype ?? 'f32';
-    if (dtype !== 'f32' && dtype !== 'f16') throw invalidArg(`table ${config.name}: rowDtype must be 'f32' or 'f16'`);
+    if (dtype !== 'f32' && dtype !== 'f16')
+      throw invalidArg(`table ${config.name}: rowDtype must be 'f32' or 'f16'`);
     this.name = config.name;
     this.dim = config.dim;
     this.rowDtype = dtype;
@@ -176,7 +183,9 @@ export class SparseTable {
     if (config.admission !== undefined) {
       const a = config.admission;
       if (!Number.isInteger(a.threshold) || a.threshold < 1 || a.threshold > 0xffff)
-        throw invalidArg(`table ${config.name}: admission threshold must be an integer in [1, 65535]`);
+        throw invalidArg(
+          `table ${config.name}: admission threshold must be an integer in [1, 65535]`,
+        );
       this.#sketch = new CountMinSketch(a.width ?? 65536, a.depth ?? 4);
       this.#threshold = a.threshold;
     } else {
@@ -193,17 +202,25 @@ export class SparseTable {
       (this.optimizer.usesSteps ? 4 : 0) +
       (this.#lru ? 16 : 0) +
       (Number.isFinite(ttl) ? 8 : 0);
-    let chunkRows = Math.min(MAX_CHUNK_ROWS, floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))));
+    let chunkRows = Math.min(
+      MAX_CHUNK_ROWS,
+      floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))),
+    );
     if (Number.isFinite(budget)) {
       const sketchBytes = this.#sketch?.bytes ?? 0;
       const fit = (rows: number, cr: number) =>
-        sketchBytes + HashIndex.bytesFor(HashIndex.bucketsFor(rows)) + Math.ceil(rows / cr) * cr * this.#slotBytes <= budget;
+        sketchBytes +
+          HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
+          Math.ceil(rows / cr) * cr * this.#slotBytes <=
+        budget;
       const guess = Math.floor((budget - sketchBytes) / (this.#slotBytes + 12));
       chunkRows = Math.min(chunkRows, floorPow2(Math.max(1, Math.floor(guess / 8))));
       let rows = Math.max(0, guess);
       while (rows > 0 && !fit(rows, chunkRows)) rows = Math.floor(rows * 0.97);
       if (rows < 1)
-        throw invalidArg(`table ${config.name}: budgetBytes ${budget} cannot hold one row (${this.#slotBytes} B per row + index + sketch)`);
+        throw invalidArg(
+          `table ${config.name}: budgetBytes ${budget} cannot hold one row (${this.#slotBytes} B per row + index + sketch)`,
+        );
       rows = Math.floor(rows / chunkRows) * chunkRows || rows;
       while (!fit(rows, chunkRows)) rows--;
       this.#maxRows = rows;
@@ -276,7 +293,9 @@ export class SparseTable {
   #expired(slot: number, nowMs: number): boolean {
     if (!Number.isFinite(this.#ttl)) return false;
     const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
-    return nowMs - ((c.lastMs as Float64Array)[slot & (this.#chunkRows - 1)] as number) >= this.#ttl;
+    return (
+      nowMs - ((c.lastMs as Float64Array)[slot & (this.#chunkRows - 1)] as number) >= this.#ttl
+    );
   }
 
   /** Gathers rows of `n` keys (lo/hi pairs in k32) into out[i·dim …] in request order. */
@@ -290,7 +309,8 @@ export class SparseTable {
     // overlap instead of alternating.
     if (this.#slots.length < n) this.#slots = new Int32Array(n);
     const slots = this.#slots;
-    for (let i = 0; i < n; i++) slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
+    for (let i = 0; i < n; i++)
+      slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
     for (let i = 0, o = 0; i < n; i++, o += dim) {
       const slot = slots[i] as number;
       if (slot < 0 || (ttl && this.#expired(slot, nowMs))) {
@@ -316,7 +336,12 @@ export class SparseTable {
    * summed first (in request order). Unadmitted keys are dropped. Returns rows updated and
    * keys dropped.
    */
-  push(k32: Uint32Array, n: number, grads: Float32Array, nowMs: number): { rows: number; dropped: number } {
+  push(
+    k32: Uint32Array,
+    n: number,
+    grads: Float32Array,
+    nowMs: number,
+  ): { rows: number; dropped: number } {
     const dim = this.dim;
     if (Number.isFinite(this.#ttl)) this.#sweepTtl(nowMs);
     this.#ensureScratch(n);
@@ -357,7 +382,8 @@ export class SparseTable {
         if (this.#lru) this.#touch(slot);
       } else {
         const ao = (mapIdx[h] as number) * dim;
-        for (let j = 0; j < dim; j++) acc[ao + j] = Math.fround((acc[ao + j] as number) + (grads[go + j] as number));
+        for (let j = 0; j < dim; j++)
+          acc[ao + j] = Math.fround((acc[ao + j] as number) + (grads[go + j] as number));
       }
     }
     const shift = this.#chunkShift;
@@ -451,7 +477,8 @@ export class SparseTable {
     }
     const names = this.optimizer.stateInit;
     const so = i * this.#stateDim;
-    for (let k = 0; k < names.length; k++) c.state.fill(names[k] as number, so + k * dim, so + (k + 1) * dim);
+    for (let k = 0; k < names.length; k++)
+      c.state.fill(names[k] as number, so + k * dim, so + (k + 1) * dim);
     if (this.#lru) {
       (c.prev as Int32Array)[i] = NONE;
       (c.next as Int32Array)[i] = NONE;
@@ -465,9 +492,14 @@ export class SparseTable {
     const block = this.#memory.alloc(Math.max(8, rowBytes));
     const b = block.bytes;
     if (!(b instanceof Uint8Array) || b.byteLength < rowBytes || b.byteOffset % 8 !== 0)
-      throw new PsError('ERR_PS_INVALID_ARG', 'row memory returned a block that is too short or not 8-byte aligned');
-    const f32 = this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
-    const f16 = this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+      throw new PsError(
+        'ERR_PS_INVALID_ARG',
+        'row memory returned a block that is too short or not 8-byte aligned',
+      );
+    const f32 =
+      this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+    const f16 =
+      this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const chunk: Chunk = {
       block,
       f32,
@@ -488,19 +520,27 @@ export class SparseTable {
   }
 
   #nextOf(slot: number): number {
-    return (this.#chunks[slot >>> this.#chunkShift]?.next as Int32Array)[slot & (this.#chunkRows - 1)] as number;
+    return ((this.#chunks[slot >>> this.#chunkShift] as Chunk).next as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] as number;
   }
 
   #setNext(slot: number, v: number): void {
-    (this.#chunks[slot >>> this.#chunkShift]?.next as Int32Array)[slot & (this.#chunkRows - 1)] = v;
+    ((this.#chunks[slot >>> this.#chunkShift] as Chunk).next as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] = v;
   }
 
   #setPrev(slot: number, v: number): void {
-    (this.#chunks[slot >>> this.#chunkShift]?.prev as Int32Array)[slot & (this.#chunkRows - 1)] = v;
+    ((this.#chunks[slot >>> this.#chunkShift] as Chunk).prev as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] = v;
   }
 
   #prevOf(slot: number): number {
-    return (this.#chunks[slot >>> this.#chunkShift]?.prev as Int32Array)[slot & (this.#chunkRows - 1)] as number;
+    return ((this.#chunks[slot >>> this.#chunkShift] as Chunk).prev as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] as number;
   }
 
   #linkHead(slot: number): void {
@@ -574,9 +614,15 @@ export class SparseTable {
       if (c.live[i] !== 1) continue;
       keys[2 * k] = c.keys[2 * i] as number;
       keys[2 * k + 1] = c.keys[2 * i + 1] as number;
-      if (rowsF32 !== null) rowsF32.set((c.f32 as Float32Array).subarray(i * dim, (i + 1) * dim), k * dim);
-      if (rowsF16 !== null) rowsF16.set((c.f16 as Uint16Array).subarray(i * dim, (i + 1) * dim), k * dim);
-      for (let s = 0; s < ns; s++) (state[s] as Float32Array).set(c.state.subarray(i * sd + s * dim, i * sd + (s + 1) * dim), k * dim);
+      if (rowsF32 !== null)
+        rowsF32.set((c.f32 as Float32Array).subarray(i * dim, (i + 1) * dim), k * dim);
+      if (rowsF16 !== null)
+        rowsF16.set((c.f16 as Uint16Array).subarray(i * dim, (i + 1) * dim), k * dim);
+      for (let s = 0; s < ns; s++)
+        (state[s] as Float32Array).set(
+          c.state.subarray(i * sd + s * dim, i * sd + (s + 1) * dim),
+          k * dim,
+        );
       if (steps !== null) steps[k] = (c.steps as Uint32Array)[i] as number;
       if (tick !== null) tick[k] = (c.tick as Float64Array)[i] as number;
       if (lastMs !== null) lastMs[k] = (c.lastMs as Float64Array)[i] as number;
@@ -596,7 +642,8 @@ export class SparseTable {
 
   /** Starts a snapshot: O(chunks) now, each chunk copied before its next write. */
   beginCapture(): TableCapture {
-    if (this.#cow !== null) throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: a snapshot is already running`);
+    if (this.#cow !== null)
+      throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: a snapshot is already running`);
     const count = this.#chunks.length;
     this.#cow = new Uint8Array(count).fill(1);
     this.#cowCopies = new Map();
@@ -639,9 +686,14 @@ export class SparseTable {
     sketch: Uint16Array | null;
     tickCounter: number;
   }): void {
-    if (this.rows !== 0) throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: load into a non-empty table`);
+    if (this.rows !== 0)
+      throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: load into a non-empty table`);
     const n = data.keys.length / 2;
-    if (n > this.#maxRows) throw new PsError('ERR_PS_CONFIG_MISMATCH', `table ${this.name}: snapshot has ${n} rows, budget allows ${this.#maxRows}`);
+    if (n > this.#maxRows)
+      throw new PsError(
+        'ERR_PS_CONFIG_MISMATCH',
+        `table ${this.name}: snapshot has ${n} rows, budget allows ${this.#maxRows}`,
+      );
     const order = Array.from({ length: n }, (_, i) => i);
     const tick = data.tick;
     if (tick !== null) order.sort((a, b) => (tick[a] as number) - (tick[b] as number));
@@ -650,17 +702,26 @@ export class SparseTable {
     for (const k of order) {
       const lo = data.keys[2 * k] as number;
       const hi = data.keys[2 * k + 1] as number;
-      if (this.#index.get(lo, hi) >= 0) throw new PsError('ERR_PS_CORRUPT', `table ${this.name}: duplicate key in snapshot`);
+      if (this.#index.get(lo, hi) >= 0)
+        throw new PsError('ERR_PS_CORRUPT', `table ${this.name}: duplicate key in snapshot`);
       const slot = this.#nextSlot++;
       if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
       this.#initSlot(slot, lo, hi);
       this.#index.set(lo, hi, slot);
       const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
       const i = slot & (this.#chunkRows - 1);
-      if (c.f32 !== null) c.f32.set((data.rows as Float32Array).subarray(k * dim, (k + 1) * dim), i * dim);
-      else (c.f16 as Uint16Array).set((data.rows as Uint16Array).subarray(k * dim, (k + 1) * dim), i * dim);
+      if (c.f32 !== null)
+        c.f32.set((data.rows as Float32Array).subarray(k * dim, (k + 1) * dim), i * dim);
+      else
+        (c.f16 as Uint16Array).set(
+          (data.rows as Uint16Array).subarray(k * dim, (k + 1) * dim),
+          i * dim,
+        );
       for (let s = 0; s < data.state.length; s++)
-        c.state.set((data.state[s] as Float32Array).subarray(k * dim, (k + 1) * dim), i * sd + s * dim);
+        c.state.set(
+          (data.state[s] as Float32Array).subarray(k * dim, (k + 1) * dim),
+          i * sd + s * dim,
+        );
       if (c.steps !== null && data.steps !== null) c.steps[i] = data.steps[k] as number;
       if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
       if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;

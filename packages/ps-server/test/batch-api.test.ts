@@ -10,14 +10,22 @@ describe('batch API', () => {
     });
 
   it('pull_of_unseen_keys_returns_init_in_request_order', () => {
-    const s = new ParameterStore({ tables: [{ name: 't', dim: 3, optimizer: { kind: 'sum' }, init: { kind: 'uniform', seed: 7 } }] });
+    const s = new ParameterStore({
+      tables: [
+        { name: 't', dim: 3, optimizer: { kind: 'sum' }, init: { kind: 'uniform', seed: 7 } },
+      ],
+    });
     const out = new Float32Array(9);
     s.pullInto('t', keys(5, 9, 5), out);
     expect(Array.from(out.subarray(0, 3))).toEqual(Array.from(out.subarray(6, 9)));
     expect(Array.from(out.subarray(0, 3))).not.toEqual(Array.from(out.subarray(3, 6)));
     for (const v of out) expect(Math.abs(v)).toBeLessThanOrEqual(0.01);
     // Another store with the same seed agrees without storing anything.
-    const s2 = new ParameterStore({ tables: [{ name: 't', dim: 3, optimizer: { kind: 'sum' }, init: { kind: 'uniform', seed: 7 } }] });
+    const s2 = new ParameterStore({
+      tables: [
+        { name: 't', dim: 3, optimizer: { kind: 'sum' }, init: { kind: 'uniform', seed: 7 } },
+      ],
+    });
     const out2 = new Float32Array(9);
     s2.pullInto('t', keys(5, 9, 5), out2);
     expect(out2).toEqual(out);
@@ -65,18 +73,60 @@ describe('batch API', () => {
       }
       return 'no error';
     };
-    expect(code(() => s.pullInto('nope', keys(1), new Float32Array(4)))).toBe('ERR_PS_UNKNOWN_TABLE');
-    expect(code(() => s.pullInto('emb', [1n] as unknown as BigUint64Array, new Float32Array(4)))).toBe('ERR_PS_INVALID_ARG');
+    expect(code(() => s.pullInto('nope', keys(1), new Float32Array(4)))).toBe(
+      'ERR_PS_UNKNOWN_TABLE',
+    );
+    expect(
+      code(() => s.pullInto('emb', [1n] as unknown as BigUint64Array, new Float32Array(4))),
+    ).toBe('ERR_PS_INVALID_ARG');
     expect(code(() => s.pullInto('emb', keys(1), new Float32Array(3)))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => s.push('emb', keys(1), new Float32Array(4), { session: '', seq: 1 }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => s.push('emb', keys(1), new Float32Array(4), { session: 'a', seq: -1 }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => s.push('emb', keys(1), new Float32Array(4), null as never))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => s.pushDense('w', new Float32Array(5), { session: 'a', seq: 1 }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => new ParameterStore({ tables: [{ name: 'x', dim: 0, optimizer: { kind: 'sum' } }] }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => new ParameterStore({ tables: [{ name: 'x', dim: 4097, optimizer: { kind: 'sum' } }] }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => new ParameterStore({ tables: [{ name: 'x', dim: 4, optimizer: { kind: 'bogus' } as never }] }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => new ParameterStore({ tables: [{ name: 'x', dim: 4, optimizer: { kind: 'sgd', lr: Number.NaN } }] }))).toBe('ERR_PS_INVALID_ARG');
-    expect(code(() => new ParameterStore({ tables: [{ name: 'x', dim: 4, optimizer: { kind: 'sum' }, budgetBytes: 10 }] }))).toBe('ERR_PS_INVALID_ARG');
+    expect(code(() => s.push('emb', keys(1), new Float32Array(4), { session: '', seq: 1 }))).toBe(
+      'ERR_PS_INVALID_ARG',
+    );
+    expect(code(() => s.push('emb', keys(1), new Float32Array(4), { session: 'a', seq: -1 }))).toBe(
+      'ERR_PS_INVALID_ARG',
+    );
+    expect(code(() => s.push('emb', keys(1), new Float32Array(4), null as never))).toBe(
+      'ERR_PS_INVALID_ARG',
+    );
+    expect(code(() => s.pushDense('w', new Float32Array(5), { session: 'a', seq: 1 }))).toBe(
+      'ERR_PS_INVALID_ARG',
+    );
+    expect(
+      code(
+        () => new ParameterStore({ tables: [{ name: 'x', dim: 0, optimizer: { kind: 'sum' } }] }),
+      ),
+    ).toBe('ERR_PS_INVALID_ARG');
+    expect(
+      code(
+        () =>
+          new ParameterStore({ tables: [{ name: 'x', dim: 4097, optimizer: { kind: 'sum' } }] }),
+      ),
+    ).toBe('ERR_PS_INVALID_ARG');
+    expect(
+      code(
+        () =>
+          new ParameterStore({
+            tables: [{ name: 'x', dim: 4, optimizer: { kind: 'bogus' } as never }],
+          }),
+      ),
+    ).toBe('ERR_PS_INVALID_ARG');
+    expect(
+      code(
+        () =>
+          new ParameterStore({
+            tables: [{ name: 'x', dim: 4, optimizer: { kind: 'sgd', lr: Number.NaN } }],
+          }),
+      ),
+    ).toBe('ERR_PS_INVALID_ARG');
+    expect(
+      code(
+        () =>
+          new ParameterStore({
+            tables: [{ name: 'x', dim: 4, optimizer: { kind: 'sum' }, budgetBytes: 10 }],
+          }),
+      ),
+    ).toBe('ERR_PS_INVALID_ARG');
     await s.close();
     expect(code(() => s.pullInto('emb', keys(1), new Float32Array(4)))).toBe('ERR_PS_CLOSED');
   });
@@ -90,7 +140,10 @@ describe('batch API', () => {
         deregister: () => {},
       },
     });
-    const s = new ParameterStore({ memory: allocator, tables: [{ name: 'e', dim: 32, optimizer: { kind: 'sum' } }] });
+    const s = new ParameterStore({
+      memory: allocator,
+      tables: [{ name: 'e', dim: 32, optimizer: { kind: 'sum' } }],
+    });
     await s.push('e', keys(1, 2), new Float32Array(64).fill(1), { session: 'a', seq: 1 });
     expect(allocator.liveBlocks).toBeGreaterThan(0);
     const out = new Float32Array(64);

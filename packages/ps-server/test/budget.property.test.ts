@@ -2,7 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { heapRowMemory, type OptimizerConfig, SparseTable } from '../src/index.js';
 
-const opts: OptimizerConfig[] = [{ kind: 'sum' }, { kind: 'adagrad' }, { kind: 'adam' }, { kind: 'ftrl', alpha: 0.1 }];
+const opts: OptimizerConfig[] = [
+  { kind: 'sum' },
+  { kind: 'adagrad' },
+  { kind: 'adam' },
+  { kind: 'ftrl', alpha: 0.1 },
+];
 
 describe('memory-budgeted tables', () => {
   it('budget_is_never_exceeded_and_admission_lru_ttl_follow_policy', () => {
@@ -16,7 +21,10 @@ describe('memory-budgeted tables', () => {
           ttl: fc.option(fc.integer({ min: 5, max: 60 }), { nil: undefined }),
           f16: fc.boolean(),
         }),
-        fc.array(fc.record({ key: fc.integer({ min: 0, max: 300 }), dt: fc.integer({ min: 0, max: 4 }) }), { minLength: 1, maxLength: 250 }),
+        fc.array(
+          fc.record({ key: fc.integer({ min: 0, max: 300 }), dt: fc.integer({ min: 0, max: 4 }) }),
+          { minLength: 1, maxLength: 250 },
+        ),
         (cfg, stream) => {
           const t = new SparseTable(
             {
@@ -61,7 +69,8 @@ describe('memory-budgeted tables', () => {
             const st = t.stats();
             expect(st.bytes).toBeLessThanOrEqual(cfg.budget);
             expect(st.rows).toBe(present.size);
-            for (let k = 0; k <= 300; k++) expect(t.has((k * 2654435761) >>> 0, k, now)).toBe(present.has(k));
+            for (let k = 0; k <= 300; k++)
+              expect(t.has((k * 2654435761) >>> 0, k, now)).toBe(present.has(k));
           }
         },
       ),
@@ -71,7 +80,14 @@ describe('memory-budgeted tables', () => {
 
   it('stats_report_exact_bytes_and_an_unadmitted_key_pulls_its_init', () => {
     const t = new SparseTable(
-      { name: 't', dim: 8, optimizer: { kind: 'adagrad' }, init: { kind: 'uniform', seed: 5 }, budgetBytes: 1 << 20, admission: { threshold: 2 } },
+      {
+        name: 't',
+        dim: 8,
+        optimizer: { kind: 'adagrad' },
+        init: { kind: 'uniform', seed: 5 },
+        budgetBytes: 1 << 20,
+        admission: { threshold: 2 },
+      },
       heapRowMemory,
     );
     const k = Uint32Array.of(7, 0);

@@ -1,10 +1,18 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ParameterStore, PsCorruptError, PsError, PsNoValidSnapshotError, type SparseTableConfig } from '../src/index.js';
+import {
+  ParameterStore,
+  PsCorruptError,
+  PsError,
+  PsNoValidSnapshotError,
+  type SparseTableConfig,
+} from '../src/index.js';
 import { bits, tmpDir } from './helpers.js';
 
-const tables: SparseTableConfig[] = [{ name: 't', dim: 2, optimizer: { kind: 'adagrad', lr: 0.5 } }];
+const tables: SparseTableConfig[] = [
+  { name: 't', dim: 2, optimizer: { kind: 'adagrad', lr: 0.5 } },
+];
 const dense = [{ name: 'd', shape: [3], optimizer: { kind: 'adam' as const } }];
 const KEYS = BigUint64Array.of(1n, 2n, 3n, 1n << 40n);
 
@@ -35,7 +43,12 @@ function copyDir(src: string): string {
 
 async function openError(dir: string, log: boolean): Promise<unknown> {
   try {
-    const s = await ParameterStore.open({ dir, tables, dense, log: log ? { policy: 'none' } : false });
+    const s = await ParameterStore.open({
+      dir,
+      tables,
+      dense,
+      log: log ? { policy: 'none' } : false,
+    });
     await s.close();
     return null;
   } catch (e) {
@@ -70,14 +83,15 @@ describe('corrupt snapshots are detected', () => {
     };
     for (let pos = 0; pos < good.length; pos++) {
       const bad = Buffer.from(good);
-      bad[pos] = (bad[pos] as number) ^ (1 << pos % 8);
+      bad[pos] = (bad[pos] as number) ^ (1 << (pos % 8));
       await check(bad);
       if (pos < 8) classes.length++;
       else if (pos >= metaStart && pos <= metaEnd) classes.metadata++;
       else if (pos < headerLen) classes.header++;
       else classes.data++;
     }
-    for (let len = 0; len < good.length; len += len < 16 ? 1 : 5) await check(good.subarray(0, len));
+    for (let len = 0; len < good.length; len += len < 16 ? 1 : 5)
+      await check(good.subarray(0, len));
     expect(Object.values(classes).every((n) => n > 0)).toBe(true);
   });
 
@@ -108,7 +122,12 @@ describe('corrupt snapshots are detected', () => {
     await pushN(s, 0, 2);
     await s.snapshot();
     await s.close();
-    const e = await ParameterStore.open({ dir, tables: [{ ...tables[0], optimizer: { kind: 'adagrad', lr: 0.4 } } as SparseTableConfig], dense, log: false }).catch((x: unknown) => x);
+    const e = await ParameterStore.open({
+      dir,
+      tables: [{ ...tables[0], optimizer: { kind: 'adagrad', lr: 0.4 } } as SparseTableConfig],
+      dense,
+      log: false,
+    }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(PsError);
     expect((e as PsError).code).toBe('ERR_PS_CONFIG_MISMATCH');
   });
@@ -128,7 +147,7 @@ describe('corrupt and torn logs', () => {
     for (let pos = 0; pos < good.length; pos++) {
       const w = copyDir(dir);
       const bad = Buffer.from(good);
-      bad[pos] = (bad[pos] as number) ^ (1 << pos % 8);
+      bad[pos] = (bad[pos] as number) ^ (1 << (pos % 8));
       fs.writeFileSync(path.join(w, seg), bad);
       const rec = Math.floor(pos / recLen);
       // A bad magic, length or header CRC (bytes 0–11) is corruption anywhere (a torn write leaves a prefix, never wrong
@@ -158,7 +177,11 @@ describe('corrupt and torn logs', () => {
     const good = fs.readFileSync(path.join(dir, seg));
     const recLen = good.length / 4;
     const refs = await Promise.all([0, 1, 2, 3, 4, 5].map(referenceAfter));
-    for (let len = 0; len <= good.length; len += len % recLen < 17 || len % recLen > recLen - 2 ? 1 : 6) {
+    for (
+      let len = 0;
+      len <= good.length;
+      len += len % recLen < 17 || len % recLen > recLen - 2 ? 1 : 6
+    ) {
       const w = copyDir(dir);
       fs.writeFileSync(path.join(w, seg), good.subarray(0, len));
       const r = await ParameterStore.open({ dir: w, tables, dense, log: { policy: 'fsync' } });

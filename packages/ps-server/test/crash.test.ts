@@ -12,7 +12,12 @@ const KILLS = 20;
 const PARALLEL = 4;
 
 function lastAck(file: string): number {
-  const lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0) : [];
+  const lines = fs.existsSync(file)
+    ? fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.length > 0)
+    : [];
   return lines.length === 0 ? -1 : Number(lines[lines.length - 1]);
 }
 
@@ -40,9 +45,13 @@ function runAndKill(seed: number, target: number): Promise<{ dir: string; acked:
   const dir = tmpDir('ps-crash-');
   const ackFile = path.join(dir, 'acks.txt');
   return new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', WRITER, dir, String(seed), ackFile], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child: ChildProcess = spawn(
+      process.execPath,
+      ['--import', 'tsx', WRITER, dir, String(seed), ackFile],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     let stderr = '';
     child.stderr?.on('data', (d) => {
       stderr += String(d);
@@ -69,7 +78,9 @@ describe('crash safety under fsync', () => {
     for (let b = 0; b < seeds.length; b += PARALLEL) {
       const batch = seeds.slice(b, b + PARALLEL);
       // Kill points spread over the stream: before, around and after the snapshots at 40, 80 …
-      const runs = await Promise.all(batch.map((seed) => runAndKill(seed, 1 + ((seed * 37) % 150))));
+      const runs = await Promise.all(
+        batch.map((seed) => runAndKill(seed, 1 + ((seed * 37) % 150))),
+      );
       for (let k = 0; k < batch.length; k++) {
         const seed = batch[k] as number;
         const { dir, acked } = runs[k] as { dir: string; acked: number };
@@ -81,7 +92,9 @@ describe('crash safety under fsync', () => {
         // Every acknowledged push survives. At most the one in flight (durable, not yet
         // acknowledged when the kill came) may also be there — never half of one.
         const n = applied === undefined ? 0 : applied + 1;
-        expect(n === acked || n === acked + 1, `seed ${seed}: acked ${acked}, restored ${n}`).toBe(true);
+        expect(n === acked || n === acked + 1, `seed ${seed}: acked ${acked}, restored ${n}`).toBe(
+          true,
+        );
         expect(got).toEqual(await reference(seed, n));
         outcomes.push(`${seed}:${acked}/${n}`);
         fs.rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,11 @@ const key = fc.oneof(
   fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }),
 );
 const op = fc.oneof(
-  fc.record({ t: fc.constant('set' as const), k: key, v: fc.integer({ min: 0, max: 2 ** 31 - 1 }) }),
+  fc.record({
+    t: fc.constant('set' as const),
+    k: key,
+    v: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+  }),
   fc.record({ t: fc.constant('del' as const), k: key }),
   fc.record({ t: fc.constant('get' as const), k: key }),
 );
@@ -17,25 +21,31 @@ const split = (k: bigint): [number, number] => [Number(k & 0xffffffffn), Number(
 describe('HashIndex against a Map', () => {
   it('agrees_under_random_insert_delete_lookup_and_incremental_growth', () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 600 }), fc.integer({ min: 0, max: 2 ** 32 - 1 }), (ops, salt) => {
-        const h = new HashIndex({ initialBuckets: 2, salt });
-        const m = new Map<bigint, number>();
-        for (const o of ops) {
-          const [lo, hi] = split(o.k);
-          if (o.t === 'set') {
-            h.set(lo, hi, o.v);
-            m.set(o.k, o.v);
-          } else if (o.t === 'del') {
-            expect(h.delete(lo, hi)).toBe(m.delete(o.k));
+      fc.property(
+        fc.array(op, { maxLength: 600 }),
+        fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+        (ops, salt) => {
+          const h = new HashIndex({ initialBuckets: 2, salt });
+          const m = new Map<bigint, number>();
+          for (const o of ops) {
+            const [lo, hi] = split(o.k);
+            if (o.t === 'set') {
+              h.set(lo, hi, o.v);
+              m.set(o.k, o.v);
+            } else if (o.t === 'del') {
+              expect(h.delete(lo, hi)).toBe(m.delete(o.k));
+            }
+            expect(h.get(lo, hi)).toBe(m.get(o.k) ?? -1);
+            expect(h.size).toBe(m.size);
           }
-          expect(h.get(lo, hi)).toBe(m.get(o.k) ?? -1);
-          expect(h.size).toBe(m.size);
-        }
-        const seen = new Map<bigint, number>();
-        h.forEach((lo, hi, v) => seen.set((BigInt(hi) << 32n) | BigInt(lo), v));
-        expect(seen).toEqual(m);
-        for (const [k, v] of m) expect(h.get(...split(k))).toBe(v);
-      }),
+          const seen = new Map<bigint, number>();
+          h.forEach((lo, hi, v) => {
+            seen.set((BigInt(hi) << 32n) | BigInt(lo), v);
+          });
+          expect(seen).toEqual(m);
+          for (const [k, v] of m) expect(h.get(...split(k))).toBe(v);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -6,7 +6,9 @@ import { tmpDir } from './helpers.js';
 const probe = spawnSync('python3', ['-c', 'import safetensors.numpy, numpy'], { encoding: 'utf8' });
 const hasPython = probe.status === 0;
 if (!hasPython)
-  console.warn(`python-interop skipped: python3 cannot import safetensors and numpy (pip install safetensors numpy): ${probe.error?.message ?? probe.stderr}`);
+  console.warn(
+    `python-interop skipped: python3 cannot import safetensors and numpy (pip install safetensors numpy): ${probe.error?.message ?? probe.stderr}`,
+  );
 
 const SCRIPT = `
 import json, sys
@@ -27,16 +29,35 @@ describe.skipIf(!hasPython)('snapshots open in Python', () => {
       log: false,
       tables: [
         { name: 'emb', dim: 4, optimizer: { kind: 'adagrad' }, init: { kind: 'normal', seed: 1 } },
-        { name: 'half', dim: 3, optimizer: { kind: 'adam' }, rowDtype: 'f16', budgetBytes: 1 << 16, admission: { threshold: 1, width: 16, depth: 1 } },
+        {
+          name: 'half',
+          dim: 3,
+          optimizer: { kind: 'adam' },
+          rowDtype: 'f16',
+          budgetBytes: 1 << 16,
+          admission: { threshold: 1, width: 16, depth: 1 },
+        },
       ],
       dense: [{ name: 'w', shape: [2, 3], optimizer: { kind: 'sgd', lr: 0.1 } }],
     });
     const keys = BigUint64Array.of(1n, 2n ** 64n - 1n, 12345678901234567890n);
-    await s.push('emb', keys, Float32Array.from({ length: 12 }, (_, i) => i / 7), { session: 'a', seq: 1 });
-    await s.push('half', keys, Float32Array.from({ length: 9 }, (_, i) => i - 4), { session: 'a', seq: 2 });
+    await s.push(
+      'emb',
+      keys,
+      Float32Array.from({ length: 12 }, (_, i) => i / 7),
+      { session: 'a', seq: 1 },
+    );
+    await s.push(
+      'half',
+      keys,
+      Float32Array.from({ length: 9 }, (_, i) => i - 4),
+      { session: 'a', seq: 2 },
+    );
     await s.pushDense('w', Float32Array.of(1, 2, 3, 4, 5, 6), { session: 'a', seq: 3 });
     const info = await s.snapshot();
-    const py = JSON.parse(execFileSync('python3', ['-c', SCRIPT, info.file], { encoding: 'utf8' })) as {
+    const py = JSON.parse(
+      execFileSync('python3', ['-c', SCRIPT, info.file], { encoding: 'utf8' }),
+    ) as {
       metadata: Record<string, string>;
       tensors: Record<string, { dtype: string; shape: number[]; values: Array<number | string> }>;
     };
@@ -49,8 +70,13 @@ describe.skipIf(!hasPython)('snapshots open in Python', () => {
     expect(py.tensors['sparse/half/rows']?.dtype).toBe('float16');
     expect(py.tensors['sparse/half/exp_avg_sq']?.shape).toEqual([3, 3]);
     expect(py.tensors['dense/w']?.shape).toEqual([2, 3]);
-    for (const [table, dim] of [['emb', 4], ['half', 3]] as const) {
-      const pk = BigUint64Array.from((py.tensors[`sparse/${table}/keys`]?.values ?? []).map((v) => BigInt(v as string)));
+    for (const [table, dim] of [
+      ['emb', 4],
+      ['half', 3],
+    ] as const) {
+      const pk = BigUint64Array.from(
+        (py.tensors[`sparse/${table}/keys`]?.values ?? []).map((v) => BigInt(v as string)),
+      );
       expect([...pk].sort()).toEqual([...keys].sort());
       const want = new Float32Array(pk.length * dim);
       s.pullInto(table, pk, want);

@@ -68,7 +68,9 @@ export function refUpdate(c: OptimizerConfig, row: RefRow, g0: number[]): void {
         m[j] = f(f(f(b1) * (m[j] as number)) + f(f(1 - b1) * g));
         v[j] = f(f(f(b2) * (v[j] as number)) + f(f(f(1 - b2) * g) * g));
         const stepSize = f(lr / (1 - b1 ** t));
-        const denom = f(f(f(Math.sqrt(v[j] as number)) / f(Math.sqrt(1 - b2 ** t))) + f(c.eps ?? 1e-8));
+        const denom = f(
+          f(f(Math.sqrt(v[j] as number)) / f(Math.sqrt(1 - b2 ** t))) + f(c.eps ?? 1e-8),
+        );
         w = f(w - f(f(stepSize * (m[j] as number)) / denom));
         break;
       }
@@ -84,7 +86,10 @@ export function refUpdate(c: OptimizerConfig, row: RefRow, g0: number[]): void {
         z[j] = f(f((z[j] as number) + g) - f(sigma * w));
         n[j] = nNew;
         const zj = z[j] as number;
-        w = Math.abs(zj) <= l1 ? 0 : f(-(zj > 0 ? f(zj - l1) : f(zj + l1)) / f(f(f(beta + f(Math.sqrt(nNew))) / a) + l2));
+        w =
+          Math.abs(zj) <= l1
+            ? 0
+            : f(-(zj > 0 ? f(zj - l1) : f(zj + l1)) / f(f(f(beta + f(Math.sqrt(nNew))) / a) + l2));
         break;
       }
       case 'sum':

@@ -20,7 +20,13 @@ export function crc32c(bytes: Uint8Array, crc = 0): number {
   const n = bytes.length;
   const end8 = n - (n % 8);
   for (; i < end8; i += 8) {
-    const a = (c ^ ((bytes[i] as number) | ((bytes[i + 1] as number) << 8) | ((bytes[i + 2] as number) << 16) | ((bytes[i + 3] as number) << 24))) >>> 0;
+    const a =
+      (c ^
+        ((bytes[i] as number) |
+          ((bytes[i + 1] as number) << 8) |
+          ((bytes[i + 2] as number) << 16) |
+          ((bytes[i + 3] as number) << 24))) >>>
+      0;
     c =
       (T[7 * 256 + (a & 0xff)] as number) ^
       (T[6 * 256 + ((a >>> 8) & 0xff)] as number) ^

@@ -70,7 +70,8 @@ export function decodeBody(body: Uint8Array): PushRecord | string {
   const nl = dv.getUint16(28, true);
   const count = dv.getUint32(32, true);
   if (kind !== KIND_SPARSE && kind !== KIND_DENSE) return `unknown record kind ${kind}`;
-  if (!Number.isSafeInteger(lsn) || lsn < 1 || !Number.isSafeInteger(seq) || seq < 0) return 'bad lsn or seq';
+  if (!Number.isSafeInteger(lsn) || lsn < 1 || !Number.isSafeInteger(seq) || seq < 0)
+    return 'bad lsn or seq';
   const strs = sl + nl;
   const pad = (8 - (strs % 8)) % 8;
   const keyBytes = kind === KIND_SPARSE ? count * 8 : 0;

@@ -3,7 +3,14 @@
 import { PsCorruptError } from '../errors.js';
 
 export type Dtype = 'U64' | 'F32' | 'F16' | 'U32' | 'F64' | 'U16';
-export const DTYPE_BYTES: Record<Dtype, number> = { U64: 8, F32: 4, F16: 2, U32: 4, F64: 8, U16: 2 };
+export const DTYPE_BYTES: Record<Dtype, number> = {
+  U64: 8,
+  F32: 4,
+  F16: 2,
+  U32: 4,
+  F64: 8,
+  U16: 2,
+};
 
 export interface TensorSpec {
   name: string;
@@ -32,7 +39,8 @@ export function layout(specs: TensorSpec[]): { entries: TensorEntry[]; dataBytes
 /** The header bytes (length prefix + JSON padded with spaces to a multiple of 8). */
 export function encodeHeader(entries: TensorEntry[], metadata: Record<string, string>): Uint8Array {
   const obj: Record<string, unknown> = { __metadata__: metadata };
-  for (const e of entries) obj[e.name] = { dtype: e.dtype, shape: e.shape, data_offsets: [e.begin, e.end] };
+  for (const e of entries)
+    obj[e.name] = { dtype: e.dtype, shape: e.shape, data_offsets: [e.begin, e.end] };
   let json = JSON.stringify(obj);
   const pad = (8 - ((8 + Buffer.byteLength(json)) % 8)) % 8;
   json += ' '.repeat(pad);
@@ -54,9 +62,15 @@ export interface Parsed {
 
 /** Parses and structurally validates a whole safetensors file. */
 export function parse(buf: Uint8Array, file: string): Parsed {
-  if (buf.length < 8) throw new PsCorruptError(file, 0, `file is ${buf.length} bytes, shorter than the 8-byte header length`);
+  if (buf.length < 8)
+    throw new PsCorruptError(
+      file,
+      0,
+      `file is ${buf.length} bytes, shorter than the 8-byte header length`,
+    );
   const n = new DataView(buf.buffer, buf.byteOffset, 8).getBigUint64(0, true);
-  if (n < 2n || n > BigInt(buf.length - 8)) throw new PsCorruptError(file, 0, `header length ${n} does not fit a ${buf.length}-byte file`);
+  if (n < 2n || n > BigInt(buf.length - 8))
+    throw new PsCorruptError(file, 0, `header length ${n} does not fit a ${buf.length}-byte file`);
   const headerBytes = Number(n);
   const text = Buffer.from(buf.buffer, buf.byteOffset + 8, headerBytes).toString('utf8');
   let obj: unknown;
@@ -65,7 +79,8 @@ export function parse(buf: Uint8Array, file: string): Parsed {
   } catch (err) {
     throw new PsCorruptError(file, 8, 'header is not valid JSON', { cause: err });
   }
-  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new PsCorruptError(file, 8, 'header is not a JSON object');
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj))
+    throw new PsCorruptError(file, 8, 'header is not a JSON object');
   const metadata: Record<string, string> = {};
   const tensors = new Map<string, TensorEntry>();
   const dataStart = 8 + headerBytes;
@@ -73,26 +88,41 @@ export function parse(buf: Uint8Array, file: string): Parsed {
   const spans: Array<[number, number]> = [];
   for (const [name, v] of Object.entries(obj as Record<string, unknown>)) {
     if (name === '__metadata__') {
-      if (v === null || typeof v !== 'object') throw new PsCorruptError(file, 8, '__metadata__ is not an object');
+      if (v === null || typeof v !== 'object')
+        throw new PsCorruptError(file, 8, '__metadata__ is not an object');
       for (const [k, s] of Object.entries(v as Record<string, unknown>)) {
-        if (typeof s !== 'string') throw new PsCorruptError(file, 8, `__metadata__.${k} is not a string`);
+        if (typeof s !== 'string')
+          throw new PsCorruptError(file, 8, `__metadata__.${k} is not a string`);
         metadata[k] = s;
       }
       continue;
     }
     const t = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (t === null || typeof t !== 'object' || typeof t.dtype !== 'string' || !(t.dtype in DTYPE_BYTES))
+    if (
+      t === null ||
+      typeof t !== 'object' ||
+      typeof t.dtype !== 'string' ||
+      !(t.dtype in DTYPE_BYTES)
+    )
       throw new PsCorruptError(file, 8, `tensor ${name}: bad dtype`);
     const shape = t.shape;
     const offs = t.data_offsets;
     if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0))
       throw new PsCorruptError(file, 8, `tensor ${name}: bad shape`);
-    if (!Array.isArray(offs) || offs.length !== 2 || offs.some((d) => !Number.isSafeInteger(d) || d < 0))
+    if (
+      !Array.isArray(offs) ||
+      offs.length !== 2 ||
+      offs.some((d) => !Number.isSafeInteger(d) || d < 0)
+    )
       throw new PsCorruptError(file, 8, `tensor ${name}: bad data_offsets`);
     const [begin, end] = offs as [number, number];
     const bytes = (shape as number[]).reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype as Dtype];
     if (end < begin || end - begin !== bytes || end > dataLen)
-      throw new PsCorruptError(file, 8, `tensor ${name}: data_offsets [${begin}, ${end}] disagree with shape or file size`);
+      throw new PsCorruptError(
+        file,
+        8,
+        `tensor ${name}: data_offsets [${begin}, ${end}] disagree with shape or file size`,
+      );
     spans.push([begin, end]);
     tensors.set(name, { name, dtype: t.dtype as Dtype, shape: shape as number[], begin, end });
   }
@@ -102,6 +132,11 @@ export function parse(buf: Uint8Array, file: string): Parsed {
     if (b !== cursor) throw new PsCorruptError(file, 8, 'tensor data overlaps or leaves holes');
     cursor = e;
   }
-  if (cursor !== dataLen) throw new PsCorruptError(file, dataStart + cursor, `data section is ${dataLen} bytes, tensors cover ${cursor}`);
+  if (cursor !== dataLen)
+    throw new PsCorruptError(
+      file,
+      dataStart + cursor,
+      `data section is ${dataLen} bytes, tensors cover ${cursor}`,
+    );
   return { headerBytes, headerText: text, metadata, tensors, dataStart };
 }
