@@ -143,6 +143,7 @@ export class SparseTable {
   #mapSlot = new Int32Array(64);
   #mapIdx = new Int32Array(64);
   #uniq = new Int32Array(32);
+  #src = new Int32Array(32);
   #slots = new Int32Array(64);
   #acc = new Float32Array(32);
   readonly #tmp: Float32Array;
@@ -350,6 +351,7 @@ export class SparseTable {
     const mmask = mapSlot.length - 1;
     mapSlot.fill(NONE);
     const uniq = this.#uniq;
+    const src = this.#src;
     const acc = this.#acc;
     let u = 0;
     let dropped = 0;
@@ -373,15 +375,21 @@ export class SparseTable {
       while (mapSlot[h] !== NONE && mapSlot[h] !== slot) h = (h + 1) & mmask;
       const go = i * dim;
       if (mapSlot[h] === NONE) {
+        // First occurrence: the update reads the caller's gradient in place.
         mapSlot[h] = slot;
         mapIdx[h] = u;
         uniq[u] = slot;
-        const ao = u * dim;
-        for (let j = 0; j < dim; j++) acc[ao + j] = grads[go + j] as number;
+        src[u] = go;
         u++;
         if (this.#lru) this.#touch(slot);
       } else {
-        const ao = (mapIdx[h] as number) * dim;
+        const k = mapIdx[h] as number;
+        const ao = k * dim;
+        const first = src[k] as number;
+        if (first >= 0) {
+          for (let j = 0; j < dim; j++) acc[ao + j] = grads[first + j] as number;
+          src[k] = -1;
+        }
         for (let j = 0; j < dim; j++)
           acc[ao + j] = Math.fround((acc[ao + j] as number) + (grads[go + j] as number));
       }
@@ -404,12 +412,15 @@ export class SparseTable {
         step = (c.steps[i] as number) + 1;
         c.steps[i] = step;
       }
-      if (c.f32 !== null) update(c.f32, i * dim, c.state, i * sd, acc, k * dim, dim, step);
+      const s0 = src[k] as number;
+      const g = s0 >= 0 ? grads : acc;
+      const go = s0 >= 0 ? s0 : k * dim;
+      if (c.f32 !== null) update(c.f32, i * dim, c.state, i * sd, g, go, dim, step);
       else {
         const h = c.f16 as Uint16Array;
         const r = i * dim;
         for (let j = 0; j < dim; j++) tmp[j] = HALF_TO_FLOAT[h[r + j] as number] as number;
-        update(tmp, 0, c.state, i * sd, acc, k * dim, dim, step);
+        update(tmp, 0, c.state, i * sd, g, go, dim, step);
         for (let j = 0; j < dim; j++) h[r + j] = toHalf(tmp[j] as number);
       }
       if (tick) (c.tick as Float64Array)[i] = ++this.#tick;
@@ -425,7 +436,10 @@ export class SparseTable {
       this.#mapSlot = new Int32Array(m);
       this.#mapIdx = new Int32Array(m);
     }
-    if (this.#uniq.length < n) this.#uniq = new Int32Array(n);
+    if (this.#uniq.length < n) {
+      this.#uniq = new Int32Array(n);
+      this.#src = new Int32Array(n);
+    }
     if (this.#acc.length < n * this.dim) this.#acc = new Float32Array(n * this.dim);
   }
 
