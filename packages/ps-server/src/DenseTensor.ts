@@ -4,7 +4,7 @@ import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimiz
 
 export interface DenseTensorConfig {
   name: string;
-  /** Any shape; the product is the element count (≥ 1, ≤ 2^28). */
+  /** Any shape; the product is the element count (≥ 1, ≤ 2^26). */
   shape: number[];
   optimizer: OptimizerConfig;
   /** Seeded inits use key 0 and the flat element index as the counter. */
@@ -33,7 +33,8 @@ export class DenseTensor {
     if (!Array.isArray(config.shape) || config.shape.some((d) => !Number.isInteger(d) || d < 1))
       throw invalidArg(`dense ${config.name}: shape must be positive integers`);
     const length = config.shape.reduce((a, b) => a * b, 1);
-    if (length > 2 ** 28) throw invalidArg(`dense ${config.name}: more than 2^28 elements`);
+    // A push of the whole tensor must fit one log record (MAX_PUSH_FLOATS).
+    if (length > 2 ** 26) throw invalidArg(`dense ${config.name}: more than 2^26 elements`);
     this.name = config.name;
     this.shape = [...config.shape];
     this.length = length;

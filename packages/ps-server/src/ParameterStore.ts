@@ -16,6 +16,8 @@ import { SparseTable, type SparseTableConfig, type SparseTableStats } from './Sp
 
 /** Largest batch one call takes (keys for sparse calls). */
 export const MAX_BATCH_KEYS = 1 << 20;
+/** Largest gradient one push takes (floats), so one log record stays under 256 MiB. */
+export const MAX_PUSH_FLOATS = 1 << 26;
 
 export interface StoreOptions {
   tables?: SparseTableConfig[];
@@ -273,6 +275,8 @@ export class ParameterStore {
     const k32 = ParameterStore.#keys(keys);
     if (!(grads instanceof Float32Array) || grads.length !== keys.length * t.dim)
       throw invalidArg(`grads must be a Float32Array of ${keys.length} × ${t.dim} floats`);
+    if (grads.length > MAX_PUSH_FLOATS)
+      throw invalidArg(`at most ${MAX_PUSH_FLOATS} gradient floats per push`);
     this.#checkPushOptions(opts);
     const dup = this.#duplicate(opts);
     if (dup !== null) return dup;

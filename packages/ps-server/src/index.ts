@@ -18,6 +18,7 @@ export {
 export {
   type DurableStoreOptions,
   MAX_BATCH_KEYS,
+  MAX_PUSH_FLOATS,
   ParameterStore,
   type PushOptions,
   type PushResult,
