@@ -197,4 +197,26 @@ describe('corrupt and torn logs', () => {
       fs.rmSync(w, { recursive: true, force: true });
     }
   });
+
+  it('a_missing_middle_segment_is_corruption_naming_the_next_segment', async () => {
+    const dir = tmpDir();
+    const s = await ParameterStore.open({
+      dir,
+      tables,
+      dense,
+      log: { policy: 'fsync', segmentBytes: 150 },
+    });
+    await pushN(s, 0, 6);
+    await s.close();
+    const segs = fs
+      .readdirSync(dir)
+      .filter((n) => n.endsWith('.seg'))
+      .sort();
+    expect(segs.length).toBeGreaterThanOrEqual(3);
+    fs.rmSync(path.join(dir, segs[1] as string));
+    const e = await openError(dir, true);
+    expect(e).toBeInstanceOf(PsCorruptError);
+    expect((e as PsCorruptError).file).toBe(path.join(dir, segs[2] as string));
+    expect((e as PsCorruptError).offset).toBe(0);
+  });
 });
