@@ -1,9 +1,11 @@
 import { allocatorScenario } from './allocator.js';
 import type { Scenario } from './Scenario.js';
+import { storeScenario } from './store.js';
 import { verbsPingPongScenario } from './verbs-pingpong.js';
 
 /** Every scenario `rdmajs-bench <name>` can run; new ones register here. */
 export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [verbsPingPongScenario.name, verbsPingPongScenario],
   [allocatorScenario.name, allocatorScenario],
+  [storeScenario.name, storeScenario],
 ]);

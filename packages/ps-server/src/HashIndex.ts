@@ -1,0 +1,268 @@
+import { invalidArg } from './errors.js';
+import { hash64 } from './internal/mix.js';
+
+const EMPTY = -1;
+/** A bucket of the old table whose entry moved or was deleted; probes pass over it. */
+const GONE = -2;
+/**
+ * Old buckets visited per insert while growing. A grow at load 0.7 leaves 0.7·B inserts
+ * before the next one and B old buckets to visit, so 4 per insert always finishes first.
+ */
+const MIGRATE_STEP = 4;
+
+export interface HashIndexOptions {
+  /** Initial bucket count (rounded up to a power of two). Default 16. */
+  initialBuckets?: number;
+  /** Grow when entries exceed this fraction of the buckets. Default 0.7. */
+  maxLoad?: number;
+  /** Never grow (a budgeted table sizes the index for its row limit up front). */
+  fixed?: boolean;
+  /** Hash salt; random by default so peers cannot aim keys at one probe chain. */
+  salt?: number;
+}
+
+function pow2AtLeast(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+function table(buckets: number): Int32Array {
+  const b = new Int32Array(buckets * 3);
+  for (let i = 2; i < b.length; i += 3) b[i] = EMPTY;
+  return b;
+}
+
+/**
+ * u64 key → non-negative int32 value, open addressing with linear probing over one typed
+ * array of [lo, hi, value] buckets (12 bytes each, so a probe is one cache line). Growth is
+ * incremental: a doubled table is allocated and the old buckets move a few per insert, so no
+ * call pays for a whole rehash. While moving, lookups try the new table, then the old one.
+ */
+export class HashIndex {
+  #b: Int32Array;
+  #mask: number;
+  #old: Int32Array | null = null;
+  #oldMask = 0;
+  #migratePos = 0;
+  #size = 0;
+  readonly #maxLoad: number;
+  readonly #fixed: boolean;
+  readonly #salt: number;
+
+  constructor(options: HashIndexOptions = {}) {
+    const buckets = pow2AtLeast(Math.max(2, options.initialBuckets ?? 16));
+    const maxLoad = options.maxLoad ?? 0.7;
+    if (!(maxLoad > 0 && maxLoad < 1)) throw invalidArg('maxLoad must be in (0, 1)');
+    if (buckets > 2 ** 29) throw invalidArg('too many buckets');
+    this.#maxLoad = maxLoad;
+    this.#fixed = options.fixed ?? false;
+    this.#salt = (options.salt ?? Math.floor(Math.random() * 2 ** 32)) >>> 0;
+    this.#b = table(buckets);
+    this.#mask = buckets - 1;
+  }
+
+  /** Buckets needed to hold `entries` without growing at this load factor. */
+  static bucketsFor(entries: number, maxLoad = 0.7): number {
+    return pow2AtLeast(Math.max(2, Math.floor(entries / maxLoad) + 1));
+  }
+
+  /** Bytes of a table of `buckets` buckets. */
+  static bytesFor(buckets: number): number {
+    return buckets * 12;
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  get buckets(): number {
+    return this.#mask + 1;
+  }
+
+  get growing(): boolean {
+    return this.#old !== null;
+  }
+
+  /** Bytes of the typed arrays held now (both tables while growing). */
+  get bytes(): number {
+    return this.#b.byteLength + (this.#old === null ? 0 : this.#old.byteLength);
+  }
+
+  /** The value of key (lo, hi), or -1. */
+  get(lo: number, hi: number): number {
+    const b = this.#b;
+    const mask = this.#mask;
+    const l = lo | 0;
+    const h = hi | 0;
+    let i = hash64(lo, hi, this.#salt) & mask;
+    for (;;) {
+      const p = i * 3;
+      const v = b[p + 2] as number;
+      if (v === EMPTY) break;
+      if (b[p] === l && b[p + 1] === h) return v;
+      i = (i + 1) & mask;
+    }
+    if (this.#old === null) return EMPTY;
+    const o = this.#findOld(l, h, hash64(lo, hi, this.#salt));
+    return o < 0 ? EMPTY : ((this.#old as Int32Array)[o + 2] as number);
+  }
+
+  // Position (×3) of the live old-table bucket of key, or -1.
+  #findOld(l: number, h: number, hash: number): number {
+    const b = this.#old as Int32Array;
+    const mask = this.#oldMask;
+    let i = hash & mask;
+    for (;;) {
+      const p = i * 3;
+      const v = b[p + 2] as number;
+      if (v === EMPTY) return -1;
+      if (v !== GONE && b[p] === l && b[p + 1] === h) return p;
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** Sets key (lo, hi) to `value` (≥ 0), inserting it if absent. */
+  set(lo: number, hi: number, value: number): void {
+    const l = lo | 0;
+    const h = hi | 0;
+    const hash = hash64(lo, hi, this.#salt);
+    const b = this.#b;
+    const mask = this.#mask;
+    let i = hash & mask;
+    for (;;) {
+      const p = i * 3;
+      if (b[p + 2] === EMPTY) break;
+      if (b[p] === l && b[p + 1] === h) {
+        b[p + 2] = value;
+        return;
+      }
+      i = (i + 1) & mask;
+    }
+    if (this.#old !== null) {
+      const o = this.#findOld(l, h, hash);
+      if (o >= 0) {
+        this.#old[o + 2] = GONE;
+        this.#size--;
+      }
+    }
+    if (this.#size + 1 > this.#maxLoad * (mask + 1)) {
+      if (this.#fixed) throw invalidArg('fixed-size index is full');
+      this.#grow();
+      this.set(lo, hi, value);
+      return;
+    }
+    const p = i * 3;
+    b[p] = l;
+    b[p + 1] = h;
+    b[p + 2] = value;
+    this.#size++;
+    if (this.#old !== null) this.#migrate(MIGRATE_STEP);
+  }
+
+  /**
+   * Moves up to 4·n old buckets while growing (readers call it too, so a table that stops
+   * taking inserts still finishes its growth and stops probing two tables).
+   */
+  advanceGrowth(n: number): void {
+    if (this.#old !== null) this.#migrate(4 * n);
+  }
+
+  /** Removes key (lo, hi); returns whether it was there. */
+  delete(lo: number, hi: number): boolean {
+    const l = lo | 0;
+    const h = hi | 0;
+    const hash = hash64(lo, hi, this.#salt);
+    const b = this.#b;
+    const mask = this.#mask;
+    let i = hash & mask;
+    for (;;) {
+      const p = i * 3;
+      if (b[p + 2] === EMPTY) break;
+      if (b[p] === l && b[p + 1] === h) {
+        this.#backShift(i);
+        this.#size--;
+        return true;
+      }
+      i = (i + 1) & mask;
+    }
+    if (this.#old !== null) {
+      const o = this.#findOld(l, h, hash);
+      if (o >= 0) {
+        // A tombstone, not a shift: shifting could move an entry behind the migration cursor.
+        this.#old[o + 2] = GONE;
+        this.#size--;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Calls fn(lo, hi, value) for every entry (order unspecified). */
+  forEach(fn: (lo: number, hi: number, value: number) => void): void {
+    for (const b of this.#old === null ? [this.#b] : [this.#b, this.#old]) {
+      for (let p = 0; p < b.length; p += 3) {
+        const v = b[p + 2] as number;
+        if (v >= 0) fn((b[p] as number) >>> 0, (b[p + 1] as number) >>> 0, v);
+      }
+    }
+  }
+
+  // Backward-shift deletion keeps linear-probe chains intact without tombstones.
+  #backShift(hole: number): void {
+    const b = this.#b;
+    const mask = this.#mask;
+    let i = hole;
+    let j = hole;
+    for (;;) {
+      j = (j + 1) & mask;
+      const q = j * 3;
+      if (b[q + 2] === EMPTY) break;
+      const home = hash64((b[q] as number) >>> 0, (b[q + 1] as number) >>> 0, this.#salt) & mask;
+      const movable = i <= j ? home <= i || home > j : home <= i && home > j;
+      if (movable) {
+        const p = i * 3;
+        b[p] = b[q] as number;
+        b[p + 1] = b[q + 1] as number;
+        b[p + 2] = b[q + 2] as number;
+        i = j;
+      }
+    }
+    b[i * 3 + 2] = EMPTY;
+  }
+
+  #grow(): void {
+    if (this.#old !== null) this.#migrate(Number.POSITIVE_INFINITY);
+    const buckets = (this.#mask + 1) * 2;
+    if (buckets > 2 ** 29) throw invalidArg('hash index cannot grow past 2^29 buckets');
+    this.#old = this.#b;
+    this.#oldMask = this.#mask;
+    this.#migratePos = 0;
+    this.#b = table(buckets);
+    this.#mask = buckets - 1;
+  }
+
+  #migrate(steps: number): void {
+    const old = this.#old as Int32Array;
+    const b = this.#b;
+    const mask = this.#mask;
+    const end = old.length / 3;
+    let n = 0;
+    while (this.#migratePos < end && n < steps) {
+      const o = this.#migratePos++ * 3;
+      n++;
+      const v = old[o + 2] as number;
+      if (v < 0) continue;
+      const l = old[o] as number;
+      const h = old[o + 1] as number;
+      let i = hash64(l >>> 0, h >>> 0, this.#salt) & mask;
+      while (b[i * 3 + 2] !== EMPTY) i = (i + 1) & mask;
+      const p = i * 3;
+      b[p] = l;
+      b[p + 1] = h;
+      b[p + 2] = v;
+      old[o + 2] = GONE;
+    }
+    if (this.#migratePos >= end) this.#old = null;
+  }
+}

@@ -1,0 +1,245 @@
+import { invalidArg } from './errors.js';
+
+/** Per-table optimizer. Formulas (and their float32 operation order) are in the README. */
+export type OptimizerConfig =
+  | {
+      kind: 'sgd';
+      lr: number;
+      momentum?: number;
+      dampening?: number;
+      weightDecay?: number;
+      nesterov?: boolean;
+    }
+  | {
+      kind: 'adagrad';
+      lr?: number;
+      lrDecay?: number;
+      weightDecay?: number;
+      initialAccumulatorValue?: number;
+      eps?: number;
+    }
+  | {
+      kind: 'adam' | 'adamw';
+      lr?: number;
+      beta1?: number;
+      beta2?: number;
+      eps?: number;
+      weightDecay?: number;
+    }
+  | { kind: 'ftrl'; alpha: number; beta?: number; l1?: number; l2?: number }
+  | { kind: 'sum' }
+  | { kind: 'assign' };
+
+/**
+ * Applies one update to `dim` weights at w[wo…] with gradient g[go…] and the row's state at
+ * s[so…] (stateSlots × dim floats). `step` is the row's step count including this update.
+ */
+export type UpdateKernel = (
+  w: Float32Array,
+  wo: number,
+  s: Float32Array,
+  so: number,
+  g: Float32Array,
+  go: number,
+  dim: number,
+  step: number,
+) => void;
+
+export interface Optimizer {
+  readonly config: Readonly<OptimizerConfig>;
+  /** Names of the per-row state tensors, each `dim` floats (snapshot tensor names). */
+  readonly stateNames: readonly string[];
+  /** Initial value of each state slot. */
+  readonly stateInit: readonly number[];
+  /** Whether the update reads a per-row step count. */
+  readonly usesSteps: boolean;
+  readonly update: UpdateKernel;
+}
+
+const f = Math.fround;
+
+function num(
+  name: string,
+  v: number | undefined,
+  dflt: number,
+  min = 0,
+  max = Number.POSITIVE_INFINITY,
+): number {
+  const x = v ?? dflt;
+  if (typeof x !== 'number' || !Number.isFinite(x) || x < min || x > max)
+    throw invalidArg(
+      `optimizer ${name} must be a finite number in [${min}, ${max}], got ${String(v)}`,
+    );
+  return x;
+}
+
+/** Validates `config` and builds its kernel. Throws ERR_PS_INVALID_ARG on a bad config. */
+export function createOptimizer(config: OptimizerConfig): Optimizer {
+  if (config === null || typeof config !== 'object')
+    throw invalidArg('optimizer config must be an object');
+  switch (config.kind) {
+    case 'sgd': {
+      const lr = f(num('lr', config.lr, Number.NaN));
+      const mu = f(num('momentum', config.momentum, 0));
+      const damp1 = f(1 - num('dampening', config.dampening, 0, 0, 1));
+      const wd = f(num('weightDecay', config.weightDecay, 0));
+      const nesterov = config.nesterov ?? false;
+      if (nesterov && mu === 0) throw invalidArg('nesterov needs momentum > 0');
+      if (mu === 0) {
+        return {
+          config,
+          stateNames: [],
+          stateInit: [],
+          usesSteps: false,
+          update(w, wo, _s, _so, g, go, dim) {
+            for (let j = 0; j < dim; j++) {
+              const wj = w[wo + j] as number;
+              let gj = g[go + j] as number;
+              if (wd !== 0) gj = f(gj + f(wd * wj));
+              w[wo + j] = f(wj - f(lr * gj));
+            }
+          },
+        };
+      }
+      return {
+        config,
+        stateNames: ['momentum_buffer'],
+        stateInit: [0],
+        usesSteps: true,
+        update(w, wo, s, so, g, go, dim, step) {
+          for (let j = 0; j < dim; j++) {
+            const wj = w[wo + j] as number;
+            let gj = g[go + j] as number;
+            if (wd !== 0) gj = f(gj + f(wd * wj));
+            const b = step > 1 ? f(f(mu * (s[so + j] as number)) + f(damp1 * gj)) : gj;
+            s[so + j] = b;
+            gj = nesterov ? f(gj + f(mu * b)) : b;
+            w[wo + j] = f(wj - f(lr * gj));
+          }
+        },
+      };
+    }
+    case 'adagrad': {
+      const lr = num('lr', config.lr, 0.01);
+      const lrDecay = num('lrDecay', config.lrDecay, 0);
+      const wd = f(num('weightDecay', config.weightDecay, 0));
+      const init = num('initialAccumulatorValue', config.initialAccumulatorValue, 0);
+      const eps = f(num('eps', config.eps, 1e-10));
+      return {
+        config,
+        stateNames: ['sum'],
+        stateInit: [init],
+        usesSteps: true,
+        update(w, wo, s, so, g, go, dim, step) {
+          const clr = f(lr / (1 + (step - 1) * lrDecay));
+          for (let j = 0; j < dim; j++) {
+            const wj = w[wo + j] as number;
+            let gj = g[go + j] as number;
+            if (wd !== 0) gj = f(gj + f(wd * wj));
+            const sum = f((s[so + j] as number) + f(gj * gj));
+            s[so + j] = sum;
+            const std = f(f(Math.sqrt(sum)) + eps);
+            w[wo + j] = f(wj - f(f(clr * gj) / std));
+          }
+        },
+      };
+    }
+    case 'adam':
+    case 'adamw': {
+      const decoupled = config.kind === 'adamw';
+      const lr = num('lr', config.lr, 1e-3);
+      const b1 = num('beta1', config.beta1, 0.9, 0, 1);
+      const b2 = num('beta2', config.beta2, 0.999, 0, 1);
+      if (b1 >= 1 || b2 >= 1) throw invalidArg('beta1 and beta2 must be < 1');
+      const eps = f(num('eps', config.eps, 1e-8));
+      const wd = num('weightDecay', config.weightDecay, decoupled ? 1e-2 : 0);
+      const b1f = f(b1);
+      const b2f = f(b2);
+      const c1 = f(1 - b1);
+      const c2 = f(1 - b2);
+      const wdf = f(wd);
+      const decay = f(1 - lr * wd);
+      return {
+        config,
+        stateNames: ['exp_avg', 'exp_avg_sq'],
+        stateInit: [0, 0],
+        usesSteps: true,
+        update(w, wo, s, so, g, go, dim, step) {
+          // Scalars in double, then float32, as torch computes them in Python floats.
+          const bc1 = 1 - b1 ** step;
+          const bc2 = 1 - b2 ** step;
+          const stepSize = f(lr / bc1);
+          const bc2Sqrt = f(Math.sqrt(bc2));
+          const vo = so + dim;
+          for (let j = 0; j < dim; j++) {
+            let wj = w[wo + j] as number;
+            let gj = g[go + j] as number;
+            if (decoupled) {
+              if (wd !== 0) wj = f(wj * decay);
+            } else if (wd !== 0) gj = f(gj + f(wdf * wj));
+            const m = f(f(b1f * (s[so + j] as number)) + f(c1 * gj));
+            const v = f(f(b2f * (s[vo + j] as number)) + f(f(c2 * gj) * gj));
+            s[so + j] = m;
+            s[vo + j] = v;
+            const denom = f(f(f(Math.sqrt(v)) / bc2Sqrt) + eps);
+            w[wo + j] = f(wj - f(f(stepSize * m) / denom));
+          }
+        },
+      };
+    }
+    case 'ftrl': {
+      const alpha = num('alpha', config.alpha, Number.NaN);
+      if (alpha <= 0) throw invalidArg('ftrl alpha must be > 0');
+      const af = f(alpha);
+      const bf = f(num('beta', config.beta, 1));
+      const l1 = f(num('l1', config.l1, 0));
+      const l2 = f(num('l2', config.l2, 0));
+      return {
+        config,
+        stateNames: ['z', 'n'],
+        stateInit: [0, 0],
+        usesSteps: false,
+        update(w, wo, s, so, g, go, dim) {
+          const no = so + dim;
+          for (let j = 0; j < dim; j++) {
+            const gj = g[go + j] as number;
+            const n = s[no + j] as number;
+            const nNew = f(n + f(gj * gj));
+            const sigma = f(f(f(Math.sqrt(nNew)) - f(Math.sqrt(n))) / af);
+            const z = f(f((s[so + j] as number) + gj) - f(sigma * (w[wo + j] as number)));
+            s[so + j] = z;
+            s[no + j] = nNew;
+            if (Math.abs(z) <= l1) w[wo + j] = 0;
+            else {
+              const zs = z > 0 ? f(z - l1) : f(z + l1);
+              w[wo + j] = f(-zs / f(f(f(bf + f(Math.sqrt(nNew))) / af) + l2));
+            }
+          }
+        },
+      };
+    }
+    case 'sum':
+      return {
+        config,
+        stateNames: [],
+        stateInit: [],
+        usesSteps: false,
+        update(w, wo, _s, _so, g, go, dim) {
+          for (let j = 0; j < dim; j++)
+            w[wo + j] = f((w[wo + j] as number) + (g[go + j] as number));
+        },
+      };
+    case 'assign':
+      return {
+        config,
+        stateNames: [],
+        stateInit: [],
+        usesSteps: false,
+        update(w, wo, _s, _so, g, go, dim) {
+          for (let j = 0; j < dim; j++) w[wo + j] = g[go + j] as number;
+        },
+      };
+    default:
+      throw invalidArg(`unknown optimizer kind ${String((config as { kind: unknown }).kind)}`);
+  }
+}

@@ -1,0 +1,22 @@
+/**
+ * Where row storage comes from. `RegisteredAllocator` from `@rdmajs/allocator` fits as it is
+ * (its `alloc(n)` returns a Block with `bytes` and `release()`), so rows live in registered
+ * memory and a reply can be gathered straight into a registered block; `heapRowMemory` is
+ * plain memory for stores that never touch a NIC. Typed structurally: no runtime import.
+ */
+export interface RowMemory {
+  alloc(bytes: number): RowBlock;
+}
+
+export interface RowBlock {
+  /** At least the requested bytes, 8-byte aligned (checked). */
+  readonly bytes: Uint8Array;
+  release(): void;
+}
+
+/** Row memory from the JS heap. */
+export const heapRowMemory: RowMemory = {
+  alloc(bytes: number): RowBlock {
+    return { bytes: new Uint8Array(bytes), release() {} };
+  },
+};

@@ -1,0 +1,752 @@
+import { CountMinSketch } from './CountMinSketch.js';
+import { invalidArg, PsError } from './errors.js';
+import { HashIndex } from './HashIndex.js';
+import { HALF_TO_FLOAT, toHalf } from './internal/fp16.js';
+import { createInit, type InitConfig, type InitFn } from './KeyInit.js';
+import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
+import type { RowBlock, RowMemory } from './RowMemory.js';
+
+export interface AdmissionConfig {
+  /** A new key gets a row on the push that brings its estimated count to this. ≥ 1. */
+  threshold: number;
+  /** Counters per sketch row (power of two). Default 65 536. */
+  width?: number;
+  /** Sketch rows (hash functions). Default 4. */
+  depth?: number;
+}
+
+export interface SparseTableConfig {
+  name: string;
+  /** Floats per row, 1 … 4096. */
+  dim: number;
+  optimizer: OptimizerConfig;
+  /** Value of rows of unseen keys. Default zeros. */
+  init?: InitConfig;
+  /** Row storage: 'f32' (default) or 'f16' (optimizer state stays float32). */
+  rowDtype?: 'f32' | 'f16';
+  /** Bytes the table may ever hold (rows, state, index, sketch). Default: unbounded. */
+  budgetBytes?: number;
+  /** Frequency filter for new keys. Default: every pushed key is admitted. */
+  admission?: AdmissionConfig;
+  /** Rows not pushed for this long are evicted (injected clock). Default: never. */
+  ttlMs?: number;
+  /** Append this table's pushes to the push log (when the store has one). Default true. */
+  log?: boolean;
+}
+
+export interface SparseTableStats {
+  name: string;
+  dim: number;
+  rowDtype: 'f32' | 'f16';
+  rows: number;
+  /** Row limit from the budget (Infinity when unbounded). */
+  maxRows: number;
+  budgetBytes: number;
+  /** Bytes held now: chunks + index + sketch (exact typed-array sizes). */
+  bytes: number;
+  chunkBytes: number;
+  indexBytes: number;
+  sketchBytes: number;
+  /** Chunk bytes per row slot: row + optimizer state + per-row metadata. */
+  slotBytes: number;
+  /** row + optimizer state bytes of one row (the raw data). */
+  rawRowBytes: number;
+  admitted: number;
+  rejected: number;
+  evictedLru: number;
+  evictedTtl: number;
+}
+
+interface Chunk {
+  readonly block: RowBlock;
+  readonly f32: Float32Array | null;
+  readonly f16: Uint16Array | null;
+  readonly state: Float32Array;
+  readonly keys: Uint32Array;
+  readonly steps: Uint32Array | null;
+  readonly live: Uint8Array;
+  readonly prev: Int32Array | null;
+  readonly next: Int32Array | null;
+  readonly tick: Float64Array | null;
+  readonly lastMs: Float64Array | null;
+  liveCount: number;
+  readonly bytes: number;
+}
+
+/** One chunk's live slots, compacted in slot order, as snapshot tensor bytes. */
+export interface CapturedChunk {
+  n: number;
+  keys: Uint8Array;
+  rows: Uint8Array;
+  state: Uint8Array[];
+  steps: Uint8Array | null;
+  tick: Uint8Array | null;
+  lastMs: Uint8Array | null;
+}
+
+/** A consistent view of a table taken in O(chunks) (copy-on-write afterwards). */
+export interface TableCapture {
+  readonly rows: number;
+  readonly chunkCount: number;
+  readonly sketch: Uint16Array | null;
+  readonly tickCounter: number;
+  take(c: number): CapturedChunk;
+}
+
+const NONE = -1;
+const TARGET_CHUNK_BYTES = 512 << 10;
+const MAX_CHUNK_ROWS = 16384;
+export const MAX_DIM = 4096;
+
+function floorPow2(n: number): number {
+  let p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+/**
+ * A sparse table: u64 key → row of `dim` floats plus optimizer state, in chunks of row slots
+ * from injected row memory, indexed by an incrementally growing HashIndex. Recency (LRU, TTL)
+ * counts pushes only, so pulls are pure reads and the table is a deterministic function of
+ * its pushes — which is what makes log replay exact.
+ */
+export class SparseTable {
+  readonly name: string;
+  readonly dim: number;
+  readonly rowDtype: 'f32' | 'f16';
+  readonly config: Readonly<SparseTableConfig>;
+  readonly optimizer: Optimizer;
+  readonly logged: boolean;
+  readonly #init: InitFn;
+  readonly #memory: RowMemory;
+  readonly #index: HashIndex;
+  readonly #sketch: CountMinSketch | null;
+  readonly #threshold: number;
+  readonly #ttl: number;
+  readonly #lru: boolean;
+  readonly #stateDim: number;
+  readonly #rowStoreBytes: number;
+  readonly #slotBytes: number;
+  readonly #chunkShift: number;
+  readonly #chunkRows: number;
+  readonly #maxRows: number;
+  readonly #budget: number;
+  readonly #chunks: Chunk[] = [];
+  #nextSlot = 0;
+  #freeHead = NONE;
+  #head = NONE;
+  #tail = NONE;
+  #tick = 0;
+  #chunkBytes = 0;
+  #stats = { admitted: 0, rejected: 0, evictedLru: 0, evictedTtl: 0 };
+  // Push scratch: a per-batch open-addressing map slot → unique index, and summed grads.
+  #mapSlot = new Int32Array(64);
+  #mapIdx = new Int32Array(64);
+  #uniq = new Int32Array(32);
+  #src = new Int32Array(32);
+  #slots = new Int32Array(64);
+  #acc = new Float32Array(32);
+  readonly #tmp: Float32Array;
+  #cow: Uint8Array | null = null;
+  #cowCopies: Map<number, CapturedChunk> | null = null;
+
+  constructor(config: SparseTableConfig, memory: RowMemory) {
+    if (config === null || typeof config !== 'object')
+      throw invalidArg('table config must be an object');
+    if (
+      typeof config.name !== 'string' ||
+      config.name.length === 0 ||
+      config.name.length > 200 ||
+      !/^[A-Za-z0-9_.-]+$/.test(config.name)
+    )
+      throw invalidArg('table name must be 1–200 characters of [A-Za-z0-9_.-]');
+    if (!Number.isInteger(config.dim) || config.dim < 1 || config.dim > MAX_DIM)
+      throw invalidArg(`table ${config.name}: dim must be an integer in [1, ${MAX_DIM}]`);
+    const dtype = config.rowDtype ?? 'f32';
+    if (dtype !== 'f32' && dtype !== 'f16')
+      throw invalidArg(`table ${config.name}: rowDtype must be 'f32' or 'f16'`);
+    this.name = config.name;
+    this.dim = config.dim;
+    this.rowDtype = dtype;
+    this.config = config;
+    this.logged = config.log ?? true;
+    this.optimizer = createOptimizer(config.optimizer);
+    this.#init = createInit(config.init);
+    this.#memory = memory;
+    this.#tmp = new Float32Array(config.dim);
+    const ttl = config.ttlMs ?? Number.POSITIVE_INFINITY;
+    if (!(ttl > 0)) throw invalidArg(`table ${config.name}: ttlMs must be > 0`);
+    this.#ttl = ttl;
+    const budget = config.budgetBytes ?? Number.POSITIVE_INFINITY;
+    if (!(budget > 0)) throw invalidArg(`table ${config.name}: budgetBytes must be > 0`);
+    this.#budget = budget;
+    this.#lru = Number.isFinite(budget) || Number.isFinite(ttl);
+    if (config.admission !== undefined) {
+      const a = config.admission;
+      if (!Number.isInteger(a.threshold) || a.threshold < 1 || a.threshold > 0xffff)
+        throw invalidArg(
+          `table ${config.name}: admission threshold must be an integer in [1, 65535]`,
+        );
+      this.#sketch = new CountMinSketch(a.width ?? 65536, a.depth ?? 4);
+      this.#threshold = a.threshold;
+    } else {
+      this.#sketch = null;
+      this.#threshold = 0;
+    }
+    this.#stateDim = this.optimizer.stateNames.length * config.dim;
+    this.#rowStoreBytes = config.dim * (dtype === 'f16' ? 2 : 4);
+    // keys 8 + live 1 (+ steps 4) (+ prev/next 8 + tick 8) (+ lastMs 8)
+    this.#slotBytes =
+      this.#rowStoreBytes +
+      this.#stateDim * 4 +
+      9 +
+      (this.optimizer.usesSteps ? 4 : 0) +
+      (this.#lru ? 16 : 0) +
+      (Number.isFinite(ttl) ? 8 : 0);
+    let chunkRows = Math.min(
+      MAX_CHUNK_ROWS,
+      floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))),
+    );
+    if (Number.isFinite(budget)) {
+      const sketchBytes = this.#sketch?.bytes ?? 0;
+      const fit = (rows: number, cr: number) =>
+        sketchBytes +
+          HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
+          Math.ceil(rows / cr) * cr * this.#slotBytes <=
+        budget;
+      const guess = Math.floor((budget - sketchBytes) / (this.#slotBytes + 12));
+      chunkRows = Math.min(chunkRows, floorPow2(Math.max(1, Math.floor(guess / 8))));
+      let rows = Math.max(0, guess);
+      while (rows > 0 && !fit(rows, chunkRows)) rows = Math.floor(rows * 0.97);
+      if (rows < 1)
+        throw invalidArg(
+          `table ${config.name}: budgetBytes ${budget} cannot hold one row (${this.#slotBytes} B per row + index + sketch)`,
+        );
+      rows = Math.floor(rows / chunkRows) * chunkRows || rows;
+      while (!fit(rows, chunkRows)) rows--;
+      this.#maxRows = rows;
+      this.#index = new HashIndex({ initialBuckets: HashIndex.bucketsFor(rows), fixed: true });
+    } else {
+      this.#maxRows = 2 ** 31 - 1;
+      this.#index = new HashIndex();
+    }
+    this.#chunkRows = chunkRows;
+    this.#chunkShift = Math.log2(chunkRows);
+  }
+
+  get rows(): number {
+    return this.#index.size;
+  }
+
+  get maxRows(): number {
+    return Number.isFinite(this.#budget) ? this.#maxRows : Number.POSITIVE_INFINITY;
+  }
+
+  get bytes(): number {
+    return this.#chunkBytes + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+  }
+
+  get stateDim(): number {
+    return this.#stateDim;
+  }
+
+  get hasLru(): boolean {
+    return this.#lru;
+  }
+
+  get hasTtl(): boolean {
+    return Number.isFinite(this.#ttl);
+  }
+
+  get sketchShape(): { width: number; depth: number } | null {
+    return this.#sketch === null ? null : { width: this.#sketch.width, depth: this.#sketch.depth };
+  }
+
+  stats(): SparseTableStats {
+    return {
+      name: this.name,
+      dim: this.dim,
+      rowDtype: this.rowDtype,
+      rows: this.rows,
+      maxRows: this.maxRows,
+      budgetBytes: this.#budget,
+      bytes: this.bytes,
+      chunkBytes: this.#chunkBytes,
+      indexBytes: this.#index.bytes,
+      sketchBytes: this.#sketch?.bytes ?? 0,
+      slotBytes: this.#slotBytes,
+      rawRowBytes: this.#rowStoreBytes + this.#stateDim * 4,
+      ...this.#stats,
+    };
+  }
+
+  /** Whether key (lo, hi) has a row now. */
+  has(lo: number, hi: number, nowMs: number): boolean {
+    const slot = this.#index.get(lo, hi);
+    return slot >= 0 && !this.#expired(slot, nowMs);
+  }
+
+  /** Estimated push count of key (lo, hi) in the admission sketch (0 without one). */
+  admissionEstimate(lo: number, hi: number): number {
+    return this.#sketch?.estimate(lo, hi) ?? 0;
+  }
+
+  #expired(slot: number, nowMs: number): boolean {
+    if (!Number.isFinite(this.#ttl)) return false;
+    const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
+    return (
+      nowMs - ((c.lastMs as Float64Array)[slot & (this.#chunkRows - 1)] as number) >= this.#ttl
+    );
+  }
+
+  /** Gathers rows of `n` keys (lo/hi pairs in k32) into out[i·dim …] in request order. */
+  pullInto(k32: Uint32Array, n: number, out: Float32Array, nowMs: number): void {
+    const dim = this.dim;
+    const shift = this.#chunkShift;
+    const cmask = this.#chunkRows - 1;
+    const index = this.#index;
+    const ttl = Number.isFinite(this.#ttl);
+    // Two passes: all index probes first, then all row copies, so independent cache misses
+    // overlap instead of alternating.
+    if (this.#slots.length < n) this.#slots = new Int32Array(n);
+    const slots = this.#slots;
+    for (let i = 0; i < n; i++)
+      slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
+    for (let i = 0, o = 0; i < n; i++, o += dim) {
+      const slot = slots[i] as number;
+      if (slot < 0 || (ttl && this.#expired(slot, nowMs))) {
+        this.#init(out, o, dim, k32[2 * i] as number, k32[2 * i + 1] as number);
+        continue;
+      }
+      const c = this.#chunks[slot >>> shift] as Chunk;
+      const r = (slot & cmask) * dim;
+      const f32 = c.f32;
+      if (f32 !== null) {
+        if (dim <= 64) for (let j = 0; j < dim; j++) out[o + j] = f32[r + j] as number;
+        else out.set(f32.subarray(r, r + dim), o);
+      } else {
+        const h = c.f16 as Uint16Array;
+        for (let j = 0; j < dim; j++) out[o + j] = HALF_TO_FLOAT[h[r + j] as number] as number;
+      }
+    }
+    index.advanceGrowth(n);
+  }
+
+  /**
+   * Applies the optimizer to the rows of `n` keys with grads[i·dim …]; duplicate keys are
+   * summed first (in request order). Unadmitted keys are dropped. Returns rows updated and
+   * keys dropped.
+   */
+  push(
+    k32: Uint32Array,
+    n: number,
+    grads: Float32Array,
+    nowMs: number,
+  ): { rows: number; dropped: number } {
+    const dim = this.dim;
+    if (Number.isFinite(this.#ttl)) this.#sweepTtl(nowMs);
+    this.#ensureScratch(n);
+    const mapSlot = this.#mapSlot;
+    const mapIdx = this.#mapIdx;
+    const mmask = mapSlot.length - 1;
+    mapSlot.fill(NONE);
+    const uniq = this.#uniq;
+    const src = this.#src;
+    const acc = this.#acc;
+    let u = 0;
+    let dropped = 0;
+    for (let i = 0; i < n; i++) {
+      const lo = k32[2 * i] as number;
+      const hi = k32[2 * i + 1] as number;
+      let slot = this.#index.get(lo, hi);
+      if (slot < 0) {
+        if (this.#sketch !== null && this.#sketch.add(lo, hi) < this.#threshold) {
+          this.#stats.rejected++;
+          dropped++;
+          continue;
+        }
+        slot = this.#newSlot(lo, hi, mapSlot, mmask);
+        if (slot < 0) {
+          dropped++;
+          continue;
+        }
+      }
+      let h = (Math.imul(slot, 0x9e3779b1) >>> 0) & mmask;
+      while (mapSlot[h] !== NONE && mapSlot[h] !== slot) h = (h + 1) & mmask;
+      const go = i * dim;
+      if (mapSlot[h] === NONE) {
+        // First occurrence: the update reads the caller's gradient in place.
+        mapSlot[h] = slot;
+        mapIdx[h] = u;
+        uniq[u] = slot;
+        src[u] = go;
+        u++;
+        if (this.#lru) this.#touch(slot);
+      } else {
+        const k = mapIdx[h] as number;
+        const ao = k * dim;
+        const first = src[k] as number;
+        if (first >= 0) {
+          for (let j = 0; j < dim; j++) acc[ao + j] = grads[first + j] as number;
+          src[k] = -1;
+        }
+        for (let j = 0; j < dim; j++)
+          acc[ao + j] = Math.fround((acc[ao + j] as number) + (grads[go + j] as number));
+      }
+    }
+    const shift = this.#chunkShift;
+    const cmask = this.#chunkRows - 1;
+    const sd = this.#stateDim;
+    const update = this.optimizer.update;
+    const tmp = this.#tmp;
+    const tick = this.#lru;
+    const ttl = Number.isFinite(this.#ttl);
+    for (let k = 0; k < u; k++) {
+      const slot = uniq[k] as number;
+      const ci = slot >>> shift;
+      this.#beforeWrite(ci);
+      const c = this.#chunks[ci] as Chunk;
+      const i = slot & cmask;
+      let step = 0;
+      if (c.steps !== null) {
+        step = (c.steps[i] as number) + 1;
+        c.steps[i] = step;
+      }
+      const s0 = src[k] as number;
+      const g = s0 >= 0 ? grads : acc;
+      const go = s0 >= 0 ? s0 : k * dim;
+      if (c.f32 !== null) update(c.f32, i * dim, c.state, i * sd, g, go, dim, step);
+      else {
+        const h = c.f16 as Uint16Array;
+        const r = i * dim;
+        for (let j = 0; j < dim; j++) tmp[j] = HALF_TO_FLOAT[h[r + j] as number] as number;
+        update(tmp, 0, c.state, i * sd, g, go, dim, step);
+        for (let j = 0; j < dim; j++) h[r + j] = toHalf(tmp[j] as number);
+      }
+      if (tick) (c.tick as Float64Array)[i] = ++this.#tick;
+      if (ttl) (c.lastMs as Float64Array)[i] = nowMs;
+    }
+    return { rows: u, dropped };
+  }
+
+  #ensureScratch(n: number): void {
+    if (this.#mapSlot.length < 2 * n) {
+      let m = this.#mapSlot.length;
+      while (m < 2 * n) m *= 2;
+      this.#mapSlot = new Int32Array(m);
+      this.#mapIdx = new Int32Array(m);
+    }
+    if (this.#uniq.length < n) {
+      this.#uniq = new Int32Array(n);
+      this.#src = new Int32Array(n);
+    }
+    if (this.#acc.length < n * this.dim) this.#acc = new Float32Array(n * this.dim);
+  }
+
+  // A row for a new key: a free slot, a fresh one, or the LRU victim's (never one this batch
+  // already uses). Returns -1 when the batch alone fills the table.
+  #newSlot(lo: number, hi: number, mapSlot: Int32Array, mmask: number): number {
+    let slot: number;
+    if (this.#freeHead !== NONE) {
+      slot = this.#freeHead;
+      this.#freeHead = this.#nextOf(slot);
+    } else if (this.#nextSlot < this.#maxRows) {
+      slot = this.#nextSlot++;
+      if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
+    } else {
+      const victim = this.#tail;
+      if (victim === NONE) return NONE;
+      let h = (Math.imul(victim, 0x9e3779b1) >>> 0) & mmask;
+      while (mapSlot[h] !== NONE) {
+        if (mapSlot[h] === victim) return NONE;
+        h = (h + 1) & mmask;
+      }
+      this.#evict(victim);
+      this.#stats.evictedLru++;
+      slot = this.#freeHead;
+      this.#freeHead = this.#nextOf(slot);
+    }
+    this.#initSlot(slot, lo, hi);
+    this.#index.set(lo, hi, slot);
+    this.#stats.admitted++;
+    return slot;
+  }
+
+  #initSlot(slot: number, lo: number, hi: number): void {
+    const ci = slot >>> this.#chunkShift;
+    this.#beforeWrite(ci);
+    const c = this.#chunks[ci] as Chunk;
+    const i = slot & (this.#chunkRows - 1);
+    const dim = this.dim;
+    c.keys[2 * i] = lo;
+    c.keys[2 * i + 1] = hi;
+    c.live[i] = 1;
+    c.liveCount++;
+    if (c.steps !== null) c.steps[i] = 0;
+    if (c.f32 !== null) this.#init(c.f32, i * dim, dim, lo, hi);
+    else {
+      this.#init(this.#tmp, 0, dim, lo, hi);
+      const h = c.f16 as Uint16Array;
+      for (let j = 0; j < dim; j++) h[i * dim + j] = toHalf(this.#tmp[j] as number);
+    }
+    const names = this.optimizer.stateInit;
+    const so = i * this.#stateDim;
+    for (let k = 0; k < names.length; k++)
+      c.state.fill(names[k] as number, so + k * dim, so + (k + 1) * dim);
+    if (this.#lru) {
+      (c.prev as Int32Array)[i] = NONE;
+      (c.next as Int32Array)[i] = NONE;
+      this.#linkHead(slot);
+    }
+  }
+
+  #addChunk(): void {
+    const cr = this.#chunkRows;
+    const rowBytes = cr * this.#rowStoreBytes;
+    const block = this.#memory.alloc(Math.max(8, rowBytes));
+    const b = block.bytes;
+    if (!(b instanceof Uint8Array) || b.byteLength < rowBytes || b.byteOffset % 8 !== 0)
+      throw new PsError(
+        'ERR_PS_INVALID_ARG',
+        'row memory returned a block that is too short or not 8-byte aligned',
+      );
+    const f32 =
+      this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+    const f16 =
+      this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+    const chunk: Chunk = {
+      block,
+      f32,
+      f16,
+      state: new Float32Array(cr * this.#stateDim),
+      keys: new Uint32Array(cr * 2),
+      steps: this.optimizer.usesSteps ? new Uint32Array(cr) : null,
+      live: new Uint8Array(cr),
+      prev: this.#lru ? new Int32Array(cr) : null,
+      next: this.#lru ? new Int32Array(cr) : null,
+      tick: this.#lru ? new Float64Array(cr) : null,
+      lastMs: Number.isFinite(this.#ttl) ? new Float64Array(cr) : null,
+      liveCount: 0,
+      bytes: cr * this.#slotBytes,
+    };
+    this.#chunks.push(chunk);
+    this.#chunkBytes += chunk.bytes;
+  }
+
+  #nextOf(slot: number): number {
+    return ((this.#chunks[slot >>> this.#chunkShift] as Chunk).next as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] as number;
+  }
+
+  #setNext(slot: number, v: number): void {
+    ((this.#chunks[slot >>> this.#chunkShift] as Chunk).next as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] = v;
+  }
+
+  #setPrev(slot: number, v: number): void {
+    ((this.#chunks[slot >>> this.#chunkShift] as Chunk).prev as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] = v;
+  }
+
+  #prevOf(slot: number): number {
+    return ((this.#chunks[slot >>> this.#chunkShift] as Chunk).prev as Int32Array)[
+      slot & (this.#chunkRows - 1)
+    ] as number;
+  }
+
+  #linkHead(slot: number): void {
+    this.#setPrev(slot, NONE);
+    this.#setNext(slot, this.#head);
+    if (this.#head !== NONE) this.#setPrev(this.#head, slot);
+    this.#head = slot;
+    if (this.#tail === NONE) this.#tail = slot;
+  }
+
+  #unlink(slot: number): void {
+    const p = this.#prevOf(slot);
+    const nx = this.#nextOf(slot);
+    if (p !== NONE) this.#setNext(p, nx);
+    else this.#head = nx;
+    if (nx !== NONE) this.#setPrev(nx, p);
+    else this.#tail = p;
+  }
+
+  #touch(slot: number): void {
+    if (this.#head === slot) return;
+    this.#unlink(slot);
+    this.#linkHead(slot);
+  }
+
+  #evict(slot: number): void {
+    const ci = slot >>> this.#chunkShift;
+    this.#beforeWrite(ci);
+    const c = this.#chunks[ci] as Chunk;
+    const i = slot & (this.#chunkRows - 1);
+    this.#index.delete(c.keys[2 * i] as number, c.keys[2 * i + 1] as number);
+    c.live[i] = 0;
+    c.liveCount--;
+    this.#unlink(slot);
+    this.#setNext(slot, this.#freeHead);
+    this.#freeHead = slot;
+  }
+
+  #sweepTtl(nowMs: number): void {
+    while (this.#tail !== NONE && this.#expired(this.#tail, nowMs)) {
+      this.#evict(this.#tail);
+      this.#stats.evictedTtl++;
+    }
+  }
+
+  // ---- snapshots ------------------------------------------------------------------------
+
+  #beforeWrite(ci: number): void {
+    const cow = this.#cow;
+    if (cow !== null && ci < cow.length && cow[ci] === 1) {
+      (this.#cowCopies as Map<number, CapturedChunk>).set(ci, this.#capture(ci));
+      cow[ci] = 0;
+    }
+  }
+
+  #capture(ci: number): CapturedChunk {
+    const c = this.#chunks[ci] as Chunk;
+    const n = c.liveCount;
+    const dim = this.dim;
+    const sd = this.#stateDim;
+    const ns = this.optimizer.stateNames.length;
+    const keys = new Uint32Array(n * 2);
+    const rowsF32 = c.f32 !== null ? new Float32Array(n * dim) : null;
+    const rowsF16 = c.f16 !== null ? new Uint16Array(n * dim) : null;
+    const state = Array.from({ length: ns }, () => new Float32Array(n * dim));
+    const steps = c.steps !== null ? new Uint32Array(n) : null;
+    const tick = c.tick !== null ? new Float64Array(n) : null;
+    const lastMs = c.lastMs !== null ? new Float64Array(n) : null;
+    let k = 0;
+    for (let i = 0; i < this.#chunkRows && k < n; i++) {
+      if (c.live[i] !== 1) continue;
+      keys[2 * k] = c.keys[2 * i] as number;
+      keys[2 * k + 1] = c.keys[2 * i + 1] as number;
+      if (rowsF32 !== null)
+        rowsF32.set((c.f32 as Float32Array).subarray(i * dim, (i + 1) * dim), k * dim);
+      if (rowsF16 !== null)
+        rowsF16.set((c.f16 as Uint16Array).subarray(i * dim, (i + 1) * dim), k * dim);
+      for (let s = 0; s < ns; s++)
+        (state[s] as Float32Array).set(
+          c.state.subarray(i * sd + s * dim, i * sd + (s + 1) * dim),
+          k * dim,
+        );
+      if (steps !== null) steps[k] = (c.steps as Uint32Array)[i] as number;
+      if (tick !== null) tick[k] = (c.tick as Float64Array)[i] as number;
+      if (lastMs !== null) lastMs[k] = (c.lastMs as Float64Array)[i] as number;
+      k++;
+    }
+    const u8 = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    return {
+      n,
+      keys: u8(keys),
+      rows: u8((rowsF32 ?? rowsF16) as ArrayBufferView),
+      state: state.map(u8),
+      steps: steps && u8(steps),
+      tick: tick && u8(tick),
+      lastMs: lastMs && u8(lastMs),
+    };
+  }
+
+  /** Starts a snapshot: O(chunks) now, each chunk copied before its next write. */
+  beginCapture(): TableCapture {
+    if (this.#cow !== null)
+      throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: a snapshot is already running`);
+    const count = this.#chunks.length;
+    this.#cow = new Uint8Array(count).fill(1);
+    this.#cowCopies = new Map();
+    return {
+      rows: this.rows,
+      chunkCount: count,
+      sketch: this.#sketch === null ? null : this.#sketch.counters.slice(),
+      tickCounter: this.#tick,
+      take: (ci: number) => {
+        const copies = this.#cowCopies as Map<number, CapturedChunk>;
+        const copy = copies.get(ci);
+        if (copy !== undefined) {
+          copies.delete(ci);
+          return copy;
+        }
+        const cow = this.#cow as Uint8Array;
+        cow[ci] = 0;
+        return this.#capture(ci);
+      },
+    };
+  }
+
+  /** Ends the snapshot started by beginCapture (also after a failed write). */
+  endCapture(): void {
+    this.#cow = null;
+    this.#cowCopies = null;
+  }
+
+  /**
+   * Loads restored rows into an empty table. Rows go in tick order, so LRU order is what it
+   * was when the snapshot was taken.
+   */
+  load(data: {
+    keys: Uint32Array;
+    rows: Float32Array | Uint16Array;
+    state: Float32Array[];
+    steps: Uint32Array | null;
+    tick: Float64Array | null;
+    lastMs: Float64Array | null;
+    sketch: Uint16Array | null;
+    tickCounter: number;
+  }): void {
+    if (this.rows !== 0)
+      throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: load into a non-empty table`);
+    const n = data.keys.length / 2;
+    if (n > this.#maxRows)
+      throw new PsError(
+        'ERR_PS_CONFIG_MISMATCH',
+        `table ${this.name}: snapshot has ${n} rows, budget allows ${this.#maxRows}`,
+      );
+    const order = Array.from({ length: n }, (_, i) => i);
+    const tick = data.tick;
+    if (tick !== null) order.sort((a, b) => (tick[a] as number) - (tick[b] as number));
+    const dim = this.dim;
+    const sd = this.#stateDim;
+    for (const k of order) {
+      const lo = data.keys[2 * k] as number;
+      const hi = data.keys[2 * k + 1] as number;
+      if (this.#index.get(lo, hi) >= 0)
+        throw new PsError('ERR_PS_CORRUPT', `table ${this.name}: duplicate key in snapshot`);
+      const slot = this.#nextSlot++;
+      if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
+      this.#initSlot(slot, lo, hi);
+      this.#index.set(lo, hi, slot);
+      const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
+      const i = slot & (this.#chunkRows - 1);
+      if (c.f32 !== null)
+        c.f32.set((data.rows as Float32Array).subarray(k * dim, (k + 1) * dim), i * dim);
+      else
+        (c.f16 as Uint16Array).set(
+          (data.rows as Uint16Array).subarray(k * dim, (k + 1) * dim),
+          i * dim,
+        );
+      for (let s = 0; s < data.state.length; s++)
+        c.state.set(
+          (data.state[s] as Float32Array).subarray(k * dim, (k + 1) * dim),
+          i * sd + s * dim,
+        );
+      if (c.steps !== null && data.steps !== null) c.steps[i] = data.steps[k] as number;
+      if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
+      if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;
+    }
+    if (this.#sketch !== null && data.sketch !== null) this.#sketch.counters.set(data.sketch);
+    this.#tick = data.tickCounter;
+  }
+
+  /** Returns every chunk's memory. */
+  close(): void {
+    for (const c of this.#chunks) c.block.release();
+    this.#chunks.length = 0;
+  }
+}
