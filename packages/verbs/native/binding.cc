@@ -19,35 +19,18 @@
 
 namespace rdmajs {
 
-Napi::Error system_error(Napi::Env env, const char* syscall, int err) {
+Napi::Error system_error(Napi::Env env, const char* syscall, int err, const char* detail, const char* code) {
+  std::string message = std::strerror(err);
+  if (detail) message += std::string(": ") + detail;
   auto* data = env.GetInstanceData<AddonData>();
   if (data && !data->systemError.IsEmpty()) {
-    Napi::Object e = data->systemError.New({Napi::String::New(env, syscall), Napi::Number::New(env, err),
-                                            Napi::String::New(env, std::strerror(err))});
+    std::vector<napi_value> args = {Napi::String::New(env, syscall), Napi::Number::New(env, err),
+                                    Napi::String::New(env, message)};
+    if (code) args.push_back(Napi::String::New(env, code));
+    Napi::Object e = data->systemError.New(args);
     return Napi::Error(env, e);
   }
-  return Napi::Error::New(env, std::string(syscall) + ": " + std::strerror(err));
-}
-
-void unmap(Mapping* m) {
-  if (!m->base) return;
-  munmap(m->base, m->length);
-  if (m->fd >= 0) close(m->fd);
-  m->base = nullptr;
-}
-
-void on_buffer_collected(Napi::Env, void*, Mapping* m) {
-  m->reachable = false;
-  if (m->registered) return;
-  unmap(m);
-  delete m;
-}
-
-void on_unregistered(Mapping* m) {
-  m->registered = false;
-  if (m->reachable) return;
-  unmap(m);
-  delete m;
+  return Napi::Error::New(env, std::string(syscall) + ": " + message);
 }
 
 bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
@@ -255,7 +238,13 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     }
     auto* m = new Mapping{p, length, fd};
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, on_buffer_collected, m);
+    Napi::ArrayBuffer ab;
+    if (!rdmajs::wrap_mapping(env, m, &ab)) {
+      dev_->deregMr(h);  // never reachable by a peer: the key was not handed out
+      unmap(m);
+      delete m;
+      return env.Undefined();
+    }
     owned_[h] = OwnedMemory{Napi::Persistent(ab), m};
     Napi::Array out = Napi::Array::New(env, 4);
     out.Set(0u, h);

@@ -356,7 +356,13 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       return (system_error(env, "ibv_reg_mr", e).ThrowAsJavaScriptException(), env.Undefined());
     }
     auto* m = new Mapping{p, length, -1};
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, on_buffer_collected, m);
+    Napi::ArrayBuffer ab;
+    if (!wrap_mapping(env, m, &ab)) {
+      api_->dereg_mr(mr);
+      unmap(m);
+      delete m;
+      return env.Undefined();
+    }
     int h = nextHandle_++;
     mrs_[h] = Mr{mr, m, Napi::Persistent(ab)};
     Napi::Array out = Napi::Array::New(env, 5);
