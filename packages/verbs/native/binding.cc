@@ -16,6 +16,8 @@
 
 #include "addon.h"
 #include "soft/device.h"
+#include "soft/wire.h"
+#include "tagged.h"
 
 namespace rdmajs {
 
@@ -60,41 +62,51 @@ using rdmajs::unmap;
 
 class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
  public:
+  static constexpr napi_type_tag kTypeTag = {0x7264'6d61'6a73'0001ull, 0x736f'6674'6465'7631ull};
+  static constexpr const char* kClassName = "SoftDevice";
+
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "SoftDevice",
+    using T = rdmajs::Tagged<SoftDevice>;
+    return T::Class(env, kClassName,
                        {
-                           InstanceMethod<&SoftDevice::Close>("close"),
-                           InstanceMethod<&SoftDevice::EndpointBase>("endpointBase"),
-                           InstanceMethod<&SoftDevice::AllocMr>("allocMr"),
-                           InstanceMethod<&SoftDevice::RegMr>("regMr"),
-                           InstanceMethod<&SoftDevice::DeregMr>("deregMr"),
-                           InstanceMethod<&SoftDevice::CreateCq>("createCq"),
-                           InstanceMethod<&SoftDevice::DestroyCq>("destroyCq"),
-                           InstanceMethod<&SoftDevice::CqCapacity>("cqCapacity"),
-                           InstanceMethod<&SoftDevice::PollCq>("pollCq"),
-                           InstanceMethod<&SoftDevice::CqCount>("cqCount"),
-                           InstanceMethod<&SoftDevice::ArmCq>("armCq"),
-                           InstanceMethod<&SoftDevice::CreateSrq>("createSrq"),
-                           InstanceMethod<&SoftDevice::DestroySrq>("destroySrq"),
-                           InstanceMethod<&SoftDevice::PostSrqRecv>("postSrqRecv"),
-                           InstanceMethod<&SoftDevice::ArmSrqLimit>("armSrqLimit"),
-                           InstanceMethod<&SoftDevice::CreateQp>("createQp"),
-                           InstanceMethod<&SoftDevice::DestroyQp>("destroyQp"),
-                           InstanceMethod<&SoftDevice::QpInfo>("qpInfo"),
-                           InstanceMethod<&SoftDevice::QpState>("qpState"),
-                           InstanceMethod<&SoftDevice::ModifyQp>("modifyQp"),
-                           InstanceMethod<&SoftDevice::PostSend>("postSend"),
-                           InstanceMethod<&SoftDevice::PostRecv>("postRecv"),
-                           InstanceMethod<&SoftDevice::Inject>("inject"),
-                           InstanceMethod<&SoftDevice::ToRtrLink>("toRtrLink"),
-                           InstanceMethod<&SoftDevice::LinkTake>("linkTake"),
-                           InstanceMethod<&SoftDevice::LinkDone>("linkDone"),
-                           InstanceMethod<&SoftDevice::Respond>("respond"),
+                           T::Def<&SoftDevice::Close>(env, "close"),
+                           T::Def<&SoftDevice::EndpointBase>(env, "endpointBase"),
+                           T::Def<&SoftDevice::AllocMr>(env, "allocMr"),
+                           T::Def<&SoftDevice::RegMr>(env, "regMr"),
+                           T::Def<&SoftDevice::DeregMr>(env, "deregMr"),
+                           T::Def<&SoftDevice::CreateCq>(env, "createCq"),
+                           T::Def<&SoftDevice::DestroyCq>(env, "destroyCq"),
+                           T::Def<&SoftDevice::CqCapacity>(env, "cqCapacity"),
+                           T::Def<&SoftDevice::PollCq>(env, "pollCq"),
+                           T::Def<&SoftDevice::CqCount>(env, "cqCount"),
+                           T::Def<&SoftDevice::ArmCq>(env, "armCq"),
+                           T::Def<&SoftDevice::CreateSrq>(env, "createSrq"),
+                           T::Def<&SoftDevice::DestroySrq>(env, "destroySrq"),
+                           T::Def<&SoftDevice::PostSrqRecv>(env, "postSrqRecv"),
+                           T::Def<&SoftDevice::ArmSrqLimit>(env, "armSrqLimit"),
+                           T::Def<&SoftDevice::CreateQp>(env, "createQp"),
+                           T::Def<&SoftDevice::DestroyQp>(env, "destroyQp"),
+                           T::Def<&SoftDevice::QpInfo>(env, "qpInfo"),
+                           T::Def<&SoftDevice::QpState>(env, "qpState"),
+                           T::Def<&SoftDevice::ModifyQp>(env, "modifyQp"),
+                           T::Def<&SoftDevice::PostSend>(env, "postSend"),
+                           T::Def<&SoftDevice::PostRecv>(env, "postRecv"),
+                           T::Def<&SoftDevice::Inject>(env, "inject"),
+                           T::Def<&SoftDevice::ToRtrLink>(env, "toRtrLink"),
+                           T::Def<&SoftDevice::LinkTake>(env, "linkTake"),
+                           T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
+                           T::Def<&SoftDevice::Respond>(env, "respond"),
                        });
   }
 
   explicit SoftDevice(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SoftDevice>(info) {
     Napi::Env env = info.Env();
+    info.This().As<Napi::Object>().TypeTag(&kTypeTag);
+    if (!info[0].IsFunction()) {
+      system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent) takes a function", "ERR_RDMA_INVALID_ARG")
+          .ThrowAsJavaScriptException();
+      return;
+    }
     onEvent_ = Napi::Persistent(info[0].As<Napi::Function>());
     try {
       dev_ = std::make_unique<soft::Device>();
@@ -142,6 +154,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     dev_.reset();  // revokes every registration, waiting for peers' copies
     for (auto& [h, o] : owned_) on_unregistered(o.mapping);
     owned_.clear();
+    held_.clear();
     if (hookAdded_) {
       napi_remove_env_cleanup_hook(env_, &SoftDevice::Cleanup, this);
       hookAdded_ = false;
@@ -150,7 +163,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   bool Alive(const Napi::CallbackInfo& info) {
     if (dev_) return true;
-    Napi::Error::New(info.Env(), "device is closed").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "device is closed", "ERR_RDMA_CLOSED").ThrowAsJavaScriptException();
     return false;
   }
 
@@ -200,6 +213,57 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return info.Env().Undefined();
   }
 
+  // ---- arguments: JS validates them; these checks keep a bug there (or a call from
+  // elsewhere) from reaching memory as a wrong handle, a short array or a wild length.
+
+  Napi::Value Fail(const Napi::CallbackInfo& info, int err, const std::string& why, const char* code) {
+    system_error(info.Env(), kClassName, err, why.c_str(), code).ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
+
+  // Argument i as a handle of a live object of this device (has = hasQp/hasCq/hasSrq).
+  bool HandleArg(const Napi::CallbackInfo& info, size_t i, bool (soft::Device::*has)(int) const, const char* what,
+                 int* h) {
+    if (!Alive(info)) return false;
+    double d = info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : 0;
+    if (d >= 1 && d <= 2147483647.0 && d == std::floor(d) && ((*dev_).*has)(static_cast<int>(d))) {
+      *h = static_cast<int>(d);
+      return true;
+    }
+    Fail(info, EBADF, std::string("no such ") + what + " on this device", "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+  bool QpArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasQp, "queue pair", h);
+  }
+  bool CqArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasCq, "completion queue", h);
+  }
+  bool SrqArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasSrq, "shared receive queue", h);
+  }
+
+  // Argument i as a typed array of the given type (its data and element count).
+  template <typename A>
+  bool ArrayArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type type, A* out) {
+    if (info[i].IsTypedArray() && info[i].As<Napi::TypedArray>().TypedArrayType() == type) {
+      *out = info[i].As<A>();
+      return true;
+    }
+    Fail(info, EINVAL, "argument " + std::to_string(i) + " must be a " +
+                           (type == napi_float64_array ? "Float64Array" : "Uint8Array"),
+         "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+
+  static double Num(const Napi::CallbackInfo& info, size_t i) {
+    return info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : 0;
+  }
+  static uint32_t U32(const Napi::CallbackInfo& info, size_t i) { return soft::to_u32(Num(info, i)); }
+  static int Count(const Napi::CallbackInfo& info, size_t i) {
+    return static_cast<int>(std::min<uint32_t>(U32(info, i), 1u << 22));  // results carry index << 8
+  }
+
   Napi::Value EndpointBase(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return info.Env().Undefined();
     Napi::Env env = info.Env();
@@ -215,8 +279,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   Napi::Value AllocMr(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
-    size_t length = static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue());
-    uint32_t access = info[1].As<Napi::Number>().Uint32Value();
+    uint64_t length = soft::to_u64(Num(info, 0));
+    if (length == 0 || length > soft::DeviceLimits::maxMrSize)
+      return Fail(info, EINVAL, "length must be in [1, maxMrSize]", "ERR_RDMA_OUT_OF_RANGE");
+    uint32_t access = U32(info, 1);
     int fd = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-mr", MFD_CLOEXEC));
     if (fd < 0) return (system_error(env, "memfd_create", errno).ThrowAsJavaScriptException(), env.Undefined());
     if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
@@ -254,17 +320,24 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return out;
   }
 
+  // The buffer is held (a strong reference) while registered: a peer may copy into it until
+  // deregistration, so it must not be collected before (at worker exit, say).
   Napi::Value RegMr(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
+    if (!info[0].IsArrayBuffer()) return Fail(info, EINVAL, "regMr takes an ArrayBuffer", "ERR_RDMA_INVALID_ARG");
     Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
-    size_t offset = static_cast<size_t>(info[1].As<Napi::Number>().DoubleValue());
-    size_t length = static_cast<size_t>(info[2].As<Napi::Number>().DoubleValue());
-    uint32_t access = info[3].As<Napi::Number>().Uint32Value();
+    uint64_t offset = soft::to_u64(Num(info, 1));
+    uint64_t length = soft::to_u64(Num(info, 2));
+    uint64_t size = ab.IsDetached() ? 0 : ab.ByteLength();
+    if (length == 0 || offset > size || length > size - offset)
+      return Fail(info, EINVAL, "the range is not inside the buffer", "ERR_RDMA_OUT_OF_RANGE");
+    uint32_t access = U32(info, 3);
     uint64_t addr = reinterpret_cast<uint64_t>(static_cast<uint8_t*>(ab.Data()) + offset);
     uint32_t key = 0;
     int h = dev_->regMr(addr, length, access, -1, &key);
     if (h < 0) return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+    held_[h] = Napi::Persistent(ab);
     Napi::Array out = Napi::Array::New(env, 3);
     out.Set(0u, h);
     out.Set(1u, static_cast<double>(addr));
@@ -275,7 +348,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   // Deregistration of allocMr memory gives it back at once (not at garbage collection):
   // its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
   Napi::Value DeregMr(const Napi::CallbackInfo& info) {
-    int h = info[0].As<Napi::Number>().Int32Value();
+    int h = static_cast<int>(soft::to_u32(Num(info, 0)));
     if (dev_) dev_->deregMr(h);
     auto it = owned_.find(h);
     if (it != owned_.end()) {
@@ -285,94 +358,116 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       on_unregistered(it->second.mapping);
       owned_.erase(it);
     }
+    held_.erase(h);
     return info.Env().Undefined();
   }
 
   Napi::Value CreateCq(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
-    int h = dev_->createCq(info[0].As<Napi::Number>().Uint32Value());
+    uint32_t capacity = U32(info, 0);
+    if (capacity == 0 || capacity > soft::DeviceLimits::maxCqe)
+      return Fail(info, EINVAL, "capacity must be in [1, maxCqe]", "ERR_RDMA_OUT_OF_RANGE");
+    int h = dev_->createCq(capacity);
     if (h < 0) return (system_error(env, "ibv_create_cq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     return Napi::Number::New(env, h);
   }
 
   Napi::Value DestroyCq(const Napi::CallbackInfo& info) {
-    if (dev_) dev_->destroyCq(info[0].As<Napi::Number>().Int32Value());
+    int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+    if (dev_ && dev_->destroyCq(h) == EBUSY)
+      return Fail(info, EBUSY, "a queue pair still uses this completion queue", "ERR_RDMA_BUSY");
     return info.Env().Undefined();
   }
 
   Napi::Value CqCapacity(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    return Napi::Number::New(info.Env(), dev_->cqCapacity(info[0].As<Napi::Number>().Int32Value()));
+    int h;
+    if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->cqCapacity(h));
   }
 
   Napi::Value PollCq(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
-    Napi::Float64Array out = info[1].As<Napi::Float64Array>();
-    int max = info[2].As<Napi::Number>().Int32Value();
-    max = std::max(0, std::min(max, static_cast<int>(out.ElementLength() / 8)));  // never past `out`
+    int h;
+    Napi::Float64Array out;
+    if (!CqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &out)) return info.Env().Undefined();
+    int max = static_cast<int>(std::min<size_t>(U32(info, 2), out.ElementLength() / 8));  // never past `out`
     int n = dev_->pollCq(h, out.Data(), max);
     Schedule();
     return Napi::Number::New(info.Env(), n);
   }
 
   Napi::Value CqCount(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    uint32_t n = dev_->cqCount(info[0].As<Napi::Number>().Int32Value());
+    int h;
+    if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+    uint32_t n = dev_->cqCount(h);
     Schedule();
     return Napi::Number::New(info.Env(), n);
   }
 
   Napi::Value ArmCq(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    return Napi::Number::New(info.Env(), dev_->armCq(info[0].As<Napi::Number>().Int32Value()));
+    int h;
+    if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->armCq(h));
   }
 
   Napi::Value CreateSrq(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
-    int h = dev_->createSrq(info[0].As<Napi::Number>().Uint32Value(), info[1].As<Napi::Number>().Uint32Value());
+    uint32_t maxWr = U32(info, 0), maxSge = U32(info, 1);
+    if (maxWr == 0 || maxWr > soft::DeviceLimits::maxSrqWr || maxSge == 0 || maxSge > soft::DeviceLimits::maxSge)
+      return Fail(info, EINVAL, "maxWr/maxSge out of the device's range", "ERR_RDMA_OUT_OF_RANGE");
+    int h = dev_->createSrq(maxWr, maxSge);
     if (h < 0) return (system_error(env, "ibv_create_srq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     return Napi::Number::New(env, h);
   }
 
   Napi::Value DestroySrq(const Napi::CallbackInfo& info) {
-    if (dev_) dev_->destroySrq(info[0].As<Napi::Number>().Int32Value());
+    int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+    if (dev_ && dev_->destroySrq(h) == EBUSY)
+      return Fail(info, EBUSY, "a queue pair still uses this shared receive queue", "ERR_RDMA_BUSY");
     return info.Env().Undefined();
   }
 
   Napi::Value PostSrqRecv(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
-    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
-    return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value()));
+    int h;
+    Napi::Float64Array wrs;
+    if (!SrqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.Data(), wrs.ElementLength(), Count(info, 2)));
   }
 
   Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    dev_->armSrqLimit(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Uint32Value());
+    int h;
+    if (!SrqArg(info, 0, &h)) return info.Env().Undefined();
+    dev_->armSrqLimit(h, U32(info, 1));
     return info.Env().Undefined();
   }
 
   Napi::Value CreateQp(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!Alive(info)) return env.Undefined();
-    auto n = [&](int i) { return info[i].As<Napi::Number>().Int32Value(); };
-    int h = dev_->createQp(n(0), n(1), n(2), n(3), n(4), n(5), n(6), n(7));
+    int sendCq, recvCq, srq = -1;
+    if (!CqArg(info, 0, &sendCq) || !CqArg(info, 1, &recvCq)) return env.Undefined();
+    if (!(info[2].IsNumber() && Num(info, 2) < 0) && !SrqArg(info, 2, &srq)) return env.Undefined();
+    using L = soft::DeviceLimits;
+    uint32_t sendWr = U32(info, 3), recvWr = U32(info, 4), sendSge = U32(info, 5), recvSge = U32(info, 6),
+             inl = U32(info, 7);
+    if (sendWr == 0 || sendWr > L::maxQpWr || recvWr > L::maxQpWr || (srq < 0 && recvWr == 0) || sendSge == 0 ||
+        sendSge > L::maxSge || recvSge == 0 || recvSge > L::maxSge || inl > L::maxInline)
+      return Fail(info, EINVAL, "queue pair capabilities out of the device's range", "ERR_RDMA_OUT_OF_RANGE");
+    int h = dev_->createQp(sendCq, recvCq, srq, sendWr, recvWr, sendSge, recvSge, inl);
     if (h < 0) return (system_error(env, "ibv_create_qp", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
     return Napi::Number::New(env, h);
   }
 
   Napi::Value DestroyQp(const Napi::CallbackInfo& info) {
-    if (dev_) dev_->destroyQp(info[0].As<Napi::Number>().Int32Value());
+    int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+    if (dev_) dev_->destroyQp(h);
     return info.Env().Undefined();
   }
 
   Napi::Value QpInfo(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!Alive(info)) return env.Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
+    int h;
+    if (!QpArg(info, 0, &h)) return env.Undefined();
     Napi::Array out = Napi::Array::New(env, 3);
     out.Set(0u, dev_->qpNum(h));
     out.Set(1u, dev_->qpSlot(h));
@@ -381,30 +476,31 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   }
 
   Napi::Value QpState(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    return Napi::Number::New(info.Env(), dev_->qpState(info[0].As<Napi::Number>().Int32Value()));
+    int h;
+    if (!QpArg(info, 0, &h)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->qpState(h));
   }
 
   // modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
   // minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
   Napi::Value ModifyQp(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!Alive(info)) return env.Undefined();
-    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
-    int h = info[0].As<Napi::Number>().Int32Value();
+    int h;
+    if (!QpArg(info, 0, &h)) return env.Undefined();
+    auto u = [&](size_t i) { return U32(info, i); };
     uint32_t to = u(1);
     int rc = EINVAL;
     switch (to) {
       case soft::QPS_INIT: rc = dev_->toInit(h, u(2)); break;
       case soft::QPS_RTR: {
         const soft::SysError* se = nullptr;
-        uint64_t nonce = static_cast<uint64_t>(info[9].As<Napi::Number>().DoubleValue());
+        uint64_t nonce = soft::to_u64(Num(info, 9));
         rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), nonce, u(5), u(6),
-                         u(7), u(8), &se);
-        if (se) return (system_error(env, se->syscall, se->err).ThrowAsJavaScriptException(), env.Undefined());
+                         u(7), std::min<uint32_t>(u(8), 31), &se);
+        if (se) return RtrError(info, *se);
         break;
       }
-      case soft::QPS_RTS: rc = dev_->toRts(h, u(2), u(3), u(4)); break;
+      case soft::QPS_RTS: rc = dev_->toRts(h, std::min<uint32_t>(u(2), 31), std::min<uint32_t>(u(3), 7), std::min<uint32_t>(u(4), 7)); break;
       case soft::QPS_ERR: rc = dev_->toErr(h); break;
       case soft::QPS_RESET: rc = dev_->toReset(h); break;
       default: break;
@@ -412,31 +508,48 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return Napi::Number::New(env, rc);
   }
 
+  // A peer that cannot be reached at connect time: EPERM from pidfd_getfd is the kernel's
+  // ptrace access check (Yama ptrace_scope, another user, a no-new-privileges sandbox).
+  Napi::Value RtrError(const Napi::CallbackInfo& info, const soft::SysError& se) {
+    if (se.err == EPERM || se.err == ESRCH || se.err == ESTALE) {
+      const char* why =
+          se.err == EPERM
+              ? "the peer process does not let this one take its file descriptors (ptrace access check: Yama "
+                "ptrace_scope, a different user or a sandbox); run both under one user with ptrace_scope 0/1 "
+                "(the soft provider sets PR_SET_PTRACER), or use the TCP link (openDevice({ link: 'tcp' }))"
+              : se.err == ESRCH ? "the peer process is gone" : "the endpoint names a device that no longer exists";
+      system_error(info.Env(), se.syscall, se.err, why, "ERR_RDMA_UNREACHABLE").ThrowAsJavaScriptException();
+    } else {
+      system_error(info.Env(), se.syscall, se.err).ThrowAsJavaScriptException();
+    }
+    return info.Env().Undefined();
+  }
+
   Napi::Value PostSend(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
-    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
-    int rc = dev_->postSend(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value());
+    int h;
+    Napi::Float64Array wrs;
+    if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+    int rc = dev_->postSend(h, wrs.Data(), wrs.ElementLength(), Count(info, 2));
     Schedule();
     return Napi::Number::New(info.Env(), rc);
   }
 
   Napi::Value PostRecv(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
-    Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
-    return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.Data(), info[2].As<Napi::Number>().Int32Value()));
+    int h;
+    Napi::Float64Array wrs;
+    if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+    return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.Data(), wrs.ElementLength(), Count(info, 2)));
   }
 
   // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms).
   Napi::Value Inject(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    int h = info[0].As<Napi::Number>().Int32Value();
-    int kind = info[1].As<Napi::Number>().Int32Value();
-    double v = info[2].As<Napi::Number>().DoubleValue();
+    int h;
+    if (!QpArg(info, 0, &h)) return info.Env().Undefined();
+    uint32_t kind = U32(info, 1);
+    double v = Num(info, 2);
     if (kind == 0) dev_->injectBreakLink(h);
     if (kind == 1) dev_->injectStall(h, v != 0);
-    if (kind == 2) dev_->injectDelay(h, v);
+    if (kind == 2) dev_->injectDelay(h, std::isfinite(v) && v > 0 ? v : 0);
     return info.Env().Undefined();
   }
 
@@ -444,35 +557,41 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   // toRtrLink(h, peerPid, peerSlot, peerGen, peerQpn, minRnrTimer) → errno
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
-    return Napi::Number::New(info.Env(), dev_->toRtrLink(info[0].As<Napi::Number>().Int32Value(), u(1), u(2), u(3), u(4), u(5)));
+    int h;
+    if (!QpArg(info, 0, &h)) return info.Env().Undefined();
+    auto u = [&](size_t i) { return U32(info, i); };
+    return Napi::Number::New(info.Env(), dev_->toRtrLink(h, u(1), u(2), u(3), u(4), std::min<uint32_t>(u(5), 31)));
   }
 
   // linkTake(h, hdr: Float64Array(10), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
   Napi::Value LinkTake(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
-    Napi::Float64Array hdr = info[1].As<Napi::Float64Array>();
-    Napi::Uint8Array payload = info[2].As<Napi::Uint8Array>();
+    int h;
+    Napi::Float64Array hdr;
+    Napi::Uint8Array payload;
+    if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &hdr) ||
+        !ArrayArg(info, 2, napi_uint8_array, &payload))
+      return info.Env().Undefined();
     if (hdr.ElementLength() < 10) return Napi::Number::New(info.Env(), 0);
-    double r = dev_->linkTake(info[0].As<Napi::Number>().Int32Value(), hdr.Data(), payload.Data(), payload.ByteLength());
+    double r = dev_->linkTake(h, hdr.Data(), payload.Data(), payload.ByteLength());
     Schedule();
     return Napi::Number::New(info.Env(), r);
   }
 
   // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
   Napi::Value LinkDone(const Napi::CallbackInfo& info) {
-    if (!Alive(info)) return info.Env().Undefined();
+    int h;
+    if (!QpArg(info, 0, &h)) return info.Env().Undefined();
     const uint8_t* data = nullptr;
     size_t len = 0;
     if (info[5].IsTypedArray()) {
-      Napi::Uint8Array d = info[5].As<Napi::Uint8Array>();
+      Napi::Uint8Array d;
+      if (!ArrayArg(info, 5, napi_uint8_array, &d)) return info.Env().Undefined();
       data = d.Data();
       len = d.ByteLength();
     }
-    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
-    dev_->linkDone(info[0].As<Napi::Number>().Int32Value(), u(1), static_cast<int>(u(2)), static_cast<uint8_t>(u(3)), u(4),
-                   data, len);
+    auto u = [&](size_t i) { return U32(info, i); };
+    dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)), static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)),
+                   std::min<uint32_t>(u(4), 31), data, len);
     Schedule();
     return info.Env().Undefined();
   }
@@ -481,12 +600,13 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return info.Env().Undefined();
-    auto u = [&](int i) { return info[i].As<Napi::Number>().Uint32Value(); };
-    Napi::Uint8Array payload = info[3].As<Napi::Uint8Array>();
+    Napi::Uint8Array payload;
+    if (!ArrayArg(info, 3, napi_uint8_array, &payload)) return info.Env().Undefined();
+    auto u = [&](size_t i) { return U32(info, i); };
     uint32_t rnr = 12;
-    int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(u(2)), payload.Data(), payload.ByteLength(), u(4),
-                          static_cast<uint64_t>(info[5].As<Napi::Number>().DoubleValue()), u(6), u(7), u(8), &rnr);
-    return Napi::Number::New(info.Env(), static_cast<double>((rnr << 16) | static_cast<uint32_t>(r)));
+    int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(std::min<uint32_t>(u(2), 255)), payload.Data(),
+                          payload.ByteLength(), u(4), soft::to_u64(Num(info, 5)), u(6), u(7), u(8), &rnr);
+    return Napi::Number::New(info.Env(), static_cast<double>(((rnr & 31) << 16) | static_cast<uint32_t>(r)));
   }
 
   std::unique_ptr<soft::Device> dev_;
@@ -502,6 +622,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     Mapping* mapping;
   };
   std::map<int, OwnedMemory> owned_;  // allocMr memory by MR handle, until deregistered
+  std::map<int, Napi::Reference<Napi::ArrayBuffer>> held_;  // regMr buffers, until deregistered
 };
 
 Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {

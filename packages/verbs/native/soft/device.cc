@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "copy.h"
+#include "wire.h"
 
 namespace soft {
 
@@ -220,18 +221,23 @@ int Device::createCq(uint32_t capacity) {
   cq->capacity = capacity;
   cq->entriesOff = off + ((sizeof(CqShared) + 63) & ~uint64_t{63});
   int h = nextHandle_++;
-  cqs_[h] = off;
+  cqs_[h] = CqRec{off};
   return h;
 }
 
-CqShared* Device::cqAt(int h) { return reinterpret_cast<CqShared*>(seg_.base() + cqs_.at(h)); }
-
-void Device::destroyCq(int h) {
+// Only for handles checked with hasCq (the adapter does), or held by a live QP.
+CqShared* Device::cqAt(int h) {
   auto it = cqs_.find(h);
-  if (it == cqs_.end()) return;
-  seg_.free(it->second);
-  cqErrReported_.erase(h);
+  return reinterpret_cast<CqShared*>(seg_.base() + (it == cqs_.end() ? 0 : it->second.off));
+}
+
+int Device::destroyCq(int h) {
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) return 0;
+  if (it->second.users) return EBUSY;
+  seg_.free(it->second.off);
   cqs_.erase(it);
+  return 0;
 }
 
 uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
@@ -321,24 +327,30 @@ RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
   return reinterpret_cast<RecvWqe*>(base + r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * (i % r->capacity));
 }
 
-// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples).
-int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, int count) {
+// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
+// that overruns `words` or names more SGEs than the queue holds is refused, not read.
+int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
   r->lock.lock(self);
   size_t p = 0;
   for (int i = 0; i < count; i++) {
+    uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
+    if (n > r->maxSge || p + 2 + 3 * static_cast<size_t>(n) > words) {
+      r->lock.unlock();
+      return (i << 8) | POST_EINVAL;
+    }
     if (r->count == r->capacity) {
       r->lock.unlock();
       return (i << 8) | POST_ENOMEM;
     }
     RecvWqe* w = wqe_at(base, r, r->head + r->count);
-    w->wrId = static_cast<uint64_t>(wrs[p]);
-    w->numSge = static_cast<uint32_t>(wrs[p + 1]);
+    w->wrId = to_u64(wrs[p]);
+    w->numSge = n;
     p += 2;
     auto* sg = reinterpret_cast<WireSge*>(w + 1);
-    for (uint32_t s = 0; s < w->numSge; s++, p += 3) {
-      sg[s].addr = static_cast<uint64_t>(wrs[p]);
-      sg[s].length = static_cast<uint32_t>(wrs[p + 1]);
-      sg[s].lkey = static_cast<uint32_t>(wrs[p + 2]);
+    for (uint32_t s = 0; s < n; s++, p += 3) {
+      sg[s].addr = to_u64(wrs[p]);
+      sg[s].length = to_u32(wrs[p + 1]);
+      sg[s].lkey = to_u32(wrs[p + 2]);
     }
     __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
   }
@@ -393,31 +405,46 @@ int Device::createSrq(uint32_t maxWr, uint32_t maxSge) {
   if (!off) return -1;
   init_rq(seg_.base(), off, maxWr, maxSge);
   int h = nextHandle_++;
-  srqs_[h] = off;
+  srqs_[h] = SrqRec{off};
   return h;
 }
 
-void Device::destroySrq(int h) {
+int Device::destroySrq(int h) {
   auto it = srqs_.find(h);
-  if (it == srqs_.end()) return;
-  seg_.free(it->second);
+  if (it == srqs_.end()) return 0;
+  if (it->second.users) return EBUSY;
+  seg_.free(it->second.off);
   srqs_.erase(it);
+  return 0;
 }
 
-int Device::postSrqRecv(int h, const double* wrs, int count) {
-  return post_rq(seg_.base(), rq(srqs_.at(h)), static_cast<uint32_t>(pid_), wrs, count);
+int Device::postSrqRecv(int h, const double* wrs, size_t words, int count) {
+  auto it = srqs_.find(h);
+  if (it == srqs_.end()) return POST_EINVAL;
+  return post_rq(seg_.base(), rq(it->second.off), static_cast<uint32_t>(pid_), wrs, words, count);
 }
 
-void Device::armSrqLimit(int h, uint32_t limit) { rq(srqs_.at(h))->limit.store(limit); }
+void Device::armSrqLimit(int h, uint32_t limit) {
+  auto it = srqs_.find(h);
+  if (it != srqs_.end()) rq(it->second.off)->limit.store(limit);
+}
 
 // ---------------------------------------------------------------- queue pairs
 
-Qp* Device::qp(int h) { return qps_.at(h).get(); }
+// Only for handles checked with hasQp (the adapter does).
+Qp* Device::qp(int h) {
+  auto it = qps_.find(h);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
 
 int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
                      uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline) {
   if (freeQpSlots_.empty()) return -1;
+  auto sc = cqs_.find(sendCq), rc = cqs_.find(recvCq);
+  auto sr = srq >= 0 ? srqs_.find(srq) : srqs_.end();
+  if (sc == cqs_.end() || rc == cqs_.end() || (srq >= 0 && sr == srqs_.end())) return -1;
   auto q = std::make_unique<Qp>();
+  q->sendCqOff = sc->second.off;
   q->sendCq = sendCq;
   q->recvCq = recvCq;
   q->srq = srq;
@@ -447,8 +474,11 @@ int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32
   s->linkBroken.store(0);
   s->hasSrq = srq >= 0;
   s->minRnrTimer = 12;
-  s->rqOff = srq >= 0 ? srqs_.at(srq) : q->rqOff;
-  s->recvCqOff = cqs_.at(recvCq);
+  s->rqOff = srq >= 0 ? sr->second.off : q->rqOff;
+  s->recvCqOff = rc->second.off;
+  sc->second.users++;
+  rc->second.users++;
+  if (srq >= 0) sr->second.users++;
   s->gen.store(q->gen, std::memory_order_release);
   qpBySlot_[q->slot] = q.get();
   int h = nextHandle_++;
@@ -464,6 +494,14 @@ void Device::destroyQp(int h) {
   QpShared* s = qpShared(q.slot);
   s->gen.store(q.gen + 1, std::memory_order_release);  // peers now see a vanished QP
   if (q.rqOff) seg_.free(q.rqOff);
+  for (int c : {q.sendCq, q.recvCq}) {
+    auto ci = cqs_.find(c);
+    if (ci != cqs_.end() && ci->second.users) ci->second.users--;
+  }
+  if (q.srq >= 0) {
+    auto si = srqs_.find(q.srq);
+    if (si != srqs_.end() && si->second.users) si->second.users--;
+  }
   qpBySlot_[q.slot] = nullptr;
   freeQpSlots_.push_back(q.slot);
   qps_.erase(it);
@@ -569,7 +607,7 @@ void Device::moveToError(Qp& q) {
 void Device::flushQp(Qp& q) {
   q.linkReady = q.linkInflight = false;  // a late answer from the link is then ignored
   unblock(q);
-  CqShared* scq = cqAt(q.sendCq);
+  auto* scq = reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff);
   QpShared* s = qpShared(q.slot);
   for (; q.sqHead != q.sqTail; q.sqHead++) {
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
@@ -585,19 +623,19 @@ void Device::flushQp(Qp& q) {
   if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
 }
 
-int Device::postRecv(int h, const double* wrs, int count) {
+int Device::postRecv(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   uint32_t st = s->state.load();
   if (st == QPS_RESET || s->hasSrq) return POST_EINVAL;
-  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, count);
+  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
   // The specification flushes receives posted in ERR at once (rxe waits for the next
   // transition to ERR; documented difference).
   if (st == QPS_ERR) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
   return rc;
 }
 
-int Device::postSend(int h, const double* wrs, int count) {
+int Device::postSend(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   uint32_t st = s->state.load();
@@ -609,25 +647,37 @@ int Device::postSend(int h, const double* wrs, int count) {
       rc = (i << 8) | POST_ENOMEM;
       break;
     }
+    // A WR that overruns `words`, names more SGEs than the queue holds or an opcode this
+    // provider does not know is refused here: nothing is read past the array, and an
+    // unknown opcode is never carried out as some other operation.
+    uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
+    double op = p + 7 <= words ? wrs[p + 1] : -1;
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_READ)) ||
+        op != static_cast<double>(static_cast<uint8_t>(op))) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
     uint32_t idx = q.sqTail % q.maxSendWr;
     SendEntry& e = q.sq[idx];
-    e.wrId = static_cast<uint64_t>(wrs[p]);
-    e.opcode = static_cast<uint8_t>(wrs[p + 1]);
-    uint32_t flags = static_cast<uint32_t>(wrs[p + 2]);
+    e.wrId = to_u64(wrs[p]);
+    e.opcode = static_cast<uint8_t>(op);
+    uint32_t flags = to_u32(wrs[p + 2]);
     e.signaled = flags & 1;
-    e.isInline = (flags & 2) != 0;
-    e.imm = static_cast<uint32_t>(wrs[p + 3]);
-    e.remoteAddr = static_cast<uint64_t>(wrs[p + 4]);
-    e.rkey = static_cast<uint32_t>(wrs[p + 5]);
-    e.numSge = static_cast<uint32_t>(wrs[p + 6]);
+    e.isInline = (flags & 2) != 0 && e.opcode != OP_READ;
+    e.imm = to_u32(wrs[p + 3]);
+    e.remoteAddr = to_u64(wrs[p + 4]);
+    e.rkey = to_u32(wrs[p + 5]);
+    e.numSge = numSge;
     p += 7;
     WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t total = 0;
+    // 64 bits: SGE lengths are up to 2^32 - 1 each, and their sum must not wrap (a
+    // wrapped sum once let an inline copy land past the WR's inline slot).
+    uint64_t total = 0;
     bool badInline = false;
     for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
-      sg[k].addr = static_cast<uint64_t>(wrs[p]);
-      sg[k].length = static_cast<uint32_t>(wrs[p + 1]);
-      sg[k].lkey = static_cast<uint32_t>(wrs[p + 2]);
+      sg[k].addr = to_u64(wrs[p]);
+      sg[k].length = to_u32(wrs[p + 1]);
+      sg[k].lkey = to_u32(wrs[p + 2]);
       if (e.isInline) {
         // Inline data is copied now: the application may reuse its buffer at once. The
         // range must be registered memory: an arbitrary address would crash the process
@@ -645,7 +695,11 @@ int Device::postSend(int h, const double* wrs, int count) {
       rc = (i << 8) | POST_BAD_INLINE;
       break;
     }
-    e.inlineLen = total;
+    if (e.isInline && total > q.maxInline) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
+    e.inlineLen = static_cast<uint32_t>(total);
     e.seq = q.sqTail;
     e.done = 0;
     e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
@@ -767,7 +821,7 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
     c.byteLen = byteLen;
     if (e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM) c.flags = WCF_WITH_IMM;
   }
-  if (!pushCqe(seg_.base(), cqAt(q.sendCq), c, nullptr)) {
+  if (!pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr)) {
     // A lost send completion would desynchronise the application: fail loudly instead.
     moveToError(q);
   }
@@ -853,6 +907,12 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
                                 uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
+  // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
+  // an invalid request, never treated as one of them without its checks.
+  if (opcode > OP_READ) {
+    *status = WC_REM_INV_REQ_ERR;
+    return DONE;
+  }
   uint32_t tst = t->state.load(std::memory_order_acquire);
   if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
   // The target listens only to the QP it was connected to; anything else is dropped.
@@ -1111,15 +1171,15 @@ void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
       events.emplace_back(EV_QP_FATAL, h);
     }
   }
-  for (auto& [h, off] : cqs_) {
-    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + off);
-    if (cq->overrun.load() && !cqErrReported_[h]) {
-      cqErrReported_[h] = true;
+  for (auto& [h, c] : cqs_) {
+    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + c.off);
+    if (cq->overrun.load() && !c.errReported) {
+      c.errReported = true;
       events.emplace_back(EV_CQ_ERR, h);
     }
   }
-  for (auto& [h, off] : srqs_) {
-    if (rq(off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
+  for (auto& [h, r] : srqs_) {
+    if (rq(r.off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
   }
   for (auto& [h, q] : qps_) {
     if (q->linkReady) events.emplace_back(EV_LINK, h);

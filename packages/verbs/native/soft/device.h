@@ -49,6 +49,7 @@ struct Qp {
   uint32_t slot;
   uint32_t gen;
   int sendCq, recvCq, srq;  // handles
+  uint64_t sendCqOff = 0;   // CqShared of sendCq (a CQ in use cannot be destroyed)
   uint32_t maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInline;
   uint64_t rqOff = 0;       // own receive queue (0 with an SRQ)
   std::vector<SendEntry> sq;
@@ -100,22 +101,29 @@ class Device {
   // unmaps or frees registered memory on close.
   void revokeMrs();
 
+  // Handles from JS are checked before use (a stale or foreign handle is an error, never a
+  // lookup that throws under NAPI_DISABLE_CPP_EXCEPTIONS).
+  bool hasQp(int h) const { return qps_.count(h) != 0; }
+  bool hasCq(int h) const { return cqs_.count(h) != 0; }
+  bool hasSrq(int h) const { return srqs_.count(h) != 0; }
+
   int createCq(uint32_t capacity);
-  void destroyCq(int h);
+  int destroyCq(int h);  // 0, or EBUSY while a QP uses it (as ibv_destroy_cq)
   uint32_t cqCapacity(int h);
   int pollCq(int h, double* out, int max);  // 8 doubles per completion
   uint32_t cqCount(int h);
   uint32_t armCq(int h);  // arm, then return what is already there
 
   int createSrq(uint32_t maxWr, uint32_t maxSge);
-  void destroySrq(int h);
-  int postSrqRecv(int h, const double* wrs, int count);
+  int destroySrq(int h);  // 0, or EBUSY while a QP uses it
+  // `words` is the length of `wrs`: a WR that does not fit, or names more SGEs than the
+  // queue takes, is refused (POST_EINVAL at its index) instead of being read past the end.
+  int postSrqRecv(int h, const double* wrs, size_t words, int count);
   void armSrqLimit(int h, uint32_t limit);
 
   int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
                uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline);
   void destroyQp(int h);
-  bool validQp(int h) const { return qps_.count(h) != 0; }
   uint32_t qpNum(int h);
   uint32_t qpSlot(int h);
   uint32_t qpGen(int h);
@@ -127,7 +135,7 @@ class Device {
   int toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry);
   int toErr(int h);
   int toReset(int h);
-  int postSend(int h, const double* wrs, int count);
+  int postSend(int h, const double* wrs, size_t words, int count);
 
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
@@ -141,7 +149,7 @@ class Device {
   // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
   int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
               uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
-  int postRecv(int h, const double* wrs, int count);
+  int postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.
   void injectBreakLink(int h);
@@ -193,13 +201,21 @@ class Device {
   pid_t pid_;
   int nextHandle_ = 1;
   std::map<int, Mr> mrs_;
-  std::map<int, uint64_t> cqs_;   // handle -> CqShared offset
-  std::map<int, uint64_t> srqs_;  // handle -> RecvQueue offset
+  struct CqRec {
+    uint64_t off;        // CqShared offset
+    uint32_t users = 0;  // QPs sending or receiving through it
+    bool errReported = false;
+  };
+  struct SrqRec {
+    uint64_t off;  // RecvQueue offset
+    uint32_t users = 0;
+  };
+  std::map<int, CqRec> cqs_;
+  std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
   bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
-  std::map<int, bool> cqErrReported_;
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
   int blockedCount_ = 0;
