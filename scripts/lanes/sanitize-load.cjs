@@ -5,6 +5,7 @@ const Module = require('node:module');
 const path = require('node:path');
 
 const normal = path.join('packages', 'verbs', 'build', 'Release', 'rdmajs_verbs.node');
+// biome-ignore lint/suspicious/noUndeclaredEnvVars: set by sanitize.sh for this process tree, not a turbo task input
 const sanitized = process.env.RDMAJS_SANITIZE_ADDON;
 if (!sanitized) throw new Error('sanitize-load.cjs: RDMAJS_SANITIZE_ADDON is not set');
 const load = Module._extensions['.node'];

@@ -541,7 +541,8 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.Data(), wrs.ElementLength(), Count(info, 2)));
   }
 
-  // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms).
+  // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
+  // 3 hold the peer's receive-queue lock for good (a process stopped inside it).
   Napi::Value Inject(const Napi::CallbackInfo& info) {
     int h;
     if (!QpArg(info, 0, &h)) return info.Env().Undefined();
@@ -550,6 +551,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (kind == 0) dev_->injectBreakLink(h);
     if (kind == 1) dev_->injectStall(h, v != 0);
     if (kind == 2) dev_->injectDelay(h, std::isfinite(v) && v > 0 ? v : 0);
+    if (kind == 3) dev_->injectHoldPeerLock(h);
     return info.Env().Undefined();
   }
 

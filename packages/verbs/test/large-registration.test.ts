@@ -25,7 +25,7 @@ describe('large registrations on soft', () => {
     expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
     expect(r.result?.outcomes).toHaveLength(sizes.length);
     for (const o of r.result?.outcomes ?? []) {
-      if (o.ok) continue;  // a runtime that can view it: registered and released
+      if (o.ok) continue; // a runtime that can view it: registered and released
       expect(o).toMatchObject({ typed: true, code: 'ERR_RDMA_SYSTEM', retryable: false });
       expect(o.errno).toBeGreaterThan(0);
       expect(o.syscall).toBe('napi_create_external_arraybuffer');

@@ -254,13 +254,13 @@ uint32_t Device::armCq(int h) {
   return __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
 }
 
-bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer) {
-  cq->lock.lock(static_cast<uint32_t>(pid_));
+Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs) {
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_), budgetNs)) return PUSH_BUSY;
   if (cq->count == cq->capacity) {
     cq->lock.unlock();
     cq->overrun.store(1, std::memory_order_release);
     if (peer) peer->ring(); else ringSelf();
-    return false;
+    return PUSH_FULL;
   }
   Cqe* entries = reinterpret_cast<Cqe*>(base + cq->entriesOff);
   entries[(cq->head + cq->count) % cq->capacity] = e;
@@ -272,7 +272,7 @@ bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegmen
   if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
     if (peer) peer->ring(); else ringSelf();
   }
-  return true;
+  return PUSHED;
 }
 
 int Device::pollCq(int h, double* out, int max) {
@@ -280,7 +280,8 @@ int Device::pollCq(int h, double* out, int max) {
   CqShared* cq = cqAt(h);
   if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
-  cq->lock.lock(static_cast<uint32_t>(pid_));
+  // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_))) return 0;
   int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
   for (int i = 0; i < n; i++) {
     const Cqe& e = entries[(cq->head + i) % cq->capacity];
@@ -330,7 +331,7 @@ RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
 // Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
 // that overruns `words` or names more SGEs than the queue holds is refused, not read.
 int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
-  r->lock.lock(self);
+  if (count > 0 && !r->lock.lock(self)) return POST_BUSY;  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
     uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
@@ -358,12 +359,14 @@ int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_
   return POST_OK;
 }
 
-// Takes the next receive WQE. Returns false when none is posted (receiver not ready).
-bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit) {
-  r->lock.lock(self);
+// Takes the next receive WQE: TAKE_EMPTY when none is posted (receiver not ready),
+// TAKE_BUSY when its lock was not obtained in time (nothing taken: retry).
+enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
+Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit) {
+  if (!r->lock.lock(self)) return TAKE_BUSY;
   if (r->count == 0) {
     r->lock.unlock();
-    return false;
+    return TAKE_EMPTY;
   }
   RecvWqe* w = wqe_at(base, r, r->head);
   *out = *w;
@@ -379,7 +382,7 @@ bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* 
     r->limitReached.store(1, std::memory_order_release);
   }
   r->lock.unlock();
-  return true;
+  return TAKEN;
 }
 
 }  // namespace
@@ -390,12 +393,12 @@ void Device::flushRecvQueue(uint8_t* base, RecvQueue* r, uint64_t cqOff, uint32_
     RecvWqe w;
     WireSge sg[kMaxIov];
     bool lim;
-    if (!take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim)) break;
+    if (take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim) != TAKEN) break;
     Cqe e{};
     e.wrId = w.wrId;
     e.status = WC_WR_FLUSH_ERR;
     e.qpNum = qpNum;
-    pushCqe(base, cq, e, peer);
+    if (pushCqe(base, cq, e, peer) == PUSH_BUSY) break;  // a stopped peer holds the CQ: bounded, not all flushed
   }
 }
 
@@ -583,10 +586,22 @@ int Device::toReset(int h) {
   q.sqHead = q.sqRetired = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
-    r->lock.lock(static_cast<uint32_t>(pid_));
-    r->head = 0;
-    r->count = 0;
-    r->lock.unlock();
+    if (r->lock.lock(static_cast<uint32_t>(pid_))) {
+      r->head = 0;
+      r->count = 0;
+      r->lock.unlock();
+    } else {
+      // A stopped peer holds it: the QP gets a fresh queue, and the old one is never
+      // reused (the peer may write it when it resumes).
+      uint32_t wb;
+      uint64_t fresh = seg_.alloc(rq_bytes(q.maxRecvWr, q.maxRecvSge, &wb));
+      if (fresh) {
+        init_rq(seg_.base(), fresh, q.maxRecvWr, q.maxRecvSge);
+        quarantined_.push_back(Quarantined{q.rqOff, 0});
+        q.rqOff = fresh;
+        s->rqOff = fresh;
+      }
+    }
   }
   s->stalled.store(0);
   s->linkBroken.store(0);
@@ -618,7 +633,7 @@ void Device::flushQp(Qp& q) {
     c.sqSeq = e.seq + 1;
     c.qpSlot = q.slot;
     c.qpGen = q.gen;
-    pushCqe(seg_.base(), scq, c, nullptr);
+    if (pushCqe(seg_.base(), scq, c, nullptr) == PUSH_BUSY) break;  // bounded: the rest are not reported
   }
   if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
 }
@@ -821,7 +836,7 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
     c.byteLen = byteLen;
     if (e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM) c.flags = WCF_WITH_IMM;
   }
-  if (!pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr)) {
+  if (pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr) != PUSHED) {
     // A lost send completion would desynchronise the application: fail loudly instead.
     moveToError(q);
   }
@@ -947,7 +962,9 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
   if (needRecv) {
     if (t->stalled.load(std::memory_order_relaxed)) return RNR;
     bool limitHit = false;
-    if (!take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit)) return RNR;
+    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit);
+    if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
+    if (got == TAKE_EMPTY) return RNR;
     if (limitHit) p->ring();
   }
   auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
@@ -1028,8 +1045,9 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     c.flags = withImm ? WCF_WITH_IMM : 0;
     c.qpNum = t->qpn;
     c.srcQp = srcQpn;
-    if (!pushCqe(p->base(), rcq, c, p)) {
-      // The receiver's CQ overran: its QP fails, and this side sees a dead responder.
+    if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {
+      // The receiver's CQ overran (or a stopped process holds it past the bound, with the
+      // receive already taken): its QP fails, and this side sees a dead responder.
       remoteFail(p, t);
       return TRANSPORT;
     }
@@ -1162,6 +1180,13 @@ void Device::injectBreakLink(int h) {
 void Device::injectStall(int h, bool on) { qpShared(qp(h)->slot)->stalled.store(on ? 1 : 0); }
 
 void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
+
+void Device::injectHoldPeerLock(int h) {
+  Qp& q = *qp(h);
+  if (!q.peer) return;
+  QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+  if (sane_queues(q.peer.get(), t)) reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
+}
 
 void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
   for (auto& [h, q] : qps_) {

@@ -21,7 +21,9 @@ namespace soft {
 
 // Result codes of post calls: 0, or (index << 8) | code.
 // Codes of src/internal/codes.ts; (index of the first WR not posted << 8) | code.
-enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4 };
+// POST_BUSY: a lock of the queue is held by a process that does not let go (stopped,
+// frozen): nothing was posted, the same call can succeed later.
+enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4, POST_BUSY = 5 };
 
 enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4 };
 
@@ -155,6 +157,9 @@ class Device {
   void injectBreakLink(int h);
   void injectStall(int h, bool on);
   void injectDelay(int h, double ms);
+  // Takes the lock of the connected peer's receive queue and never lets go: what a process
+  // stopped (SIGSTOP, a debugger) inside take_rq leaves behind. For liveness tests.
+  void injectHoldPeerLock(int h);
 
   // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
   void onDoorbell(std::vector<std::pair<int, int>>& events);
@@ -188,7 +193,8 @@ class Device {
   void completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen);
   void flushQp(Qp& q);
   void moveToError(Qp& q);
-  bool pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer);
+  enum Push { PUSHED, PUSH_FULL, PUSH_BUSY };
+  Push pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs = kLockWaitNs);
   void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
                       const PeerSegment* peer);
   void remoteFail(PeerSegment* p, QpShared* target);
@@ -218,6 +224,13 @@ class Device {
   bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
+  // Shared blocks that may still be written by a peer (its lock or pin outlived the
+  // bound): never freed or reused while this device lives. `bytes` 0 = a queue block.
+  struct Quarantined {
+    uint64_t off;
+    uint64_t bytes;
+  };
+  std::vector<Quarantined> quarantined_;
   int blockedCount_ = 0;
   double nextDeadline_ = 0;  // earliest blockedUntil (a lower bound while blocked)
   uint64_t regionCounter_ = 0;
