@@ -108,9 +108,38 @@ std::atomic<uint32_t> g_nextQpn{0};
 // A key that fails because its owner is closing (QPs are reset before MRs are revoked) is
 // a vanished responder, not an access error.
 static bool responderGone(QpShared* t) {
-  uint32_t st = t->state.load(std::memory_order_seq_cst);
+  uint32_t st = state_code(t->state.load(std::memory_order_seq_cst));
   return st != QPS_RTR && st != QPS_RTS;
 }
+
+namespace {
+// Holds a peer's QP for one operation (see QpShared::pins). Taken, then the slot's gen and
+// state word are checked again: either the owner sees the pin and waits, or this side sees
+// the new gen or incarnation and drops the operation.
+class QpPin {
+ public:
+  explicit QpPin(QpShared* t) : t_(t) { t_->pins.fetch_add(1, std::memory_order_seq_cst); }
+  ~QpPin() { t_->pins.fetch_sub(1, std::memory_order_release); }
+  QpPin(const QpPin&) = delete;
+  QpPin& operator=(const QpPin&) = delete;
+
+ private:
+  QpShared* t_;
+};
+}  // namespace
+
+// Owner-side transition: from a state in `from` (bit per state code) to `code`, as a new
+// incarnation. False when the QP is not in one of those states (a peer may just have
+// failed it: the owner then sees ERR, as after an async error).
+static bool transition(QpShared* s, uint32_t fromMask, uint32_t code) {
+  uint32_t w = s->state.load(std::memory_order_acquire);
+  for (;;) {
+    if (!(fromMask & (1u << state_code(w)))) return false;
+    if (s->state.compare_exchange_weak(w, next_state(w, code), std::memory_order_seq_cst)) return true;
+  }
+}
+constexpr uint32_t kAnyState = 0xffffffffu;
+constexpr uint32_t bit(uint32_t code) { return 1u << code; }
 
 static bool sane_queues(PeerSegment* p, QpShared* t) {
   const uint64_t lo = p->header()->heapOff, hi = kSegmentBytes;
@@ -140,7 +169,7 @@ Device::~Device() {
   // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
   for (auto& [h, q] : qps_) {
     QpShared* sh = qpShared(q->slot);
-    sh->state.store(QPS_RESET, std::memory_order_seq_cst);
+    transition(sh, kAnyState, QPS_RESET);
     sh->gen.store(q->gen + 1, std::memory_order_seq_cst);
   }
   revokeMrs();
@@ -235,7 +264,8 @@ int Device::destroyCq(int h) {
   auto it = cqs_.find(h);
   if (it == cqs_.end()) return 0;
   if (it->second.users) return EBUSY;
-  seg_.free(it->second.off);
+  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
+  else seg_.free(it->second.off);
   cqs_.erase(it);
   return 0;
 }
@@ -362,8 +392,16 @@ int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_
 // Takes the next receive WQE: TAKE_EMPTY when none is posted (receiver not ready),
 // TAKE_BUSY when its lock was not obtained in time (nothing taken: retry).
 enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
-Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit) {
+// With `state`, only while it still holds `word` (checked under the queue's lock, which the
+// owner's reset takes too): a WQE posted for the next connection is never taken by an
+// operation of the previous one.
+Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
+             const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
   if (!r->lock.lock(self)) return TAKE_BUSY;
+  if (state && state->load(std::memory_order_seq_cst) != word) {
+    r->lock.unlock();
+    return TAKE_BUSY;  // the QP moved on: this operation is dropped like a lost packet
+  }
   if (r->count == 0) {
     r->lock.unlock();
     return TAKE_EMPTY;
@@ -416,7 +454,8 @@ int Device::destroySrq(int h) {
   auto it = srqs_.find(h);
   if (it == srqs_.end()) return 0;
   if (it->second.users) return EBUSY;
-  seg_.free(it->second.off);
+  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
+  else seg_.free(it->second.off);
   srqs_.erase(it);
   return 0;
 }
@@ -442,6 +481,16 @@ Qp* Device::qp(int h) {
 
 int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
                      uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline) {
+  // Slots whose late pins have drained since are usable again.
+  for (size_t i = 0; i < drainingSlots_.size();) {
+    if (qpShared(drainingSlots_[i])->pins.load(std::memory_order_seq_cst) == 0) {
+      freeQpSlots_.push_back(drainingSlots_[i]);
+      drainingSlots_[i] = drainingSlots_.back();
+      drainingSlots_.pop_back();
+    } else {
+      i++;
+    }
+  }
   if (freeQpSlots_.empty()) return -1;
   auto sc = cqs_.find(sendCq), rc = cqs_.find(recvCq);
   auto sr = srq >= 0 ? srqs_.find(srq) : srqs_.end();
@@ -470,7 +519,7 @@ int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32
   QpShared* s = qpShared(q->slot);
   q->gen = s->gen.load() + 1;
   s->qpn = g_nextQpn.fetch_add(1) & 0xffffff;
-  s->state.store(QPS_RESET);
+  s->state.store(next_state(s->state.load(), QPS_RESET));
   s->access.store(0);
   s->remoteError.store(0);
   s->stalled.store(0);
@@ -489,40 +538,63 @@ int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32
   return h;
 }
 
+bool Device::drainPins(QpShared* s) {
+  const int64_t deadline = mono_ns() + kLockWaitNs;
+  for (uint32_t spins = 0; s->pins.load(std::memory_order_seq_cst) != 0; spins++) {
+    if (spins > 64) {
+      if (mono_ns() > deadline) return false;
+      sched_yield();
+    }
+  }
+  return true;
+}
+
 void Device::destroyQp(int h) {
   auto it = qps_.find(h);
   if (it == qps_.end()) return;
   Qp& q = *it->second;
   toReset(h);
   QpShared* s = qpShared(q.slot);
-  s->gen.store(q.gen + 1, std::memory_order_release);  // peers now see a vanished QP
-  if (q.rqOff) seg_.free(q.rqOff);
+  s->gen.store(q.gen + 1, std::memory_order_seq_cst);  // peers now see a vanished QP
+  // Initiators that passed their checks before finish first; one that does not within the
+  // bound (stopped mid-operation) may still write this QP's queues when it resumes: they
+  // are quarantined, never freed or reused, and so is the slot until its pins drain.
+  bool quiet = drainPins(s);
+  if (q.rqOff) {
+    if (quiet) seg_.free(q.rqOff);
+    else quarantined_.push_back(Quarantined{q.rqOff, 0});
+  }
   for (int c : {q.sendCq, q.recvCq}) {
     auto ci = cqs_.find(c);
-    if (ci != cqs_.end() && ci->second.users) ci->second.users--;
+    if (ci == cqs_.end()) continue;
+    if (ci->second.users) ci->second.users--;
+    if (!quiet) ci->second.tainted = true;
   }
   if (q.srq >= 0) {
     auto si = srqs_.find(q.srq);
-    if (si != srqs_.end() && si->second.users) si->second.users--;
+    if (si != srqs_.end()) {
+      if (si->second.users) si->second.users--;
+      if (!quiet) si->second.tainted = true;
+    }
   }
   qpBySlot_[q.slot] = nullptr;
-  freeQpSlots_.push_back(q.slot);
+  if (quiet) freeQpSlots_.push_back(q.slot);
+  else drainingSlots_.push_back(q.slot);
   qps_.erase(it);
 }
 
 uint32_t Device::qpNum(int h) { return qpShared(qp(h)->slot)->qpn; }
 uint32_t Device::qpSlot(int h) { return qp(h)->slot; }
 uint32_t Device::qpGen(int h) { return qp(h)->gen; }
-uint32_t Device::qpState(int h) { return qpShared(qp(h)->slot)->state.load(std::memory_order_acquire); }
+uint32_t Device::qpState(int h) { return state_code(qpShared(qp(h)->slot)->state.load(std::memory_order_acquire)); }
 
 int Device::toInit(int h, uint32_t access) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st != QPS_RESET && st != QPS_INIT) return EINVAL;  // INIT → INIT re-applies attributes, as in verbs
   s->access.store(access);
-  s->state.store(QPS_INIT, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_RESET) | bit(QPS_INIT), QPS_INIT) ? 0 : EINVAL;
 }
 
 int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t peerNonce, uint32_t peerSlot,
@@ -530,7 +602,7 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t
   static thread_local SysError err;
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_INIT) return EINVAL;
+  if (state_code(s->state.load()) != QPS_INIT) return EINVAL;
   if (peerSlot >= kQpSlots) return EINVAL;
   for (auto it = peers_.begin(); it != peers_.end();) it = it->second.expired() ? peers_.erase(it) : std::next(it);
   auto key = std::make_pair(peerPid, peerNonce);
@@ -557,19 +629,17 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t
   s->minRnrTimer = minRnrTimer;
   s->peerPid = static_cast<uint32_t>(peerPid);
   s->peerQpn = peerQpn;
-  s->state.store(QPS_RTR, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
 int Device::toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_RTR) return EINVAL;
+  if (state_code(s->state.load()) != QPS_RTR) return EINVAL;
   q.timeout = timeout;
   q.retryCount = retryCount;
   q.rnrRetry = rnrRetry;
-  s->state.store(QPS_RTS, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_RTR), QPS_RTS) ? 0 : EINVAL;
 }
 
 int Device::toErr(int h) {
@@ -580,19 +650,22 @@ int Device::toErr(int h) {
 int Device::toReset(int h) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  s->state.store(QPS_RESET, std::memory_order_release);
+  transition(s, kAnyState, QPS_RESET);
   unblock(q);
+  // Operations of the old connection already under way end before the queue is reused:
+  // none takes a WQE posted for the next one, nor completes into it.
+  bool quiet = drainPins(s);
   // Sequences stay monotonic across resets: stale completions then retire nothing.
   q.sqHead = q.sqRetired = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
-    if (r->lock.lock(static_cast<uint32_t>(pid_))) {
+    if (quiet && r->lock.lock(static_cast<uint32_t>(pid_))) {
       r->head = 0;
       r->count = 0;
       r->lock.unlock();
     } else {
-      // A stopped peer holds it: the QP gets a fresh queue, and the old one is never
-      // reused (the peer may write it when it resumes).
+      // A stopped peer holds it (its lock or a pin): the QP gets a fresh queue, and the
+      // old one is never reused (the peer may write it when it resumes).
       uint32_t wb;
       uint64_t fresh = seg_.alloc(rq_bytes(q.maxRecvWr, q.maxRecvSge, &wb));
       if (fresh) {
@@ -615,7 +688,7 @@ int Device::toReset(int h) {
 }
 
 void Device::moveToError(Qp& q) {
-  qpShared(q.slot)->state.store(QPS_ERR, std::memory_order_release);
+  transition(qpShared(q.slot), kAnyState, QPS_ERR);
   flushQp(q);
 }
 
@@ -641,7 +714,7 @@ void Device::flushQp(Qp& q) {
 int Device::postRecv(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st == QPS_RESET || s->hasSrq) return POST_EINVAL;
   int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
   // The specification flushes receives posted in ERR at once (rxe waits for the next
@@ -653,7 +726,7 @@ int Device::postRecv(int h, const double* wrs, size_t words, int count) {
 int Device::postSend(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return POST_EINVAL;
   size_t p = 0;
   int rc = POST_OK;
@@ -769,7 +842,7 @@ double Device::progressDue() {
 void Device::progress(Qp& q) {
   QpShared* s = qpShared(q.slot);
   while (q.sqHead != q.sqTail) {
-    if (s->state.load(std::memory_order_acquire) == QPS_ERR) {
+    if (state_code(s->state.load(std::memory_order_acquire)) == QPS_ERR) {
       flushQp(q);
       return;
     }
@@ -842,14 +915,16 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
   }
 }
 
-void Device::remoteFail(PeerSegment* p, QpShared* t) {
-  // Only RTR/RTS → ERR, and only if the owner did not move the QP meanwhile.
-  uint32_t st = t->state.load(std::memory_order_acquire);
-  while ((st == QPS_RTR || st == QPS_RTS) && !t->state.compare_exchange_weak(st, QPS_ERR)) {
-  }
-  if (st != QPS_RTR && st != QPS_RTS) return;
+void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
+  // Only RTR/RTS → ERR, and only the incarnation this operation was checked against: if the
+  // owner moved the QP since (reset, reconnect), the CAS fails and nothing happens.
+  uint32_t code = state_code(word);
+  if (code != QPS_RTR && code != QPS_RTS) return;
+  uint32_t failed = (word & ~0xffu) | QPS_ERR;
+  if (!t->state.compare_exchange_strong(word, failed, std::memory_order_seq_cst)) return;
   if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
-  t->remoteError.store(1, std::memory_order_release);
+  // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
+  t->remoteError.store(failed, std::memory_order_release);
   p->ring();
 }
 
@@ -915,11 +990,11 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   if (!gatherLocal(q, e, local, &nl, &total, status)) return DONE;
   *byteLen = static_cast<uint32_t>(total);
   if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
-  return deliver(p, t, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
+  return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
                  static_cast<uint32_t>(pid_), status);
 }
 
-Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl,
+Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
                                 uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
   // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
@@ -928,7 +1003,10 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     *status = WC_REM_INV_REQ_ERR;
     return DONE;
   }
-  uint32_t tst = t->state.load(std::memory_order_acquire);
+  QpPin held(t);
+  if (t->gen.load(std::memory_order_seq_cst) != gen) return TRANSPORT;  // destroyed under us
+  const uint32_t word = t->state.load(std::memory_order_seq_cst);
+  uint32_t tst = state_code(word);
   if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
   // The target listens only to the QP it was connected to; anything else is dropped.
   if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
@@ -941,13 +1019,13 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
       if ((t->access.load() & need) != need) {
         *status = WC_REM_INV_REQ_ERR;
-        remoteFail(p, t);
+        remoteFail(p, t, word);
         return DONE;
       }
       if (pins.check(rkey, remoteAddr, total, need)) {
         if (responderGone(t)) return TRANSPORT;
         *status = WC_REM_ACCESS_ERR;
-        remoteFail(p, t);
+        remoteFail(p, t, word);
         return DONE;
       }
     }
@@ -962,7 +1040,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
   if (needRecv) {
     if (t->stalled.load(std::memory_order_relaxed)) return RNR;
     bool limitHit = false;
-    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit);
+    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit, &t->state, word);
     if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
     if (got == TAKE_EMPTY) return RNR;
     if (limitHit) p->ring();
@@ -1009,7 +1087,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
       c.status = recvStatus;
       c.qpNum = t->qpn;
       pushCqe(p->base(), rcq, c, p);
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       *status = WC_REM_OP_ERR;
       return DONE;
     }
@@ -1020,7 +1098,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
       ordered_copy(remote, local, nl);
     } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       return DONE;
     }
   } else {  // READ
@@ -1030,7 +1108,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
       scatter_copy(local, nl, &remote, 1);
     } else if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       return DONE;
     }
   }
@@ -1048,7 +1126,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {
       // The receiver's CQ overran (or a stopped process holds it past the bound, with the
       // receive already taken): its QP fails, and this side sees a dead responder.
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       return TRANSPORT;
     }
   }
@@ -1061,7 +1139,7 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
                       uint32_t minRnrTimer) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_INIT) return EINVAL;
+  if (state_code(s->state.load()) != QPS_INIT) return EINVAL;
   q.link = true;
   q.peer.reset();
   q.peerSlot = peerSlot;
@@ -1070,8 +1148,7 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
   s->minRnrTimer = minRnrTimer;
   s->peerPid = peerPid;
   s->peerQpn = peerQpn;
-  s->state.store(QPS_RTR, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
 double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
@@ -1161,7 +1238,7 @@ int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payloa
   *rnrTimer = t->minRnrTimer;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
-  Outcome o = deliver(selfPeer_.get(), t, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
+  Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
                       &status);
   return (static_cast<int>(o) << 8) | status;
 }
@@ -1191,7 +1268,8 @@ void Device::injectHoldPeerLock(int h) {
 void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
   for (auto& [h, q] : qps_) {
     QpShared* s = qpShared(q->slot);
-    if (s->remoteError.exchange(0)) {
+    uint32_t failed = s->remoteError.exchange(0);
+    if (failed && failed == s->state.load(std::memory_order_acquire)) {
       flushQp(*q);
       events.emplace_back(EV_QP_FATAL, h);
     }

@@ -182,7 +182,7 @@ class Device {
   Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
-  Outcome deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
+  Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid,
                   uint8_t* status);
   // Applies an outcome to the head WR; returns true when progress may go on.
@@ -197,7 +197,7 @@ class Device {
   Push pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs = kLockWaitNs);
   void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
                       const PeerSegment* peer);
-  void remoteFail(PeerSegment* p, QpShared* target);
+  void remoteFail(PeerSegment* p, QpShared* target, uint32_t word);
   void block(Qp& q, double untilMs);
   void unblock(Qp& q);  // no-op when not blocked
   // Translates a peer's registered range into this process's mapping, if it has one.
@@ -211,16 +211,20 @@ class Device {
     uint64_t off;        // CqShared offset
     uint32_t users = 0;  // QPs sending or receiving through it
     bool errReported = false;
+    bool tainted = false;  // a QP of it was destroyed with a peer still inside: quarantine on destroy
   };
   struct SrqRec {
     uint64_t off;  // RecvQueue offset
     uint32_t users = 0;
+    bool tainted = false;
   };
   std::map<int, CqRec> cqs_;
   std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
+  std::vector<uint32_t> drainingSlots_;  // destroyed QPs whose peers' pins have not drained
+  bool drainPins(QpShared* s);           // waits (bounded) until no initiator is inside
   bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;

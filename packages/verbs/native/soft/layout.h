@@ -18,7 +18,7 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 2;  // 2: MrEntry::pins
+constexpr uint32_t kLayoutVersion = 3;  // 2: MrEntry::pins; 3: QP incarnations and pins
 constexpr uint64_t kSegmentBytes = 256ull << 20;   // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
@@ -160,9 +160,16 @@ struct CqShared {
   uint64_t entriesOff;
 };
 
+// QpShared::state holds (incarnation << 8) | QpStateCode. Every transition the owner makes
+// starts a new incarnation; a peer failing the QP (remoteFail) changes only the code, by a
+// compare-and-swap against the word it checked. So a failure decided against one
+// connection never lands on the next one of the same QP (after a reset and reconnect).
+inline uint32_t state_code(uint32_t word) { return word & 0xff; }
+inline uint32_t next_state(uint32_t word, uint32_t code) { return (((word >> 8) + 1) << 8) | code; }
+
 struct QpShared {
   std::atomic<uint32_t> gen;     // bumped when the slot is created or destroyed
-  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> state;   // see state_code()
   uint32_t qpn;
   std::atomic<uint32_t> access;  // remote access this QP grants its peer
   std::atomic<uint32_t> remoteError;  // a peer moved this QP to ERR; owner must flush
@@ -175,6 +182,11 @@ struct QpShared {
   uint32_t pad;
   uint64_t rqOff;     // RecvQueue (own or the SRQ's)
   uint64_t recvCqOff;
+  // Initiators inside an operation on this QP right now (as MrEntry::pins): the owner
+  // waits for them before it resets the queues or frees them, and quarantines what a
+  // peer still holds past the bound.
+  std::atomic<uint32_t> pins;
+  uint32_t pad1;
 };
 
 inline bool owner_alive(SegmentHeader* h) {
