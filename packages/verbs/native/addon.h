@@ -2,10 +2,19 @@
 #pragma once
 #include <napi.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace rdmajs {
 
+struct Mapping;
 struct AddonData {
   Napi::FunctionReference systemError;  // RdmaSystemError(syscall, errno, message)
+  // Registered memory a peer may still be copying into when its device closed (a pin that
+  // outlived the bound): kept, never unmapped or released, for the life of the environment.
+  std::vector<Mapping*> retiredMappings;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> retiredBuffers;
+  uint64_t retiredBytes = 0;
 };
 
 // An RdmaSystemError keeping errno and the verb that failed (falls back to a plain Error).

@@ -96,6 +96,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
                            T::Def<&SoftDevice::LinkTake>(env, "linkTake"),
                            T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
                            T::Def<&SoftDevice::Respond>(env, "respond"),
+                           T::Def<&SoftDevice::Stats>(env, "stats"),
                        });
   }
 
@@ -151,6 +152,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
       uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
       timer_ = nullptr;
     }
+    Retire();
     dev_.reset();  // revokes every registration, waiting for peers' copies
     for (auto& [h, o] : owned_) on_unregistered(o.mapping);
     owned_.clear();
@@ -158,6 +160,54 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (hookAdded_) {
       napi_remove_env_cleanup_hook(env_, &SoftDevice::Cleanup, this);
       hookAdded_ = false;
+    }
+  }
+
+  // Before the device goes: registrations whose peers' pins do not drain in time, and what
+  // is already quarantined, are kept for the life of the environment (a copy may still be
+  // under way into them), never unmapped or released.
+  void Retire() {
+    if (!dev_) return;
+    std::vector<int> stuck;
+    dev_->revokeMrs(&stuck);
+    auto* data = Env().GetInstanceData<AddonData>();
+    auto keep = [&](Mapping* m, Napi::Reference<Napi::ArrayBuffer>* buffer, uint64_t bytes) {
+      if (!data) return;  // environment going: the process is exiting
+      if (m) data->retiredMappings.push_back(m);
+      if (buffer) data->retiredBuffers.push_back(std::move(*buffer));
+      data->retiredBytes += bytes;
+    };
+    for (int h : stuck) {
+      if (auto o = owned_.find(h); o != owned_.end()) {
+        Napi::ArrayBuffer ab = o->second.buffer.Value();
+        if (!ab.IsEmpty() && !ab.IsDetached()) ab.Detach();
+        keep(o->second.mapping, nullptr, o->second.mapping->length);
+        owned_.erase(o);
+      }
+      if (auto b = held_.find(h); b != held_.end()) {
+        keep(nullptr, &b->second.ref, b->second.length);
+        held_.erase(b);
+      }
+    }
+    for (Held& q : quarantine_) keep(q.mapping, q.mapping ? nullptr : &q.buffer, q.bytes);
+    quarantine_.clear();
+  }
+
+  // Gives back quarantined registrations whose peers' pins have drained since.
+  void ReleaseDrained() {
+    if (!dev_ || quarantine_.empty()) return;
+    std::vector<uint32_t> freed;
+    dev_->drainMrSlots(&freed);
+    for (uint32_t slot : freed) {
+      for (size_t i = 0; i < quarantine_.size(); i++) {
+        if (quarantine_[i].slot != slot) continue;
+        if (Mapping* m = quarantine_[i].mapping) {
+          unmap(m);
+          on_unregistered(m);
+        }
+        quarantine_.erase(quarantine_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
     }
   }
 
@@ -203,6 +253,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   // An explicit close gives allocMr memory back at once: views are detached first.
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    Retire();
     dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first
     for (auto& [h, o] : owned_) {
       Napi::ArrayBuffer ab = o.buffer.Value();
@@ -337,7 +388,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     uint32_t key = 0;
     int h = dev_->regMr(addr, length, access, -1, &key);
     if (h < 0) return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
-    held_[h] = Napi::Persistent(ab);
+    held_[h] = HeldBuffer{Napi::Persistent(ab), length};
     Napi::Array out = Napi::Array::New(env, 3);
     out.Set(0u, h);
     out.Set(1u, static_cast<double>(addr));
@@ -347,19 +398,51 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   // Deregistration of allocMr memory gives it back at once (not at garbage collection):
   // its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
+  // A peer still copying past the bound (stopped or dead mid-copy) leaves the memory
+  // quarantined: detached from JS, but mapped (allocMr) or referenced (regMr) until its
+  // pins drain, so the copy never lands in freed or reused memory. stats() counts it.
   Napi::Value DeregMr(const Napi::CallbackInfo& info) {
     int h = static_cast<int>(soft::to_u32(Num(info, 0)));
-    if (dev_) dev_->deregMr(h);
+    ReleaseDrained();
+    uint32_t slot = 0;
+    bool quiet = dev_ ? dev_->deregMr(h, &slot) : true;
     auto it = owned_.find(h);
     if (it != owned_.end()) {
       Napi::ArrayBuffer ab = it->second.buffer.Value();
       if (!ab.IsDetached()) ab.Detach();
-      unmap(it->second.mapping);
-      on_unregistered(it->second.mapping);
+      if (quiet) {
+        unmap(it->second.mapping);
+        on_unregistered(it->second.mapping);
+      } else {
+        quarantine_.push_back(Held{slot, it->second.mapping, {}, it->second.mapping->length});
+      }
       owned_.erase(it);
     }
-    held_.erase(h);
+    auto b = held_.find(h);
+    if (b != held_.end()) {
+      if (!quiet) quarantine_.push_back(Held{slot, nullptr, std::move(b->second.ref), b->second.length});
+      held_.erase(b);
+    }
     return info.Env().Undefined();
+  }
+
+  // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
+  // retiredRegions, retiredBytes }: memory kept because a peer may still be inside it.
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    ReleaseDrained();
+    Napi::Object o = Napi::Object::New(env);
+    uint64_t bytes = 0;
+    for (const Held& q : quarantine_) bytes += q.bytes;
+    soft::Device::Quarantine dq = dev_ ? dev_->quarantine() : soft::Device::Quarantine{};
+    o.Set("quarantinedRegions", static_cast<double>(quarantine_.size()));
+    o.Set("quarantinedBytes", static_cast<double>(bytes));
+    o.Set("quarantinedQueues", dq.queueBlocks);
+    o.Set("drainingQpSlots", dq.qpSlots);
+    auto* data = env.GetInstanceData<AddonData>();
+    o.Set("retiredRegions", data ? static_cast<double>(data->retiredMappings.size() + data->retiredBuffers.size()) : 0.0);
+    o.Set("retiredBytes", data ? static_cast<double>(data->retiredBytes) : 0.0);
+    return o;
   }
 
   Napi::Value CreateCq(const Napi::CallbackInfo& info) {
@@ -542,7 +625,8 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   }
 
   // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
-  // 3 hold the peer's receive-queue lock for good (a process stopped inside it).
+  // 3 hold the peer's receive-queue lock for good (a process stopped inside it), 4/5 take /
+  // drop a pin on the peer's MR named by rkey `value` (a copy that does not end).
   Napi::Value Inject(const Napi::CallbackInfo& info) {
     int h;
     if (!QpArg(info, 0, &h)) return info.Env().Undefined();
@@ -552,6 +636,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (kind == 1) dev_->injectStall(h, v != 0);
     if (kind == 2) dev_->injectDelay(h, std::isfinite(v) && v > 0 ? v : 0);
     if (kind == 3) dev_->injectHoldPeerLock(h);
+    if (kind == 4 || kind == 5) dev_->injectPeerPin(h, soft::to_u32(v), kind == 4);
     return info.Env().Undefined();
   }
 
@@ -624,7 +709,18 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     Mapping* mapping;
   };
   std::map<int, OwnedMemory> owned_;  // allocMr memory by MR handle, until deregistered
-  std::map<int, Napi::Reference<Napi::ArrayBuffer>> held_;  // regMr buffers, until deregistered
+  struct HeldBuffer {
+    Napi::Reference<Napi::ArrayBuffer> ref;
+    uint64_t length;
+  };
+  std::map<int, HeldBuffer> held_;  // regMr buffers, until deregistered
+  struct Held {
+    uint32_t slot;                               // the MR slot whose pins it waits for
+    Mapping* mapping;                            // allocMr memory, kept mapped
+    Napi::Reference<Napi::ArrayBuffer> buffer;   // regMr memory, kept referenced
+    uint64_t bytes;
+  };
+  std::vector<Held> quarantine_;
 };
 
 Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {

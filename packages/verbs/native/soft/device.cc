@@ -64,8 +64,6 @@ int check_mr(uint8_t* base, uint32_t key, uint64_t addr, uint64_t len, uint32_t 
   return 0;
 }
 
-// How long deregistration waits for a peer's copy to finish before giving the slot up.
-constexpr double kPinWaitMs = 1000;
 
 // Pins a peer's regions for the length of one operation. A pin is taken before the key is
 // checked (both seq_cst, against the owner's key store then pin load), so either the owner sees
@@ -211,30 +209,66 @@ int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, ui
   return h;
 }
 
-void Device::deregMr(int h) {
+bool Device::deregMr(int h, uint32_t* slotOut) {
   auto it = mrs_.find(h);
-  if (it == mrs_.end()) return;
-  if (revokeSlot(it->second.slot)) freeMrSlots_.push_back(it->second.slot);
+  if (it == mrs_.end()) return true;
+  uint32_t slot = it->second.slot;
   mrs_.erase(it);
+  if (slotOut) *slotOut = slot;
+  if (revokeSlot(slot)) {
+    freeMrSlots_.push_back(slot);
+    return true;
+  }
+  pinnedMrSlots_.push_back(slot);
+  return false;
 }
 
-void Device::revokeMrs() {
+void Device::revokeMrs(std::vector<int>* stuck) {
   for (auto& [h, m] : mrs_) mrEntry(m.slot)->key.store(0, std::memory_order_seq_cst);
   for (auto& [h, m] : mrs_) {
-    if (revokeSlot(m.slot)) freeMrSlots_.push_back(m.slot);
+    if (revokeSlot(m.slot)) {
+      freeMrSlots_.push_back(m.slot);
+    } else {
+      pinnedMrSlots_.push_back(m.slot);
+      if (stuck) stuck->push_back(h);
+    }
   }
   mrs_.clear();
+}
+
+void Device::drainMrSlots(std::vector<uint32_t>* freed) {
+  for (size_t i = 0; i < pinnedMrSlots_.size();) {
+    uint32_t slot = pinnedMrSlots_[i];
+    if (mrEntry(slot)->pins.load(std::memory_order_seq_cst) == 0) {
+      freeMrSlots_.push_back(slot);
+      freed->push_back(slot);
+      pinnedMrSlots_[i] = pinnedMrSlots_.back();
+      pinnedMrSlots_.pop_back();
+    } else {
+      i++;
+    }
+  }
+}
+
+Device::Quarantine Device::quarantine() const {
+  Quarantine q{};
+  q.mrSlots = static_cast<uint32_t>(pinnedMrSlots_.size());
+  q.queueBlocks = static_cast<uint32_t>(quarantined_.size());
+  q.qpSlots = static_cast<uint32_t>(drainingSlots_.size());
+  return q;
 }
 
 bool Device::revokeSlot(uint32_t slot) {
   MrEntry* e = mrEntry(slot);
   e->key.store(0, std::memory_order_seq_cst);
-  // A copy takes microseconds; only a peer that died (or was stopped) mid-copy holds a pin
-  // for long. Its slot is then never reused, so a late pin release cannot confuse a new MR.
-  const double deadline = now_ms() + kPinWaitMs;
+  // A copy takes microseconds (a large one milliseconds); only a peer that died or was
+  // stopped mid-copy holds a pin for long. The JS thread does not wait for it: past the
+  // bound the slot and its memory are quarantined (drainMrSlots gives them back once the
+  // pins drain), so neither a late copy nor a late pin release reaches a new MR.
+  const int64_t deadline = mono_ns() + kLockWaitNs;
   for (uint32_t spins = 0; e->pins.load(std::memory_order_seq_cst) != 0; spins++) {
     if (spins > 64) {
-      if (now_ms() > deadline) return false;
+      if (mono_ns() > deadline) return false;
       sched_yield();
     }
   }
@@ -1257,6 +1291,14 @@ void Device::injectBreakLink(int h) {
 void Device::injectStall(int h, bool on) { qpShared(qp(h)->slot)->stalled.store(on ? 1 : 0); }
 
 void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
+
+void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
+  Qp& q = *qp(h);
+  if (!q.peer || (rkey >> 8) >= q.peer->header()->mrSlots) return;
+  MrEntry& m = mr_table(q.peer->base())[rkey >> 8];
+  if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
+  else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 void Device::injectHoldPeerLock(int h) {
   Qp& q = *qp(h);

@@ -98,10 +98,17 @@ class Device {
 
   // Memory regions. Keys double as lkey and rkey.
   int regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut);
-  void deregMr(int handle);
+  // False when a peer's pin outlived the bound: the slot is quarantined (pinnedMrSlots_)
+  // and so must the caller keep the memory, until drainMrSlots() names the slot.
+  bool deregMr(int handle, uint32_t* slotOut = nullptr);
   // Invalidates every MR and waits for peers' copies to finish: called before the owner
   // unmaps or frees registered memory on close.
-  void revokeMrs();
+  void revokeMrs(std::vector<int>* stuck = nullptr);  // handles whose pins did not drain
+  void drainMrSlots(std::vector<uint32_t>* freed);    // quarantined slots whose pins drained
+  struct Quarantine {
+    uint32_t mrSlots, queueBlocks, qpSlots;
+  };
+  Quarantine quarantine() const;
 
   // Handles from JS are checked before use (a stale or foreign handle is an error, never a
   // lookup that throws under NAPI_DISABLE_CPP_EXCEPTIONS).
@@ -160,6 +167,8 @@ class Device {
   // Takes the lock of the connected peer's receive queue and never lets go: what a process
   // stopped (SIGSTOP, a debugger) inside take_rq leaves behind. For liveness tests.
   void injectHoldPeerLock(int h);
+  // Takes (hold) or drops a pin on the connected peer's MR `rkey`: a copy stuck mid-way.
+  void injectPeerPin(int h, uint32_t rkey, bool hold);
 
   // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
   void onDoorbell(std::vector<std::pair<int, int>>& events);
@@ -223,7 +232,8 @@ class Device {
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
-  std::vector<uint32_t> drainingSlots_;  // destroyed QPs whose peers' pins have not drained
+  std::vector<uint32_t> drainingSlots_;
+  std::vector<uint32_t> pinnedMrSlots_;  // deregistered MRs whose peers' pins have not drained  // destroyed QPs whose peers' pins have not drained
   bool drainPins(QpShared* s);           // waits (bounded) until no initiator is inside
   bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
   std::vector<Qp*> qpBySlot_;
