@@ -334,13 +334,14 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (length == 0 || length > soft::DeviceLimits::maxMrSize)
       return Fail(info, EINVAL, "length must be in [1, maxMrSize]", "ERR_RDMA_OUT_OF_RANGE");
     uint32_t access = U32(info, 1);
-    int fd = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-mr", MFD_CLOEXEC));
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (fd < 0) return (system_error(env, "memfd_create", errno).ThrowAsJavaScriptException(), env.Undefined());
     if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
       int e = errno;
       close(fd);
       return (system_error(env, "ftruncate", e).ThrowAsJavaScriptException(), env.Undefined());
     }
+    soft::seal_size(fd);  // peers map it directly only when it cannot shrink under them
     void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;

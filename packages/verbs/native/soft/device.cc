@@ -47,51 +47,53 @@ uint8_t wc_opcode(uint8_t op) {
 
 constexpr size_t kMaxIov = DeviceLimits::maxSge;
 
-inline MrEntry* mr_table(uint8_t* base) {
-  return reinterpret_cast<MrEntry*>(base + reinterpret_cast<SegmentHeader*>(base)->mrTableOff);
-}
+inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_cast<MrEntry*>(base + L.mrTableOff); }
 
-// Looks a key up in a segment's MR table; checks bounds and access. 0 = ok, else a
-// reason: 1 bad key, 2 out of bounds, 3 access denied.
-int check_mr(uint8_t* base, uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
-  auto* h = reinterpret_cast<SegmentHeader*>(base);
+// Looks a key up in a segment's MR table; checks bounds and access against one read of
+// the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
+int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+             MrView* out = nullptr) {
   uint32_t slot = key >> 8;
-  if (key == 0 || slot >= h->mrSlots) return 1;
-  MrEntry& m = mr_table(base)[slot];
+  if (key == 0 || slot >= L.mrSlots) return 1;
+  MrEntry& m = mr_table(base, L)[slot];
   if (m.key.load(std::memory_order_acquire) != key) return 1;
-  if (addr < m.addr || addr + len > m.addr + m.length || addr + len < addr) return 2;
-  if ((m.access & need) != need) return 3;
+  MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED), __atomic_load_n(&m.length, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.access, __ATOMIC_RELAXED), __atomic_load_n(&m.memfd, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.regionId, __ATOMIC_RELAXED), slot};
+  if (m.key.load(std::memory_order_acquire) != key) return 1;  // re-registered while read
+  if (addr + len < addr || v.addr + v.length < v.addr || addr < v.addr || addr + len > v.addr + v.length) return 2;
+  if ((v.access & need) != need) return 3;
+  if (out) *out = v;
   return 0;
 }
-
 
 // Pins a peer's regions for the length of one operation. A pin is taken before the key is
 // checked (both seq_cst, against the owner's key store then pin load), so either the owner sees
 // the pin and waits, or the initiator sees the revoked key and fails the access.
 class MrPins {
  public:
-  explicit MrPins(uint8_t* base) : base_(base) {}
+  MrPins(uint8_t* base, const Layout& L) : base_(base), layout_(L) {}
   ~MrPins() {
     for (size_t i = 0; i < n_; i++) held_[i]->pins.fetch_sub(1, std::memory_order_release);
   }
   MrPins(const MrPins&) = delete;
   MrPins& operator=(const MrPins&) = delete;
 
-  // check_mr, holding the region until this object goes away.
-  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
-    auto* h = reinterpret_cast<SegmentHeader*>(base_);
+  // check_mr, holding the region until this object goes away; `out` gets the entry as checked.
+  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* out) {
     uint32_t slot = key >> 8;
-    if (key == 0 || slot >= h->mrSlots || n_ == kCapacity) return 1;
-    MrEntry& m = mr_table(base_)[slot];
+    if (key == 0 || slot >= layout_.mrSlots || n_ == kCapacity) return 1;
+    MrEntry& m = mr_table(base_, layout_)[slot];
     m.pins.fetch_add(1, std::memory_order_seq_cst);
     held_[n_++] = &m;
     if (m.key.load(std::memory_order_seq_cst) != key) return 1;
-    return check_mr(base_, key, addr, len, need);
+    return check_mr(base_, layout_, key, addr, len, need, out);
   }
 
  private:
   static constexpr size_t kCapacity = kMaxIov + 1;
   uint8_t* base_;
+  const Layout& layout_;
   MrEntry* held_[kCapacity];
   size_t n_ = 0;
 };
@@ -140,7 +142,7 @@ constexpr uint32_t kAnyState = 0xffffffffu;
 constexpr uint32_t bit(uint32_t code) { return 1u << code; }
 
 static bool sane_queues(PeerSegment* p, QpShared* t) {
-  const uint64_t lo = p->header()->heapOff, hi = kSegmentBytes;
+  const uint64_t lo = p->layout().heapOff, hi = kSegmentBytes;
   uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
   if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
   auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
@@ -182,10 +184,10 @@ void Device::ringSelf() {
 }
 
 QpShared* Device::qpShared(uint32_t slot) {
-  return reinterpret_cast<QpShared*>(seg_.base() + seg_.header()->qpTableOff) + slot;
+  return reinterpret_cast<QpShared*>(seg_.base() + seg_.layout().qpTableOff) + slot;
 }
 
-MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base()) + slot; }
+MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base(), seg_.layout()) + slot; }
 
 // ---------------------------------------------------------------- memory regions
 
@@ -804,7 +806,7 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
         // Inline data is copied now: the application may reuse its buffer at once. The
         // range must be registered memory: an arbitrary address would crash the process
         // (as it does in libibverbs); the post is refused instead, as the ibverbs adapter does.
-        if (sg[k].length && check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
+        if (sg[k].length && check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
           badInline = true;
         } else if (sg[k].length && total + sg[k].length <= q.maxInline) {
           std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
@@ -892,7 +894,7 @@ void Device::progress(Qp& q) {
     }
     uint32_t rnr = q.linkRnrTimer;
     if (o == RNR && q.peer) {
-      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot)->minRnrTimer;
+      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot)->minRnrTimer;
     }
     if (!settle(q, e, o, status, len, rnr)) return;
   }
@@ -962,12 +964,12 @@ void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
   p->ring();
 }
 
-void* Device::direct(PeerSegment* p, uint32_t key, uint64_t addr) {
+void* Device::direct(PeerSegment* p, const MrView& v, uint64_t addr) {
   if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
-  MrEntry& m = mr_table(p->base())[key >> 8];
-  if (m.memfd < 0) return nullptr;
-  uint8_t* base = p->mapRegion(key >> 8, m.regionId, m.memfd, m.length);
-  return base ? base + (addr - m.addr) : nullptr;
+  if (v.memfd < 0) return nullptr;
+  // [addr, +len) was checked inside [v.addr, +v.length), and the mapping holds v.length bytes.
+  uint8_t* base = p->mapRegion(v.slot, v.regionId, v.memfd, v.length);
+  return base ? base + (addr - v.addr) : nullptr;
 }
 
 bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status) {
@@ -983,7 +985,7 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
     uint32_t need = e.opcode == OP_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
     for (uint32_t k = 0; k < e.numSge; k++) {
       if (sg[k].length == 0) continue;
-      int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);
+      int bad = check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, need);
       if (bad) {
         *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
         return false;
@@ -1006,7 +1008,8 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   QpShared* t = nullptr;
   if (!q.link) {
     if (!p) return TRANSPORT;
-    t = reinterpret_cast<QpShared*>(p->base() + p->header()->qpTableOff) + q.peerSlot;
+    if (q.peerSlot >= p->layout().qpSlots) return TRANSPORT;
+    t = reinterpret_cast<QpShared*>(p->base() + p->layout().qpTableOff) + q.peerSlot;
     if (t->linkBroken.load(std::memory_order_relaxed) || t->gen.load(std::memory_order_acquire) != q.peerGen ||
         !p->alive()) {
       return TRANSPORT;
@@ -1046,7 +1049,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
   if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
   bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
   bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
-  MrPins pins(p->base());
+  MrPins pins(p->base(), p->layout());
+  MrView rview{};
 
   if (opcode == OP_WRITE || opcode == OP_WRITE_IMM || opcode == OP_READ) {
     uint32_t need = opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
@@ -1056,7 +1060,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
         remoteFail(p, t, word);
         return DONE;
       }
-      if (pins.check(rkey, remoteAddr, total, need)) {
+      if (pins.check(rkey, remoteAddr, total, need, &rview)) {
         if (responderGone(t)) return TRANSPORT;
         *status = WC_REM_ACCESS_ERR;
         remoteFail(p, t, word);
@@ -1089,7 +1093,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     bool allDirect = true;
     for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
       if (rsg[k].length == 0) continue;
-      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
+      MrView sv{};
+      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE, &sv);
       if (bad && responderGone(t)) return TRANSPORT;
       if (bad) {
         recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
@@ -1097,7 +1102,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
       }
       uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
       if (take) {
-        void* d = direct(p, rsg[k].lkey, rsg[k].addr);
+        void* d = direct(p, sv, rsg[k].addr);
         if (!d) allDirect = false;
         remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
       }
@@ -1126,7 +1131,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
       return DONE;
     }
   } else if (opcode == OP_WRITE || opcode == OP_WRITE_IMM) {
-    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       ordered_copy(remote, local, nl);
@@ -1136,7 +1141,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
       return DONE;
     }
   } else {  // READ
-    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       scatter_copy(local, nl, &remote, 1);
@@ -1283,7 +1288,7 @@ void Device::injectBreakLink(int h) {
   Qp& q = *qp(h);
   qpShared(q.slot)->linkBroken.store(1);
   if (q.peer) {
-    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
     if (t->gen.load() == q.peerGen) t->linkBroken.store(1);
   }
 }
@@ -1294,8 +1299,8 @@ void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
 
 void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
   Qp& q = *qp(h);
-  if (!q.peer || (rkey >> 8) >= q.peer->header()->mrSlots) return;
-  MrEntry& m = mr_table(q.peer->base())[rkey >> 8];
+  if (!q.peer || (rkey >> 8) >= q.peer->layout().mrSlots) return;
+  MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
   if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
   else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -1303,7 +1308,7 @@ void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
 void Device::injectHoldPeerLock(int h) {
   Qp& q = *qp(h);
   if (!q.peer) return;
-  QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+  QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
   if (sane_queues(q.peer.get(), t)) reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
 }
 

@@ -47,6 +47,16 @@ struct SendEntry {
 
 struct Peer;
 
+// One read of an MR entry: a peer may rewrite its table at any time, so every check and
+// every later use (direct mappings) works on this copy, never on the shared entry again.
+struct MrView {
+  uint64_t addr, length;
+  uint32_t access;
+  int32_t memfd;
+  uint64_t regionId;
+  uint32_t slot;
+};
+
 struct Qp {
   uint32_t slot;
   uint32_t gen;
@@ -210,7 +220,7 @@ class Device {
   void block(Qp& q, double untilMs);
   void unblock(Qp& q);  // no-op when not blocked
   // Translates a peer's registered range into this process's mapping, if it has one.
-  void* direct(PeerSegment* p, uint32_t key, uint64_t addr);
+  void* direct(PeerSegment* p, const MrView& v, uint64_t addr);
 
   OwnSegment seg_;
   pid_t pid_;
