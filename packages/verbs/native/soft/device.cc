@@ -1,6 +1,7 @@
 #include "device.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <mutex>
 
 #include "copy.h"
 #include "wire.h"
@@ -153,7 +156,22 @@ static bool sane_queues(PeerSegment* p, QpShared* t) {
   return true;
 }
 
+// Under Yama ptrace_scope 1 (Ubuntu's default) only an ancestor may pidfd_getfd this
+// process's fds, and peers are usually siblings: declare any same-user process a permitted
+// tracer, once per process. That is exactly the same-host trust model (a same-user process
+// that may ptrace this one can map its segment) and nothing beyond it; with scope 0 nothing
+// changes, and with 2 or 3 it does not help (connect then fails with ERR_RDMA_UNREACHABLE).
+static void allow_same_user_peers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
+    int scope = -1;
+    if (f >> scope && scope == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  });
+}
+
 Device::Device() : pid_(getpid()) {
+  allow_same_user_peers();
   uint32_t expected = 0;
   g_nextQpn.compare_exchange_strong(expected, 0x100 + (static_cast<uint32_t>(pid_) * 4096u) % 0xf00000u);
   freeMrSlots_.reserve(kMrSlots);
@@ -1117,7 +1135,9 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
         for (uint32_t k = 0, j = 0; k < w.numSge && j < nr; k++) {
           if (rsg[k].length) remote[j++].iov_base = reinterpret_cast<void*>(rsg[k].addr);
         }
-        if (!copy_to_peer(p->pid(), local, nl, remote, nr)) recvStatus = WC_LOC_PROT_ERR;
+        CopyResult c = copy_to_peer(p->pid(), local, nl, remote, nr);
+        if (c == COPY_UNREACHABLE) return TRANSPORT;  // the WQE is spent: as a lost ACK
+        if (c == COPY_FAULT) recvStatus = WC_LOC_PROT_ERR;
       }
     }
     if (recvStatus != WC_SUCCESS) {
@@ -1135,7 +1155,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       ordered_copy(remote, local, nl);
-    } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    } else if (CopyResult c = copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
       *status = WC_REM_ACCESS_ERR;
       remoteFail(p, t, word);
       return DONE;
@@ -1145,7 +1166,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       scatter_copy(local, nl, &remote, 1);
-    } else if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    } else if (CopyResult c = copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
       *status = WC_REM_ACCESS_ERR;
       remoteFail(p, t, word);
       return DONE;
