@@ -169,6 +169,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   void Retire() {
     if (!dev_) return;
     std::vector<int> stuck;
+    dev_->quiesceQps();  // first: peers must see the QPs gone before the keys
     dev_->revokeMrs(&stuck);
     auto* data = Env().GetInstanceData<AddonData>();
     auto keep = [&](Mapping* m, Napi::Reference<Napi::ArrayBuffer>* buffer, uint64_t bytes) {

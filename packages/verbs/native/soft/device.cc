@@ -182,14 +182,18 @@ Device::Device() : pid_(getpid()) {
   mrGen_.assign(kMrSlots, 0);
 }
 
-Device::~Device() {
-  // As the kernel tears down a dying process: QPs first (peers now see no responder and end
-  // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
+void Device::quiesceQps() {
   for (auto& [h, q] : qps_) {
     QpShared* sh = qpShared(q->slot);
     transition(sh, kAnyState, QPS_RESET);
     sh->gen.store(q->gen + 1, std::memory_order_seq_cst);
   }
+}
+
+Device::~Device() {
+  // As the kernel tears down a dying process: QPs first (peers now see no responder and end
+  // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
+  quiesceQps();
   revokeMrs();
   qps_.clear();
   seg_.retire();

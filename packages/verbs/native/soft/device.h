@@ -113,6 +113,9 @@ class Device {
   bool deregMr(int handle, uint32_t* slotOut = nullptr);
   // Invalidates every MR and waits for peers' copies to finish: called before the owner
   // unmaps or frees registered memory on close.
+  // Close, step 1: every QP vanishes for peers (RESET, new gen), so what fails after this
+  // is a missing responder (RETRY_EXC_ERR), never an access error. Then revokeMrs.
+  void quiesceQps();
   void revokeMrs(std::vector<int>* stuck = nullptr);  // handles whose pins did not drain
   void drainMrSlots(std::vector<uint32_t>* freed);    // quarantined slots whose pins drained
   struct Quarantine {
