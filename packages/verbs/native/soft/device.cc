@@ -1291,6 +1291,9 @@ int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payloa
                     uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
   *rnrTimer = 12;
   if (slot >= kQpSlots || opcode > OP_READ) return TRANSPORT << 8;
+  // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
+  // initiator's own post is refused before; this is a peer that did not).
+  if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;
   QpShared* t = qpShared(slot);
   if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return TRANSPORT << 8;
   if (!selfPeer_) {
