@@ -727,6 +727,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
 Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {
   auto* data = info.Env().GetInstanceData<AddonData>();
+  if (!data || !info[0].IsFunction()) {
+    Napi::TypeError::New(info.Env(), "setErrorClass takes the RdmaSystemError class").ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
   data->systemError = Napi::Persistent(info[0].As<Napi::Function>());
   return info.Env().Undefined();
 }

@@ -222,7 +222,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
 
   bool Alive(const Napi::CallbackInfo& info) {
     if (ctx_) return true;
-    Napi::Error::New(info.Env(), "device is closed").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "device is closed", "ERR_RDMA_CLOSED").ThrowAsJavaScriptException();
     return false;
   }
 
@@ -387,9 +387,22 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   Napi::Value RegMr(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
+    if (!info[0].IsArrayBuffer() || !info[1].IsNumber() || !info[2].IsNumber()) {
+      system_error(env, kClassName, EINVAL, "regMr(buffer, offset, length, access)", "ERR_RDMA_INVALID_ARG")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
     Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
-    size_t offset = static_cast<size_t>(info[1].As<Napi::Number>().DoubleValue());
-    size_t length = static_cast<size_t>(info[2].As<Napi::Number>().DoubleValue());
+    double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
+    double size = ab.IsDetached() ? 0 : static_cast<double>(ab.ByteLength());
+    // The range must lie inside the buffer: the NIC would otherwise reach past it.
+    if (!(off >= 0 && len >= 1 && off + len <= size)) {
+      system_error(env, kClassName, EINVAL, "the range is not inside the buffer", "ERR_RDMA_OUT_OF_RANGE")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    size_t offset = static_cast<size_t>(off);
+    size_t length = static_cast<size_t>(len);
     int access = info[3].As<Napi::Number>().Int32Value();
     void* addr = static_cast<uint8_t*>(ab.Data()) + offset;
     ibv_mr* mr = api_->reg_mr(pd_, addr, length, access);
@@ -449,7 +462,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (!Alive(info)) return nullptr;
     auto it = cqs_.find(info[0].As<Napi::Number>().Int32Value());
     if (it != cqs_.end()) return &it->second;
-    Napi::Error::New(info.Env(), "no such completion queue").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
     return nullptr;
   }
 
@@ -579,12 +593,12 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     auto num = [&](int i) { return info[static_cast<size_t>(i)].As<Napi::Number>().Int32Value(); };
     auto scq = cqs_.find(num(0)), rcq = cqs_.find(num(1));
     if (scq == cqs_.end() || rcq == cqs_.end())
-      return (Napi::Error::New(env, "no such completion queue").ThrowAsJavaScriptException(), env.Undefined());
+      return (system_error(env, kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
     ibv_srq* srq = nullptr;
     if (num(2) >= 0) {
       auto s = srqs_.find(num(2));
       if (s == srqs_.end())
-        return (Napi::Error::New(env, "no such shared receive queue").ThrowAsJavaScriptException(), env.Undefined());
+        return (system_error(env, kClassName, EBADF, "no such shared receive queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
       srq = s->second.srq;
     }
     int h = nextHandle_++;
@@ -614,7 +628,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (!Alive(info)) return nullptr;
     auto it = qps_.find(info[0].As<Napi::Number>().Int32Value());
     if (it != qps_.end()) return &it->second;
-    Napi::Error::New(info.Env(), "no such queue pair").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "no such queue pair on this device", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
     return nullptr;
   }
 
