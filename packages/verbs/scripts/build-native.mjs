@@ -20,7 +20,12 @@ const sanitize = process.env.RDMAJS_SANITIZE === '1';
 const dir = sanitize ? join(root, 'build', 'sanitize') : root;
 if (sanitize) {
   const gyp = JSON.parse(readFileSync(join(root, 'binding.gyp'), 'utf8'));
-  const flags = ['-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', '-g'];
+  const flags = [
+    '-fsanitize=address,undefined',
+    '-fno-sanitize-recover=all',
+    '-fno-omit-frame-pointer',
+    '-g',
+  ];
   const relocate = (t) => {
     if (t.sources) t.sources = t.sources.map((s) => join('..', '..', s));
     for (const c of t.conditions ?? []) for (const branch of c.slice(1)) relocate(branch);
