@@ -429,7 +429,8 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   }
 
   // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
-  // retiredRegions, retiredBytes }: memory kept because a peer may still be inside it.
+  // busyQps, retiredRegions, retiredBytes }: memory kept because a peer may still be inside
+  // it, and QPs a peer is inside an operation on right now.
   Napi::Value Stats(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     ReleaseDrained();
@@ -441,6 +442,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     o.Set("quarantinedBytes", static_cast<double>(bytes));
     o.Set("quarantinedQueues", dq.queueBlocks);
     o.Set("drainingQpSlots", dq.qpSlots);
+    o.Set("busyQps", dev_ ? dev_->busyQps() : 0u);
     auto* data = env.GetInstanceData<AddonData>();
     o.Set("retiredRegions", data ? static_cast<double>(data->retiredMappings.size() + data->retiredBuffers.size()) : 0.0);
     o.Set("retiredBytes", data ? static_cast<double>(data->retiredBytes) : 0.0);
@@ -628,7 +630,8 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
   // 3 hold the peer's receive-queue lock for good (a process stopped inside it), 4/5 take /
-  // drop a pin on the peer's MR named by rkey `value` (a copy that does not end).
+  // drop a pin on the peer's MR named by rkey `value` (a copy that does not end), 6 the
+  // next operation stops `value` ms inside deliver() (a slow initiator mid-operation).
   Napi::Value Inject(const Napi::CallbackInfo& info) {
     int h;
     if (!QpArg(info, 0, &h)) return info.Env().Undefined();
@@ -639,6 +642,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     if (kind == 2) dev_->injectDelay(h, std::isfinite(v) && v > 0 ? v : 0);
     if (kind == 3) dev_->injectHoldPeerLock(h);
     if (kind == 4 || kind == 5) dev_->injectPeerPin(h, soft::to_u32(v), kind == 4);
+    if (kind == 6) dev_->injectPauseInDeliver(h, std::isfinite(v) && v > 0 ? std::min(v, 10000.0) : 0);
     return info.Env().Undefined();
   }
 

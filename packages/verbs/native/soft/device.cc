@@ -1049,6 +1049,8 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   if (!gatherLocal(q, e, local, &nl, &total, status)) return DONE;
   *byteLen = static_cast<uint32_t>(total);
   if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
+  pauseNextDeliverMs_ = q.pauseMs;
+  q.pauseMs = 0;
   return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
                  static_cast<uint32_t>(pid_), status);
 }
@@ -1069,6 +1071,10 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
   if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
   // The target listens only to the QP it was connected to; anything else is dropped.
   if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
+  if (pauseNextDeliverMs_ > 0) {  // fault injection (tests): a slow initiator, mid-operation
+    usleep(static_cast<useconds_t>(pauseNextDeliverMs_ * 1000));
+    pauseNextDeliverMs_ = 0;
+  }
   bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
   bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
   MrPins pins(p->base(), p->layout());
@@ -1332,6 +1338,12 @@ void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
   MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
   if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
   else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+uint32_t Device::busyQps() {
+  uint32_t n = 0;
+  for (auto& [h, q] : qps_) n += qpShared(q->slot)->pins.load(std::memory_order_acquire) != 0;
+  return n;
 }
 
 void Device::injectHoldPeerLock(int h) {

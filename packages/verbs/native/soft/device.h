@@ -75,6 +75,7 @@ struct Qp {
   uint32_t peerSlot = 0, peerGen = 0, peerQpn = 0;
   uint32_t minRnrTimer = 12, timeout = 14, retryCount = 7, rnrRetry = 7;
   double delayMs = 0;       // injected per-operation delay
+  double pauseMs = 0;       // injected: the next operation stops this long inside deliver()
   double blockedUntil = 0;  // > 0 while the head WR waits for a timer
   // TCP link (peer on another host, or chosen for tests): the head WR travels as a frame.
   bool link = false;
@@ -182,6 +183,11 @@ class Device {
   void injectHoldPeerLock(int h);
   // Takes (hold) or drops a pin on the connected peer's MR `rkey`: a copy stuck mid-way.
   void injectPeerPin(int h, uint32_t rkey, bool hold);
+  // The next operation of QP h stops `ms` inside deliver(), after its checks of the target
+  // and before its access checks: the window in which the target may reset and reconnect.
+  void injectPauseInDeliver(int h, double ms) { qp(h)->pauseMs = ms; }
+  // QPs of this device some peer is inside an operation on right now (QpShared::pins).
+  uint32_t busyQps();
 
   // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
   void onDoorbell(std::vector<std::pair<int, int>>& events);
@@ -259,7 +265,8 @@ class Device {
   };
   std::vector<Quarantined> quarantined_;
   int blockedCount_ = 0;
-  double nextDeadline_ = 0;  // earliest blockedUntil (a lower bound while blocked)
+  double nextDeadline_ = 0;
+  double pauseNextDeliverMs_ = 0;  // earliest blockedUntil (a lower bound while blocked)
   uint64_t regionCounter_ = 0;
 };
 
