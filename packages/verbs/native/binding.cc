@@ -102,7 +102,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   explicit SoftDevice(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SoftDevice>(info) {
     Napi::Env env = info.Env();
-    info.This().As<Napi::Object>().TypeTag(&kTypeTag);
+    rdmajs::Tagged<SoftDevice>::Adopt(this, info.This().As<Napi::Object>());
     if (!info[0].IsFunction()) {
       system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent) takes a function", "ERR_RDMA_INVALID_ARG")
           .ThrowAsJavaScriptException();
@@ -132,7 +132,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     hookAdded_ = true;
   }
 
-  ~SoftDevice() override { Shutdown(); }
+  ~SoftDevice() override {
+    rdmajs::Tagged<SoftDevice>::Release(this);
+    Shutdown();
+  }
 
  private:
   static void Cleanup(void* self) {
@@ -277,7 +280,7 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   bool HandleArg(const Napi::CallbackInfo& info, size_t i, bool (soft::Device::*has)(int) const, const char* what,
                  int* h) {
     if (!Alive(info)) return false;
-    double d = info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : 0;
+    double d = Num(info, i);
     if (d >= 1 && d <= 2147483647.0 && d == std::floor(d) && ((*dev_).*has)(static_cast<int>(d))) {
       *h = static_cast<int>(d);
       return true;
@@ -295,11 +298,21 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     return HandleArg(info, i, &soft::Device::hasSrq, "shared receive queue", h);
   }
 
-  // Argument i as a typed array of the given type (its data and element count).
-  template <typename A>
-  bool ArrayArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type type, A* out) {
-    if (info[i].IsTypedArray() && info[i].As<Napi::TypedArray>().TypedArrayType() == type) {
-      *out = info[i].As<A>();
+  // Argument i as a typed array of the given type: one napi_get_typedarray_info (these are
+  // on the path of every post and poll), no exception for a wrong value (only ours).
+  struct ArrayView {
+    void* data = nullptr;
+    size_t length = 0;  // elements
+    size_t bytes = 0;
+    double* f64() const { return static_cast<double*>(data); }
+    uint8_t* u8() const { return static_cast<uint8_t*>(data); }
+  };
+  bool ArrayArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type type, ArrayView* out) {
+    napi_typedarray_type got;
+    if (i < info.Length() &&
+        napi_get_typedarray_info(info.Env(), info[i], &got, &out->length, &out->data, nullptr, nullptr) == napi_ok &&
+        got == type) {
+      out->bytes = out->length * (type == napi_float64_array ? 8 : 1);
       return true;
     }
     Fail(info, EINVAL, "argument " + std::to_string(i) + " must be a " +
@@ -309,7 +322,9 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   }
 
   static double Num(const Napi::CallbackInfo& info, size_t i) {
-    return info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : 0;
+    double v = 0;
+    if (i >= info.Length() || napi_get_value_double(info.Env(), info[i], &v) != napi_ok) return 0;  // not a number
+    return v;
   }
   static uint32_t U32(const Napi::CallbackInfo& info, size_t i) { return soft::to_u32(Num(info, i)); }
   static int Count(const Napi::CallbackInfo& info, size_t i) {
@@ -475,10 +490,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   Napi::Value PollCq(const Napi::CallbackInfo& info) {
     int h;
-    Napi::Float64Array out;
+    ArrayView out;
     if (!CqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &out)) return info.Env().Undefined();
-    int max = static_cast<int>(std::min<size_t>(U32(info, 2), out.ElementLength() / 8));  // never past `out`
-    int n = dev_->pollCq(h, out.Data(), max);
+    int max = static_cast<int>(std::min<size_t>(U32(info, 2), out.length / 8));  // never past `out`
+    int n = dev_->pollCq(h, out.f64(), max);
     Schedule();
     return Napi::Number::New(info.Env(), n);
   }
@@ -517,9 +532,9 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   Napi::Value PostSrqRecv(const Napi::CallbackInfo& info) {
     int h;
-    Napi::Float64Array wrs;
+    ArrayView wrs;
     if (!SrqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-    return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.Data(), wrs.ElementLength(), Count(info, 2)));
+    return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
   }
 
   Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info) {
@@ -614,18 +629,18 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
 
   Napi::Value PostSend(const Napi::CallbackInfo& info) {
     int h;
-    Napi::Float64Array wrs;
+    ArrayView wrs;
     if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-    int rc = dev_->postSend(h, wrs.Data(), wrs.ElementLength(), Count(info, 2));
+    int rc = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
     Schedule();
     return Napi::Number::New(info.Env(), rc);
   }
 
   Napi::Value PostRecv(const Napi::CallbackInfo& info) {
     int h;
-    Napi::Float64Array wrs;
+    ArrayView wrs;
     if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-    return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.Data(), wrs.ElementLength(), Count(info, 2)));
+    return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
   }
 
   // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
@@ -659,13 +674,13 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   // linkTake(h, hdr: Float64Array(10), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
   Napi::Value LinkTake(const Napi::CallbackInfo& info) {
     int h;
-    Napi::Float64Array hdr;
-    Napi::Uint8Array payload;
+    ArrayView hdr;
+    ArrayView payload;
     if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &hdr) ||
         !ArrayArg(info, 2, napi_uint8_array, &payload))
       return info.Env().Undefined();
-    if (hdr.ElementLength() < 10) return Napi::Number::New(info.Env(), 0);
-    double r = dev_->linkTake(h, hdr.Data(), payload.Data(), payload.ByteLength());
+    if (hdr.length < 10) return Napi::Number::New(info.Env(), 0);
+    double r = dev_->linkTake(h, hdr.f64(), payload.u8(), payload.bytes);
     Schedule();
     return Napi::Number::New(info.Env(), r);
   }
@@ -677,10 +692,10 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
     const uint8_t* data = nullptr;
     size_t len = 0;
     if (info[5].IsTypedArray()) {
-      Napi::Uint8Array d;
+      ArrayView d;
       if (!ArrayArg(info, 5, napi_uint8_array, &d)) return info.Env().Undefined();
-      data = d.Data();
-      len = d.ByteLength();
+      data = d.u8();
+      len = d.bytes;
     }
     auto u = [&](size_t i) { return U32(info, i); };
     dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)), static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)),
@@ -693,12 +708,12 @@ class SoftDevice : public Napi::ObjectWrap<SoftDevice> {
   //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return info.Env().Undefined();
-    Napi::Uint8Array payload;
+    ArrayView payload;
     if (!ArrayArg(info, 3, napi_uint8_array, &payload)) return info.Env().Undefined();
     auto u = [&](size_t i) { return U32(info, i); };
     uint32_t rnr = 12;
-    int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(std::min<uint32_t>(u(2), 255)), payload.Data(),
-                          payload.ByteLength(), u(4), soft::to_u64(Num(info, 5)), u(6), u(7), u(8), &rnr);
+    int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(std::min<uint32_t>(u(2), 255)), payload.u8(),
+                          payload.bytes, u(4), soft::to_u64(Num(info, 5)), u(6), u(7), u(8), &rnr);
     return Napi::Number::New(info.Env(), static_cast<double>(((rnr & 31) << 16) | static_cast<uint32_t>(r)));
   }
 

@@ -76,7 +76,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   // new IbvDevice(name, onEvent)
   explicit IbvDevice(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IbvDevice>(info) {
     Napi::Env env = info.Env();
-    info.This().As<Napi::Object>().TypeTag(&kTypeTag);
+    Tagged<IbvDevice>::Adopt(this, info.This().As<Napi::Object>());
     if (!info[0].IsString() || !info[1].IsFunction()) {
       system_error(env, kClassName, EINVAL, "new IbvDevice(name, onEvent)", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
       return;
@@ -138,7 +138,10 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     hookAdded_ = true;
   }
 
-  ~IbvDevice() override { Teardown(); }
+  ~IbvDevice() override {
+    Tagged<IbvDevice>::Release(this);
+    Teardown();
+  }
 
  private:
   struct Mr {
