@@ -7,6 +7,7 @@
       "target_name": "rdmajs_verbs",
       "sources": [
         "native/binding.cc",
+        "native/mapping.cc",
         "native/soft/copy.cc",
         "native/soft/device.cc",
         "native/soft/segment.cc"

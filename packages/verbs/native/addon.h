@@ -2,14 +2,26 @@
 #pragma once
 #include <napi.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace rdmajs {
 
+struct Mapping;
 struct AddonData {
   Napi::FunctionReference systemError;  // RdmaSystemError(syscall, errno, message)
+  // Registered memory a peer may still be copying into when its device closed (a pin that
+  // outlived the bound): kept, never unmapped or released, for the life of the environment.
+  std::vector<Mapping*> retiredMappings;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> retiredBuffers;
+  uint64_t retiredBytes = 0;
 };
 
 // An RdmaSystemError keeping errno and the verb that failed (falls back to a plain Error).
-Napi::Error system_error(Napi::Env env, const char* syscall, int err);
+// `detail` is appended to strerror(err); `code` overrides ERR_RDMA_SYSTEM (e.g. a stale
+// handle is ERR_RDMA_INVALID_ARG, a closed device ERR_RDMA_CLOSED).
+Napi::Error system_error(Napi::Env env, const char* syscall, int err, const char* detail = nullptr,
+                         const char* code = nullptr);
 
 // Registered memory from allocMr has two owners: its registration (until deregistered or
 // the device goes) and its ArrayBuffer (until detached or collected). The pages go when both
@@ -26,6 +38,10 @@ struct Mapping {
 void unmap(Mapping* m);                                  // gives the pages back now
 void on_buffer_collected(Napi::Env, void*, Mapping* m);  // ArrayBuffer finalizer
 void on_unregistered(Mapping* m);                        // the registration is gone
+// Wraps m's pages in an external ArrayBuffer whose collection calls on_buffer_collected.
+// On failure (a length the runtime cannot view, e.g. > 4 GiB on Node 20) returns false with
+// an RdmaSystemError pending and nothing of `m` taken: the caller unregisters and unmaps.
+bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out);
 
 // Calls a device's JS event handler from a libuv callback, where no JS frame can take a
 // thrown exception: node-addon-api's MakeCallback would re-throw a failure through

@@ -16,6 +16,7 @@
 
 #include "../abi.h"
 #include "../addon.h"
+#include "../tagged.h"
 #include "api.h"
 #include "discovery.h"
 
@@ -41,37 +42,46 @@ int untag(void* p) { return static_cast<int>(reinterpret_cast<intptr_t>(p)); }
 
 class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
  public:
+  static constexpr napi_type_tag kTypeTag = {0x7264'6d61'6a73'0002ull, 0x6962'7665'7262'7331ull};
+  static constexpr const char* kClassName = "IbvDevice";
+
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "IbvDevice",
+    using T = Tagged<IbvDevice>;
+    return T::Class(env, kClassName,
                        {
-                           InstanceMethod<&IbvDevice::Close>("close"),
-                           InstanceMethod<&IbvDevice::RouteInfo>("routeInfo"),
-                           InstanceMethod<&IbvDevice::AllocMr>("allocMr"),
-                           InstanceMethod<&IbvDevice::RegMr>("regMr"),
-                           InstanceMethod<&IbvDevice::DeregMr>("deregMr"),
-                           InstanceMethod<&IbvDevice::CreateCq>("createCq"),
-                           InstanceMethod<&IbvDevice::DestroyCq>("destroyCq"),
-                           InstanceMethod<&IbvDevice::CqCapacity>("cqCapacity"),
-                           InstanceMethod<&IbvDevice::PollCq>("pollCq"),
-                           InstanceMethod<&IbvDevice::CqCount>("cqCount"),
-                           InstanceMethod<&IbvDevice::ArmCq>("armCq"),
-                           InstanceMethod<&IbvDevice::CreateSrq>("createSrq"),
-                           InstanceMethod<&IbvDevice::DestroySrq>("destroySrq"),
-                           InstanceMethod<&IbvDevice::PostSrqRecv>("postSrqRecv"),
-                           InstanceMethod<&IbvDevice::ArmSrqLimit>("armSrqLimit"),
-                           InstanceMethod<&IbvDevice::CreateQp>("createQp"),
-                           InstanceMethod<&IbvDevice::DestroyQp>("destroyQp"),
-                           InstanceMethod<&IbvDevice::QpInfo>("qpInfo"),
-                           InstanceMethod<&IbvDevice::QpState>("qpState"),
-                           InstanceMethod<&IbvDevice::ModifyQp>("modifyQp"),
-                           InstanceMethod<&IbvDevice::PostSend>("postSend"),
-                           InstanceMethod<&IbvDevice::PostRecv>("postRecv"),
+                           T::Def<&IbvDevice::Close>(env, "close"),
+                           T::Def<&IbvDevice::RouteInfo>(env, "routeInfo"),
+                           T::Def<&IbvDevice::AllocMr>(env, "allocMr"),
+                           T::Def<&IbvDevice::RegMr>(env, "regMr"),
+                           T::Def<&IbvDevice::DeregMr>(env, "deregMr"),
+                           T::Def<&IbvDevice::CreateCq>(env, "createCq"),
+                           T::Def<&IbvDevice::DestroyCq>(env, "destroyCq"),
+                           T::Def<&IbvDevice::CqCapacity>(env, "cqCapacity"),
+                           T::Def<&IbvDevice::PollCq>(env, "pollCq"),
+                           T::Def<&IbvDevice::CqCount>(env, "cqCount"),
+                           T::Def<&IbvDevice::ArmCq>(env, "armCq"),
+                           T::Def<&IbvDevice::CreateSrq>(env, "createSrq"),
+                           T::Def<&IbvDevice::DestroySrq>(env, "destroySrq"),
+                           T::Def<&IbvDevice::PostSrqRecv>(env, "postSrqRecv"),
+                           T::Def<&IbvDevice::ArmSrqLimit>(env, "armSrqLimit"),
+                           T::Def<&IbvDevice::CreateQp>(env, "createQp"),
+                           T::Def<&IbvDevice::DestroyQp>(env, "destroyQp"),
+                           T::Def<&IbvDevice::QpInfo>(env, "qpInfo"),
+                           T::Def<&IbvDevice::QpState>(env, "qpState"),
+                           T::Def<&IbvDevice::ModifyQp>(env, "modifyQp"),
+                           T::Def<&IbvDevice::PostSend>(env, "postSend"),
+                           T::Def<&IbvDevice::PostRecv>(env, "postRecv"),
                        });
   }
 
   // new IbvDevice(name, onEvent)
   explicit IbvDevice(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IbvDevice>(info) {
     Napi::Env env = info.Env();
+    Tagged<IbvDevice>::Adopt(this, info.This().As<Napi::Object>());
+    if (!info[0].IsString() || !info[1].IsFunction()) {
+      system_error(env, kClassName, EINVAL, "new IbvDevice(name, onEvent)", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
+      return;
+    }
     std::string want = info[0].As<Napi::String>().Utf8Value();
     onEvent_ = Napi::Persistent(info[1].As<Napi::Function>());
     std::string why;
@@ -129,7 +139,10 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     hookAdded_ = true;
   }
 
-  ~IbvDevice() override { Teardown(); }
+  ~IbvDevice() override {
+    Tagged<IbvDevice>::Release(this);
+    Teardown();
+  }
 
  private:
   struct Mr {
@@ -213,7 +226,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
 
   bool Alive(const Napi::CallbackInfo& info) {
     if (ctx_) return true;
-    Napi::Error::New(info.Env(), "device is closed").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "device is closed", "ERR_RDMA_CLOSED").ThrowAsJavaScriptException();
     return false;
   }
 
@@ -364,7 +377,13 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       return (system_error(env, "ibv_reg_mr", e).ThrowAsJavaScriptException(), env.Undefined());
     }
     auto* m = new Mapping{p, length, -1};
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, p, length, on_buffer_collected, m);
+    Napi::ArrayBuffer ab;
+    if (!wrap_mapping(env, m, &ab)) {
+      api_->dereg_mr(mr);
+      unmap(m);
+      delete m;
+      return env.Undefined();
+    }
     int h = nextHandle_++;
     mrs_[h] = Mr{mr, m, Napi::Persistent(ab)};
     Napi::Array out = Napi::Array::New(env, 5);
@@ -379,9 +398,22 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   Napi::Value RegMr(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!Alive(info)) return env.Undefined();
+    if (!info[0].IsArrayBuffer() || !info[1].IsNumber() || !info[2].IsNumber()) {
+      system_error(env, kClassName, EINVAL, "regMr(buffer, offset, length, access)", "ERR_RDMA_INVALID_ARG")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
     Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
-    size_t offset = static_cast<size_t>(info[1].As<Napi::Number>().DoubleValue());
-    size_t length = static_cast<size_t>(info[2].As<Napi::Number>().DoubleValue());
+    double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
+    double size = ab.IsDetached() ? 0 : static_cast<double>(ab.ByteLength());
+    // The range must lie inside the buffer: the NIC would otherwise reach past it.
+    if (!(off >= 0 && len >= 1 && off + len <= size)) {
+      system_error(env, kClassName, EINVAL, "the range is not inside the buffer", "ERR_RDMA_OUT_OF_RANGE")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    size_t offset = static_cast<size_t>(off);
+    size_t length = static_cast<size_t>(len);
     int access = info[3].As<Napi::Number>().Int32Value();
     void* addr = static_cast<uint8_t*>(ab.Data()) + offset;
     ibv_mr* mr = api_->reg_mr(pd_, addr, length, access);
@@ -441,7 +473,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (!Alive(info)) return nullptr;
     auto it = cqs_.find(info[0].As<Napi::Number>().Int32Value());
     if (it != cqs_.end()) return &it->second;
-    Napi::Error::New(info.Env(), "no such completion queue").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
     return nullptr;
   }
 
@@ -571,12 +604,12 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     auto num = [&](int i) { return info[static_cast<size_t>(i)].As<Napi::Number>().Int32Value(); };
     auto scq = cqs_.find(num(0)), rcq = cqs_.find(num(1));
     if (scq == cqs_.end() || rcq == cqs_.end())
-      return (Napi::Error::New(env, "no such completion queue").ThrowAsJavaScriptException(), env.Undefined());
+      return (system_error(env, kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
     ibv_srq* srq = nullptr;
     if (num(2) >= 0) {
       auto s = srqs_.find(num(2));
       if (s == srqs_.end())
-        return (Napi::Error::New(env, "no such shared receive queue").ThrowAsJavaScriptException(), env.Undefined());
+        return (system_error(env, kClassName, EBADF, "no such shared receive queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
       srq = s->second.srq;
     }
     int h = nextHandle_++;
@@ -606,7 +639,8 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     if (!Alive(info)) return nullptr;
     auto it = qps_.find(info[0].As<Napi::Number>().Int32Value());
     if (it != qps_.end()) return &it->second;
-    Napi::Error::New(info.Env(), "no such queue pair").ThrowAsJavaScriptException();
+    system_error(info.Env(), kClassName, EBADF, "no such queue pair on this device", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
     return nullptr;
   }
 
@@ -748,7 +782,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
       ibv_send_wr& wr = sendWrs_[static_cast<size_t>(i)];
       wr = ibv_send_wr{};
       wr.wr_id = static_cast<uint64_t>(w[p]);
-      int op = static_cast<int>(w[p + 1]);
+      int op = static_cast<int>(w[p + 1]);  // 0..4: checked by PostSend before decoding
       wr.opcode = kOp[std::clamp(op, 0, 4)];
       int flags = static_cast<int>(w[p + 2]);
       wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0);
@@ -798,15 +832,44 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     return (index << 8) | code;
   }
 
+  // Checks the wire array (argument 1) and count (argument 2) before anything is decoded:
+  // returns the index of the first WR that overruns the array, names more SGEs than the
+  // queue takes or an unknown opcode (count when all are well formed), or -1 with a typed
+  // error pending when argument 1 is not a Float64Array. The count asked for is wanted_.
+  int WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool send, const double** w, int* count) {
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+      system_error(info.Env(), kClassName, EINVAL, "work requests must be a Float64Array", "ERR_RDMA_INVALID_ARG")
+          .ThrowAsJavaScriptException();
+      return -1;
+    }
+    Napi::Float64Array a = info[1].As<Napi::Float64Array>();
+    double c = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+    *count = c > 0 ? static_cast<int>(std::min(c, 4194304.0)) : 0;
+    wanted_ = *count;
+    *w = a.Data();
+    size_t words = a.ElementLength(), p = 0, head = send ? 7 : 2;
+    for (int i = 0; i < *count; i++) {
+      if (p + head > words) return i;
+      double n = (*w)[p + head - 1];
+      if (!(n >= 0 && n <= maxSge) || p + head + 3 * static_cast<size_t>(n) > words) return i;
+      if (send && !((*w)[p + 1] >= 0 && (*w)[p + 1] <= 4)) return i;  // never READ in disguise
+      p += head + 3 * static_cast<size_t>(n);
+    }
+    return *count;
+  }
+
   Napi::Value PostSend(const Napi::CallbackInfo& info) {
     Qp* q = QpAt(info);
     if (!q) return info.Env().Undefined();
     // rxe keeps sends posted before RTS and runs them later; verbs says EINVAL: reject.
     if (q->state != QPS_RTS && q->state != QPS_ERR) return Napi::Number::New(info.Env(), POST_EINVAL);
-    int count = info[2].As<Napi::Number>().Int32Value();
-    if (count == 0) return Napi::Number::New(info.Env(), 0);
+    const double* w = nullptr;
+    int count = 0, bad = WireArg(info, q->maxSendSge, true, &w, &count);
+    if (bad < 0) return info.Env().Undefined();
+    if (bad < count) count = bad;  // the WRs before a malformed one are posted
+    if (count == 0) return Napi::Number::New(info.Env(), wanted_ > 0 ? POST_EINVAL : 0);
     if (sendWrs_.size() < static_cast<size_t>(count)) sendWrs_.resize(static_cast<size_t>(count));
-    ibv_send_wr* list = DecodeSend(info[1].As<Napi::Float64Array>().Data(), count, q->maxSendSge);
+    ibv_send_wr* list = DecodeSend(w, count, q->maxSendSge);
     // The provider copies inline data from these addresses in post_send: an address
     // outside registered memory would crash the process, so such a post is refused.
     int ok = count;  // WRs before the first refused one are posted
@@ -819,10 +882,11 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     }
     if (ok == 0) return Napi::Number::New(info.Env(), POST_BAD_INLINE);
     list[ok - 1].next = nullptr;
-    ibv_send_wr* bad = nullptr;
-    int rc = ibv_post_send(q->qp, list, &bad);
+    ibv_send_wr* badWr = nullptr;
+    int rc = ibv_post_send(q->qp, list, &badWr);
     if (rc == 0 && ok < count) return Napi::Number::New(info.Env(), (ok << 8) | POST_BAD_INLINE);
-    return Napi::Number::New(info.Env(), PostResult(rc, list, bad));
+    if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
+    return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
   }
 
   // Whether [addr, addr + len) lies in one of this device's registrations (any key: verbs
@@ -839,12 +903,17 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
     Qp* q = QpAt(info);
     if (!q) return info.Env().Undefined();
     if (q->state == QPS_RESET) return Napi::Number::New(info.Env(), POST_EINVAL);
-    int count = info[2].As<Napi::Number>().Int32Value();
+    const double* w = nullptr;
+    int count = 0, bad = WireArg(info, q->maxRecvSge, false, &w, &count);
+    if (bad < 0) return info.Env().Undefined();
+    if (bad == 0 && count > 0) return Napi::Number::New(info.Env(), POST_EINVAL);
+    if (bad < count) count = bad;
     if (count == 0) return Napi::Number::New(info.Env(), 0);
-    ibv_recv_wr* list = DecodeRecv(info[1].As<Napi::Float64Array>().Data(), count, q->maxRecvSge);
-    ibv_recv_wr* bad = nullptr;
-    int rc = ibv_post_recv(q->qp, list, &bad);
-    return Napi::Number::New(info.Env(), PostResult(rc, list, bad));
+    ibv_recv_wr* list = DecodeRecv(w, count, q->maxRecvSge);
+    ibv_recv_wr* badWr = nullptr;
+    int rc = ibv_post_recv(q->qp, list, &badWr);
+    if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
+    return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
   }
 
   const Api* api_ = nullptr;
@@ -872,6 +941,7 @@ class IbvDevice : public Napi::ObjectWrap<IbvDevice> {
   std::vector<ibv_send_wr> sendWrs_;
   std::vector<ibv_recv_wr> recvWrs_;
   std::vector<ibv_sge> sges_;
+  int wanted_ = 0;  // WRs the current post asked for (WireArg)
 };
 
 Napi::Object DescribeDevice(Napi::Env env, const ibv::DeviceView& d) {

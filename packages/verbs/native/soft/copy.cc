@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 
@@ -41,28 +42,31 @@ size_t total(const iovec* v, size_t n) {
   return t;
 }
 
-}  // namespace
-
-bool copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
-  size_t want = total(local, nl);
-  if (want == 0) return true;
-  if (peer == getpid()) {
-    scatter_copy(remote, nr, local, nl);
-    return true;
-  }
-  ssize_t n = process_vm_writev(peer, local, nl, remote, nr, 0);
-  return n == static_cast<ssize_t>(want);
+CopyResult vm_result(ssize_t n, size_t want) {
+  if (n == static_cast<ssize_t>(want)) return COPY_OK;
+  return n < 0 && (errno == EPERM || errno == ESRCH) ? COPY_UNREACHABLE : COPY_FAULT;
 }
 
-bool copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
+}  // namespace
+
+CopyResult copy_to_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
   size_t want = total(local, nl);
-  if (want == 0) return true;
+  if (want == 0) return COPY_OK;
+  if (peer == getpid()) {
+    scatter_copy(remote, nr, local, nl);
+    return COPY_OK;
+  }
+  return vm_result(process_vm_writev(peer, local, nl, remote, nr, 0), want);
+}
+
+CopyResult copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec* remote, size_t nr) {
+  size_t want = total(local, nl);
+  if (want == 0) return COPY_OK;
   if (peer == getpid()) {
     scatter_copy(local, nl, remote, nr);
-    return true;
+    return COPY_OK;
   }
-  ssize_t n = process_vm_readv(peer, local, nl, remote, nr, 0);
-  return n == static_cast<ssize_t>(want);
+  return vm_result(process_vm_readv(peer, local, nl, remote, nr, 0), want);
 }
 
 }  // namespace soft

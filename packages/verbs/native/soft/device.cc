@@ -1,6 +1,7 @@
 #include "device.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,8 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <mutex>
 
 #include "copy.h"
+#include "wire.h"
 
 namespace soft {
 
@@ -46,53 +50,53 @@ uint8_t wc_opcode(uint8_t op) {
 
 constexpr size_t kMaxIov = DeviceLimits::maxSge;
 
-inline MrEntry* mr_table(uint8_t* base) {
-  return reinterpret_cast<MrEntry*>(base + reinterpret_cast<SegmentHeader*>(base)->mrTableOff);
-}
+inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_cast<MrEntry*>(base + L.mrTableOff); }
 
-// Looks a key up in a segment's MR table; checks bounds and access. 0 = ok, else a
-// reason: 1 bad key, 2 out of bounds, 3 access denied.
-int check_mr(uint8_t* base, uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
-  auto* h = reinterpret_cast<SegmentHeader*>(base);
+// Looks a key up in a segment's MR table; checks bounds and access against one read of
+// the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
+int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+             MrView* out = nullptr) {
   uint32_t slot = key >> 8;
-  if (key == 0 || slot >= h->mrSlots) return 1;
-  MrEntry& m = mr_table(base)[slot];
+  if (key == 0 || slot >= L.mrSlots) return 1;
+  MrEntry& m = mr_table(base, L)[slot];
   if (m.key.load(std::memory_order_acquire) != key) return 1;
-  if (addr < m.addr || addr + len > m.addr + m.length || addr + len < addr) return 2;
-  if ((m.access & need) != need) return 3;
+  MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED), __atomic_load_n(&m.length, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.access, __ATOMIC_RELAXED), __atomic_load_n(&m.memfd, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.regionId, __ATOMIC_RELAXED), slot};
+  if (m.key.load(std::memory_order_acquire) != key) return 1;  // re-registered while read
+  if (addr + len < addr || v.addr + v.length < v.addr || addr < v.addr || addr + len > v.addr + v.length) return 2;
+  if ((v.access & need) != need) return 3;
+  if (out) *out = v;
   return 0;
 }
-
-// How long deregistration waits for a peer's copy to finish before giving the slot up.
-constexpr double kPinWaitMs = 1000;
 
 // Pins a peer's regions for the length of one operation. A pin is taken before the key is
 // checked (both seq_cst, against the owner's key store then pin load), so either the owner sees
 // the pin and waits, or the initiator sees the revoked key and fails the access.
 class MrPins {
  public:
-  explicit MrPins(uint8_t* base) : base_(base) {}
+  MrPins(uint8_t* base, const Layout& L) : base_(base), layout_(L) {}
   ~MrPins() {
     for (size_t i = 0; i < n_; i++) held_[i]->pins.fetch_sub(1, std::memory_order_release);
   }
   MrPins(const MrPins&) = delete;
   MrPins& operator=(const MrPins&) = delete;
 
-  // check_mr, holding the region until this object goes away.
-  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
-    auto* h = reinterpret_cast<SegmentHeader*>(base_);
+  // check_mr, holding the region until this object goes away; `out` gets the entry as checked.
+  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* out) {
     uint32_t slot = key >> 8;
-    if (key == 0 || slot >= h->mrSlots || n_ == kCapacity) return 1;
-    MrEntry& m = mr_table(base_)[slot];
+    if (key == 0 || slot >= layout_.mrSlots || n_ == kCapacity) return 1;
+    MrEntry& m = mr_table(base_, layout_)[slot];
     m.pins.fetch_add(1, std::memory_order_seq_cst);
     held_[n_++] = &m;
     if (m.key.load(std::memory_order_seq_cst) != key) return 1;
-    return check_mr(base_, key, addr, len, need);
+    return check_mr(base_, layout_, key, addr, len, need, out);
   }
 
  private:
   static constexpr size_t kCapacity = kMaxIov + 1;
   uint8_t* base_;
+  const Layout& layout_;
   MrEntry* held_[kCapacity];
   size_t n_ = 0;
 };
@@ -107,12 +111,41 @@ std::atomic<uint32_t> g_nextQpn{0};
 // A key that fails because its owner is closing (QPs are reset before MRs are revoked) is
 // a vanished responder, not an access error.
 static bool responderGone(QpShared* t) {
-  uint32_t st = t->state.load(std::memory_order_seq_cst);
+  uint32_t st = state_code(t->state.load(std::memory_order_seq_cst));
   return st != QPS_RTR && st != QPS_RTS;
 }
 
+namespace {
+// Holds a peer's QP for one operation (see QpShared::pins). Taken, then the slot's gen and
+// state word are checked again: either the owner sees the pin and waits, or this side sees
+// the new gen or incarnation and drops the operation.
+class QpPin {
+ public:
+  explicit QpPin(QpShared* t) : t_(t) { t_->pins.fetch_add(1, std::memory_order_seq_cst); }
+  ~QpPin() { t_->pins.fetch_sub(1, std::memory_order_release); }
+  QpPin(const QpPin&) = delete;
+  QpPin& operator=(const QpPin&) = delete;
+
+ private:
+  QpShared* t_;
+};
+}  // namespace
+
+// Owner-side transition: from a state in `from` (bit per state code) to `code`, as a new
+// incarnation. False when the QP is not in one of those states (a peer may just have
+// failed it: the owner then sees ERR, as after an async error).
+static bool transition(QpShared* s, uint32_t fromMask, uint32_t code) {
+  uint32_t w = s->state.load(std::memory_order_acquire);
+  for (;;) {
+    if (!(fromMask & (1u << state_code(w)))) return false;
+    if (s->state.compare_exchange_weak(w, next_state(w, code), std::memory_order_seq_cst)) return true;
+  }
+}
+constexpr uint32_t kAnyState = 0xffffffffu;
+constexpr uint32_t bit(uint32_t code) { return 1u << code; }
+
 static bool sane_queues(PeerSegment* p, QpShared* t) {
-  const uint64_t lo = p->header()->heapOff, hi = kSegmentBytes;
+  const uint64_t lo = p->layout().heapOff, hi = kSegmentBytes;
   uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
   if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
   auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
@@ -123,7 +156,22 @@ static bool sane_queues(PeerSegment* p, QpShared* t) {
   return true;
 }
 
+// Under Yama ptrace_scope 1 (Ubuntu's default) only an ancestor may pidfd_getfd this
+// process's fds, and peers are usually siblings: declare any same-user process a permitted
+// tracer, once per process. That is exactly the same-host trust model (a same-user process
+// that may ptrace this one can map its segment) and nothing beyond it; with scope 0 nothing
+// changes, and with 2 or 3 it does not help (connect then fails with ERR_RDMA_UNREACHABLE).
+static void allow_same_user_peers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
+    int scope = -1;
+    if (f >> scope && scope == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  });
+}
+
 Device::Device() : pid_(getpid()) {
+  allow_same_user_peers();
   uint32_t expected = 0;
   g_nextQpn.compare_exchange_strong(expected, 0x100 + (static_cast<uint32_t>(pid_) * 4096u) % 0xf00000u);
   freeMrSlots_.reserve(kMrSlots);
@@ -134,14 +182,18 @@ Device::Device() : pid_(getpid()) {
   mrGen_.assign(kMrSlots, 0);
 }
 
+void Device::quiesceQps() {
+  for (auto& [h, q] : qps_) {
+    QpShared* sh = qpShared(q->slot);
+    transition(sh, kAnyState, QPS_RESET);
+    sh->gen.store(q->gen + 1, std::memory_order_seq_cst);
+  }
+}
+
 Device::~Device() {
   // As the kernel tears down a dying process: QPs first (peers now see no responder and end
   // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
-  for (auto& [h, q] : qps_) {
-    QpShared* sh = qpShared(q->slot);
-    sh->state.store(QPS_RESET, std::memory_order_seq_cst);
-    sh->gen.store(q->gen + 1, std::memory_order_seq_cst);
-  }
+  quiesceQps();
   revokeMrs();
   qps_.clear();
   seg_.retire();
@@ -154,10 +206,10 @@ void Device::ringSelf() {
 }
 
 QpShared* Device::qpShared(uint32_t slot) {
-  return reinterpret_cast<QpShared*>(seg_.base() + seg_.header()->qpTableOff) + slot;
+  return reinterpret_cast<QpShared*>(seg_.base() + seg_.layout().qpTableOff) + slot;
 }
 
-MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base()) + slot; }
+MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base(), seg_.layout()) + slot; }
 
 // ---------------------------------------------------------------- memory regions
 
@@ -181,30 +233,66 @@ int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, ui
   return h;
 }
 
-void Device::deregMr(int h) {
+bool Device::deregMr(int h, uint32_t* slotOut) {
   auto it = mrs_.find(h);
-  if (it == mrs_.end()) return;
-  if (revokeSlot(it->second.slot)) freeMrSlots_.push_back(it->second.slot);
+  if (it == mrs_.end()) return true;
+  uint32_t slot = it->second.slot;
   mrs_.erase(it);
+  if (slotOut) *slotOut = slot;
+  if (revokeSlot(slot)) {
+    freeMrSlots_.push_back(slot);
+    return true;
+  }
+  pinnedMrSlots_.push_back(slot);
+  return false;
 }
 
-void Device::revokeMrs() {
+void Device::revokeMrs(std::vector<int>* stuck) {
   for (auto& [h, m] : mrs_) mrEntry(m.slot)->key.store(0, std::memory_order_seq_cst);
   for (auto& [h, m] : mrs_) {
-    if (revokeSlot(m.slot)) freeMrSlots_.push_back(m.slot);
+    if (revokeSlot(m.slot)) {
+      freeMrSlots_.push_back(m.slot);
+    } else {
+      pinnedMrSlots_.push_back(m.slot);
+      if (stuck) stuck->push_back(h);
+    }
   }
   mrs_.clear();
+}
+
+void Device::drainMrSlots(std::vector<uint32_t>* freed) {
+  for (size_t i = 0; i < pinnedMrSlots_.size();) {
+    uint32_t slot = pinnedMrSlots_[i];
+    if (mrEntry(slot)->pins.load(std::memory_order_seq_cst) == 0) {
+      freeMrSlots_.push_back(slot);
+      freed->push_back(slot);
+      pinnedMrSlots_[i] = pinnedMrSlots_.back();
+      pinnedMrSlots_.pop_back();
+    } else {
+      i++;
+    }
+  }
+}
+
+Device::Quarantine Device::quarantine() const {
+  Quarantine q{};
+  q.mrSlots = static_cast<uint32_t>(pinnedMrSlots_.size());
+  q.queueBlocks = static_cast<uint32_t>(quarantined_.size());
+  q.qpSlots = static_cast<uint32_t>(drainingSlots_.size());
+  return q;
 }
 
 bool Device::revokeSlot(uint32_t slot) {
   MrEntry* e = mrEntry(slot);
   e->key.store(0, std::memory_order_seq_cst);
-  // A copy takes microseconds; only a peer that died (or was stopped) mid-copy holds a pin
-  // for long. Its slot is then never reused, so a late pin release cannot confuse a new MR.
-  const double deadline = now_ms() + kPinWaitMs;
+  // A copy takes microseconds (a large one milliseconds); only a peer that died or was
+  // stopped mid-copy holds a pin for long. The JS thread does not wait for it: past the
+  // bound the slot and its memory are quarantined (drainMrSlots gives them back once the
+  // pins drain), so neither a late copy nor a late pin release reaches a new MR.
+  const int64_t deadline = mono_ns() + kLockWaitNs;
   for (uint32_t spins = 0; e->pins.load(std::memory_order_seq_cst) != 0; spins++) {
     if (spins > 64) {
-      if (now_ms() > deadline) return false;
+      if (mono_ns() > deadline) return false;
       sched_yield();
     }
   }
@@ -220,18 +308,24 @@ int Device::createCq(uint32_t capacity) {
   cq->capacity = capacity;
   cq->entriesOff = off + ((sizeof(CqShared) + 63) & ~uint64_t{63});
   int h = nextHandle_++;
-  cqs_[h] = off;
+  cqs_[h] = CqRec{off};
   return h;
 }
 
-CqShared* Device::cqAt(int h) { return reinterpret_cast<CqShared*>(seg_.base() + cqs_.at(h)); }
-
-void Device::destroyCq(int h) {
+// Only for handles checked with hasCq (the adapter does), or held by a live QP.
+CqShared* Device::cqAt(int h) {
   auto it = cqs_.find(h);
-  if (it == cqs_.end()) return;
-  seg_.free(it->second);
-  cqErrReported_.erase(h);
+  return reinterpret_cast<CqShared*>(seg_.base() + (it == cqs_.end() ? 0 : it->second.off));
+}
+
+int Device::destroyCq(int h) {
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) return 0;
+  if (it->second.users) return EBUSY;
+  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
+  else seg_.free(it->second.off);
   cqs_.erase(it);
+  return 0;
 }
 
 uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
@@ -248,13 +342,13 @@ uint32_t Device::armCq(int h) {
   return __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
 }
 
-bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer) {
-  cq->lock.lock(static_cast<uint32_t>(pid_));
+Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs) {
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_), budgetNs)) return PUSH_BUSY;
   if (cq->count == cq->capacity) {
     cq->lock.unlock();
     cq->overrun.store(1, std::memory_order_release);
     if (peer) peer->ring(); else ringSelf();
-    return false;
+    return PUSH_FULL;
   }
   Cqe* entries = reinterpret_cast<Cqe*>(base + cq->entriesOff);
   entries[(cq->head + cq->count) % cq->capacity] = e;
@@ -266,7 +360,7 @@ bool Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegmen
   if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
     if (peer) peer->ring(); else ringSelf();
   }
-  return true;
+  return PUSHED;
 }
 
 int Device::pollCq(int h, double* out, int max) {
@@ -274,7 +368,8 @@ int Device::pollCq(int h, double* out, int max) {
   CqShared* cq = cqAt(h);
   if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
-  cq->lock.lock(static_cast<uint32_t>(pid_));
+  // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_))) return 0;
   int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
   for (int i = 0; i < n; i++) {
     const Cqe& e = entries[(cq->head + i) % cq->capacity];
@@ -321,24 +416,30 @@ RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
   return reinterpret_cast<RecvWqe*>(base + r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * (i % r->capacity));
 }
 
-// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples).
-int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, int count) {
-  r->lock.lock(self);
+// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
+// that overruns `words` or names more SGEs than the queue holds is refused, not read.
+int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
+  if (count > 0 && !r->lock.lock(self)) return POST_BUSY;  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
+    uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
+    if (n > r->maxSge || p + 2 + 3 * static_cast<size_t>(n) > words) {
+      r->lock.unlock();
+      return (i << 8) | POST_EINVAL;
+    }
     if (r->count == r->capacity) {
       r->lock.unlock();
       return (i << 8) | POST_ENOMEM;
     }
     RecvWqe* w = wqe_at(base, r, r->head + r->count);
-    w->wrId = static_cast<uint64_t>(wrs[p]);
-    w->numSge = static_cast<uint32_t>(wrs[p + 1]);
+    w->wrId = to_u64(wrs[p]);
+    w->numSge = n;
     p += 2;
     auto* sg = reinterpret_cast<WireSge*>(w + 1);
-    for (uint32_t s = 0; s < w->numSge; s++, p += 3) {
-      sg[s].addr = static_cast<uint64_t>(wrs[p]);
-      sg[s].length = static_cast<uint32_t>(wrs[p + 1]);
-      sg[s].lkey = static_cast<uint32_t>(wrs[p + 2]);
+    for (uint32_t s = 0; s < n; s++, p += 3) {
+      sg[s].addr = to_u64(wrs[p]);
+      sg[s].length = to_u32(wrs[p + 1]);
+      sg[s].lkey = to_u32(wrs[p + 2]);
     }
     __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
   }
@@ -346,12 +447,22 @@ int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, int c
   return POST_OK;
 }
 
-// Takes the next receive WQE. Returns false when none is posted (receiver not ready).
-bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit) {
-  r->lock.lock(self);
+// Takes the next receive WQE: TAKE_EMPTY when none is posted (receiver not ready),
+// TAKE_BUSY when its lock was not obtained in time (nothing taken: retry).
+enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
+// With `state`, only while it still holds `word` (checked under the queue's lock, which the
+// owner's reset takes too): a WQE posted for the next connection is never taken by an
+// operation of the previous one.
+Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
+             const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
+  if (!r->lock.lock(self)) return TAKE_BUSY;
+  if (state && state->load(std::memory_order_seq_cst) != word) {
+    r->lock.unlock();
+    return TAKE_BUSY;  // the QP moved on: this operation is dropped like a lost packet
+  }
   if (r->count == 0) {
     r->lock.unlock();
-    return false;
+    return TAKE_EMPTY;
   }
   RecvWqe* w = wqe_at(base, r, r->head);
   *out = *w;
@@ -367,7 +478,7 @@ bool take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* 
     r->limitReached.store(1, std::memory_order_release);
   }
   r->lock.unlock();
-  return true;
+  return TAKEN;
 }
 
 }  // namespace
@@ -378,12 +489,12 @@ void Device::flushRecvQueue(uint8_t* base, RecvQueue* r, uint64_t cqOff, uint32_
     RecvWqe w;
     WireSge sg[kMaxIov];
     bool lim;
-    if (!take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim)) break;
+    if (take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim) != TAKEN) break;
     Cqe e{};
     e.wrId = w.wrId;
     e.status = WC_WR_FLUSH_ERR;
     e.qpNum = qpNum;
-    pushCqe(base, cq, e, peer);
+    if (pushCqe(base, cq, e, peer) == PUSH_BUSY) break;  // a stopped peer holds the CQ: bounded, not all flushed
   }
 }
 
@@ -393,31 +504,57 @@ int Device::createSrq(uint32_t maxWr, uint32_t maxSge) {
   if (!off) return -1;
   init_rq(seg_.base(), off, maxWr, maxSge);
   int h = nextHandle_++;
-  srqs_[h] = off;
+  srqs_[h] = SrqRec{off};
   return h;
 }
 
-void Device::destroySrq(int h) {
+int Device::destroySrq(int h) {
   auto it = srqs_.find(h);
-  if (it == srqs_.end()) return;
-  seg_.free(it->second);
+  if (it == srqs_.end()) return 0;
+  if (it->second.users) return EBUSY;
+  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
+  else seg_.free(it->second.off);
   srqs_.erase(it);
+  return 0;
 }
 
-int Device::postSrqRecv(int h, const double* wrs, int count) {
-  return post_rq(seg_.base(), rq(srqs_.at(h)), static_cast<uint32_t>(pid_), wrs, count);
+int Device::postSrqRecv(int h, const double* wrs, size_t words, int count) {
+  auto it = srqs_.find(h);
+  if (it == srqs_.end()) return POST_EINVAL;
+  return post_rq(seg_.base(), rq(it->second.off), static_cast<uint32_t>(pid_), wrs, words, count);
 }
 
-void Device::armSrqLimit(int h, uint32_t limit) { rq(srqs_.at(h))->limit.store(limit); }
+void Device::armSrqLimit(int h, uint32_t limit) {
+  auto it = srqs_.find(h);
+  if (it != srqs_.end()) rq(it->second.off)->limit.store(limit);
+}
 
 // ---------------------------------------------------------------- queue pairs
 
-Qp* Device::qp(int h) { return qps_.at(h).get(); }
+// Only for handles checked with hasQp (the adapter does).
+Qp* Device::qp(int h) {
+  auto it = qps_.find(h);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
 
 int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
                      uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline) {
+  // Slots whose late pins have drained since are usable again.
+  for (size_t i = 0; i < drainingSlots_.size();) {
+    if (qpShared(drainingSlots_[i])->pins.load(std::memory_order_seq_cst) == 0) {
+      freeQpSlots_.push_back(drainingSlots_[i]);
+      drainingSlots_[i] = drainingSlots_.back();
+      drainingSlots_.pop_back();
+    } else {
+      i++;
+    }
+  }
   if (freeQpSlots_.empty()) return -1;
+  auto sc = cqs_.find(sendCq), rc = cqs_.find(recvCq);
+  auto sr = srq >= 0 ? srqs_.find(srq) : srqs_.end();
+  if (sc == cqs_.end() || rc == cqs_.end() || (srq >= 0 && sr == srqs_.end())) return -1;
   auto q = std::make_unique<Qp>();
+  q->sendCqOff = sc->second.off;
   q->sendCq = sendCq;
   q->recvCq = recvCq;
   q->srq = srq;
@@ -440,20 +577,34 @@ int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32
   QpShared* s = qpShared(q->slot);
   q->gen = s->gen.load() + 1;
   s->qpn = g_nextQpn.fetch_add(1) & 0xffffff;
-  s->state.store(QPS_RESET);
+  s->state.store(next_state(s->state.load(), QPS_RESET));
   s->access.store(0);
   s->remoteError.store(0);
   s->stalled.store(0);
   s->linkBroken.store(0);
   s->hasSrq = srq >= 0;
   s->minRnrTimer = 12;
-  s->rqOff = srq >= 0 ? srqs_.at(srq) : q->rqOff;
-  s->recvCqOff = cqs_.at(recvCq);
+  s->rqOff = srq >= 0 ? sr->second.off : q->rqOff;
+  s->recvCqOff = rc->second.off;
+  sc->second.users++;
+  rc->second.users++;
+  if (srq >= 0) sr->second.users++;
   s->gen.store(q->gen, std::memory_order_release);
   qpBySlot_[q->slot] = q.get();
   int h = nextHandle_++;
   qps_[h] = std::move(q);
   return h;
+}
+
+bool Device::drainPins(QpShared* s) {
+  const int64_t deadline = mono_ns() + kLockWaitNs;
+  for (uint32_t spins = 0; s->pins.load(std::memory_order_seq_cst) != 0; spins++) {
+    if (spins > 64) {
+      if (mono_ns() > deadline) return false;
+      sched_yield();
+    }
+  }
+  return true;
 }
 
 void Device::destroyQp(int h) {
@@ -462,26 +613,46 @@ void Device::destroyQp(int h) {
   Qp& q = *it->second;
   toReset(h);
   QpShared* s = qpShared(q.slot);
-  s->gen.store(q.gen + 1, std::memory_order_release);  // peers now see a vanished QP
-  if (q.rqOff) seg_.free(q.rqOff);
+  s->gen.store(q.gen + 1, std::memory_order_seq_cst);  // peers now see a vanished QP
+  // Initiators that passed their checks before finish first; one that does not within the
+  // bound (stopped mid-operation) may still write this QP's queues when it resumes: they
+  // are quarantined, never freed or reused, and so is the slot until its pins drain.
+  bool quiet = drainPins(s);
+  if (q.rqOff) {
+    if (quiet) seg_.free(q.rqOff);
+    else quarantined_.push_back(Quarantined{q.rqOff, 0});
+  }
+  for (int c : {q.sendCq, q.recvCq}) {
+    auto ci = cqs_.find(c);
+    if (ci == cqs_.end()) continue;
+    if (ci->second.users) ci->second.users--;
+    if (!quiet) ci->second.tainted = true;
+  }
+  if (q.srq >= 0) {
+    auto si = srqs_.find(q.srq);
+    if (si != srqs_.end()) {
+      if (si->second.users) si->second.users--;
+      if (!quiet) si->second.tainted = true;
+    }
+  }
   qpBySlot_[q.slot] = nullptr;
-  freeQpSlots_.push_back(q.slot);
+  if (quiet) freeQpSlots_.push_back(q.slot);
+  else drainingSlots_.push_back(q.slot);
   qps_.erase(it);
 }
 
 uint32_t Device::qpNum(int h) { return qpShared(qp(h)->slot)->qpn; }
 uint32_t Device::qpSlot(int h) { return qp(h)->slot; }
 uint32_t Device::qpGen(int h) { return qp(h)->gen; }
-uint32_t Device::qpState(int h) { return qpShared(qp(h)->slot)->state.load(std::memory_order_acquire); }
+uint32_t Device::qpState(int h) { return state_code(qpShared(qp(h)->slot)->state.load(std::memory_order_acquire)); }
 
 int Device::toInit(int h, uint32_t access) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st != QPS_RESET && st != QPS_INIT) return EINVAL;  // INIT → INIT re-applies attributes, as in verbs
   s->access.store(access);
-  s->state.store(QPS_INIT, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_RESET) | bit(QPS_INIT), QPS_INIT) ? 0 : EINVAL;
 }
 
 int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t peerNonce, uint32_t peerSlot,
@@ -489,7 +660,7 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t
   static thread_local SysError err;
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_INIT) return EINVAL;
+  if (state_code(s->state.load()) != QPS_INIT) return EINVAL;
   if (peerSlot >= kQpSlots) return EINVAL;
   for (auto it = peers_.begin(); it != peers_.end();) it = it->second.expired() ? peers_.erase(it) : std::next(it);
   auto key = std::make_pair(peerPid, peerNonce);
@@ -516,19 +687,17 @@ int Device::toRtr(int h, pid_t peerPid, int peerMemfd, int peerEventfd, uint64_t
   s->minRnrTimer = minRnrTimer;
   s->peerPid = static_cast<uint32_t>(peerPid);
   s->peerQpn = peerQpn;
-  s->state.store(QPS_RTR, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
 int Device::toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_RTR) return EINVAL;
+  if (state_code(s->state.load()) != QPS_RTR) return EINVAL;
   q.timeout = timeout;
   q.retryCount = retryCount;
   q.rnrRetry = rnrRetry;
-  s->state.store(QPS_RTS, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_RTR), QPS_RTS) ? 0 : EINVAL;
 }
 
 int Device::toErr(int h) {
@@ -539,16 +708,31 @@ int Device::toErr(int h) {
 int Device::toReset(int h) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  s->state.store(QPS_RESET, std::memory_order_release);
+  transition(s, kAnyState, QPS_RESET);
   unblock(q);
+  // Operations of the old connection already under way end before the queue is reused:
+  // none takes a WQE posted for the next one, nor completes into it.
+  bool quiet = drainPins(s);
   // Sequences stay monotonic across resets: stale completions then retire nothing.
   q.sqHead = q.sqRetired = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
-    r->lock.lock(static_cast<uint32_t>(pid_));
-    r->head = 0;
-    r->count = 0;
-    r->lock.unlock();
+    if (quiet && r->lock.lock(static_cast<uint32_t>(pid_))) {
+      r->head = 0;
+      r->count = 0;
+      r->lock.unlock();
+    } else {
+      // A stopped peer holds it (its lock or a pin): the QP gets a fresh queue, and the
+      // old one is never reused (the peer may write it when it resumes).
+      uint32_t wb;
+      uint64_t fresh = seg_.alloc(rq_bytes(q.maxRecvWr, q.maxRecvSge, &wb));
+      if (fresh) {
+        init_rq(seg_.base(), fresh, q.maxRecvWr, q.maxRecvSge);
+        quarantined_.push_back(Quarantined{q.rqOff, 0});
+        q.rqOff = fresh;
+        s->rqOff = fresh;
+      }
+    }
   }
   s->stalled.store(0);
   s->linkBroken.store(0);
@@ -562,14 +746,14 @@ int Device::toReset(int h) {
 }
 
 void Device::moveToError(Qp& q) {
-  qpShared(q.slot)->state.store(QPS_ERR, std::memory_order_release);
+  transition(qpShared(q.slot), kAnyState, QPS_ERR);
   flushQp(q);
 }
 
 void Device::flushQp(Qp& q) {
   q.linkReady = q.linkInflight = false;  // a late answer from the link is then ignored
   unblock(q);
-  CqShared* scq = cqAt(q.sendCq);
+  auto* scq = reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff);
   QpShared* s = qpShared(q.slot);
   for (; q.sqHead != q.sqTail; q.sqHead++) {
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
@@ -580,27 +764,27 @@ void Device::flushQp(Qp& q) {
     c.sqSeq = e.seq + 1;
     c.qpSlot = q.slot;
     c.qpGen = q.gen;
-    pushCqe(seg_.base(), scq, c, nullptr);
+    if (pushCqe(seg_.base(), scq, c, nullptr) == PUSH_BUSY) break;  // bounded: the rest are not reported
   }
   if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
 }
 
-int Device::postRecv(int h, const double* wrs, int count) {
+int Device::postRecv(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st == QPS_RESET || s->hasSrq) return POST_EINVAL;
-  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, count);
+  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
   // The specification flushes receives posted in ERR at once (rxe waits for the next
   // transition to ERR; documented difference).
   if (st == QPS_ERR) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
   return rc;
 }
 
-int Device::postSend(int h, const double* wrs, int count) {
+int Device::postSend(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  uint32_t st = s->state.load();
+  uint32_t st = state_code(s->state.load());
   if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return POST_EINVAL;
   size_t p = 0;
   int rc = POST_OK;
@@ -609,30 +793,42 @@ int Device::postSend(int h, const double* wrs, int count) {
       rc = (i << 8) | POST_ENOMEM;
       break;
     }
+    // A WR that overruns `words`, names more SGEs than the queue holds or an opcode this
+    // provider does not know is refused here: nothing is read past the array, and an
+    // unknown opcode is never carried out as some other operation.
+    uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
+    double op = p + 7 <= words ? wrs[p + 1] : -1;
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_READ)) ||
+        op != static_cast<double>(static_cast<uint8_t>(op))) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
     uint32_t idx = q.sqTail % q.maxSendWr;
     SendEntry& e = q.sq[idx];
-    e.wrId = static_cast<uint64_t>(wrs[p]);
-    e.opcode = static_cast<uint8_t>(wrs[p + 1]);
-    uint32_t flags = static_cast<uint32_t>(wrs[p + 2]);
+    e.wrId = to_u64(wrs[p]);
+    e.opcode = static_cast<uint8_t>(op);
+    uint32_t flags = to_u32(wrs[p + 2]);
     e.signaled = flags & 1;
-    e.isInline = (flags & 2) != 0;
-    e.imm = static_cast<uint32_t>(wrs[p + 3]);
-    e.remoteAddr = static_cast<uint64_t>(wrs[p + 4]);
-    e.rkey = static_cast<uint32_t>(wrs[p + 5]);
-    e.numSge = static_cast<uint32_t>(wrs[p + 6]);
+    e.isInline = (flags & 2) != 0 && e.opcode != OP_READ;
+    e.imm = to_u32(wrs[p + 3]);
+    e.remoteAddr = to_u64(wrs[p + 4]);
+    e.rkey = to_u32(wrs[p + 5]);
+    e.numSge = numSge;
     p += 7;
     WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t total = 0;
+    // 64 bits: SGE lengths are up to 2^32 - 1 each, and their sum must not wrap (a
+    // wrapped sum once let an inline copy land past the WR's inline slot).
+    uint64_t total = 0;
     bool badInline = false;
     for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
-      sg[k].addr = static_cast<uint64_t>(wrs[p]);
-      sg[k].length = static_cast<uint32_t>(wrs[p + 1]);
-      sg[k].lkey = static_cast<uint32_t>(wrs[p + 2]);
+      sg[k].addr = to_u64(wrs[p]);
+      sg[k].length = to_u32(wrs[p + 1]);
+      sg[k].lkey = to_u32(wrs[p + 2]);
       if (e.isInline) {
         // Inline data is copied now: the application may reuse its buffer at once. The
         // range must be registered memory: an arbitrary address would crash the process
         // (as it does in libibverbs); the post is refused instead, as the ibverbs adapter does.
-        if (sg[k].length && check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
+        if (sg[k].length && check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
           badInline = true;
         } else if (sg[k].length && total + sg[k].length <= q.maxInline) {
           std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
@@ -645,7 +841,11 @@ int Device::postSend(int h, const double* wrs, int count) {
       rc = (i << 8) | POST_BAD_INLINE;
       break;
     }
-    e.inlineLen = total;
+    if (e.isInline && total > q.maxInline) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
+    e.inlineLen = static_cast<uint32_t>(total);
     e.seq = q.sqTail;
     e.done = 0;
     e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
@@ -700,7 +900,7 @@ double Device::progressDue() {
 void Device::progress(Qp& q) {
   QpShared* s = qpShared(q.slot);
   while (q.sqHead != q.sqTail) {
-    if (s->state.load(std::memory_order_acquire) == QPS_ERR) {
+    if (state_code(s->state.load(std::memory_order_acquire)) == QPS_ERR) {
       flushQp(q);
       return;
     }
@@ -716,7 +916,7 @@ void Device::progress(Qp& q) {
     }
     uint32_t rnr = q.linkRnrTimer;
     if (o == RNR && q.peer) {
-      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot)->minRnrTimer;
+      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot)->minRnrTimer;
     }
     if (!settle(q, e, o, status, len, rnr)) return;
   }
@@ -767,29 +967,31 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
     c.byteLen = byteLen;
     if (e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM) c.flags = WCF_WITH_IMM;
   }
-  if (!pushCqe(seg_.base(), cqAt(q.sendCq), c, nullptr)) {
+  if (pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr) != PUSHED) {
     // A lost send completion would desynchronise the application: fail loudly instead.
     moveToError(q);
   }
 }
 
-void Device::remoteFail(PeerSegment* p, QpShared* t) {
-  // Only RTR/RTS → ERR, and only if the owner did not move the QP meanwhile.
-  uint32_t st = t->state.load(std::memory_order_acquire);
-  while ((st == QPS_RTR || st == QPS_RTS) && !t->state.compare_exchange_weak(st, QPS_ERR)) {
-  }
-  if (st != QPS_RTR && st != QPS_RTS) return;
+void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
+  // Only RTR/RTS → ERR, and only the incarnation this operation was checked against: if the
+  // owner moved the QP since (reset, reconnect), the CAS fails and nothing happens.
+  uint32_t code = state_code(word);
+  if (code != QPS_RTR && code != QPS_RTS) return;
+  uint32_t failed = (word & ~0xffu) | QPS_ERR;
+  if (!t->state.compare_exchange_strong(word, failed, std::memory_order_seq_cst)) return;
   if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
-  t->remoteError.store(1, std::memory_order_release);
+  // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
+  t->remoteError.store(failed, std::memory_order_release);
   p->ring();
 }
 
-void* Device::direct(PeerSegment* p, uint32_t key, uint64_t addr) {
+void* Device::direct(PeerSegment* p, const MrView& v, uint64_t addr) {
   if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
-  MrEntry& m = mr_table(p->base())[key >> 8];
-  if (m.memfd < 0) return nullptr;
-  uint8_t* base = p->mapRegion(key >> 8, m.regionId, m.memfd, m.length);
-  return base ? base + (addr - m.addr) : nullptr;
+  if (v.memfd < 0) return nullptr;
+  // [addr, +len) was checked inside [v.addr, +v.length), and the mapping holds v.length bytes.
+  uint8_t* base = p->mapRegion(v.slot, v.regionId, v.memfd, v.length);
+  return base ? base + (addr - v.addr) : nullptr;
 }
 
 bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status) {
@@ -805,7 +1007,7 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
     uint32_t need = e.opcode == OP_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
     for (uint32_t k = 0; k < e.numSge; k++) {
       if (sg[k].length == 0) continue;
-      int bad = check_mr(seg_.base(), sg[k].lkey, sg[k].addr, sg[k].length, need);
+      int bad = check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, need);
       if (bad) {
         *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
         return false;
@@ -828,7 +1030,8 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   QpShared* t = nullptr;
   if (!q.link) {
     if (!p) return TRANSPORT;
-    t = reinterpret_cast<QpShared*>(p->base() + p->header()->qpTableOff) + q.peerSlot;
+    if (q.peerSlot >= p->layout().qpSlots) return TRANSPORT;
+    t = reinterpret_cast<QpShared*>(p->base() + p->layout().qpTableOff) + q.peerSlot;
     if (t->linkBroken.load(std::memory_order_relaxed) || t->gen.load(std::memory_order_acquire) != q.peerGen ||
         !p->alive()) {
       return TRANSPORT;
@@ -846,33 +1049,49 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   if (!gatherLocal(q, e, local, &nl, &total, status)) return DONE;
   *byteLen = static_cast<uint32_t>(total);
   if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
-  return deliver(p, t, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
+  pauseNextDeliverMs_ = q.pauseMs;
+  q.pauseMs = 0;
+  return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
                  static_cast<uint32_t>(pid_), status);
 }
 
-Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl,
+Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
                                 uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
-  uint32_t tst = t->state.load(std::memory_order_acquire);
+  // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
+  // an invalid request, never treated as one of them without its checks.
+  if (opcode > OP_READ) {
+    *status = WC_REM_INV_REQ_ERR;
+    return DONE;
+  }
+  QpPin held(t);
+  if (t->gen.load(std::memory_order_seq_cst) != gen) return TRANSPORT;  // destroyed under us
+  const uint32_t word = t->state.load(std::memory_order_seq_cst);
+  uint32_t tst = state_code(word);
   if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
   // The target listens only to the QP it was connected to; anything else is dropped.
   if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
+  if (pauseNextDeliverMs_ > 0) {  // fault injection (tests): a slow initiator, mid-operation
+    usleep(static_cast<useconds_t>(pauseNextDeliverMs_ * 1000));
+    pauseNextDeliverMs_ = 0;
+  }
   bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
   bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
-  MrPins pins(p->base());
+  MrPins pins(p->base(), p->layout());
+  MrView rview{};
 
   if (opcode == OP_WRITE || opcode == OP_WRITE_IMM || opcode == OP_READ) {
     uint32_t need = opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
     if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
       if ((t->access.load() & need) != need) {
         *status = WC_REM_INV_REQ_ERR;
-        remoteFail(p, t);
+        remoteFail(p, t, word);
         return DONE;
       }
-      if (pins.check(rkey, remoteAddr, total, need)) {
+      if (pins.check(rkey, remoteAddr, total, need, &rview)) {
         if (responderGone(t)) return TRANSPORT;
         *status = WC_REM_ACCESS_ERR;
-        remoteFail(p, t);
+        remoteFail(p, t, word);
         return DONE;
       }
     }
@@ -887,7 +1106,9 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
   if (needRecv) {
     if (t->stalled.load(std::memory_order_relaxed)) return RNR;
     bool limitHit = false;
-    if (!take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit)) return RNR;
+    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit, &t->state, word);
+    if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
+    if (got == TAKE_EMPTY) return RNR;
     if (limitHit) p->ring();
   }
   auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
@@ -900,7 +1121,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     bool allDirect = true;
     for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
       if (rsg[k].length == 0) continue;
-      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE);
+      MrView sv{};
+      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE, &sv);
       if (bad && responderGone(t)) return TRANSPORT;
       if (bad) {
         recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
@@ -908,7 +1130,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
       }
       uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
       if (take) {
-        void* d = direct(p, rsg[k].lkey, rsg[k].addr);
+        void* d = direct(p, sv, rsg[k].addr);
         if (!d) allDirect = false;
         remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
       }
@@ -923,7 +1145,9 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
         for (uint32_t k = 0, j = 0; k < w.numSge && j < nr; k++) {
           if (rsg[k].length) remote[j++].iov_base = reinterpret_cast<void*>(rsg[k].addr);
         }
-        if (!copy_to_peer(p->pid(), local, nl, remote, nr)) recvStatus = WC_LOC_PROT_ERR;
+        CopyResult c = copy_to_peer(p->pid(), local, nl, remote, nr);
+        if (c == COPY_UNREACHABLE) return TRANSPORT;  // the WQE is spent: as a lost ACK
+        if (c == COPY_FAULT) recvStatus = WC_LOC_PROT_ERR;
       }
     }
     if (recvStatus != WC_SUCCESS) {
@@ -932,28 +1156,30 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
       c.status = recvStatus;
       c.qpNum = t->qpn;
       pushCqe(p->base(), rcq, c, p);
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       *status = WC_REM_OP_ERR;
       return DONE;
     }
   } else if (opcode == OP_WRITE || opcode == OP_WRITE_IMM) {
-    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       ordered_copy(remote, local, nl);
-    } else if (!copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    } else if (CopyResult c = copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       return DONE;
     }
   } else {  // READ
-    void* d = total ? direct(p, rkey, remoteAddr) : nullptr;
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
       scatter_copy(local, nl, &remote, 1);
-    } else if (!copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0)) {
+    } else if (CopyResult c = copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
       *status = WC_REM_ACCESS_ERR;
-      remoteFail(p, t);
+      remoteFail(p, t, word);
       return DONE;
     }
   }
@@ -968,9 +1194,10 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iov
     c.flags = withImm ? WCF_WITH_IMM : 0;
     c.qpNum = t->qpn;
     c.srcQp = srcQpn;
-    if (!pushCqe(p->base(), rcq, c, p)) {
-      // The receiver's CQ overran: its QP fails, and this side sees a dead responder.
-      remoteFail(p, t);
+    if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {
+      // The receiver's CQ overran (or a stopped process holds it past the bound, with the
+      // receive already taken): its QP fails, and this side sees a dead responder.
+      remoteFail(p, t, word);
       return TRANSPORT;
     }
   }
@@ -983,7 +1210,7 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
                       uint32_t minRnrTimer) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
-  if (s->state.load() != QPS_INIT) return EINVAL;
+  if (state_code(s->state.load()) != QPS_INIT) return EINVAL;
   q.link = true;
   q.peer.reset();
   q.peerSlot = peerSlot;
@@ -992,8 +1219,7 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
   s->minRnrTimer = minRnrTimer;
   s->peerPid = peerPid;
   s->peerQpn = peerQpn;
-  s->state.store(QPS_RTR, std::memory_order_release);
-  return 0;
+  return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
 double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
@@ -1071,6 +1297,9 @@ int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payloa
                     uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
   *rnrTimer = 12;
   if (slot >= kQpSlots || opcode > OP_READ) return TRANSPORT << 8;
+  // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
+  // initiator's own post is refused before; this is a peer that did not).
+  if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;
   QpShared* t = qpShared(slot);
   if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return TRANSPORT << 8;
   if (!selfPeer_) {
@@ -1083,7 +1312,7 @@ int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payloa
   *rnrTimer = t->minRnrTimer;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
-  Outcome o = deliver(selfPeer_.get(), t, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
+  Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
                       &status);
   return (static_cast<int>(o) << 8) | status;
 }
@@ -1094,7 +1323,7 @@ void Device::injectBreakLink(int h) {
   Qp& q = *qp(h);
   qpShared(q.slot)->linkBroken.store(1);
   if (q.peer) {
-    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->header()->qpTableOff) + q.peerSlot;
+    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
     if (t->gen.load() == q.peerGen) t->linkBroken.store(1);
   }
 }
@@ -1103,23 +1332,45 @@ void Device::injectStall(int h, bool on) { qpShared(qp(h)->slot)->stalled.store(
 
 void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
 
+void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
+  Qp& q = *qp(h);
+  if (!q.peer || (rkey >> 8) >= q.peer->layout().mrSlots) return;
+  MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
+  if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
+  else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+uint32_t Device::busyQps() {
+  uint32_t n = 0;
+  for (auto& [h, q] : qps_) n += qpShared(q->slot)->pins.load(std::memory_order_acquire) != 0;
+  return n;
+}
+
+void Device::injectHoldPeerLock(int h) {
+  Qp& q = *qp(h);
+  if (!q.peer) return;
+  QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
+  if (sane_queues(q.peer.get(), t)) reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
+}
+
 void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
   for (auto& [h, q] : qps_) {
     QpShared* s = qpShared(q->slot);
-    if (s->remoteError.exchange(0)) {
+    uint32_t failed = s->remoteError.exchange(0);
+    if (failed && failed == s->state.load(std::memory_order_acquire)) {
       flushQp(*q);
       events.emplace_back(EV_QP_FATAL, h);
     }
   }
-  for (auto& [h, off] : cqs_) {
-    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + off);
-    if (cq->overrun.load() && !cqErrReported_[h]) {
-      cqErrReported_[h] = true;
+  for (auto& [h, c] : cqs_) {
+    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + c.off);
+    if (cq->overrun.load() && !c.errReported) {
+      c.errReported = true;
       events.emplace_back(EV_CQ_ERR, h);
     }
   }
-  for (auto& [h, off] : srqs_) {
-    if (rq(off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
+  for (auto& [h, r] : srqs_) {
+    if (rq(r.off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
   }
   for (auto& [h, q] : qps_) {
     if (q->linkReady) events.emplace_back(EV_LINK, h);

@@ -22,7 +22,9 @@ namespace soft {
 
 // Result codes of post calls: 0, or (index << 8) | code.
 // Codes of src/internal/codes.ts; (index of the first WR not posted << 8) | code.
-enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4 };
+// POST_BUSY: a lock of the queue is held by a process that does not let go (stopped,
+// frozen): nothing was posted, the same call can succeed later.
+enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4, POST_BUSY = 5 };
 
 enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4 };
 
@@ -46,10 +48,21 @@ struct SendEntry {
 
 struct Peer;
 
+// One read of an MR entry: a peer may rewrite its table at any time, so every check and
+// every later use (direct mappings) works on this copy, never on the shared entry again.
+struct MrView {
+  uint64_t addr, length;
+  uint32_t access;
+  int32_t memfd;
+  uint64_t regionId;
+  uint32_t slot;
+};
+
 struct Qp {
   uint32_t slot;
   uint32_t gen;
   int sendCq, recvCq, srq;  // handles
+  uint64_t sendCqOff = 0;   // CqShared of sendCq (a CQ in use cannot be destroyed)
   uint32_t maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInline;
   uint64_t rqOff = 0;       // own receive queue (0 with an SRQ)
   std::vector<SendEntry> sq;
@@ -63,6 +76,7 @@ struct Qp {
   uint32_t peerSlot = 0, peerGen = 0, peerQpn = 0;
   uint32_t minRnrTimer = 12, timeout = 14, retryCount = 7, rnrRetry = 7;
   double delayMs = 0;       // injected per-operation delay
+  double pauseMs = 0;       // injected: the next operation stops this long inside deliver()
   double blockedUntil = 0;  // > 0 while the head WR waits for a timer
   // TCP link (peer on another host, or chosen for tests): the head WR travels as a frame.
   bool link = false;
@@ -96,27 +110,44 @@ class Device {
 
   // Memory regions. Keys double as lkey and rkey.
   int regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut);
-  void deregMr(int handle);
+  // False when a peer's pin outlived the bound: the slot is quarantined (pinnedMrSlots_)
+  // and so must the caller keep the memory, until drainMrSlots() names the slot.
+  bool deregMr(int handle, uint32_t* slotOut = nullptr);
   // Invalidates every MR and waits for peers' copies to finish: called before the owner
   // unmaps or frees registered memory on close.
-  void revokeMrs();
+  // Close, step 1: every QP vanishes for peers (RESET, new gen), so what fails after this
+  // is a missing responder (RETRY_EXC_ERR), never an access error. Then revokeMrs.
+  void quiesceQps();
+  void revokeMrs(std::vector<int>* stuck = nullptr);  // handles whose pins did not drain
+  void drainMrSlots(std::vector<uint32_t>* freed);    // quarantined slots whose pins drained
+  struct Quarantine {
+    uint32_t mrSlots, queueBlocks, qpSlots;
+  };
+  Quarantine quarantine() const;
+
+  // Handles from JS are checked before use (a stale or foreign handle is an error, never a
+  // lookup that throws under NAPI_DISABLE_CPP_EXCEPTIONS).
+  bool hasQp(int h) const { return qps_.count(h) != 0; }
+  bool hasCq(int h) const { return cqs_.count(h) != 0; }
+  bool hasSrq(int h) const { return srqs_.count(h) != 0; }
 
   int createCq(uint32_t capacity);
-  void destroyCq(int h);
+  int destroyCq(int h);  // 0, or EBUSY while a QP uses it (as ibv_destroy_cq)
   uint32_t cqCapacity(int h);
   int pollCq(int h, double* out, int max);  // 8 doubles per completion
   uint32_t cqCount(int h);
   uint32_t armCq(int h);  // arm, then return what is already there
 
   int createSrq(uint32_t maxWr, uint32_t maxSge);
-  void destroySrq(int h);
-  int postSrqRecv(int h, const double* wrs, int count);
+  int destroySrq(int h);  // 0, or EBUSY while a QP uses it
+  // `words` is the length of `wrs`: a WR that does not fit, or names more SGEs than the
+  // queue takes, is refused (POST_EINVAL at its index) instead of being read past the end.
+  int postSrqRecv(int h, const double* wrs, size_t words, int count);
   void armSrqLimit(int h, uint32_t limit);
 
   int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
                uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline);
   void destroyQp(int h);
-  bool validQp(int h) const { return qps_.count(h) != 0; }
   uint32_t qpNum(int h);
   uint32_t qpSlot(int h);
   uint32_t qpGen(int h);
@@ -128,7 +159,7 @@ class Device {
   int toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry);
   int toErr(int h);
   int toReset(int h);
-  int postSend(int h, const double* wrs, int count);
+  int postSend(int h, const double* wrs, size_t words, int count);
 
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
@@ -142,12 +173,22 @@ class Device {
   // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
   int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
               uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
-  int postRecv(int h, const double* wrs, int count);
+  int postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.
   void injectBreakLink(int h);
   void injectStall(int h, bool on);
   void injectDelay(int h, double ms);
+  // Takes the lock of the connected peer's receive queue and never lets go: what a process
+  // stopped (SIGSTOP, a debugger) inside take_rq leaves behind. For liveness tests.
+  void injectHoldPeerLock(int h);
+  // Takes (hold) or drops a pin on the connected peer's MR `rkey`: a copy stuck mid-way.
+  void injectPeerPin(int h, uint32_t rkey, bool hold);
+  // The next operation of QP h stops `ms` inside deliver(), after its checks of the target
+  // and before its access checks: the window in which the target may reset and reconnect.
+  void injectPauseInDeliver(int h, double ms) { qp(h)->pauseMs = ms; }
+  // QPs of this device some peer is inside an operation on right now (QpShared::pins).
+  uint32_t busyQps();
 
   // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
   void onDoorbell(std::vector<std::pair<int, int>>& events);
@@ -171,7 +212,7 @@ class Device {
   Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
-  Outcome deliver(PeerSegment* p, QpShared* t, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
+  Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid,
                   uint8_t* status);
   // Applies an outcome to the head WR; returns true when progress may go on.
@@ -182,30 +223,52 @@ class Device {
   void completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen);
   void flushQp(Qp& q);
   void moveToError(Qp& q);
-  bool pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer);
+  enum Push { PUSHED, PUSH_FULL, PUSH_BUSY };
+  Push pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs = kLockWaitNs);
   void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
                       const PeerSegment* peer);
-  void remoteFail(PeerSegment* p, QpShared* target);
+  void remoteFail(PeerSegment* p, QpShared* target, uint32_t word);
   void block(Qp& q, double untilMs);
   void unblock(Qp& q);  // no-op when not blocked
   // Translates a peer's registered range into this process's mapping, if it has one.
-  void* direct(PeerSegment* p, uint32_t key, uint64_t addr);
+  void* direct(PeerSegment* p, const MrView& v, uint64_t addr);
 
   OwnSegment seg_;
   pid_t pid_;
   int nextHandle_ = 1;
   std::map<int, Mr> mrs_;
-  std::map<int, uint64_t> cqs_;   // handle -> CqShared offset
-  std::map<int, uint64_t> srqs_;  // handle -> RecvQueue offset
+  struct CqRec {
+    uint64_t off;        // CqShared offset
+    uint32_t users = 0;  // QPs sending or receiving through it
+    bool errReported = false;
+    bool tainted = false;  // a QP of it was destroyed with a peer still inside: quarantine on destroy
+  };
+  struct SrqRec {
+    uint64_t off;  // RecvQueue offset
+    uint32_t users = 0;
+    bool tainted = false;
+  };
+  std::map<int, CqRec> cqs_;
+  std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
+  std::vector<uint32_t> drainingSlots_;
+  std::vector<uint32_t> pinnedMrSlots_;  // deregistered MRs whose peers' pins have not drained  // destroyed QPs whose peers' pins have not drained
+  bool drainPins(QpShared* s);           // waits (bounded) until no initiator is inside
   bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
-  std::map<int, bool> cqErrReported_;
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
+  // Shared blocks that may still be written by a peer (its lock or pin outlived the
+  // bound): never freed or reused while this device lives. `bytes` 0 = a queue block.
+  struct Quarantined {
+    uint64_t off;
+    uint64_t bytes;
+  };
+  std::vector<Quarantined> quarantined_;
   int blockedCount_ = 0;
-  double nextDeadline_ = 0;  // earliest blockedUntil (a lower bound while blocked)
+  double nextDeadline_ = 0;
+  double pauseNextDeliverMs_ = 0;  // earliest blockedUntil (a lower bound while blocked)
   uint64_t regionCounter_ = 0;
 };
 

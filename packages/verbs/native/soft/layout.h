@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <time.h>
 
 #include <atomic>
 #include <cerrno>
@@ -17,7 +18,7 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 2;  // 2: MrEntry::pins
+constexpr uint32_t kLayoutVersion = 3;  // 2: MrEntry::pins; 3: QP incarnations and pins
 constexpr uint64_t kSegmentBytes = 256ull << 20;   // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
@@ -35,20 +36,40 @@ enum WcFlags : uint8_t { WCF_WITH_IMM = 2 };
 enum QpStateCode : uint32_t { QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6 };
 enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4 };
 
+// How long a lock in a shared segment is waited for. Critical sections are a few
+// instructions, so a holder that keeps it longer is preempted, stopped (SIGSTOP, a
+// debugger) or frozen: the JS thread must not wait for it. Short for waits that can be
+// retried cleanly (nothing consumed yet); longer for the completion of a receive already
+// taken, whose loss would fail the connection.
+constexpr int64_t kLockWaitNs = 20'000'000;     // 20 ms
+constexpr int64_t kCommitWaitNs = 1'000'000'000;  // 1 s
+
+inline int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 // A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can take
-// the lock over from a holder that died inside its (very short) critical section.
+// the lock over from a holder that died inside its (very short) critical section. lock()
+// gives up after `budgetNs` and returns false: the caller fails or retries its operation.
 struct SpinLock {
   std::atomic<uint32_t> holder;
-  void lock(uint32_t self) {
-    uint32_t spins = 0;
-    for (;;) {
+  bool lock(uint32_t self, int64_t budgetNs = kLockWaitNs) {
+    int64_t deadline = 0;
+    for (uint32_t spins = 0;; spins++) {
       uint32_t expected = 0;
-      if (holder.compare_exchange_weak(expected, self, std::memory_order_acquire)) return;
-      if (++spins % (1u << 20) == 0 && expected != 0 && kill(static_cast<pid_t>(expected), 0) != 0 &&
-          errno == ESRCH) {
-        holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+      if (holder.compare_exchange_weak(expected, self, std::memory_order_acquire)) return true;
+      if (spins < 256) continue;
+      if (deadline == 0) deadline = mono_ns() + budgetNs;
+      if (spins % 64 == 0) {
+        if (expected != 0 && kill(static_cast<pid_t>(expected), 0) != 0 && errno == ESRCH) {
+          holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+          continue;
+        }
+        if (mono_ns() > deadline) return false;
       }
-      if (spins % 64 == 0) sched_yield();
+      sched_yield();
     }
   }
   void unlock() { holder.store(0, std::memory_order_release); }
@@ -139,9 +160,16 @@ struct CqShared {
   uint64_t entriesOff;
 };
 
+// QpShared::state holds (incarnation << 8) | QpStateCode. Every transition the owner makes
+// starts a new incarnation; a peer failing the QP (remoteFail) changes only the code, by a
+// compare-and-swap against the word it checked. So a failure decided against one
+// connection never lands on the next one of the same QP (after a reset and reconnect).
+inline uint32_t state_code(uint32_t word) { return word & 0xff; }
+inline uint32_t next_state(uint32_t word, uint32_t code) { return (((word >> 8) + 1) << 8) | code; }
+
 struct QpShared {
   std::atomic<uint32_t> gen;     // bumped when the slot is created or destroyed
-  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> state;   // see state_code()
   uint32_t qpn;
   std::atomic<uint32_t> access;  // remote access this QP grants its peer
   std::atomic<uint32_t> remoteError;  // a peer moved this QP to ERR; owner must flush
@@ -154,6 +182,11 @@ struct QpShared {
   uint32_t pad;
   uint64_t rqOff;     // RecvQueue (own or the SRQ's)
   uint64_t recvCqOff;
+  // Initiators inside an operation on this QP right now (as MrEntry::pins): the owner
+  // waits for them before it resets the queues or frees them, and quarantines what a
+  // peer still holds past the bound.
+  std::atomic<uint32_t> pins;
+  uint32_t pad1;
 };
 
 inline bool owner_alive(SegmentHeader* h) {

@@ -26,6 +26,21 @@ constexpr uint64_t kAlign = 64;
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 }  // namespace
 
+void seal_size(int fd) {
+  // Best effort: without sealing support peers refuse to map the memory directly and use
+  // cross-memory attach, which the kernel bounds-checks.
+  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+}
+
+namespace {
+bool sealed_at_least(int fd, uint64_t length) {
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(fd, &st) == 0 && st.st_size >= 0 &&
+         static_cast<uint64_t>(st.st_size) >= length;
+}
+}  // namespace
+
 std::string boot_id() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string s;
@@ -34,13 +49,14 @@ std::string boot_id() {
 }
 
 OwnSegment::OwnSegment() {
-  memfd_ = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-soft-device", MFD_CLOEXEC));
+  memfd_ = static_cast<int>(syscall(SYS_memfd_create, "rdmajs-soft-device", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (memfd_ < 0) throw SysError{"memfd_create", errno};
   if (ftruncate(memfd_, static_cast<off_t>(kSegmentBytes)) != 0) {
     int e = errno;
     close(memfd_);
     throw SysError{"ftruncate", e};
   }
+  seal_size(memfd_);
   void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
   if (p == MAP_FAILED) {
     int e = errno;
@@ -72,6 +88,7 @@ OwnSegment::OwnSegment() {
   h->qpTableOff = align_up(h->mrTableOff + sizeof(MrEntry) * kMrSlots);
   h->heapOff = align_up(h->qpTableOff + sizeof(QpShared) * kQpSlots);
   h->segmentBytes = kSegmentBytes;
+  layout_ = Layout{h->mrTableOff, h->qpTableOff, h->heapOff, h->mrSlots, h->qpSlots};
   std::string b = boot_id();
   std::strncpy(h->bootId, b.c_str(), sizeof(h->bootId) - 1);
   uint64_t r = 0;
@@ -158,7 +175,7 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
   // A stale endpoint may name an fd that is now some other file: check before mapping,
   // or touching the header would raise SIGBUS.
   struct stat st;
-  if (fstat(mfd, &st) != 0 || st.st_size != static_cast<off_t>(kSegmentBytes)) {
+  if (fstat(mfd, &st) != 0 || st.st_size != static_cast<off_t>(kSegmentBytes) || !sealed_at_least(mfd, kSegmentBytes)) {
     close(mfd);
     close(eventfd_);
     close(pidfd_);
@@ -173,8 +190,16 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
     throw SysError{"mmap", e};
   }
   base_ = static_cast<uint8_t*>(p);
-  if (header()->magic != kMagic || header()->version != kLayoutVersion ||
-      header()->pid != static_cast<uint32_t>(pid)) {
+  // One snapshot of the peer's layout, checked: both tables inside the mapping, aligned,
+  // in order, and no larger than this build's (an initiator indexes them by slot).
+  const SegmentHeader* h = header();
+  layout_ = Layout{h->mrTableOff, h->qpTableOff, h->heapOff, h->mrSlots, h->qpSlots};
+  const Layout& L = layout_;
+  bool sane = L.mrSlots >= 1 && L.mrSlots <= kMrSlots && L.qpSlots >= 1 && L.qpSlots <= kQpSlots &&
+              L.mrTableOff >= sizeof(SegmentHeader) && L.mrTableOff % 64 == 0 && L.qpTableOff % 64 == 0 &&
+              L.heapOff % 64 == 0 && L.mrTableOff + sizeof(MrEntry) * uint64_t{L.mrSlots} <= L.qpTableOff &&
+              L.qpTableOff + sizeof(QpShared) * uint64_t{L.qpSlots} <= L.heapOff && L.heapOff < kSegmentBytes;
+  if (!sane || h->magic != kMagic || h->version != kLayoutVersion || h->pid != static_cast<uint32_t>(pid)) {
     munmap(base_, kSegmentBytes);
     close(eventfd_);
     close(pidfd_);
@@ -185,7 +210,7 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
 uint8_t* PeerSegment::mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length) {
   auto it = regions_.find(slot);
   if (it != regions_.end()) {
-    if (it->second.regionId == regionId) return it->second.base;
+    if (it->second.regionId == regionId) return it->second.length >= length ? it->second.base : nullptr;
     // The slot was registered again since: drop the old mapping (it pins old pages).
     if (it->second.base) munmap(it->second.base, it->second.length);
     regions_.erase(it);
@@ -193,7 +218,10 @@ uint8_t* PeerSegment::mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, 
   uint8_t* base = nullptr;
   int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteFd, 0));
   if (fd >= 0) {
-    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // Only a memfd that cannot shrink under the mapping (or a later copy faults the process).
+    void* p = length && sealed_at_least(fd, length)
+                  ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
     close(fd);
     if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
   }

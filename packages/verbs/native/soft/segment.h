@@ -17,6 +17,13 @@ struct SysError {
   int err;
 };
 
+// Where a segment's tables are. A peer's is read from its header once, at map time, and
+// validated against the mapped size: what the peer writes there later changes nothing.
+struct Layout {
+  uint64_t mrTableOff, qpTableOff, heapOff;
+  uint32_t mrSlots, qpSlots;
+};
+
 // The owner's segment. Throws SysError.
 class OwnSegment {
  public:
@@ -27,6 +34,7 @@ class OwnSegment {
 
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
   uint8_t* base() const { return base_; }
+  const Layout& layout() const { return layout_; }
   int memfd() const { return memfd_; }
   int eventfd() const { return eventfd_; }
   // Heap for queues: first-fit over the segment past the fixed tables.
@@ -40,6 +48,7 @@ class OwnSegment {
   int memfd_ = -1;
   int eventfd_ = -1;
   bool retired_ = false;
+  Layout layout_{};
   struct Block { uint64_t off, bytes; bool used; };
   Block* blocks_ = nullptr;
   size_t nblocks_ = 0, capBlocks_ = 0;
@@ -55,9 +64,11 @@ class PeerSegment {
 
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
   uint8_t* base() const { return base_; }
+  const Layout& layout() const { return layout_; }
   pid_t pid() const { return pid_; }
   void ring() const;  // doorbell: wakes the owner's event loop
-  // This process's mapping of the peer's memfd-backed region `key`, or nullptr.
+  // This process's mapping of the peer's memfd-backed region in `slot` (at least `length`
+  // bytes, of a memfd sealed against shrinking: touching it never raises SIGBUS), or nullptr.
   uint8_t* mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length);
   bool alive() const { return owner_alive(header()); }
 
@@ -69,10 +80,13 @@ class PeerSegment {
   int pidfd_ = -1;
   int eventfd_ = -1;
   uint8_t* base_ = nullptr;
+  Layout layout_{};
   struct Region { uint8_t* base; uint64_t length; uint64_t regionId; };
   std::unordered_map<uint32_t, Region> regions_;
 };
 
 std::string boot_id();
+// Seals a memfd against shrinking and growing: a peer mapping it never faults.
+void seal_size(int fd);
 
 }  // namespace soft
