@@ -83,6 +83,10 @@ describe('doctor: Yama ptrace scope', () => {
     expect(checkPtrace(scope('3', caps(CAP_SYS_PTRACE)), soft).status).toBe('fail');
   });
 
+  it('an unreadable value is a warning, not a verdict', () => {
+    expect(checkPtrace(scope('garbage'), soft).status).toBe('warn');
+  });
+
   it('does not apply to ibverbs', () => {
     expect(checkPtrace(scope('3'), ibverbs).status).toBe('skip');
   });

@@ -112,6 +112,25 @@ describe('doctor: the provider it checks', () => {
     expect(check(r.checks, 'port')?.detail).toContain('found: rxe0');
   });
 
+  it("'auto' with a device name checks ibverbs, so a missing device is not hidden behind soft", () => {
+    const r = runDoctor({ provider: 'auto', device: 'mlx5_0', ...REG }, deps([]));
+    expect(r).toMatchObject({ provider: 'ibverbs', ok: false });
+  });
+
+  it('without libibverbs on the host the fix is to install it', () => {
+    const missing: DoctorDeps = {
+      ...deps([]),
+      ibverbsStatus: () => ({
+        compiled: true,
+        devices: [],
+        reason: 'cannot load libibverbs.so.1 (install rdma-core / libibverbs1): not found',
+      }),
+    };
+    const port = check(runDoctor({ provider: 'ibverbs', ...REG }, missing).checks, 'port');
+    expect(port).toMatchObject({ status: 'fail' });
+    expect(port?.fix).toContain('libibverbs1');
+  });
+
   it('reports an addon that does not load as the one failing check', () => {
     const broken: DoctorDeps = {
       ...deps([]),

@@ -29,7 +29,9 @@ export function checkActivePort(facts: PortFacts, ctx: CheckContext): CheckResul
       skipOr(ctx, 'fail'),
       `no ibverbs device (${facts.reason ?? 'none found'})`,
       {
-        fix: 'see the kernel modules check; `rdmajs devices` lists what libibverbs sees',
+        fix: /cannot load|lacks/.test(facts.reason ?? '')
+          ? "install rdma-core's userspace: libibverbs1 and ibverbs-providers (rdma-core on RPM systems)"
+          : 'see the kernel modules check; `rdmajs devices` lists what libibverbs sees',
       },
     );
   const states = device.ports.map((p) => `port ${p.port} ${p.state}`).join(', ');

@@ -30,6 +30,10 @@ export function checkPtrace(host: Host, ctx: CheckContext): CheckResult {
       `${PATH} = ${scope ?? 'absent'}; only soft peers attach to each other`,
       { data },
     );
+  if (scope !== undefined && !Number.isInteger(scope))
+    return result('ptrace', title, 'warn', `${PATH} holds ${JSON.stringify(text)}: cannot tell`, {
+      data,
+    });
   if (scope === undefined)
     return result(
       'ptrace',

@@ -80,10 +80,11 @@ export function runDoctor(options: DoctorOptions, deps: DoctorDeps = systemDeps)
     options.device === undefined
       ? (ibv.find(active) ?? ibv[0])
       : ibv.find((d) => d.name === options.device);
+  // As openDevice: a named device is an ibverbs one; unnamed, 'auto' needs an ACTIVE port.
   const provider: ProviderName =
     options.provider !== 'auto'
       ? options.provider
-      : device && (options.device !== undefined || active(device))
+      : options.device !== undefined || (device && active(device))
         ? 'ibverbs'
         : 'soft';
   const ctx: CheckContext = { provider, registerBytes: options.registerBytes };
