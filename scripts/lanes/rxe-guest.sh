@@ -25,6 +25,10 @@ rc=0
 node scripts/lanes/doctor-expect.mjs fail memlock=fail < /tmp/doctor-low.json
 (ulimit -l 64 && exec node scripts/lanes/as-nobody.mjs $doctor --register 32k --json) |
   node scripts/lanes/doctor-expect.mjs ok memlock=ok probe=ok
+# ...and the verdict is the kernel's: registering 16 MiB there is refused with ENOMEM.
+rc=0
+(ulimit -l 64 && exec node scripts/lanes/as-nobody.mjs node scripts/lanes/register.mjs 16777216) || rc=$?
+[ "$rc" = 3 ] || { echo "registering 16 MiB under ulimit -l 64 exited $rc, expected 3 (ENOMEM)"; exit 1; }
 
 step "verbs conformance suite on ibverbs (rxe0)"
 # Emulation is ~10x slower than the host: longer per-test deadlines than the default 5 s.
