@@ -3,12 +3,12 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const built = new URL('../dist/cli/devices.js', import.meta.url);
+const built = new URL('../dist/cli/main.js', import.meta.url);
+let main;
 if (existsSync(fileURLToPath(built))) {
-  const { main } = await import(built.href);
-  main(process.argv);
+  ({ main } = await import(built.href));
 } else {
   const { tsImport } = await import('tsx/esm/api');
-  const { main } = await tsImport('../src/cli/devices.ts', import.meta.url);
-  main(process.argv);
+  ({ main } = await tsImport('../src/cli/main.ts', import.meta.url));
 }
+process.exitCode = main(process.argv);

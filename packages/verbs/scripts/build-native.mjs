@@ -9,7 +9,12 @@ import { fileURLToPath } from 'node:url';
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const nodeGyp = require.resolve('node-gyp/bin/node-gyp.js');
-const env = { ...process.env, npm_config_nodedir: dirname(dirname(process.execPath)) };
+// Node's own headers, when this Node install has them (official builds do) and none were
+// configured; otherwise node-gyp fetches them for this Node version.
+const nodeDir = dirname(dirname(process.execPath));
+const env = { ...process.env };
+if (!env.npm_config_nodedir && existsSync(join(nodeDir, 'include', 'node', 'common.gypi')))
+  env.npm_config_nodedir = nodeDir;
 
 // The ibverbs provider is compiled only where libibverbs headers exist (libibverbs-dev).
 const haveIbverbs = existsSync('/usr/include/infiniband/verbs.h');

@@ -98,7 +98,7 @@ describe.each(providers)('opcodes on %s', (provider) => {
         true,
       );
     const ep = a.qp.endpoint();
-    if (provider === 'ibverbs') expect(ep.maxRdAtomic).toBeGreaterThanOrEqual(1);
+    if (ep.provider === 'ibverbs') expect(ep.maxRdAtomic).toBeGreaterThanOrEqual(1);
   });
 
   it('RDMA_WRITE_WITH_IMM consumes a receive and reports the write length, buffer untouched', async () => {

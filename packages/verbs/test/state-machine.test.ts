@@ -142,7 +142,7 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
       );
       const qp = pd.createQp({ sendCq: cq, recvCq: cq });
       qp.toInit();
-      expect(() => qp.toRtr({ provider, qpn: 1, psn: 0 })).toThrow();
+      expect(() => qp.toRtr({ provider, qpn: 1, psn: 0 } as never)).toThrow();
       expect(() => qp.toRts({ retryCount: 9 } as never)).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
       expect(() => openDevice({ provider: 'bogus' as never })).toThrow(
         code('ERR_RDMA_INVALID_ARG'),

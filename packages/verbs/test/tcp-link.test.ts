@@ -2,7 +2,7 @@
 // the same RC semantics as shared memory, the responder running in the target process.
 import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Endpoint, openDevice } from '../src/index.js';
+import { type Endpoint, openDevice, type SoftEndpoint } from '../src/index.js';
 import { type ChildPeer, spawnPeer } from './harness/child.js';
 import {
   collect,
@@ -26,7 +26,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
   it('carries SEND (gather/scatter, immediate), WRITE, WRITE_WITH_IMM and READ', async () => {
     p = await linkPair();
     const { a, b } = p;
-    expect(a.qp.endpoint().tcp).toMatchObject({ host: '127.0.0.1' });
+    expect((a.qp.endpoint() as SoftEndpoint).tcp).toMatchObject({ host: '127.0.0.1' });
     a.mr.bytes.set([1, 2, 3], 0);
     a.mr.bytes.set([4, 5], 100);
     b.qp.postRecv([
@@ -151,7 +151,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
         expect.objectContaining({ code: 'ERR_RDMA_UNREACHABLE' }),
       );
       await dev.listen();
-      a.qp.connect({ ...b.qp.endpoint(), bootId: 'another-host' });
+      a.qp.connect({ ...(b.qp.endpoint() as SoftEndpoint), bootId: 'another-host' });
       b.qp.connect(a.qp.endpoint());
       b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
       a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 10)] });
@@ -171,7 +171,10 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
     const b = side('soft');
     try {
       a.qp.connect(
-        { ...b.qp.endpoint(), tcp: { host: '127.0.0.1', port, key: 'k'.repeat(43) } },
+        {
+          ...(b.qp.endpoint() as SoftEndpoint),
+          tcp: { host: '127.0.0.1', port, key: 'k'.repeat(43) },
+        },
         { timeout: 8, retryCount: 2 },
       );
       a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
@@ -207,7 +210,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
           ...b.qp.endpoint(),
           bootId: 'elsewhere',
           tcp: { host: '127.0.0.1', port: 70000 },
-        }),
+        } as never),
       ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_INVALID_ARG' }));
       expect(a.qp.state).toBe('init');
     } finally {
@@ -219,7 +222,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
   it('a garbled stream drops that connection; the listener and the process carry on', async () => {
     p = await linkPair();
     const { a, b } = p;
-    const addr = b.qp.endpoint().tcp as { host: string; port: number };
+    const addr = (b.qp.endpoint() as SoftEndpoint).tcp as { host: string; port: number };
     const bad = connect(addr.port, addr.host);
     const closed = new Promise<void>((r) => bad.once('close', () => r()));
     bad.on('error', () => undefined);

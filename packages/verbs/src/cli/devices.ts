@@ -1,7 +1,6 @@
 // `rdmajs devices`: lists devices with provider, ports and limits, like ibv_devinfo.
-import { Command } from 'commander';
-import { ibverbsStatus, listDevices } from '../Device.js';
-import type { DeviceInfo } from '../types.js';
+import { type DeviceInfo, ibverbsStatus, listDevices } from '../index.js';
+import { parseOptions } from './args.js';
 
 function describe(d: DeviceInfo): string {
   const row = (indent: number, k: string, v: unknown) =>
@@ -30,22 +29,19 @@ export function exactBigints(_key: string, v: unknown): unknown {
   return typeof v === 'bigint' ? v.toString() : v;
 }
 
-export function main(argv: string[]): void {
-  const program = new Command('rdmajs').description('RDMA verbs for Node.js');
-  program
-    .command('devices')
-    .description('list RDMA devices with provider, ports and limits')
-    .option('--json', 'print JSON')
-    .action((opts: { json?: boolean }) => {
-      const devices = listDevices();
-      const ibv = ibverbsStatus();
-      if (ibv.devices.length === 0 && !opts.json)
-        process.stderr.write(`(ibverbs: ${ibv.reason ?? 'no devices'})\n`);
-      process.stdout.write(
-        opts.json
-          ? `${JSON.stringify(devices, exactBigints, 2)}\n`
-          : `${devices.map(describe).join('\n\n')}\n`,
-      );
-    });
-  program.parse(argv);
+export const devicesUsage =
+  'rdmajs devices [--json]   list RDMA devices with provider, ports and limits';
+
+export function devices(args: string[]): number {
+  const opts = parseOptions(args, { json: { type: 'boolean' } });
+  const list = listDevices();
+  const ibv = ibverbsStatus();
+  if (ibv.devices.length === 0 && !opts.json)
+    process.stderr.write(`(ibverbs: ${ibv.reason ?? 'no devices'})\n`);
+  process.stdout.write(
+    opts.json
+      ? `${JSON.stringify(list, exactBigints, 2)}\n`
+      : `${list.map(describe).join('\n\n')}\n`,
+  );
+  return 0;
 }

@@ -987,7 +987,7 @@ async function main(): Promise<void> {
     failed: result.failed,
     ms: Date.now() - started,
     counterexample: result.failed ? String(result.counterexample?.[0]) : undefined,
-    error: result.failed ? String(result.errorInstance ?? result.error) : undefined,
+    error: result.failed ? String(result.errorInstance) : undefined,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
   process.exitCode = result.failed ? 1 : 0;
