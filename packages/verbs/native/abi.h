@@ -14,8 +14,10 @@ constexpr int kVersion = 1;
 // Event kinds delivered to the JS callback as (kind, handle).
 constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5;
 
-// Post results: (index of the failing WR << 8) | reason.
-constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4;
+// Post results: (index of the failing WR << 8) | reason. POST_BUSY (soft): a lock of the
+// queue is held by a process that does not let go (stopped, frozen); nothing was posted
+// and the same call can succeed later.
+constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4, POST_BUSY = 5;
 
 // QP states: ibv_qp_state values.
 constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;

@@ -773,18 +773,6 @@ Napi::Value SoftLimits(const Napi::CallbackInfo& info) {
   return o;
 }
 
-// The soft engine's own names must be the contract's numbers.
-static_assert(soft::EV_DOORBELL == abi::EV_DOORBELL && soft::EV_QP_FATAL == abi::EV_QP_FATAL &&
-              soft::EV_CQ_ERR == abi::EV_CQ_ERR && soft::EV_SRQ_LIMIT == abi::EV_SRQ_LIMIT &&
-              soft::EV_LINK == abi::EV_LINK);
-static_assert(soft::POST_EINVAL == abi::POST_EINVAL && soft::POST_ENOMEM == abi::POST_ENOMEM &&
-              soft::POST_BAD_INLINE == abi::POST_BAD_INLINE);
-static_assert(soft::QPS_RESET == abi::QPS_RESET && soft::QPS_INIT == abi::QPS_INIT && soft::QPS_RTR == abi::QPS_RTR &&
-              soft::QPS_RTS == abi::QPS_RTS && soft::QPS_ERR == abi::QPS_ERR);
-static_assert(soft::OPC_SEND == abi::WCO_SEND && soft::OPC_RDMA_WRITE == abi::WCO_RDMA_WRITE &&
-              soft::OPC_RDMA_READ == abi::WCO_RDMA_READ && soft::OPC_RECV == abi::WCO_RECV &&
-              soft::OPC_RECV_RDMA_WITH_IMM == abi::WCO_RECV_RDMA_WITH_IMM && soft::WCF_WITH_IMM == abi::WC_FLAG_WITH_IMM);
-
 // abi(): the contract's table, which the loader checks against src/internal/abi.ts.
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());

@@ -37,14 +37,12 @@ double ack_timeout_ms(uint32_t timeout) {
   return 4.096e-3 * std::ldexp(1.0, static_cast<int>(timeout));
 }
 
-enum SendOp : uint8_t { OP_SEND = 0, OP_SEND_IMM = 1, OP_WRITE = 2, OP_WRITE_IMM = 3, OP_READ = 4 };
-
 uint8_t wc_opcode(uint8_t op) {
   switch (op) {
-    case OP_WRITE:
-    case OP_WRITE_IMM: return OPC_RDMA_WRITE;
-    case OP_READ: return OPC_RDMA_READ;
-    default: return OPC_SEND;
+    case OP_RDMA_WRITE:
+    case OP_RDMA_WRITE_WITH_IMM: return WCO_RDMA_WRITE;
+    case OP_RDMA_READ: return WCO_RDMA_READ;
+    default: return WCO_SEND;
   }
 }
 
@@ -798,7 +796,7 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     // unknown opcode is never carried out as some other operation.
     uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
     double op = p + 7 <= words ? wrs[p + 1] : -1;
-    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_READ)) ||
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_RDMA_READ)) ||
         op != static_cast<double>(static_cast<uint8_t>(op))) {
       rc = (i << 8) | POST_EINVAL;
       break;
@@ -808,8 +806,8 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     e.wrId = to_u64(wrs[p]);
     e.opcode = static_cast<uint8_t>(op);
     uint32_t flags = to_u32(wrs[p + 2]);
-    e.signaled = flags & 1;
-    e.isInline = (flags & 2) != 0 && e.opcode != OP_READ;
+    e.signaled = (flags & FLAG_SIGNALED) != 0;
+    e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ;
     e.imm = to_u32(wrs[p + 3]);
     e.remoteAddr = to_u64(wrs[p + 4]);
     e.rkey = to_u32(wrs[p + 5]);
@@ -965,7 +963,7 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
   if (status == WC_SUCCESS) {
     c.opcode = wc_opcode(e.opcode);
     c.byteLen = byteLen;
-    if (e.opcode == OP_SEND_IMM || e.opcode == OP_WRITE_IMM) c.flags = WCF_WITH_IMM;
+    if (e.opcode == OP_SEND_WITH_IMM || e.opcode == OP_RDMA_WRITE_WITH_IMM) c.flags = WC_FLAG_WITH_IMM;
   }
   if (pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr) != PUSHED) {
     // A lost send completion would desynchronise the application: fail loudly instead.
@@ -1004,7 +1002,7 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
     *total = e.inlineLen;
   } else {
     const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t need = e.opcode == OP_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
+    uint32_t need = e.opcode == OP_RDMA_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
     for (uint32_t k = 0; k < e.numSge; k++) {
       if (sg[k].length == 0) continue;
       int bad = check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, need);
@@ -1060,7 +1058,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
                                 uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
   // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
   // an invalid request, never treated as one of them without its checks.
-  if (opcode > OP_READ) {
+  if (opcode > OP_RDMA_READ) {
     *status = WC_REM_INV_REQ_ERR;
     return DONE;
   }
@@ -1075,13 +1073,13 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     usleep(static_cast<useconds_t>(pauseNextDeliverMs_ * 1000));
     pauseNextDeliverMs_ = 0;
   }
-  bool withImm = opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
-  bool needRecv = opcode == OP_SEND || opcode == OP_SEND_IMM || opcode == OP_WRITE_IMM;
+  bool withImm = opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
+  bool needRecv = opcode == OP_SEND || opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
   MrPins pins(p->base(), p->layout());
   MrView rview{};
 
-  if (opcode == OP_WRITE || opcode == OP_WRITE_IMM || opcode == OP_READ) {
-    uint32_t need = opcode == OP_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
+  if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM || opcode == OP_RDMA_READ) {
+    uint32_t need = opcode == OP_RDMA_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
     if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
       if ((t->access.load() & need) != need) {
         *status = WC_REM_INV_REQ_ERR;
@@ -1113,7 +1111,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
   }
   auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
 
-  if (opcode == OP_SEND || opcode == OP_SEND_IMM) {
+  if (opcode == OP_SEND || opcode == OP_SEND_WITH_IMM) {
     iovec remote[kMaxIov];
     size_t nr = 0;
     uint64_t room = 0;
@@ -1160,7 +1158,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
       *status = WC_REM_OP_ERR;
       return DONE;
     }
-  } else if (opcode == OP_WRITE || opcode == OP_WRITE_IMM) {
+  } else if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM) {
     void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
     if (d) {
@@ -1188,10 +1186,10 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     Cqe c{};
     c.wrId = w.wrId;
     c.status = WC_SUCCESS;
-    c.opcode = opcode == OP_WRITE_IMM ? OPC_RECV_RDMA_WITH_IMM : OPC_RECV;
+    c.opcode = opcode == OP_RDMA_WRITE_WITH_IMM ? WCO_RECV_RDMA_WITH_IMM : WCO_RECV;
     c.byteLen = static_cast<uint32_t>(total);
     c.imm = withImm ? imm : 0;
-    c.flags = withImm ? WCF_WITH_IMM : 0;
+    c.flags = withImm ? WC_FLAG_WITH_IMM : 0;
     c.qpNum = t->qpn;
     c.srcQp = srcQpn;
     if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {
@@ -1236,7 +1234,7 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     if (settle(q, e, DONE, status, 0, 12)) progress(q);
     return 0;
   }
-  if (e.opcode != OP_READ && total > cap) return -static_cast<double>(total);
+  if (e.opcode != OP_RDMA_READ && total > cap) return -static_cast<double>(total);
   q.linkReady = false;
   q.linkInflight = true;
   q.linkToken = e.seq + 1;  // names the WR, not the attempt: resends carry the same token
@@ -1254,7 +1252,7 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   hdr[6] = q.peerGen;
   hdr[7] = qpShared(q.slot)->qpn;
   hdr[8] = static_cast<double>(pid_);
-  if (e.opcode != OP_READ) {
+  if (e.opcode != OP_RDMA_READ) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
@@ -1279,7 +1277,7 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   if (!gatherLocal(q, e, local, &nl, &total, &st)) {
     outcome = DONE;
     status = st;
-  } else if (outcome == DONE && status == WC_SUCCESS && e.opcode == OP_READ) {
+  } else if (outcome == DONE && status == WC_SUCCESS && e.opcode == OP_RDMA_READ) {
     if (len != total) {
       status = WC_REM_OP_ERR;
     } else {
@@ -1296,7 +1294,7 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
 int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
                     uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
   *rnrTimer = 12;
-  if (slot >= kQpSlots || opcode > OP_READ) return TRANSPORT << 8;
+  if (slot >= kQpSlots || opcode > OP_RDMA_READ) return TRANSPORT << 8;
   // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
   // initiator's own post is refused before; this is a peer that did not).
   if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;

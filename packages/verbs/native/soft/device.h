@@ -20,13 +20,12 @@
 
 namespace soft {
 
-// Result codes of post calls: 0, or (index << 8) | code.
-// Codes of src/internal/codes.ts; (index of the first WR not posted << 8) | code.
-// POST_BUSY: a lock of the queue is held by a process that does not let go (stopped,
-// frozen): nothing was posted, the same call can succeed later.
-enum PostError : int { POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_BAD_INLINE = 4, POST_BUSY = 5 };
-
-enum EventKind : int { EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4 };
+// Post results (0, or (index of the first WR not posted << 8) | code) and event kinds are
+// the contract's (../abi.h).
+using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
+    rdmajs::abi::POST_BUSY;
+using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR, rdmajs::abi::EV_SRQ_LIMIT,
+    rdmajs::abi::EV_LINK;
 
 struct SendEntry {
   uint64_t wrId;

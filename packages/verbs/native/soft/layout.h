@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../abi.h"
+
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
@@ -29,11 +31,12 @@ enum WcStatus : uint8_t {
   WC_WR_FLUSH_ERR = 5, WC_REM_INV_REQ_ERR = 9, WC_REM_ACCESS_ERR = 10, WC_REM_OP_ERR = 11,
   WC_RETRY_EXC_ERR = 12, WC_RNR_RETRY_EXC_ERR = 13,
 };
-enum WcOpcode : uint8_t {
-  OPC_SEND = 0, OPC_RDMA_WRITE = 1, OPC_RDMA_READ = 2, OPC_RECV = 128, OPC_RECV_RDMA_WITH_IMM = 129,
-};
-enum WcFlags : uint8_t { WCF_WITH_IMM = 2 };
-enum QpStateCode : uint32_t { QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6 };
+// The numbers shared with JS are the contract's (../abi.h), used by their names there.
+using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_RECV,
+    rdmajs::abi::WCO_RECV_RDMA_WITH_IMM, rdmajs::abi::WC_FLAG_WITH_IMM;
+using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
+using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_WRITE,
+    rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE;
 enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4 };
 
 // How long a lock in a shared segment is waited for. Critical sections are a few
@@ -160,7 +163,7 @@ struct CqShared {
   uint64_t entriesOff;
 };
 
-// QpShared::state holds (incarnation << 8) | QpStateCode. Every transition the owner makes
+// QpShared::state holds (incarnation << 8) | a QPS_* code. Every transition the owner makes
 // starts a new incarnation; a peer failing the QP (remoteFail) changes only the code, by a
 // compare-and-swap against the word it checked. So a failure decided against one
 // connection never lands on the next one of the same QP (after a reset and reconnect).
