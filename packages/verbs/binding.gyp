@@ -9,8 +9,15 @@
         "native/binding.cc",
         "native/mapping.cc",
         "native/soft/copy.cc",
+        "native/soft/cq.cc",
         "native/soft/device.cc",
-        "native/soft/segment.cc"
+        "native/soft/faults.cc",
+        "native/soft/link.cc",
+        "native/soft/mr.cc",
+        "native/soft/qp.cc",
+        "native/soft/recv.cc",
+        "native/soft/segment.cc",
+        "native/soft/send.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],

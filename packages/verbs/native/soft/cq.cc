@@ -1,0 +1,99 @@
+// Completion queues in the segment: peers push completions, the owner polls and arms.
+
+#include "engine.h"
+
+namespace soft {
+
+int Device::createCq(uint32_t capacity) {
+  uint64_t off = seg_.alloc(sizeof(CqShared) + 64 + sizeof(Cqe) * static_cast<uint64_t>(capacity));
+  if (!off) return -1;
+  auto* cq = reinterpret_cast<CqShared*>(seg_.base() + off);
+  cq->capacity = capacity;
+  cq->entriesOff = off + ((sizeof(CqShared) + 63) & ~uint64_t{63});
+  int h = nextHandle_++;
+  cqs_[h] = CqRec{off};
+  return h;
+}
+
+// Only for handles checked with hasCq (the adapter does), or held by a live QP.
+CqShared* Device::cqAt(int h) {
+  auto it = cqs_.find(h);
+  return reinterpret_cast<CqShared*>(seg_.base() + (it == cqs_.end() ? 0 : it->second.off));
+}
+
+int Device::destroyCq(int h) {
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) return 0;
+  if (it->second.users) return EBUSY;
+  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
+  else seg_.free(it->second.off);
+  cqs_.erase(it);
+  return 0;
+}
+
+uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
+
+uint32_t Device::cqCount(int h) {
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
+  CqShared* cq = cqAt(h);
+  return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+}
+
+uint32_t Device::armCq(int h) {
+  CqShared* cq = cqAt(h);
+  cq->armed.store(1, std::memory_order_seq_cst);
+  return __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
+}
+
+Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs) {
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_), budgetNs)) return PUSH_BUSY;
+  if (cq->count == cq->capacity) {
+    cq->lock.unlock();
+    cq->overrun.store(1, std::memory_order_release);
+    if (peer) peer->ring(); else ringSelf();
+    return PUSH_FULL;
+  }
+  Cqe* entries = reinterpret_cast<Cqe*>(base + cq->entriesOff);
+  entries[(cq->head + cq->count) % cq->capacity] = e;
+  __atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
+  cq->lock.unlock();
+  // Dekker with armCq (store armed, load count): without a full fence the store of
+  // count and the load of armed may reorder and both sides miss the wake-up.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
+    if (peer) peer->ring(); else ringSelf();
+  }
+  return PUSHED;
+}
+
+int Device::pollCq(int h, double* out, int max) {
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
+  CqShared* cq = cqAt(h);
+  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
+  Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
+  // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
+  if (!cq->lock.lock(static_cast<uint32_t>(pid_))) return 0;
+  int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
+  for (int i = 0; i < n; i++) {
+    const Cqe& e = entries[(cq->head + i) % cq->capacity];
+    double* o = out + i * 8;
+    o[0] = static_cast<double>(e.wrId);
+    o[1] = e.status;
+    o[2] = e.opcode;
+    o[3] = e.byteLen;
+    o[4] = e.imm;
+    o[5] = e.qpNum;
+    o[6] = e.flags;
+    o[7] = e.srcQp;
+    if (e.sqSeq) {
+      Qp* q = e.qpSlot < qpBySlot_.size() ? qpBySlot_[e.qpSlot] : nullptr;
+      if (q && q->gen == e.qpGen && static_cast<int32_t>(e.sqSeq - q->sqRetired) > 0) q->sqRetired = e.sqSeq;
+    }
+  }
+  cq->head = (cq->head + n) % cq->capacity;
+  cq->count -= n;
+  cq->lock.unlock();
+  return n;
+}
+
+}  // namespace soft

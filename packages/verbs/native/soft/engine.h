@@ -1,0 +1,225 @@
+// What the files of the soft engine (device.cc and its concepts: mr, cq, recv, qp, send,
+// link, faults) share and nothing else sees: checks of a peer's MR table and queues, the
+// pins held for one operation, state transitions and the receive-queue ring.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "device.h"
+#include "wire.h"
+
+namespace soft {
+
+// IB spec table of the encoded minimum RNR NAK timer, in milliseconds (0 is the longest).
+inline constexpr double kRnrTimerMs[32] = {655.36, 0.01,  0.02,  0.03,  0.04,  0.06,  0.08,  0.12,
+                                    0.16,   0.24,  0.32,  0.48,  0.64,  0.96,  1.28,  1.92,
+                                    2.56,   3.84,  5.12,  7.68,  10.24, 15.36, 20.48, 30.72,
+                                    40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+
+// Local ACK timeout: 4.096 us * 2^timeout. 0 means infinite: retransmit every 100 ms.
+inline double ack_timeout_ms(uint32_t timeout) {
+  if (timeout == 0) return 100.0;
+  return 4.096e-3 * std::ldexp(1.0, static_cast<int>(timeout));
+}
+
+inline uint8_t wc_opcode(uint8_t op) {
+  switch (op) {
+    case OP_RDMA_WRITE:
+    case OP_RDMA_WRITE_WITH_IMM: return WCO_RDMA_WRITE;
+    case OP_RDMA_READ: return WCO_RDMA_READ;
+    default: return WCO_SEND;
+  }
+}
+
+inline constexpr size_t kMaxIov = DeviceLimits::maxSge;
+
+inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_cast<MrEntry*>(base + L.mrTableOff); }
+
+// Looks a key up in a segment's MR table; checks bounds and access against one read of
+// the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
+inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+             MrView* out = nullptr) {
+  uint32_t slot = key >> 8;
+  if (key == 0 || slot >= L.mrSlots) return 1;
+  MrEntry& m = mr_table(base, L)[slot];
+  if (m.key.load(std::memory_order_acquire) != key) return 1;
+  MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED), __atomic_load_n(&m.length, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.access, __ATOMIC_RELAXED), __atomic_load_n(&m.memfd, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.regionId, __ATOMIC_RELAXED), slot};
+  if (m.key.load(std::memory_order_acquire) != key) return 1;  // re-registered while read
+  if (addr + len < addr || v.addr + v.length < v.addr || addr < v.addr || addr + len > v.addr + v.length) return 2;
+  if ((v.access & need) != need) return 3;
+  if (out) *out = v;
+  return 0;
+}
+
+// Pins a peer's regions for the length of one operation. A pin is taken before the key is
+// checked (both seq_cst, against the owner's key store then pin load), so either the owner sees
+// the pin and waits, or the initiator sees the revoked key and fails the access.
+class MrPins {
+ public:
+  MrPins(uint8_t* base, const Layout& L) : base_(base), layout_(L) {}
+  ~MrPins() {
+    for (size_t i = 0; i < n_; i++) held_[i]->pins.fetch_sub(1, std::memory_order_release);
+  }
+  MrPins(const MrPins&) = delete;
+  MrPins& operator=(const MrPins&) = delete;
+
+  // check_mr, holding the region until this object goes away; `out` gets the entry as checked.
+  int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* out) {
+    uint32_t slot = key >> 8;
+    if (key == 0 || slot >= layout_.mrSlots || n_ == kCapacity) return 1;
+    MrEntry& m = mr_table(base_, layout_)[slot];
+    m.pins.fetch_add(1, std::memory_order_seq_cst);
+    held_[n_++] = &m;
+    if (m.key.load(std::memory_order_seq_cst) != key) return 1;
+    return check_mr(base_, layout_, key, addr, len, need, out);
+  }
+
+ private:
+  static constexpr size_t kCapacity = kMaxIov + 1;
+  uint8_t* base_;
+  const Layout& layout_;
+  MrEntry* held_[kCapacity];
+  size_t n_ = 0;
+};
+
+// QP numbers are unique within a process (several devices, workers) and spread by pid.
+inline std::atomic<uint32_t> g_nextQpn{0};
+
+// A key that fails because its owner is closing (QPs are reset before MRs are revoked) is
+// a vanished responder, not an access error.
+inline bool responderGone(QpShared* t) {
+  uint32_t st = state_code(t->state.load(std::memory_order_seq_cst));
+  return st != QPS_RTR && st != QPS_RTS;
+}
+
+// Holds a peer's QP for one operation (see QpShared::pins). Taken, then the slot's gen and
+// state word are checked again: either the owner sees the pin and waits, or this side sees
+// the new gen or incarnation and drops the operation.
+class QpPin {
+ public:
+  explicit QpPin(QpShared* t) : t_(t) { t_->pins.fetch_add(1, std::memory_order_seq_cst); }
+  ~QpPin() { t_->pins.fetch_sub(1, std::memory_order_release); }
+  QpPin(const QpPin&) = delete;
+  QpPin& operator=(const QpPin&) = delete;
+
+ private:
+  QpShared* t_;
+};
+
+// Owner-side transition: from a state in `from` (bit per state code) to `code`, as a new
+// incarnation. False when the QP is not in one of those states (a peer may just have
+// failed it: the owner then sees ERR, as after an async error).
+inline bool transition(QpShared* s, uint32_t fromMask, uint32_t code) {
+  uint32_t w = s->state.load(std::memory_order_acquire);
+  for (;;) {
+    if (!(fromMask & (1u << state_code(w)))) return false;
+    if (s->state.compare_exchange_weak(w, next_state(w, code), std::memory_order_seq_cst)) return true;
+  }
+}
+inline constexpr uint32_t kAnyState = 0xffffffffu;
+constexpr uint32_t bit(uint32_t code) { return 1u << code; }
+
+inline bool sane_queues(PeerSegment* p, QpShared* t) {
+  const uint64_t lo = p->layout().heapOff, hi = kSegmentBytes;
+  uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
+  if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
+  auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
+  auto* cq = reinterpret_cast<CqShared*>(p->base() + cqOff);
+  if (r->capacity == 0 || r->maxSge == 0 || r->maxSge > kMaxIov) return false;
+  if (r->wqeOff < lo || r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * r->capacity > hi) return false;
+  if (cq->capacity == 0 || cq->entriesOff < lo || cq->entriesOff + sizeof(Cqe) * static_cast<uint64_t>(cq->capacity) > hi) return false;
+  return true;
+}
+
+// ---- receive queues (a QP's own or an SRQ), in a segment: owner posts, initiators take.
+
+inline uint64_t rq_bytes(uint32_t cap, uint32_t maxSge, uint32_t* wqeBytes) {
+  *wqeBytes = static_cast<uint32_t>(sizeof(RecvWqe) + sizeof(WireSge) * maxSge);
+  return 64 + static_cast<uint64_t>(*wqeBytes) * cap;
+}
+
+inline void init_rq(uint8_t* base, uint64_t off, uint32_t cap, uint32_t maxSge) {
+  auto* r = reinterpret_cast<RecvQueue*>(base + off);
+  uint32_t wb;
+  rq_bytes(cap, maxSge, &wb);
+  r->capacity = cap;
+  r->maxSge = maxSge;
+  r->wqeBytes = wb;
+  r->wqeOff = off + 64;
+}
+
+inline RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
+  return reinterpret_cast<RecvWqe*>(base + r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * (i % r->capacity));
+}
+
+// Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
+// that overruns `words` or names more SGEs than the queue holds is refused, not read.
+inline int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
+  if (count > 0 && !r->lock.lock(self)) return POST_BUSY;  // a peer stopped while taking a WQE
+  size_t p = 0;
+  for (int i = 0; i < count; i++) {
+    uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
+    if (n > r->maxSge || p + 2 + 3 * static_cast<size_t>(n) > words) {
+      r->lock.unlock();
+      return (i << 8) | POST_EINVAL;
+    }
+    if (r->count == r->capacity) {
+      r->lock.unlock();
+      return (i << 8) | POST_ENOMEM;
+    }
+    RecvWqe* w = wqe_at(base, r, r->head + r->count);
+    w->wrId = to_u64(wrs[p]);
+    w->numSge = n;
+    p += 2;
+    auto* sg = reinterpret_cast<WireSge*>(w + 1);
+    for (uint32_t s = 0; s < n; s++, p += 3) {
+      sg[s].addr = to_u64(wrs[p]);
+      sg[s].length = to_u32(wrs[p + 1]);
+      sg[s].lkey = to_u32(wrs[p + 2]);
+    }
+    __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
+  }
+  r->lock.unlock();
+  return POST_OK;
+}
+
+// Takes the next receive WQE: TAKE_EMPTY when none is posted (receiver not ready),
+// TAKE_BUSY when its lock was not obtained in time (nothing taken: retry).
+enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
+// With `state`, only while it still holds `word` (checked under the queue's lock, which the
+// owner's reset takes too): a WQE posted for the next connection is never taken by an
+// operation of the previous one.
+inline Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
+             const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
+  if (!r->lock.lock(self)) return TAKE_BUSY;
+  if (state && state->load(std::memory_order_seq_cst) != word) {
+    r->lock.unlock();
+    return TAKE_BUSY;  // the QP moved on: this operation is dropped like a lost packet
+  }
+  if (r->count == 0) {
+    r->lock.unlock();
+    return TAKE_EMPTY;
+  }
+  RecvWqe* w = wqe_at(base, r, r->head);
+  *out = *w;
+  uint32_t n = std::min<uint32_t>(std::min<uint32_t>(w->numSge, r->maxSge), static_cast<uint32_t>(kMaxIov));
+  std::memcpy(sgOut, w + 1, sizeof(WireSge) * n);
+  out->numSge = n;
+  r->head = (r->head + 1) % r->capacity;
+  r->count--;
+  uint32_t lim = r->limit.load(std::memory_order_relaxed);
+  *limitHit = lim && r->count < lim;
+  if (*limitHit) {
+    r->limit.store(0);
+    r->limitReached.store(1, std::memory_order_release);
+  }
+  r->lock.unlock();
+  return TAKEN;
+}
+
+}  // namespace soft

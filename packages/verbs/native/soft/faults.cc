@@ -1,0 +1,42 @@
+// Faults and test hooks (inject): a broken link, a stalled receiver, delays, a peer holding
+// a lock or a pin; and the count of QPs a peer is inside.
+
+#include "engine.h"
+
+namespace soft {
+
+void Device::injectBreakLink(int h) {
+  Qp& q = *qp(h);
+  qpShared(q.slot)->linkBroken.store(1);
+  if (q.peer) {
+    QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
+    if (t->gen.load() == q.peerGen) t->linkBroken.store(1);
+  }
+}
+
+void Device::injectStall(int h, bool on) { qpShared(qp(h)->slot)->stalled.store(on ? 1 : 0); }
+
+void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
+
+void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
+  Qp& q = *qp(h);
+  if (!q.peer || (rkey >> 8) >= q.peer->layout().mrSlots) return;
+  MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
+  if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
+  else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+uint32_t Device::busyQps() {
+  uint32_t n = 0;
+  for (auto& [h, q] : qps_) n += qpShared(q->slot)->pins.load(std::memory_order_acquire) != 0;
+  return n;
+}
+
+void Device::injectHoldPeerLock(int h) {
+  Qp& q = *qp(h);
+  if (!q.peer) return;
+  QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
+  if (sane_queues(q.peer.get(), t)) reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
+}
+
+}  // namespace soft

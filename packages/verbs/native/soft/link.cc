@@ -1,0 +1,120 @@
+// The TCP link side: WRs handed to JS to carry over a socket (linkTake, linkDone) and the
+// target running a peer's operation (respond).
+
+#include "copy.h"
+#include "engine.h"
+
+namespace soft {
+
+int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn,
+                      uint32_t minRnrTimer) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  if (state_code(s->state.load()) != QPS_INIT) return EINVAL;
+  q.link = true;
+  q.peer.reset();
+  q.peerSlot = peerSlot;
+  q.peerGen = peerGen;
+  q.peerQpn = peerQpn;
+  s->minRnrTimer = minRnrTimer;
+  s->peerPid = peerPid;
+  s->peerQpn = peerQpn;
+  return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
+}
+
+double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+  Qp& q = *qp(h);
+  if (!q.linkReady || q.sqHead == q.sqTail) return 0;
+  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t status = WC_SUCCESS;
+  if (!gatherLocal(q, e, local, &nl, &total, &status)) {
+    // Failed locally after all (e.g. its MR was deregistered): complete it here.
+    q.linkReady = false;
+    if (settle(q, e, DONE, status, 0, 12)) progress(q);
+    return 0;
+  }
+  if (e.opcode != OP_RDMA_READ && total > cap) return -static_cast<double>(total);
+  q.linkReady = false;
+  q.linkInflight = true;
+  q.linkToken = e.seq + 1;  // names the WR, not the attempt: resends carry the same token
+  // Like an unacknowledged packet: no answer within the ACK timeout is a transport error
+  // (infinite retries still give up on this frame and send it again).
+  q.linkDeadline = now_ms() + ack_timeout_ms(q.timeout);
+  block(q, q.linkDeadline);
+  hdr[9] = q.linkToken;
+  hdr[0] = e.opcode;
+  hdr[1] = e.imm;
+  hdr[2] = static_cast<double>(e.remoteAddr);
+  hdr[3] = e.rkey;
+  hdr[4] = static_cast<double>(total);
+  hdr[5] = q.peerSlot;
+  hdr[6] = q.peerGen;
+  hdr[7] = qpShared(q.slot)->qpn;
+  hdr[8] = static_cast<double>(pid_);
+  if (e.opcode != OP_RDMA_READ) {
+    iovec out{payload, total};
+    scatter_copy(&out, 1, local, nl);
+  }
+  return 1;
+}
+
+void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
+                      size_t len) {
+  Qp& q = *qp(h);
+  // Only an answer for the head WR counts (flushed, reset, or older WRs are ignored). It
+  // may come after that WR's frame timed out: it still completes the WR.
+  if (!q.link || q.sqHead == q.sqTail || token != q.sq[q.sqHead % q.maxSendWr].seq + 1) return;
+  if (!q.linkInflight && !q.linkReady && q.blockedUntil == 0) return;
+  q.linkInflight = false;
+  q.linkReady = false;
+  unblock(q);  // the answer beat the deadline
+  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t st = WC_SUCCESS;
+  if (!gatherLocal(q, e, local, &nl, &total, &st)) {
+    outcome = DONE;
+    status = st;
+  } else if (outcome == DONE && status == WC_SUCCESS && e.opcode == OP_RDMA_READ) {
+    if (len != total) {
+      status = WC_REM_OP_ERR;
+    } else {
+      iovec in{const_cast<uint8_t*>(data), len};
+      scatter_copy(local, nl, &in, 1);
+    }
+  }
+  q.linkRnrTimer = rnrTimer;
+  // DELAY and LINK are internal: a peer answering them is treated as a lost frame.
+  Outcome o = outcome == DONE || outcome == RNR ? static_cast<Outcome>(outcome) : TRANSPORT;
+  if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) progress(q);
+}
+
+int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+                    uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
+  *rnrTimer = 12;
+  if (slot >= kQpSlots || opcode > OP_RDMA_READ) return TRANSPORT << 8;
+  // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
+  // initiator's own post is refused before; this is a peer that did not).
+  if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;
+  QpShared* t = qpShared(slot);
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return TRANSPORT << 8;
+  if (!selfPeer_) {
+    try {
+      selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
+    } catch (const SysError&) {
+      return TRANSPORT << 8;
+    }
+  }
+  *rnrTimer = t->minRnrTimer;
+  iovec local{payload, len};
+  uint8_t status = WC_SUCCESS;
+  Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
+                      &status);
+  return (static_cast<int>(o) << 8) | status;
+}
+
+}  // namespace soft

@@ -1,0 +1,94 @@
+// Memory regions: the MR table peers check keys against, and the pins that keep a region
+// registered while a peer copies into it.
+
+#include "engine.h"
+
+namespace soft {
+
+int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut) {
+  if (freeMrSlots_.empty()) return -1;
+  uint32_t slot = freeMrSlots_.back();
+  freeMrSlots_.pop_back();
+  uint8_t g = static_cast<uint8_t>(mrGen_[slot] % 255 + 1);
+  mrGen_[slot] = g;
+  uint32_t key = (slot << 8) | g;
+  MrEntry* e = mrEntry(slot);
+  e->access = access;
+  e->addr = addr;
+  e->length = length;
+  e->memfd = memfd;
+  e->regionId = ++regionCounter_;
+  e->key.store(key, std::memory_order_release);
+  int h = nextHandle_++;
+  mrs_[h] = Mr{slot, key, addr, length, access};
+  *keyOut = key;
+  return h;
+}
+
+bool Device::deregMr(int h, uint32_t* slotOut) {
+  auto it = mrs_.find(h);
+  if (it == mrs_.end()) return true;
+  uint32_t slot = it->second.slot;
+  mrs_.erase(it);
+  if (slotOut) *slotOut = slot;
+  if (revokeSlot(slot)) {
+    freeMrSlots_.push_back(slot);
+    return true;
+  }
+  pinnedMrSlots_.push_back(slot);
+  return false;
+}
+
+void Device::revokeMrs(std::vector<int>* stuck) {
+  for (auto& [h, m] : mrs_) mrEntry(m.slot)->key.store(0, std::memory_order_seq_cst);
+  for (auto& [h, m] : mrs_) {
+    if (revokeSlot(m.slot)) {
+      freeMrSlots_.push_back(m.slot);
+    } else {
+      pinnedMrSlots_.push_back(m.slot);
+      if (stuck) stuck->push_back(h);
+    }
+  }
+  mrs_.clear();
+}
+
+void Device::drainMrSlots(std::vector<uint32_t>* freed) {
+  for (size_t i = 0; i < pinnedMrSlots_.size();) {
+    uint32_t slot = pinnedMrSlots_[i];
+    if (mrEntry(slot)->pins.load(std::memory_order_seq_cst) == 0) {
+      freeMrSlots_.push_back(slot);
+      freed->push_back(slot);
+      pinnedMrSlots_[i] = pinnedMrSlots_.back();
+      pinnedMrSlots_.pop_back();
+    } else {
+      i++;
+    }
+  }
+}
+
+Device::Quarantine Device::quarantine() const {
+  Quarantine q{};
+  q.mrSlots = static_cast<uint32_t>(pinnedMrSlots_.size());
+  q.queueBlocks = static_cast<uint32_t>(quarantined_.size());
+  q.qpSlots = static_cast<uint32_t>(drainingSlots_.size());
+  return q;
+}
+
+bool Device::revokeSlot(uint32_t slot) {
+  MrEntry* e = mrEntry(slot);
+  e->key.store(0, std::memory_order_seq_cst);
+  // A copy takes microseconds (a large one milliseconds); only a peer that died or was
+  // stopped mid-copy holds a pin for long. The JS thread does not wait for it: past the
+  // bound the slot and its memory are quarantined (drainMrSlots gives them back once the
+  // pins drain), so neither a late copy nor a late pin release reaches a new MR.
+  const int64_t deadline = mono_ns() + kLockWaitNs;
+  for (uint32_t spins = 0; e->pins.load(std::memory_order_seq_cst) != 0; spins++) {
+    if (spins > 64) {
+      if (mono_ns() > deadline) return false;
+      sched_yield();
+    }
+  }
+  return true;
+}
+
+}  // namespace soft

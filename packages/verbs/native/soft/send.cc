@@ -1,0 +1,435 @@
+// The send engine: posts, and the initiator carrying each WR out against the peer's segment
+// (execute, deliver), settling its completion, with RNR/ack-timeout retries.
+
+#include <sys/uio.h>
+#include <time.h>
+
+#include "copy.h"
+#include "engine.h"
+
+namespace soft {
+
+int Device::postSend(int h, const double* wrs, size_t words, int count) {
+  Qp& q = *qp(h);
+  QpShared* s = qpShared(q.slot);
+  uint32_t st = state_code(s->state.load());
+  if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return POST_EINVAL;
+  size_t p = 0;
+  int rc = POST_OK;
+  for (int i = 0; i < count; i++) {
+    if (q.sqTail - q.sqRetired >= q.maxSendWr) {
+      rc = (i << 8) | POST_ENOMEM;
+      break;
+    }
+    // A WR that overruns `words`, names more SGEs than the queue holds or an opcode this
+    // provider does not know is refused here: nothing is read past the array, and an
+    // unknown opcode is never carried out as some other operation.
+    uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
+    double op = p + 7 <= words ? wrs[p + 1] : -1;
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_RDMA_READ)) ||
+        op != static_cast<double>(static_cast<uint8_t>(op))) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
+    uint32_t idx = q.sqTail % q.maxSendWr;
+    SendEntry& e = q.sq[idx];
+    e.wrId = to_u64(wrs[p]);
+    e.opcode = static_cast<uint8_t>(op);
+    uint32_t flags = to_u32(wrs[p + 2]);
+    e.signaled = (flags & FLAG_SIGNALED) != 0;
+    e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ;
+    e.imm = to_u32(wrs[p + 3]);
+    e.remoteAddr = to_u64(wrs[p + 4]);
+    e.rkey = to_u32(wrs[p + 5]);
+    e.numSge = numSge;
+    p += 7;
+    WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
+    // 64 bits: SGE lengths are up to 2^32 - 1 each, and their sum must not wrap (a
+    // wrapped sum once let an inline copy land past the WR's inline slot).
+    uint64_t total = 0;
+    bool badInline = false;
+    for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
+      sg[k].addr = to_u64(wrs[p]);
+      sg[k].length = to_u32(wrs[p + 1]);
+      sg[k].lkey = to_u32(wrs[p + 2]);
+      if (e.isInline) {
+        // Inline data is copied now: the application may reuse its buffer at once. The
+        // range must be registered memory: an arbitrary address would crash the process
+        // (as it does in libibverbs); the post is refused instead, as the ibverbs adapter does.
+        if (sg[k].length && check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, 0) != 0) {
+          badInline = true;
+        } else if (sg[k].length && total + sg[k].length <= q.maxInline) {
+          std::memcpy(&q.sqInline[static_cast<size_t>(idx) * q.maxInline + total],
+                      reinterpret_cast<const void*>(sg[k].addr), sg[k].length);
+        }
+      }
+      total += sg[k].length;
+    }
+    if (badInline) {
+      rc = (i << 8) | POST_BAD_INLINE;
+      break;
+    }
+    if (e.isInline && total > q.maxInline) {
+      rc = (i << 8) | POST_EINVAL;
+      break;
+    }
+    e.inlineLen = static_cast<uint32_t>(total);
+    e.seq = q.sqTail;
+    e.done = 0;
+    e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
+    e.retryLeft = (q.retryCount == 7 || q.timeout == 0) ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
+    e.readyAt = 0;
+    q.sqTail++;
+  }
+  if (st == QPS_ERR) {
+    flushQp(q);  // posting in ERR succeeds and flushes at once, as on real devices
+  } else if (q.blockedUntil == 0) {
+    progress(q);
+  }
+  return rc;
+}
+
+void Device::unblock(Qp& q) {
+  if (q.blockedUntil == 0) return;
+  q.blockedUntil = 0;
+  blockedCount_--;
+}
+
+void Device::block(Qp& q, double untilMs) {
+  if (q.blockedUntil == 0) blockedCount_++;
+  q.blockedUntil = untilMs;
+  if (untilMs < nextDeadline_ || blockedCount_ == 1) nextDeadline_ = untilMs;
+}
+
+double Device::progressDue() {
+  if (!blockedCount_) return 0;
+  double now = now_ms();
+  if (now < nextDeadline_) return nextDeadline_;  // nothing due: skip the scan
+  double next = 0;
+  for (auto& [h, qp] : qps_) {
+    Qp& q = *qp;
+    if (q.blockedUntil > 0 && q.blockedUntil <= now) {
+      unblock(q);
+      bool go = true;
+      if (q.linkInflight) {
+        // The frame's answer did not come in time: a lost packet, retried like one.
+        q.linkInflight = false;
+        SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+        go = settle(q, e, TRANSPORT, WC_SUCCESS, 0, q.linkRnrTimer);
+      }
+      if (go) progress(q);
+    }
+    if (q.blockedUntil > 0 && (next == 0 || q.blockedUntil < next)) next = q.blockedUntil;
+  }
+  nextDeadline_ = next;
+  return next;
+}
+
+void Device::progress(Qp& q) {
+  QpShared* s = qpShared(q.slot);
+  while (q.sqHead != q.sqTail) {
+    if (state_code(s->state.load(std::memory_order_acquire)) == QPS_ERR) {
+      flushQp(q);
+      return;
+    }
+    if (q.linkReady || q.linkInflight) return;  // the head WR is on the wire
+    SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+    uint8_t status = WC_SUCCESS;
+    uint32_t len = 0;
+    Outcome o = execute(q, e, &status, &len);
+    if (o == LINK) {
+      q.linkReady = true;
+      ringSelf();  // JS takes it from the doorbell (also right after a post)
+      return;
+    }
+    uint32_t rnr = q.linkRnrTimer;
+    if (o == RNR && q.peer) {
+      rnr = (reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot)->minRnrTimer;
+    }
+    if (!settle(q, e, o, status, len, rnr)) return;
+  }
+}
+
+bool Device::settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len, uint32_t rnrTimer) {
+  if (o == RNR) {
+    if (e.rnrLeft == 0) {
+      status = WC_RNR_RETRY_EXC_ERR;
+    } else {
+      if (e.rnrLeft > 0) e.rnrLeft--;
+      block(q, now_ms() + kRnrTimerMs[rnrTimer & 31]);
+      return false;
+    }
+  } else if (o == TRANSPORT) {
+    if (e.retryLeft == 0) {
+      status = WC_RETRY_EXC_ERR;
+    } else {
+      if (e.retryLeft > 0) e.retryLeft--;
+      block(q, now_ms() + ack_timeout_ms(q.timeout));
+      return false;
+    }
+  } else if (o == DELAY) {
+    block(q, e.readyAt);
+    return false;
+  }
+  q.sqHead++;
+  completeSend(q, e, status, len);
+  if (status != WC_SUCCESS) {
+    moveToError(q);
+    return false;
+  }
+  return true;
+}
+
+void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen) {
+  if (status == WC_SUCCESS && !e.signaled) return;  // retired by a later signaled completion
+  Cqe c{};
+  c.wrId = e.wrId;
+  c.status = status;
+  QpShared* s = qpShared(q.slot);
+  c.qpNum = s->qpn;
+  c.sqSeq = e.seq + 1;
+  c.qpSlot = q.slot;
+  c.qpGen = q.gen;
+  if (status == WC_SUCCESS) {
+    c.opcode = wc_opcode(e.opcode);
+    c.byteLen = byteLen;
+    if (e.opcode == OP_SEND_WITH_IMM || e.opcode == OP_RDMA_WRITE_WITH_IMM) c.flags = WC_FLAG_WITH_IMM;
+  }
+  if (pushCqe(seg_.base(), reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff), c, nullptr) != PUSHED) {
+    // A lost send completion would desynchronise the application: fail loudly instead.
+    moveToError(q);
+  }
+}
+
+void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
+  // Only RTR/RTS → ERR, and only the incarnation this operation was checked against: if the
+  // owner moved the QP since (reset, reconnect), the CAS fails and nothing happens.
+  uint32_t code = state_code(word);
+  if (code != QPS_RTR && code != QPS_RTS) return;
+  uint32_t failed = (word & ~0xffu) | QPS_ERR;
+  if (!t->state.compare_exchange_strong(word, failed, std::memory_order_seq_cst)) return;
+  if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
+  // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
+  t->remoteError.store(failed, std::memory_order_release);
+  p->ring();
+}
+
+void* Device::direct(PeerSegment* p, const MrView& v, uint64_t addr) {
+  if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
+  if (v.memfd < 0) return nullptr;
+  // [addr, +len) was checked inside [v.addr, +v.length), and the mapping holds v.length bytes.
+  uint8_t* base = p->mapRegion(v.slot, v.regionId, v.memfd, v.length);
+  return base ? base + (addr - v.addr) : nullptr;
+}
+
+bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status) {
+  *nl = 0;
+  *total = 0;
+  uint32_t idx = e.seq % q.maxSendWr;
+  if (e.isInline) {
+    local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
+    *nl = e.inlineLen ? 1 : 0;
+    *total = e.inlineLen;
+  } else {
+    const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
+    uint32_t need = e.opcode == OP_RDMA_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
+    for (uint32_t k = 0; k < e.numSge; k++) {
+      if (sg[k].length == 0) continue;
+      int bad = check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, need);
+      if (bad) {
+        *status = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        return false;
+      }
+      local[(*nl)++] = iovec{reinterpret_cast<void*>(sg[k].addr), sg[k].length};
+      *total += sg[k].length;
+    }
+  }
+  if (*total > DeviceLimits::maxMsg) {
+    *status = WC_LOC_LEN_ERR;
+    return false;
+  }
+  return true;
+}
+
+Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen) {
+  QpShared* self = qpShared(q.slot);
+  if (self->linkBroken.load(std::memory_order_relaxed)) return TRANSPORT;
+  PeerSegment* p = q.peer.get();
+  QpShared* t = nullptr;
+  if (!q.link) {
+    if (!p) return TRANSPORT;
+    if (q.peerSlot >= p->layout().qpSlots) return TRANSPORT;
+    t = reinterpret_cast<QpShared*>(p->base() + p->layout().qpTableOff) + q.peerSlot;
+    if (t->linkBroken.load(std::memory_order_relaxed) || t->gen.load(std::memory_order_acquire) != q.peerGen ||
+        !p->alive()) {
+      return TRANSPORT;
+    }
+  }
+  if (q.delayMs > 0) {
+    if (e.readyAt == 0) e.readyAt = now_ms() + q.delayMs;
+    if (now_ms() < e.readyAt) return DELAY;
+  }
+
+  // Local side: the gather list (or the inline copy), or the scatter list of a READ.
+  iovec local[kMaxIov];
+  size_t nl = 0;
+  uint64_t total = 0;
+  if (!gatherLocal(q, e, local, &nl, &total, status)) return DONE;
+  *byteLen = static_cast<uint32_t>(total);
+  if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
+  pauseNextDeliverMs_ = q.pauseMs;
+  q.pauseMs = 0;
+  return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
+                 static_cast<uint32_t>(pid_), status);
+}
+
+Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
+                                uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
+                                uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
+  // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
+  // an invalid request, never treated as one of them without its checks.
+  if (opcode > OP_RDMA_READ) {
+    *status = WC_REM_INV_REQ_ERR;
+    return DONE;
+  }
+  QpPin held(t);
+  if (t->gen.load(std::memory_order_seq_cst) != gen) return TRANSPORT;  // destroyed under us
+  const uint32_t word = t->state.load(std::memory_order_seq_cst);
+  uint32_t tst = state_code(word);
+  if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
+  // The target listens only to the QP it was connected to; anything else is dropped.
+  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
+  if (pauseNextDeliverMs_ > 0) {  // fault injection (tests): a slow initiator, mid-operation
+    usleep(static_cast<useconds_t>(pauseNextDeliverMs_ * 1000));
+    pauseNextDeliverMs_ = 0;
+  }
+  bool withImm = opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
+  bool needRecv = opcode == OP_SEND || opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
+  MrPins pins(p->base(), p->layout());
+  MrView rview{};
+
+  if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM || opcode == OP_RDMA_READ) {
+    uint32_t need = opcode == OP_RDMA_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
+    if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
+      if ((t->access.load() & need) != need) {
+        *status = WC_REM_INV_REQ_ERR;
+        remoteFail(p, t, word);
+        return DONE;
+      }
+      if (pins.check(rkey, remoteAddr, total, need, &rview)) {
+        if (responderGone(t)) return TRANSPORT;
+        *status = WC_REM_ACCESS_ERR;
+        remoteFail(p, t, word);
+        return DONE;
+      }
+    }
+  }
+
+  RecvWqe w{};
+  WireSge rsg[kMaxIov];
+  // Shared values of the peer are checked before use: a queue destroyed under us (or a
+  // misbehaving peer) must end in a transport error, never in a wild access.
+  if (!sane_queues(p, t)) return TRANSPORT;
+  RecvQueue* r = reinterpret_cast<RecvQueue*>(p->base() + t->rqOff);
+  if (needRecv) {
+    if (t->stalled.load(std::memory_order_relaxed)) return RNR;
+    bool limitHit = false;
+    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit, &t->state, word);
+    if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
+    if (got == TAKE_EMPTY) return RNR;
+    if (limitHit) p->ring();
+  }
+  auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
+
+  if (opcode == OP_SEND || opcode == OP_SEND_WITH_IMM) {
+    iovec remote[kMaxIov];
+    size_t nr = 0;
+    uint64_t room = 0;
+    uint8_t recvStatus = WC_SUCCESS;
+    bool allDirect = true;
+    for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
+      if (rsg[k].length == 0) continue;
+      MrView sv{};
+      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE, &sv);
+      if (bad && responderGone(t)) return TRANSPORT;
+      if (bad) {
+        recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        break;
+      }
+      uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
+      if (take) {
+        void* d = direct(p, sv, rsg[k].addr);
+        if (!d) allDirect = false;
+        remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
+      }
+      room += rsg[k].length;
+    }
+    if (recvStatus == WC_SUCCESS && room < total) recvStatus = WC_LOC_QP_OP_ERR;  // rxe's status for a short buffer
+    if (recvStatus == WC_SUCCESS && nr > 0) {
+      if (allDirect) {
+        scatter_copy(remote, nr, local, nl);
+      } else {
+        // Mixed: move what is mapped back to remote addresses and use one system call.
+        for (uint32_t k = 0, j = 0; k < w.numSge && j < nr; k++) {
+          if (rsg[k].length) remote[j++].iov_base = reinterpret_cast<void*>(rsg[k].addr);
+        }
+        CopyResult c = copy_to_peer(p->pid(), local, nl, remote, nr);
+        if (c == COPY_UNREACHABLE) return TRANSPORT;  // the WQE is spent: as a lost ACK
+        if (c == COPY_FAULT) recvStatus = WC_LOC_PROT_ERR;
+      }
+    }
+    if (recvStatus != WC_SUCCESS) {
+      Cqe c{};
+      c.wrId = w.wrId;
+      c.status = recvStatus;
+      c.qpNum = t->qpn;
+      pushCqe(p->base(), rcq, c, p);
+      remoteFail(p, t, word);
+      *status = WC_REM_OP_ERR;
+      return DONE;
+    }
+  } else if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM) {
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
+    if (d) {
+      ordered_copy(remote, local, nl);
+    } else if (CopyResult c = copy_to_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
+      *status = WC_REM_ACCESS_ERR;
+      remoteFail(p, t, word);
+      return DONE;
+    }
+  } else {  // READ
+    void* d = total ? direct(p, rview, remoteAddr) : nullptr;
+    iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};
+    if (d) {
+      scatter_copy(local, nl, &remote, 1);
+    } else if (CopyResult c = copy_from_peer(p->pid(), local, nl, &remote, total ? 1 : 0); c != COPY_OK) {
+      if (c == COPY_UNREACHABLE) return TRANSPORT;
+      *status = WC_REM_ACCESS_ERR;
+      remoteFail(p, t, word);
+      return DONE;
+    }
+  }
+
+  if (needRecv) {
+    Cqe c{};
+    c.wrId = w.wrId;
+    c.status = WC_SUCCESS;
+    c.opcode = opcode == OP_RDMA_WRITE_WITH_IMM ? WCO_RECV_RDMA_WITH_IMM : WCO_RECV;
+    c.byteLen = static_cast<uint32_t>(total);
+    c.imm = withImm ? imm : 0;
+    c.flags = withImm ? WC_FLAG_WITH_IMM : 0;
+    c.qpNum = t->qpn;
+    c.srcQp = srcQpn;
+    if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {
+      // The receiver's CQ overran (or a stopped process holds it past the bound, with the
+      // receive already taken): its QP fails, and this side sees a dead responder.
+      remoteFail(p, t, word);
+      return TRANSPORT;
+    }
+  }
+  return DONE;
+}
+
+}  // namespace soft
