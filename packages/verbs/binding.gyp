@@ -6,8 +6,9 @@
     {
       "target_name": "rdmajs_verbs",
       "sources": [
-        "native/binding.cc",
+        "native/addon.cc",
         "native/mapping.cc",
+        "native/module.cc",
         "native/soft/copy.cc",
         "native/soft/cq.cc",
         "native/soft/device.cc",
@@ -17,7 +18,11 @@
         "native/soft/qp.cc",
         "native/soft/recv.cc",
         "native/soft/segment.cc",
-        "native/soft/send.cc"
+        "native/soft/send.cc",
+        "native/soft_device.cc",
+        "native/soft_link.cc",
+        "native/soft_memory.cc",
+        "native/soft_queues.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "_GNU_SOURCE"],

@@ -51,6 +51,9 @@ bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out);
 bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
                    int handle);
 
+// Registers the soft provider's exports (SoftDevice, softLimits): soft_device.cc.
+void register_soft(Napi::Env env, Napi::Object exports);
+
 // Registers the ibverbs provider's exports (IbvDevice, ibvStatus); without libibverbs
 // headers at build time, ibvStatus() says so and nothing else is exported.
 void register_ibverbs(Napi::Env env, Napi::Object exports);

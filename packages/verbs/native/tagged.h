@@ -10,7 +10,6 @@
 #include <napi.h>
 
 #include <cerrno>
-#include <initializer_list>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -63,7 +62,7 @@ struct Tagged {
 
   // The class with these prototype methods, each going through Call (in place of
   // ObjectWrap::InstanceMethod, which unwraps any wrapped object unchecked).
-  static Napi::Function Class(Napi::Env env, const char* name, std::initializer_list<Entry> methods) {
+  static Napi::Function Class(Napi::Env env, const char* name, const std::vector<Entry>& methods) {
     Napi::Function ctor = T::DefineClass(env, name, std::vector<Napi::ClassPropertyDescriptor<T>>{});
     Napi::Object proto = ctor.Get("prototype").As<Napi::Object>();
     for (const Entry& e : methods) proto.DefineProperty(Napi::PropertyDescriptor::Value(e.first, e.second, napi_default));

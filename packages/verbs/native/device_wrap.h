@@ -1,0 +1,161 @@
+// What both providers' device objects (SoftDevice, IbvDevice) share on the Node-API side:
+// the type tag and live-instance check (tagged.h), the JS event handler and its async
+// context, libuv handles on the device's file descriptors, the environment cleanup hook
+// (a worker may exit with the device open), memory handed to JS, and the methods of the
+// one handle-based surface of src/internal/native.ts. T derives from DeviceWrap<T> and
+// provides Open() (not closed), Teardown() (idempotent), Delivering() and the methods.
+#pragma once
+
+#include <napi.h>
+#include <uv.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "addon.h"
+#include "tagged.h"
+
+namespace rdmajs {
+
+template <typename T>
+class DeviceWrap : public Napi::ObjectWrap<T> {
+ public:
+  // The class with the methods both providers have plus T's own (`extra`).
+  static Napi::Function DefineDevice(Napi::Env env, std::vector<typename Tagged<T>::Entry> extra) {
+    using M = Tagged<T>;
+    std::vector<typename M::Entry> methods = {
+        M::template Def<&T::Close>(env, "close"),
+        M::template Def<&T::AllocMr>(env, "allocMr"),
+        M::template Def<&T::RegMr>(env, "regMr"),
+        M::template Def<&T::DeregMr>(env, "deregMr"),
+        M::template Def<&T::CreateCq>(env, "createCq"),
+        M::template Def<&T::DestroyCq>(env, "destroyCq"),
+        M::template Def<&T::CqCapacity>(env, "cqCapacity"),
+        M::template Def<&T::PollCq>(env, "pollCq"),
+        M::template Def<&T::CqCount>(env, "cqCount"),
+        M::template Def<&T::ArmCq>(env, "armCq"),
+        M::template Def<&T::CreateSrq>(env, "createSrq"),
+        M::template Def<&T::DestroySrq>(env, "destroySrq"),
+        M::template Def<&T::PostSrqRecv>(env, "postSrqRecv"),
+        M::template Def<&T::ArmSrqLimit>(env, "armSrqLimit"),
+        M::template Def<&T::CreateQp>(env, "createQp"),
+        M::template Def<&T::DestroyQp>(env, "destroyQp"),
+        M::template Def<&T::QpInfo>(env, "qpInfo"),
+        M::template Def<&T::QpState>(env, "qpState"),
+        M::template Def<&T::ModifyQp>(env, "modifyQp"),
+        M::template Def<&T::PostSend>(env, "postSend"),
+        M::template Def<&T::PostRecv>(env, "postRecv"),
+    };
+    for (auto& e : extra) methods.push_back(std::move(e));
+    return M::Class(env, T::kClassName, methods);
+  }
+
+ protected:
+  explicit DeviceWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<T>(info) {
+    Tagged<T>::Adopt(self(), info.This().As<Napi::Object>());
+  }
+  ~DeviceWrap() override { Tagged<T>::Release(self()); }
+
+  // Once the device is open: events can be delivered, and the environment's teardown
+  // closes the device if JS did not.
+  void Attach(Napi::Env env, const char* resource) {
+    asyncContext_ = std::make_unique<Napi::AsyncContext>(env, resource);
+    env_ = env;
+    napi_add_env_cleanup_hook(env, &DeviceWrap::OnEnvCleanup, this);
+    hookAdded_ = true;
+  }
+  // From T::Teardown.
+  void Detach() {
+    if (!hookAdded_) return;
+    napi_remove_env_cleanup_hook(env_, &DeviceWrap::OnEnvCleanup, this);
+    hookAdded_ = false;
+  }
+
+  static uv_loop_t* Loop(Napi::Env env) {
+    uv_loop_t* loop = nullptr;
+    napi_get_uv_event_loop(env, &loop);
+    return loop;
+  }
+  // A readable watch on fd; an idle device keeps no process alive (unref'd). data = T*.
+  uv_poll_t* StartPoll(uv_loop_t* loop, int fd, uv_poll_cb cb) {
+    auto* p = new uv_poll_t;
+    p->data = self();
+    uv_poll_init(loop, p, fd);
+    uv_poll_start(p, UV_READABLE, cb);
+    uv_unref(reinterpret_cast<uv_handle_t*>(p));
+    return p;
+  }
+  static void StopPoll(uv_poll_t*& p) {
+    if (!p) return;
+    uv_poll_stop(p);
+    uv_close(reinterpret_cast<uv_handle_t*>(p), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+    p = nullptr;
+  }
+  uv_timer_t* StartTimer(uv_loop_t* loop) {
+    auto* t = new uv_timer_t;
+    t->data = self();
+    uv_timer_init(loop, t);
+    uv_unref(reinterpret_cast<uv_handle_t*>(t));
+    return t;
+  }
+  static void StopTimer(uv_timer_t*& t) {
+    if (!t) return;
+    uv_timer_stop(t);
+    uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    t = nullptr;
+  }
+
+  // Hands events_ to the JS handler, from a libuv callback. The handler may close the
+  // device or cause new events: it sees a batch taken out of events_ first.
+  void DeliverAll() {
+    if (events_.empty()) return;
+    Napi::Env env = this->Env();
+    Napi::HandleScope scope(env);
+    delivering_.swap(events_);
+    events_.clear();
+    for (auto& [kind, handle] : delivering_) {
+      if (onEvent_.IsEmpty() || !self()->Delivering() ||
+          !deliver_event(env, static_cast<napi_async_context>(*asyncContext_), this->Value(), onEvent_.Value(), kind,
+                         handle))
+        break;
+    }
+  }
+
+  // False with ERR_RDMA_CLOSED pending once the device is closed.
+  bool Alive(const Napi::CallbackInfo& info) {
+    if (self()->Open()) return true;
+    system_error(info.Env(), T::kClassName, EBADF, "device is closed", "ERR_RDMA_CLOSED").ThrowAsJavaScriptException();
+    return false;
+  }
+  Napi::Value Fail(const Napi::CallbackInfo& info, int err, const std::string& why, const char* code) {
+    system_error(info.Env(), T::kClassName, err, why.c_str(), code).ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
+
+  // Memory from allocMr whose registration is gone: no JS view reaches it any more.
+  static void DetachBuffer(Napi::Reference<Napi::ArrayBuffer>& buffer) {
+    Napi::ArrayBuffer ab = buffer.Value();
+    if (!ab.IsEmpty() && !ab.IsDetached()) ab.Detach();
+  }
+
+  Napi::FunctionReference onEvent_;
+  std::vector<std::pair<int, int>> events_;  // (kind, handle), filled by T's libuv callbacks
+
+ private:
+  T* self() { return static_cast<T*>(this); }
+  static void OnEnvCleanup(void* p) {
+    auto* d = static_cast<DeviceWrap*>(p);
+    d->hookAdded_ = false;
+    d->self()->Teardown();
+  }
+
+  std::unique_ptr<Napi::AsyncContext> asyncContext_;
+  std::vector<std::pair<int, int>> delivering_;
+  napi_env env_ = nullptr;
+  bool hookAdded_ = false;
+};
+
+}  // namespace rdmajs

@@ -1,0 +1,122 @@
+// The soft provider's device object: opening, events (the segment's doorbell and the retry
+// timer), close and teardown, and what an endpoint of it carries.
+#include "soft_device.h"
+
+#include <unistd.h>
+
+namespace rdmajs {
+
+SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsFunction()) {
+    system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent) takes a function", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
+    return;
+  }
+  onEvent_ = Napi::Persistent(info[0].As<Napi::Function>());
+  try {
+    dev_ = std::make_unique<soft::Device>();
+  } catch (const soft::SysError& e) {
+    system_error(env, e.syscall, e.err).ThrowAsJavaScriptException();
+    return;
+  }
+  Attach(env, "rdmajs:soft-device");
+  uv_loop_t* loop = Loop(env);
+  poll_ = StartPoll(loop, dev_->segment().eventfd(), &SoftDevice::OnReadable);
+  timer_ = StartTimer(loop);
+}
+
+Napi::Function SoftDevice::Define(Napi::Env env) {
+  using T = rdmajs::Tagged<SoftDevice>;
+  return DefineDevice(env, {
+                               T::Def<&SoftDevice::EndpointBase>(env, "endpointBase"),
+                               T::Def<&SoftDevice::Inject>(env, "inject"),
+                               T::Def<&SoftDevice::ToRtrLink>(env, "toRtrLink"),
+                               T::Def<&SoftDevice::LinkTake>(env, "linkTake"),
+                               T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
+                               T::Def<&SoftDevice::Respond>(env, "respond"),
+                               T::Def<&SoftDevice::Stats>(env, "stats"),
+                           });
+}
+
+void SoftDevice::Teardown() {
+  StopPoll(poll_);
+  StopTimer(timer_);
+  Retire();
+  dev_.reset();  // revokes every registration, waiting for peers' copies
+  for (auto& [h, o] : owned_) on_unregistered(o.mapping);
+  owned_.clear();
+  held_.clear();
+  Detach();
+}
+
+Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
+  Retire();
+  dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first
+  for (auto& [h, o] : owned_) {
+    DetachBuffer(o.buffer);
+    unmap(o.mapping);
+  }
+  Teardown();
+  return info.Env().Undefined();
+}
+
+void SoftDevice::Schedule() {
+  if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
+  double next = dev_->progressDue();
+  if (next <= 0) return;
+  double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+  uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
+}
+
+void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
+  auto* self = static_cast<SoftDevice*>(p->data);
+  if (status < 0 || !self->dev_) return;
+  uint64_t v;
+  while (read(self->dev_->segment().eventfd(), &v, sizeof v) > 0) {
+  }
+  self->events_.clear();
+  self->dev_->onDoorbell(self->events_);
+  self->Schedule();
+  self->DeliverAll();
+}
+
+Napi::Value SoftDevice::EndpointBase(const Napi::CallbackInfo& info) {
+  if (!Alive(info)) return info.Env().Undefined();
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("pid", static_cast<double>(dev_->pid()));
+  o.Set("segFd", dev_->segment().memfd());
+  o.Set("bellFd", dev_->segment().eventfd());
+  o.Set("bootId", std::string(dev_->segment().header()->bootId));
+  o.Set("nonce", static_cast<double>(dev_->segment().header()->nonce));
+  return o;
+}
+
+namespace {
+
+Napi::Value SoftLimits(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  using L = soft::DeviceLimits;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("maxQp", soft::kQpSlots);
+  o.Set("maxQpWr", L::maxQpWr);
+  o.Set("maxSge", L::maxSge);
+  o.Set("maxCqe", L::maxCqe);
+  o.Set("maxMr", soft::kMrSlots - 1);
+  o.Set("maxMrSize", Napi::BigInt::New(info.Env(), static_cast<uint64_t>(L::maxMrSize)));  // 64-bit: exact
+  o.Set("maxMsgSize", static_cast<double>(L::maxMsg));
+  o.Set("maxInlineData", L::maxInline);
+  o.Set("maxSrqWr", L::maxSrqWr);
+  o.Set("bootId", soft::boot_id());
+  return o;
+}
+
+}  // namespace
+
+void register_soft(Napi::Env env, Napi::Object exports) {
+  exports.Set("SoftDevice", SoftDevice::Define(env));
+  exports.Set("softLimits", Napi::Function::New(env, SoftLimits));
+}
+
+}  // namespace rdmajs

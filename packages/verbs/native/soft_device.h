@@ -1,0 +1,223 @@
+// The soft provider's Node-API adapter: the handle-based surface of src/internal/native.ts
+// over soft::Device. JS validates, C++ trusts: every argument has been range-checked in
+// TypeScript and arrives as a plain positional number; the checks here keep a bug there
+// from reaching memory. Methods are defined by concept in soft_*.cc.
+#pragma once
+
+#include <napi.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "addon.h"
+#include "device_wrap.h"
+#include "soft/device.h"
+#include "soft/wire.h"
+
+namespace rdmajs {
+
+class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
+ public:
+  static constexpr napi_type_tag kTypeTag = {0x7264'6d61'6a73'0001ull, 0x736f'6674'6465'7631ull};
+  static constexpr const char* kClassName = "SoftDevice";
+
+  static Napi::Function Define(Napi::Env env);
+
+  explicit SoftDevice(const Napi::CallbackInfo& info);
+  ~SoftDevice() override { Teardown(); }
+
+ private:
+  friend class rdmajs::DeviceWrap<SoftDevice>;
+
+  bool Open() const { return dev_ != nullptr; }
+  // Events of a batch still reach JS after the handler closed the device (as they always did).
+  bool Delivering() const { return true; }
+
+  void Teardown();
+
+  // Before the device goes: registrations whose peers' pins do not drain in time, and what
+  // is already quarantined, are kept for the life of the environment (a copy may still be
+  // under way into them), never unmapped or released.
+  void Retire();
+
+  // Gives back quarantined registrations whose peers' pins have drained since.
+  void ReleaseDrained();
+
+  // Runs expired retry/RNR/delay timers and arms the libuv timer for the next one.
+  void Schedule();
+
+  static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
+
+  static void OnReadable(uv_poll_t* p, int status, int);
+
+  // An explicit close gives allocMr memory back at once: views are detached first.
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  // ---- arguments: JS validates them; these checks keep a bug there (or a call from
+  // elsewhere) from reaching memory as a wrong handle, a short array or a wild length.
+
+  // Argument i as a handle of a live object of this device (has = hasQp/hasCq/hasSrq).
+  bool HandleArg(const Napi::CallbackInfo& info, size_t i, bool (soft::Device::*has)(int) const, const char* what,
+                 int* h) {
+    if (!Alive(info)) return false;
+    double d = Num(info, i);
+    if (d >= 1 && d <= 2147483647.0 && d == std::floor(d) && ((*dev_).*has)(static_cast<int>(d))) {
+      *h = static_cast<int>(d);
+      return true;
+    }
+    Fail(info, EBADF, std::string("no such ") + what + " on this device", "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+  bool QpArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasQp, "queue pair", h);
+  }
+  bool CqArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasCq, "completion queue", h);
+  }
+  bool SrqArg(const Napi::CallbackInfo& info, size_t i, int* h) {
+    return HandleArg(info, i, &soft::Device::hasSrq, "shared receive queue", h);
+  }
+
+  // Argument i as a typed array of the given type: one napi_get_typedarray_info (these are
+  // on the path of every post and poll), no exception for a wrong value (only ours).
+  struct ArrayView {
+    void* data = nullptr;
+    size_t length = 0;  // elements
+    size_t bytes = 0;
+    double* f64() const { return static_cast<double*>(data); }
+    uint8_t* u8() const { return static_cast<uint8_t*>(data); }
+  };
+  bool ArrayArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type type, ArrayView* out) {
+    napi_typedarray_type got;
+    if (i < info.Length() &&
+        napi_get_typedarray_info(info.Env(), info[i], &got, &out->length, &out->data, nullptr, nullptr) == napi_ok &&
+        got == type) {
+      out->bytes = out->length * (type == napi_float64_array ? 8 : 1);
+      return true;
+    }
+    Fail(info, EINVAL, "argument " + std::to_string(i) + " must be a " +
+                           (type == napi_float64_array ? "Float64Array" : "Uint8Array"),
+         "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+
+  static double Num(const Napi::CallbackInfo& info, size_t i) {
+    double v = 0;
+    if (i >= info.Length() || napi_get_value_double(info.Env(), info[i], &v) != napi_ok) return 0;  // not a number
+    return v;
+  }
+  static uint32_t U32(const Napi::CallbackInfo& info, size_t i) { return soft::to_u32(Num(info, i)); }
+  static int Count(const Napi::CallbackInfo& info, size_t i) {
+    return static_cast<int>(std::min<uint32_t>(U32(info, i), 1u << 22));  // results carry index << 8
+  }
+
+  Napi::Value EndpointBase(const Napi::CallbackInfo& info);
+
+  Napi::Value AllocMr(const Napi::CallbackInfo& info);
+
+  // The buffer is held (a strong reference) while registered: a peer may copy into it until
+  // deregistration, so it must not be collected before (at worker exit, say).
+  Napi::Value RegMr(const Napi::CallbackInfo& info);
+
+  // Deregistration of allocMr memory gives it back at once (not at garbage collection):
+  // its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
+  // A peer still copying past the bound (stopped or dead mid-copy) leaves the memory
+  // quarantined: detached from JS, but mapped (allocMr) or referenced (regMr) until its
+  // pins drain, so the copy never lands in freed or reused memory. stats() counts it.
+  Napi::Value DeregMr(const Napi::CallbackInfo& info);
+
+  // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
+  // busyQps, retiredRegions, retiredBytes }: memory kept because a peer may still be inside
+  // it, and QPs a peer is inside an operation on right now.
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+
+  Napi::Value CreateCq(const Napi::CallbackInfo& info);
+
+  Napi::Value DestroyCq(const Napi::CallbackInfo& info);
+
+  Napi::Value CqCapacity(const Napi::CallbackInfo& info);
+
+  Napi::Value PollCq(const Napi::CallbackInfo& info);
+
+  Napi::Value CqCount(const Napi::CallbackInfo& info);
+
+  Napi::Value ArmCq(const Napi::CallbackInfo& info);
+
+  Napi::Value CreateSrq(const Napi::CallbackInfo& info);
+
+  Napi::Value DestroySrq(const Napi::CallbackInfo& info);
+
+  Napi::Value PostSrqRecv(const Napi::CallbackInfo& info);
+
+  Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info);
+
+  Napi::Value CreateQp(const Napi::CallbackInfo& info);
+
+  Napi::Value DestroyQp(const Napi::CallbackInfo& info);
+
+  Napi::Value QpInfo(const Napi::CallbackInfo& info);
+
+  Napi::Value QpState(const Napi::CallbackInfo& info);
+
+  // modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
+  // minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
+  Napi::Value ModifyQp(const Napi::CallbackInfo& info);
+
+  // A peer that cannot be reached at connect time: EPERM from pidfd_getfd is the kernel's
+  // ptrace access check (Yama ptrace_scope, another user, a no-new-privileges sandbox).
+  Napi::Value RtrError(const Napi::CallbackInfo& info, const soft::SysError& se);
+
+  Napi::Value PostSend(const Napi::CallbackInfo& info);
+
+  Napi::Value PostRecv(const Napi::CallbackInfo& info);
+
+  // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
+  // 3 hold the peer's receive-queue lock for good (a process stopped inside it), 4/5 take /
+  // drop a pin on the peer's MR named by rkey `value` (a copy that does not end), 6 the
+  // next operation stops `value` ms inside deliver() (a slow initiator mid-operation).
+  Napi::Value Inject(const Napi::CallbackInfo& info);
+
+  // ---- TCP link (the sockets live in JS; these move WRs and answers across)
+
+  // toRtrLink(h, peerPid, peerSlot, peerGen, peerQpn, minRnrTimer) → errno
+  Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
+
+  // linkTake(h, hdr: Float64Array(10), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
+  Napi::Value LinkTake(const Napi::CallbackInfo& info);
+
+  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
+  Napi::Value LinkDone(const Napi::CallbackInfo& info);
+
+  // respond(slot, gen, opcode, payload: Uint8Array, imm, remoteAddr, rkey, srcQpn, srcPid)
+  //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.
+  Napi::Value Respond(const Napi::CallbackInfo& info);
+
+  std::unique_ptr<soft::Device> dev_;
+  uv_poll_t* poll_ = nullptr;
+  uv_timer_t* timer_ = nullptr;
+  struct OwnedMemory {
+    Napi::Reference<Napi::ArrayBuffer> buffer;
+    Mapping* mapping;
+  };
+  std::map<int, OwnedMemory> owned_;  // allocMr memory by MR handle, until deregistered
+  struct HeldBuffer {
+    Napi::Reference<Napi::ArrayBuffer> ref;
+    uint64_t length;
+  };
+  std::map<int, HeldBuffer> held_;  // regMr buffers, until deregistered
+  struct Held {
+    uint32_t slot;                               // the MR slot whose pins it waits for
+    Mapping* mapping;                            // allocMr memory, kept mapped
+    Napi::Reference<Napi::ArrayBuffer> buffer;   // regMr memory, kept referenced
+    uint64_t bytes;
+  };
+  std::vector<Held> quarantine_;
+};
+
+}  // namespace rdmajs

@@ -1,0 +1,181 @@
+// Completion queues, shared receive queues and queue pairs of the soft device, and posting.
+#include "soft_device.h"
+
+namespace rdmajs {
+
+Napi::Value SoftDevice::CreateCq(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Alive(info)) return env.Undefined();
+  uint32_t capacity = U32(info, 0);
+  if (capacity == 0 || capacity > soft::DeviceLimits::maxCqe)
+    return Fail(info, EINVAL, "capacity must be in [1, maxCqe]", "ERR_RDMA_OUT_OF_RANGE");
+  int h = dev_->createCq(capacity);
+  if (h < 0) return (system_error(env, "ibv_create_cq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+  return Napi::Number::New(env, h);
+}
+
+Napi::Value SoftDevice::DestroyCq(const Napi::CallbackInfo& info) {
+  int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+  if (dev_ && dev_->destroyCq(h) == EBUSY)
+    return Fail(info, EBUSY, "a queue pair still uses this completion queue", "ERR_RDMA_BUSY");
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::CqCapacity(const Napi::CallbackInfo& info) {
+  int h;
+  if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), dev_->cqCapacity(h));
+}
+
+Napi::Value SoftDevice::PollCq(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView out;
+  if (!CqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &out)) return info.Env().Undefined();
+  int max = static_cast<int>(std::min<size_t>(U32(info, 2), out.length / 8));  // never past `out`
+  int n = dev_->pollCq(h, out.f64(), max);
+  Schedule();
+  return Napi::Number::New(info.Env(), n);
+}
+
+Napi::Value SoftDevice::CqCount(const Napi::CallbackInfo& info) {
+  int h;
+  if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+  uint32_t n = dev_->cqCount(h);
+  Schedule();
+  return Napi::Number::New(info.Env(), n);
+}
+
+Napi::Value SoftDevice::ArmCq(const Napi::CallbackInfo& info) {
+  int h;
+  if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), dev_->armCq(h));
+}
+
+Napi::Value SoftDevice::CreateSrq(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Alive(info)) return env.Undefined();
+  uint32_t maxWr = U32(info, 0), maxSge = U32(info, 1);
+  if (maxWr == 0 || maxWr > soft::DeviceLimits::maxSrqWr || maxSge == 0 || maxSge > soft::DeviceLimits::maxSge)
+    return Fail(info, EINVAL, "maxWr/maxSge out of the device's range", "ERR_RDMA_OUT_OF_RANGE");
+  int h = dev_->createSrq(maxWr, maxSge);
+  if (h < 0) return (system_error(env, "ibv_create_srq", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+  return Napi::Number::New(env, h);
+}
+
+Napi::Value SoftDevice::DestroySrq(const Napi::CallbackInfo& info) {
+  int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+  if (dev_ && dev_->destroySrq(h) == EBUSY)
+    return Fail(info, EBUSY, "a queue pair still uses this shared receive queue", "ERR_RDMA_BUSY");
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::PostSrqRecv(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView wrs;
+  if (!SrqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+}
+
+Napi::Value SoftDevice::ArmSrqLimit(const Napi::CallbackInfo& info) {
+  int h;
+  if (!SrqArg(info, 0, &h)) return info.Env().Undefined();
+  dev_->armSrqLimit(h, U32(info, 1));
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::CreateQp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int sendCq, recvCq, srq = -1;
+  if (!CqArg(info, 0, &sendCq) || !CqArg(info, 1, &recvCq)) return env.Undefined();
+  if (!(info[2].IsNumber() && Num(info, 2) < 0) && !SrqArg(info, 2, &srq)) return env.Undefined();
+  using L = soft::DeviceLimits;
+  uint32_t sendWr = U32(info, 3), recvWr = U32(info, 4), sendSge = U32(info, 5), recvSge = U32(info, 6),
+           inl = U32(info, 7);
+  if (sendWr == 0 || sendWr > L::maxQpWr || recvWr > L::maxQpWr || (srq < 0 && recvWr == 0) || sendSge == 0 ||
+      sendSge > L::maxSge || recvSge == 0 || recvSge > L::maxSge || inl > L::maxInline)
+    return Fail(info, EINVAL, "queue pair capabilities out of the device's range", "ERR_RDMA_OUT_OF_RANGE");
+  int h = dev_->createQp(sendCq, recvCq, srq, sendWr, recvWr, sendSge, recvSge, inl);
+  if (h < 0) return (system_error(env, "ibv_create_qp", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
+  return Napi::Number::New(env, h);
+}
+
+Napi::Value SoftDevice::DestroyQp(const Napi::CallbackInfo& info) {
+  int h = static_cast<int>(soft::to_u32(Num(info, 0)));
+  if (dev_) dev_->destroyQp(h);
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::QpInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int h;
+  if (!QpArg(info, 0, &h)) return env.Undefined();
+  Napi::Array out = Napi::Array::New(env, 3);
+  out.Set(0u, dev_->qpNum(h));
+  out.Set(1u, dev_->qpSlot(h));
+  out.Set(2u, dev_->qpGen(h));
+  return out;
+}
+
+Napi::Value SoftDevice::QpState(const Napi::CallbackInfo& info) {
+  int h;
+  if (!QpArg(info, 0, &h)) return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), dev_->qpState(h));
+}
+
+Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int h;
+  if (!QpArg(info, 0, &h)) return env.Undefined();
+  auto u = [&](size_t i) { return U32(info, i); };
+  uint32_t to = u(1);
+  int rc = EINVAL;
+  switch (to) {
+    case soft::QPS_INIT: rc = dev_->toInit(h, u(2)); break;
+    case soft::QPS_RTR: {
+      const soft::SysError* se = nullptr;
+      uint64_t nonce = soft::to_u64(Num(info, 9));
+      rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), nonce, u(5), u(6),
+                       u(7), std::min<uint32_t>(u(8), 31), &se);
+      if (se) return RtrError(info, *se);
+      break;
+    }
+    case soft::QPS_RTS: rc = dev_->toRts(h, std::min<uint32_t>(u(2), 31), std::min<uint32_t>(u(3), 7), std::min<uint32_t>(u(4), 7)); break;
+    case soft::QPS_ERR: rc = dev_->toErr(h); break;
+    case soft::QPS_RESET: rc = dev_->toReset(h); break;
+    default: break;
+  }
+  return Napi::Number::New(env, rc);
+}
+
+Napi::Value SoftDevice::RtrError(const Napi::CallbackInfo& info, const soft::SysError& se) {
+  if (se.err == EPERM || se.err == ESRCH || se.err == ESTALE) {
+    const char* why =
+        se.err == EPERM
+            ? "the peer process does not let this one take its file descriptors (ptrace access check: Yama "
+              "ptrace_scope, a different user or a sandbox); run both under one user with ptrace_scope 0/1 "
+              "(the soft provider sets PR_SET_PTRACER), or use the TCP link (openDevice({ link: 'tcp' }))"
+            : se.err == ESRCH ? "the peer process is gone" : "the endpoint names a device that no longer exists";
+    system_error(info.Env(), se.syscall, se.err, why, "ERR_RDMA_UNREACHABLE").ThrowAsJavaScriptException();
+  } else {
+    system_error(info.Env(), se.syscall, se.err).ThrowAsJavaScriptException();
+  }
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView wrs;
+  if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+  int rc = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
+  Schedule();
+  return Napi::Number::New(info.Env(), rc);
+}
+
+Napi::Value SoftDevice::PostRecv(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView wrs;
+  if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+}
+
+}  // namespace rdmajs
