@@ -31,7 +31,16 @@
       "libraries": ["-lpthread"],
       "conditions": [
         ["have_ibverbs=='true'", {
-          "sources": ["native/ibv/api.cc", "native/ibv/binding.cc", "native/ibv/discovery.cc"],
+          "sources": [
+            "native/ibv/api.cc",
+            "native/ibv/cq.cc",
+            "native/ibv/device.cc",
+            "native/ibv/discovery.cc",
+            "native/ibv/memory.cc",
+            "native/ibv/post.cc",
+            "native/ibv/qp.cc",
+            "native/ibv/status.cc"
+          ],
           "libraries": ["-ldl"]
         }, {
           "sources": ["native/ibv/unavailable.cc"]

@@ -1,0 +1,156 @@
+// Posting on the ibverbs device: the JS wire format checked, then decoded into ibv WR
+// lists reused across calls, and the post results in the soft provider's encoding.
+#include "device.h"
+
+#include <arpa/inet.h>
+
+namespace rdmajs {
+
+int IbvDevice::WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool send, const double** w, int* count) {
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    system_error(info.Env(), kClassName, EINVAL, "work requests must be a Float64Array", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
+    return -1;
+  }
+  Napi::Float64Array a = info[1].As<Napi::Float64Array>();
+  double c = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+  *count = c > 0 ? static_cast<int>(std::min(c, 4194304.0)) : 0;
+  wanted_ = *count;
+  *w = a.Data();
+  size_t words = a.ElementLength(), p = 0, head = send ? 7 : 2;
+  for (int i = 0; i < *count; i++) {
+    if (p + head > words) return i;
+    double n = (*w)[p + head - 1];
+    if (!(n >= 0 && n <= maxSge) || p + head + 3 * static_cast<size_t>(n) > words) return i;
+    if (send && !((*w)[p + 1] >= 0 && (*w)[p + 1] <= 4)) return i;  // never READ in disguise
+    p += head + 3 * static_cast<size_t>(n);
+  }
+  return *count;
+}
+
+void IbvDevice::DecodeSges(const double* w, uint32_t n, ibv_sge* sg) {
+  for (uint32_t k = 0; k < n; k++) {
+    sg[k].addr = static_cast<uint64_t>(w[3 * k]);
+    sg[k].length = static_cast<uint32_t>(w[3 * k + 1]);
+    sg[k].lkey = static_cast<uint32_t>(w[3 * k + 2]);
+  }
+}
+
+ibv_send_wr* IbvDevice::DecodeSend(const double* w, int count, uint32_t maxSge) {
+  if (sges_.size() < static_cast<size_t>(count) * maxSge) sges_.resize(static_cast<size_t>(count) * maxSge);
+  size_t nextSge = 0;
+  static constexpr ibv_wr_opcode kOp[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+                                          IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ};
+  size_t p = 0;
+  for (int i = 0; i < count; i++) {
+    ibv_send_wr& wr = sendWrs_[static_cast<size_t>(i)];
+    wr = ibv_send_wr{};
+    wr.wr_id = static_cast<uint64_t>(w[p]);
+    int op = static_cast<int>(w[p + 1]);  // 0..4: checked by PostSend before decoding
+    wr.opcode = kOp[std::clamp(op, 0, 4)];
+    int flags = static_cast<int>(w[p + 2]);
+    wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htonl(static_cast<uint32_t>(w[p + 3]));
+    wr.wr.rdma.remote_addr = static_cast<uint64_t>(w[p + 4]);
+    wr.wr.rdma.rkey = static_cast<uint32_t>(w[p + 5]);
+    uint32_t n = std::min(static_cast<uint32_t>(w[p + 6]), maxSge);
+    ibv_sge* sg = sges_.data() + nextSge;
+    nextSge += n;
+    DecodeSges(w + p + 7, n, sg);
+    wr.sg_list = n ? sg : nullptr;
+    wr.num_sge = static_cast<int>(n);
+    wr.next = i + 1 < count ? &sendWrs_[static_cast<size_t>(i) + 1] : nullptr;
+    p += 7 + 3 * n;
+  }
+  return sendWrs_.data();
+}
+
+ibv_recv_wr* IbvDevice::DecodeRecv(const double* w, int count, uint32_t maxSge) {
+  if (recvWrs_.size() < static_cast<size_t>(count)) recvWrs_.resize(static_cast<size_t>(count));
+  if (sges_.size() < static_cast<size_t>(count) * maxSge) sges_.resize(static_cast<size_t>(count) * maxSge);
+  size_t p = 0, nextSge = 0;
+  for (int i = 0; i < count; i++) {
+    ibv_recv_wr& wr = recvWrs_[static_cast<size_t>(i)];
+    wr = ibv_recv_wr{};
+    wr.wr_id = static_cast<uint64_t>(w[p]);
+    uint32_t n = std::min(static_cast<uint32_t>(w[p + 1]), maxSge);
+    ibv_sge* sg = sges_.data() + nextSge;
+    nextSge += n;
+    DecodeSges(w + p + 2, n, sg);
+    wr.sg_list = n ? sg : nullptr;
+    wr.num_sge = static_cast<int>(n);
+    wr.next = i + 1 < count ? &recvWrs_[static_cast<size_t>(i) + 1] : nullptr;
+    p += 2 + 3 * n;
+  }
+  return recvWrs_.data();
+}
+
+bool IbvDevice::Registered(uint64_t addr, uint64_t len) const {
+  for (const auto& [h, m] : mrs_) {
+    auto base = reinterpret_cast<uint64_t>(m.mr->addr);
+    if (addr >= base && addr + len <= base + m.mr->length && addr + len >= addr) return true;
+  }
+  return false;
+}
+
+Napi::Value IbvDevice::PostSend(const Napi::CallbackInfo& info) {
+  Qp* q = QpAt(info);
+  if (!q) return info.Env().Undefined();
+  // rxe keeps sends posted before RTS and runs them later; verbs says EINVAL: reject.
+  if (q->state != QPS_RTS && q->state != QPS_ERR) return Napi::Number::New(info.Env(), POST_EINVAL);
+  const double* w = nullptr;
+  int count = 0, bad = WireArg(info, q->maxSendSge, true, &w, &count);
+  if (bad < 0) return info.Env().Undefined();
+  if (bad < count) count = bad;  // the WRs before a malformed one are posted
+  if (count == 0) return Napi::Number::New(info.Env(), wanted_ > 0 ? POST_EINVAL : 0);
+  if (sendWrs_.size() < static_cast<size_t>(count)) sendWrs_.resize(static_cast<size_t>(count));
+  ibv_send_wr* list = DecodeSend(w, count, q->maxSendSge);
+  // The provider copies inline data from these addresses in post_send: an address
+  // outside registered memory would crash the process, so such a post is refused.
+  int ok = count;  // WRs before the first refused one are posted
+  for (int i = 0; i < count && ok == count; i++) {
+    const ibv_send_wr& wr = list[i];
+    if (!(wr.send_flags & IBV_SEND_INLINE)) continue;
+    for (int k = 0; k < wr.num_sge; k++) {
+      if (wr.sg_list[k].length && !Registered(wr.sg_list[k].addr, wr.sg_list[k].length)) ok = i;
+    }
+  }
+  if (ok == 0) return Napi::Number::New(info.Env(), POST_BAD_INLINE);
+  list[ok - 1].next = nullptr;
+  ibv_send_wr* badWr = nullptr;
+  int rc = ibv_post_send(q->qp, list, &badWr);
+  if (rc == 0 && ok < count) return Napi::Number::New(info.Env(), (ok << 8) | POST_BAD_INLINE);
+  if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
+  return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
+}
+
+Napi::Value IbvDevice::PostRecv(const Napi::CallbackInfo& info) {
+  Qp* q = QpAt(info);
+  if (!q) return info.Env().Undefined();
+  if (q->state == QPS_RESET) return Napi::Number::New(info.Env(), POST_EINVAL);
+  const double* w = nullptr;
+  int count = 0, bad = WireArg(info, q->maxRecvSge, false, &w, &count);
+  if (bad < 0) return info.Env().Undefined();
+  if (bad == 0 && count > 0) return Napi::Number::New(info.Env(), POST_EINVAL);
+  if (bad < count) count = bad;
+  if (count == 0) return Napi::Number::New(info.Env(), 0);
+  ibv_recv_wr* list = DecodeRecv(w, count, q->maxRecvSge);
+  ibv_recv_wr* badWr = nullptr;
+  int rc = ibv_post_recv(q->qp, list, &badWr);
+  if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
+  return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
+}
+
+Napi::Value IbvDevice::PostSrqRecv(const Napi::CallbackInfo& info) {
+  if (!Alive(info)) return info.Env().Undefined();
+  auto it = srqs_.find(info[0].As<Napi::Number>().Int32Value());
+  if (it == srqs_.end()) return Napi::Number::New(info.Env(), POST_EINVAL);
+  Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
+  int count = info[2].As<Napi::Number>().Int32Value();
+  ibv_recv_wr* list = DecodeRecv(wrs.Data(), count, it->second.maxSge);
+  ibv_recv_wr* bad = nullptr;
+  int rc = count ? ibv_post_srq_recv(it->second.srq, list, &bad) : 0;
+  return Napi::Number::New(info.Env(), PostResult(rc, list, bad));
+}
+
+}  // namespace rdmajs
