@@ -778,7 +778,7 @@ static_assert(soft::EV_DOORBELL == abi::EV_DOORBELL && soft::EV_QP_FATAL == abi:
               soft::EV_CQ_ERR == abi::EV_CQ_ERR && soft::EV_SRQ_LIMIT == abi::EV_SRQ_LIMIT &&
               soft::EV_LINK == abi::EV_LINK);
 static_assert(soft::POST_EINVAL == abi::POST_EINVAL && soft::POST_ENOMEM == abi::POST_ENOMEM &&
-              soft::POST_BAD_INLINE == abi::POST_BAD_INLINE);
+              soft::POST_BAD_INLINE == abi::POST_BAD_INLINE && soft::POST_BUSY == abi::POST_BUSY);
 static_assert(soft::QPS_RESET == abi::QPS_RESET && soft::QPS_INIT == abi::QPS_INIT && soft::QPS_RTR == abi::QPS_RTR &&
               soft::QPS_RTS == abi::QPS_RTS && soft::QPS_ERR == abi::QPS_ERR);
 static_assert(soft::OPC_SEND == abi::WCO_SEND && soft::OPC_RDMA_WRITE == abi::WCO_RDMA_WRITE &&
