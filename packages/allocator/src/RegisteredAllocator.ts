@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: the allocator's one state machine (open → closed/destroyed,
+// the registrar's lifetime) and its bookkeeping; arenas, heaps and blocks have files of their own.
 import { kMaxLength } from 'node:buffer';
 import { ACCESS_POLICIES, type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import { Arena, type ArenaStats } from './Arena.js';

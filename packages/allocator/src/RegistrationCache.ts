@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: one concept, the registration cache (lookup, pinning,
+// eviction, limits and its lifetime); its data structures already live in internal/.
 import { type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import type { Sge } from './Block.js';
 import {

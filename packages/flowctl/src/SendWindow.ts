@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: one state machine (window, shared budget, fair queue of
+// waiting sends, deadlines and aborts) whose transitions must be read together.
 import { EventEmitter } from 'node:events';
 import type { AcquireOptions } from './AcquireOptions.js';
 import { type Clock, systemClock } from './Clock.js';

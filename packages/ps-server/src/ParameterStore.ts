@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: the store's one lifecycle (open, push de-dup, snapshot,
+// restore, close) over tables, log and snapshots, which have files of their own.
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { DenseTensor, type DenseTensorConfig } from './DenseTensor.js';

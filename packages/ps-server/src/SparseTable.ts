@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: one sparse table (index, rows, optimizer state, budget,
+// admission and eviction) whose invariants span all of them.
 import { CountMinSketch } from './CountMinSketch.js';
 import { invalidArg, PsError } from './errors.js';
 import { HashIndex } from './HashIndex.js';

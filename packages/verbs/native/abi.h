@@ -14,9 +14,8 @@ constexpr int kVersion = 1;
 // Event kinds delivered to the JS callback as (kind, handle).
 constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5;
 
-// Post results: (index of the failing WR << 8) | reason. POST_BUSY (soft): a lock of the
-// queue is held by a process that does not let go (stopped, frozen); nothing was posted
-// and the same call can succeed later.
+// Post results: (index of the failing WR << 8) | reason. POST_BUSY: a queue lock is held by
+// a process that does not let go (stopped, traced); nothing was posted, try again later.
 constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4, POST_BUSY = 5;
 
 // QP states: ibv_qp_state values.
@@ -62,7 +61,7 @@ constexpr Entry kTable[] = {
     {"EV_DOORBELL", EV_DOORBELL}, {"EV_QP_FATAL", EV_QP_FATAL}, {"EV_CQ_ERR", EV_CQ_ERR},
     {"EV_SRQ_LIMIT", EV_SRQ_LIMIT}, {"EV_LINK", EV_LINK}, {"EV_PORT", EV_PORT},
     {"POST_OK", POST_OK}, {"POST_EINVAL", POST_EINVAL}, {"POST_ENOMEM", POST_ENOMEM},
-    {"POST_OTHER", POST_OTHER}, {"POST_BAD_INLINE", POST_BAD_INLINE},
+    {"POST_OTHER", POST_OTHER}, {"POST_BAD_INLINE", POST_BAD_INLINE}, {"POST_BUSY", POST_BUSY},
     {"QPS_RESET", QPS_RESET}, {"QPS_INIT", QPS_INIT}, {"QPS_RTR", QPS_RTR}, {"QPS_RTS", QPS_RTS},
     {"QPS_ERR", QPS_ERR},
     {"OP_SEND", OP_SEND}, {"OP_SEND_WITH_IMM", OP_SEND_WITH_IMM}, {"OP_RDMA_WRITE", OP_RDMA_WRITE},

@@ -319,5 +319,12 @@ function postError(rc: number, what: string, state: QpState): RdmaError {
       index,
       false,
     );
+  if (code === ABI.POST_BUSY)
+    return new RdmaPostError(
+      'ERR_RDMA_BUSY',
+      `the ${what} queue is locked by a peer process that does not let go (stopped or traced); nothing was posted, try again`,
+      index,
+      true,
+    );
   return new RdmaPostError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`, index, false);
 }

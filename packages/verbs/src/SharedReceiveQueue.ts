@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { RdmaError, RdmaPostError } from './errors.js';
+import { ABI } from './internal/abi.js';
 import { asList, packRecvWr, recvWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
@@ -62,6 +63,13 @@ export class SharedReceiveQueue extends Resource {
     for (let i = 0; i < n; i++) p = packRecvWr(this.#scratch, p, list[i] as RecvWr, this.maxSge);
     const rc = this.#native.postSrqRecv(this.#handle, this.#scratch, n);
     const posted = rc === 0 ? n : rc >> 8;
+    if ((rc & 0xff) === ABI.POST_BUSY)
+      throw new RdmaPostError(
+        'ERR_RDMA_BUSY',
+        'the shared receive queue is locked by a peer process that does not let go (stopped or traced); nothing was posted, try again',
+        posted,
+        true,
+      );
     if (rc !== 0 || list.length > n) {
       throw new RdmaPostError(
         'ERR_RDMA_QUEUE_FULL',

@@ -1,4 +1,5 @@
 // biome-ignore-all lint/correctness/noVoidTypeReturn: `return expectErr(...)` ends a command once its outcome is checked
+// Over 500 lines on purpose: one model, and the commands that drive it, read together.
 // Model-based fuzzing of the allocator's public surface (issue 17): random sequences of
 // alloc / release / touch / slice / reserve / trim / stats / close / destroy / cache calls /
 // registrar close, with hostile arguments. After every call: the result is what the model

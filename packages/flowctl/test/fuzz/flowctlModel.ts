@@ -1,4 +1,5 @@
 // biome-ignore-all lint/correctness/noVoidTypeReturn: `return expect…(...)` ends a command once its outcome is checked
+// Over 500 lines on purpose: one model, and the commands that drive it, read together.
 // Model-based fuzzing of flowctl's public surface (issue 17): random sequences of acquire /
 // tryAcquire / release / grant / consume / receive / close / destroy / abort / clock advance,
 // with hostile arguments, on a ManualClock. After every call: the result is what the model

@@ -16,6 +16,7 @@ export const ABI = {
   POST_ENOMEM: 2,
   POST_OTHER: 3,
   POST_BAD_INLINE: 4,
+  POST_BUSY: 5,
   QPS_RESET: 0,
   QPS_INIT: 1,
   QPS_RTR: 2,

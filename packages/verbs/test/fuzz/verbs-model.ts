@@ -1,3 +1,4 @@
+// Over 500 lines on purpose: one model, and the commands that drive it, read together.
 // Model-based fuzzing of the public verbs API (soft provider): random sequences of
 // open/create/alloc/post/poll/wait/connect/close calls with random, often hostile,
 // arguments. After every call the real objects must agree with the model: the call
