@@ -21,8 +21,7 @@ Napi::Error system_error(Napi::Env env, const char* syscall, int err, const char
   return Napi::Error::New(env, std::string(syscall) + ": " + message);
 }
 
-bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
-                   int handle) {
+bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind, int handle) {
   napi_value argv[2] = {Napi::Number::New(env, kind), Napi::Number::New(env, handle)};
   napi_value result;
   if (napi_make_callback(env, context, recv, fn, 2, argv, &result) == napi_ok) return true;

@@ -48,8 +48,7 @@ bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out);
 // napi_throw, which aborts the process while the environment shuts down (a terminated
 // worker). A handler's own exception goes to 'uncaughtException', as for any event-loop
 // callback. False when JS cannot run (stop delivering).
-bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind,
-                   int handle);
+bool deliver_event(Napi::Env env, napi_async_context context, napi_value recv, napi_value fn, int kind, int handle);
 
 // Registers the soft provider's exports (SoftDevice, softLimits): soft_device.cc.
 void register_soft(Napi::Env env, Napi::Object exports);

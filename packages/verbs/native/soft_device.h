@@ -101,8 +101,8 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
       out->bytes = out->length * (type == napi_float64_array ? 8 : 1);
       return true;
     }
-    Fail(info, EINVAL, "argument " + std::to_string(i) + " must be a " +
-                           (type == napi_float64_array ? "Float64Array" : "Uint8Array"),
+    Fail(info, EINVAL,
+         "argument " + std::to_string(i) + " must be a " + (type == napi_float64_array ? "Float64Array" : "Uint8Array"),
          "ERR_RDMA_INVALID_ARG");
     return false;
   }
@@ -212,9 +212,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   };
   std::map<int, HeldBuffer> held_;  // regMr buffers, until deregistered
   struct Held {
-    uint32_t slot;                               // the MR slot whose pins it waits for
-    Mapping* mapping;                            // allocMr memory, kept mapped
-    Napi::Reference<Napi::ArrayBuffer> buffer;   // regMr memory, kept referenced
+    uint32_t slot;                              // the MR slot whose pins it waits for
+    Mapping* mapping;                           // allocMr memory, kept mapped
+    Napi::Reference<Napi::ArrayBuffer> buffer;  // regMr memory, kept referenced
     uint64_t bytes;
   };
   std::vector<Held> quarantine_;

@@ -50,8 +50,8 @@ Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
     len = d.bytes;
   }
   auto u = [&](size_t i) { return U32(info, i); };
-  dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)), static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)),
-                 std::min<uint32_t>(u(4), 31), data, len);
+  dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
+                 static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data, len);
   Schedule();
   return info.Env().Undefined();
 }
@@ -62,8 +62,8 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
   if (!ArrayArg(info, 3, napi_uint8_array, &payload)) return info.Env().Undefined();
   auto u = [&](size_t i) { return U32(info, i); };
   uint32_t rnr = 12;
-  int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(std::min<uint32_t>(u(2), 255)), payload.u8(),
-                        payload.bytes, u(4), soft::to_u64(Num(info, 5)), u(6), u(7), u(8), &rnr);
+  int r = dev_->respond(u(0), u(1), static_cast<uint8_t>(std::min<uint32_t>(u(2), 255)), payload.u8(), payload.bytes,
+                        u(4), soft::to_u64(Num(info, 5)), u(6), u(7), u(8), &rnr);
   return Napi::Number::New(info.Env(), static_cast<double>(((rnr & 31) << 16) | static_cast<uint32_t>(r)));
 }
 

@@ -139,7 +139,9 @@ Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
       if (se) return RtrError(info, *se);
       break;
     }
-    case soft::QPS_RTS: rc = dev_->toRts(h, std::min<uint32_t>(u(2), 31), std::min<uint32_t>(u(3), 7), std::min<uint32_t>(u(4), 7)); break;
+    case soft::QPS_RTS:
+      rc = dev_->toRts(h, std::min<uint32_t>(u(2), 31), std::min<uint32_t>(u(3), 7), std::min<uint32_t>(u(4), 7));
+      break;
     case soft::QPS_ERR: rc = dev_->toErr(h); break;
     case soft::QPS_RESET: rc = dev_->toReset(h); break;
     default: break;
@@ -150,11 +152,11 @@ Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
 Napi::Value SoftDevice::RtrError(const Napi::CallbackInfo& info, const soft::SysError& se) {
   if (se.err == EPERM || se.err == ESRCH || se.err == ESTALE) {
     const char* why =
-        se.err == EPERM
-            ? "the peer process does not let this one take its file descriptors (ptrace access check: Yama "
-              "ptrace_scope, a different user or a sandbox); run both under one user with ptrace_scope 0/1 "
-              "(the soft provider sets PR_SET_PTRACER), or use the TCP link (openDevice({ link: 'tcp' }))"
-            : se.err == ESRCH ? "the peer process is gone" : "the endpoint names a device that no longer exists";
+        se.err == EPERM ? "the peer process does not let this one take its file descriptors (ptrace access check: Yama "
+                          "ptrace_scope, a different user or a sandbox); run both under one user with ptrace_scope 0/1 "
+                          "(the soft provider sets PR_SET_PTRACER), or use the TCP link (openDevice({ link: 'tcp' }))"
+        : se.err == ESRCH ? "the peer process is gone"
+                          : "the endpoint names a device that no longer exists";
     system_error(info.Env(), se.syscall, se.err, why, "ERR_RDMA_UNREACHABLE").ThrowAsJavaScriptException();
   } else {
     system_error(info.Env(), se.syscall, se.err).ThrowAsJavaScriptException();

@@ -65,7 +65,8 @@ struct Tagged {
   static Napi::Function Class(Napi::Env env, const char* name, const std::vector<Entry>& methods) {
     Napi::Function ctor = T::DefineClass(env, name, std::vector<Napi::ClassPropertyDescriptor<T>>{});
     Napi::Object proto = ctor.Get("prototype").As<Napi::Object>();
-    for (const Entry& e : methods) proto.DefineProperty(Napi::PropertyDescriptor::Value(e.first, e.second, napi_default));
+    for (const Entry& e : methods)
+      proto.DefineProperty(Napi::PropertyDescriptor::Value(e.first, e.second, napi_default));
     return ctor;
   }
 };

@@ -38,12 +38,11 @@ void load_once() {
   bool ok = bind(lib, a.get_device_list, "ibv_get_device_list", v) &&
             bind(lib, a.free_device_list, "ibv_free_device_list", v) &&
             bind(lib, a.get_device_name, "ibv_get_device_name", v) &&
-            bind(lib, a.get_device_guid, "ibv_get_device_guid", v) &&
-            bind(lib, a.open_device, "ibv_open_device", v) && bind(lib, a.close_device, "ibv_close_device", v) &&
-            bind(lib, a.query_device, "ibv_query_device", v) && bind(lib, a.query_port, "ibv_query_port", v) &&
-            bind(lib, a.query_gid, "ibv_query_gid", v) && bind(lib, a.alloc_pd, "ibv_alloc_pd", v) &&
-            bind(lib, a.dealloc_pd, "ibv_dealloc_pd", v) && bind(lib, a.reg_mr, "ibv_reg_mr", v) &&
-            bind(lib, a.dereg_mr, "ibv_dereg_mr", v) &&
+            bind(lib, a.get_device_guid, "ibv_get_device_guid", v) && bind(lib, a.open_device, "ibv_open_device", v) &&
+            bind(lib, a.close_device, "ibv_close_device", v) && bind(lib, a.query_device, "ibv_query_device", v) &&
+            bind(lib, a.query_port, "ibv_query_port", v) && bind(lib, a.query_gid, "ibv_query_gid", v) &&
+            bind(lib, a.alloc_pd, "ibv_alloc_pd", v) && bind(lib, a.dealloc_pd, "ibv_dealloc_pd", v) &&
+            bind(lib, a.reg_mr, "ibv_reg_mr", v) && bind(lib, a.dereg_mr, "ibv_dereg_mr", v) &&
             bind(lib, a.create_comp_channel, "ibv_create_comp_channel", "IBVERBS_1.0") &&
             bind(lib, a.destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0") &&
             bind(lib, a.create_cq, "ibv_create_cq", v) && bind(lib, a.destroy_cq, "ibv_destroy_cq", v) &&

@@ -20,7 +20,8 @@ int set_nonblocking(int fd) {
 IbvDevice::IbvDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   Napi::Env env = info.Env();
   if (!info[0].IsString() || !info[1].IsFunction()) {
-    system_error(env, kClassName, EINVAL, "new IbvDevice(name, onEvent)", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
+    system_error(env, kClassName, EINVAL, "new IbvDevice(name, onEvent)", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
     return;
   }
   std::string want = info[0].As<Napi::String>().Utf8Value();
@@ -141,12 +142,8 @@ void IbvDevice::OnAsyncEvent(uv_poll_t* p, int status, int) {
     switch (e.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-        self->events_.push_back({EV_QP_FATAL, untag(e.element.qp->qp_context)});
-        break;
-      case IBV_EVENT_CQ_ERR:
-        self->events_.push_back({EV_CQ_ERR, untag(e.element.cq->cq_context)});
-        break;
+      case IBV_EVENT_QP_ACCESS_ERR: self->events_.push_back({EV_QP_FATAL, untag(e.element.qp->qp_context)}); break;
+      case IBV_EVENT_CQ_ERR: self->events_.push_back({EV_CQ_ERR, untag(e.element.cq->cq_context)}); break;
       case IBV_EVENT_SRQ_LIMIT_REACHED:
         self->events_.push_back({EV_SRQ_LIMIT, untag(e.element.srq->srq_context)});
         break;
@@ -158,8 +155,7 @@ void IbvDevice::OnAsyncEvent(uv_poll_t* p, int status, int) {
       case IBV_EVENT_PKEY_CHANGE:
         self->events_.push_back({EV_PORT, (static_cast<int>(e.event_type) << 8) | e.element.port_num});
         break;
-      default:
-        break;
+      default: break;
     }
     // Acked before JS runs: destroying the object an event names waits for its ack.
     self->api_->ack_async_event(&e);

@@ -69,8 +69,8 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   struct Qp {
     ibv_qp* qp;
     uint32_t psn;
-    int state;  // as last set by the application: posts are checked against it
-    ibv_qp_cap cap;  // what the device granted (often more than asked: rxe rounds rings up)
+    int state;                        // as last set by the application: posts are checked against it
+    ibv_qp_cap cap;                   // what the device granted (often more than asked: rxe rounds rings up)
     uint32_t maxSendSge, maxRecvSge;  // what JS packs with
   };
   struct Srq {

@@ -14,8 +14,8 @@ namespace rdmajs::ibv {
 std::string gid_text(const ibv_gid& g) {
   char buf[48];
   const uint8_t* r = g.raw;
-  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0],
-                r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1],
+                r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
   return buf;
 }
 
@@ -144,7 +144,8 @@ bool choose_route(const DeviceView& dev, Route* out, std::string* why, int wantP
     for (const auto& g : port->gids)
       if (g.index == wantGid) pick = &g;
     if (!pick) {
-      *why = "port " + std::to_string(port->port) + " of " + dev.name + " has no GID at index " + std::to_string(wantGid);
+      *why =
+          "port " + std::to_string(port->port) + " of " + dev.name + " has no GID at index " + std::to_string(wantGid);
       return false;
     }
   } else if (const char* forced = std::getenv("RDMAJS_IBV_GID_INDEX")) {

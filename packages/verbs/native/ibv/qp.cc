@@ -48,12 +48,17 @@ Napi::Value IbvDevice::CreateQp(const Napi::CallbackInfo& info) {
   auto num = [&](int i) { return info[static_cast<size_t>(i)].As<Napi::Number>().Int32Value(); };
   auto scq = cqs_.find(num(0)), rcq = cqs_.find(num(1));
   if (scq == cqs_.end() || rcq == cqs_.end())
-    return (system_error(env, kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
+    return (system_error(env, kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG")
+                .ThrowAsJavaScriptException(),
+            env.Undefined());
   ibv_srq* srq = nullptr;
   if (num(2) >= 0) {
     auto s = srqs_.find(num(2));
     if (s == srqs_.end())
-      return (system_error(env, kClassName, EBADF, "no such shared receive queue on this device", "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException(), env.Undefined());
+      return (
+          system_error(env, kClassName, EBADF, "no such shared receive queue on this device", "ERR_RDMA_INVALID_ARG")
+              .ThrowAsJavaScriptException(),
+          env.Undefined());
     srq = s->second.srq;
   }
   int h = nextHandle_++;
@@ -123,9 +128,7 @@ Napi::Value IbvDevice::ModifyQp(const Napi::CallbackInfo& info) {
   uint8_t rdAtom = ResponderResources();
   uint8_t initRdAtom = static_cast<uint8_t>(std::clamp(view_.attr.max_qp_init_rd_atom, 1, 16));
   switch (to) {
-    case QPS_RESET:
-      a.qp_state = IBV_QPS_RESET;
-      break;
+    case QPS_RESET: a.qp_state = IBV_QPS_RESET; break;
     case QPS_INIT:
       a.qp_state = IBV_QPS_INIT;
       a.pkey_index = 0;
@@ -174,13 +177,11 @@ Napi::Value IbvDevice::ModifyQp(const Napi::CallbackInfo& info) {
       a.rnr_retry = static_cast<uint8_t>(arg(4));
       a.sq_psn = q->psn;
       // Outstanding READs may not exceed what the peer's responder accepts (its endpoint).
-      a.max_rd_atomic = info.Length() > 5 ? std::min<uint8_t>(initRdAtom, static_cast<uint8_t>(std::max(arg(5), 1u)))
-                                          : initRdAtom;
+      a.max_rd_atomic =
+          info.Length() > 5 ? std::min<uint8_t>(initRdAtom, static_cast<uint8_t>(std::max(arg(5), 1u))) : initRdAtom;
       mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
       break;
-    default:
-      a.qp_state = IBV_QPS_ERR;
-      break;
+    default: a.qp_state = IBV_QPS_ERR; break;
   }
   int rc = api_->modify_qp(q->qp, &a, mask);
   if (rc == 0) q->state = to;

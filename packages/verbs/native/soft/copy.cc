@@ -14,11 +14,18 @@ void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   while (di < nd && si < ns) {
     size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);
     // memmove: a loopback READ or WRITE may overlap its own source.
-    if (n) std::memmove(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
+    if (n)
+      std::memmove(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
     doff += n;
     soff += n;
-    if (doff == dst[di].iov_len) { di++; doff = 0; }
-    if (soff == src[si].iov_len) { si++; soff = 0; }
+    if (doff == dst[di].iov_len) {
+      di++;
+      doff = 0;
+    }
+    if (soff == src[si].iov_len) {
+      si++;
+      soff = 0;
+    }
   }
 }
 

@@ -25,8 +25,10 @@ int Device::destroyCq(int h) {
   auto it = cqs_.find(h);
   if (it == cqs_.end()) return 0;
   if (it->second.users) return EBUSY;
-  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
-  else seg_.free(it->second.off);
+  if (it->second.tainted)
+    quarantined_.push_back(Quarantined{it->second.off, 0});
+  else
+    seg_.free(it->second.off);
   cqs_.erase(it);
   return 0;
 }
@@ -50,7 +52,10 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   if (cq->count == cq->capacity) {
     cq->lock.unlock();
     cq->overrun.store(1, std::memory_order_release);
-    if (peer) peer->ring(); else ringSelf();
+    if (peer)
+      peer->ring();
+    else
+      ringSelf();
     return PUSH_FULL;
   }
   Cqe* entries = reinterpret_cast<Cqe*>(base + cq->entriesOff);
@@ -61,7 +66,10 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   // count and the load of armed may reorder and both sides miss the wake-up.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
-    if (peer) peer->ring(); else ringSelf();
+    if (peer)
+      peer->ring();
+    else
+      ringSelf();
   }
   return PUSHED;
 }

@@ -73,7 +73,6 @@ QpShared* Device::qpShared(uint32_t slot) {
 
 MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base(), seg_.layout()) + slot; }
 
-
 void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
   for (auto& [h, q] : qps_) {
     QpShared* s = qpShared(q->slot);

@@ -22,10 +22,10 @@ namespace soft {
 
 // Post results (0, or (index of the first WR not posted << 8) | code) and event kinds are
 // the contract's (../abi.h).
-using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
-    rdmajs::abi::POST_BUSY;
 using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR, rdmajs::abi::EV_SRQ_LIMIT,
     rdmajs::abi::EV_LINK;
+using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
+    rdmajs::abi::POST_BUSY;
 
 struct SendEntry {
   uint64_t wrId;
@@ -35,7 +35,7 @@ struct SendEntry {
   uint8_t opcode;  // 0 SEND 1 SEND_IMM 2 WRITE 3 WRITE_IMM 4 READ
   uint8_t signaled;
   uint8_t isInline;
-  uint8_t done;     // executed (completed or silently succeeded)
+  uint8_t done;  // executed (completed or silently succeeded)
   uint32_t numSge;
   uint32_t seq;
   int32_t rnrLeft;    // -1 = infinite
@@ -63,13 +63,13 @@ struct Qp {
   int sendCq, recvCq, srq;  // handles
   uint64_t sendCqOff = 0;   // CqShared of sendCq (a CQ in use cannot be destroyed)
   uint32_t maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInline;
-  uint64_t rqOff = 0;       // own receive queue (0 with an SRQ)
+  uint64_t rqOff = 0;  // own receive queue (0 with an SRQ)
   std::vector<SendEntry> sq;
   std::vector<WireSge> sqSge;     // maxSendSge per entry
   std::vector<uint8_t> sqInline;  // maxInline per entry
-  uint32_t sqHead = 0;     // next to execute (seq)
-  uint32_t sqTail = 0;     // next to post (seq)
-  uint32_t sqRetired = 0;  // seq below which slots are free
+  uint32_t sqHead = 0;            // next to execute (seq)
+  uint32_t sqTail = 0;            // next to post (seq)
+  uint32_t sqRetired = 0;         // seq below which slots are free
   // connection
   std::shared_ptr<PeerSegment> peer;
   uint32_t peerSlot = 0, peerGen = 0, peerQpn = 0;
@@ -79,11 +79,11 @@ struct Qp {
   double blockedUntil = 0;  // > 0 while the head WR waits for a timer
   // TCP link (peer on another host, or chosen for tests): the head WR travels as a frame.
   bool link = false;
-  bool linkReady = false;     // head WR waits for JS to take it (linkTake)
-  bool linkInflight = false;  // taken; waits for the peer's answer (linkDone)
-  uint32_t linkRnrTimer = 12; // the responder's min_rnr_timer, from its last RNR answer
-  uint32_t linkToken = 0;     // names the frame in flight: a late answer to an older one is ignored
-  double linkDeadline = 0;    // no answer by then: a lost frame (transport error, retried)
+  bool linkReady = false;      // head WR waits for JS to take it (linkTake)
+  bool linkInflight = false;   // taken; waits for the peer's answer (linkDone)
+  uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
+  uint32_t linkToken = 0;      // names the frame in flight: a late answer to an older one is ignored
+  double linkDeadline = 0;     // no answer by then: a lost frame (transport error, retried)
 };
 
 struct Mr {
@@ -94,8 +94,7 @@ struct Mr {
 };
 
 struct DeviceLimits {
-  static constexpr uint32_t maxQpWr = 16384, maxSge = 32, maxCqe = 1u << 20, maxInline = 1024,
-                            maxSrqWr = 16384;
+  static constexpr uint32_t maxQpWr = 16384, maxSge = 32, maxCqe = 1u << 20, maxInline = 1024, maxSrqWr = 16384;
   static constexpr uint64_t maxMsg = 1ull << 30, maxMrSize = 1ull << 40;
 };
 
@@ -144,8 +143,8 @@ class Device {
   int postSrqRecv(int h, const double* wrs, size_t words, int count);
   void armSrqLimit(int h, uint32_t limit);
 
-  int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
-               uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline);
+  int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr, uint32_t maxSendSge,
+               uint32_t maxRecvSge, uint32_t maxInline);
   void destroyQp(int h);
   uint32_t qpNum(int h);
   uint32_t qpSlot(int h);
@@ -198,8 +197,18 @@ class Device {
 
  private:
   // DONE, RNR and TRANSPORT travel on the TCP link: their numbers are the contract's.
-  enum Outcome { DONE = rdmajs::abi::LINK_DONE, RNR = rdmajs::abi::LINK_RNR, TRANSPORT = rdmajs::abi::LINK_TRANSPORT, DELAY = 3, LINK = 4 };
-  struct CqRef { uint8_t* base; CqShared* cq; PeerSegment* peer; };
+  enum Outcome {
+    DONE = rdmajs::abi::LINK_DONE,
+    RNR = rdmajs::abi::LINK_RNR,
+    TRANSPORT = rdmajs::abi::LINK_TRANSPORT,
+    DELAY = 3,
+    LINK = 4
+  };
+  struct CqRef {
+    uint8_t* base;
+    CqShared* cq;
+    PeerSegment* peer;
+  };
 
   Qp* qp(int h);
   CqShared* cqAt(int h);
@@ -212,8 +221,7 @@ class Device {
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
-                  uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid,
-                  uint8_t* status);
+                  uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status);
   // Applies an outcome to the head WR; returns true when progress may go on.
   bool settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len, uint32_t rnrTimer);
   // The local iovecs of a WR (inline copy or checked SGEs); false with `status` set on error.
@@ -224,8 +232,7 @@ class Device {
   void moveToError(Qp& q);
   enum Push { PUSHED, PUSH_FULL, PUSH_BUSY };
   Push pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs = kLockWaitNs);
-  void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum,
-                      const PeerSegment* peer);
+  void flushRecvQueue(uint8_t* base, RecvQueue* rq, uint64_t cqOff, uint32_t qpNum, const PeerSegment* peer);
   void remoteFail(PeerSegment* p, QpShared* target, uint32_t word);
   void block(Qp& q, double untilMs);
   void unblock(Qp& q);  // no-op when not blocked
@@ -253,9 +260,10 @@ class Device {
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
   std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
   std::vector<uint32_t> drainingSlots_;
-  std::vector<uint32_t> pinnedMrSlots_;  // deregistered MRs whose peers' pins have not drained  // destroyed QPs whose peers' pins have not drained
+  std::vector<uint32_t> pinnedMrSlots_;  // deregistered MRs whose peers' pins have not drained  // destroyed QPs whose
+                                         // peers' pins have not drained
   bool drainPins(QpShared* s);           // waits (bounded) until no initiator is inside
-  bool revokeSlot(uint32_t slot);  // false: a pin outlived its deadline (peer died mid-copy)
+  bool revokeSlot(uint32_t slot);        // false: a pin outlived its deadline (peer died mid-copy)
   std::vector<Qp*> qpBySlot_;
   std::vector<uint8_t> mrGen_;
   // Shared blocks that may still be written by a peer (its lock or pin outlived the

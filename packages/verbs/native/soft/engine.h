@@ -14,10 +14,9 @@
 namespace soft {
 
 // IB spec table of the encoded minimum RNR NAK timer, in milliseconds (0 is the longest).
-inline constexpr double kRnrTimerMs[32] = {655.36, 0.01,  0.02,  0.03,  0.04,  0.06,  0.08,  0.12,
-                                    0.16,   0.24,  0.32,  0.48,  0.64,  0.96,  1.28,  1.92,
-                                    2.56,   3.84,  5.12,  7.68,  10.24, 15.36, 20.48, 30.72,
-                                    40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+inline constexpr double kRnrTimerMs[32] = {
+    655.36, 0.01, 0.02, 0.03, 0.04,  0.06,  0.08,  0.12,  0.16,  0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
+    2.56,   3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
 
 // Local ACK timeout: 4.096 us * 2^timeout. 0 means infinite: retransmit every 100 ms.
 inline double ack_timeout_ms(uint32_t timeout) {
@@ -41,13 +40,13 @@ inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_ca
 // Looks a key up in a segment's MR table; checks bounds and access against one read of
 // the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
 inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
-             MrView* out = nullptr) {
+                    MrView* out = nullptr) {
   uint32_t slot = key >> 8;
   if (key == 0 || slot >= L.mrSlots) return 1;
   MrEntry& m = mr_table(base, L)[slot];
   if (m.key.load(std::memory_order_acquire) != key) return 1;
-  MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED), __atomic_load_n(&m.length, __ATOMIC_RELAXED),
-           __atomic_load_n(&m.access, __ATOMIC_RELAXED), __atomic_load_n(&m.memfd, __ATOMIC_RELAXED),
+  MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED),     __atomic_load_n(&m.length, __ATOMIC_RELAXED),
+           __atomic_load_n(&m.access, __ATOMIC_RELAXED),   __atomic_load_n(&m.memfd, __ATOMIC_RELAXED),
            __atomic_load_n(&m.regionId, __ATOMIC_RELAXED), slot};
   if (m.key.load(std::memory_order_acquire) != key) return 1;  // re-registered while read
   if (addr + len < addr || v.addr + v.length < v.addr || addr < v.addr || addr + len > v.addr + v.length) return 2;
@@ -132,7 +131,9 @@ inline bool sane_queues(PeerSegment* p, QpShared* t) {
   auto* cq = reinterpret_cast<CqShared*>(p->base() + cqOff);
   if (r->capacity == 0 || r->maxSge == 0 || r->maxSge > kMaxIov) return false;
   if (r->wqeOff < lo || r->wqeOff + static_cast<uint64_t>(r->wqeBytes) * r->capacity > hi) return false;
-  if (cq->capacity == 0 || cq->entriesOff < lo || cq->entriesOff + sizeof(Cqe) * static_cast<uint64_t>(cq->capacity) > hi) return false;
+  if (cq->capacity == 0 || cq->entriesOff < lo ||
+      cq->entriesOff + sizeof(Cqe) * static_cast<uint64_t>(cq->capacity) > hi)
+    return false;
   return true;
 }
 
@@ -195,7 +196,7 @@ enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
 // owner's reset takes too): a WQE posted for the next connection is never taken by an
 // operation of the previous one.
 inline Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
-             const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
+                    const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
   if (!r->lock.lock(self)) return TAKE_BUSY;
   if (state && state->load(std::memory_order_seq_cst) != word) {
     r->lock.unlock();

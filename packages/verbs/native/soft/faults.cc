@@ -22,8 +22,10 @@ void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
   Qp& q = *qp(h);
   if (!q.peer || (rkey >> 8) >= q.peer->layout().mrSlots) return;
   MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
-  if (hold) m.pins.fetch_add(1, std::memory_order_seq_cst);
-  else if (m.pins.load() > 0) m.pins.fetch_sub(1, std::memory_order_seq_cst);
+  if (hold)
+    m.pins.fetch_add(1, std::memory_order_seq_cst);
+  else if (m.pins.load() > 0)
+    m.pins.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 uint32_t Device::busyQps() {
@@ -36,7 +38,8 @@ void Device::injectHoldPeerLock(int h) {
   Qp& q = *qp(h);
   if (!q.peer) return;
   QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
-  if (sane_queues(q.peer.get(), t)) reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
+  if (sane_queues(q.peer.get(), t))
+    reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
 }
 
 }  // namespace soft

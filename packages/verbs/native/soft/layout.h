@@ -20,23 +20,31 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 3;  // 2: MrEntry::pins; 3: QP incarnations and pins
-constexpr uint64_t kSegmentBytes = 256ull << 20;   // virtual; memfd pages are allocated on touch
+constexpr uint32_t kLayoutVersion = 3;              // 2: MrEntry::pins; 3: QP incarnations and pins
+constexpr uint64_t kSegmentBytes = 256ull << 20;    // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
 
 // ibverbs numeric values, so completions read the same on both providers.
 enum WcStatus : uint8_t {
-  WC_SUCCESS = 0, WC_LOC_LEN_ERR = 1, WC_LOC_QP_OP_ERR = 2, WC_LOC_PROT_ERR = 4,
-  WC_WR_FLUSH_ERR = 5, WC_REM_INV_REQ_ERR = 9, WC_REM_ACCESS_ERR = 10, WC_REM_OP_ERR = 11,
-  WC_RETRY_EXC_ERR = 12, WC_RNR_RETRY_EXC_ERR = 13,
+  WC_SUCCESS = 0,
+  WC_LOC_LEN_ERR = 1,
+  WC_LOC_QP_OP_ERR = 2,
+  WC_LOC_PROT_ERR = 4,
+  WC_WR_FLUSH_ERR = 5,
+  WC_REM_INV_REQ_ERR = 9,
+  WC_REM_ACCESS_ERR = 10,
+  WC_REM_OP_ERR = 11,
+  WC_RETRY_EXC_ERR = 12,
+  WC_RNR_RETRY_EXC_ERR = 13,
 };
 // The numbers shared with JS are the contract's (../abi.h), used by their names there.
+using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_WRITE,
+    rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::FLAG_SIGNALED,
+    rdmajs::abi::FLAG_INLINE;
+using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
 using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_RECV,
     rdmajs::abi::WCO_RECV_RDMA_WITH_IMM, rdmajs::abi::WC_FLAG_WITH_IMM;
-using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
-using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_WRITE,
-    rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE;
 enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4 };
 
 // How long a lock in a shared segment is waited for. Critical sections are a few
@@ -44,7 +52,7 @@ enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REM
 // debugger) or frozen: the JS thread must not wait for it. Short for waits that can be
 // retried cleanly (nothing consumed yet); longer for the completion of a receive already
 // taken, whose loss would fail the connection.
-constexpr int64_t kLockWaitNs = 20'000'000;     // 20 ms
+constexpr int64_t kLockWaitNs = 20'000'000;       // 20 ms
 constexpr int64_t kCommitWaitNs = 1'000'000'000;  // 1 s
 
 inline int64_t mono_ns() {
@@ -128,9 +136,9 @@ struct RecvQueue {
   SpinLock lock;
   uint32_t capacity;
   uint32_t maxSge;
-  uint32_t head;   // next WQE a sender consumes
-  uint32_t count;  // posted and not yet consumed
-  std::atomic<uint32_t> limit;   // SRQ limit (0 = disarmed)
+  uint32_t head;                // next WQE a sender consumes
+  uint32_t count;               // posted and not yet consumed
+  std::atomic<uint32_t> limit;  // SRQ limit (0 = disarmed)
   std::atomic<uint32_t> limitReached;
   uint64_t wqeOff;
   uint32_t wqeBytes;
@@ -147,8 +155,8 @@ struct Cqe {
   uint8_t opcode;
   uint8_t flags;
   uint8_t pad;
-  uint32_t sqSeq;    // 1 + sequence of the send WR it retires (0 for receives)
-  uint32_t qpSlot;   // owner's QP slot, to retire send-queue entries on poll
+  uint32_t sqSeq;   // 1 + sequence of the send WR it retires (0 for receives)
+  uint32_t qpSlot;  // owner's QP slot, to retire send-queue entries on poll
   uint32_t qpGen;
 };
 
@@ -158,7 +166,7 @@ struct CqShared {
   uint32_t head;
   uint32_t count;
   std::atomic<uint32_t> armed;
-  std::atomic<uint32_t> overrun;   // set by whoever found it full; reported as CQ_ERR
+  std::atomic<uint32_t> overrun;  // set by whoever found it full; reported as CQ_ERR
   uint32_t pad;
   uint64_t entriesOff;
 };
@@ -171,10 +179,10 @@ inline uint32_t state_code(uint32_t word) { return word & 0xff; }
 inline uint32_t next_state(uint32_t word, uint32_t code) { return (((word >> 8) + 1) << 8) | code; }
 
 struct QpShared {
-  std::atomic<uint32_t> gen;     // bumped when the slot is created or destroyed
-  std::atomic<uint32_t> state;   // see state_code()
+  std::atomic<uint32_t> gen;    // bumped when the slot is created or destroyed
+  std::atomic<uint32_t> state;  // see state_code()
   uint32_t qpn;
-  std::atomic<uint32_t> access;  // remote access this QP grants its peer
+  std::atomic<uint32_t> access;       // remote access this QP grants its peer
   std::atomic<uint32_t> remoteError;  // a peer moved this QP to ERR; owner must flush
   std::atomic<uint32_t> stalled;      // fault: receiver not ready
   std::atomic<uint32_t> linkBroken;   // fault: nothing reaches or leaves this QP
@@ -183,7 +191,7 @@ struct QpShared {
   uint32_t peerPid;      // who it is connected to (set at RTR): others are not heard
   uint32_t peerQpn;
   uint32_t pad;
-  uint64_t rqOff;     // RecvQueue (own or the SRQ's)
+  uint64_t rqOff;  // RecvQueue (own or the SRQ's)
   uint64_t recvCqOff;
   // Initiators inside an operation on this QP right now (as MrEntry::pins): the owner
   // waits for them before it resets the queues or frees them, and quarantines what a

@@ -11,8 +11,8 @@ Qp* Device::qp(int h) {
   return it == qps_.end() ? nullptr : it->second.get();
 }
 
-int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr,
-                     uint32_t maxSendSge, uint32_t maxRecvSge, uint32_t maxInline) {
+int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr, uint32_t maxSendSge,
+                     uint32_t maxRecvSge, uint32_t maxInline) {
   // Slots whose late pins have drained since are usable again.
   for (size_t i = 0; i < drainingSlots_.size();) {
     if (qpShared(drainingSlots_[i])->pins.load(std::memory_order_seq_cst) == 0) {
@@ -93,8 +93,10 @@ void Device::destroyQp(int h) {
   // are quarantined, never freed or reused, and so is the slot until its pins drain.
   bool quiet = drainPins(s);
   if (q.rqOff) {
-    if (quiet) seg_.free(q.rqOff);
-    else quarantined_.push_back(Quarantined{q.rqOff, 0});
+    if (quiet)
+      seg_.free(q.rqOff);
+    else
+      quarantined_.push_back(Quarantined{q.rqOff, 0});
   }
   for (int c : {q.sendCq, q.recvCq}) {
     auto ci = cqs_.find(c);
@@ -110,8 +112,10 @@ void Device::destroyQp(int h) {
     }
   }
   qpBySlot_[q.slot] = nullptr;
-  if (quiet) freeQpSlots_.push_back(q.slot);
-  else drainingSlots_.push_back(q.slot);
+  if (quiet)
+    freeQpSlots_.push_back(q.slot);
+  else
+    drainingSlots_.push_back(q.slot);
   qps_.erase(it);
 }
 

@@ -33,8 +33,10 @@ int Device::destroySrq(int h) {
   auto it = srqs_.find(h);
   if (it == srqs_.end()) return 0;
   if (it->second.users) return EBUSY;
-  if (it->second.tainted) quarantined_.push_back(Quarantined{it->second.off, 0});
-  else seg_.free(it->second.off);
+  if (it->second.tainted)
+    quarantined_.push_back(Quarantined{it->second.off, 0});
+  else
+    seg_.free(it->second.off);
   srqs_.erase(it);
   return 0;
 }

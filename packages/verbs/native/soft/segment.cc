@@ -92,7 +92,8 @@ OwnSegment::OwnSegment() {
   std::string b = boot_id();
   std::strncpy(h->bootId, b.c_str(), sizeof(h->bootId) - 1);
   uint64_t r = 0;
-  if (getrandom(&r, sizeof r, 0) != sizeof r) r = static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 20);
+  if (getrandom(&r, sizeof r, 0) != sizeof r)
+    r = static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 20);
   h->nonce = (r & ((1ull << 48) - 1)) | 1;
   capBlocks_ = 64;
   blocks_ = static_cast<Block*>(std::malloc(sizeof(Block) * capBlocks_));
@@ -219,9 +220,8 @@ uint8_t* PeerSegment::mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, 
   int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, remoteFd, 0));
   if (fd >= 0) {
     // Only a memfd that cannot shrink under the mapping (or a later copy faults the process).
-    void* p = length && sealed_at_least(fd, length)
-                  ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                  : MAP_FAILED;
+    void* p = length && sealed_at_least(fd, length) ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                                    : MAP_FAILED;
     close(fd);
     if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
   }

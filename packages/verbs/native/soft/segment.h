@@ -49,7 +49,10 @@ class OwnSegment {
   int eventfd_ = -1;
   bool retired_ = false;
   Layout layout_{};
-  struct Block { uint64_t off, bytes; bool used; };
+  struct Block {
+    uint64_t off, bytes;
+    bool used;
+  };
   Block* blocks_ = nullptr;
   size_t nblocks_ = 0, capBlocks_ = 0;
 };
@@ -81,7 +84,11 @@ class PeerSegment {
   int eventfd_ = -1;
   uint8_t* base_ = nullptr;
   Layout layout_{};
-  struct Region { uint8_t* base; uint64_t length; uint64_t regionId; };
+  struct Region {
+    uint8_t* base;
+    uint64_t length;
+    uint64_t regionId;
+  };
   std::unordered_map<uint32_t, Region> regions_;
 };
 

@@ -26,8 +26,8 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     // unknown opcode is never carried out as some other operation.
     uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
     double op = p + 7 <= words ? wrs[p + 1] : -1;
-    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words || !(op >= 0 && op <= static_cast<double>(OP_RDMA_READ)) ||
-        op != static_cast<double>(static_cast<uint8_t>(op))) {
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words ||
+        !(op >= 0 && op <= static_cast<double>(OP_RDMA_READ)) || op != static_cast<double>(static_cast<uint8_t>(op))) {
       rc = (i << 8) | POST_EINVAL;
       break;
     }
@@ -77,7 +77,8 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     e.seq = q.sqTail;
     e.done = 0;
     e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
-    e.retryLeft = (q.retryCount == 7 || q.timeout == 0) ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
+    e.retryLeft =
+        (q.retryCount == 7 || q.timeout == 0) ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
     e.readyAt = 0;
     q.sqTail++;
   }
@@ -208,7 +209,8 @@ void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
   if (code != QPS_RTR && code != QPS_RTS) return;
   uint32_t failed = (word & ~0xffu) | QPS_ERR;
   if (!t->state.compare_exchange_strong(word, failed, std::memory_order_seq_cst)) return;
-  if (!t->hasSrq) flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
+  if (!t->hasSrq)
+    flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
   // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
   t->remoteError.store(failed, std::memory_order_release);
   p->ring();
@@ -284,8 +286,8 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
 }
 
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
-                                uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey,
-                                uint32_t srcQpn, uint32_t srcPid, uint8_t* status) {
+                                uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
+                                uint32_t srcPid, uint8_t* status) {
   // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
   // an invalid request, never treated as one of them without its checks.
   if (opcode > OP_RDMA_READ) {
