@@ -18,6 +18,31 @@
 #include "addon.h"
 #include "tagged.h"
 
+// Declares, in a provider's device class, the methods of the surface DefineDevice lists;
+// each provider defines them in its own files.
+#define RDMAJS_DEVICE_SURFACE                              \
+  Napi::Value Close(const Napi::CallbackInfo& info);       \
+  Napi::Value AllocMr(const Napi::CallbackInfo& info);     \
+  Napi::Value RegMr(const Napi::CallbackInfo& info);       \
+  Napi::Value DeregMr(const Napi::CallbackInfo& info);     \
+  Napi::Value CreateCq(const Napi::CallbackInfo& info);    \
+  Napi::Value DestroyCq(const Napi::CallbackInfo& info);   \
+  Napi::Value CqCapacity(const Napi::CallbackInfo& info);  \
+  Napi::Value PollCq(const Napi::CallbackInfo& info);      \
+  Napi::Value CqCount(const Napi::CallbackInfo& info);     \
+  Napi::Value ArmCq(const Napi::CallbackInfo& info);       \
+  Napi::Value CreateSrq(const Napi::CallbackInfo& info);   \
+  Napi::Value DestroySrq(const Napi::CallbackInfo& info);  \
+  Napi::Value PostSrqRecv(const Napi::CallbackInfo& info); \
+  Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info); \
+  Napi::Value CreateQp(const Napi::CallbackInfo& info);    \
+  Napi::Value DestroyQp(const Napi::CallbackInfo& info);   \
+  Napi::Value QpInfo(const Napi::CallbackInfo& info);      \
+  Napi::Value QpState(const Napi::CallbackInfo& info);     \
+  Napi::Value ModifyQp(const Napi::CallbackInfo& info);    \
+  Napi::Value PostSend(const Napi::CallbackInfo& info);    \
+  Napi::Value PostRecv(const Napi::CallbackInfo& info);
+
 namespace rdmajs {
 
 template <typename T>

@@ -50,6 +50,7 @@ void SoftDevice::Teardown() {
   Detach();
 }
 
+// An explicit close gives allocMr memory back at once: views are detached first.
 Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
   Retire();
   dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first

@@ -34,6 +34,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
  private:
   friend class rdmajs::DeviceWrap<SoftDevice>;
+  RDMAJS_DEVICE_SURFACE
 
   bool Open() const { return dev_ != nullptr; }
   // Events of a batch still reach JS after the handler closed the device (as they always did).
@@ -55,9 +56,6 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
 
   static void OnReadable(uv_poll_t* p, int status, int);
-
-  // An explicit close gives allocMr memory back at once: views are detached first.
-  Napi::Value Close(const Napi::CallbackInfo& info);
 
   // ---- arguments: JS validates them; these checks keep a bug there (or a call from
   // elsewhere) from reaching memory as a wrong handle, a short array or a wild length.
@@ -119,63 +117,14 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
   Napi::Value EndpointBase(const Napi::CallbackInfo& info);
 
-  Napi::Value AllocMr(const Napi::CallbackInfo& info);
-
-  // The buffer is held (a strong reference) while registered: a peer may copy into it until
-  // deregistration, so it must not be collected before (at worker exit, say).
-  Napi::Value RegMr(const Napi::CallbackInfo& info);
-
-  // Deregistration of allocMr memory gives it back at once (not at garbage collection):
-  // its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
-  // A peer still copying past the bound (stopped or dead mid-copy) leaves the memory
-  // quarantined: detached from JS, but mapped (allocMr) or referenced (regMr) until its
-  // pins drain, so the copy never lands in freed or reused memory. stats() counts it.
-  Napi::Value DeregMr(const Napi::CallbackInfo& info);
-
   // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
   // busyQps, retiredRegions, retiredBytes }: memory kept because a peer may still be inside
   // it, and QPs a peer is inside an operation on right now.
   Napi::Value Stats(const Napi::CallbackInfo& info);
 
-  Napi::Value CreateCq(const Napi::CallbackInfo& info);
-
-  Napi::Value DestroyCq(const Napi::CallbackInfo& info);
-
-  Napi::Value CqCapacity(const Napi::CallbackInfo& info);
-
-  Napi::Value PollCq(const Napi::CallbackInfo& info);
-
-  Napi::Value CqCount(const Napi::CallbackInfo& info);
-
-  Napi::Value ArmCq(const Napi::CallbackInfo& info);
-
-  Napi::Value CreateSrq(const Napi::CallbackInfo& info);
-
-  Napi::Value DestroySrq(const Napi::CallbackInfo& info);
-
-  Napi::Value PostSrqRecv(const Napi::CallbackInfo& info);
-
-  Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info);
-
-  Napi::Value CreateQp(const Napi::CallbackInfo& info);
-
-  Napi::Value DestroyQp(const Napi::CallbackInfo& info);
-
-  Napi::Value QpInfo(const Napi::CallbackInfo& info);
-
-  Napi::Value QpState(const Napi::CallbackInfo& info);
-
-  // modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
-  // minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
-  Napi::Value ModifyQp(const Napi::CallbackInfo& info);
-
   // A peer that cannot be reached at connect time: EPERM from pidfd_getfd is the kernel's
   // ptrace access check (Yama ptrace_scope, another user, a no-new-privileges sandbox).
   Napi::Value RtrError(const Napi::CallbackInfo& info, const soft::SysError& se);
-
-  Napi::Value PostSend(const Napi::CallbackInfo& info);
-
-  Napi::Value PostRecv(const Napi::CallbackInfo& info);
 
   // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
   // 3 hold the peer's receive-queue lock for good (a process stopped inside it), 4/5 take /

@@ -54,6 +54,8 @@ Napi::Value SoftDevice::AllocMr(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The buffer is held (a strong reference) while registered: a peer may copy into it until
+// deregistration, so it must not be collected before (at worker exit, say).
 Napi::Value SoftDevice::RegMr(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Alive(info)) return env.Undefined();
@@ -77,6 +79,11 @@ Napi::Value SoftDevice::RegMr(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// Deregistration of allocMr memory gives it back at once (not at garbage collection):
+// its ArrayBuffer is detached first, so no JS view can reach the unmapped pages.
+// A peer still copying past the bound (stopped or dead mid-copy) leaves the memory
+// quarantined: detached from JS, but mapped (allocMr) or referenced (regMr) until its
+// pins drain, so the copy never lands in freed or reused memory. stats() counts it.
 Napi::Value SoftDevice::DeregMr(const Napi::CallbackInfo& info) {
   int h = static_cast<int>(soft::to_u32(Num(info, 0)));
   ReleaseDrained();

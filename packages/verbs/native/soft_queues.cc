@@ -122,6 +122,8 @@ Napi::Value SoftDevice::QpState(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), dev_->qpState(h));
 }
 
+// modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
+// minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
 Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int h;

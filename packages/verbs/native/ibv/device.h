@@ -50,6 +50,7 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
 
  private:
   friend class DeviceWrap<IbvDevice>;
+  RDMAJS_DEVICE_SURFACE
 
   bool Open() const { return ctx_ != nullptr; }
   // The handler may close the device: the rest of its batch is dropped.
@@ -82,33 +83,13 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   // then the PD, the channel and the context.
   void Teardown();
 
-  // ------------------------------------------------------------ events (libuv callbacks)
-
   static void OnCompletionEvent(uv_poll_t* p, int status, int);
 
   static void OnAsyncEvent(uv_poll_t* p, int status, int);
 
-  // ------------------------------------------------------------ device
-
-  Napi::Value Close(const Napi::CallbackInfo& info);
-
   // routeInfo(port?, gidIndex?): what an endpoint carries — port, LID, GID and its index,
   // path MTU, link layer — for the device's default route or the port/GID a QP asked for.
   Napi::Value RouteInfo(const Napi::CallbackInfo& info);
-
-  // ------------------------------------------------------------ memory regions
-
-  Napi::Value AllocMr(const Napi::CallbackInfo& info);
-
-  Napi::Value RegMr(const Napi::CallbackInfo& info);
-
-  Napi::Value DeregMr(const Napi::CallbackInfo& info);
-
-  // ------------------------------------------------------------ completion queues
-
-  Napi::Value CreateCq(const Napi::CallbackInfo& info);
-
-  Napi::Value DestroyCq(const Napi::CallbackInfo& info);
 
   Cq* CqAt(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return nullptr;
@@ -119,42 +100,12 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
     return nullptr;
   }
 
-  Napi::Value CqCapacity(const Napi::CallbackInfo& info) {
-    Cq* c = CqAt(info);
-    return c ? Napi::Number::New(info.Env(), c->cq->cqe) : info.Env().Undefined();
-  }
-
   // One record per completion, 8 doubles, the layout of src/WorkCompletions.ts. The
   // immediate travels in network order: the receiver sees the number the sender posted.
   static void Encode(const ibv_wc& wc, double* r);
 
-  Napi::Value PollCq(const Napi::CallbackInfo& info);
-
   // Verbs cannot peek: completions are moved to the staging area and counted there.
   size_t Stage(Cq* c);
-
-  Napi::Value CqCount(const Napi::CallbackInfo& info) {
-    Cq* c = CqAt(info);
-    return c ? Napi::Number::New(info.Env(), static_cast<double>(Stage(c))) : info.Env().Undefined();
-  }
-
-  // Arms the channel, then counts: a completion that arrived before the arm is reported
-  // here instead of being waited for.
-  Napi::Value ArmCq(const Napi::CallbackInfo& info);
-
-  // ------------------------------------------------------------ shared receive queues
-
-  Napi::Value CreateSrq(const Napi::CallbackInfo& info);
-
-  Napi::Value DestroySrq(const Napi::CallbackInfo& info);
-
-  Napi::Value PostSrqRecv(const Napi::CallbackInfo& info);
-
-  Napi::Value ArmSrqLimit(const Napi::CallbackInfo& info);
-
-  // ------------------------------------------------------------ queue pairs
-
-  Napi::Value CreateQp(const Napi::CallbackInfo& info);
 
   Qp* QpAt(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return nullptr;
@@ -164,20 +115,6 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
         .ThrowAsJavaScriptException();
     return nullptr;
   }
-
-  Napi::Value DestroyQp(const Napi::CallbackInfo& info);
-
-  // [qpn, psn, 0, granted maxSendWr, maxRecvWr, maxInlineData]
-  Napi::Value QpInfo(const Napi::CallbackInfo& info);
-
-  // The device's view (it moves QPs to ERR by itself), not just the last transition.
-  Napi::Value QpState(const Napi::CallbackInfo& info);
-
-  // modifyQp(h, state, ...): init(access, port?); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
-  // minRnrTimer, port?, sgidIndex?, hopLimit?, sl?, trafficClass?); rts(timeout, retryCount,
-  // rnrRetry, peer's maxRdAtomic). The optional ones default to the device's route, hop
-  // limit 64, SL 0 and traffic class 0. Returns 0 or errno.
-  Napi::Value ModifyQp(const Napi::CallbackInfo& info);
 
   // addr/length/lkey triples of the wire format.
   static void DecodeSges(const double* w, uint32_t n, ibv_sge* sg);
@@ -208,13 +145,9 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   // error pending when argument 1 is not a Float64Array. The count asked for is wanted_.
   int WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool send, const double** w, int* count);
 
-  Napi::Value PostSend(const Napi::CallbackInfo& info);
-
   // Whether [addr, addr + len) lies in one of this device's registrations (any key: verbs
   // ignores the lkey of inline data).
   bool Registered(uint64_t addr, uint64_t len) const;
-
-  Napi::Value PostRecv(const Napi::CallbackInfo& info);
 
   const Api* api_ = nullptr;
   ibv_context* ctx_ = nullptr;

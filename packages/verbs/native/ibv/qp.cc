@@ -93,6 +93,7 @@ Napi::Value IbvDevice::DestroyQp(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// [qpn, psn, 0, granted maxSendWr, maxRecvWr, maxInlineData]
 Napi::Value IbvDevice::QpInfo(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
@@ -106,6 +107,7 @@ Napi::Value IbvDevice::QpInfo(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The device's view (it moves QPs to ERR by itself), not just the last transition.
 Napi::Value IbvDevice::QpState(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
@@ -118,6 +120,10 @@ Napi::Value IbvDevice::QpState(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), s);
 }
 
+// modifyQp(h, state, ...): init(access, port?); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
+// minRnrTimer, port?, sgidIndex?, hopLimit?, sl?, trafficClass?); rts(timeout, retryCount,
+// rnrRetry, peer's maxRdAtomic). The optional ones default to the device's route, hop
+// limit 64, SL 0 and traffic class 0. Returns 0 or errno.
 Napi::Value IbvDevice::ModifyQp(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
