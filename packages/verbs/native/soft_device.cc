@@ -62,14 +62,6 @@ Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-void SoftDevice::Schedule() {
-  if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
-  double next = dev_->progressDue();
-  if (next <= 0) return;
-  double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
-  uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
-}
-
 void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   auto* self = static_cast<SoftDevice*>(p->data);
   if (status < 0 || !self->dev_) return;

@@ -51,7 +51,14 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   void ReleaseDrained();
 
   // Runs expired retry/RNR/delay timers and arms the libuv timer for the next one.
-  void Schedule();
+  // Inline: on the path of every post and poll.
+  void Schedule() {
+    if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
+    double next = dev_->progressDue();
+    if (next <= 0) return;
+    double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+    uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
+  }
 
   static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
 
