@@ -1,7 +1,7 @@
 // The soft provider's engine: one per opened device, driven by its owner's thread.
 // The initiator carries out every operation itself against the peer's shared segment
 // (take its receive WQE, copy, post its completion, ring its doorbell), so nothing
-// waits for the target's event loop. No N-API in here: binding.cc adapts it.
+// waits for the target's event loop. No N-API in here: ../soft_device.h adapts it.
 #pragma once
 
 #include <sys/types.h>
