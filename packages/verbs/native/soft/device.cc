@@ -34,14 +34,15 @@ static void allow_same_user_peers() {
 
 Device::Device() : pid_(getpid()) {
   allow_same_user_peers();
+  std::random_device rd;
   uint32_t expected = 0;
-  g_nextQpn.compare_exchange_strong(expected, 0x100 + (static_cast<uint32_t>(pid_) * 4096u) % 0xf00000u);
-  freeMrSlots_.reserve(kMrSlots);
-  for (uint32_t s = kMrSlots; s-- > 1;) freeMrSlots_.push_back(s);
+  g_qpnMask.compare_exchange_strong(expected, (rd() & 0xffffff) | 0x1000000);  // bit 24: set once
+  mrSlotFree_.assign(kMrSlots, true);
+  mrSlotFree_[0] = false;  // slot 0 is never used: a zeroed table holds no region
+  mrKeys_.seed((static_cast<uint64_t>(rd()) << 32) ^ rd());
   freeQpSlots_.reserve(kQpSlots);
   for (uint32_t s = kQpSlots; s-- > 0;) freeQpSlots_.push_back(s);
   qpBySlot_.assign(kQpSlots, nullptr);
-  mrGen_.assign(kMrSlots, 0);
 }
 
 void Device::quiesceQps() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -258,14 +259,17 @@ class Device {
   std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
-  std::vector<uint32_t> freeMrSlots_, freeQpSlots_;
+  std::vector<uint32_t> freeQpSlots_;
+  std::vector<bool> mrSlotFree_;  // MR table slots neither in use nor quarantined
+  std::mt19937_64 mrKeys_;        // random keys (seeded from the kernel)
+  std::map<uint32_t, uint32_t> injectedPins_;  // test hook: peer rkey → slot it pinned
   std::vector<uint32_t> drainingSlots_;
   std::vector<uint32_t> pinnedMrSlots_;  // deregistered MRs whose peers' pins have not drained  // destroyed QPs whose
                                          // peers' pins have not drained
   bool drainPins(QpShared* s);           // waits (bounded) until no initiator is inside
+  bool pickMrSlot(uint32_t* keyOut, uint32_t* slotOut);
   bool revokeSlot(uint32_t slot);        // false: a pin outlived its deadline (peer died mid-copy)
   std::vector<Qp*> qpBySlot_;
-  std::vector<uint8_t> mrGen_;
   // Shared blocks that may still be written by a peer (its lock or pin outlived the
   // bound): never freed or reused while this device lives. `bytes` 0 = a queue block.
   struct Quarantined {

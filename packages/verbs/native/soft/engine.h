@@ -37,12 +37,29 @@ inline constexpr size_t kMaxIov = DeviceLimits::maxSge;
 
 inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_cast<MrEntry*>(base + L.mrTableOff); }
 
+// Keys are random 32-bit numbers (a guess hits with odds live/2^32): an entry lives in one
+// of kMrProbes slots from its key's home slot, where owner and peers alike look for it.
+inline constexpr uint32_t kMrProbes = 16;
+inline uint32_t mr_home(uint32_t key, uint32_t slots) { return static_cast<uint32_t>((key * 2654435761ull) % slots); }
+
+// The slot holding `key` in a segment's MR table, or UINT32_MAX (one atomic load per probe).
+inline uint32_t find_mr(uint8_t* base, const Layout& L, uint32_t key) {
+  if (key == 0 || L.mrSlots == 0) return UINT32_MAX;
+  MrEntry* t = mr_table(base, L);
+  uint32_t home = mr_home(key, L.mrSlots);
+  for (uint32_t i = 0; i < kMrProbes; i++) {
+    uint32_t s = (home + i) % L.mrSlots;
+    if (t[s].key.load(std::memory_order_acquire) == key) return s;
+  }
+  return UINT32_MAX;
+}
+
 // Looks a key up in a segment's MR table; checks bounds and access against one read of
 // the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
 inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
                     MrView* out = nullptr) {
-  uint32_t slot = key >> 8;
-  if (key == 0 || slot >= L.mrSlots) return 1;
+  uint32_t slot = find_mr(base, L, key);
+  if (slot == UINT32_MAX) return 1;
   MrEntry& m = mr_table(base, L)[slot];
   if (m.key.load(std::memory_order_acquire) != key) return 1;
   MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED),     __atomic_load_n(&m.length, __ATOMIC_RELAXED),
@@ -69,8 +86,8 @@ class MrPins {
 
   // check_mr, holding the region until this object goes away; `out` gets the entry as checked.
   int check(uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* out) {
-    uint32_t slot = key >> 8;
-    if (key == 0 || slot >= layout_.mrSlots || n_ == kCapacity) return 1;
+    uint32_t slot = find_mr(base_, layout_, key);
+    if (slot == UINT32_MAX || n_ == kCapacity) return 1;
     MrEntry& m = mr_table(base_, layout_)[slot];
     m.pins.fetch_add(1, std::memory_order_seq_cst);
     held_[n_++] = &m;
@@ -88,6 +105,18 @@ class MrPins {
 
 // QP numbers are unique within a process (several devices, workers) and spread by pid.
 inline std::atomic<uint32_t> g_nextQpn{0};
+// Set once per process from the kernel's randomness: QPNs do not give away their order.
+inline std::atomic<uint32_t> g_qpnMask{0};
+
+// The QP number of the n-th QP of this process: an odd multiplier is a bijection of the
+// 24-bit space, so QPNs stay unique while they look random; 0 and 1 (QP0/QP1) are skipped.
+inline uint32_t next_qpn() {
+  for (;;) {
+    uint32_t n = g_nextQpn.fetch_add(1);
+    uint32_t qpn = ((n * 0x9E3779B1u) ^ g_qpnMask.load(std::memory_order_relaxed)) & 0xffffff;
+    if (qpn > 1) return qpn;
+  }
+}
 
 // A key that fails because its owner is closing (QPs are reset before MRs are revoked) is
 // a vanished responder, not an access error.

@@ -20,8 +20,15 @@ void Device::injectDelay(int h, double ms) { qp(h)->delayMs = ms; }
 
 void Device::injectPeerPin(int h, uint32_t rkey, bool hold) {
   Qp& q = *qp(h);
-  if (!q.peer || (rkey >> 8) >= q.peer->layout().mrSlots) return;
-  MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[rkey >> 8];
+  if (!q.peer) return;
+  // The pin is dropped by slot: by then the region may be deregistered (its key revoked).
+  auto held = injectedPins_.find(rkey);
+  uint32_t slot = hold ? find_mr(q.peer->base(), q.peer->layout(), rkey)
+                       : (held == injectedPins_.end() ? UINT32_MAX : held->second);
+  if (slot == UINT32_MAX) return;
+  if (hold) injectedPins_[rkey] = slot;
+  else injectedPins_.erase(held);
+  MrEntry& m = mr_table(q.peer->base(), q.peer->layout())[slot];
   if (hold)
     m.pins.fetch_add(1, std::memory_order_seq_cst);
   else if (m.pins.load() > 0)

@@ -5,13 +5,31 @@
 
 namespace soft {
 
+// A fresh random key and a free slot within its probe window; -1 when the table is full
+// around every key tried. Keys are unique among live regions (and differ from the last one
+// of the slot), so a stale key never names a new region.
+bool Device::pickMrSlot(uint32_t* keyOut, uint32_t* slotOut) {
+  const uint32_t slots = seg_.layout().mrSlots;
+  for (int attempt = 0; attempt < 64; attempt++) {
+    uint32_t key = static_cast<uint32_t>(mrKeys_());
+    if (key == 0 || find_mr(seg_.base(), seg_.layout(), key) != UINT32_MAX) continue;
+    uint32_t home = mr_home(key, slots);
+    for (uint32_t i = 0; i < kMrProbes; i++) {
+      uint32_t s = (home + i) % slots;
+      if (s != 0 && mrSlotFree_[s]) {
+        *keyOut = key;
+        *slotOut = s;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 int Device::regMr(uint64_t addr, uint64_t length, uint32_t access, int memfd, uint32_t* keyOut) {
-  if (freeMrSlots_.empty()) return -1;
-  uint32_t slot = freeMrSlots_.back();
-  freeMrSlots_.pop_back();
-  uint8_t g = static_cast<uint8_t>(mrGen_[slot] % 255 + 1);
-  mrGen_[slot] = g;
-  uint32_t key = (slot << 8) | g;
+  uint32_t key = 0, slot = 0;
+  if (!pickMrSlot(&key, &slot)) return -1;
+  mrSlotFree_[slot] = false;
   MrEntry* e = mrEntry(slot);
   e->access = access;
   e->addr = addr;
@@ -32,7 +50,7 @@ bool Device::deregMr(int h, uint32_t* slotOut) {
   mrs_.erase(it);
   if (slotOut) *slotOut = slot;
   if (revokeSlot(slot)) {
-    freeMrSlots_.push_back(slot);
+    mrSlotFree_[slot] = true;
     return true;
   }
   pinnedMrSlots_.push_back(slot);
@@ -43,7 +61,7 @@ void Device::revokeMrs(std::vector<int>* stuck) {
   for (auto& [h, m] : mrs_) mrEntry(m.slot)->key.store(0, std::memory_order_seq_cst);
   for (auto& [h, m] : mrs_) {
     if (revokeSlot(m.slot)) {
-      freeMrSlots_.push_back(m.slot);
+      mrSlotFree_[m.slot] = true;
     } else {
       pinnedMrSlots_.push_back(m.slot);
       if (stuck) stuck->push_back(h);
@@ -56,7 +74,7 @@ void Device::drainMrSlots(std::vector<uint32_t>* freed) {
   for (size_t i = 0; i < pinnedMrSlots_.size();) {
     uint32_t slot = pinnedMrSlots_[i];
     if (mrEntry(slot)->pins.load(std::memory_order_seq_cst) == 0) {
-      freeMrSlots_.push_back(slot);
+      mrSlotFree_[slot] = true;
       freed->push_back(slot);
       pinnedMrSlots_[i] = pinnedMrSlots_.back();
       pinnedMrSlots_.pop_back();

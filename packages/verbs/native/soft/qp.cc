@@ -50,7 +50,7 @@ int Device::createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32
   freeQpSlots_.pop_back();
   QpShared* s = qpShared(q->slot);
   q->gen = s->gen.load() + 1;
-  s->qpn = g_nextQpn.fetch_add(1) & 0xffffff;
+  s->qpn = next_qpn();
   s->state.store(next_state(s->state.load(), QPS_RESET));
   s->access.store(0);
   s->remoteError.store(0);
