@@ -351,20 +351,21 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     bool allDirect = true;
     for (uint32_t k = 0; k < w.numSge && k < r->maxSge; k++) {
       if (rsg[k].length == 0) continue;
+      uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
+      room += rsg[k].length;
+      // As rxe: only the bytes this message writes are checked (key, range, LOCAL_WRITE), so
+      // an SGE running past its region, or any SGE a short message leaves untouched, is fine.
+      if (!take) continue;
       MrView sv{};
-      int bad = pins.check(rsg[k].lkey, rsg[k].addr, rsg[k].length, ACC_LOCAL_WRITE, &sv);
+      int bad = pins.check(rsg[k].lkey, rsg[k].addr, take, ACC_LOCAL_WRITE, &sv);
       if (bad && responderGone(t)) return TRANSPORT;
       if (bad) {
-        recvStatus = bad == 1 ? WC_LOC_QP_OP_ERR : WC_LOC_PROT_ERR;
+        recvStatus = WC_LOC_QP_OP_ERR;  // rxe's status for every receive-side memory error
         break;
       }
-      uint64_t take = room >= total ? 0 : std::min<uint64_t>(rsg[k].length, total - room);
-      if (take) {
-        void* d = direct(p, sv, rsg[k].addr);
-        if (!d) allDirect = false;
-        remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
-      }
-      room += rsg[k].length;
+      void* d = direct(p, sv, rsg[k].addr);
+      if (!d) allDirect = false;
+      remote[nr++] = iovec{d ? d : reinterpret_cast<void*>(rsg[k].addr), take};
     }
     if (recvStatus == WC_SUCCESS && room < total) recvStatus = WC_LOC_QP_OP_ERR;  // rxe's status for a short buffer
     if (recvStatus == WC_SUCCESS && nr > 0) {
@@ -377,7 +378,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
         }
         CopyResult c = copy_to_peer(p->pid(), local, nl, remote, nr);
         if (c == COPY_UNREACHABLE) return TRANSPORT;  // the WQE is spent: as a lost ACK
-        if (c == COPY_FAULT) recvStatus = WC_LOC_PROT_ERR;
+        if (c == COPY_FAULT) recvStatus = WC_LOC_QP_OP_ERR;
       }
     }
     if (recvStatus != WC_SUCCESS) {
