@@ -21,6 +21,17 @@ import {
   type SendWr,
 } from './types.js';
 
+/**
+ * Default local ACK timeout exponent of connect()/toRts(): 4.096 µs × 2^14 ≈ 67 ms.
+ * With DEFAULT_RETRY_COUNT a dead peer fails a work request with RETRY_EXC_ERR after
+ * (retries + 1) timeouts ≈ 0.47 s; DEAD_PEER_BOUND_MS is the documented bound.
+ */
+export const DEFAULT_TIMEOUT = 14;
+/** 6, not 7: rxe treats 7 as infinite (soft and real NICs do not), so 6 detects on both. */
+export const DEFAULT_RETRY_COUNT = 6;
+/** Documented bound on detecting a dead peer with the defaults (soft and rxe), in ms. */
+export const DEAD_PEER_BOUND_MS = 2000;
+
 export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
 
 /** What `pd.createQp()` hands its new queue pair. */
@@ -147,8 +158,8 @@ export class QueuePair extends Resource {
     this.assertOpen();
     const o = readOptions('toRts options', options, ['timeout', 'retryCount', 'rnrRetry']);
     this.#driver.toRts(
-      optInt('timeout', o.timeout, 0, 31, 14),
-      optInt('retryCount', o.retryCount, 0, 7, 7),
+      optInt('timeout', o.timeout, 0, 31, DEFAULT_TIMEOUT),
+      optInt('retryCount', o.retryCount, 0, 7, DEFAULT_RETRY_COUNT),
       optInt('rnrRetry', o.rnrRetry, 0, 7, 7),
     );
   }
@@ -170,8 +181,8 @@ export class QueuePair extends Resource {
     const o = readOptions('connect options', options, CONNECT_OPTIONS);
     const access = optInt('access', o.access, 0, 15, ALL_REMOTE);
     const minRnr = optInt('minRnrTimer', o.minRnrTimer, 0, 31, 12);
-    const timeout = optInt('timeout', o.timeout, 0, 31, 14);
-    const retry = optInt('retryCount', o.retryCount, 0, 7, 7);
+    const timeout = optInt('timeout', o.timeout, 0, 31, DEFAULT_TIMEOUT);
+    const retry = optInt('retryCount', o.retryCount, 0, 7, DEFAULT_RETRY_COUNT);
     const rnr = optInt('rnrRetry', o.rnrRetry, 0, 7, 7);
     const toRtr = this.#driver.prepareRtr(remote, minRnr, routeOf(o)); // checks the peer first
     if (this.state === 'reset') this.#driver.toInit(access);

@@ -26,7 +26,13 @@ export {
 } from './IbvEndpoint.js';
 export { MemoryRegion } from './MemoryRegion.js';
 export { type CreateQpOptions, ProtectionDomain } from './ProtectionDomain.js';
-export { type QpAsyncEvent, QueuePair } from './QueuePair.js';
+export {
+  DEAD_PEER_BOUND_MS,
+  DEFAULT_RETRY_COUNT,
+  DEFAULT_TIMEOUT,
+  type QpAsyncEvent,
+  QueuePair,
+} from './QueuePair.js';
 export { SharedReceiveQueue, type SrqAsyncEvent } from './SharedReceiveQueue.js';
 export {
   Access,

@@ -112,7 +112,11 @@ export interface RouteOptions {
 export interface ConnectOptions extends RouteOptions {
   /** RNR retries before RNR_RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
   rnrRetry?: number;
-  /** Transport retries before RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
+  /**
+   * Transport retries before RETRY_EXC_ERR, 0..7 (7 is seven retries; rxe alone treats it
+   * as infinite). Default 6: a dead peer is detected within DEAD_PEER_BOUND_MS on every
+   * provider.
+   */
   retryCount?: number;
   /** Local ACK timeout exponent, 0..31: 4.096 µs × 2^timeout; 0 = infinite. Default 14. */
   timeout?: number;

@@ -77,8 +77,9 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     e.seq = q.sqTail;
     e.done = 0;
     e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
-    e.retryLeft =
-        (q.retryCount == 7 || q.timeout == 0) ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
+    // Only rnr_retry 7 means forever (IB spec); retry_cnt 7 is seven retries, as on real
+    // NICs (rxe alone treats it as infinite). timeout 0 is the spec's infinite timer.
+    e.retryLeft = q.timeout == 0 ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
     e.readyAt = 0;
     q.sqTail++;
   }
