@@ -110,7 +110,7 @@ export interface RouteOptions {
 }
 
 export interface ConnectOptions extends RouteOptions {
-  /** RNR retries before RNR_RETRY_EXC_ERR, 0..7; 7 = infinite. Default 7. */
+  /** RNR retries before RNR_RETRY_EXC_ERR, 0..7; 7 = infinite (the specification). Default 7. */
   rnrRetry?: number;
   /**
    * Transport retries before RETRY_EXC_ERR, 0..7 (7 is seven retries; rxe alone treats it

@@ -9,8 +9,14 @@ import { collect, providers, type Side, side, sideOn } from './harness/pair.js';
 
 const GENEROUS_MS = 10_000;
 
-const paths: [ProviderName, 'shm' | 'tcp'][] = providers.flatMap((p): [ProviderName, 'shm' | 'tcp'][] =>
-  p === 'soft' ? [[p, 'shm'], [p, 'tcp']] : [[p, 'shm']],
+const paths: [ProviderName, 'shm' | 'tcp'][] = providers.flatMap(
+  (p): [ProviderName, 'shm' | 'tcp'][] =>
+    p === 'soft'
+      ? [
+          [p, 'shm'],
+          [p, 'tcp'],
+        ]
+      : [[p, 'shm']],
 );
 
 describe.each(paths)('a dead peer on %s (%s), default options', (provider, path) => {
