@@ -21,8 +21,8 @@ export class VerbsSide {
   readonly qp: QueuePair;
   readonly wcs: WorkCompletion[] = allocCompletions(32);
 
-  constructor(provider: 'soft' | 'ibverbs', bytes: number) {
-    this.dev = openDevice({ provider });
+  constructor(provider: 'soft' | 'ibverbs', bytes: number, link?: 'tcp') {
+    this.dev = openDevice(link === undefined ? { provider } : { provider, link });
     const pd = this.dev.allocPd();
     this.mr = pd.allocMr(bytes, Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead);
     this.cq = this.dev.createCq({ capacity: 4 * QUEUE_DEPTH });
@@ -36,6 +36,11 @@ export class VerbsSide {
       maxInlineData: 64,
     });
     this.qp.toInit(); // receives may be posted from init on
+  }
+
+  /** Soft over its TCP link: accept the peer's link; endpoints made after carry the address. */
+  async listen(): Promise<void> {
+    await this.dev.listen();
   }
 
   close(): void {

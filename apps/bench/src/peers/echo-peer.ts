@@ -4,7 +4,7 @@ import { createServer, type Socket } from 'node:net';
 import type { SendWr } from '@rdmajs/verbs';
 import { cpuNowUs } from '../stats/cpu.js';
 import { SpinDeadline } from '../stats/deadline.js';
-import { type PeerRequest, pingPongWr } from './protocol.js';
+import { type PeerRequest, pingPongWr, type WaitMode } from './protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from './VerbsSide.js';
 
 let side: VerbsSide | undefined;
@@ -46,8 +46,38 @@ function tcpListen(id: number, size: number, throughputBytes?: number): void {
   });
 }
 
+type RunRequest = Extract<PeerRequest, { op: 'verbs-run' }>;
+
+/**
+ * The event-driven echo: SEND back on each receive, waiting between them with
+ * `await cq.waitForCompletion(wait)` as a new user would (no busy loop of its own).
+ */
+async function verbsRunEvents(req: RunRequest, wait: WaitMode): Promise<number> {
+  const s = side as VerbsSide;
+  s.qp.connect(req.endpoint);
+  const { size, iterations } = req;
+  const cpu0 = cpuNowUs();
+  const wr: SendWr = pingPongWr('send', s.mr.sge(size, size), req);
+  const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
+  process.send?.({ ready: true });
+  const { cq, qp, wcs } = s;
+  for (let k = 0; k < iterations; k++) {
+    let got = false;
+    for (;;) {
+      const n = cq.poll(wcs);
+      for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
+      if (got) break;
+      await cq.waitForCompletion(wait);
+    }
+    wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+    qp.postSend(wr);
+    qp.postRecv(recv);
+  }
+  return cpuNowUs() - cpu0;
+}
+
 /** Echoes `iterations` messages: SEND back on each receive, or WRITE back on each write seen. */
-function verbsRun(req: Extract<PeerRequest, { op: 'verbs-run' }>): number {
+function verbsRun(req: RunRequest): number {
   const s = side as VerbsSide;
   s.qp.connect(req.endpoint);
   const { size, iterations } = req;
@@ -80,6 +110,16 @@ function verbsRun(req: Extract<PeerRequest, { op: 'verbs-run' }>): number {
   return cpuNowUs() - cpu0;
 }
 
+async function setup(msg: Extract<PeerRequest, { op: 'verbs-setup' }>) {
+  side?.close();
+  const s = new VerbsSide(msg.provider, msg.bytes, msg.link);
+  side = s;
+  if (msg.link === 'tcp') await s.listen();
+  const recv = { wrId: 1, sgList: [s.mr.sge(0, s.mr.length)] };
+  for (let i = 0; i < QUEUE_DEPTH; i++) s.qp.postRecv(recv);
+  return { endpoint: s.qp.endpoint(), addr: s.mr.addr, rkey: s.mr.rkey };
+}
+
 process.on('message', (msg: PeerRequest & { id: number }) => {
   try {
     switch (msg.op) {
@@ -87,19 +127,17 @@ process.on('message', (msg: PeerRequest & { id: number }) => {
         return tcpListen(msg.id, msg.size, msg.throughputBytes);
       case 'cpu':
         return reply(msg.id, cpuNowUs());
-      case 'verbs-setup': {
-        side?.close();
-        side = new VerbsSide(msg.provider, msg.bytes);
-        const recv = { wrId: 1, sgList: [side.mr.sge(0, side.mr.length)] };
-        for (let i = 0; i < QUEUE_DEPTH; i++) side.qp.postRecv(recv);
-        return reply(msg.id, {
-          endpoint: side.qp.endpoint(),
-          addr: side.mr.addr,
-          rkey: side.mr.rkey,
-        });
-      }
+      case 'verbs-setup':
+        return void setup(msg).then(
+          (r) => reply(msg.id, r),
+          (err: Error) => process.send?.({ id: msg.id, error: err.message }),
+        );
       case 'verbs-run':
-        return reply(msg.id, { cpuUs: verbsRun(msg) });
+        if (msg.wait === undefined) return reply(msg.id, { cpuUs: verbsRun(msg) });
+        return void verbsRunEvents(msg, msg.wait).then(
+          (cpuUs) => reply(msg.id, { cpuUs }),
+          (err: Error) => process.send?.({ id: msg.id, error: err.message }),
+        );
       case 'verbs-sink':
         (side as VerbsSide).qp.connect(msg.endpoint);
         return reply(msg.id, true);

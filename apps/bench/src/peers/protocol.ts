@@ -4,7 +4,7 @@ import type { Endpoint, SendWr, Sge } from '@rdmajs/verbs';
 export type PeerRequest =
   | { op: 'tcp-listen'; size: number; throughputBytes?: number }
   | { op: 'cpu' }
-  | { op: 'verbs-setup'; provider: 'soft' | 'ibverbs'; bytes: number }
+  | { op: 'verbs-setup'; provider: 'soft' | 'ibverbs'; bytes: number; link?: 'tcp' }
   | {
       op: 'verbs-run';
       mode: 'send' | 'write';
@@ -13,6 +13,8 @@ export type PeerRequest =
       endpoint: Endpoint;
       addr: number;
       rkey: number;
+      /** Event-driven: wait with `await cq.waitForCompletion(wait)` instead of busy-polling. */
+      wait?: WaitMode;
     }
   | { op: 'verbs-sink'; endpoint: Endpoint }
   | { op: 'exit' };
@@ -44,4 +46,9 @@ export interface VerbsSetup {
   endpoint: Endpoint;
   addr: number;
   rkey: number;
+}
+
+/** How an event-driven side waits: `spinUs` absent is the library's default spin. */
+export interface WaitMode {
+  spinUs?: number;
 }

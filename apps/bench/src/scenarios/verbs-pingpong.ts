@@ -34,6 +34,23 @@ export const verbsPingPongScenario: Scenario = {
             progress(`${o.provider} ${mode} ping-pong ${size} B`);
             results.push(await verbsPingPong(peer, o.provider, mode, size, iterations, warmup));
           }
+          // Event-driven, as every upper layer waits: pure events, then the default spin.
+          for (const wait of [{ spinUs: 0 }, {}]) {
+            progress(`${o.provider} send ping-pong ${size} B, waitForCompletion`);
+            results.push(
+              await verbsPingPong(peer, o.provider, 'send', size, iterations, warmup, { wait }),
+            );
+          }
+          if (o.provider === 'soft') {
+            // The link's frames run on the event loop: this row must wait, not busy-poll.
+            progress(`soft send ping-pong ${size} B over the TCP link`);
+            results.push(
+              await verbsPingPong(peer, 'soft', 'send', size, iterations, warmup, {
+                wait: {},
+                link: 'tcp',
+              }),
+            );
+          }
         }
       }
       const count = Math.max(32, Math.floor(o.iterations / 10));

@@ -1,6 +1,6 @@
 import type { SendWr } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
-import { pingPongWr, type VerbsSetup } from '../peers/protocol.js';
+import { pingPongWr, type VerbsSetup, type WaitMode } from '../peers/protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
 import { type Result, throughputResult } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
@@ -9,6 +9,19 @@ import { HeapMeter } from '../stats/HeapMeter.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 
 type Provider = 'soft' | 'ibverbs';
+
+/** A ping-pong variant: wait on events instead of busy-polling; soft over its TCP link. */
+export interface PingPongVariant {
+  wait?: WaitMode;
+  link?: 'tcp';
+}
+
+function opName(mode: 'send' | 'write', v: PingPongVariant): string {
+  const base = mode === 'send' ? 'send-pingpong' : 'write-pingpong';
+  const wait =
+    v.wait === undefined ? '' : v.wait.spinUs === 0 ? '-events' : '-events-default-spin';
+  return `${base}${wait}${v.link === 'tcp' ? '-link-tcp' : ''}`;
+}
 
 /**
  * Verbs ping-pong in the ib_send_lat / ib_write_lat style: both sides busy-poll.
@@ -22,12 +35,21 @@ export async function verbsPingPong(
   size: number,
   iterations: number,
   warmup: number,
+  variant: PingPongVariant = {},
 ): Promise<Result> {
+  const { wait, link } = variant;
+  if (wait !== undefined && mode !== 'send') throw new Error('event-driven rows are SEND rows');
   // Incoming data lands in [0, size), outgoing is built in [size, 2 size).
   const bytesNeeded = 2 * Math.max(size, 64);
-  const remote = await peer.call<VerbsSetup>({ op: 'verbs-setup', provider, bytes: bytesNeeded });
-  const me = new VerbsSide(provider, bytesNeeded);
+  const remote = await peer.call<VerbsSetup>({
+    op: 'verbs-setup',
+    provider,
+    bytes: bytesNeeded,
+    ...(link === undefined ? {} : { link }),
+  });
+  const me = new VerbsSide(provider, bytesNeeded, link);
   try {
+    if (link === 'tcp') await me.listen();
     me.qp.connect(remote.endpoint);
     const sge = me.mr.sge(size, size);
     const recv = { wrId: 1, sgList: [me.mr.sge(0, size)] };
@@ -43,6 +65,7 @@ export async function verbsPingPong(
       endpoint: me.qp.endpoint(),
       addr: me.mr.addr,
       rkey: me.mr.rkey,
+      ...(wait === undefined ? {} : { wait }),
     });
     await ready;
     const rec = new LatencyRecorder();
@@ -61,7 +84,16 @@ export async function verbsPingPong(
       if (mode === 'write') bytes[2 * size - 1] = seq;
       wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
       qp.postSend(wr);
-      if (mode === 'send') {
+      if (wait !== undefined) {
+        // As a new user would: poll, else sleep in waitForCompletion (bounded by its deadline).
+        for (;;) {
+          const n = cq.poll(wcs);
+          let got = false;
+          for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
+          if (got) break;
+          await cq.waitForCompletion(wait);
+        }
+      } else if (mode === 'send') {
         let got = false;
         while (!got) {
           const n = cq.poll(wcs);
@@ -83,7 +115,7 @@ export async function verbsPingPong(
     const { cpuUs: peerCpu } = await done;
     return {
       transport: provider,
-      op: mode === 'send' ? 'send-pingpong' : 'write-pingpong',
+      op: opName(mode, variant),
       sizeBytes: size,
       ...rec.summary(),
       cpuUsPerOp: cpu / iterations + peerCpu / total,
