@@ -18,8 +18,7 @@ export interface PingPongVariant {
 
 function opName(mode: 'send' | 'write', v: PingPongVariant): string {
   const base = mode === 'send' ? 'send-pingpong' : 'write-pingpong';
-  const wait =
-    v.wait === undefined ? '' : v.wait.spinUs === 0 ? '-events' : '-events-default-spin';
+  const wait = v.wait === undefined ? '' : v.wait.spinUs === 0 ? '-events' : '-events-default-spin';
   return `${base}${wait}${v.link === 'tcp' ? '-link-tcp' : ''}`;
 }
 
