@@ -3,11 +3,18 @@
 import { ibverbsStatus } from '@rdmajs/verbs';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import {
+  BASELINE_TOLERANCE,
+  compareBaselines,
+  renderComparison,
+  runTcpBaseline,
+} from './baselines/tcpBaseline.js';
 import { machineInfo } from './machine.js';
 import { writeJson } from './report/json.js';
 import type { Report } from './report/Result.js';
 import { renderTable } from './report/table.js';
 import { scenarios } from './scenarios/index.js';
+import { iterationsFor } from './scenarios/iterations.js';
 
 function positiveInt(v: string): number {
   const n = Number(v);
@@ -44,6 +51,10 @@ const program = new Command('rdmajs-bench')
     ['tcp', 'rdma'],
   )
   .option('--json <file>', 'also write the results as JSON')
+  .option(
+    '--check-baselines',
+    `verbs-pingpong: also run baselines/tcp-pingpong.mjs and fail if its p50 and the tcp row's differ by more than ${BASELINE_TOLERANCE}×`,
+  )
   .action(
     async (
       name: string,
@@ -53,6 +64,7 @@ const program = new Command('rdmajs-bench')
         sizes: number[];
         transports: ('tcp' | 'rdma')[];
         json?: string;
+        checkBaselines?: boolean;
       },
     ) => {
       const scenario = scenarios.get(name);
@@ -60,6 +72,8 @@ const program = new Command('rdmajs-bench')
         return program.error(
           `unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`,
         );
+      if (opts.checkBaselines && (name !== 'verbs-pingpong' || !opts.transports.includes('tcp')))
+        return program.error('--check-baselines needs the verbs-pingpong scenario with tcp rows');
       // Say so before measuring anything, not after the TCP half of the run.
       if (opts.provider === 'ibverbs' && opts.transports.includes('rdma')) {
         const ibv = ibverbsStatus();
@@ -92,6 +106,20 @@ const program = new Command('rdmajs-bench')
       );
       const verdict = scenario.summarize?.(results);
       if (verdict) process.stdout.write(`\n${verdict}\n`);
+      if (opts.checkBaselines) {
+        process.stderr.write('… plain-Node TCP baseline script\n');
+        const iterations = opts.sizes.map((size) => iterationsFor(size, opts.iterations));
+        const rows = compareBaselines(results, await runTcpBaseline(opts.sizes, iterations));
+        report.baselineCheck = rows;
+        process.stdout.write(`\n${renderComparison(rows)}\n`);
+        if (opts.json) writeJson(opts.json, report);
+        const bad = rows.filter((r) => !r.ok);
+        if (bad.length > 0)
+          return program.error(
+            `baseline check failed: the bench's tcp/pingpong p50 differs from the plain-Node script by more than ${BASELINE_TOLERANCE}× at ${bad.map((r) => `${r.sizeBytes} B (${r.ratio.toFixed(2)}×)`).join(', ')}`,
+          );
+        return;
+      }
       if (opts.json) writeJson(opts.json, report);
     },
   );

@@ -1,17 +1,11 @@
 import { EchoPeer } from '../peers/EchoPeer.js';
 import type { Result, Transport } from '../report/Result.js';
+import { iterationsFor } from './iterations.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong, tcpThroughput } from './tcp.js';
 import { verbsIdle, verbsPingPong, verbsThroughput } from './verbs.js';
 
 const MiB = 1 << 20;
-
-/** Fewer round trips for big messages so the default run stays short. */
-function iterationsFor(size: number, base: number): number {
-  if (size >= MiB) return Math.max(50, Math.floor(base / 40));
-  if (size >= 64 * 1024) return Math.max(200, Math.floor(base / 8));
-  return base;
-}
 
 export const verbsPingPongScenario: Scenario = {
   name: 'verbs-pingpong',
