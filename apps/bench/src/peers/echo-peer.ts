@@ -18,7 +18,8 @@ function tcpListen(id: number, size: number, throughputBytes?: number): void {
     sock.setNoDelay(true);
     let have = 0;
     let total = 0;
-    const chunks: Buffer[] = [];
+    // Preallocated: one reply per whole message, no concat or slice of what arrived.
+    const reply = Buffer.alloc(throughputBytes === undefined ? size : 0, 2);
     sock.on('data', (d: Buffer) => {
       if (throughputBytes !== undefined) {
         total += d.length;
@@ -28,14 +29,10 @@ function tcpListen(id: number, size: number, throughputBytes?: number): void {
         }
         return;
       }
-      chunks.push(d);
       have += d.length;
       while (have >= size) {
-        const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-        chunks.length = 0;
-        sock.write(all.subarray(0, size));
-        if (all.length > size) chunks.push(all.subarray(size));
         have -= size;
+        sock.write(reply);
       }
     });
     sock.on('error', () => sock.destroy());

@@ -14,7 +14,7 @@ async function open(port: number): Promise<Socket> {
   return sock;
 }
 
-/** Waits until `bytes` more bytes have arrived on `sock` (a reusable, promise-per-wait reader). */
+/** Waits until `bytes` more bytes have arrived on `sock` (the throughput run's final ack). */
 class Reader {
   #have = 0;
   #want = 0;
@@ -46,6 +46,52 @@ class Reader {
   }
 }
 
+const ROUNDS_TIMEOUT_MS = 180_000;
+
+/**
+ * `n` round trips driven from the socket's 'data' callback: the next message goes out as
+ * soon as the whole reply is in, with no promise or await per round trip (which would add
+ * a microtask hop and a timer-phase delay to every sample). Records into `rec` if given.
+ */
+function rounds(
+  sock: Socket,
+  payload: Buffer,
+  n: number,
+  rec: LatencyRecorder | undefined,
+): Promise<void> {
+  const size = payload.length;
+  return new Promise<void>((resolve, reject) => {
+    let k = 0;
+    let have = 0;
+    let t0 = 0;
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      sock.off('data', onData);
+      sock.off('error', done);
+      if (err) reject(err);
+      else resolve();
+    };
+    const timer = setTimeout(
+      () => done(new Error(`tcp ping-pong ${size} B: no reply in ${ROUNDS_TIMEOUT_MS} ms`)),
+      ROUNDS_TIMEOUT_MS,
+    );
+    const onData = (d: Buffer) => {
+      have += d.length;
+      if (have < size) return;
+      if (have > size) return done(new Error(`tcp ping-pong ${size} B: peer sent extra bytes`));
+      have = 0;
+      rec?.record((performance.now() - t0) * 1000);
+      if (++k === n) return done();
+      t0 = performance.now();
+      sock.write(payload);
+    };
+    sock.on('data', onData);
+    sock.on('error', done);
+    t0 = performance.now();
+    sock.write(payload);
+  });
+}
+
 /** Node TCP loopback ping-pong, the fair baseline: setNoDelay, one connection, echo peer. */
 export async function tcpPingPong(
   peer: EchoPeer,
@@ -55,32 +101,25 @@ export async function tcpPingPong(
 ): Promise<Result> {
   const { port } = await peer.call<{ port: number }>({ op: 'tcp-listen', size });
   const sock = await open(port);
-  const reader = new Reader(sock);
   const payload = Buffer.alloc(size, 1);
   const rec = new LatencyRecorder();
-  let cpu0 = 0;
-  let peerCpu0 = 0;
-  for (let k = 0; k < warmup + iterations; k++) {
-    if (k === warmup) {
-      peerCpu0 = await peer.call<number>({ op: 'cpu' });
-      cpu0 = cpuNowUs();
-    }
-    const t0 = performance.now();
-    sock.write(payload);
-    const p = reader.take(size);
-    if (p) await p;
-    if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+  try {
+    await rounds(sock, payload, warmup, undefined);
+    const peerCpu0 = await peer.call<number>({ op: 'cpu' });
+    const cpu0 = cpuNowUs();
+    await rounds(sock, payload, iterations, rec);
+    const cpu = cpuNowUs() - cpu0;
+    const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
+    return {
+      transport: 'tcp',
+      op: 'pingpong',
+      sizeBytes: size,
+      ...rec.summary(),
+      cpuUsPerOp: (cpu + peerCpu) / iterations,
+    };
+  } finally {
+    sock.destroy();
   }
-  const cpu = cpuNowUs() - cpu0;
-  const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
-  sock.destroy();
-  return {
-    transport: 'tcp',
-    op: 'pingpong',
-    sizeBytes: size,
-    ...rec.summary(),
-    cpuUsPerOp: (cpu + peerCpu) / iterations,
-  };
 }
 
 /** One-way throughput: stream `count` messages of `size` bytes, the peer acks the last byte. */
