@@ -9,10 +9,14 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 
-// Event kinds delivered to the JS callback as (kind, handle).
-constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5;
+// Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
+// CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
+// entries (one crossing per wake-up, however many CQs it has).
+constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5,
+              EV_CQS_READY = 6;
+constexpr int CQ_READY_BATCH = 1024;
 
 // Post results: (index of the failing WR << 8) | reason. POST_BUSY: a queue lock is held by
 // a process that does not let go (stopped, traced); nothing was posted, try again later.
@@ -64,6 +68,8 @@ constexpr Entry kTable[] = {
     {"EV_SRQ_LIMIT", EV_SRQ_LIMIT},
     {"EV_LINK", EV_LINK},
     {"EV_PORT", EV_PORT},
+    {"EV_CQS_READY", EV_CQS_READY},
+    {"CQ_READY_BATCH", CQ_READY_BATCH},
     {"POST_OK", POST_OK},
     {"POST_EINVAL", POST_EINVAL},
     {"POST_ENOMEM", POST_ENOMEM},

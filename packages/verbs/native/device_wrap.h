@@ -142,11 +142,16 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
     delivering_.swap(events_);
     events_.clear();
     for (auto& [kind, handle] : delivering_) {
-      if (onEvent_.IsEmpty() || !self()->Delivering() ||
-          !deliver_event(env, static_cast<napi_async_context>(*asyncContext_), this->Value(), onEvent_.Value(), kind,
-                         handle))
-        break;
+      if (!Deliver(kind, handle)) break;
     }
+  }
+
+  // One event to the JS handler (inside a HandleScope); false when the handler is gone
+  // or threw (the exception went to the process).
+  bool Deliver(int kind, int handle) {
+    return !onEvent_.IsEmpty() && self()->Delivering() &&
+           deliver_event(this->Env(), static_cast<napi_async_context>(*asyncContext_), this->Value(), onEvent_.Value(),
+                         kind, handle);
   }
 
   // False with ERR_RDMA_CLOSED pending once the device is closed.

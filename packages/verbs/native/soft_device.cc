@@ -8,12 +8,16 @@ namespace rdmajs {
 
 SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsFunction()) {
-    system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent) takes a function", "ERR_RDMA_INVALID_ARG")
+  if (!info[0].IsFunction() || !info[1].IsTypedArray() ||
+      info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
+      info[1].As<Napi::TypedArray>().ElementLength() != static_cast<size_t>(abi::CQ_READY_BATCH)) {
+    system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent, ready) takes a function and a Uint32Array(CQ_READY_BATCH)",
+                 "ERR_RDMA_INVALID_ARG")
         .ThrowAsJavaScriptException();
     return;
   }
   onEvent_ = Napi::Persistent(info[0].As<Napi::Function>());
+  readyOut_ = Napi::Persistent(info[1].As<Napi::Uint32Array>());
   try {
     dev_ = std::make_unique<soft::Device>();
   } catch (const soft::SysError& e) {
@@ -69,9 +73,27 @@ void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   while (read(self->dev_->segment().eventfd(), &v, sizeof v) > 0) {
   }
   self->events_.clear();
-  self->dev_->onDoorbell(self->events_);
+  self->ready_.clear();
+  self->dev_->onDoorbell(self->events_, self->ready_);
   self->Schedule();
   self->DeliverAll();
+  self->DeliverReady();
+}
+
+void SoftDevice::DeliverReady() {
+  if (ready_.empty() || readyOut_.IsEmpty()) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  // Nothing in JS can run onDoorbell again meanwhile (only libuv does): ready_ stays put.
+  for (size_t i = 0; i < ready_.size(); i += abi::CQ_READY_BATCH) {
+    size_t n = std::min(ready_.size() - i, static_cast<size_t>(abi::CQ_READY_BATCH));
+    // Looked up on each call: JS owns the array and V8 may move its storage.
+    Napi::Uint32Array out = readyOut_.Value();
+    if (out.IsEmpty() || out.ElementLength() < n) break;
+    std::copy_n(ready_.data() + i, n, out.Data());
+    if (!Deliver(abi::EV_CQS_READY, static_cast<int>(n))) break;
+  }
+  ready_.clear();  // keeps its capacity: no allocation per wake-up
 }
 
 Napi::Value SoftDevice::EndpointBase(const Napi::CallbackInfo& info) {

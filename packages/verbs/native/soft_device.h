@@ -64,6 +64,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
   static void OnReadable(uv_poll_t* p, int status, int);
 
+  // Hands ready_ to JS through readyOut_: one EV_CQS_READY call per CQ_READY_BATCH CQs.
+  void DeliverReady();
+
   // ---- arguments: JS validates them; these checks keep a bug there (or a call from
   // elsewhere) from reaching memory as a wrong handle, a short array or a wild length.
 
@@ -155,6 +158,8 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value Respond(const Napi::CallbackInfo& info);
 
   std::unique_ptr<soft::Device> dev_;
+  std::vector<uint32_t> ready_;                // CQs a doorbell found ready
+  Napi::Reference<Napi::Uint32Array> readyOut_;  // JS's view of them (CQ_READY_BATCH entries)
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
   struct OwnedMemory {

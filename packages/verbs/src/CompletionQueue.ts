@@ -32,6 +32,48 @@ export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 
 const RECORD_WORDS = ABI.WC_WORDS;
 
+const RESOLVED: Promise<void> = Promise.resolve();
+const kRemoveWaiter: unique symbol = Symbol('rdmajs.removeWaiter');
+
+/**
+ * One sleeping wait: a pooled record (no closures per wait). It is its signal's listener
+ * itself (handleEvent), so a signal costs no closure either.
+ */
+class Waiter {
+  cq: CompletionQueue | undefined;
+  resolve: (() => void) | undefined;
+  reject: ((err: Error) => void) | undefined;
+  deadline = 0;
+  timeoutMs = 0;
+  signal: AbortSignal | undefined;
+
+  settle(err: Error | undefined): void {
+    const { resolve, reject, signal } = this;
+    if (signal !== undefined) signal.removeEventListener('abort', this);
+    this.cq = this.resolve = this.reject = this.signal = undefined;
+    if (WAITER_POOL.length < 64) WAITER_POOL.push(this);
+    if (err === undefined) resolve?.();
+    else reject?.(err);
+  }
+
+  handleEvent(): void {
+    const cq = this.cq;
+    if (cq === undefined) return;
+    const reason = this.signal?.reason;
+    cq[kRemoveWaiter](this);
+    this.settle(new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: reason }));
+  }
+}
+
+const WAITER_POOL: Waiter[] = [];
+let PENDING: Waiter | undefined;
+function capture(resolve: () => void, reject: (err: Error) => void): void {
+  const w = PENDING as Waiter;
+  PENDING = undefined;
+  w.resolve = resolve;
+  w.reject = reject;
+}
+
 /**
  * A completion queue. `poll()` fills caller-preallocated records and allocates nothing;
  * `waitForCompletion()` and the `'completion'` event integrate with the event loop:
@@ -47,6 +89,10 @@ export class CompletionQueue extends Resource {
   #notifyRequested = false;
   #users = 0;
   #overrun = false;
+  #waiters: Waiter[] = [];
+  #spare: Waiter[] = [];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = 0;
 
   /** Completion queues come from `device.createCq()`. */
   constructor(
@@ -113,7 +159,7 @@ export class CompletionQueue extends Resource {
     this.#notifyRequested = true;
     if (this.#native.armCq(this.#handle) > 0) {
       // Already there: ibverbs would not notify, which loses the wake-up; we do.
-      queueMicrotask(() => this.#deliver());
+      queueMicrotask(this.#deliverTask);
     }
   }
 
@@ -134,55 +180,98 @@ export class CompletionQueue extends Resource {
   /** Resolves when poll() would return at least one completion. */
   waitForCompletion(options?: WaitOptions): Promise<void> {
     this.assertOpen();
-    const o = readOptions('waitForCompletion options', options, ['timeoutMs', 'signal', 'spinUs']);
-    const timeoutMs = checkNumber(
-      'timeoutMs',
-      o.timeoutMs === undefined ? DEFAULT_WAIT_MS : o.timeoutMs,
-      0,
-      MAX_TIMEOUT_MS,
-    );
-    const spinUs = checkNumber('spinUs', o.spinUs === undefined ? 50 : o.spinUs, 0, 1e6);
-    const signal = o.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
-    if (this.#native.cqCount(this.#handle) > 0) return Promise.resolve();
-    const spinUntil = performance.now() + spinUs / 1000;
-    while (performance.now() < spinUntil) {
-      if (this.#native.cqCount(this.#handle) > 0) return Promise.resolve();
+    let timeoutMs = DEFAULT_WAIT_MS;
+    let spinUs = 50;
+    let signal: AbortSignal | undefined;
+    if (options !== undefined) {
+      const o = readOptions('waitForCompletion options', options, [
+        'timeoutMs',
+        'signal',
+        'spinUs',
+      ]);
+      if (o.timeoutMs !== undefined)
+        timeoutMs = checkNumber('timeoutMs', o.timeoutMs, 0, MAX_TIMEOUT_MS);
+      if (o.spinUs !== undefined) spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+      signal = o.signal as AbortSignal | undefined;
+      if (signal !== undefined && !(signal instanceof AbortSignal))
+        throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
     }
-    return new Promise<void>((resolve, reject) => {
-      const done = (err?: Error) => {
-        clearTimeout(timer);
-        this.#emitter.off('completion', onCompletion);
-        this.#emitter.off('closed', onClosed);
-        signal?.removeEventListener('abort', onAbort);
-        if (err) reject(err);
-        else resolve();
-      };
-      const onCompletion = () => done();
-      const onClosed = () =>
-        done(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));
-      const onAbort = () =>
-        done(new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal?.reason }));
-      const timer = setTimeout(
-        () =>
-          done(
-            new RdmaError('ERR_RDMA_TIMEOUT', `no completion within ${timeoutMs} ms`, {
-              retryable: true,
-            }),
-          ),
-        timeoutMs,
+    // Already there: one shared settled promise, nothing allocated.
+    if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
+    if (spinUs > 0) {
+      const spinUntil = performance.now() + spinUs / 1000;
+      while (performance.now() < spinUntil) {
+        if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
+      }
+    }
+    if (signal?.aborted)
+      return Promise.reject(
+        new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal.reason }),
       );
-      this.#emitter.on('completion', onCompletion);
-      this.#emitter.once('closed', onClosed);
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.requestNotify();
-    });
+    const w = WAITER_POOL.pop() ?? new Waiter();
+    w.cq = this;
+    w.deadline = performance.now() + timeoutMs;
+    w.timeoutMs = timeoutMs;
+    w.signal = signal;
+    // The executor is one function for all waits: it fills the record taken just above.
+    PENDING = w;
+    const promise = new Promise<void>(capture);
+    this.#waiters.push(w);
+    if (signal !== undefined) signal.addEventListener('abort', w, { once: true });
+    this.#armDeadline(w.deadline);
+    this.requestNotify();
+    return promise;
+  }
+
+  // One deadline timer per CQ, armed for the earliest deadline of its waiters. Waits with
+  // the same timeout end in order, so it is re-armed only when it fires (not per wait).
+  #armDeadline(deadline: number): void {
+    if (this.#timer !== undefined && this.#timerAt <= deadline) {
+      this.#timer.ref();
+      return;
+    }
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = deadline;
+    this.#timer = setTimeout(
+      this.#onDeadline,
+      Math.max(0, Math.ceil(deadline - performance.now())),
+    );
+  }
+
+  readonly #onDeadline = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    let next = Number.POSITIVE_INFINITY;
+    const ws = this.#waiters;
+    let keep = 0;
+    const expired: Waiter[] = [];
+    for (const w of ws) {
+      // libuv's clock is coarser than performance.now(): a timer may fire up to 1 ms early.
+      if (w.deadline <= now + 1) expired.push(w);
+      else {
+        ws[keep++] = w;
+        if (w.deadline < next) next = w.deadline;
+      }
+    }
+    ws.length = keep;
+    if (keep > 0) this.#armDeadline(next);
+    for (const w of expired)
+      w.settle(
+        new RdmaError('ERR_RDMA_TIMEOUT', `no completion within ${w.timeoutMs} ms`, {
+          retryable: true,
+        }),
+      );
+  };
+
+  /** @internal an aborted waiter leaves */
+  [kRemoveWaiter](w: Waiter): void {
+    const i = this.#waiters.indexOf(w);
+    if (i >= 0) this.#waiters.splice(i, 1);
+    if (this.#waiters.length === 0) this.#timer?.unref();
   }
 
   /** @internal notifications from the device */
-  [kNotify](what: 'doorbell' | 'overrun'): void {
+  [kNotify](what: 'doorbell' | 'ready' | 'overrun'): void {
     if (this.closed) return;
     if (what === 'overrun') {
       this.#overrun = true;
@@ -195,9 +284,11 @@ export class CompletionQueue extends Resource {
       } satisfies CqAsyncEvent);
       return;
     }
-    // Re-arm and count: the event used up the arm (ibverbs), and a poll that ran first may
-    // have taken the completion; then the next one must still wake us.
-    if (this.#notifyRequested && this.#native.armCq(this.#handle) > 0) this.#deliver();
+    // Soft checked the count and used up the arm natively ('ready'). An ibverbs doorbell
+    // used up the arm, and a poll that ran first may have taken the completion: re-arm and
+    // count, so the next one must still wake us.
+    if (what === 'ready') this.#deliver();
+    else if (this.#notifyRequested && this.#native.armCq(this.#handle) > 0) this.#deliver();
   }
 
   /** @internal a QP or SRQ starts or stops using this CQ */
@@ -205,10 +296,25 @@ export class CompletionQueue extends Resource {
     this.#users += delta;
   }
 
+  readonly #deliverTask = (): void => this.#deliver();
+
   #deliver(): void {
     if (!this.#notifyRequested || this.closed) return;
     this.#notifyRequested = false;
+    this.#settleAll(undefined);
     this.#emitter.emit('completion');
+  }
+
+  #settleAll(err: Error | undefined): void {
+    const ws = this.#waiters;
+    if (ws.length === 0) return;
+    // Swapped, not copied: a waiter settled here may wait again (it runs later, in a
+    // microtask, but a 'completion' listener may wait synchronously).
+    this.#waiters = this.#spare;
+    this.#spare = ws;
+    for (const w of ws) w.settle(err);
+    ws.length = 0;
+    if (this.#waiters.length === 0) this.#timer?.unref();
   }
 
   override close(): void {
@@ -229,7 +335,9 @@ export class CompletionQueue extends Resource {
   protected release(): void {
     this.#native.destroyCq(this.#handle);
     this.#registry.delete(this.#handle);
-    this.#emitter.emit('closed');
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#settleAll(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));
   }
 }
 

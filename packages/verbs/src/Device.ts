@@ -114,10 +114,11 @@ export function openDevice(options?: OpenDeviceOptions): Device {
 }
 
 type OnEvent = (kind: number, handle: number) => void;
-type OpenDriver = (onEvent: OnEvent) => DeviceDriver;
+type OpenDriver = (onEvent: OnEvent, ready: Uint32Array) => DeviceDriver;
 
 function softDriver(info: DeviceInfo, preferTcp: boolean): OpenDriver {
-  return (onEvent) => new SoftDeviceDriver(info, new (loadAddon().SoftDevice)(onEvent), preferTcp);
+  return (onEvent, ready) =>
+    new SoftDeviceDriver(info, new (loadAddon().SoftDevice)(onEvent, ready), preferTcp);
 }
 
 function ibvDriver(info: DeviceInfo, status: IbvStatus): OpenDriver {
@@ -151,13 +152,15 @@ export class Device extends Resource {
   readonly info: DeviceInfo;
   readonly #ctx: DeviceContext;
   readonly #emitter = new EventEmitter();
+  /** Soft: the CQs a wake-up found ready (EV_CQS_READY names how many), filled natively. */
+  readonly #ready = new Uint32Array(ABI.CQ_READY_BATCH);
   #listening: Promise<LinkAddress> | undefined;
 
   /** Devices come from `openDevice()`. */
   constructor(key: typeof kCreate, open: OpenDriver) {
     checkCreate(key, 'openDevice()');
     super();
-    const driver = open(Device.#eventSink(new WeakRef(this)));
+    const driver = open(Device.#eventSink(new WeakRef(this)), this.#ready);
     this.info = driver.info;
     this.#ctx = { driver, cqs: new Map(), qps: new Map(), srqs: new Map() };
   }
@@ -237,6 +240,12 @@ export class Device extends Resource {
         if (ctx.driver.doorbellWakesAll) for (const cq of ctx.cqs.values()) cq[kNotify]('doorbell');
         else ctx.cqs.get(handle)?.[kNotify]('doorbell');
         break;
+      case ABI.EV_CQS_READY: {
+        const ready = this.#ready;
+        const n = Math.min(handle, ready.length);
+        for (let i = 0; i < n; i++) ctx.cqs.get(ready[i] as number)?.[kNotify]('ready');
+        break;
+      }
       case ABI.EV_CQ_ERR:
         ctx.cqs.get(handle)?.[kNotify]('overrun');
         break;

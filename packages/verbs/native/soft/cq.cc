@@ -42,9 +42,35 @@ uint32_t Device::cqCount(int h) {
 }
 
 uint32_t Device::armCq(int h) {
-  CqShared* cq = cqAt(h);
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) return 0;
+  auto* cq = reinterpret_cast<CqShared*>(seg_.base() + it->second.off);
   cq->armed.store(1, std::memory_order_seq_cst);
-  return __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
+  uint32_t n = __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
+  if (n == 0 && !it->second.watched) {
+    it->second.watched = true;
+    armedCqs_.push_back(h);
+  }
+  return n;
+}
+
+void Device::readyCqs(std::vector<uint32_t>& ready) {
+  size_t keep = 0;
+  for (int h : armedCqs_) {
+    auto it = cqs_.find(h);
+    if (it == cqs_.end()) continue;  // destroyed while armed
+    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + it->second.off);
+    // Re-arm before counting: a push may have used up the arm and a poll taken its
+    // completion since; the next push must still ring.
+    cq->armed.store(1, std::memory_order_seq_cst);
+    if (__atomic_load_n(&cq->count, __ATOMIC_SEQ_CST) > 0) {
+      it->second.watched = false;
+      ready.push_back(static_cast<uint32_t>(h));
+    } else {
+      armedCqs_[keep++] = h;
+    }
+  }
+  armedCqs_.resize(keep);
 }
 
 Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs) {
@@ -52,6 +78,7 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   if (cq->count == cq->capacity) {
     cq->lock.unlock();
     cq->overrun.store(1, std::memory_order_release);
+    flag_attention(base);
     if (peer)
       peer->ring();
     else

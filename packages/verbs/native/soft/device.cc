@@ -74,29 +74,38 @@ QpShared* Device::qpShared(uint32_t slot) {
 
 MrEntry* Device::mrEntry(uint32_t slot) { return mr_table(seg_.base(), seg_.layout()) + slot; }
 
-void Device::onDoorbell(std::vector<std::pair<int, int>>& events) {
-  for (auto& [h, q] : qps_) {
-    QpShared* s = qpShared(q->slot);
-    uint32_t failed = s->remoteError.exchange(0);
-    if (failed && failed == s->state.load(std::memory_order_acquire)) {
-      flushQp(*q);
-      events.emplace_back(EV_QP_FATAL, h);
+void Device::onDoorbell(std::vector<std::pair<int, int>>& events, std::vector<uint32_t>& ready) {
+  if (seg_.header()->attention.exchange(0, std::memory_order_acq_rel)) {
+    for (auto& [h, q] : qps_) {
+      QpShared* s = qpShared(q->slot);
+      uint32_t failed = s->remoteError.exchange(0);
+      if (failed && failed == s->state.load(std::memory_order_acquire)) {
+        flushQp(*q);
+        events.emplace_back(EV_QP_FATAL, h);
+      }
+    }
+    for (auto& [h, c] : cqs_) {
+      auto* cq = reinterpret_cast<CqShared*>(seg_.base() + c.off);
+      if (cq->overrun.load() && !c.errReported) {
+        c.errReported = true;
+        events.emplace_back(EV_CQ_ERR, h);
+      }
+    }
+    for (auto& [h, r] : srqs_) {
+      if (rq(r.off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
     }
   }
-  for (auto& [h, c] : cqs_) {
-    auto* cq = reinterpret_cast<CqShared*>(seg_.base() + c.off);
-    if (cq->overrun.load() && !c.errReported) {
-      c.errReported = true;
-      events.emplace_back(EV_CQ_ERR, h);
+  if (linkAttention_) {
+    // Reported on every doorbell until JS takes it, as before: stays set while any is ready.
+    linkAttention_ = false;
+    for (auto& [h, q] : qps_) {
+      if (q->linkReady) {
+        events.emplace_back(EV_LINK, h);
+        linkAttention_ = true;
+      }
     }
   }
-  for (auto& [h, r] : srqs_) {
-    if (rq(r.off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
-  }
-  for (auto& [h, q] : qps_) {
-    if (q->linkReady) events.emplace_back(EV_LINK, h);
-  }
-  events.emplace_back(EV_DOORBELL, 0);
+  readyCqs(ready);
 }
 
 }  // namespace soft

@@ -135,7 +135,9 @@ class Device {
   uint32_t cqCapacity(int h);
   int pollCq(int h, double* out, int max);  // 8 doubles per completion
   uint32_t cqCount(int h);
-  uint32_t armCq(int h);  // arm, then return what is already there
+  // Arms, then returns what is already there; an armed, empty CQ is watched by the doorbell
+  // until it has a completion (onDoorbell reports it once, as ibv_req_notify_cq does).
+  uint32_t armCq(int h);
 
   int createSrq(uint32_t maxWr, uint32_t maxSge);
   int destroySrq(int h);  // 0, or EBUSY while a QP uses it
@@ -189,8 +191,10 @@ class Device {
   // QPs of this device some peer is inside an operation on right now (QpShared::pins).
   uint32_t busyQps();
 
-  // Event loop side: called on doorbell; returns (kind, handle) pairs to report.
-  void onDoorbell(std::vector<std::pair<int, int>>& events);
+  // Event loop side: called on doorbell; returns the rare (kind, handle) pairs to report and
+  // the armed CQs that now hold completions (each disarmed). Touches only armed CQs and
+  // QPs with link work, and everything else only when a peer flagged attention.
+  void onDoorbell(std::vector<std::pair<int, int>>& events, std::vector<uint32_t>& readyCqs);
   // Runs WRs whose timer expired; returns the earliest pending deadline (ms) or 0.
   double progressDue();
   bool hasBlocked() const { return blockedCount_ > 0; }
@@ -213,6 +217,7 @@ class Device {
 
   Qp* qp(int h);
   CqShared* cqAt(int h);
+  void readyCqs(std::vector<uint32_t>& ready);  // the watched CQs that hold completions
   RecvQueue* rq(uint64_t off) { return reinterpret_cast<RecvQueue*>(seg_.base() + off); }
   QpShared* qpShared(uint32_t slot);
   MrEntry* mrEntry(uint32_t slot);
@@ -248,6 +253,7 @@ class Device {
     uint64_t off;        // CqShared offset
     uint32_t users = 0;  // QPs sending or receiving through it
     bool errReported = false;
+    bool watched = false;  // in armedCqs_
     bool tainted = false;  // a QP of it was destroyed with a peer still inside: quarantine on destroy
   };
   struct SrqRec {
@@ -256,6 +262,8 @@ class Device {
     bool tainted = false;
   };
   std::map<int, CqRec> cqs_;
+  std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
+  bool linkAttention_ = false;  // some QP may have its head WR ready for the link
   std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)

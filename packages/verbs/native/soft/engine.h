@@ -247,6 +247,7 @@ inline Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, Wi
   if (*limitHit) {
     r->limit.store(0);
     r->limitReached.store(1, std::memory_order_release);
+    flag_attention(base);
   }
   r->lock.unlock();
   return TAKEN;

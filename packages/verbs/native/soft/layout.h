@@ -20,7 +20,7 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 3;              // 2: MrEntry::pins; 3: QP incarnations and pins
+constexpr uint32_t kLayoutVersion = 4;  // 2: MrEntry::pins; 3: QP incarnations and pins; 4: attention
 constexpr uint64_t kSegmentBytes = 256ull << 20;    // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
@@ -103,7 +103,15 @@ struct SegmentHeader {
   uint64_t segmentBytes;
   char bootId[40];
   uint64_t nonce;  // random, < 2^48: tells this segment from a later one at the same fd
+  // Set (before the doorbell) by whoever leaves the owner something rarer than a completion
+  // (a QP failed by a peer, a CQ overrun, an SRQ limit): the owner's doorbell scans its
+  // QPs, CQs and SRQs only when it is set, so a completion's wake-up costs no scan.
+  std::atomic<uint32_t> attention;
 };
+
+inline void flag_attention(uint8_t* base) {
+  reinterpret_cast<SegmentHeader*>(base)->attention.store(1, std::memory_order_release);
+}
 
 struct MrEntry {
   std::atomic<uint32_t> key;  // 0 = free; else the current lkey/rkey of this slot

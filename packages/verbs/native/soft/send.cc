@@ -141,6 +141,7 @@ void Device::progress(Qp& q) {
     Outcome o = execute(q, e, &status, &len);
     if (o == LINK) {
       q.linkReady = true;
+      linkAttention_ = true;
       ringSelf();  // JS takes it from the doorbell (also right after a post)
       return;
     }
@@ -214,6 +215,7 @@ void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
     flushRecvQueue(p->base(), reinterpret_cast<RecvQueue*>(p->base() + t->rqOff), t->recvCqOff, t->qpn, p);
   // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
   t->remoteError.store(failed, std::memory_order_release);
+  flag_attention(p->base());
   p->ring();
 }
 

@@ -4,13 +4,15 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 1,
+  version: 2,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
   EV_SRQ_LIMIT: 3,
   EV_LINK: 4,
   EV_PORT: 5,
+  EV_CQS_READY: 6,
+  CQ_READY_BATCH: 1024,
   POST_OK: 0,
   POST_EINVAL: 1,
   POST_ENOMEM: 2,

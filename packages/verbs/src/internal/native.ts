@@ -159,7 +159,11 @@ export interface SoftLimits {
 type OnEvent = (kind: number, handle: number) => void;
 
 interface Addon {
-  SoftDevice: new (onEvent: OnEvent) => SoftNativeDevice;
+  /** `ready` (CQ_READY_BATCH entries) receives the handles of CQs an EV_CQS_READY names. */
+  SoftDevice: new (
+    onEvent: OnEvent,
+    ready: Uint32Array,
+  ) => SoftNativeDevice;
   /** Present when the addon was compiled with libibverbs headers. */
   IbvDevice?: new (
     name: string,
