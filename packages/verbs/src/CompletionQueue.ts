@@ -9,6 +9,7 @@ import {
   checkNumber,
   describe,
   invalid,
+  isPlainObject,
   MAX_TIMEOUT_MS,
   readOptions,
 } from './internal/validate.js';
@@ -33,6 +34,7 @@ export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 const RECORD_WORDS = ABI.WC_WORDS;
 
 const RESOLVED: Promise<void> = Promise.resolve();
+const WAIT_KEYS = ['timeoutMs', 'signal', 'spinUs'] as const;
 const kRemoveWaiter: unique symbol = Symbol('rdmajs.removeWaiter');
 
 /**
@@ -183,18 +185,22 @@ export class CompletionQueue extends Resource {
     let timeoutMs = DEFAULT_WAIT_MS;
     let spinUs = 50;
     let signal: AbortSignal | undefined;
-    if (options !== undefined) {
-      const o = readOptions('waitForCompletion options', options, [
-        'timeoutMs',
-        'signal',
-        'spinUs',
-      ]);
-      if (o.timeoutMs !== undefined)
-        timeoutMs = checkNumber('timeoutMs', o.timeoutMs, 0, MAX_TIMEOUT_MS);
-      if (o.spinUs !== undefined) spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
-      signal = o.signal as AbortSignal | undefined;
-      if (signal !== undefined && !(signal instanceof AbortSignal))
-        throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
+    if (options !== undefined && options !== null) {
+      // The common case checked without allocating (no key list, no copy); anything odd
+      // goes through readOptions for its error.
+      if (!isPlainObject(options)) readOptions('waitForCompletion options', options, WAIT_KEYS);
+      for (const k in options)
+        if (!Object.hasOwn(options, k) || !WAIT_KEYS.includes(k as (typeof WAIT_KEYS)[number]))
+          readOptions('waitForCompletion options', options, WAIT_KEYS);
+      const o = options as Record<string, unknown>;
+      if (o.timeoutMs != null) timeoutMs = checkNumber('timeoutMs', o.timeoutMs, 0, MAX_TIMEOUT_MS);
+      if (o.spinUs != null) spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+      const sig = o.signal;
+      if (sig != null) {
+        if (!(sig instanceof AbortSignal))
+          throw invalid(`signal must be an AbortSignal, got ${describe(sig)}`);
+        signal = sig;
+      }
     }
     // Already there: one shared settled promise, nothing allocated.
     if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
