@@ -206,8 +206,10 @@ export class CompletionQueue extends Resource {
     if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
     if (spinUs > 0) {
       const spinUntil = performance.now() + spinUs / 1000;
-      while (performance.now() < spinUntil) {
+      // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
+      for (let i = 1; ; i++) {
         if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
+        if ((i & 15) === 0 && performance.now() >= spinUntil) break;
       }
     }
     if (signal?.aborted)
