@@ -3,7 +3,10 @@
 // peer in a forked process. `rdmajs-bench --check-baselines` runs it beside the bench's own
 // TCP rows so a slow bench baseline cannot flatter the RDMA side.
 //
-//   node tcp-pingpong.mjs [--sizes 64,4096,65536,1048576] [--iterations 5000[,5000,...]]
+//   node tcp-pingpong.mjs [--sizes 64,4096,65536,1048576] [--iterations 5000[,...]] [--warmup 2000[,...]]
+//
+// The bench passes its own per-size counts; the default warm-up (N/10, and from 64 KiB up 2000
+// round trips or 256 MiB moved if less) is what Node's TCP path at 64 KiB needs to settle.
 //
 // Prints {"node", "results": [{ sizeBytes, iterations, p50Us, meanUs, p99Us }]} to stdout.
 import { fork } from 'node:child_process';
@@ -37,7 +40,7 @@ function peer() {
 }
 
 function parseArgs(argv) {
-  const o = { sizes: [64, 4096, 65536, 1 << 20], iterations: [5000] };
+  const o = { sizes: [64, 4096, 65536, 1 << 20], iterations: [5000], warmup: undefined };
   for (let i = 0; i < argv.length; i += 2) {
     const list = String(argv[i + 1] ?? '')
       .split(',')
@@ -46,10 +49,13 @@ function parseArgs(argv) {
       throw new Error(`${argv[i]} needs positive integers, got ${argv[i + 1]}`);
     if (argv[i] === '--sizes') o.sizes = list;
     else if (argv[i] === '--iterations') o.iterations = list;
+    else if (argv[i] === '--warmup') o.warmup = list;
     else throw new Error(`unknown option ${argv[i]}`);
   }
   if (o.iterations.length !== 1 && o.iterations.length !== o.sizes.length)
     throw new Error('--iterations takes one count or one per size');
+  if (o.warmup && o.warmup.length !== 1 && o.warmup.length !== o.sizes.length)
+    throw new Error('--warmup takes one count or one per size');
   return o;
 }
 
@@ -118,7 +124,13 @@ async function main() {
     for (let i = 0; i < o.sizes.length; i++) {
       const size = o.sizes[i];
       const iterations = o.iterations[o.iterations.length === 1 ? 0 : i];
-      const warmup = Math.max(10, Math.floor(iterations / 10));
+      const warmup = o.warmup
+        ? o.warmup[o.warmup.length === 1 ? 0 : i]
+        : Math.max(
+            10,
+            Math.floor(iterations / 10),
+            size >= 65536 ? Math.min(2000, Math.ceil((256 << 20) / size)) : 0,
+          );
       child.send({ op: 'listen', size });
       const { port } = await next(child);
       const samples = await pingPong(port, size, iterations, warmup);

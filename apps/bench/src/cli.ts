@@ -14,7 +14,7 @@ import { writeJson } from './report/json.js';
 import type { Report } from './report/Result.js';
 import { renderTable } from './report/table.js';
 import { scenarios } from './scenarios/index.js';
-import { iterationsFor } from './scenarios/iterations.js';
+import { iterationsFor, warmupFor } from './scenarios/iterations.js';
 
 function positiveInt(v: string): number {
   const n = Number(v);
@@ -109,7 +109,9 @@ const program = new Command('rdmajs-bench')
       if (opts.checkBaselines) {
         process.stderr.write('… plain-Node TCP baseline script\n');
         const iterations = opts.sizes.map((size) => iterationsFor(size, opts.iterations));
-        const rows = compareBaselines(results, await runTcpBaseline(opts.sizes, iterations));
+        const warmup = opts.sizes.map((size, i) => warmupFor(size, iterations[i] as number));
+        const baseline = await runTcpBaseline(opts.sizes, iterations, warmup);
+        const rows = compareBaselines(results, baseline);
         report.baselineCheck = rows;
         process.stdout.write(`\n${renderComparison(rows)}\n`);
         if (opts.json) writeJson(opts.json, report);

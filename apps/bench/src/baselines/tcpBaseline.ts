@@ -27,9 +27,14 @@ function isRow(r: unknown): r is BaselineRow {
   );
 }
 
-/** Runs the plain-Node script with plain `node` (no tsx), one iteration count per size. */
-export function runTcpBaseline(sizes: number[], iterations: number[]): Promise<BaselineRow[]> {
+/** Runs the plain-Node script with plain `node` (no tsx), counts given per size. */
+export function runTcpBaseline(
+  sizes: number[],
+  iterations: number[],
+  warmup: number[],
+): Promise<BaselineRow[]> {
   const args = [script, '--sizes', sizes.join(','), '--iterations', iterations.join(',')];
+  args.push('--warmup', warmup.join(','));
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
