@@ -3,18 +3,13 @@
 import { ibverbsStatus } from '@rdmajs/verbs';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import {
-  BASELINE_TOLERANCE,
-  compareBaselines,
-  renderComparison,
-  runTcpBaseline,
-} from './baselines/tcpBaseline.js';
+import { BASELINE_ROUNDS, checkBaselines } from './baselines/checkBaselines.js';
+import { BASELINE_TOLERANCE, renderComparison } from './baselines/tcpBaseline.js';
 import { machineInfo } from './machine.js';
 import { writeJson } from './report/json.js';
 import type { Report } from './report/Result.js';
 import { renderTable } from './report/table.js';
 import { scenarios } from './scenarios/index.js';
-import { iterationsFor, warmupFor } from './scenarios/iterations.js';
 
 function positiveInt(v: string): number {
   const n = Number(v);
@@ -53,7 +48,13 @@ const program = new Command('rdmajs-bench')
   .option('--json <file>', 'also write the results as JSON')
   .option(
     '--check-baselines',
-    `verbs-pingpong: also run baselines/tcp-pingpong.mjs and fail if its p50 and the tcp row's differ by more than ${BASELINE_TOLERANCE}×`,
+    `verbs-pingpong: also run baselines/tcp-pingpong.mjs interleaved with the bench's tcp ping-pong and fail if their median p50s differ by more than ${BASELINE_TOLERANCE}×`,
+  )
+  .option(
+    '--baseline-rounds <n>',
+    'interleaved rounds per size for --check-baselines',
+    positiveInt,
+    BASELINE_ROUNDS,
   )
   .action(
     async (
@@ -65,6 +66,7 @@ const program = new Command('rdmajs-bench')
         transports: ('tcp' | 'rdma')[];
         json?: string;
         checkBaselines?: boolean;
+        baselineRounds: number;
       },
     ) => {
       const scenario = scenarios.get(name);
@@ -72,8 +74,8 @@ const program = new Command('rdmajs-bench')
         return program.error(
           `unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`,
         );
-      if (opts.checkBaselines && (name !== 'verbs-pingpong' || !opts.transports.includes('tcp')))
-        return program.error('--check-baselines needs the verbs-pingpong scenario with tcp rows');
+      if (opts.checkBaselines && name !== 'verbs-pingpong')
+        return program.error('--check-baselines needs the verbs-pingpong scenario');
       // Say so before measuring anything, not after the TCP half of the run.
       if (opts.provider === 'ibverbs' && opts.transports.includes('rdma')) {
         const ibv = ibverbsStatus();
@@ -107,11 +109,12 @@ const program = new Command('rdmajs-bench')
       const verdict = scenario.summarize?.(results);
       if (verdict) process.stdout.write(`\n${verdict}\n`);
       if (opts.checkBaselines) {
-        process.stderr.write('… plain-Node TCP baseline script\n');
-        const iterations = opts.sizes.map((size) => iterationsFor(size, opts.iterations));
-        const warmup = opts.sizes.map((size, i) => warmupFor(size, iterations[i] as number));
-        const baseline = await runTcpBaseline(opts.sizes, iterations, warmup);
-        const rows = compareBaselines(results, baseline);
+        const rows = await checkBaselines(
+          opts.sizes,
+          opts.iterations,
+          opts.baselineRounds,
+          (label) => process.stderr.write(`… ${label}\n`),
+        );
         report.baselineCheck = rows;
         process.stdout.write(`\n${renderComparison(rows)}\n`);
         if (opts.json) writeJson(opts.json, report);

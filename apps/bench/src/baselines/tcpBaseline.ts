@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { Result } from '../report/Result.js';
 
 /** One size measured by the standalone script `baselines/tcp-pingpong.mjs`. */
 export interface BaselineRow {
@@ -56,38 +55,61 @@ export function runTcpBaseline(
 
 export interface BaselineComparison {
   sizeBytes: number;
+  /** Median over the rounds of the bench's tcp/pingpong p50. */
   benchP50Us: number;
+  /** Median over the rounds of the script's p50. */
   scriptP50Us: number;
-  /** bench ÷ script. */
+  /** Each round's p50, in run order. */
+  benchRoundsP50Us: number[];
+  scriptRoundsP50Us: number[];
+  /** bench ÷ script, of the medians. */
   ratio: number;
   ok: boolean;
 }
 
-/** Pairs the bench's `tcp/pingpong` rows with the script's rows of the same size. */
+/** One size's interleaved rounds: the bench's p50 and the script's p50 of each round. */
+export interface BaselineRounds {
+  sizeBytes: number;
+  bench: number[];
+  script: number[];
+}
+
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) throw new Error('median of no samples');
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1
+    ? (s[mid] as number)
+    : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+/** Compares the medians of each size's rounds; a ratio beyond `tolerance` either way fails. */
 export function compareBaselines(
-  bench: Result[],
-  script: BaselineRow[],
+  rounds: BaselineRounds[],
   tolerance = BASELINE_TOLERANCE,
 ): BaselineComparison[] {
-  return script.map((s) => {
-    const b = bench.find(
-      (r) => r.transport === 'tcp' && r.op === 'pingpong' && r.sizeBytes === s.sizeBytes,
-    );
-    if (!b) throw new Error(`the bench has no tcp/pingpong row for ${s.sizeBytes} B`);
-    const ratio = b.p50Us / s.p50Us;
+  return rounds.map((r) => {
+    const benchP50Us = median(r.bench);
+    const scriptP50Us = median(r.script);
+    const ratio = benchP50Us / scriptP50Us;
     return {
-      sizeBytes: s.sizeBytes,
-      benchP50Us: b.p50Us,
-      scriptP50Us: s.p50Us,
+      sizeBytes: r.sizeBytes,
+      benchP50Us,
+      scriptP50Us,
+      benchRoundsP50Us: r.bench,
+      scriptRoundsP50Us: r.script,
       ratio,
       ok: ratio <= tolerance && ratio >= 1 / tolerance,
     };
   });
 }
 
-/** One line per size: both p50s and bench ÷ script. */
+/** One line per size: both median p50s and bench ÷ script. */
 export function renderComparison(rows: BaselineComparison[]): string {
-  const lines = ['baseline check: bench tcp/pingpong p50 vs plain-Node script p50'];
+  const n = rows[0]?.benchRoundsP50Us.length ?? 0;
+  const lines = [
+    `baseline check: bench tcp/pingpong p50 vs plain-Node script p50, medians of ${n} interleaved rounds`,
+  ];
   for (const r of rows) {
     lines.push(
       `  ${String(r.sizeBytes).padStart(8)} B  bench ${r.benchP50Us.toFixed(1)} µs  script ${r.scriptP50Us.toFixed(1)} µs  ratio ${r.ratio.toFixed(2)}×  ${r.ok ? 'ok' : 'OUT OF RANGE'}`,
