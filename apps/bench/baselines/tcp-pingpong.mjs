@@ -9,8 +9,15 @@
 // round trips or 256 MiB moved if less) is what Node's TCP path at 64 KiB needs to settle.
 //
 // Prints {"node", "results": [{ sizeBytes, iterations, p50Us, meanUs, p99Us }]} to stdout.
+//
+//   node tcp-pingpong.mjs --serve
+//
+// keeps one process and peer for many rounds (what --check-baselines interleaves with the
+// bench's rows): each stdin line {"size","iterations","warmup"} gets one stdout line
+// { sizeBytes, iterations, p50Us, meanUs, p99Us } (or {"error"}); it exits at end of input.
 import { fork } from 'node:child_process';
 import { connect, createServer } from 'node:net';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const TIMEOUT_MS = 120_000;
@@ -113,13 +120,45 @@ function summarize(samples) {
   return { p50Us: at(0.5), meanUs: sum / sorted.length, p99Us: at(0.99) };
 }
 
-async function main() {
-  const o = parseArgs(process.argv.slice(2));
+function startPeer() {
   const child = fork(fileURLToPath(import.meta.url), ['--peer'], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  return next(child).then(() => child);
+}
+
+async function measure(child, size, iterations, warmup) {
+  child.send({ op: 'listen', size });
+  const { port } = await next(child);
+  const samples = await pingPong(port, size, iterations, warmup);
+  return { sizeBytes: size, iterations, ...summarize(samples) };
+}
+
+async function serve() {
+  const child = await startPeer();
   try {
-    await next(child);
+    for await (const line of createInterface({ input: process.stdin })) {
+      if (line.trim() === '') continue;
+      let out;
+      try {
+        const { size, iterations, warmup } = JSON.parse(line);
+        if (![size, iterations, warmup].every((n) => Number.isInteger(n) && n > 0))
+          throw new Error('size, iterations and warmup must be positive integers');
+        out = await measure(child, size, iterations, warmup);
+      } catch (err) {
+        out = { error: err.message };
+      }
+      process.stdout.write(`${JSON.stringify(out)}\n`);
+    }
+  } finally {
+    child.send({ op: 'exit' });
+  }
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const child = await startPeer();
+  try {
     const results = [];
     for (let i = 0; i < o.sizes.length; i++) {
       const size = o.sizes[i];
@@ -131,10 +170,7 @@ async function main() {
             Math.floor(iterations / 10),
             size >= 65536 ? Math.min(2000, Math.ceil((256 << 20) / size)) : 0,
           );
-      child.send({ op: 'listen', size });
-      const { port } = await next(child);
-      const samples = await pingPong(port, size, iterations, warmup);
-      results.push({ sizeBytes: size, iterations, ...summarize(samples) });
+      results.push(await measure(child, size, iterations, warmup));
     }
     process.stdout.write(`${JSON.stringify({ node: process.version, results })}\n`);
   } finally {
@@ -144,7 +180,7 @@ async function main() {
 
 if (process.argv[2] === '--peer') peer();
 else
-  main().catch((err) => {
+  (process.argv[2] === '--serve' ? serve() : main()).catch((err) => {
     process.stderr.write(`tcp-pingpong: ${err.message}\n`);
     process.exit(1);
   });

@@ -1,17 +1,18 @@
 import { EchoPeer } from '../peers/EchoPeer.js';
 import { iterationsFor, warmupFor } from '../scenarios/iterations.js';
 import { tcpPingPong } from '../scenarios/tcp.js';
-import { type BaselineComparison, compareBaselines, runTcpBaseline } from './tcpBaseline.js';
+import { type BaselineComparison, compareBaselines, ScriptBaseline } from './tcpBaseline.js';
 
 /** Default number of interleaved rounds per size. */
-export const BASELINE_ROUNDS = 5;
+export const BASELINE_ROUNDS = 9;
 
 /**
  * The `--check-baselines` run: per size, `rounds` short rounds alternating the bench's
- * tcp/pingpong (its own echo peer) and the plain-Node script (which order goes first
- * alternates too), then the medians of the two sides' p50s are compared. On a loaded
- * machine one long run of each, minutes apart, saw different noise; interleaving puts
- * both sides in the same noise, and the median drops a round that caught a burst.
+ * tcp/pingpong (its own echo peer) and the plain-Node script (one process kept for every
+ * round; which side goes first alternates), then the median of the rounds' ratios is
+ * checked. On a loaded machine one long run of each, a minute apart, met different load;
+ * a pair of short rounds back to back meets the same, and the median drops the rounds
+ * that caught a burst.
  */
 export async function checkBaselines(
   sizes: number[],
@@ -20,12 +21,12 @@ export async function checkBaselines(
   progress: (label: string) => void,
 ): Promise<BaselineComparison[]> {
   const peer = await EchoPeer.spawn();
+  const baseline = ScriptBaseline.start();
   try {
     const all = [];
     for (const size of sizes) {
       const iterations = Math.max(50, Math.ceil(iterationsFor(size, baseIterations) / rounds));
-      // Each round starts on a fresh connection (and the script in a fresh process), so
-      // each round warms up as a whole row would.
+      // Each round is a fresh connection on both sides, so each warms up as a whole row would.
       const warmup = warmupFor(size, iterationsFor(size, baseIterations));
       const bench: number[] = [];
       const script: number[] = [];
@@ -33,11 +34,8 @@ export async function checkBaselines(
         progress(`baseline check ${size} B, round ${k + 1}/${rounds}`);
         const runBench = async () =>
           bench.push((await tcpPingPong(peer, size, iterations, warmup)).p50Us);
-        const runScript = async () => {
-          const [row] = await runTcpBaseline([size], [iterations], [warmup]);
-          if (!row || row.sizeBytes !== size) throw new Error(`baseline script: no ${size} B row`);
-          script.push(row.p50Us);
-        };
+        const runScript = async () =>
+          script.push((await baseline.measure(size, iterations, warmup)).p50Us);
         if (k % 2 === 0) {
           await runBench();
           await runScript();
@@ -50,6 +48,6 @@ export async function checkBaselines(
     }
     return compareBaselines(all);
   } finally {
-    await peer.close();
+    await Promise.all([peer.close(), baseline.close()]);
   }
 }
