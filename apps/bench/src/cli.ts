@@ -50,6 +50,10 @@ const program = new Command('rdmajs-bench')
     (v: string) => v.split(',') as ('tcp' | 'rdma')[],
     ['tcp', 'rdma'],
   )
+  .option(
+    '--quick',
+    'seconds, for CI and smoke tests: 300 iterations at 64 B and 4 KiB unless given',
+  )
   .option('--json <file>', 'also write the results as JSON')
   .option('--html <file>', 'also write an offline HTML report with charts')
   .option('--compare <old.json>', 'print the change against an earlier --json report')
@@ -76,8 +80,14 @@ const program = new Command('rdmajs-bench')
         compare?: string;
         checkBaselines?: boolean;
         baselineRounds: number;
+        quick?: boolean;
       },
     ) => {
+      // --quick only changes what the user left at its default.
+      if (opts.quick) {
+        if (program.getOptionValueSource('iterations') === 'default') opts.iterations = 300;
+        if (program.getOptionValueSource('sizes') === 'default') opts.sizes = [64, 4096];
+      }
       const scenario = scenarios.get(name);
       // Read the earlier report first: a bad file should fail before minutes of measuring.
       const old = opts.compare
