@@ -3,11 +3,21 @@
 // peer in a forked process. `rdmajs-bench --check-baselines` runs it beside the bench's own
 // TCP rows so a slow bench baseline cannot flatter the RDMA side.
 //
-//   node tcp-pingpong.mjs [--sizes 64,4096,65536,1048576] [--iterations 5000[,5000,...]]
+//   node tcp-pingpong.mjs [--sizes 64,4096,65536,1048576] [--iterations 5000[,...]] [--warmup 2000[,...]]
+//
+// The bench passes its own per-size counts; the default warm-up (N/10, and from 64 KiB up 2000
+// round trips or 256 MiB moved if less) is what Node's TCP path at 64 KiB needs to settle.
 //
 // Prints {"node", "results": [{ sizeBytes, iterations, p50Us, meanUs, p99Us }]} to stdout.
+//
+//   node tcp-pingpong.mjs --serve
+//
+// keeps one process and peer for many rounds (what --check-baselines interleaves with the
+// bench's rows): each stdin line {"size","iterations","warmup"} gets one stdout line
+// { sizeBytes, iterations, p50Us, meanUs, p99Us } (or {"error"}); it exits at end of input.
 import { fork } from 'node:child_process';
 import { connect, createServer } from 'node:net';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const TIMEOUT_MS = 120_000;
@@ -37,7 +47,7 @@ function peer() {
 }
 
 function parseArgs(argv) {
-  const o = { sizes: [64, 4096, 65536, 1 << 20], iterations: [5000] };
+  const o = { sizes: [64, 4096, 65536, 1 << 20], iterations: [5000], warmup: undefined };
   for (let i = 0; i < argv.length; i += 2) {
     const list = String(argv[i + 1] ?? '')
       .split(',')
@@ -46,10 +56,13 @@ function parseArgs(argv) {
       throw new Error(`${argv[i]} needs positive integers, got ${argv[i + 1]}`);
     if (argv[i] === '--sizes') o.sizes = list;
     else if (argv[i] === '--iterations') o.iterations = list;
+    else if (argv[i] === '--warmup') o.warmup = list;
     else throw new Error(`unknown option ${argv[i]}`);
   }
   if (o.iterations.length !== 1 && o.iterations.length !== o.sizes.length)
     throw new Error('--iterations takes one count or one per size');
+  if (o.warmup && o.warmup.length !== 1 && o.warmup.length !== o.sizes.length)
+    throw new Error('--warmup takes one count or one per size');
   return o;
 }
 
@@ -107,22 +120,57 @@ function summarize(samples) {
   return { p50Us: at(0.5), meanUs: sum / sorted.length, p99Us: at(0.99) };
 }
 
-async function main() {
-  const o = parseArgs(process.argv.slice(2));
+function startPeer() {
   const child = fork(fileURLToPath(import.meta.url), ['--peer'], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  return next(child).then(() => child);
+}
+
+async function measure(child, size, iterations, warmup) {
+  child.send({ op: 'listen', size });
+  const { port } = await next(child);
+  const samples = await pingPong(port, size, iterations, warmup);
+  return { sizeBytes: size, iterations, ...summarize(samples) };
+}
+
+async function serve() {
+  const child = await startPeer();
   try {
-    await next(child);
+    for await (const line of createInterface({ input: process.stdin })) {
+      if (line.trim() === '') continue;
+      let out;
+      try {
+        const { size, iterations, warmup } = JSON.parse(line);
+        if (![size, iterations, warmup].every((n) => Number.isInteger(n) && n > 0))
+          throw new Error('size, iterations and warmup must be positive integers');
+        out = await measure(child, size, iterations, warmup);
+      } catch (err) {
+        out = { error: err.message };
+      }
+      process.stdout.write(`${JSON.stringify(out)}\n`);
+    }
+  } finally {
+    child.send({ op: 'exit' });
+  }
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const child = await startPeer();
+  try {
     const results = [];
     for (let i = 0; i < o.sizes.length; i++) {
       const size = o.sizes[i];
       const iterations = o.iterations[o.iterations.length === 1 ? 0 : i];
-      const warmup = Math.max(10, Math.floor(iterations / 10));
-      child.send({ op: 'listen', size });
-      const { port } = await next(child);
-      const samples = await pingPong(port, size, iterations, warmup);
-      results.push({ sizeBytes: size, iterations, ...summarize(samples) });
+      const warmup = o.warmup
+        ? o.warmup[o.warmup.length === 1 ? 0 : i]
+        : Math.max(
+            10,
+            Math.floor(iterations / 10),
+            size >= 65536 ? Math.min(2000, Math.ceil((256 << 20) / size)) : 0,
+          );
+      results.push(await measure(child, size, iterations, warmup));
     }
     process.stdout.write(`${JSON.stringify({ node: process.version, results })}\n`);
   } finally {
@@ -132,7 +180,7 @@ async function main() {
 
 if (process.argv[2] === '--peer') peer();
 else
-  main().catch((err) => {
+  (process.argv[2] === '--serve' ? serve() : main()).catch((err) => {
     process.stderr.write(`tcp-pingpong: ${err.message}\n`);
     process.exit(1);
   });

@@ -1,20 +1,20 @@
 // rdmajs-bench: RDMA vs kernel TCP, measured in the same run, reported as ratios.
 
+import { readFileSync } from 'node:fs';
 import { ibverbsStatus } from '@rdmajs/verbs';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import {
-  BASELINE_TOLERANCE,
-  compareBaselines,
-  renderComparison,
-  runTcpBaseline,
-} from './baselines/tcpBaseline.js';
+import { BASELINE_ROUNDS, checkBaselines } from './baselines/checkBaselines.js';
+import { BASELINE_TOLERANCE, renderComparison } from './baselines/tcpBaseline.js';
 import { machineInfo } from './machine.js';
+import { parseReport, renderCompare } from './report/compare.js';
+import { renderHeadlines } from './report/headlines.js';
+import { writeHtml } from './report/html.js';
 import { writeJson } from './report/json.js';
 import type { Report } from './report/Result.js';
+import { summarize } from './report/summary.js';
 import { renderTable } from './report/table.js';
 import { scenarios } from './scenarios/index.js';
-import { iterationsFor } from './scenarios/iterations.js';
 
 function positiveInt(v: string): number {
   const n = Number(v);
@@ -50,10 +50,22 @@ const program = new Command('rdmajs-bench')
     (v: string) => v.split(',') as ('tcp' | 'rdma')[],
     ['tcp', 'rdma'],
   )
+  .option(
+    '--quick',
+    'seconds, for CI and smoke tests: 300 iterations at 64 B and 4 KiB unless given',
+  )
   .option('--json <file>', 'also write the results as JSON')
+  .option('--html <file>', 'also write an offline HTML report with charts')
+  .option('--compare <old.json>', 'print the change against an earlier --json report')
   .option(
     '--check-baselines',
-    `verbs-pingpong: also run baselines/tcp-pingpong.mjs and fail if its p50 and the tcp row's differ by more than ${BASELINE_TOLERANCE}×`,
+    `verbs-pingpong: also run baselines/tcp-pingpong.mjs interleaved with the bench's tcp ping-pong and fail if their median p50s differ by more than ${BASELINE_TOLERANCE}×`,
+  )
+  .option(
+    '--baseline-rounds <n>',
+    'interleaved rounds per size for --check-baselines',
+    positiveInt,
+    BASELINE_ROUNDS,
   )
   .action(
     async (
@@ -64,19 +76,32 @@ const program = new Command('rdmajs-bench')
         sizes: number[];
         transports: ('tcp' | 'rdma')[];
         json?: string;
+        html?: string;
+        compare?: string;
         checkBaselines?: boolean;
+        baselineRounds: number;
+        quick?: boolean;
       },
     ) => {
+      // --quick only changes what the user left at its default.
+      if (opts.quick) {
+        if (program.getOptionValueSource('iterations') === 'default') opts.iterations = 300;
+        if (program.getOptionValueSource('sizes') === 'default') opts.sizes = [64, 4096];
+      }
       const scenario = scenarios.get(name);
+      // Read the earlier report first: a bad file should fail before minutes of measuring.
+      const old = opts.compare
+        ? parseReport(readFileSync(opts.compare, 'utf8'), opts.compare)
+        : undefined;
       if (!scenario)
         return program.error(
           `unknown scenario ${name}; known: ${[...scenarios.keys()].join(', ')}`,
         );
-      if (opts.checkBaselines && (name !== 'verbs-pingpong' || !opts.transports.includes('tcp')))
-        return program.error('--check-baselines needs the verbs-pingpong scenario with tcp rows');
+      if (opts.checkBaselines && name !== 'verbs-pingpong')
+        return program.error('--check-baselines needs the verbs-pingpong scenario');
       // Say so before measuring anything, not after the TCP half of the run.
-      if (opts.provider === 'ibverbs' && opts.transports.includes('rdma')) {
-        const ibv = ibverbsStatus();
+      const ibv = opts.provider === 'ibverbs' ? ibverbsStatus() : undefined;
+      if (ibv && opts.transports.includes('rdma')) {
         if (ibv.devices.length === 0)
           return program.error(
             `the ibverbs provider has no device here (${ibv.reason ?? 'unknown reason'}); use --provider soft`,
@@ -100,16 +125,32 @@ const program = new Command('rdmajs-bench')
         },
       );
       bar?.stop();
-      const report: Report = { scenario: scenario.name, machine: machineInfo(), results };
+      const summary = summarize(results);
+      const report: Report = {
+        scenario: scenario.name,
+        machine: machineInfo(
+          opts.provider,
+          ibv?.devices.map((d) => d.name),
+        ),
+        config: { scenario: scenario.name, ...opts },
+        summary,
+        results,
+      };
       process.stdout.write(
         `\n${scenario.name}: ${scenario.description}\n\n${renderTable(results)}\n`,
       );
       const verdict = scenario.summarize?.(results);
       if (verdict) process.stdout.write(`\n${verdict}\n`);
+      process.stdout.write(`\n${renderHeadlines(summary)}\n`);
+      if (old) process.stdout.write(`\n${renderCompare(old, report)}\n`);
+      if (opts.html) await writeHtml(opts.html, report);
       if (opts.checkBaselines) {
-        process.stderr.write('… plain-Node TCP baseline script\n');
-        const iterations = opts.sizes.map((size) => iterationsFor(size, opts.iterations));
-        const rows = compareBaselines(results, await runTcpBaseline(opts.sizes, iterations));
+        const rows = await checkBaselines(
+          opts.sizes,
+          opts.iterations,
+          opts.baselineRounds,
+          (label) => process.stderr.write(`… ${label}\n`),
+        );
         report.baselineCheck = rows;
         process.stdout.write(`\n${renderComparison(rows)}\n`);
         if (opts.json) writeJson(opts.json, report);

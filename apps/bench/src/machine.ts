@@ -7,11 +7,16 @@ export interface MachineInfo {
   node: string;
   platform: string;
   kernel: string;
+  /** The verbs provider of the RDMA rows: `soft` or `ibverbs` (with its device names). */
+  provider: string;
+  rdmaDevices?: string[];
 }
 
-export function machineInfo(): MachineInfo {
+export function machineInfo(provider: string, rdmaDevices?: string[]): MachineInfo {
   const c = cpus();
   return {
+    provider,
+    ...(rdmaDevices ? { rdmaDevices } : {}),
     hostname: hostname(),
     cpuModel: c[0]?.model ?? 'unknown',
     cpuCount: c.length,

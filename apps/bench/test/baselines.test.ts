@@ -4,43 +4,36 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { type BaselineRow, compareBaselines } from '../src/baselines/tcpBaseline.js';
+import { compareBaselines, median } from '../src/baselines/tcpBaseline.js';
 import type { Result } from '../src/report/Result.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 
-function tcpRow(sizeBytes: number, p50Us: number): Result {
-  return {
-    transport: 'tcp',
-    op: 'pingpong',
-    sizeBytes,
-    p50Us,
-    meanUs: p50Us,
-    p99Us: p50Us,
-    cpuUsPerOp: 1,
-  };
-}
-
-function scriptRow(sizeBytes: number, p50Us: number): BaselineRow {
-  return { sizeBytes, iterations: 10, p50Us, meanUs: p50Us, p99Us: p50Us };
-}
-
 describe('compareBaselines', () => {
-  it('flags a ratio beyond 1.2 in either direction and pairs rows by size', () => {
-    const rows = compareBaselines(
-      [tcpRow(64, 100), tcpRow(4096, 100), tcpRow(65536, 100), tcpRow(1 << 20, 100)],
-      [scriptRow(64, 100), scriptRow(4096, 50), scriptRow(65536, 200), scriptRow(1 << 20, 90)],
-    );
-    expect(rows.map((r) => [r.sizeBytes, r.ratio, r.ok])).toEqual([
-      [64, 1, true],
-      [4096, 2, false],
-      [65536, 0.5, false],
-      [1 << 20, 100 / 90, true],
+  it("takes the median of the paired rounds' ratios and flags one beyond 1.2 either way", () => {
+    const rows = compareBaselines([
+      // One round that caught a burst on either side does not move the median.
+      { sizeBytes: 64, bench: [100, 400, 101], script: [99, 100, 900] },
+      { sizeBytes: 4096, bench: [100, 100, 100], script: [50, 50, 50] },
+      { sizeBytes: 65536, bench: [100, 100], script: [200, 200] },
+      { sizeBytes: 1 << 20, bench: [100], script: [90] },
     ]);
+    expect(rows.map((r) => [r.sizeBytes, r.benchP50Us, r.scriptP50Us, r.ok])).toEqual([
+      [64, 101, 100, true],
+      [4096, 100, 50, false],
+      [65536, 100, 200, false],
+      [1 << 20, 100, 90, true],
+    ]);
+    expect(rows[0]?.ratio).toBeCloseTo(100 / 99, 6);
+    expect(rows[0]?.benchRoundsP50Us).toEqual([100, 400, 101]);
   });
 
-  it('refuses a size the bench did not measure', () => {
-    expect(() => compareBaselines([tcpRow(64, 1)], [scriptRow(4096, 1)])).toThrow(/4096 B/);
+  it('takes the mean of the middle two for an even number of rounds', () => {
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(() => median([])).toThrow(/no samples/);
+    expect(() => compareBaselines([{ sizeBytes: 64, bench: [1, 2], script: [1] }])).toThrow(
+      /unpaired/,
+    );
   });
 });
 
@@ -49,7 +42,7 @@ describe('rdmajs-bench --check-baselines', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'bench-')), 'out.json');
     const args = ['--import', 'tsx', '--conditions=@rdmajs/source', cli, 'verbs-pingpong'];
     args.push('--check-baselines', '--sizes', '64,4k', '--iterations', '300');
-    args.push('--transports', 'tcp', '--json', file);
+    args.push('--transports', 'tcp', '--baseline-rounds', '3', '--json', file);
     const r = spawnSync(process.execPath, args, {
       encoding: 'utf8',
       timeout: 60_000,
@@ -69,14 +62,19 @@ describe('rdmajs-bench --check-baselines', () => {
         benchP50Us: number;
         scriptP50Us: number;
         ratio: number;
+        benchRoundsP50Us: number[];
+        scriptRoundsP50Us: number[];
       }[];
     };
     expect(json.baselineCheck.map((c) => c.sizeBytes)).toEqual([64, 4096]);
     for (const c of json.baselineCheck) {
-      const row = json.results.find((x) => x.op === 'pingpong' && x.sizeBytes === c.sizeBytes);
-      expect(c.benchP50Us).toBe(row?.p50Us);
+      expect(c.benchRoundsP50Us).toHaveLength(3);
+      expect(c.scriptRoundsP50Us).toHaveLength(3);
+      expect(c.benchP50Us).toBe(median(c.benchRoundsP50Us));
+      expect(c.scriptP50Us).toBe(median(c.scriptRoundsP50Us));
       expect(c.scriptP50Us).toBeGreaterThan(0);
-      expect(c.ratio).toBeCloseTo(c.benchP50Us / c.scriptP50Us, 6);
+      const ratios = c.benchRoundsP50Us.map((b, k) => b / (c.scriptRoundsP50Us[k] as number));
+      expect(c.ratio).toBeCloseTo(median(ratios), 6);
     }
   });
 });

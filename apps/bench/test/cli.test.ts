@@ -25,6 +25,13 @@ function runBench(args: string[]): {
 }
 
 describe('rdmajs-bench verbs-pingpong', () => {
+  it('--quick runs 300 iterations at 64 B and 4 KiB and records it in the config', () => {
+    const { json } = runBench(['verbs-pingpong', '--quick', '--transports', 'tcp']);
+    const cfg = (json as unknown as { config: Record<string, unknown> }).config;
+    expect(cfg).toMatchObject({ quick: true, iterations: 300, sizes: [64, 4096] });
+    expect(json.results.map((r) => r.sizeBytes)).toEqual([64, 4096, 1 << 20]);
+  });
+
   it('measures soft and tcp in one run and writes the documented JSON shape', () => {
     const { stdout, json } = runBench([
       'verbs-pingpong',

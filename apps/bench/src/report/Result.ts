@@ -1,6 +1,7 @@
 import type { MachineInfo } from '../machine.js';
+import type { Summary } from './summary.js';
 
-export type Transport = 'soft' | 'ibverbs' | 'tcp';
+export type Transport = 'soft' | 'ibverbs' | 'tcp' | 'grpc';
 
 /** One measured row; every scenario keeps this shape and may add fields. */
 export interface Result {
@@ -12,6 +13,9 @@ export interface Result {
   p99Us: number;
   cpuUsPerOp: number;
   gibPerSec?: number;
+  p999Us?: number;
+  /** Latency at fixed percentiles (rows measured with a LatencyRecorder). */
+  cdf?: { p: number; us: number }[];
   [extra: string]: unknown;
 }
 
@@ -40,6 +44,9 @@ export function throughputResult(
 export interface Report {
   scenario: string;
   machine: MachineInfo;
+  /** Every option the run used, defaults included. */
+  config?: Record<string, unknown>;
+  summary?: Summary;
   results: Result[];
   [extra: string]: unknown;
 }

@@ -1,4 +1,5 @@
 import { allocatorScenario } from './allocator.js';
+import { grpcStoreScenario } from './grpc-store.js';
 import type { Scenario } from './Scenario.js';
 import { storeScenario } from './store.js';
 import { verbsPingPongScenario } from './verbs-pingpong.js';
@@ -8,4 +9,5 @@ export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [verbsPingPongScenario.name, verbsPingPongScenario],
   [allocatorScenario.name, allocatorScenario],
   [storeScenario.name, storeScenario],
+  [grpcStoreScenario.name, grpcStoreScenario],
 ]);

@@ -14,38 +14,6 @@ async function open(port: number): Promise<Socket> {
   return sock;
 }
 
-/** Waits until `bytes` more bytes have arrived on `sock` (the throughput run's final ack). */
-class Reader {
-  #have = 0;
-  #want = 0;
-  #wake: (() => void) | undefined;
-
-  constructor(sock: Socket) {
-    sock.on('data', (d: Buffer) => {
-      this.#have += d.length;
-      if (this.#wake && this.#have >= this.#want) {
-        const w = this.#wake;
-        this.#wake = undefined;
-        w();
-      }
-    });
-  }
-
-  take(bytes: number): Promise<void> | undefined {
-    if (this.#have >= bytes) {
-      this.#have -= bytes;
-      return undefined;
-    }
-    this.#want = bytes;
-    return new Promise<void>((resolve) => {
-      this.#wake = () => {
-        this.#have -= bytes;
-        resolve();
-      };
-    });
-  }
-}
-
 const ROUNDS_TIMEOUT_MS = 180_000;
 
 /**
@@ -122,6 +90,42 @@ export async function tcpPingPong(
   }
 }
 
+/**
+ * Streams `count` messages of `size` bytes, then waits for the peer's one-byte ack of the
+ * last one, all from callbacks ('drain' and 'data'), like the ping-pong: no promise per step.
+ */
+function stream(sock: Socket, payload: Buffer, count: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let sent = 0;
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      sock.off('data', onData);
+      sock.off('drain', pump);
+      sock.off('error', done);
+      if (err) reject(err);
+      else resolve();
+    };
+    const timer = setTimeout(
+      () => done(new Error(`tcp throughput: no ack in ${ROUNDS_TIMEOUT_MS} ms`)),
+      ROUNDS_TIMEOUT_MS,
+    );
+    const onData = (d: Buffer) => {
+      if (sent < count || d.length !== 1) return done(new Error('tcp throughput: unexpected ack'));
+      done();
+    };
+    function pump() {
+      while (sent < count) {
+        sent++;
+        if (!sock.write(payload)) return;
+      }
+    }
+    sock.on('data', onData);
+    sock.on('drain', pump);
+    sock.on('error', done);
+    pump();
+  });
+}
+
 /** One-way throughput: stream `count` messages of `size` bytes, the peer acks the last byte. */
 export async function tcpThroughput(peer: EchoPeer, size: number, count: number): Promise<Result> {
   const { port } = await peer.call<{ port: number }>({
@@ -130,19 +134,17 @@ export async function tcpThroughput(peer: EchoPeer, size: number, count: number)
     throughputBytes: size * count,
   });
   const sock = await open(port);
-  const reader = new Reader(sock);
   const payload = Buffer.alloc(size, 2);
-  const peerCpu0 = await peer.call<number>({ op: 'cpu' });
-  const cpu0 = cpuNowUs();
-  const t0 = performance.now();
-  for (let i = 0; i < count; i++) {
-    if (!sock.write(payload)) await new Promise((r) => sock.once('drain', r));
+  try {
+    const peerCpu0 = await peer.call<number>({ op: 'cpu' });
+    const cpu0 = cpuNowUs();
+    const t0 = performance.now();
+    await stream(sock, payload, count);
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = cpuNowUs() - cpu0;
+    const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
+    return throughputResult('tcp', 'throughput', size, count, seconds, cpu + peerCpu);
+  } finally {
+    sock.destroy();
   }
-  const p = reader.take(1);
-  if (p) await p;
-  const seconds = (performance.now() - t0) / 1000;
-  const cpu = cpuNowUs() - cpu0;
-  const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
-  sock.destroy();
-  return throughputResult('tcp', 'throughput', size, count, seconds, cpu + peerCpu);
 }

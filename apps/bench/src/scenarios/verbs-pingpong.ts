@@ -1,6 +1,6 @@
 import { EchoPeer } from '../peers/EchoPeer.js';
 import type { Result, Transport } from '../report/Result.js';
-import { iterationsFor } from './iterations.js';
+import { iterationsFor, warmupFor } from './iterations.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong, tcpThroughput } from './tcp.js';
 import { verbsIdle, verbsPingPong, verbsThroughput } from './verbs.js';
@@ -18,7 +18,7 @@ export const verbsPingPongScenario: Scenario = {
     try {
       for (const size of o.sizes) {
         const iterations = iterationsFor(size, o.iterations);
-        const warmup = Math.max(10, Math.floor(iterations / 10));
+        const warmup = warmupFor(size, iterations);
         if (want('tcp')) {
           progress(`tcp ping-pong ${size} B`);
           results.push(await tcpPingPong(peer, size, iterations, warmup));

@@ -1,5 +1,19 @@
 import * as hdr from 'hdr-histogram-js';
 
+/** Where the latency CDF of a row is sampled (the HTML report draws it). */
+export const CDF_PERCENTILES: readonly number[] = [
+  0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97.5, 99, 99.5, 99.9, 99.99, 100,
+];
+
+export interface LatencySummary {
+  p50Us: number;
+  meanUs: number;
+  p99Us: number;
+  p999Us: number;
+  /** The latency at each of CDF_PERCENTILES. */
+  cdf: { p: number; us: number }[];
+}
+
 /** Round-trip times in microseconds, recorded into an HDR histogram (no per-sample allocation). */
 export class LatencyRecorder {
   readonly #h = hdr.build({
@@ -21,11 +35,14 @@ export class LatencyRecorder {
     return this.#count;
   }
 
-  summary(): { p50Us: number; meanUs: number; p99Us: number } {
+  summary(): LatencySummary {
+    const at = (p: number) => this.#h.getValueAtPercentile(p) / 100;
     return {
-      p50Us: this.#h.getValueAtPercentile(50) / 100,
+      p50Us: at(50),
       meanUs: this.#count ? this.#sum / this.#count : 0,
-      p99Us: this.#h.getValueAtPercentile(99) / 100,
+      p99Us: at(99),
+      p999Us: at(99.9),
+      cdf: CDF_PERCENTILES.map((p) => ({ p, us: at(p) })),
     };
   }
 }

@@ -1,0 +1,53 @@
+// The gRPC baseline's server, run as a forked child: a ParameterStore served over
+// @grpc/grpc-js on loopback. The parent sends { op: 'start', tables }, gets { port }; it
+// asks { op: 'cpu' } for this process's CPU time and { op: 'exit' } to stop.
+import * as grpc from '@grpc/grpc-js';
+import { ParameterStore, type SparseTableConfig } from '@rdmajs/ps-server';
+import { cpuNowUs } from '../../stats/cpu.js';
+import { loadService } from './protocol.js';
+import { storeHandlers } from './storeService.js';
+
+type Msg = { id: number } & (
+  | { op: 'start'; tables: SparseTableConfig[] }
+  | { op: 'cpu' }
+  | { op: 'exit' }
+);
+
+let server: grpc.Server | undefined;
+
+const reply = (id: number, result: unknown, error?: string) =>
+  process.send?.(error === undefined ? { id, result } : { id, error });
+
+process.on('message', (m: Msg) => {
+  if (m.op === 'cpu') return reply(m.id, cpuNowUs());
+  if (m.op === 'exit') {
+    const bye = () => process.exit(0);
+    if (!server) return bye();
+    // Bounded: a graceful shutdown that does not finish in 2 s is forced.
+    const t = setTimeout(() => server?.forceShutdown(), 2_000);
+    server.tryShutdown(() => {
+      clearTimeout(t);
+      bye();
+    });
+    return;
+  }
+  if (m.op === 'start') {
+    if (server) return reply(m.id, undefined, 'already started');
+    try {
+      const store = new ParameterStore({ tables: m.tables });
+      const s = new grpc.Server({
+        'grpc.max_receive_message_length': 256 << 20,
+        'grpc.max_send_message_length': 256 << 20,
+      });
+      s.addService(loadService().definition, storeHandlers(store));
+      s.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err) return reply(m.id, undefined, err.message);
+        server = s;
+        reply(m.id, { port });
+      });
+    } catch (err) {
+      reply(m.id, undefined, (err as Error).message);
+    }
+  }
+});
+process.send?.({ started: true });

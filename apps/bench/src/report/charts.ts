@@ -1,0 +1,121 @@
+import type { TopLevelSpec } from 'vega-lite';
+import { HEADLINES } from './paper.js';
+import type { Report, Result } from './Result.js';
+import { formatSize } from './table.js';
+
+/** One chart of the HTML report: a Vega-Lite spec, with its data inlined. */
+export interface Chart {
+  id: string;
+  title: string;
+  spec: TopLevelSpec;
+}
+
+const series = (r: Result) => `${r.transport} ${r.op}`;
+const SCHEMA = 'https://vega.github.io/schema/vega-lite/v6.json';
+const WIDTH = 560;
+const HEIGHT = 300;
+
+/** Latency CDFs (one chart per size), a size sweep, CPU per op, and the headline ratios. */
+export function chartsFor(report: Report): Chart[] {
+  const charts: Chart[] = [];
+  const withCdf = report.results.filter((r) => Array.isArray(r.cdf) && r.cdf.length > 0);
+  const sizes = [...new Set(withCdf.map((r) => r.sizeBytes))].sort((a, b) => a - b);
+  for (const size of sizes) {
+    const values = withCdf
+      .filter((r) => r.sizeBytes === size)
+      .flatMap((r) => (r.cdf ?? []).map((c) => ({ series: series(r), us: c.us, p: c.p })));
+    charts.push({
+      id: `cdf-${size}`,
+      title: `Latency CDF, ${formatSize(size)}`,
+      spec: {
+        $schema: SCHEMA,
+        width: WIDTH,
+        height: HEIGHT,
+        data: { values },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: { field: 'us', type: 'quantitative', scale: { type: 'log' }, title: 'latency (µs)' },
+          y: { field: 'p', type: 'quantitative', title: 'percentile' },
+          color: { field: 'series', type: 'nominal', title: 'row', legend: { labelLimit: 400 } },
+        },
+      },
+    });
+  }
+  const latencyRows = report.results.filter((r) => !r.op.includes('throughput') && r.sizeBytes > 0);
+  if (new Set(latencyRows.map((r) => r.sizeBytes)).size > 1) {
+    charts.push({
+      id: 'size-sweep',
+      title: 'p50 latency vs message size',
+      spec: {
+        $schema: SCHEMA,
+        width: WIDTH,
+        height: HEIGHT,
+        data: {
+          values: latencyRows.map((r) => ({ series: series(r), size: r.sizeBytes, p50: r.p50Us })),
+        },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: {
+            field: 'size',
+            type: 'quantitative',
+            scale: { type: 'log', base: 2 },
+            title: 'message size (bytes)',
+          },
+          y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (µs)' },
+          color: { field: 'series', type: 'nominal', title: 'row', legend: { labelLimit: 400 } },
+        },
+      },
+    });
+  }
+  charts.push({
+    id: 'cpu-per-op',
+    title: 'CPU per round trip, all processes',
+    spec: {
+      $schema: SCHEMA,
+      width: WIDTH,
+      height: HEIGHT,
+      data: {
+        // Per-message rows only: throughput and idle rows count CPU per MiB or per second.
+        values: latencyRows.map((r) => ({
+          series: series(r),
+          size: formatSize(r.sizeBytes),
+          cpu: r.cpuUsPerOp,
+        })),
+      },
+      mark: 'bar',
+      encoding: {
+        x: { field: 'series', type: 'nominal', title: null, axis: { labelAngle: -40 } },
+        xOffset: { field: 'size', type: 'nominal' },
+        y: { field: 'cpu', type: 'quantitative', title: 'CPU µs per op' },
+        color: { field: 'size', type: 'nominal', title: 'size' },
+      },
+    },
+  });
+  const headlines = HEADLINES.flatMap((h) => {
+    const ours = report.summary?.[h.key];
+    const rows = [];
+    if (typeof ours === 'number')
+      rows.push({ figure: h.label, source: 'ours (this run)', ratio: ours });
+    if (h.paper !== undefined)
+      rows.push({ figure: h.label, source: "paper's production figure", ratio: h.paper });
+    return rows;
+  });
+  charts.push({
+    id: 'headlines',
+    title: "Headline ratios: ours beside the paper's production figures",
+    spec: {
+      $schema: SCHEMA,
+      width: WIDTH,
+      height: HEIGHT,
+      data: { values: headlines },
+      mark: 'bar',
+      encoding: {
+        y: { field: 'figure', type: 'nominal', title: null, axis: { labelLimit: 300 } },
+        yOffset: { field: 'source', type: 'nominal' },
+        x: { field: 'ratio', type: 'quantitative', title: 'RDMA ÷ baseline (lower is better)' },
+        color: { field: 'source', type: 'nominal', title: null, legend: { labelLimit: 300 } },
+      },
+    },
+  });
+  return charts;
+}

@@ -1,0 +1,18 @@
+import { HEADLINES } from './paper.js';
+import type { Summary } from './summary.js';
+
+/** The headline ratios: ours (or why there is none yet), our target, the paper's figure. */
+export function renderHeadlines(summary: Summary): string {
+  const lines = [
+    'headline ratios (ours, this run) | target on soft | paper (its production cluster, not ours)',
+  ];
+  for (const h of HEADLINES) {
+    const v = summary[h.key];
+    const ours = v === null ? 'not measured yet (needs the PS scenarios)' : `${v.toFixed(2)}×`;
+    const paper = h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`;
+    lines.push(
+      `  ${h.label.padEnd(30)} ${ours.padEnd(42)} ≤ ${h.target.toFixed(2)}×   paper: ${paper}`,
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,60 @@
+/**
+ * The paper's production figures (its RDMA system against its kernel-TCP one) and the
+ * targets issue 15 sets for the soft provider. Printed and drawn beside our ratios and
+ * always labelled as the paper's: they were measured on its cluster, not here.
+ */
+export interface HeadlineFigure {
+  key: HeadlineKey;
+  label: string;
+  /** The paper's production ratio (RDMA ÷ TCP), or undefined where it gives none. */
+  paper: number | undefined;
+  /** The paper's figure as it states it. */
+  paperText: string;
+  /** Our target on the soft provider: the ratio must be at most this. */
+  target: number;
+}
+
+export type HeadlineKey =
+  | 'fetchMeanRatio'
+  | 'fetchP99Ratio'
+  | 'fetchCpuRatio'
+  | 'pushP99Ratio'
+  | 'grpcFetchMeanRatio';
+
+export const HEADLINES: readonly HeadlineFigure[] = [
+  {
+    key: 'fetchMeanRatio',
+    label: 'fetch mean, RDMA ÷ TCP',
+    paper: 1 - 0.357,
+    paperText: '−35.7 %',
+    target: 0.5,
+  },
+  {
+    key: 'fetchP99Ratio',
+    label: 'fetch p99, RDMA ÷ TCP',
+    paper: 1 - 0.437,
+    paperText: '−43.7 %',
+    target: 0.4,
+  },
+  {
+    key: 'fetchCpuRatio',
+    label: 'CPU per fetch, RDMA ÷ TCP',
+    paper: 1 - 0.1069,
+    paperText: '−10.69 %',
+    target: 0.7,
+  },
+  {
+    key: 'pushP99Ratio',
+    label: 'incast push p99, RDMA ÷ TCP',
+    paper: 1 - 0.74,
+    paperText: '−74 %',
+    target: 0.25,
+  },
+  {
+    key: 'grpcFetchMeanRatio',
+    label: 'fetch mean, RDMA ÷ gRPC',
+    paper: undefined,
+    paperText: '(not in the paper)',
+    target: 0.05,
+  },
+];

@@ -1,0 +1,48 @@
+import type { HeadlineKey } from './paper.js';
+import type { Result } from './Result.js';
+import { baselineFor } from './table.js';
+
+/** One RDMA row against the TCP row of the same size and kind, measured in the same run. */
+export interface RowRatio {
+  transport: string;
+  op: string;
+  sizeBytes: number;
+  p50Ratio: number;
+  meanRatio: number;
+  p99Ratio: number;
+  cpuRatio: number;
+}
+
+/**
+ * The JSON's `summary`: the issue's headline ratios, null until the scenario that
+ * measures them exists (the inference-fetch and training-push scenarios need the PS
+ * service and client, issue 14), and every ratio the scenarios that exist do measure.
+ */
+export type Summary = Record<HeadlineKey, number | null> & { ratios: RowRatio[] };
+
+const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
+
+export function summarize(results: Result[]): Summary {
+  const ratios: RowRatio[] = [];
+  for (const r of results) {
+    const b = baselineFor(r, results);
+    if (!b) continue;
+    ratios.push({
+      transport: r.transport,
+      op: r.op,
+      sizeBytes: r.sizeBytes,
+      p50Ratio: div(r.p50Us, b.p50Us),
+      meanRatio: div(r.meanUs, b.meanUs),
+      p99Ratio: div(r.p99Us, b.p99Us),
+      cpuRatio: div(r.cpuUsPerOp, b.cpuUsPerOp),
+    });
+  }
+  return {
+    fetchMeanRatio: null,
+    fetchP99Ratio: null,
+    fetchCpuRatio: null,
+    pushP99Ratio: null,
+    grpcFetchMeanRatio: null,
+    ratios,
+  };
+}
