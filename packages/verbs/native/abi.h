@@ -26,14 +26,19 @@ constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POS
 constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
 
 // Send opcodes as JS packs them (not ibv_wr_opcode: each provider maps them).
-constexpr int OP_SEND = 0, OP_SEND_WITH_IMM = 1, OP_RDMA_WRITE = 2, OP_RDMA_WRITE_WITH_IMM = 3, OP_RDMA_READ = 4;
+constexpr int OP_SEND = 0, OP_SEND_WITH_IMM = 1, OP_RDMA_WRITE = 2, OP_RDMA_WRITE_WITH_IMM = 3, OP_RDMA_READ = 4,
+              OP_ATOMIC_CMP_AND_SWP = 5, OP_ATOMIC_FETCH_AND_ADD = 6;
+constexpr int OP_LAST = OP_ATOMIC_FETCH_AND_ADD;
 
 // Send WR flags.
 constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2;
 
 // Packed work requests (Float64Array): send = wrId, opcode, flags, imm, remoteAddr, rkey,
-// numSge, then addr/length/lkey per SGE; recv = wrId, numSge, then the SGEs.
-constexpr int SEND_WR_HEADER_WORDS = 7, RECV_WR_HEADER_WORDS = 2, SGE_WORDS = 3;
+// numSge, then addr/length/lkey per SGE; recv = wrId, numSge, then the SGEs. An atomic WR
+// (one 8-byte SGE) is followed by its operands compare_add and swap, each a raw uint64
+// written through a BigUint64Array view of the same buffer (a double cannot hold 64 bits).
+constexpr int SEND_WR_HEADER_WORDS = 7, RECV_WR_HEADER_WORDS = 2, SGE_WORDS = 3, ATOMIC_OPERAND_WORDS = 2;
+constexpr int ATOMIC_BYTES = 8;  // the operand size of both atomics, and their SGE's length
 
 // A completion record (Float64Array, 8 words): wrId, status, opcode, byteLen, imm, qpNum,
 // flags + 256 * vendorErr, srcQp. Status and opcode are the ibverbs values.
@@ -41,7 +46,8 @@ constexpr int WC_WORDS = 8;
 constexpr int WC_WR_ID = 0, WC_STATUS = 1, WC_OPCODE = 2, WC_BYTE_LEN = 3, WC_IMM = 4, WC_QP_NUM = 5, WC_FLAGS = 6,
               WC_SRC_QP = 7;
 constexpr int WC_FLAG_WITH_IMM = 2;  // IBV_WC_WITH_IMM
-constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_RECV = 128, WCO_RECV_RDMA_WITH_IMM = 129;
+constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_COMP_SWAP = 3, WCO_FETCH_ADD = 4, WCO_RECV = 128,
+              WCO_RECV_RDMA_WITH_IMM = 129;
 
 // Soft TCP link: the header linkTake fills (Float64Array, 10 words).
 constexpr int LINK_WORDS = 10;
@@ -86,11 +92,16 @@ constexpr Entry kTable[] = {
     {"OP_RDMA_WRITE", OP_RDMA_WRITE},
     {"OP_RDMA_WRITE_WITH_IMM", OP_RDMA_WRITE_WITH_IMM},
     {"OP_RDMA_READ", OP_RDMA_READ},
+    {"OP_ATOMIC_CMP_AND_SWP", OP_ATOMIC_CMP_AND_SWP},
+    {"OP_ATOMIC_FETCH_AND_ADD", OP_ATOMIC_FETCH_AND_ADD},
+    {"OP_LAST", OP_LAST},
     {"FLAG_SIGNALED", FLAG_SIGNALED},
     {"FLAG_INLINE", FLAG_INLINE},
     {"SEND_WR_HEADER_WORDS", SEND_WR_HEADER_WORDS},
     {"RECV_WR_HEADER_WORDS", RECV_WR_HEADER_WORDS},
     {"SGE_WORDS", SGE_WORDS},
+    {"ATOMIC_OPERAND_WORDS", ATOMIC_OPERAND_WORDS},
+    {"ATOMIC_BYTES", ATOMIC_BYTES},
     {"WC_WORDS", WC_WORDS},
     {"WC_WR_ID", WC_WR_ID},
     {"WC_STATUS", WC_STATUS},
@@ -104,6 +115,8 @@ constexpr Entry kTable[] = {
     {"WCO_SEND", WCO_SEND},
     {"WCO_RDMA_WRITE", WCO_RDMA_WRITE},
     {"WCO_RDMA_READ", WCO_RDMA_READ},
+    {"WCO_COMP_SWAP", WCO_COMP_SWAP},
+    {"WCO_FETCH_ADD", WCO_FETCH_ADD},
     {"WCO_RECV", WCO_RECV},
     {"WCO_RECV_RDMA_WITH_IMM", WCO_RECV_RDMA_WITH_IMM},
     {"LINK_WORDS", LINK_WORDS},

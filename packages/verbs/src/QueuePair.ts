@@ -5,7 +5,14 @@ import { errnoName, RdmaError, RdmaPostError, RdmaSystemError } from './errors.j
 import { ABI } from './internal/abi.js';
 import { QP_STATE_CODE, qpStateName } from './internal/codes.js';
 import type { QpDriver, QpHost, QpPath } from './internal/driver.js';
-import { asList, packRecvWr, packSendWr, recvWrWords, sendWrWords } from './internal/encode.js';
+import {
+  asList,
+  operandView,
+  packRecvWr,
+  packSendWr,
+  recvWrWords,
+  sendWrWords,
+} from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import { checkCreate, type kCreate, kDriver, kNotify, kUse } from './internal/symbols.js';
 import { describe, invalid, optInt, readOptions } from './internal/validate.js';
@@ -71,6 +78,7 @@ export class QueuePair extends Resource {
   readonly #handle: number;
   readonly #driver: QpDriver;
   readonly #sendScratch: Float64Array;
+  readonly #sendOperands: BigUint64Array;
   readonly #recvScratch: Float64Array;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
 
@@ -95,6 +103,7 @@ export class QueuePair extends Resource {
     this.recvCq = init.recvCq;
     this.srq = init.srq;
     this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(this.caps.maxSendSge));
+    this.#sendOperands = operandView(this.#sendScratch);
     this.#recvScratch = new Float64Array(
       Math.max(this.caps.maxRecvWr, 1) * recvWrWords(this.caps.maxRecvSge),
     );
@@ -203,6 +212,7 @@ export class QueuePair extends Resource {
     for (let i = 0; i < n; i++) {
       p = packSendWr(
         this.#sendScratch,
+        this.#sendOperands,
         p,
         list[i] as SendWr,
         this.caps.maxSendSge,

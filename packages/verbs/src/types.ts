@@ -17,7 +17,9 @@ export type SendOpcode =
   | 'SEND_WITH_IMM'
   | 'RDMA_WRITE'
   | 'RDMA_WRITE_WITH_IMM'
-  | 'RDMA_READ';
+  | 'RDMA_READ'
+  | 'ATOMIC_CMP_AND_SWP'
+  | 'ATOMIC_FETCH_AND_ADD';
 
 /** `enum ibv_wc_status` names, in their numeric order (index = ibverbs value). */
 export const WC_STATUSES = [
@@ -47,7 +49,14 @@ export const WC_STATUSES = [
 export type WcStatus = (typeof WC_STATUSES)[number];
 
 /** Completion opcodes; the receive side ones have the `RECV` prefix, as in ibverbs. */
-export type WcOpcode = 'SEND' | 'RDMA_WRITE' | 'RDMA_READ' | 'RECV' | 'RECV_RDMA_WITH_IMM';
+export type WcOpcode =
+  | 'SEND'
+  | 'RDMA_WRITE'
+  | 'RDMA_READ'
+  | 'COMP_SWAP'
+  | 'FETCH_ADD'
+  | 'RECV'
+  | 'RECV_RDMA_WITH_IMM';
 
 /** One scatter/gather element: a range of registered memory. */
 export interface Sge {
@@ -67,9 +76,17 @@ export interface SendWr {
   inline?: boolean;
   /** Immediate data (uint32) for the *_WITH_IMM opcodes. */
   imm?: number;
-  /** Remote address and key for RDMA_WRITE*, RDMA_READ. */
+  /** Remote address and key for RDMA_WRITE*, RDMA_READ and the atomics. */
   remoteAddr?: number;
   rkey?: number;
+  /**
+   * Atomics (one 8-byte SGE receives the prior value; `remoteAddr` 8-byte aligned, else the
+   * responder fails it with REM_INV_REQ_ERR): the value to compare with (CMP_AND_SWP) or to
+   * add (FETCH_AND_ADD, modulo 2^64), a bigint in [0, 2^64).
+   */
+  compareAdd?: bigint;
+  /** ATOMIC_CMP_AND_SWP: the value stored when the target equals `compareAdd`. */
+  swap?: bigint;
 }
 
 export interface RecvWr {

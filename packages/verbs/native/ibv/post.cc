@@ -21,9 +21,14 @@ int IbvDevice::WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool sen
   for (int i = 0; i < *count; i++) {
     if (p + head > words) return i;
     double n = (*w)[p + head - 1];
-    if (!(n >= 0 && n <= maxSge) || p + head + 3 * static_cast<size_t>(n) > words) return i;
-    if (send && !((*w)[p + 1] >= 0 && (*w)[p + 1] <= 4)) return i;  // never READ in disguise
-    p += head + 3 * static_cast<size_t>(n);
+    double op = send ? (*w)[p + 1] : 0;
+    bool atomic = op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD;
+    size_t tail = atomic ? ATOMIC_OPERAND_WORDS : 0;
+    if (!(n >= 0 && n <= maxSge) || p + head + 3 * static_cast<size_t>(n) + tail > words) return i;
+    if (send && !(op >= 0 && op <= OP_LAST && op == static_cast<int>(op))) return i;  // never READ in disguise
+    // An atomic takes exactly one 8-byte SGE (its prior value): checked as JS does.
+    if (atomic && !(n == 1 && (*w)[p + head + 1] == ATOMIC_BYTES)) return i;
+    p += head + 3 * static_cast<size_t>(n) + tail;
   }
   return *count;
 }
@@ -39,15 +44,17 @@ void IbvDevice::DecodeSges(const double* w, uint32_t n, ibv_sge* sg) {
 ibv_send_wr* IbvDevice::DecodeSend(const double* w, int count, uint32_t maxSge) {
   if (sges_.size() < static_cast<size_t>(count) * maxSge) sges_.resize(static_cast<size_t>(count) * maxSge);
   size_t nextSge = 0;
-  static constexpr ibv_wr_opcode kOp[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
-                                          IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ};
+  static constexpr ibv_wr_opcode kOp[] = {IBV_WR_SEND,      IBV_WR_SEND_WITH_IMM,       IBV_WR_RDMA_WRITE,
+                                          IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+                                          IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD};
+  static_assert(sizeof kOp / sizeof kOp[0] == OP_LAST + 1, "one ibv opcode per OP_*");
   size_t p = 0;
   for (int i = 0; i < count; i++) {
     ibv_send_wr& wr = sendWrs_[static_cast<size_t>(i)];
     wr = ibv_send_wr{};
     wr.wr_id = static_cast<uint64_t>(w[p]);
-    int op = static_cast<int>(w[p + 1]);  // 0..4: checked by PostSend before decoding
-    wr.opcode = kOp[std::clamp(op, 0, 4)];
+    int op = static_cast<int>(w[p + 1]);  // 0..OP_LAST: checked by WireArg before decoding
+    wr.opcode = kOp[std::clamp(op, 0, OP_LAST)];
     int flags = static_cast<int>(w[p + 2]);
     wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0);
     wr.imm_data = htonl(static_cast<uint32_t>(w[p + 3]));
@@ -61,6 +68,18 @@ ibv_send_wr* IbvDevice::DecodeSend(const double* w, int count, uint32_t maxSge) 
     wr.num_sge = static_cast<int>(n);
     wr.next = i + 1 < count ? &sendWrs_[static_cast<size_t>(i) + 1] : nullptr;
     p += 7 + 3 * n;
+    if (op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD) {
+      uint64_t operands[ATOMIC_OPERAND_WORDS];
+      std::memcpy(operands, w + p, sizeof operands);  // raw uint64 words, not doubles
+      // wr.wr is a union: the atomic member replaces the rdma one set above.
+      uint64_t remote = wr.wr.rdma.remote_addr;
+      uint32_t rkey = wr.wr.rdma.rkey;
+      wr.wr.atomic.remote_addr = remote;
+      wr.wr.atomic.rkey = rkey;
+      wr.wr.atomic.compare_add = operands[0];
+      wr.wr.atomic.swap = operands[1];
+      p += ATOMIC_OPERAND_WORDS;
+    }
   }
   return sendWrs_.data();
 }

@@ -33,7 +33,8 @@ struct SendEntry {
   uint64_t remoteAddr;
   uint32_t rkey;
   uint32_t imm;
-  uint8_t opcode;  // 0 SEND 1 SEND_IMM 2 WRITE 3 WRITE_IMM 4 READ
+  uint64_t operands[2];  // atomics: compare_add, swap
+  uint8_t opcode;        // OP_* of ../abi.h
   uint8_t signaled;
   uint8_t isInline;
   uint8_t done;  // executed (completed or silently succeeded)
@@ -47,6 +48,7 @@ struct SendEntry {
 };
 
 struct Peer;
+class MrPins;
 
 // One read of an MR entry: a peer may rewrite its table at any time, so every check and
 // every later use (direct mappings) works on this copy, never on the shared entry again.
@@ -227,7 +229,11 @@ class Device {
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
-                  uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status);
+                  uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
+                  const uint64_t* operands = nullptr);
+  // The target half of an atomic on memory checked by deliver: the prior value goes to `local`.
+  Outcome atomic(PeerSegment* p, QpShared* t, uint32_t word, uint8_t opcode, iovec* local, size_t nl,
+                 uint64_t remoteAddr, uint32_t rkey, MrPins& pins, const uint64_t* operands, uint8_t* status);
   // Applies an outcome to the head WR; returns true when progress may go on.
   bool settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len, uint32_t rnrTimer);
   // The local iovecs of a WR (inline copy or checked SGEs); false with `status` set on error.

@@ -29,6 +29,8 @@ inline uint8_t wc_opcode(uint8_t op) {
     case OP_RDMA_WRITE:
     case OP_RDMA_WRITE_WITH_IMM: return WCO_RDMA_WRITE;
     case OP_RDMA_READ: return WCO_RDMA_READ;
+    case OP_ATOMIC_CMP_AND_SWP: return WCO_COMP_SWAP;
+    case OP_ATOMIC_FETCH_AND_ADD: return WCO_FETCH_ADD;
     default: return WCO_SEND;
   }
 }

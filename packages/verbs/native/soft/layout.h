@@ -40,12 +40,17 @@ enum WcStatus : uint8_t {
 };
 // The numbers shared with JS are the contract's (../abi.h), used by their names there.
 using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_WRITE,
-    rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::FLAG_SIGNALED,
-    rdmajs::abi::FLAG_INLINE;
+    rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::OP_ATOMIC_CMP_AND_SWP,
+    rdmajs::abi::OP_ATOMIC_FETCH_AND_ADD, rdmajs::abi::OP_LAST, rdmajs::abi::ATOMIC_OPERAND_WORDS,
+    rdmajs::abi::ATOMIC_BYTES, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE;
 using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
-using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_RECV,
+using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_COMP_SWAP,
+    rdmajs::abi::WCO_FETCH_ADD, rdmajs::abi::WCO_RECV,
     rdmajs::abi::WCO_RECV_RDMA_WITH_IMM, rdmajs::abi::WC_FLAG_WITH_IMM;
-enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4 };
+enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4, ACC_REMOTE_ATOMIC = 8 };
+
+// The two atomics: an 8-byte read-modify-write of the target, the prior value returned.
+inline bool is_atomic(uint32_t op) { return op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD; }
 
 // How long a lock in a shared segment is waited for. Critical sections are a few
 // instructions, so a holder that keeps it longer is preempted, stopped (SIGSTOP, a

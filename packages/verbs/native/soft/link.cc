@@ -36,7 +36,10 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     if (settle(q, e, DONE, status, 0, 12)) progress(q);
     return 0;
   }
-  if (e.opcode != OP_RDMA_READ && total > cap) return -static_cast<double>(total);
+  // An atomic's request carries its operands; its local SGE only receives the answer.
+  bool atomic = is_atomic(e.opcode);
+  uint64_t wire = atomic ? sizeof e.operands : total;
+  if (e.opcode != OP_RDMA_READ && wire > cap) return -static_cast<double>(wire);
   q.linkReady = false;
   q.linkInflight = true;
   q.linkToken = e.seq + 1;  // names the WR, not the attempt: resends carry the same token
@@ -49,12 +52,14 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   hdr[1] = e.imm;
   hdr[2] = static_cast<double>(e.remoteAddr);
   hdr[3] = e.rkey;
-  hdr[4] = static_cast<double>(total);
+  hdr[4] = static_cast<double>(wire);
   hdr[5] = q.peerSlot;
   hdr[6] = q.peerGen;
   hdr[7] = qpShared(q.slot)->qpn;
   hdr[8] = static_cast<double>(pid_);
-  if (e.opcode != OP_RDMA_READ) {
+  if (atomic) {
+    std::memcpy(payload, e.operands, sizeof e.operands);  // little-endian, as the wire says
+  } else if (e.opcode != OP_RDMA_READ) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
@@ -79,7 +84,7 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   if (!gatherLocal(q, e, local, &nl, &total, &st)) {
     outcome = DONE;
     status = st;
-  } else if (outcome == DONE && status == WC_SUCCESS && e.opcode == OP_RDMA_READ) {
+  } else if (outcome == DONE && status == WC_SUCCESS && (e.opcode == OP_RDMA_READ || is_atomic(e.opcode))) {
     if (len != total) {
       status = WC_REM_OP_ERR;
     } else {
@@ -96,7 +101,15 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
 int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
                     uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
   *rnrTimer = 12;
-  if (slot >= kQpSlots || opcode > OP_RDMA_READ) return TRANSPORT << 8;
+  if (slot >= kQpSlots || opcode > OP_LAST) return TRANSPORT << 8;
+  // An atomic arrives as its two operands; the prior value is written over them.
+  bool atomic = is_atomic(opcode);
+  uint64_t operands[ATOMIC_OPERAND_WORDS];
+  if (atomic) {
+    if (len != sizeof operands) return (DONE << 8) | WC_REM_INV_REQ_ERR;
+    std::memcpy(operands, payload, sizeof operands);
+    len = ATOMIC_BYTES;
+  }
   // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
   // initiator's own post is refused before; this is a peer that did not).
   if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;
@@ -113,7 +126,7 @@ int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payloa
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
   Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
-                      &status);
+                      &status, atomic ? operands : nullptr);
   return (static_cast<int>(o) << 8) | status;
 }
 

@@ -26,9 +26,12 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     // unknown opcode is never carried out as some other operation.
     uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
     double op = p + 7 <= words ? wrs[p + 1] : -1;
-    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) > words ||
-        !(op >= 0 && op <= static_cast<double>(OP_RDMA_READ)) || op != static_cast<double>(static_cast<uint8_t>(op))) {
-      rc = (i << 8) | POST_EINVAL;
+    bool atomicOp = op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD;
+    size_t operandWords = atomicOp ? ATOMIC_OPERAND_WORDS : 0;
+    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) + operandWords > words ||
+        !(op >= 0 && op <= static_cast<double>(OP_LAST)) || op != static_cast<double>(static_cast<uint8_t>(op)) ||
+        (atomicOp && (numSge != 1 || wrs[p + 8] != ATOMIC_BYTES))) {
+      rc = (i << 8) | POST_EINVAL;  // an atomic takes exactly one 8-byte SGE
       break;
     }
     uint32_t idx = q.sqTail % q.maxSendWr;
@@ -37,7 +40,7 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     e.opcode = static_cast<uint8_t>(op);
     uint32_t flags = to_u32(wrs[p + 2]);
     e.signaled = (flags & FLAG_SIGNALED) != 0;
-    e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ;
+    e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ && !atomicOp;
     e.imm = to_u32(wrs[p + 3]);
     e.remoteAddr = to_u64(wrs[p + 4]);
     e.rkey = to_u32(wrs[p + 5]);
@@ -64,6 +67,11 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
         }
       }
       total += sg[k].length;
+    }
+    if (atomicOp) {
+      // Raw 64-bit words (JS writes them through a BigUint64Array view of this buffer).
+      std::memcpy(e.operands, &wrs[p], sizeof e.operands);
+      p += ATOMIC_OPERAND_WORDS;
     }
     if (badInline) {
       rc = (i << 8) | POST_BAD_INLINE;
@@ -219,6 +227,47 @@ void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
   p->ring();
 }
 
+Device::Outcome Device::atomic(PeerSegment* p, QpShared* t, uint32_t word, uint8_t opcode, iovec* local, size_t nl,
+                               uint64_t remoteAddr, uint32_t rkey, MrPins& pins, const uint64_t* operands,
+                               uint8_t* status) {
+  // As rxe's responder: atomics the QP does not grant, or on an address that is not 8-byte
+  // aligned, are invalid requests; a key, range or MR access failure is an access error.
+  // Each fails the target QP too.
+  uint64_t length = 0;
+  for (size_t k = 0; k < nl; k++) length += local[k].iov_len;
+  if ((t->access.load() & ACC_REMOTE_ATOMIC) == 0 || (remoteAddr & (ATOMIC_BYTES - 1)) != 0 ||
+      length != ATOMIC_BYTES) {
+    *status = WC_REM_INV_REQ_ERR;
+    remoteFail(p, t, word);
+    return DONE;
+  }
+  MrView v{};
+  if (pins.check(rkey, remoteAddr, ATOMIC_BYTES, ACC_REMOTE_ATOMIC, &v)) {
+    if (responderGone(t)) return TRANSPORT;
+    *status = WC_REM_ACCESS_ERR;
+    remoteFail(p, t, word);
+    return DONE;
+  }
+  // Only memory both processes map can be changed atomically: a regMr buffer of another
+  // process (reached by process_vm_writev) cannot, and the operation fails remotely.
+  auto* target = static_cast<uint64_t*>(direct(p, v, remoteAddr));
+  if (!target) {
+    *status = WC_REM_OP_ERR;
+    remoteFail(p, t, word);
+    return DONE;
+  }
+  uint64_t prior = operands[0];
+  if (opcode == OP_ATOMIC_CMP_AND_SWP) {
+    // On failure `prior` becomes the value found; on success it already is.
+    __atomic_compare_exchange_n(target, &prior, operands[1], false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  } else {
+    prior = __atomic_fetch_add(target, operands[0], __ATOMIC_SEQ_CST);
+  }
+  iovec result{&prior, ATOMIC_BYTES};
+  scatter_copy(local, nl, &result, 1);
+  return DONE;
+}
+
 void* Device::direct(PeerSegment* p, const MrView& v, uint64_t addr) {
   if (p->pid() == pid_) return reinterpret_cast<void*>(addr);  // same address space
   if (v.memfd < 0) return nullptr;
@@ -237,7 +286,8 @@ bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t
     *total = e.inlineLen;
   } else {
     const WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
-    uint32_t need = e.opcode == OP_RDMA_READ ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
+    // READ and the atomics write into their local SGEs.
+    uint32_t need = e.opcode == OP_RDMA_READ || is_atomic(e.opcode) ? static_cast<uint32_t>(ACC_LOCAL_WRITE) : 0u;
     for (uint32_t k = 0; k < e.numSge; k++) {
       if (sg[k].length == 0) continue;
       int bad = check_mr(seg_.base(), seg_.layout(), sg[k].lkey, sg[k].addr, sg[k].length, need);
@@ -285,15 +335,15 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   pauseNextDeliverMs_ = q.pauseMs;
   q.pauseMs = 0;
   return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
-                 static_cast<uint32_t>(pid_), status);
+                 static_cast<uint32_t>(pid_), status, e.operands);
 }
 
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
-                                uint32_t srcPid, uint8_t* status) {
-  // Only the five operations there are: an unknown opcode (a forged frame, a corrupt WR) is
-  // an invalid request, never treated as one of them without its checks.
-  if (opcode > OP_RDMA_READ) {
+                                uint32_t srcPid, uint8_t* status, const uint64_t* operands) {
+  // Only the operations there are: an unknown opcode (a forged frame, a corrupt WR) is an
+  // invalid request, never treated as one of them without its checks.
+  if (opcode > OP_LAST || (is_atomic(opcode) && !operands)) {
     *status = WC_REM_INV_REQ_ERR;
     return DONE;
   }
@@ -312,6 +362,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
   bool needRecv = opcode == OP_SEND || opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
   MrPins pins(p->base(), p->layout());
   MrView rview{};
+  if (is_atomic(opcode)) return atomic(p, t, word, opcode, local, nl, remoteAddr, rkey, pins, operands, status);
 
   if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM || opcode == OP_RDMA_READ) {
     uint32_t need = opcode == OP_RDMA_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;

@@ -31,6 +31,8 @@ export const SEND_OPCODE_CODE: Record<SendOpcode, number> = {
   RDMA_WRITE: ABI.OP_RDMA_WRITE,
   RDMA_WRITE_WITH_IMM: ABI.OP_RDMA_WRITE_WITH_IMM,
   RDMA_READ: ABI.OP_RDMA_READ,
+  ATOMIC_CMP_AND_SWP: ABI.OP_ATOMIC_CMP_AND_SWP,
+  ATOMIC_FETCH_AND_ADD: ABI.OP_ATOMIC_FETCH_AND_ADD,
 };
 
 export function wcOpcodeName(code: number): WcOpcode {
@@ -39,6 +41,10 @@ export function wcOpcodeName(code: number): WcOpcode {
       return 'RDMA_WRITE';
     case ABI.WCO_RDMA_READ:
       return 'RDMA_READ';
+    case ABI.WCO_COMP_SWAP:
+      return 'COMP_SWAP';
+    case ABI.WCO_FETCH_ADD:
+      return 'FETCH_ADD';
     case ABI.WCO_RECV:
       return 'RECV';
     case ABI.WCO_RECV_RDMA_WITH_IMM:

@@ -1,6 +1,6 @@
 // Validates work requests and packs them into the Float64Array the native side reads:
-// send: wrId, opcode, flags, imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE;
-// recv: wrId, numSge, then addr/length/lkey per SGE.
+// send: wrId, opcode, flags, imm, remoteAddr, rkey, numSge, then addr/length/lkey per SGE,
+// then for an atomic its two raw uint64 operands; recv: wrId, numSge, then the SGEs.
 
 import type { RecvWr, SendWr, Sge } from '../types.js';
 import { ABI } from './abi.js';
@@ -45,8 +45,23 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
   return p;
 }
 
+/** Words one send WR may take: its SGEs, or an atomic's one SGE and its operands. */
 export function sendWrWords(maxSge: number): number {
-  return ABI.SEND_WR_HEADER_WORDS + ABI.SGE_WORDS * maxSge;
+  return ABI.SEND_WR_HEADER_WORDS + ABI.SGE_WORDS * Math.max(maxSge, 1) + ABI.ATOMIC_OPERAND_WORDS;
+}
+
+const MAX_U64 = (1n << 64n) - 1n;
+
+function checkOperand(name: string, v: unknown): bigint {
+  if (typeof v !== 'bigint')
+    throw invalid(`${name} must be a bigint in [0, 2^64), got ${describe(v)}`);
+  if (v < 0n || v > MAX_U64) throw outOfRange(`${name} must be in [0, 2^64), got ${v}`);
+  return v;
+}
+
+/** Where an atomic's operands go: a BigUint64Array over the same buffer as the WRs. */
+export function operandView(wrs: Float64Array): BigUint64Array {
+  return new BigUint64Array(wrs.buffer, wrs.byteOffset, wrs.length);
 }
 
 export function recvWrWords(maxSge: number): number {
@@ -56,6 +71,7 @@ export function recvWrWords(maxSge: number): number {
 /** Packs one send WR at `p`; returns the next offset. */
 export function packSendWr(
   out: Float64Array,
+  operands: BigUint64Array,
   p: number,
   wr: SendWr,
   maxSge: number,
@@ -82,8 +98,9 @@ export function packSendWr(
     if (!isIntIn(rkey, 0, MAX_U32)) throw intError(`${wr.opcode} rkey`, rkey, 0, MAX_U32);
   }
   const isInline = wr.inline === true;
-  if (isInline && opcode === SEND_OPCODE_CODE.RDMA_READ)
-    throw invalid('RDMA_READ cannot be inline');
+  const isAtomic = opcode === ABI.OP_ATOMIC_CMP_AND_SWP || opcode === ABI.OP_ATOMIC_FETCH_AND_ADD;
+  if (isInline && (opcode === SEND_OPCODE_CODE.RDMA_READ || isAtomic))
+    throw invalid(`${wr.opcode} cannot be inline`);
   out[p] = wrId;
   out[p + 1] = opcode;
   out[p + 2] = (wr.signaled === false ? 0 : ABI.FLAG_SIGNALED) | (isInline ? ABI.FLAG_INLINE : 0);
@@ -95,6 +112,17 @@ export function packSendWr(
   out[p + 6] = wr.sgList.length;
   const next = packSges(out, p + 7, wr.sgList, maxSge);
   const total = lastTotal;
+  if (isAtomic) {
+    if (wr.sgList.length !== 1 || total !== ABI.ATOMIC_BYTES)
+      throw invalid(
+        `${wr.opcode} takes one SGE of ${ABI.ATOMIC_BYTES} bytes for the prior value, got ${wr.sgList.length} SGEs of ${total} bytes`,
+      );
+    operands[next] = checkOperand('compareAdd', wr.compareAdd);
+    const cmp = opcode === ABI.OP_ATOMIC_CMP_AND_SWP;
+    if (!cmp && wr.swap !== undefined) throw invalid('ATOMIC_FETCH_AND_ADD takes no swap');
+    operands[next + 1] = cmp ? checkOperand('swap', wr.swap) : 0n;
+    return next + ABI.ATOMIC_OPERAND_WORDS;
+  }
   if (isInline && total > maxInline)
     throw outOfRange(`inline payload of ${total} bytes exceeds maxInlineData ${maxInline}`);
   if (total > maxMsg)

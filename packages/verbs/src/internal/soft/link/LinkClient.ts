@@ -4,7 +4,7 @@
 import { connect, type Socket } from 'node:net';
 import type { LinkAddress } from '../../../types.js';
 import { ABI } from '../../abi.js';
-import { FrameReader, RES_HEADER, writeRequestHeader } from './frames.js';
+import { answerDataBytes, FrameReader, RES_HEADER, writeRequestHeader } from './frames.js';
 import {
   HANDSHAKE_DEADLINE_MS,
   HELLO_BYTES,
@@ -26,8 +26,8 @@ const NO_RNR = 12;
 
 interface Pending {
   reply: LinkReply;
-  /** bytes a READ answer must carry; -1 for other opcodes */
-  readLength: number;
+  /** bytes a successful answer must carry (READ, atomics); -1 for other opcodes */
+  dataLength: number;
 }
 
 export class LinkClient {
@@ -122,8 +122,8 @@ export class LinkClient {
     const status = h.readUInt8(9);
     if (outcome > ABI.LINK_TRANSPORT || status > MAX_WC_STATUS) return -1;
     if (len === RES_HEADER) return len;
-    // Data only for a successful READ we asked for, and exactly its length.
-    const ok = p && p.readLength === len - RES_HEADER && outcome === ABI.LINK_DONE && status === 0;
+    // Data only for a successful READ or atomic we asked for, and exactly its length.
+    const ok = p && p.dataLength === len - RES_HEADER && outcome === ABI.LINK_DONE && status === 0;
     return ok ? len : -1;
   }
 
@@ -137,13 +137,13 @@ export class LinkClient {
         ? new Uint8Array(f.buffer, f.byteOffset + RES_HEADER, f.length - RES_HEADER)
         : undefined;
     if (
-      p.readLength >= 0 &&
+      p.dataLength >= 0 &&
       f.readUInt8(8) === ABI.LINK_DONE &&
       f.readUInt8(9) === 0 &&
       !data &&
-      p.readLength > 0
+      p.dataLength > 0
     ) {
-      p.reply(ABI.LINK_TRANSPORT, 0, NO_RNR); // a successful READ without its data
+      p.reply(ABI.LINK_TRANSPORT, 0, NO_RNR); // a successful READ or atomic without its data
       return;
     }
     p.reply(f.readUInt8(8), f.readUInt8(9), f.readUInt16LE(10), data);
@@ -179,7 +179,8 @@ export class LinkClient {
     }
     const id = this.#nextId;
     this.#nextId = (this.#nextId + 1) >>> 0 || 1;
-    this.#pending.set(id, { reply, readLength: isRead ? length : -1 });
+    const data = answerDataBytes(hdr[ABI.LINK_OPCODE] as number, length);
+    this.#pending.set(id, { reply, dataLength: data > 0 || isRead ? data : -1 });
     this.#sock.write(writeRequestHeader(id, hdr, body?.length ?? 0));
     if (body) this.#sock.write(body);
   }

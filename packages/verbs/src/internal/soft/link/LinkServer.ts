@@ -6,6 +6,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { ABI } from '../../abi.js';
 import type { SoftNativeDevice } from '../../native.js';
 import {
+  answerDataBytes,
   FrameReader,
   REQ_HEADER,
   type RequestHeader,
@@ -148,6 +149,7 @@ export class LinkServer {
   #answer(sock: Socket, f: Buffer): void {
     const h = readRequestHeader(f, this.#maxPayload) as RequestHeader; // checked by the reader
     const isRead = h.opcode === ABI.OP_RDMA_READ;
+    const dataBytes = answerDataBytes(h.opcode, h.length);
     const key = `${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`;
     const last = isRead ? undefined : this.#last.get(key);
     if (last && h.token === last.token) {
@@ -171,9 +173,12 @@ export class LinkServer {
       h.srcPid,
     );
     const done = ((r >> 8) & 0xff) === ABI.LINK_DONE;
-    const data = isRead && done && (r & 0xff) === 0 ? payload : undefined;
+    // READ data, or an atomic's prior value (written over its operands by respond).
+    const data =
+      dataBytes > 0 && done && (r & 0xff) === 0 ? payload.subarray(0, dataBytes) : undefined;
     const answer = writeResponse(h.reqId, r, data);
-    // Only a WR that ran is remembered; RNR and transport answers are run again on resend.
+    // Only a WR that ran is remembered (atomics with their result: never run twice); RNR
+    // and transport answers are run again on resend.
     if (done && !isRead) this.#remember(key, h.token, answer);
     sock.write(answer);
   }

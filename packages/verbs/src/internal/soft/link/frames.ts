@@ -4,9 +4,11 @@
 //                            rkey u32, length u32, dstSlot u32, dstGen u32, srcQpn u32,
 //                            srcPid u32, token u32 (names the WR: a resend after a timeout
 //                            carries the same one, and the target answers it from memory
-//                            instead of running it twice). READ carries no payload.
+//                            instead of running it twice). READ carries no payload; an
+//                            atomic carries its operands compare_add, swap (u64 LE each).
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16;
-//                            data only for a successful READ, exactly its length.
+//                            data only for a successful READ, exactly its length, or a
+//                            successful atomic, its 8-byte prior value.
 //
 // Every header is validated as soon as its bytes are in, before any payload is buffered:
 // a frame longer than the connection's limit is refused without reading it.
@@ -14,6 +16,18 @@ import { ABI } from '../../abi.js';
 
 export const REQ_HEADER = 52;
 export const RES_HEADER = 12;
+/** An atomic request's payload: its two 64-bit operands. */
+export const ATOMIC_REQUEST_BYTES = ABI.ATOMIC_OPERAND_WORDS * 8;
+
+export function isAtomicOpcode(opcode: number): boolean {
+  return opcode === ABI.OP_ATOMIC_CMP_AND_SWP || opcode === ABI.OP_ATOMIC_FETCH_AND_ADD;
+}
+
+/** Bytes of data a successful answer to `opcode` carries (`length` is the request's). */
+export function answerDataBytes(opcode: number, length: number): number {
+  if (opcode === ABI.OP_RDMA_READ) return length;
+  return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
+}
 
 export interface RequestHeader {
   len: number;
@@ -36,7 +50,8 @@ export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader 
   const opcode = h.readUInt8(8);
   const length = h.readUInt32LE(28);
   const remoteAddr = h.readDoubleLE(16);
-  if (opcode > ABI.OP_RDMA_READ || length > maxPayload) return undefined;
+  if (opcode > ABI.OP_LAST || length > maxPayload) return undefined;
+  if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return undefined;
   if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return undefined;
   if (!Number.isSafeInteger(remoteAddr) || remoteAddr < 0) return undefined;
   return {
