@@ -1,0 +1,89 @@
+/**
+ * Errors of @rdmajs/rpc-recovery. Users match on `code`, which never changes once published.
+ *
+ * User mistakes (bad options, bad arguments, illegal calls) are thrown synchronously after
+ * validation. Decisions about a peer's request (a duplicate too old to answer, an unknown
+ * session, a bad resumption proof, a malformed frame) are typed errors too, so a server can
+ * turn each into a response and carry on: nothing a peer sends crashes the process.
+ */
+
+export type RpcErrorCode =
+  /** Bad argument or option (thrown synchronously). */
+  | 'ERR_RPC_INVALID_ARG'
+  /** A call in a state that does not allow it (an illegal session transition, a restore while calls run). */
+  | 'ERR_RPC_INVALID_STATE'
+  /** The request's sequence is below what the de-duplication table still remembers for its session: never re-executed. */
+  | 'ERR_RPC_DEDUP_EXPIRED'
+  /** The request was executed but its reply is no longer kept (memory bounds): its outcome cannot be re-sent, and it is never re-executed. */
+  | 'ERR_RPC_DEDUP_REPLY_DROPPED'
+  /** The session has as many unacknowledged requests as the table keeps for one session; retry after acknowledging replies. */
+  | 'ERR_RPC_DEDUP_SESSION_FULL'
+  /** The first execution of this request was abandoned before it applied anything; a retry executes it. */
+  | 'ERR_RPC_DEDUP_ABANDONED'
+  /** Saved de-duplication state is corrupt or truncated (`offset` says where). */
+  | 'ERR_RPC_DEDUP_CORRUPT'
+  /** Saved de-duplication state holds more than this table's bounds allow. */
+  | 'ERR_RPC_DEDUP_RESTORE_LIMIT'
+  /** The session is not known here (never issued, or ended). */
+  | 'ERR_RPC_SESSION_UNKNOWN'
+  /** The session was evicted to keep the server within its bounds; it cannot be resumed. */
+  | 'ERR_RPC_SESSION_EVICTED'
+  /** The session (or its resumption challenge) outlived its time to live. */
+  | 'ERR_RPC_SESSION_EXPIRED'
+  /** A resumption proof did not match (or no challenge was outstanding). */
+  | 'ERR_RPC_AUTH'
+  /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */
+  | 'ERR_RPC_PROTOCOL'
+  /** A peer's frame declares a length beyond the configured limits (`offset` says where). */
+  | 'ERR_RPC_FRAME_TOO_LARGE';
+
+export interface RpcErrorOptions {
+  cause?: unknown;
+  retryable?: boolean;
+}
+
+/** Base of every error this package throws or rejects with. */
+export class RpcError extends Error {
+  readonly code: RpcErrorCode;
+  /** True when the same operation, unchanged, may succeed if tried again later. */
+  readonly retryable: boolean;
+
+  constructor(code: RpcErrorCode, message: string, options: RpcErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RpcError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Bytes that could not be decoded (saved state or a peer's frame); `offset` is where it went wrong. */
+export class RpcDecodeError extends RpcError {
+  /** Byte offset in the input of the field that failed validation. */
+  readonly offset: number;
+
+  constructor(
+    code: 'ERR_RPC_DEDUP_CORRUPT' | 'ERR_RPC_PROTOCOL' | 'ERR_RPC_FRAME_TOO_LARGE',
+    message: string,
+    offset: number,
+  ) {
+    super(code, `${message} (at byte ${offset})`);
+    this.name = 'RpcDecodeError';
+    this.offset = offset;
+  }
+}
+
+/** The session is not known (never opened, closed, or forgotten), or was evicted. */
+export class SessionNotFoundError extends RpcError {
+  readonly sessionId: string;
+
+  constructor(code: 'ERR_RPC_SESSION_UNKNOWN' | 'ERR_RPC_SESSION_EVICTED', sessionId: string) {
+    super(
+      code,
+      code === 'ERR_RPC_SESSION_EVICTED'
+        ? `session ${sessionId} was evicted to stay within the server's bounds; it cannot be resumed`
+        : `session ${sessionId} is not known`,
+    );
+    this.name = 'SessionNotFoundError';
+    this.sessionId = sessionId;
+  }
+}

@@ -1,0 +1,20 @@
+export {
+  type DedupBegin,
+  type DedupEvictReason,
+  DeduplicationTable,
+  type DeduplicationTableOptions,
+  type DeduplicationTableStats,
+} from './DeduplicationTable.js';
+export {
+  DedupAbandonedError,
+  DedupExpiredError,
+  DedupReplyDroppedError,
+  DedupSessionFullError,
+} from './dedupErrors.js';
+export {
+  RpcDecodeError,
+  RpcError,
+  type RpcErrorCode,
+  type RpcErrorOptions,
+  SessionNotFoundError,
+} from './errors.js';
