@@ -1,4 +1,10 @@
 export {
+  type BackoffJitter,
+  type BackoffPolicy,
+  ExponentialBackoff,
+  type ExponentialBackoffOptions,
+} from './BackoffPolicy.js';
+export {
   type DedupBegin,
   type DedupEvictReason,
   DeduplicationTable,
