@@ -24,3 +24,13 @@ export {
   type RpcErrorOptions,
   SessionNotFoundError,
 } from './errors.js';
+export {
+  type IssuedSession,
+  MAX_EPOCH,
+  resumptionProof,
+  SESSION_ID_BYTES,
+  SESSION_SECRET_BYTES,
+  SessionAuthority,
+  type SessionAuthorityOptions,
+  type SessionAuthorityStats,
+} from './SessionAuthority.js';

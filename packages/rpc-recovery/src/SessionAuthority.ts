@@ -1,0 +1,288 @@
+import { createHmac, randomBytes as cryptoRandomBytes, timingSafeEqual } from 'node:crypto';
+import { RpcError, SessionNotFoundError } from './errors.js';
+import {
+  checkBytes,
+  checkFunction,
+  checkInt,
+  checkKnownKeys,
+  checkNumber,
+  checkSessionId,
+  ownOptions,
+} from './internal/validate.js';
+
+/** Bytes of a token, a challenge and a proof (HMAC-SHA256 outputs and nonces). */
+export const SESSION_SECRET_BYTES = 32;
+/** Bytes of randomness in a session id (it is written as twice as many hex digits). */
+export const SESSION_ID_BYTES = 16;
+/** Largest epoch; a session resumed this often must be opened anew. */
+export const MAX_EPOCH = 0xffff_ffff;
+
+// Domain separation: a token is never a valid proof, nor a proof a token.
+const TOKEN_LABEL = 'rdmajs/rpc/session-token/v1\0';
+const PROOF_LABEL = 'rdmajs/rpc/resume-proof/v1\0';
+
+export interface SessionAuthorityOptions {
+  /** The server's secret key (>= 32 bytes; copied). Tokens survive a restart only with the same key. */
+  key: Uint8Array;
+  /** A session idle (no issue, resume or touch) this long expires. Default 10 minutes. */
+  sessionTtlMs?: number;
+  /** A challenge unanswered this long expires. Default 10 s. */
+  challengeTtlMs?: number;
+  /** Sessions kept; issuing one more first drops expired ones, then the least recently active. Default 65 536. */
+  maxSessions?: number;
+  /** Milliseconds on a monotonic line; default `performance.now`. */
+  now?: () => number;
+  /** Cryptographically random bytes; default `crypto.randomBytes`. */
+  randomBytes?: (n: number) => Uint8Array;
+}
+
+/** What the server hands the client when a session starts (over the authenticated handshake). */
+export interface IssuedSession {
+  /** 32 hex digits of fresh randomness: names the session, proves nothing. */
+  readonly sessionId: string;
+  /** The client's secret for resuming; HMAC of the id under the server key. Never sent again. */
+  readonly token: Uint8Array;
+  readonly epoch: number;
+}
+
+export interface SessionAuthorityStats {
+  sessions: number;
+  issued: number;
+  resumed: number;
+  /** Resumes refused for a wrong proof or a missing challenge. */
+  badProofs: number;
+  expired: number;
+  evicted: number;
+}
+
+interface SessionRecord {
+  epoch: number;
+  lastActive: number;
+  challenge: Uint8Array | undefined;
+  challengeExpires: number;
+}
+
+const KEYS = ['key', 'sessionTtlMs', 'challengeTtlMs', 'maxSessions', 'now', 'randomBytes'];
+
+function hmac(key: Uint8Array, label: string, ...parts: (string | Uint8Array)[]): Uint8Array {
+  const h = createHmac('sha256', key).update(label);
+  for (const p of parts) h.update(p);
+  return new Uint8Array(h.digest());
+}
+
+/**
+ * The client's answer to a resumption challenge: HMAC-SHA256 under its token of the session
+ * id and the server's fresh challenge. Proves the token without revealing it, and is useless
+ * for any other challenge.
+ */
+export function resumptionProof(
+  token: Uint8Array,
+  sessionId: string,
+  challenge: Uint8Array,
+): Uint8Array {
+  checkBytes('token', token, SESSION_SECRET_BYTES, SESSION_SECRET_BYTES);
+  checkSessionId(sessionId);
+  checkBytes('challenge', challenge, SESSION_SECRET_BYTES, SESSION_SECRET_BYTES);
+  return hmac(token, PROOF_LABEL, sessionId, '\0', challenge);
+}
+
+/**
+ * Server side of session identity. `issue()` creates a session: a random id and a token
+ * derived from the server key (so a restarted server with the same key can still verify it;
+ * `adopt` re-admits sessions it restored). Resuming takes a fresh single-use `challenge` and
+ * the client's `resumptionProof` over it: a stolen session id alone resumes nothing, a
+ * captured proof is useless for the next challenge, and each challenge allows one attempt.
+ * Proofs are compared in constant time. Each resume increments the session's epoch.
+ */
+export class SessionAuthority {
+  private readonly key: Uint8Array;
+  private readonly sessionTtlMs: number;
+  private readonly challengeTtlMs: number;
+  private readonly maxSessions: number;
+  private readonly now: () => number;
+  private readonly randomBytes: (n: number) => Uint8Array;
+  /** Insertion order is least recently active first (activity re-inserts). */
+  private readonly sessions = new Map<string, SessionRecord>();
+  private readonly counters = { issued: 0, resumed: 0, badProofs: 0, expired: 0, evicted: 0 };
+
+  constructor(options: SessionAuthorityOptions) {
+    const o = ownOptions('SessionAuthority options', options);
+    checkKnownKeys('SessionAuthority', o, KEYS);
+    this.key = checkBytes('key', o.key, SESSION_SECRET_BYTES).slice();
+    this.sessionTtlMs =
+      o.sessionTtlMs === undefined ? 600_000 : checkNumber('sessionTtlMs', o.sessionTtlMs, 1);
+    this.challengeTtlMs =
+      o.challengeTtlMs === undefined ? 10_000 : checkNumber('challengeTtlMs', o.challengeTtlMs, 1);
+    this.maxSessions =
+      o.maxSessions === undefined ? 65_536 : checkInt('maxSessions', o.maxSessions, 1);
+    this.now = o.now === undefined ? () => performance.now() : checkFunction('now', o.now);
+    this.randomBytes =
+      o.randomBytes === undefined
+        ? (n) => new Uint8Array(cryptoRandomBytes(n))
+        : checkFunction('randomBytes', o.randomBytes);
+  }
+
+  /** Starts a session at epoch 1. Hand `sessionId` and `token` to the client, and only to it. */
+  issue(): IssuedSession {
+    const t = this.time();
+    this.makeRoom(t);
+    let sessionId: string;
+    do {
+      sessionId = Buffer.from(this.random(SESSION_ID_BYTES)).toString('hex');
+    } while (this.sessions.has(sessionId));
+    this.sessions.set(sessionId, {
+      epoch: 1,
+      lastActive: t,
+      challenge: undefined,
+      challengeExpires: 0,
+    });
+    this.counters.issued++;
+    return { sessionId, token: this.tokenOf(sessionId), epoch: 1 };
+  }
+
+  /**
+   * Re-admits a session this server (or an earlier run with the same key) issued, e.g. after
+   * restoring its de-duplication table at start-up, at the epoch it had. Its client resumes
+   * as usual, with the token it holds.
+   */
+  adopt(sessionId: string, epoch: number): void {
+    checkSessionId(sessionId);
+    checkInt('epoch', epoch, 1, MAX_EPOCH);
+    if (this.sessions.has(sessionId)) {
+      throw new RpcError('ERR_RPC_INVALID_STATE', `session ${sessionId} is already known`);
+    }
+    const t = this.time();
+    this.makeRoom(t);
+    this.sessions.set(sessionId, {
+      epoch,
+      lastActive: t,
+      challenge: undefined,
+      challengeExpires: 0,
+    });
+  }
+
+  /**
+   * A fresh challenge for resuming `sessionId` (single use; replaces any earlier one).
+   * ERR_RPC_SESSION_UNKNOWN / ERR_RPC_SESSION_EXPIRED for a session that cannot resume.
+   */
+  challenge(sessionId: string): Uint8Array {
+    const t = this.time();
+    const s = this.live(sessionId, t);
+    s.challenge = this.random(SESSION_SECRET_BYTES);
+    s.challengeExpires = t + this.challengeTtlMs;
+    return s.challenge.slice();
+  }
+
+  /**
+   * Verifies the client's proof over the outstanding challenge and moves the session to its
+   * next epoch, which it returns. The challenge is spent either way. ERR_RPC_AUTH for a wrong
+   * proof or no outstanding challenge, ERR_RPC_SESSION_EXPIRED for an expired session or
+   * challenge, ERR_RPC_SESSION_UNKNOWN for a session not known here.
+   */
+  resume(sessionId: string, proof: Uint8Array): { sessionId: string; epoch: number } {
+    checkBytes('proof', proof);
+    const t = this.time();
+    const s = this.live(sessionId, t);
+    const challenge = s.challenge;
+    const expires = s.challengeExpires;
+    s.challenge = undefined;
+    if (challenge === undefined) {
+      this.counters.badProofs++;
+      throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: no challenge outstanding`);
+    }
+    if (t > expires) {
+      throw new RpcError('ERR_RPC_SESSION_EXPIRED', `session ${sessionId}: challenge expired`);
+    }
+    const expected = hmac(this.tokenOf(sessionId), PROOF_LABEL, sessionId, '\0', challenge);
+    // Length first: timingSafeEqual throws on unequal lengths, and the length is no secret.
+    if (proof.length !== expected.length || !timingSafeEqual(proof, expected)) {
+      this.counters.badProofs++;
+      throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: resumption proof rejected`);
+    }
+    if (s.epoch >= MAX_EPOCH) {
+      throw new RpcError('ERR_RPC_INVALID_STATE', `session ${sessionId}: epochs exhausted`);
+    }
+    s.epoch++;
+    this.activate(sessionId, s, t);
+    this.counters.resumed++;
+    return { sessionId, epoch: s.epoch };
+  }
+
+  /** Records activity (a call on the session), postponing its expiry. */
+  touch(sessionId: string): void {
+    const t = this.time();
+    this.activate(sessionId, this.live(sessionId, t), t);
+  }
+
+  /** The session's current epoch (errors as for `challenge`). */
+  epochOf(sessionId: string): number {
+    return this.live(sessionId, this.time()).epoch;
+  }
+
+  /** True while the session is known and not expired. */
+  has(sessionId: string): boolean {
+    const s = this.sessions.get(sessionId);
+    return s !== undefined && this.time() - s.lastActive <= this.sessionTtlMs;
+  }
+
+  /** Forgets a session (its client said goodbye). Returns false when it was not known. */
+  end(sessionId: string): boolean {
+    return this.sessions.delete(sessionId);
+  }
+
+  stats(): SessionAuthorityStats {
+    return { sessions: this.sessions.size, ...this.counters };
+  }
+
+  private tokenOf(sessionId: string): Uint8Array {
+    return hmac(this.key, TOKEN_LABEL, sessionId);
+  }
+
+  private live(sessionId: string, t: number): SessionRecord {
+    checkSessionId(sessionId);
+    const s = this.sessions.get(sessionId);
+    if (s === undefined) throw new SessionNotFoundError('ERR_RPC_SESSION_UNKNOWN', sessionId);
+    if (t - s.lastActive > this.sessionTtlMs) {
+      this.sessions.delete(sessionId);
+      this.counters.expired++;
+      throw new RpcError('ERR_RPC_SESSION_EXPIRED', `session ${sessionId} expired`);
+    }
+    return s;
+  }
+
+  private activate(sessionId: string, s: SessionRecord, t: number): void {
+    s.lastActive = t;
+    this.sessions.delete(sessionId);
+    this.sessions.set(sessionId, s);
+  }
+
+  private makeRoom(t: number): void {
+    if (this.sessions.size < this.maxSessions) return;
+    // Least recently active first: expired sessions sit at the front.
+    for (const [id, s] of this.sessions) {
+      if (t - s.lastActive <= this.sessionTtlMs) break;
+      this.sessions.delete(id);
+      this.counters.expired++;
+    }
+    while (this.sessions.size >= this.maxSessions) {
+      this.sessions.delete(this.sessions.keys().next().value as string);
+      this.counters.evicted++;
+    }
+  }
+
+  private time(): number {
+    const t = this.now();
+    if (typeof t !== 'number' || Number.isNaN(t)) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'now() must return a number');
+    }
+    return t;
+  }
+
+  private random(n: number): Uint8Array {
+    const b = this.randomBytes(n);
+    if (!(b instanceof Uint8Array) || b.length !== n) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', `randomBytes(${n}) must return ${n} bytes`);
+    }
+    return b.slice();
+  }
+}

@@ -1,0 +1,177 @@
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { RpcError, resumptionProof, SessionAuthority } from '../src/index.js';
+
+const KEY = new Uint8Array(32).fill(7);
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(RpcError);
+    return (err as RpcError).code;
+  }
+  return undefined;
+}
+
+function clock() {
+  let t = 0;
+  return { now: () => t, advance: (ms: number) => (t += ms) };
+}
+
+describe('SessionAuthority', () => {
+  it('resume_with_the_token_increments_the_epoch', () => {
+    const a = new SessionAuthority({ key: KEY });
+    const s = a.issue();
+    expect(s.sessionId).toMatch(/^[0-9a-f]{32}$/);
+    expect(s.token.length).toBe(32);
+    expect(s.epoch).toBe(1);
+    for (const epoch of [2, 3, 4]) {
+      const c = a.challenge(s.sessionId);
+      expect(a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c))).toEqual({
+        sessionId: s.sessionId,
+        epoch,
+      });
+    }
+    expect(a.epochOf(s.sessionId)).toBe(4);
+    expect(a.stats()).toMatchObject({ issued: 1, resumed: 3, badProofs: 0 });
+  });
+
+  it('stolen_session_id_alone_resumes_nothing', () => {
+    const a = new SessionAuthority({ key: KEY });
+    const victim = a.issue();
+    const thief = a.issue(); // a real token, but for another session
+    a.challenge(victim.sessionId);
+    expect(codeOf(() => a.resume(victim.sessionId, new Uint8Array(32)))).toBe('ERR_RPC_AUTH');
+    const c = a.challenge(victim.sessionId);
+    const wrongToken = resumptionProof(thief.token, victim.sessionId, c);
+    expect(codeOf(() => a.resume(victim.sessionId, wrongToken))).toBe('ERR_RPC_AUTH');
+    expect(a.epochOf(victim.sessionId)).toBe(1);
+    expect(a.stats().badProofs).toBe(2);
+  });
+
+  it('a_challenge_is_single_use_and_a_captured_proof_does_not_replay', () => {
+    const a = new SessionAuthority({ key: KEY });
+    const s = a.issue();
+    const c = a.challenge(s.sessionId);
+    const proof = resumptionProof(s.token, s.sessionId, c);
+    a.resume(s.sessionId, proof);
+    expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH'); // no challenge
+    a.challenge(s.sessionId);
+    expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH'); // old challenge
+  });
+
+  it('a_failed_attempt_spends_the_challenge', () => {
+    const a = new SessionAuthority({ key: KEY });
+    const s = a.issue();
+    const c = a.challenge(s.sessionId);
+    expect(codeOf(() => a.resume(s.sessionId, new Uint8Array(3)))).toBe('ERR_RPC_AUTH');
+    expect(codeOf(() => a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c)))).toBe(
+      'ERR_RPC_AUTH',
+    );
+  });
+
+  it('random_proofs_never_resume', () => {
+    const a = new SessionAuthority({ key: KEY });
+    const s = a.issue();
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (proof) => {
+        a.challenge(s.sessionId);
+        expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH');
+      }),
+    );
+    expect(a.epochOf(s.sessionId)).toBe(1);
+  });
+
+  it('idle_sessions_and_slow_answers_expire', () => {
+    const c = clock();
+    const a = new SessionAuthority({ key: KEY, now: c.now, sessionTtlMs: 100, challengeTtlMs: 10 });
+    const s = a.issue();
+    const ch = a.challenge(s.sessionId);
+    c.advance(11);
+    expect(codeOf(() => a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, ch)))).toBe(
+      'ERR_RPC_SESSION_EXPIRED',
+    );
+    c.advance(90); // idle for 101 ms
+    expect(codeOf(() => a.touch(s.sessionId))).toBe('ERR_RPC_SESSION_EXPIRED');
+  });
+
+  it('touch_postpones_expiry_and_an_idle_session_is_gone', () => {
+    const c = clock();
+    const a = new SessionAuthority({ key: KEY, now: c.now, sessionTtlMs: 100 });
+    const s = a.issue();
+    c.advance(90);
+    a.touch(s.sessionId);
+    c.advance(90);
+    expect(a.has(s.sessionId)).toBe(true);
+    c.advance(11);
+    expect(a.has(s.sessionId)).toBe(false);
+    expect(codeOf(() => a.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_EXPIRED');
+    expect(codeOf(() => a.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+  });
+
+  it('restarted_server_with_the_same_key_resumes_adopted_sessions', () => {
+    const s = new SessionAuthority({ key: KEY }).issue();
+    const again = new SessionAuthority({ key: KEY });
+    expect(codeOf(() => again.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+    again.adopt(s.sessionId, 5);
+    const c = again.challenge(s.sessionId);
+    expect(again.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c)).epoch).toBe(6);
+    const otherKey = new SessionAuthority({ key: randomBytes(32) });
+    otherKey.adopt(s.sessionId, 5);
+    const c2 = otherKey.challenge(s.sessionId);
+    expect(
+      codeOf(() => otherKey.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c2))),
+    ).toBe('ERR_RPC_AUTH');
+  });
+
+  it('max_sessions_drops_expired_then_least_recently_active', () => {
+    const c = clock();
+    const a = new SessionAuthority({ key: KEY, now: c.now, maxSessions: 2, sessionTtlMs: 100 });
+    const first = a.issue();
+    c.advance(50);
+    const second = a.issue();
+    c.advance(60); // first is expired now
+    const third = a.issue();
+    expect(a.stats()).toMatchObject({ sessions: 2, expired: 1, evicted: 0 });
+    a.touch(second.sessionId);
+    a.issue(); // evicts third, the least recently active
+    expect(a.has(second.sessionId)).toBe(true);
+    expect(codeOf(() => a.challenge(third.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+    expect(codeOf(() => a.challenge(first.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+    expect(a.stats().evicted).toBe(1);
+  });
+
+  it('ids_come_from_the_injected_random_source_and_never_repeat', () => {
+    let n = 0;
+    const a = new SessionAuthority({
+      key: KEY,
+      randomBytes: (len) => new Uint8Array(len).fill(n++ < 3 ? 1 : n),
+    });
+    const one = a.issue();
+    const two = a.issue(); // the first two draws repeat: drawn again
+    expect(one.sessionId).toBe('01'.repeat(16));
+    expect(two.sessionId).not.toBe(one.sessionId);
+  });
+
+  it('bad_options_and_arguments_are_typed_mistakes', () => {
+    expect(codeOf(() => new SessionAuthority({ key: new Uint8Array(16) }))).toBe(
+      'ERR_RPC_INVALID_ARG',
+    );
+    expect(codeOf(() => new SessionAuthority(undefined as never))).toBe('ERR_RPC_INVALID_ARG');
+    expect(codeOf(() => new SessionAuthority({ key: KEY, ttl: 1 } as never))).toBe(
+      'ERR_RPC_INVALID_ARG',
+    );
+    const a = new SessionAuthority({ key: KEY });
+    expect(codeOf(() => a.challenge('../etc'))).toBe('ERR_RPC_INVALID_ARG');
+    expect(codeOf(() => a.adopt('abc', 0))).toBe('ERR_RPC_INVALID_ARG');
+    expect(codeOf(() => resumptionProof(new Uint8Array(5), 'abc', new Uint8Array(32)))).toBe(
+      'ERR_RPC_INVALID_ARG',
+    );
+    const s = a.issue();
+    expect(codeOf(() => a.adopt(s.sessionId, 1))).toBe('ERR_RPC_INVALID_STATE');
+    expect(a.end(s.sessionId)).toBe(true);
+    expect(a.end(s.sessionId)).toBe(false);
+  });
+});
