@@ -17,6 +17,8 @@ export {
   DedupReplyDroppedError,
   DedupSessionFullError,
 } from './dedupErrors.js';
+export { DIAGNOSTICS_CHANNELS } from './diagnostics.js';
+export { EpochFilter, type EpochFilterStats, type StaleEpochDrop } from './EpochFilter.js';
 export {
   RpcDecodeError,
   RpcError,
@@ -34,3 +36,11 @@ export {
   type SessionAuthorityOptions,
   type SessionAuthorityStats,
 } from './SessionAuthority.js';
+export {
+  SESSION_TRANSITIONS,
+  type SessionEvents,
+  type SessionState,
+  type SessionStateChange,
+  SessionStateMachine,
+  type SessionStateMachineOptions,
+} from './SessionStateMachine.js';
