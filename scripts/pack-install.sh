@@ -64,7 +64,8 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
     npx --offline rdmajs doctor --provider soft &&
     node pingpong.mjs 200 &&
     node -e 'import("@rdmajs/allocator").then(m => { if (!m.RegisteredAllocator) process.exit(1) })' &&
-    node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })')
+    node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })' &&
+    node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })')
 }
 
 step "install offline, addon built from source"
