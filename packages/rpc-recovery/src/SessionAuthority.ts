@@ -142,8 +142,9 @@ export class SessionAuthority {
 
   /**
    * Re-admits a session this server (or an earlier run with the same key) issued, e.g. after
-   * restoring its de-duplication table at start-up, at the epoch it had. Its client resumes
-   * as usual, with the token it holds.
+   * restoring its de-duplication table at start-up (`table.sessionIds()`), at the epoch it
+   * had if known (else 1: the client's `lastEpoch` at resume moves it past its own). Its
+   * client resumes as usual, with the token it holds.
    */
   adopt(sessionId: string, epoch: number): void {
     checkSessionId(sessionId);
@@ -175,12 +176,19 @@ export class SessionAuthority {
 
   /**
    * Verifies the client's proof over the outstanding challenge and moves the session to its
-   * next epoch, which it returns. The challenge is spent either way. ERR_RPC_AUTH for a wrong
-   * proof or no outstanding challenge, ERR_RPC_SESSION_EXPIRED for an expired session or
-   * challenge, ERR_RPC_SESSION_UNKNOWN for a session not known here.
+   * next epoch, which it returns: above both the server's and `lastEpoch`, the last one the
+   * client saw (a server restarted from persisted state may not know it; a client claiming
+   * more only moves its own epochs). The challenge is spent either way. ERR_RPC_AUTH for a
+   * wrong proof or no outstanding challenge, ERR_RPC_SESSION_EXPIRED for an expired session
+   * or challenge, ERR_RPC_SESSION_UNKNOWN for a session not known here.
    */
-  resume(sessionId: string, proof: Uint8Array): { sessionId: string; epoch: number } {
+  resume(
+    sessionId: string,
+    proof: Uint8Array,
+    lastEpoch = 0,
+  ): { sessionId: string; epoch: number } {
     checkBytes('proof', proof);
+    checkInt('lastEpoch', lastEpoch, 0, MAX_EPOCH);
     const t = this.time();
     const s = this.live(sessionId, t);
     const challenge = s.challenge;
@@ -199,10 +207,11 @@ export class SessionAuthority {
       this.counters.badProofs++;
       throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: resumption proof rejected`);
     }
-    if (s.epoch >= MAX_EPOCH) {
+    const base = Math.max(s.epoch, lastEpoch);
+    if (base >= MAX_EPOCH) {
       throw new RpcError('ERR_RPC_INVALID_STATE', `session ${sessionId}: epochs exhausted`);
     }
-    s.epoch++;
+    s.epoch = base + 1;
     this.activate(sessionId, s, t);
     this.counters.resumed++;
     return { sessionId, epoch: s.epoch };

@@ -126,6 +126,32 @@ describe('SessionAuthority', () => {
     ).toBe('ERR_RPC_AUTH');
   });
 
+  it('resume_moves_past_the_epoch_the_client_last_saw', () => {
+    const first = new SessionAuthority({ key: KEY });
+    const s = first.issue();
+    for (let i = 0; i < 4; i++) {
+      const c = first.challenge(s.sessionId);
+      first.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c));
+    }
+    expect(first.epochOf(s.sessionId)).toBe(5);
+    const restarted = new SessionAuthority({ key: KEY });
+    restarted.adopt(s.sessionId, 1); // epochs were not persisted
+    const c = restarted.challenge(s.sessionId);
+    expect(restarted.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c), 5).epoch).toBe(
+      6,
+    );
+    const c2 = restarted.challenge(s.sessionId);
+    expect(restarted.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c2), 2).epoch).toBe(
+      7,
+    );
+    const c3 = restarted.challenge(s.sessionId);
+    const proof = resumptionProof(s.token, s.sessionId, c3);
+    expect(codeOf(() => restarted.resume(s.sessionId, proof, 0xffff_ffff))).toBe(
+      'ERR_RPC_INVALID_STATE',
+    );
+    expect(codeOf(() => restarted.resume(s.sessionId, proof, -1))).toBe('ERR_RPC_INVALID_ARG');
+  });
+
   it('max_sessions_drops_expired_then_least_recently_active', () => {
     const c = clock();
     const a = new SessionAuthority({ key: KEY, now: c.now, maxSessions: 2, sessionTtlMs: 100 });
