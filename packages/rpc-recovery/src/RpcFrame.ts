@@ -141,71 +141,135 @@ const protocol = (message: string, offset: number): RpcDecodeError =>
 const tooLarge = (message: string, offset: number): RpcDecodeError =>
   new RpcDecodeError('ERR_RPC_FRAME_TOO_LARGE', message, offset);
 
-function writeU64(v: DataView, at: number, x: number): void {
-  v.setUint32(at, Math.floor(x / 2 ** 32));
-  v.setUint32(at + 4, x >>> 0);
-}
-
 function readU64(v: DataView, at: number, what: string): number {
   const hi = v.getUint32(at);
   if (hi >= 2 ** 21) throw protocol(`${what} beyond 2^53 - 1`, at);
   return hi * 2 ** 32 + v.getUint32(at + 4);
 }
 
-/** The header of a request (fixed part and method), to send before its payload. */
-export function encodeRequestHeader(
+function writeU16(out: Uint8Array, at: number, x: number): void {
+  out[at] = x >>> 8;
+  out[at + 1] = x & 0xff;
+}
+
+function writeU32(out: Uint8Array, at: number, x: number): void {
+  out[at] = x >>> 24;
+  out[at + 1] = (x >>> 16) & 0xff;
+  out[at + 2] = (x >>> 8) & 0xff;
+  out[at + 3] = x & 0xff;
+}
+
+function writeU64(out: Uint8Array, at: number, x: number): void {
+  writeU32(out, at, Math.floor(x / 2 ** 32));
+  writeU32(out, at + 4, x >>> 0);
+}
+
+function checkHeader(what: string, h: unknown): void {
+  if (typeof h !== 'object' || h === null) {
+    throw invalid(`${what} must be an object, got ${describeValue(h)}`);
+  }
+}
+
+function checkRoom(out: unknown, offset: unknown, length: number): void {
+  if (!(out instanceof Uint8Array)) {
+    throw invalid(`out must be a Uint8Array, got ${describeValue(out)}`);
+  }
+  checkInt('offset', offset, 0);
+  if ((offset as number) + length > out.length) {
+    throw invalid(
+      `out has ${out.length - (offset as number)} bytes from offset, the header needs ${length}`,
+    );
+  }
+}
+
+/** Bytes of a request header with this method (fixed part and method name). */
+export function requestHeaderLength(method: string): number {
+  return REQUEST_HEADER_BYTES + method.length;
+}
+
+/**
+ * Writes a request header at `offset` of `out` (e.g. a pooled registered block, in front
+ * of a payload built in place) and returns the bytes written; no buffer is allocated.
+ */
+export function encodeRequestHeaderInto(
+  out: Uint8Array,
+  offset: number,
   h: RpcRequestHeader,
   limits: RpcFrameLimits = DEFAULT_LIMITS,
-): Uint8Array {
-  const o = ownOptions('request header', h);
-  checkInt('requestId', o.requestId, 0, 0xffff_ffff);
-  checkInt('sessionSeq', o.sessionSeq, 0);
-  checkInt('ackBelow', o.ackBelow, 0);
-  checkInt('epoch', o.epoch, 1, MAX_EPOCH);
-  checkInt('deadlineMs', o.deadlineMs, 1, limits.maxDeadlineMs);
-  checkInt('payloadLength', o.payloadLength, 0, limits.maxPayloadBytes);
-  if (typeof o.idempotent !== 'boolean') {
-    throw invalid(`idempotent must be a boolean, got ${describeValue(o.idempotent)}`);
+): number {
+  checkHeader('request header', h);
+  checkInt('requestId', h.requestId, 0, 0xffff_ffff);
+  checkInt('sessionSeq', h.sessionSeq, 0);
+  checkInt('ackBelow', h.ackBelow, 0);
+  checkInt('epoch', h.epoch, 1, MAX_EPOCH);
+  checkInt('deadlineMs', h.deadlineMs, 1, limits.maxDeadlineMs);
+  checkInt('payloadLength', h.payloadLength, 0, limits.maxPayloadBytes);
+  if (typeof h.idempotent !== 'boolean') {
+    throw invalid(`idempotent must be a boolean, got ${describeValue(h.idempotent)}`);
   }
-  const method = o.method;
+  const method = h.method;
   if (typeof method !== 'string' || method.length > limits.maxMethodBytes || !METHOD.test(method)) {
     throw invalid(
       `method must be 1 to ${limits.maxMethodBytes} characters of [A-Za-z0-9_.:/-], got ${describeValue(method)}`,
     );
   }
-  const out = new Uint8Array(REQUEST_HEADER_BYTES + method.length);
-  const v = new DataView(out.buffer);
-  out[0] = RpcFrameKind.Request;
-  out[1] = RPC_FRAME_VERSION;
-  v.setUint16(2, o.idempotent ? RequestFlags.Idempotent : 0);
-  v.setUint32(4, o.requestId as number);
-  writeU64(v, 8, o.sessionSeq as number);
-  writeU64(v, 16, o.ackBelow as number);
-  v.setUint32(24, o.epoch as number);
-  v.setUint32(28, o.deadlineMs as number);
-  v.setUint16(32, method.length);
-  v.setUint16(34, 0);
-  v.setUint32(36, o.payloadLength as number);
-  for (let i = 0; i < method.length; i++) out[REQUEST_HEADER_BYTES + i] = method.charCodeAt(i);
+  const length = REQUEST_HEADER_BYTES + method.length;
+  checkRoom(out, offset, length);
+  const o = offset;
+  out[o] = RpcFrameKind.Request;
+  out[o + 1] = RPC_FRAME_VERSION;
+  writeU16(out, o + 2, h.idempotent ? RequestFlags.Idempotent : 0);
+  writeU32(out, o + 4, h.requestId);
+  writeU64(out, o + 8, h.sessionSeq);
+  writeU64(out, o + 16, h.ackBelow);
+  writeU32(out, o + 24, h.epoch);
+  writeU32(out, o + 28, h.deadlineMs);
+  writeU16(out, o + 32, method.length);
+  writeU16(out, o + 34, 0);
+  writeU32(out, o + 36, h.payloadLength);
+  for (let i = 0; i < method.length; i++) out[o + REQUEST_HEADER_BYTES + i] = method.charCodeAt(i);
+  return length;
+}
+
+/** The header of a request (fixed part and method) in new bytes, to send before its payload. */
+export function encodeRequestHeader(
+  h: RpcRequestHeader,
+  limits: RpcFrameLimits = DEFAULT_LIMITS,
+): Uint8Array {
+  checkHeader('request header', h);
+  const out = new Uint8Array(
+    REQUEST_HEADER_BYTES + (typeof h.method === 'string' ? h.method.length : 0),
+  );
+  encodeRequestHeaderInto(out, 0, h, limits);
   return out;
 }
 
-/** The header of a response (fixed part, error code and message), to send before its payload. */
-export function encodeResponseHeader(
+/** Bytes of a response header with this error code and message. */
+export function responseHeaderLength(errorCode: string, errorMessage: string): number {
+  return RESPONSE_HEADER_BYTES + errorCode.length + Buffer.byteLength(errorMessage, 'utf8');
+}
+
+/**
+ * Writes a response header (fixed part, error code and message) at `offset` of `out` and
+ * returns the bytes written; no buffer is allocated.
+ */
+export function encodeResponseHeaderInto(
+  out: Uint8Array,
+  offset: number,
   h: RpcResponseHeader,
   limits: RpcFrameLimits = DEFAULT_LIMITS,
-): Uint8Array {
-  const o = ownOptions('response header', h);
-  checkInt('requestId', o.requestId, 0, 0xffff_ffff);
-  checkInt('epoch', o.epoch, 1, MAX_EPOCH);
-  const status = checkInt('status', o.status, RpcStatus.Ok, RpcStatus.Unknown);
-  const payloadLength = checkInt('payloadLength', o.payloadLength, 0, limits.maxPayloadBytes);
-  const code = o.errorCode;
-  const message = o.errorMessage;
+): number {
+  checkHeader('response header', h);
+  checkInt('requestId', h.requestId, 0, 0xffff_ffff);
+  checkInt('epoch', h.epoch, 1, MAX_EPOCH);
+  const status = checkInt('status', h.status, RpcStatus.Ok, RpcStatus.Unknown);
+  const payloadLength = checkInt('payloadLength', h.payloadLength, 0, limits.maxPayloadBytes);
+  const code = h.errorCode;
+  const message = h.errorMessage;
   if (typeof code !== 'string' || typeof message !== 'string') {
     throw invalid('errorCode and errorMessage must be strings');
   }
-  const messageBytes = utf8.encode(message);
+  let messageLength = 0;
   if (status === RpcStatus.Ok) {
     if (code !== '' || message !== '') throw invalid('an ok response carries no error');
   } else {
@@ -214,27 +278,47 @@ export function encodeResponseHeader(
         `errorCode must be 1 to ${MAX_ERROR_CODE_BYTES} characters of [A-Z0-9_], got ${describeValue(code)}`,
       );
     }
-    if (messageBytes.length > limits.maxErrorMessageBytes) {
+    messageLength = Buffer.byteLength(message, 'utf8');
+    if (messageLength > limits.maxErrorMessageBytes) {
       throw invalid(
-        `errorMessage is ${messageBytes.length} UTF-8 bytes, the limit is ${limits.maxErrorMessageBytes} (see remoteErrorOf)`,
+        `errorMessage is ${messageLength} UTF-8 bytes, the limit is ${limits.maxErrorMessageBytes} (see remoteErrorOf)`,
       );
     }
     if (payloadLength !== 0) throw invalid('an error response carries no payload');
   }
-  const out = new Uint8Array(RESPONSE_HEADER_BYTES + code.length + messageBytes.length);
-  const v = new DataView(out.buffer);
-  out[0] = RpcFrameKind.Response;
-  out[1] = RPC_FRAME_VERSION;
-  out[2] = status;
-  out[3] = 0;
-  v.setUint32(4, o.requestId as number);
-  v.setUint32(8, o.epoch as number);
-  out[12] = code.length;
-  out[13] = 0;
-  v.setUint16(14, messageBytes.length);
-  v.setUint32(16, payloadLength);
-  for (let i = 0; i < code.length; i++) out[RESPONSE_HEADER_BYTES + i] = code.charCodeAt(i);
-  out.set(messageBytes, RESPONSE_HEADER_BYTES + code.length);
+  const length = RESPONSE_HEADER_BYTES + code.length + messageLength;
+  checkRoom(out, offset, length);
+  const o = offset;
+  out[o] = RpcFrameKind.Response;
+  out[o + 1] = RPC_FRAME_VERSION;
+  out[o + 2] = status;
+  out[o + 3] = 0;
+  writeU32(out, o + 4, h.requestId);
+  writeU32(out, o + 8, h.epoch);
+  out[o + 12] = code.length;
+  out[o + 13] = 0;
+  writeU16(out, o + 14, messageLength);
+  writeU32(out, o + 16, payloadLength);
+  for (let i = 0; i < code.length; i++) out[o + RESPONSE_HEADER_BYTES + i] = code.charCodeAt(i);
+  if (messageLength > 0) {
+    const at = o + RESPONSE_HEADER_BYTES + code.length;
+    utf8.encodeInto(message, out.subarray(at, at + messageLength));
+  }
+  return length;
+}
+
+/** The header of a response in new bytes, to send before its payload. */
+export function encodeResponseHeader(
+  h: RpcResponseHeader,
+  limits: RpcFrameLimits = DEFAULT_LIMITS,
+): Uint8Array {
+  checkHeader('response header', h);
+  const sized =
+    typeof h.errorCode === 'string' && typeof h.errorMessage === 'string'
+      ? responseHeaderLength(h.errorCode, h.errorMessage)
+      : RESPONSE_HEADER_BYTES;
+  const out = new Uint8Array(sized);
+  encodeResponseHeaderInto(out, 0, h, limits);
   return out;
 }
 

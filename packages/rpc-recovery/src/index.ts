@@ -29,7 +29,9 @@ export {
 export {
   decodeRpcFrame,
   encodeRequestHeader,
+  encodeRequestHeaderInto,
   encodeResponseHeader,
+  encodeResponseHeaderInto,
   MAX_DEADLINE_MS,
   MAX_ERROR_CODE_BYTES,
   MAX_ERROR_MESSAGE_BYTES,
@@ -46,6 +48,8 @@ export {
   type RpcResponseHeader,
   RpcStatus,
   remoteErrorOf,
+  requestHeaderLength,
+  responseHeaderLength,
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import {
   decodeRpcFrame,
   encodeRequestHeader,
+  encodeRequestHeaderInto,
   encodeResponseHeader,
+  encodeResponseHeaderInto,
   REQUEST_HEADER_BYTES,
   RpcDecodeError,
   RpcError,
@@ -12,6 +14,8 @@ import {
   type RpcResponseHeader,
   RpcStatus,
   remoteErrorOf,
+  requestHeaderLength,
+  responseHeaderLength,
   rpcFrameLength,
   rpcFrameLimits,
 } from '../src/index.js';
@@ -156,6 +160,42 @@ describe('RPC frame codec', () => {
         },
       ),
       { numRuns: 2000 },
+    );
+  });
+
+  it('headers written in place at an offset equal the standalone encoding', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(requestArb, okResponseArb, errorResponseArb),
+        fc.nat(16),
+        (h, offset) => {
+          const isRequest = 'method' in h;
+          const standalone = isRequest
+            ? encodeRequestHeader(h as RpcRequestHeader, LIMITS)
+            : encodeResponseHeader(h as RpcResponseHeader, LIMITS);
+          const length = isRequest
+            ? requestHeaderLength((h as RpcRequestHeader).method)
+            : responseHeaderLength(
+                (h as RpcResponseHeader).errorCode,
+                (h as RpcResponseHeader).errorMessage,
+              );
+          expect(length).toBe(standalone.length);
+          const block = new Uint8Array(offset + length + 3).fill(0xaa);
+          const written = isRequest
+            ? encodeRequestHeaderInto(block, offset, h as RpcRequestHeader, LIMITS)
+            : encodeResponseHeaderInto(block, offset, h as RpcResponseHeader, LIMITS);
+          expect(written).toBe(length);
+          expect(block.subarray(offset, offset + length)).toEqual(standalone);
+          expect(block.subarray(0, offset).every((b) => b === 0xaa)).toBe(true);
+          expect(block.subarray(offset + length).every((b) => b === 0xaa)).toBe(true);
+          const short = new Uint8Array(offset + length - 1);
+          const into = () =>
+            isRequest
+              ? encodeRequestHeaderInto(short, offset, h as RpcRequestHeader, LIMITS)
+              : encodeResponseHeaderInto(short, offset, h as RpcResponseHeader, LIMITS);
+          expect(into).toThrow(expect.objectContaining({ code: 'ERR_RPC_INVALID_ARG' }));
+        },
+      ),
     );
   });
 
