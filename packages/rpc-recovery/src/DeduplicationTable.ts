@@ -33,7 +33,11 @@ export interface DeduplicationTableOptions {
   maxReplyBytes?: number;
   /** Evicted session ids remembered, so their requests fail as evicted rather than unknown. Default 4096. */
   maxEvictedRemembered?: number;
-  /** Called after a whole session was evicted (never for closeSession). */
+  /**
+   * Called after a whole session was evicted (never for closeSession), once the operation
+   * that evicted it has finished. An exception it throws is re-thrown asynchronously (an
+   * uncaught exception), never into the table's operation.
+   */
   onEvict?: (sessionId: string, reason: DedupEvictReason) => void;
 }
 
@@ -148,6 +152,8 @@ export class DeduplicationTable {
   /** Insertion order is least recently used first (a touch re-inserts). */
   private readonly sessions = new Map<string, Session>();
   private readonly evicted = new Set<string>();
+  /** Evictions of the running operation, reported to onEvict when it ends. */
+  private readonly toNotify: [string, DedupEvictReason][] = [];
   private totalEntries = 0;
   private totalBytes = 0;
   private totalRunning = 0;
@@ -198,6 +204,7 @@ export class DeduplicationTable {
       bytes: 0,
       running: 0,
     });
+    this.notify();
   }
 
   /** True while the session is open (not closed, evicted or never opened). */
@@ -231,6 +238,7 @@ export class DeduplicationTable {
     const s = this.sessions.get(sessionId);
     if (s === undefined) return false;
     this.evict(s, 'explicit');
+    this.notify();
     return true;
   }
 
@@ -275,6 +283,7 @@ export class DeduplicationTable {
     s.running++;
     this.totalRunning++;
     this.totalEntries++;
+    this.notify();
     return NEW;
   }
 
@@ -306,6 +315,7 @@ export class DeduplicationTable {
       this.totalBytes += reply.length;
     }
     shared?.resolve(e.reply ?? reply.slice());
+    this.notify();
   }
 
   /**
@@ -509,7 +519,21 @@ export class DeduplicationTable {
         this.evicted.delete(this.evicted.values().next().value as string);
       }
     }
-    this.onEvict?.(s.id, reason);
+    if (this.onEvict !== undefined) this.toNotify.push([s.id, reason]);
+  }
+
+  private notify(): void {
+    if (this.toNotify.length === 0) return;
+    const onEvict = this.onEvict as (sessionId: string, reason: DedupEvictReason) => void;
+    for (const [id, reason] of this.toNotify.splice(0)) {
+      try {
+        onEvict(id, reason);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
   }
 
   private drop(s: Session, err: Error): void {

@@ -122,6 +122,32 @@ describe('DeduplicationTable', () => {
     expect(t.stats()).toMatchObject({ sessions: 1, entries: 2, running: 2, sessionsEvicted: 1 });
   });
 
+  it('a_throwing_onEvict_never_breaks_the_operation_that_evicted', async () => {
+    const seen: number[] = [];
+    const t = new DeduplicationTable({
+      maxSessions: 1,
+      onEvict: () => {
+        seen.push(t.stats().sessions); // called when the operation is over
+        throw new Error('listener bug');
+      },
+    });
+    const uncaught: unknown[] = [];
+    const listeners = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.on('uncaughtException', (err) => uncaught.push(err));
+    try {
+      t.openSession('a');
+      t.openSession('b');
+      expect(t.sessionIds()).toEqual(['b']);
+      expect(seen).toEqual([1]);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.removeAllListeners('uncaughtException');
+      for (const l of listeners) process.on('uncaughtException', l);
+    }
+    expect(uncaught).toEqual([expect.objectContaining({ message: 'listener bug' })]);
+  });
+
   it('max_sessions_evicts_on_open', () => {
     const t = new DeduplicationTable({ maxSessions: 2 });
     t.openSession('a');
