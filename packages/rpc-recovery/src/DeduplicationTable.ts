@@ -50,6 +50,16 @@ export type DedupBegin =
   /** Executing now: this promise settles with the first execution's reply (never a second run). */
   | { readonly status: 'in-progress'; readonly reply: Promise<Uint8Array> };
 
+/** A session's requests as the table knows them (see `resumeState`). */
+export interface DedupResumeState {
+  /** Every request below this is acknowledged or forgotten: never executed again. */
+  readonly floor: number;
+  /** Executed requests at or above the floor, ascending. */
+  readonly done: readonly number[];
+  /** Requests executing now, ascending. */
+  readonly running: readonly number[];
+}
+
 export interface DeduplicationTableStats {
   sessions: number;
   entries: number;
@@ -215,6 +225,23 @@ export class DeduplicationTable {
   /** Open session ids, least recently used first (e.g. to re-admit sessions after a restore). */
   sessionIds(): string[] {
     return [...this.sessions.keys()];
+  }
+
+  /**
+   * What the server holds for a session, for the recovery exchange after a reconnection:
+   * its floor, the sequences executed (replies kept or dropped) and those still running,
+   * ascending. ERR_RPC_SESSION_EVICTED / ERR_RPC_SESSION_UNKNOWN when the session cannot
+   * resume: call it before accepting a resume.
+   */
+  resumeState(sessionId: string): DedupResumeState {
+    const s = this.live(sessionId);
+    const done: number[] = [];
+    const running: number[] = [];
+    for (const seq of s.order) {
+      if (seq < s.floor) continue; // acknowledged while running: the client has its reply
+      ((s.entries.get(seq) as Entry).state === 'done' ? done : running).push(seq);
+    }
+    return { floor: s.floor, done, running };
   }
 
   /** The lowest sequence still answered for a session (every request below it is refused). */

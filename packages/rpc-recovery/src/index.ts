@@ -10,6 +10,7 @@ export {
   DeduplicationTable,
   type DeduplicationTableOptions,
   type DeduplicationTableStats,
+  type DedupResumeState,
 } from './DeduplicationTable.js';
 export {
   DedupAbandonedError,

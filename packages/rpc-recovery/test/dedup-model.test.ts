@@ -362,7 +362,26 @@ async function runModel(options: DeduplicationTableOptions, ops: Op[], strict: b
     expect(st.running).toBe(running.length);
     for (const m of sessions) {
       expect(table.hasSession(m.id)).toBe(m.state === 'open');
-      if (m.state === 'open') expect(table.floorOf(m.id)).toBe(m.floor);
+      if (m.state === 'open') {
+        expect(table.floorOf(m.id)).toBe(m.floor);
+        const rs = table.resumeState(m.id);
+        expect(rs.floor).toBe(m.floor);
+        const done = [...executed.keys()]
+          .filter((k) => k.startsWith(`${m.id}#`))
+          .map((k) => Number(k.slice(m.id.length + 1)))
+          .filter((q) => q >= m.floor)
+          .sort((a, b) => a - b);
+        expect(rs.done).toEqual(done);
+        const run = running
+          .filter((r) => r.s === m && r.seq >= m.floor)
+          .map((r) => r.seq)
+          .sort((a, b) => a - b);
+        expect(rs.running).toEqual(run);
+      } else {
+        expect(() => table.resumeState(m.id)).toThrow(
+          expect.objectContaining({ code: sessionGoneCode(m) }),
+        );
+      }
     }
   }
 

@@ -148,6 +148,18 @@ describe('DeduplicationTable', () => {
     expect(uncaught).toEqual([expect.objectContaining({ message: 'listener bug' })]);
   });
 
+  it('resume_state_tells_what_was_executed_and_an_evicted_session_cannot_resume', () => {
+    const t = new DeduplicationTable();
+    t.openSession('a');
+    for (const seq of [0, 1, 2]) t.begin('a', seq);
+    t.complete('a', 0, bytes());
+    t.complete('a', 2, bytes());
+    t.ack('a', 1);
+    expect(t.resumeState('a')).toEqual({ floor: 1, done: [2], running: [1] });
+    t.evictSession('a');
+    expect(codeOf(() => t.resumeState('a'))).toBe('ERR_RPC_SESSION_EVICTED');
+  });
+
   it('max_sessions_evicts_on_open', () => {
     const t = new DeduplicationTable({ maxSessions: 2 });
     t.openSession('a');
