@@ -4,6 +4,7 @@ export {
   ExponentialBackoff,
   type ExponentialBackoffOptions,
 } from './BackoffPolicy.js';
+export { CallSequencer, type CallSequencerOptions } from './CallSequencer.js';
 export {
   type DedupBegin,
   type DedupEvictReason,

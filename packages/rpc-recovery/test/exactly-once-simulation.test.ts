@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  CallSequencer,
   DeduplicationTable,
   decodeRpcFrame,
   encodeRequestHeader,
@@ -136,7 +137,9 @@ function simulate(seed: number, calls: number, dropP: number, crashP: number) {
     session.connected(r.epoch);
   };
 
-  for (let seq = 0; seq < calls; seq++) {
+  const sequencer = new CallSequencer({ maxInFlight: 8 });
+  for (let call = 0; call < calls; call++) {
+    const seq = sequencer.next();
     for (let attempt = 1; ; attempt++) {
       expect(attempt).toBeLessThan(1000);
       // A reply of an older epoch turning up late is dropped, never taken for this call's.
@@ -147,7 +150,7 @@ function simulate(seed: number, calls: number, dropP: number, crashP: number) {
       const request = encodeRequestHeader({
         requestId: seq * 1000 + attempt,
         sessionSeq: seq,
-        ackBelow: seq, // every reply below this one was received
+        ackBelow: sequencer.ackBelow, // every reply below it was received
         epoch: session.epoch,
         idempotent: false,
         deadlineMs: 1000,
@@ -172,6 +175,7 @@ function simulate(seed: number, calls: number, dropP: number, crashP: number) {
       if (!session.epochs.accept(f.header.epoch)) continue;
       expect(f.header.status).toBe(RpcStatus.Ok);
       seen.push(readU32(f.payload));
+      sequencer.settle(seq);
       break;
     }
   }
