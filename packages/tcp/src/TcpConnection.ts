@@ -666,6 +666,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     if (this.#state === 'closed' || this.#state === 'failed') return;
     this.#teardown();
     for (const ch of this.#channels.values()) ch.finish();
+    this.#forgetChannels();
     this.#window.close();
     this.#setState('closed');
     this.emit('close', undefined);
@@ -678,10 +679,17 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.#teardown();
     this.#window.destroy(err);
     for (const ch of this.#channels.values()) ch.fail(err);
+    this.#forgetChannels();
     this.#socket.destroy();
     this.#setState(error === undefined ? 'closed' : 'failed');
     if (error !== undefined && this.listenerCount('error') > 0) this.emit('error', err);
     this.emit('close', error === undefined ? undefined : err);
+  }
+
+  /** Terminal: no channel of this connection can carry anything any more. */
+  #forgetChannels(): void {
+    this.#channels.clear();
+    this.#open = 0;
   }
 
   #teardown(): void {
