@@ -27,8 +27,6 @@ export interface ConnectionStats {
   readonly receiveHeldBytes: number;
   /** Highest `receiveHeldBytes` seen: bounded by the receive window plus one frame header. */
   readonly maxReceiveHeldBytes: number;
-  /** Times reading from the peer was paused because the receive window was full. */
-  readonly receivePauses: number;
   /** Frames written to / read from the wire (writes are batched, so framesOut ≥ writes). */
   readonly framesOut: number;
   readonly framesIn: number;

@@ -87,7 +87,6 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   #creditMessages = 0;
   #creditTimer: NodeJS.Timeout | undefined;
   #creditScheduled = false;
-  #paused = false;
   #assembling: Block | undefined;
   #lastRead = Date.now();
   #lastWrite = Date.now();
@@ -99,7 +98,6 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     messagesReceived: 0,
     bytesReceived: 0,
     sendStalls: 0,
-    receivePauses: 0,
     framesOut: 0,
     framesIn: 0,
     writes: 0,
@@ -130,18 +128,22 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.#reader = new FrameReader(this);
     socket.setNoDelay(true);
     socket.setKeepAlive(true, settings.heartbeatIntervalMs);
+    // The handshake left the socket paused: 'data' does not flow until resume() below.
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => this.#onEnd());
     socket.on('error', (err) => this.#lost(err));
     socket.on('close', () => this.#onSocketClose());
-    socket.resume(); // the handshake paused it
     this.#heartbeat = setInterval(
       () => this.#tick(),
       Math.max(10, settings.heartbeatIntervalMs / 2),
     );
     this.#heartbeat.unref();
-    // After the caller's continuation, so its 'channel' listener sees the first frames.
-    if (leftover.length > 0) setImmediate(() => this.#onData(leftover));
+    // After the caller's continuation, so its 'channel' listener sees the first frames; the
+    // bytes that came with the last handshake message go first, then the socket flows.
+    setImmediate(() => {
+      if (leftover.length > 0) this.#onData(leftover);
+      if (this.#state === 'open' || this.#state === 'closing') socket.resume();
+    });
   }
 
   get state(): ConnectionState {
@@ -196,13 +198,21 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         );
       }
       const charge = length + FRAME_HEADER_BYTES;
+      const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+      const signal = signalOf(options);
       ch.pendingSends++;
       let counted = true;
       try {
-        if (!this.#window.tryAcquire(charge)) {
+        let got: boolean;
+        try {
+          got = this.#window.tryAcquire(charge);
+        } catch (err) {
+          throw this.#mapFlowctl(err, timeoutMs);
+        }
+        if (!got) {
           ch.sendStalls++;
           this.#stats.sendStalls++;
-          await this.#acquire(ch, charge, options);
+          await this.#acquire(ch, charge, timeoutMs, signal);
           // The window may have opened because the channel or connection is going away.
           // (Sends already waiting still go while their channel or connection closes.)
           const st = this.#state;
@@ -212,6 +222,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
             ch.state === 'failed' ||
             ch.state === 'closed'
           ) {
+            // Nothing goes on the wire, so the space taken comes back here, not by credit
+            // (a destroyed window ignores it).
+            this.#window.release(charge);
             throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
           }
         }
@@ -234,9 +247,12 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     }
   }
 
-  async #acquire(ch: TcpChannel, charge: number, options: WaitOptions | undefined): Promise<void> {
-    const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
-    const signal = signalOf(options);
+  async #acquire(
+    ch: TcpChannel,
+    charge: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     try {
       await this.#window.acquire(
         charge,
@@ -439,9 +455,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         this.#credit(readU32(payload, 0), readU32(payload, 4));
         break;
       case FrameType.Ping:
-        this.#writeFrame(FrameType.Pong, 0, 0, Buffer.from(payload));
-        break;
       case FrameType.Pong:
+        // Liveness only: any frame proves the peer alive, and each side pings on its own
+        // when idle. Not answered, so a peer that never reads cannot make us buffer pongs.
         break;
       case FrameType.GoAway:
         this.#peerGoAway = true;
@@ -463,14 +479,18 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     if (
       messages === 0 ||
       messages > this.#window.messagesInFlight ||
-      bytes > this.#window.bytesInFlight
+      bytes > this.#window.bytesInFlight ||
+      bytes < messages * FRAME_HEADER_BYTES
     ) {
       throw new MuxProtocolError(
         `credit for ${messages} messages, ${bytes} bytes: more than was sent`,
       );
     }
     try {
-      // SendWindow releases per message; the peer reports totals, so all the bytes go with the last.
+      // The wire carries totals (the receiver releases in any order, so it cannot name
+      // messages); SendWindow.release takes one message at a time. Only the totals matter to
+      // the window, so the bytes go with the last message. When every message in flight is
+      // credited the bytes must match exactly, which SendWindow checks.
       for (let i = 1; i < messages; i++) this.#window.release(0);
       this.#window.release(bytes);
     } catch (err) {
@@ -499,10 +519,6 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         this.#creditTimer = undefined;
         this.#flushCredit();
       }, this.#settings.creditFlushMs);
-    }
-    if (this.#paused && this.#held < local.windowBytes / 2) {
-      this.#paused = false;
-      this.#socket.resume();
     }
   }
 
@@ -535,24 +551,15 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     try {
       this.#reader.push(chunk);
     } catch (err) {
-      this.destroy(
-        err instanceof MuxError ? err : new MuxProtocolError(String((err as Error).message)),
-      );
-      return;
-    }
-    // A receiver that holds the whole window stops reading: the kernel buffers, then TCP
-    // flow control stops the sender.
-    if (!this.#paused && this.#held >= this.#settings.local.windowBytes) {
-      this.#paused = true;
-      this.#stats.receivePauses++;
-      this.#socket.pause();
+      // Typed errors (ours, or the receive allocator's ERR_ALLOC_*) fail the connection as is.
+      const typed = typeof (err as { code?: unknown })?.code === 'string';
+      this.destroy(typed ? (err as Error) : new MuxProtocolError(String((err as Error).message)));
     }
   }
 
   #tick(): void {
     const now = Date.now();
-    // Reading paused by our own application: silence from the peer proves nothing.
-    if (!this.#paused && now - this.#lastRead > this.#settings.peerTimeoutMs) {
+    if (now - this.#lastRead > this.#settings.peerTimeoutMs) {
       this.destroy(
         new MuxConnectionError(
           'ERR_MUX_PEER_TIMEOUT',
@@ -635,10 +642,11 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     }
     const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
     this.#setState('closing');
-    const timer = setTimeout(
-      () => this.destroy(new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs)),
-      timeoutMs,
-    );
+    let late: MuxDeadlineError | undefined;
+    const timer = setTimeout(() => {
+      late = new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs);
+      this.destroy(late);
+    }, timeoutMs);
     try {
       await Promise.all([...this.#channels.values()].map((ch) => ch.close({ timeoutMs })));
       if (this.#pendingWrites > 0) {
@@ -655,6 +663,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     } finally {
       clearTimeout(timer);
     }
+    if (late !== undefined) throw late;
   }
 
   #closed(): Promise<void> {

@@ -14,6 +14,7 @@ import {
   MuxAbortError,
   MuxConnectionError,
   MuxError,
+  MuxHandshakeError,
   PROTOCOL_VERSION,
   type Transport,
 } from '@rdmajs/mux';
@@ -40,6 +41,11 @@ export interface TcpTransportOptions {
   defaultTimeoutMs?: number;
   /** Handshake deadline on the listening side. Default 10 000. */
   handshakeTimeoutMs?: number;
+  /**
+   * Handshakes a listener runs at once; peers beyond it are refused at once (a flood of
+   * silent connections cannot hold unbounded sockets). Default 256.
+   */
+  maxPendingHandshakes?: number;
   /** A ping goes out when nothing was written for half of this. Default 1 000. */
   heartbeatIntervalMs?: number;
   /** The connection fails with ERR_MUX_PEER_TIMEOUT after this long without a frame. Default 5 000. */
@@ -95,6 +101,12 @@ export class TcpTransport implements Transport {
         o.handshakeTimeoutMs ?? 10_000,
         1,
         2_147_483_647,
+      ),
+      maxPendingHandshakes: checkInt(
+        'maxPendingHandshakes',
+        o.maxPendingHandshakes ?? 256,
+        1,
+        1 << 20,
       ),
       heartbeatIntervalMs: checkInt(
         'heartbeatIntervalMs',
@@ -221,9 +233,22 @@ export class TcpTransport implements Transport {
     const listener = new TcpListener(server, host);
     server.on('connection', (socket) => {
       const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+      if (listener.closed || listener.handshaking.size >= this.#o.maxPendingHandshakes) {
+        socket.destroy();
+        const err = new MuxHandshakeError(
+          'ERR_MUX_HANDSHAKE',
+          listener.closed
+            ? 'handshake (server): the listener is closed'
+            : `handshake (server): more than ${this.#o.maxPendingHandshakes} in progress`,
+        );
+        if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
+        return;
+      }
+      listener.handshaking.add(socket);
       const hs = this.#handshake('server', options.secret);
       socketHandshake(socket, hs, this.#o.handshakeTimeoutMs, undefined).then(
         (leftover) => {
+          listener.handshaking.delete(socket);
           if (listener.closed) {
             socket.destroy();
             return;
@@ -237,6 +262,7 @@ export class TcpTransport implements Transport {
           listener.emit('connection', conn);
         },
         (err: Error) => {
+          listener.handshaking.delete(socket);
           if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         },
       );
@@ -254,6 +280,7 @@ export class TcpTransport implements Transport {
     server.on('error', (err) => {
       if (listener.listenerCount('error') > 0) listener.emit('error', err);
     });
+    void listener.port; // remembered now, for after close
     return listener;
   }
 }
@@ -262,6 +289,8 @@ export class TcpTransport implements Transport {
 export class TcpListener extends EventEmitter<ListenerEvents> implements Listener {
   readonly host: string;
   readonly #server: net.Server;
+  /** @internal Sockets still in the handshake: close() destroys them. */
+  readonly handshaking = new Set<net.Socket>();
   #closed = false;
 
   constructor(server: net.Server, host: string) {
@@ -270,9 +299,15 @@ export class TcpListener extends EventEmitter<ListenerEvents> implements Listene
     this.host = host;
   }
 
+  #port = 0;
+
+  /** The port listened on (still known after close). */
   get port(): number {
-    const a = this.#server.address();
-    return typeof a === 'object' && a !== null ? a.port : 0;
+    if (this.#port === 0) {
+      const a = this.#server.address();
+      if (typeof a === 'object' && a !== null) this.#port = a.port;
+    }
+    return this.#port;
   }
 
   get closed(): boolean {
@@ -282,7 +317,12 @@ export class TcpListener extends EventEmitter<ListenerEvents> implements Listene
   close(): Promise<void> {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
-    return new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    // net.Server's close callback waits for every accepted socket to end; connections made
+    // stay open by contract, so resolve once the listening socket is gone instead.
+    this.#server.close();
+    for (const s of this.handshaking) s.destroy();
+    this.handshaking.clear();
+    return new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -14,8 +14,9 @@ export interface FrameSink extends FrameLimits {
   header(h: Readonly<FrameHeader>): void;
   /**
    * A whole frame. `payload` is a view of the socket's chunk when the frame lay inside one
-   * (no copy), else the buffer it was assembled in (`assembled` true). Valid as long as
-   * the receiver keeps it.
+   * and fills at least half of it (no copy), a copy when it is a smaller part of its chunk,
+   * else the buffer it was assembled in (`assembled` true). Valid as long as the receiver
+   * keeps it.
    */
   frame(h: Readonly<FrameHeader>, payload: Uint8Array, assembled: boolean): void;
   /** Memory for a payload that spans chunks (a registered block, or heap by default). */
@@ -68,10 +69,15 @@ export class FrameReader {
         this.#inFrame = true;
         const len = this.#h.length;
         if (n - off >= len) {
-          // The whole payload is in this chunk: hand out a view of it.
+          // The whole payload is in this chunk: hand out a view of it, unless it is a small
+          // part of a big chunk: a held view pins the whole chunk, so memory held could
+          // exceed the receive window many times over. Copying those keeps what is pinned
+          // within twice what is accounted.
           this.#inFrame = false;
-          const payload = chunk.subarray(off, off + len);
+          const view = chunk.subarray(off, off + len);
           off += len;
+          const payload =
+            len * 2 < chunk.buffer.byteLength ? Uint8Array.prototype.slice.call(view) : view;
           this.#sink.frame(this.#h, payload, false);
           continue;
         }
