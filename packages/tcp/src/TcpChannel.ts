@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import {
   type Channel,
   type ChannelState,
@@ -41,6 +42,8 @@ export class TcpChannel implements Channel {
   /** Sends between `send()` and their frame being written (close waits for them). */
   pendingSends = 0;
   #idle: (() => void) | undefined;
+  /** Aborted when close() gives up the sends still waiting for the window. */
+  #giveUp: AbortController | undefined;
   readonly #queue: InboundMessage[] = [];
   #head = 0;
   #queuedBytes = 0;
@@ -123,24 +126,41 @@ export class TcpChannel implements Channel {
   }
 
   async close(options?: WaitOptions): Promise<void> {
+    const timeoutMs = timeoutOf(options, this.connection.defaultTimeoutMs);
+    const signal = signalOf(options);
     if (this.#state !== 'open') return;
     this.#state = 'closing';
     this.#discardQueue();
     this.#endWaiters(new MuxClosedError(`channel ${this.id}`));
+    let late: Error | undefined;
     if (this.pendingSends > 0) {
-      const timeoutMs = timeoutOf(options, this.connection.defaultTimeoutMs);
+      // Sends still waiting for the window past the deadline (or abort) are given up: they
+      // fail with ERR_MUX_CLOSED once the channel is closed, and nothing of them is sent.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        this.#idle = () => {
+        const done = (err?: Error) => {
           clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          this.#idle = undefined;
+          late = err;
+          if (err !== undefined) this.#giveUp?.abort(err);
           resolve();
         };
+        const timer = setTimeout(
+          () => done(new MuxDeadlineError(`close of channel ${this.id}`, timeoutMs)),
+          timeoutMs,
+        );
+        const onAbort = () =>
+          done(new MuxAbortError(`close of channel ${this.id}`, signal?.reason));
+        this.#idle = () => done();
+        if (signal?.aborted === true) onAbort();
+        else signal?.addEventListener('abort', onAbort, { once: true });
       });
     }
     if (this.#state === 'closing') {
       this.#state = 'closed';
       this.connection.channelClosed(this);
     }
+    if (late !== undefined) throw late;
   }
 
   stats(): ChannelStats {
@@ -153,6 +173,16 @@ export class TcpChannel implements Channel {
       queuedBytes: this.#queuedBytes,
       sendStalls: this.sendStalls,
     };
+  }
+
+  /** For a send about to wait for the window: aborted if close() gives it up. */
+  giveUpSignal(): AbortSignal {
+    if (this.#giveUp === undefined) {
+      this.#giveUp = new AbortController();
+      // One listener per waiting send of this channel: as many as the window queues.
+      setMaxListeners(0, this.#giveUp.signal);
+    }
+    return this.#giveUp.signal;
   }
 
   /** A send's frame was written (or it gave up). */

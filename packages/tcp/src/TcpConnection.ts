@@ -212,7 +212,20 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         if (!got) {
           ch.sendStalls++;
           this.#stats.sendStalls++;
-          await this.#acquire(ch, charge, timeoutMs, signal);
+          const giveUp = ch.giveUpSignal();
+          try {
+            await this.#acquire(
+              ch,
+              charge,
+              timeoutMs,
+              signal === undefined ? giveUp : AbortSignal.any([signal, giveUp]),
+            );
+          } catch (err) {
+            // Given up by the channel's close(), not by the caller's signal.
+            if (giveUp.aborted && signal?.aborted !== true)
+              throw new MuxClosedError(`channel ${ch.id}`, giveUp.reason);
+            throw err;
+          }
           // The window may have opened because the channel or connection is going away.
           // (Sends already waiting still go while their channel or connection closes.)
           const st = this.#state;
@@ -636,32 +649,44 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   }
 
   async close(options?: WaitOptions): Promise<void> {
-    if (this.#state !== 'open') {
-      if (this.#state === 'closing') await this.#closed();
-      return;
-    }
     const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
-    this.#setState('closing');
-    let late: MuxDeadlineError | undefined;
-    const timer = setTimeout(() => {
-      late = new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs);
-      this.destroy(late);
-    }, timeoutMs);
+    const signal = signalOf(options);
+    if (this.#state === 'closed' || this.#state === 'failed') return;
+    // Past the deadline, or on abort, the connection is destroyed and close() rejects.
+    let late: MuxError | undefined;
+    const giveUp = (err: MuxError) => {
+      late = err;
+      this.destroy(err);
+    };
+    const timer = setTimeout(
+      () => giveUp(new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs)),
+      timeoutMs,
+    );
+    const onAbort = () =>
+      giveUp(new MuxAbortError(`close of ${this.remoteAddress}`, signal?.reason));
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await Promise.all([...this.#channels.values()].map((ch) => ch.close({ timeoutMs })));
-      if (this.#pendingWrites > 0) {
-        await new Promise<void>((resolve) => {
-          this.#writesIdle = resolve;
-        });
-      }
-      this.#flushCredit();
-      if (this.state === 'closing') {
-        if (!this.#peerGoAway) this.#writeFrame(FrameType.GoAway, 0, 0, undefined);
-        this.#socket.end();
+      // Closing already (an earlier close(), or the peer's goaway): wait for it, bounded.
+      if (this.#state === 'open') {
+        this.#setState('closing');
+        // A channel that gives up its waiting sends still closes; the connection goes on.
+        await Promise.allSettled([...this.#channels.values()].map((ch) => ch.close({ timeoutMs })));
+        if (this.#pendingWrites > 0 && this.#now() === 'closing') {
+          await new Promise<void>((resolve) => {
+            this.#writesIdle = resolve;
+          });
+        }
+        this.#flushCredit();
+        if (this.#now() === 'closing') {
+          if (!this.#peerGoAway) this.#writeFrame(FrameType.GoAway, 0, 0, undefined);
+          this.#socket.end();
+        }
       }
       await this.#closed();
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
     if (late !== undefined) throw late;
   }
@@ -711,6 +736,11 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     if (b !== undefined && !b.released) b.release();
     this.#writesIdle?.();
     this.#writesIdle = undefined;
+  }
+
+  /** The state, read afresh after an await (TypeScript keeps an earlier narrowing). */
+  #now(): ConnectionState {
+    return this.#state;
   }
 
   #setState(s: ConnectionState): void {

@@ -32,7 +32,7 @@ export async function runContractPeer(
   const transport = makeTransport(args.options);
   const listener = await transport.listen({ secret: args.secret });
   const connections = new Set<Connection>();
-  const held: InboundMessage[] = [];
+  let held: Array<{ conn: Connection; m: InboundMessage }> = [];
   let holding = true;
   const stats = { received: 0, receivedBytes: 0, rejects: [] as string[], maxHeld: 0 };
 
@@ -40,6 +40,9 @@ export async function runContractPeer(
   listener.on('connection', (conn) => {
     connections.add(conn);
     conn.on('close', () => {
+      // What a gone connection held is no longer anyone's.
+      for (const h of held) if (h.conn === conn) h.m.release();
+      held = held.filter((h) => h.conn !== conn);
       const s = conn.stats();
       stats.maxHeld = Math.max(stats.maxHeld, s.maxReceiveHeldBytes);
       connections.delete(conn);
@@ -77,7 +80,7 @@ export async function runContractPeer(
             m.release();
           }
         } else if (ch.name === 'hold' && holding) {
-          held.push(m);
+          held.push({ conn, m });
         } else {
           m.release();
         }
@@ -92,7 +95,7 @@ export async function runContractPeer(
     let result: unknown;
     if (cmd.op === 'release') {
       holding = false;
-      for (const m of held.splice(0)) m.release();
+      for (const h of held.splice(0)) h.m.release();
       result = true;
     } else if (cmd.op === 'stats') {
       let maxHeld = stats.maxHeld;

@@ -95,6 +95,8 @@ export function describeTransportContract(target: ContractTarget): void {
         const s = conn.stats();
         expect(s.messagesReceived).toBe(2 * N);
         expect(s.messagesSent).toBe(2 * N);
+        // The peer released all it received: its credits gave the whole send window back.
+        await expect.poll(() => conn.stats().sendWindowBytes, { timeout: 60_000 }).toBe(0);
         await Promise.all(channels.map((ch) => ch.close(LONG)));
         await conn.close(LONG);
         expect(conn.state).toBe('closed');
@@ -182,6 +184,7 @@ export function describeTransportContract(target: ContractTarget): void {
             await ch.close(LONG);
           }),
         );
+        await expect.poll(() => conn.stats().sendWindowBytes, { timeout: 60_000 }).toBe(0);
         await conn.close(LONG);
         expect(alloc.leakReport().blocks).toEqual([]);
       });
@@ -291,11 +294,45 @@ export function describeTransportContract(target: ContractTarget): void {
         await peer?.kill();
       });
 
+      it('close_gives_up_sends_still_waiting_at_its_deadline_or_signal', async () => {
+        const conn = await target.transport({}).connect({ port: peer.port, secret: SECRET });
+        cleanups.push(() => conn.destroy());
+        const ch = conn.openChannel('hold');
+        const msg = new Uint8Array(128 * 1024);
+        // 8 × 128 KiB fills the 1 MiB window (headers count too): some of these wait.
+        const sends = Array.from({ length: 10 }, () =>
+          rejection(ch.send(msg, LONG)).catch(() => undefined),
+        );
+        await expect.poll(() => conn.stats().sendStalls, { timeout: 60_000 }).toBeGreaterThan(0);
+        expect(codeOf(await rejection(ch.close({ timeoutMs: 200 })))).toBe('ERR_MUX_DEADLINE');
+        expect(ch.state).toBe('closed');
+        const outcomes = await Promise.all(sends);
+        const gaveUp = outcomes.filter((e) => codeOf(e) === 'ERR_MUX_CLOSED').length;
+        expect(gaveUp).toBeGreaterThan(0);
+        // Nothing of a given-up send reached the peer.
+        await expect
+          .poll(async () => (await peer.stats()).received, { timeout: 60_000 })
+          .toBe(10 - gaveUp);
+        // The connection's close honours its signal too.
+        const ch2 = conn.openChannel('hold');
+        const blocked = rejection(ch2.send(new Uint8Array(128 * 1024), LONG));
+        const ac = new AbortController();
+        const closing = rejection(conn.close({ ...LONG, signal: ac.signal }));
+        ac.abort(new Error('enough'));
+        expect(codeOf(await closing)).toBe('ERR_MUX_ABORTED');
+        expect(conn.state).toBe('failed');
+        expect(codeOf(await blocked)).toBe('ERR_MUX_ABORTED');
+        await expect
+          .poll(async () => (await peer.stats()).connections, { timeout: 60_000 })
+          .toBe(0);
+      });
+
       it('a_slow_receiver_stops_the_sender_with_bounded_buffered_bytes', async () => {
         const conn = await target.transport({}).connect({ port: peer.port, secret: SECRET });
         cleanups.push(() => conn.destroy());
         const ch = conn.openChannel('hold');
         const msg = new Uint8Array(64 * 1024);
+        const before = (await peer.stats()).received;
         const tooBig = await rejection(ch.send(new Uint8Array(256 * 1024 + 1)));
         expect(codeOf(tooBig)).toBe('ERR_MUX_TOO_LARGE');
         let sent = 0;
@@ -328,7 +365,7 @@ export function describeTransportContract(target: ContractTarget): void {
         await Promise.all(more);
         await expect
           .poll(async () => (await peer.stats()).received, { timeout: 60_000 })
-          .toBe(sent + 32);
+          .toBe(before + sent + 32);
         const after = await peer.stats();
         expect(after.maxReceiveHeldBytes).toBeLessThanOrEqual(WINDOW + 16);
         await conn.close(LONG);
