@@ -520,8 +520,13 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.#peerBytes -= charge;
     this.#peerMessages--;
     const local = this.#settings.local;
+    // The peer's view of its window: what we hold plus what we released and not yet
+    // credited. Past half of it the peer may be about to stall: credit within this tick.
+    // Below, credit waits up to creditFlushMs and goes as one frame for many releases (a
+    // frame per release would double the writes and reads of a request/response pattern).
     if (
-      this.#held === 0 ||
+      this.#peerBytes + this.#creditBytes >= local.windowBytes / 2 ||
+      this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
       this.#creditBytes >= local.windowBytes / 4 ||
       this.#creditMessages >= local.windowMessages / 4
     ) {
