@@ -578,12 +578,17 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   #tick(): void {
     const now = Date.now();
     if (now - this.#lastRead > this.#settings.peerTimeoutMs) {
-      this.destroy(
-        new MuxConnectionError(
-          'ERR_MUX_PEER_TIMEOUT',
-          `no frame from ${this.remoteAddress} for ${this.#settings.peerTimeoutMs} ms`,
-        ),
-      );
+      // Timers run before I/O: after our own event loop was blocked, the peer's frames may
+      // be waiting in the kernel. Decide after the next poll phase has read them.
+      setImmediate(() => {
+        if (Date.now() - this.#lastRead <= this.#settings.peerTimeoutMs) return;
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_PEER_TIMEOUT',
+            `no frame from ${this.remoteAddress} for ${this.#settings.peerTimeoutMs} ms`,
+          ),
+        );
+      });
       return;
     }
     if (this.#state === 'open' && now - this.#lastWrite >= this.#settings.heartbeatIntervalMs / 2) {

@@ -157,6 +157,12 @@ export const muxScenario: Scenario = {
     const peer = await MuxPeer.spawn(secret);
     const conn = await new TcpTransport().connect({ port: peer.port, secret, timeoutMs: 30_000 });
     try {
+      // JIT warm-up of the mux path, so the first row is not measured on cold code (plain
+      // TCP's path is mostly native and needs none).
+      progress('mux warm-up');
+      const warm = conn.openChannel('warm-up');
+      await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
+      await warm.close(LONG);
       for (const size of sizes) {
         const iterations = iterationsFor(size, o.iterations);
         const warmup = warmupFor(size, iterations);
