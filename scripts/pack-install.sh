@@ -55,7 +55,7 @@ consumer() { # <name> [npm install flags...]: an empty project with the tarballs
       if (k.includes("node_modules/@rdmajs/") && !String(v.resolved).startsWith("file:"))
         throw new Error(k + " resolved to " + v.resolved);
   ' "$dir/package-lock.json"
-  cp "$repo/scripts/pack-install/pingpong.mjs" "$dir/"
+  cp "$repo/scripts/pack-install/pingpong.mjs" "$repo/scripts/pack-install/tcp-echo.mjs" "$dir/"
 }
 
 check() { # <dir>: the CLI and the ping-pong from the installed packages
@@ -65,7 +65,8 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
     node pingpong.mjs 200 &&
     node -e 'import("@rdmajs/allocator").then(m => { if (!m.RegisteredAllocator) process.exit(1) })' &&
     node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })' &&
-    node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })')
+    node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })' &&
+    node tcp-echo.mjs)
 }
 
 step "install offline, addon built from source"

@@ -1,5 +1,6 @@
 import { allocatorScenario } from './allocator.js';
 import { grpcStoreScenario } from './grpc-store.js';
+import { muxScenario } from './mux.js';
 import type { Scenario } from './Scenario.js';
 import { storeScenario } from './store.js';
 import { verbsPingPongScenario } from './verbs-pingpong.js';
@@ -10,4 +11,5 @@ export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [allocatorScenario.name, allocatorScenario],
   [storeScenario.name, storeScenario],
   [grpcStoreScenario.name, grpcStoreScenario],
+  [muxScenario.name, muxScenario],
 ]);

@@ -1,0 +1,308 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { MuxError, MuxHandshakeError } from './errors.js';
+import type { SharedSecret } from './Transport.js';
+
+/** 'RDMX', big-endian, at the start of every handshake message. */
+export const HANDSHAKE_MAGIC = 0x52444d58;
+/** The wire protocol this package speaks (handshake and frames). */
+export const PROTOCOL_VERSION = 1;
+/** Every handshake message has this fixed size, so it is validated before it is parsed. */
+export const HANDSHAKE_MESSAGE_BYTES = 88;
+export const MIN_SECRET_BYTES = 16;
+
+/** Message types. */
+const HELLO = 1;
+const CHALLENGE = 2;
+const PROOF = 3;
+const ACCEPT = 4;
+const REJECT = 5;
+/** REJECT reasons. */
+const R_VERSION = 1;
+const R_AUTH = 2;
+const R_MALFORMED = 3;
+
+const NONCE = 32;
+const LABEL_SERVER = Buffer.from('rdmajs-mux/server-proof');
+const LABEL_CLIENT = Buffer.from('rdmajs-mux/client-proof');
+
+/** What each side tells the other it accepts (its receive limits). */
+export interface HandshakeLimits {
+  /** Largest message payload it accepts, bytes. */
+  maxFrameBytes: number;
+  /** Bytes (payloads + frame headers) the peer may have sent and it not released. */
+  windowBytes: number;
+  /** Messages the peer may have sent and it not released. */
+  windowMessages: number;
+}
+
+export type HandshakeState =
+  | 'initial'
+  | 'hello-sent'
+  | 'challenge-sent'
+  | 'proof-sent'
+  | 'done'
+  | 'failed';
+
+export interface HandshakeOptions {
+  role: 'client' | 'server';
+  secret: SharedSecret;
+  limits: HandshakeLimits;
+  /** Protocol version to speak. Default PROTOCOL_VERSION; others only to test rejection. */
+  version?: number;
+}
+
+/**
+ * The versioned, mutually authenticated handshake, without I/O (the transport moves the
+ * bytes), so every transport shares it:
+ *
+ * ```
+ * client                                   server
+ * HELLO     nonceC, limitsC        ──►
+ *                                  ◄──     CHALLENGE nonceS, HMAC(k, S|nonceC|nonceS), limitsS
+ * PROOF     HMAC(k, C|nonceS|nonceC) ──►
+ *                                  ◄──     ACCEPT              (or REJECT reason)
+ * ```
+ * The secret never goes on the wire; proofs are bound to both fresh nonces and to the role,
+ * so neither a replay nor a reflection passes. The server proves first but learns nothing
+ * it can use; the client sends nothing but its proof before it has verified the server,
+ * and nothing at all (no frames, no memory keys) before ACCEPT. A side that rejects puts
+ * the reason in `rejection` to send before closing, then throws a typed error:
+ * ERR_MUX_VERSION, ERR_MUX_AUTH or ERR_MUX_HANDSHAKE.
+ */
+export class Handshake {
+  readonly role: 'client' | 'server';
+  readonly version: number;
+  readonly limits: HandshakeLimits;
+  #key: Buffer;
+  #state: HandshakeState = 'initial';
+  #nonce: Buffer = randomBytes(NONCE);
+  #peerNonce: Buffer | undefined;
+  #peerLimits: HandshakeLimits | undefined;
+  #rejection: Uint8Array | undefined;
+
+  constructor(options: HandshakeOptions) {
+    if (options.role !== 'client' && options.role !== 'server') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', `role must be 'client' or 'server'`);
+    }
+    this.role = options.role;
+    this.#key = secretKey(options.secret);
+    this.version = options.version ?? PROTOCOL_VERSION;
+    if (!Number.isInteger(this.version) || this.version < 0 || this.version > 0xffff) {
+      throw new MuxError('ERR_MUX_INVALID_ARG', `version must be a u16, got ${this.version}`);
+    }
+    this.limits = checkLimits(options.limits, 'limits', MuxError);
+  }
+
+  get state(): HandshakeState {
+    return this.#state;
+  }
+
+  /** The peer's limits, once done. */
+  get peerLimits(): HandshakeLimits | undefined {
+    return this.#state === 'done' ? this.#peerLimits : undefined;
+  }
+
+  /** After a failure: the REJECT message to send the peer before closing, if any. */
+  get rejection(): Uint8Array | undefined {
+    return this.#rejection;
+  }
+
+  /** The client's first message. */
+  start(): Uint8Array {
+    if (this.role !== 'client' || this.#state !== 'initial') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'start() is for a new client handshake');
+    }
+    this.#state = 'hello-sent';
+    return this.#message(HELLO, 0, this.#nonce, undefined, this.limits);
+  }
+
+  /**
+   * Takes one message from the peer (exactly HANDSHAKE_MESSAGE_BYTES); returns the reply to
+   * send, if any. `state` is 'done' once the handshake succeeded.
+   */
+  receive(msg: Uint8Array): Uint8Array | undefined {
+    const s = this.#state;
+    if (s === 'done' || s === 'failed' || (s === 'initial' && this.role === 'client')) {
+      return this.#fail('ERR_MUX_HANDSHAKE', `unexpected message in state ${s}`);
+    }
+    if (msg.length !== HANDSHAKE_MESSAGE_BYTES) {
+      return this.#fail('ERR_MUX_HANDSHAKE', `message of ${msg.length} bytes`, R_MALFORMED);
+    }
+    const v = new DataView(msg.buffer, msg.byteOffset, msg.length);
+    if (v.getUint32(0) !== HANDSHAKE_MAGIC) {
+      return this.#fail('ERR_MUX_HANDSHAKE', 'bad magic: not an rdmajs peer', R_MALFORMED);
+    }
+    const version = v.getUint16(4);
+    const type = v.getUint8(6);
+    const status = v.getUint8(7);
+    if (type === REJECT) return this.#rejected(status, version);
+    if (version !== this.version) {
+      return this.#fail(
+        'ERR_MUX_VERSION',
+        `peer speaks protocol version ${version}, this side ${this.version}`,
+        R_VERSION,
+        version,
+      );
+    }
+    if (v.getUint32(84) !== 0 || status !== 0) {
+      return this.#fail('ERR_MUX_HANDSHAKE', 'reserved fields set', R_MALFORMED);
+    }
+    const nonce = msg.subarray(8, 8 + NONCE);
+    const proof = msg.subarray(40, 40 + NONCE);
+    if (this.role === 'server' && this.#state === 'initial') {
+      if (type !== HELLO)
+        return this.#fail('ERR_MUX_HANDSHAKE', `expected HELLO, got ${type}`, R_MALFORMED);
+      this.#peerLimits = this.#readLimits(v);
+      this.#peerNonce = Buffer.from(nonce);
+      this.#state = 'challenge-sent';
+      const myProof = this.#hmac(LABEL_SERVER, this.#peerNonce, this.#nonce);
+      return this.#message(CHALLENGE, 0, this.#nonce, myProof, this.limits);
+    }
+    if (this.role === 'client' && this.#state === 'hello-sent') {
+      if (type !== CHALLENGE) {
+        return this.#fail('ERR_MUX_HANDSHAKE', `expected CHALLENGE, got ${type}`, R_MALFORMED);
+      }
+      this.#peerNonce = Buffer.from(nonce);
+      const expected = this.#hmac(LABEL_SERVER, this.#nonce, this.#peerNonce);
+      if (!timingSafeEqual(expected, proof)) {
+        return this.#fail('ERR_MUX_AUTH', 'the server does not hold the shared secret', R_AUTH);
+      }
+      this.#peerLimits = this.#readLimits(v);
+      this.#state = 'proof-sent';
+      const myProof = this.#hmac(LABEL_CLIENT, this.#peerNonce, this.#nonce);
+      return this.#message(PROOF, 0, undefined, myProof, undefined);
+    }
+    if (this.role === 'server' && this.#state === 'challenge-sent') {
+      if (type !== PROOF)
+        return this.#fail('ERR_MUX_HANDSHAKE', `expected PROOF, got ${type}`, R_MALFORMED);
+      const expected = this.#hmac(LABEL_CLIENT, this.#nonce, this.#peerNonce as Buffer);
+      if (!timingSafeEqual(expected, proof)) {
+        return this.#fail('ERR_MUX_AUTH', 'the client does not hold the shared secret', R_AUTH);
+      }
+      this.#state = 'done';
+      return this.#message(ACCEPT, 0, undefined, undefined, undefined);
+    }
+    if (this.role === 'client' && this.#state === 'proof-sent') {
+      if (type !== ACCEPT)
+        return this.#fail('ERR_MUX_HANDSHAKE', `expected ACCEPT, got ${type}`, R_MALFORMED);
+      this.#state = 'done';
+      return undefined;
+    }
+    return this.#fail('ERR_MUX_HANDSHAKE', `unexpected message ${type} in state ${this.#state}`);
+  }
+
+  /** Marks the handshake failed with `err` (e.g. a timeout) and throws it. */
+  #fail(
+    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH',
+    message: string,
+    reason?: number,
+    peerVersion?: number,
+  ): never {
+    this.#state = 'failed';
+    if (reason !== undefined)
+      this.#rejection = this.#message(REJECT, reason, undefined, undefined, undefined);
+    throw new MuxHandshakeError(code, `handshake (${this.role}): ${message}`, peerVersion);
+  }
+
+  #rejected(status: number, version: number): never {
+    this.#state = 'failed';
+    if (status === R_VERSION) {
+      throw new MuxHandshakeError(
+        'ERR_MUX_VERSION',
+        `handshake (${this.role}): peer rejected protocol version ${this.version}; it speaks ${version}`,
+        version,
+      );
+    }
+    if (status === R_AUTH) {
+      throw new MuxHandshakeError(
+        'ERR_MUX_AUTH',
+        `handshake (${this.role}): peer rejected our proof (wrong secret)`,
+      );
+    }
+    throw new MuxHandshakeError(
+      'ERR_MUX_HANDSHAKE',
+      `handshake (${this.role}): peer rejected it (reason ${status})`,
+    );
+  }
+
+  #hmac(label: Buffer, a: Buffer, b: Buffer): Buffer {
+    return createHmac('sha256', this.#key).update(label).update(a).update(b).digest();
+  }
+
+  #readLimits(v: DataView): HandshakeLimits {
+    const limits = {
+      maxFrameBytes: v.getUint32(72),
+      windowBytes: v.getUint32(76),
+      windowMessages: v.getUint32(80),
+    };
+    try {
+      return checkLimits(limits, 'peer limits', MuxError);
+    } catch (err) {
+      return this.#fail('ERR_MUX_HANDSHAKE', (err as Error).message, R_MALFORMED);
+    }
+  }
+
+  #message(
+    type: number,
+    status: number,
+    nonce: Buffer | undefined,
+    proof: Buffer | undefined,
+    limits: HandshakeLimits | undefined,
+  ): Uint8Array {
+    const out = new Uint8Array(HANDSHAKE_MESSAGE_BYTES);
+    const v = new DataView(out.buffer);
+    v.setUint32(0, HANDSHAKE_MAGIC);
+    v.setUint16(4, this.version);
+    v.setUint8(6, type);
+    v.setUint8(7, status);
+    if (nonce !== undefined) out.set(nonce, 8);
+    if (proof !== undefined) out.set(proof, 40);
+    if (limits !== undefined) {
+      v.setUint32(72, limits.maxFrameBytes);
+      v.setUint32(76, limits.windowBytes);
+      v.setUint32(80, limits.windowMessages);
+    }
+    return out;
+  }
+}
+
+/** Smallest window and largest frame a side may announce. */
+export const MIN_WINDOW_BYTES = 64 * 1024;
+export const MAX_FRAME_LIMIT = 1024 * 1024 * 1024;
+
+function checkLimits(l: HandshakeLimits, what: string, E: typeof MuxError): HandshakeLimits {
+  const { maxFrameBytes, windowBytes, windowMessages } = l ?? ({} as HandshakeLimits);
+  const int = (x: unknown): x is number =>
+    Number.isInteger(x) && (x as number) >= 1 && (x as number) <= 0xffffffff;
+  if (!int(maxFrameBytes) || maxFrameBytes > MAX_FRAME_LIMIT) {
+    throw new E(
+      'ERR_MUX_INVALID_ARG',
+      `${what}: maxFrameBytes must be 1 … ${MAX_FRAME_LIMIT}, got ${maxFrameBytes}`,
+    );
+  }
+  if (!int(windowBytes) || windowBytes < MIN_WINDOW_BYTES) {
+    throw new E(
+      'ERR_MUX_INVALID_ARG',
+      `${what}: windowBytes must be ≥ ${MIN_WINDOW_BYTES}, got ${windowBytes}`,
+    );
+  }
+  if (!int(windowMessages)) {
+    throw new E(
+      'ERR_MUX_INVALID_ARG',
+      `${what}: windowMessages must be ≥ 1, got ${windowMessages}`,
+    );
+  }
+  return { maxFrameBytes, windowBytes, windowMessages };
+}
+
+/** The HMAC key: the secret's bytes. Throws ERR_MUX_INVALID_ARG if shorter than 16 bytes. */
+function secretKey(secret: SharedSecret): Buffer {
+  let key: Buffer;
+  if (typeof secret === 'string') key = Buffer.from(secret, 'utf8');
+  else if (secret instanceof Uint8Array) key = Buffer.from(secret);
+  else throw new MuxError('ERR_MUX_INVALID_ARG', 'secret must be a string or a Uint8Array');
+  if (key.length < MIN_SECRET_BYTES) {
+    throw new MuxError('ERR_MUX_INVALID_ARG', `secret must be at least ${MIN_SECRET_BYTES} bytes`);
+  }
+  return key;
+}

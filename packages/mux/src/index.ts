@@ -1,0 +1,55 @@
+export type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
+export type { Connection, ConnectionEvents, ConnectionState } from './Connection.js';
+export {
+  MuxAbortError,
+  MuxClosedError,
+  MuxConnectionError,
+  MuxDeadlineError,
+  MuxError,
+  type MuxErrorCode,
+  type MuxErrorOptions,
+  MuxHandshakeError,
+  MuxProtocolError,
+} from './errors.js';
+export {
+  CREDIT_PAYLOAD_BYTES,
+  decodeFrameHeader,
+  encodeFrameHeader,
+  FRAME_HEADER_BYTES,
+  type FrameHeader,
+  type FrameLimits,
+  FrameType,
+  MAX_CHANNEL_NAME_BYTES,
+  PING_PAYLOAD_BYTES,
+  readU32,
+  writeU32,
+} from './FrameHeader.js';
+export {
+  HANDSHAKE_MAGIC,
+  HANDSHAKE_MESSAGE_BYTES,
+  Handshake,
+  type HandshakeLimits,
+  type HandshakeOptions,
+  type HandshakeState,
+  MAX_FRAME_LIMIT,
+  MIN_SECRET_BYTES,
+  MIN_WINDOW_BYTES,
+  PROTOCOL_VERSION,
+} from './Handshake.js';
+export {
+  InboundMessage,
+  type MessagePart,
+  messageViews,
+  type OutboundMessage,
+  partBytes,
+} from './Message.js';
+export type { ChannelStats, ConnectionStats } from './Stats.js';
+export type {
+  ConnectOptions,
+  Listener,
+  ListenerEvents,
+  ListenOptions,
+  SharedSecret,
+  Transport,
+} from './Transport.js';
+export type { WaitOptions } from './WaitOptions.js';

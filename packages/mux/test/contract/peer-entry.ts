@@ -1,0 +1,2 @@
+export type { ContractTransportOptions } from './ContractTarget.js';
+export { runContractPeer } from './peer.js';

@@ -1,0 +1,165 @@
+import { describe, expect, it } from 'vitest';
+import {
+  HANDSHAKE_MAGIC,
+  HANDSHAKE_MESSAGE_BYTES,
+  Handshake,
+  type HandshakeLimits,
+  PROTOCOL_VERSION,
+} from '../src/index.js';
+
+const limits: HandshakeLimits = {
+  maxFrameBytes: 1 << 20,
+  windowBytes: 4 << 20,
+  windowMessages: 1024,
+};
+const secret = 'a shared secret of enough bytes';
+
+function pair(clientSecret = secret, serverSecret = secret, clientVersion?: number) {
+  const client = new Handshake({
+    role: 'client',
+    secret: clientSecret,
+    limits,
+    ...(clientVersion === undefined ? {} : { version: clientVersion }),
+  });
+  const server = new Handshake({
+    role: 'server',
+    secret: serverSecret,
+    limits: { ...limits, windowMessages: 7 },
+  });
+  return { client, server };
+}
+
+describe('handshake', () => {
+  it('handshake_succeeds_with_the_same_secret_and_exchanges_limits', () => {
+    const { client, server } = pair();
+    const hello = client.start();
+    expect(hello.length).toBe(HANDSHAKE_MESSAGE_BYTES);
+    const challenge = server.receive(hello) as Uint8Array;
+    const proof = client.receive(challenge) as Uint8Array;
+    const accept = server.receive(proof) as Uint8Array;
+    expect(server.state).toBe('done');
+    expect(client.receive(accept)).toBeUndefined();
+    expect(client.state).toBe('done');
+    expect(client.peerLimits).toEqual({ ...limits, windowMessages: 7 });
+    expect(server.peerLimits).toEqual(limits);
+  });
+
+  it('handshake_messages_have_the_documented_layout', () => {
+    const { client } = pair();
+    const hello = client.start();
+    const v = new DataView(hello.buffer, hello.byteOffset, hello.length);
+    expect(v.getUint32(0)).toBe(HANDSHAKE_MAGIC);
+    expect(v.getUint16(4)).toBe(PROTOCOL_VERSION);
+    expect(v.getUint8(6)).toBe(1); // HELLO
+    expect(v.getUint32(72)).toBe(limits.maxFrameBytes);
+    expect(v.getUint32(76)).toBe(limits.windowBytes);
+    expect(v.getUint32(80)).toBe(limits.windowMessages);
+  });
+
+  it('the_secret_never_appears_on_the_wire', () => {
+    const { client, server } = pair();
+    const msgs: Uint8Array[] = [];
+    msgs.push(client.start());
+    msgs.push(server.receive(msgs[0] as Uint8Array) as Uint8Array);
+    msgs.push(client.receive(msgs[1] as Uint8Array) as Uint8Array);
+    msgs.push(server.receive(msgs[2] as Uint8Array) as Uint8Array);
+    const wire = Buffer.concat(msgs);
+    expect(wire.includes(Buffer.from(secret))).toBe(false);
+    expect(wire.includes(Buffer.from(secret.slice(0, 8)))).toBe(false);
+  });
+
+  it('handshake_rejects_a_wrong_secret_on_both_sides', () => {
+    const { client, server } = pair(secret, 'another secret, also long');
+    const challenge = server.receive(client.start()) as Uint8Array;
+    let clientErr: unknown;
+    try {
+      client.receive(challenge);
+    } catch (err) {
+      clientErr = err;
+    }
+    expect(clientErr).toMatchObject({ code: 'ERR_MUX_AUTH' });
+    expect(client.state).toBe('failed');
+    const rejection = client.rejection as Uint8Array;
+    expect(() => server.receive(rejection)).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_AUTH' }),
+    );
+  });
+
+  it('handshake_rejects_a_client_proof_made_with_a_wrong_secret', () => {
+    // A client that skips verifying the server and answers with a proof of its own secret.
+    const { server } = pair();
+    const liar = new Handshake({ role: 'client', secret: 'not the right secret!!', limits });
+    const challenge = server.receive(liar.start()) as Uint8Array;
+    const honest = new Handshake({ role: 'client', secret: 'not the right secret!!', limits });
+    honest.start();
+    // Build a PROOF by hand: the layout of a proof with garbage HMAC.
+    const proof = new Uint8Array(HANDSHAKE_MESSAGE_BYTES);
+    proof.set(challenge.subarray(0, 6));
+    proof[6] = 3;
+    expect(() => server.receive(proof)).toThrow(expect.objectContaining({ code: 'ERR_MUX_AUTH' }));
+    expect(server.rejection).toBeDefined();
+  });
+
+  it('handshake_rejects_a_wrong_version_with_the_peer_version', () => {
+    const { client, server } = pair(secret, secret, PROTOCOL_VERSION + 1);
+    let serverErr: unknown;
+    try {
+      server.receive(client.start());
+    } catch (err) {
+      serverErr = err;
+    }
+    expect(serverErr).toMatchObject({ code: 'ERR_MUX_VERSION', peerVersion: PROTOCOL_VERSION + 1 });
+    let clientErr: unknown;
+    try {
+      client.receive(server.rejection as Uint8Array);
+    } catch (err) {
+      clientErr = err;
+    }
+    expect(clientErr).toMatchObject({ code: 'ERR_MUX_VERSION', peerVersion: PROTOCOL_VERSION });
+  });
+
+  it('handshake_rejects_malformed_and_unexpected_messages', () => {
+    const { client, server } = pair();
+    expect(() => server.receive(new Uint8Array(10))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }),
+    );
+    const s2 = new Handshake({ role: 'server', secret, limits });
+    expect(() => s2.receive(new Uint8Array(HANDSHAKE_MESSAGE_BYTES))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }),
+    );
+    // A server's own challenge reflected back to it is not a HELLO.
+    const s3 = new Handshake({ role: 'server', secret, limits });
+    const challenge = s3.receive(client.start()) as Uint8Array;
+    expect(() => s3.receive(challenge)).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }),
+    );
+    // Limits outside the allowed ranges.
+    const c = new Handshake({ role: 'client', secret, limits });
+    const hello = c.start();
+    new DataView(hello.buffer).setUint32(76, 10);
+    const s4 = new Handshake({ role: 'server', secret, limits });
+    expect(() => s4.receive(hello)).toThrow(expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }));
+  });
+
+  it('a_replayed_proof_does_not_authenticate_a_new_handshake', () => {
+    const { client, server } = pair();
+    const proof = client.receive(server.receive(client.start()) as Uint8Array) as Uint8Array;
+    server.receive(proof);
+    const fresh = new Handshake({ role: 'server', secret, limits });
+    const c2 = new Handshake({ role: 'client', secret: 'attacker without the secret', limits });
+    fresh.receive(c2.start());
+    expect(() => fresh.receive(proof)).toThrow(expect.objectContaining({ code: 'ERR_MUX_AUTH' }));
+  });
+
+  it('short_secrets_and_bad_options_throw_invalid_arg', () => {
+    expect(() => new Handshake({ role: 'client', secret: 'short', limits })).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }),
+    );
+    expect(() => new Handshake({ role: 'x' as 'client', secret, limits })).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }),
+    );
+    expect(
+      () => new Handshake({ role: 'client', secret, limits: { ...limits, maxFrameBytes: 0 } }),
+    ).toThrow(expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }));
+  });
+});

@@ -1,0 +1,788 @@
+import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
+import type { Block, RegisteredAllocator } from '@rdmajs/allocator';
+import { FlowctlError, SendWindow } from '@rdmajs/flowctl';
+import {
+  type Connection,
+  type ConnectionEvents,
+  type ConnectionState,
+  type ConnectionStats,
+  CREDIT_PAYLOAD_BYTES,
+  encodeFrameHeader,
+  FRAME_HEADER_BYTES,
+  type FrameHeader,
+  FrameType,
+  type HandshakeLimits,
+  InboundMessage,
+  MAX_CHANNEL_NAME_BYTES,
+  type MessagePart,
+  MuxAbortError,
+  MuxClosedError,
+  MuxConnectionError,
+  MuxDeadlineError,
+  MuxError,
+  MuxProtocolError,
+  messageViews,
+  type OutboundMessage,
+  PING_PAYLOAD_BYTES,
+  readU32,
+  type SendOptions,
+  type WaitOptions,
+  writeU32,
+} from '@rdmajs/mux';
+import { FrameReader, type FrameSink } from './internal/FrameReader.js';
+import { signalOf, timeoutOf } from './internal/options.js';
+import { TcpChannel } from './TcpChannel.js';
+
+/** Settings of a connection, resolved by the transport. */
+export interface TcpConnectionSettings {
+  /** What this side announced (it enforces them on the peer). */
+  local: HandshakeLimits;
+  /** What the peer announced (this side respects them). */
+  peer: HandshakeLimits;
+  maxChannels: number;
+  defaultTimeoutMs: number;
+  heartbeatIntervalMs: number;
+  peerTimeoutMs: number;
+  creditFlushMs: number;
+  /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
+  receiveAllocator: RegisteredAllocator | undefined;
+}
+
+/** Frame headers are cut from slabs: one allocation per 4096 frames, not one per frame. */
+const HEADER_SLAB = 64 * 1024;
+
+/**
+ * One TCP connection after the handshake: channels multiplexed in length-prefixed frames,
+ * writes batched per tick (cork/uncork), a send window per flowctl that the peer refills
+ * with credit frames as its application releases messages, heartbeats both ways.
+ */
+export class TcpConnection extends EventEmitter<ConnectionEvents> implements Connection, FrameSink {
+  readonly role: 'client' | 'server';
+  readonly remoteAddress: string;
+  readonly defaultTimeoutMs: number;
+  readonly maxFrameBytes: number;
+  readonly #socket: Socket;
+  readonly #settings: TcpConnectionSettings;
+  readonly #window: SendWindow;
+  readonly #reader: FrameReader;
+  readonly #channels = new Map<number, TcpChannel>();
+  #open = 0;
+  #nextId: number;
+  #state: ConnectionState = 'open';
+  #error: Error | undefined;
+  #corked = false;
+  #slab = Buffer.allocUnsafeSlow(HEADER_SLAB);
+  #slabOff = 0;
+  readonly #views: Uint8Array[] = [];
+  /** Writes handed to the socket whose callback has not run. */
+  #pendingWrites = 0;
+  #writesIdle: (() => void) | undefined;
+  // Receive window accounting (what the peer has sent and the application not released).
+  #peerBytes = 0;
+  #peerMessages = 0;
+  #held = 0;
+  #maxHeld = 0;
+  #creditBytes = 0;
+  #creditMessages = 0;
+  #creditTimer: NodeJS.Timeout | undefined;
+  #creditScheduled = false;
+  #assembling: Block | undefined;
+  #lastRead = Date.now();
+  #lastWrite = Date.now();
+  #heartbeat: NodeJS.Timeout;
+  #peerGoAway = false;
+  #stats = {
+    messagesSent: 0,
+    bytesSent: 0,
+    messagesReceived: 0,
+    bytesReceived: 0,
+    sendStalls: 0,
+    framesOut: 0,
+    framesIn: 0,
+    writes: 0,
+  };
+  readonly #onRelease = (m: InboundMessage) => this.#released(m.length + FRAME_HEADER_BYTES);
+  readonly #onReleaseBlock = new WeakMap<InboundMessage, Block>();
+
+  constructor(
+    socket: Socket,
+    role: 'client' | 'server',
+    settings: TcpConnectionSettings,
+    leftover: Uint8Array,
+  ) {
+    super();
+    this.#socket = socket;
+    this.role = role;
+    this.#settings = settings;
+    this.defaultTimeoutMs = settings.defaultTimeoutMs;
+    this.maxFrameBytes = settings.local.maxFrameBytes;
+    this.remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
+    this.#nextId = role === 'client' ? 1 : 2;
+    this.#window = new SendWindow({
+      maxBytes: settings.peer.windowBytes,
+      maxMessages: settings.peer.windowMessages,
+      defaultTimeoutMs: settings.defaultTimeoutMs,
+      maxQueued: 1 << 20,
+    });
+    this.#reader = new FrameReader(this);
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, settings.heartbeatIntervalMs);
+    // The handshake left the socket paused: 'data' does not flow until resume() below.
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('end', () => this.#onEnd());
+    socket.on('error', (err) => this.#lost(err));
+    socket.on('close', () => this.#onSocketClose());
+    this.#heartbeat = setInterval(
+      () => this.#tick(),
+      Math.max(10, settings.heartbeatIntervalMs / 2),
+    );
+    this.#heartbeat.unref();
+    // After the caller's continuation, so its 'channel' listener sees the first frames; the
+    // bytes that came with the last handshake message go first, then the socket flows.
+    setImmediate(() => {
+      if (leftover.length > 0) this.#onData(leftover);
+      if (this.#state === 'open' || this.#state === 'closing') socket.resume();
+    });
+  }
+
+  get state(): ConnectionState {
+    return this.#state;
+  }
+
+  get error(): Error | undefined {
+    return this.#error;
+  }
+
+  get channelCount(): number {
+    return this.#open;
+  }
+
+  openChannel(name = ''): TcpChannel {
+    this.#checkOpen('openChannel');
+    if (typeof name !== 'string')
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'channel name must be a string');
+    const nameBytes = Buffer.from(name, 'utf8');
+    if (nameBytes.length > MAX_CHANNEL_NAME_BYTES) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        `channel name longer than ${MAX_CHANNEL_NAME_BYTES} bytes`,
+      );
+    }
+    if (this.#open >= this.#settings.maxChannels) {
+      throw new MuxError('ERR_MUX_INVALID_ARG', `more than ${this.#settings.maxChannels} channels`);
+    }
+    const id = this.#nextId;
+    if (id > 0xffffffff) throw new MuxError('ERR_MUX_INVALID_ARG', 'channel ids exhausted');
+    this.#nextId += 2;
+    const ch = new TcpChannel(this, id, name);
+    this.#channels.set(id, ch);
+    this.#open++;
+    this.#writeFrame(FrameType.Open, id, 0, nameBytes);
+    return ch;
+  }
+
+  /** The send path of every channel. */
+  async sendOn(ch: TcpChannel, message: OutboundMessage, options?: SendOptions): Promise<void> {
+    const transfer = options?.transfer === true;
+    try {
+      if (!ch.sendable) throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
+      this.#checkOpen('send');
+      const views = messageViews(message, this.#views);
+      let length = 0;
+      for (const v of views) length += v.length;
+      if (length > this.#settings.peer.maxFrameBytes) {
+        throw new MuxError(
+          'ERR_MUX_TOO_LARGE',
+          `message of ${length} bytes; the peer accepts at most ${this.#settings.peer.maxFrameBytes}`,
+        );
+      }
+      const charge = length + FRAME_HEADER_BYTES;
+      const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+      const signal = signalOf(options);
+      ch.pendingSends++;
+      let counted = true;
+      try {
+        let got: boolean;
+        try {
+          got = this.#window.tryAcquire(charge);
+        } catch (err) {
+          throw this.#mapFlowctl(err, timeoutMs);
+        }
+        if (!got) {
+          ch.sendStalls++;
+          this.#stats.sendStalls++;
+          const giveUp = ch.giveUpSignal();
+          try {
+            await this.#acquire(
+              ch,
+              charge,
+              timeoutMs,
+              signal === undefined ? giveUp : AbortSignal.any([signal, giveUp]),
+            );
+          } catch (err) {
+            // Given up by the channel's close(), not by the caller's signal.
+            if (giveUp.aborted && signal?.aborted !== true)
+              throw new MuxClosedError(`channel ${ch.id}`, giveUp.reason);
+            throw err;
+          }
+          // The window may have opened because the channel or connection is going away.
+          // (Sends already waiting still go while their channel or connection closes.)
+          const st = this.#state;
+          if (
+            st === 'failed' ||
+            st === 'closed' ||
+            ch.state === 'failed' ||
+            ch.state === 'closed'
+          ) {
+            // Nothing goes on the wire, so the space taken comes back here, not by credit
+            // (a destroyed window ignores it).
+            this.#window.release(charge);
+            throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
+          }
+        }
+        // Views are taken again after the wait (cheap, no copies): #views is shared.
+        const parts = messageViews(message, this.#views);
+        const done = this.#writeData(ch, parts, length);
+        ch.messagesSent++;
+        ch.bytesSent += length;
+        this.#stats.messagesSent++;
+        this.#stats.bytesSent += length;
+        counted = false;
+        ch.sendDone();
+        await done;
+      } catch (err) {
+        if (counted) ch.sendDone();
+        throw err;
+      }
+    } finally {
+      if (transfer) releaseParts(message);
+    }
+  }
+
+  async #acquire(
+    ch: TcpChannel,
+    charge: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    try {
+      await this.#window.acquire(
+        charge,
+        signal === undefined
+          ? { channel: ch.id, timeoutMs }
+          : { channel: ch.id, timeoutMs, signal },
+      );
+    } catch (err) {
+      throw this.#mapFlowctl(err, timeoutMs);
+    }
+  }
+
+  #mapFlowctl(err: unknown, timeoutMs: number): Error {
+    if (err instanceof FlowctlError) {
+      if (err.code === 'ERR_FLOWCTL_DEADLINE')
+        return new MuxDeadlineError('send (window full)', timeoutMs);
+      if (err.code === 'ERR_FLOWCTL_ABORTED') return new MuxAbortError('send', err.cause);
+      if (err.code === 'ERR_FLOWCTL_TOO_LARGE') {
+        return new MuxError('ERR_MUX_TOO_LARGE', `message larger than the send window`, {
+          cause: err,
+        });
+      }
+      return this.#error ?? new MuxClosedError('send', err);
+    }
+    return err as Error;
+  }
+
+  /** Writes a Data frame; resolves when the socket has taken every part. */
+  #writeData(ch: TcpChannel, parts: Uint8Array[], length: number): Promise<void> {
+    const header = this.#headerSpace();
+    encodeFrameHeader(header, 0, FrameType.Data, ch.id, ch.sendSeq, length);
+    ch.sendSeq = (ch.sendSeq + 1) >>> 0;
+    this.#cork();
+    const s = this.#socket;
+    this.#stats.framesOut++;
+    let last = -1;
+    for (let i = parts.length - 1; i >= 0; i--) {
+      if ((parts[i] as Uint8Array).length > 0) {
+        last = i;
+        break;
+      }
+    }
+    return new Promise<void>((resolve, reject) => {
+      const cb = (err?: Error | null) => {
+        this.#writeDone();
+        if (err)
+          reject(
+            this.#error ?? new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'write failed', err),
+          );
+        else resolve();
+      };
+      this.#pendingWrites++;
+      s.write(header, last < 0 ? cb : undefined);
+      for (let i = 0; i <= last; i++) {
+        const p = parts[i] as Uint8Array;
+        if (p.length > 0) s.write(p, i === last ? cb : undefined);
+      }
+    });
+  }
+
+  /** Control frames: fire and forget (errors fail the connection through the socket). */
+  #writeFrame(
+    type: FrameType,
+    channel: number,
+    seq: number,
+    payload: Uint8Array | undefined,
+  ): void {
+    const header = this.#headerSpace();
+    encodeFrameHeader(header, 0, type, channel, seq, payload?.length ?? 0);
+    this.#cork();
+    this.#stats.framesOut++;
+    this.#socket.write(header);
+    if (payload !== undefined && payload.length > 0) this.#socket.write(payload);
+  }
+
+  #headerSpace(): Uint8Array {
+    if (this.#slabOff + FRAME_HEADER_BYTES > HEADER_SLAB) {
+      this.#slab = Buffer.allocUnsafeSlow(HEADER_SLAB);
+      this.#slabOff = 0;
+    }
+    const h = this.#slab.subarray(this.#slabOff, this.#slabOff + FRAME_HEADER_BYTES);
+    this.#slabOff += FRAME_HEADER_BYTES;
+    return h;
+  }
+
+  /** Batches every write of this tick into one writev. */
+  #cork(): void {
+    this.#lastWrite = Date.now();
+    if (this.#corked) return;
+    this.#corked = true;
+    this.#socket.cork();
+    process.nextTick(() => {
+      this.#corked = false;
+      this.#stats.writes++;
+      this.#socket.uncork();
+    });
+  }
+
+  #writeDone(): void {
+    this.#pendingWrites--;
+    if (this.#pendingWrites === 0 && this.#writesIdle !== undefined) {
+      const f = this.#writesIdle;
+      this.#writesIdle = undefined;
+      f();
+    }
+  }
+
+  // ---- receive path (FrameSink) ----
+
+  knownChannel(id: number): boolean {
+    const ch = this.#channels.get(id);
+    return ch !== undefined && !ch.peerClosed;
+  }
+
+  header(h: Readonly<FrameHeader>): void {
+    this.#stats.framesIn++;
+    if (this.#peerGoAway) throw new MuxProtocolError('frame after goaway');
+    if (h.type === FrameType.Data) {
+      const ch = this.#channels.get(h.channel) as TcpChannel;
+      if (h.seq !== ch.recvSeq) {
+        throw new MuxProtocolError(
+          `channel ${h.channel}: sequence ${h.seq}, expected ${ch.recvSeq}`,
+        );
+      }
+      ch.recvSeq = (ch.recvSeq + 1) >>> 0;
+      const charge = h.length + FRAME_HEADER_BYTES;
+      const local = this.#settings.local;
+      if (
+        this.#peerBytes + charge > local.windowBytes ||
+        this.#peerMessages + 1 > local.windowMessages
+      ) {
+        throw new MuxProtocolError(
+          `the peer overran the receive window (${this.#peerBytes + charge} bytes, ${this.#peerMessages + 1} messages)`,
+        );
+      }
+      this.#peerBytes += charge;
+      this.#peerMessages++;
+      this.#held += charge;
+      if (this.#held > this.#maxHeld) this.#maxHeld = this.#held;
+    } else if (h.type === FrameType.Open) {
+      if (h.channel % 2 !== (this.role === 'client' ? 0 : 1)) {
+        throw new MuxProtocolError(
+          `the peer opened channel ${h.channel}, which is not its to open`,
+        );
+      }
+      if (this.#channels.has(h.channel))
+        throw new MuxProtocolError(`channel ${h.channel} opened twice`);
+      if (this.#open >= this.#settings.maxChannels) {
+        throw new MuxProtocolError(
+          `the peer opened more than ${this.#settings.maxChannels} channels`,
+        );
+      }
+    }
+  }
+
+  assemble(length: number): Uint8Array {
+    const a = this.#settings.receiveAllocator;
+    if (a === undefined) return Buffer.allocUnsafeSlow(length);
+    const block = a.alloc(length);
+    this.#assembling = block;
+    return block.bytes;
+  }
+
+  frame(h: Readonly<FrameHeader>, payload: Uint8Array, assembled: boolean): void {
+    switch (h.type) {
+      case FrameType.Data: {
+        const ch = this.#channels.get(h.channel) as TcpChannel;
+        this.#stats.messagesReceived++;
+        this.#stats.bytesReceived += payload.length;
+        let block: Block | undefined;
+        if (assembled && this.#assembling !== undefined) {
+          block = this.#assembling;
+          this.#assembling = undefined;
+        }
+        const m =
+          block === undefined
+            ? new InboundMessage(h.channel, h.seq, payload, this.#onRelease)
+            : new InboundMessage(h.channel, h.seq, payload, this.#onReleaseWithBlock, block);
+        if (block !== undefined) this.#onReleaseBlock.set(m, block);
+        ch.deliver(m);
+        break;
+      }
+      case FrameType.Open: {
+        const name = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString(
+          'utf8',
+        );
+        const ch = new TcpChannel(this, h.channel, name);
+        this.#channels.set(h.channel, ch);
+        this.#open++;
+        this.emit('channel', ch);
+        break;
+      }
+      case FrameType.Close: {
+        const ch = this.#channels.get(h.channel) as TcpChannel;
+        ch.peerClose();
+        this.#maybeForget(ch);
+        break;
+      }
+      case FrameType.Credit:
+        this.#credit(readU32(payload, 0), readU32(payload, 4));
+        break;
+      case FrameType.Ping:
+      case FrameType.Pong:
+        // Liveness only: any frame proves the peer alive, and each side pings on its own
+        // when idle. Not answered, so a peer that never reads cannot make us buffer pongs.
+        break;
+      case FrameType.GoAway:
+        this.#peerGoAway = true;
+        for (const ch of this.#channels.values()) ch.peerClose();
+        void this.#peerClosing();
+        break;
+    }
+  }
+
+  readonly #onReleaseWithBlock = (m: InboundMessage) => {
+    const block = this.#onReleaseBlock.get(m);
+    this.#onReleaseBlock.delete(m);
+    if (block !== undefined && !block.released) block.release();
+    this.#released(m.length + FRAME_HEADER_BYTES);
+  };
+
+  /** The peer released `messages` messages of `bytes` (headers included) in total. */
+  #credit(messages: number, bytes: number): void {
+    if (
+      messages === 0 ||
+      messages > this.#window.messagesInFlight ||
+      bytes > this.#window.bytesInFlight ||
+      bytes < messages * FRAME_HEADER_BYTES
+    ) {
+      throw new MuxProtocolError(
+        `credit for ${messages} messages, ${bytes} bytes: more than was sent`,
+      );
+    }
+    try {
+      // The wire carries totals (the receiver releases in any order, so it cannot name
+      // messages); SendWindow.release takes one message at a time. Only the totals matter to
+      // the window, so the bytes go with the last message. When every message in flight is
+      // credited the bytes must match exactly, which SendWindow checks.
+      for (let i = 1; i < messages; i++) this.#window.release(0);
+      this.#window.release(bytes);
+    } catch (err) {
+      throw new MuxProtocolError(`bad credit: ${(err as Error).message}`);
+    }
+  }
+
+  /** The application released a received message: its window space goes back to the peer. */
+  #released(charge: number): void {
+    this.#held -= charge;
+    if (this.#state === 'failed' || this.#state === 'closed') return;
+    this.#creditBytes += charge;
+    this.#creditMessages++;
+    this.#peerBytes -= charge;
+    this.#peerMessages--;
+    const local = this.#settings.local;
+    // The peer's view of its window: what we hold plus what we released and not yet
+    // credited. Past half of it the peer may be about to stall: credit within this tick.
+    // Below, credit waits up to creditFlushMs and goes as one frame for many releases (a
+    // frame per release would double the writes and reads of a request/response pattern).
+    if (
+      this.#peerBytes + this.#creditBytes >= local.windowBytes / 2 ||
+      this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
+      this.#creditBytes >= local.windowBytes / 4 ||
+      this.#creditMessages >= local.windowMessages / 4
+    ) {
+      this.#scheduleCredit();
+    } else if (this.#creditTimer === undefined) {
+      // Bounded delay: credit below the thresholds is never stranded.
+      this.#creditTimer = setTimeout(() => {
+        this.#creditTimer = undefined;
+        this.#flushCredit();
+      }, this.#settings.creditFlushMs);
+    }
+  }
+
+  #scheduleCredit(): void {
+    if (this.#creditScheduled) return;
+    this.#creditScheduled = true;
+    process.nextTick(() => {
+      this.#creditScheduled = false;
+      this.#flushCredit();
+    });
+  }
+
+  #flushCredit(): void {
+    if (this.#creditMessages === 0 || this.#state === 'failed' || this.#state === 'closed') return;
+    if (this.#creditTimer !== undefined) {
+      clearTimeout(this.#creditTimer);
+      this.#creditTimer = undefined;
+    }
+    const p = Buffer.allocUnsafe(CREDIT_PAYLOAD_BYTES);
+    writeU32(p, 0, this.#creditMessages);
+    writeU32(p, 4, this.#creditBytes);
+    this.#creditMessages = 0;
+    this.#creditBytes = 0;
+    this.#writeFrame(FrameType.Credit, 0, 0, p);
+  }
+
+  #onData(chunk: Uint8Array): void {
+    this.#lastRead = Date.now();
+    if (this.#state === 'failed' || this.#state === 'closed') return;
+    try {
+      this.#reader.push(chunk);
+    } catch (err) {
+      // Typed errors (ours, or the receive allocator's ERR_ALLOC_*) fail the connection as is.
+      const typed = typeof (err as { code?: unknown })?.code === 'string';
+      this.destroy(typed ? (err as Error) : new MuxProtocolError(String((err as Error).message)));
+    }
+  }
+
+  #tick(): void {
+    const now = Date.now();
+    if (now - this.#lastRead > this.#settings.peerTimeoutMs) {
+      // Timers run before I/O: after our own event loop was blocked, the peer's frames may
+      // be waiting in the kernel. Decide after the next poll phase has read them.
+      setImmediate(() => {
+        if (Date.now() - this.#lastRead <= this.#settings.peerTimeoutMs) return;
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_PEER_TIMEOUT',
+            `no frame from ${this.remoteAddress} for ${this.#settings.peerTimeoutMs} ms`,
+          ),
+        );
+      });
+      return;
+    }
+    if (this.#state === 'open' && now - this.#lastWrite >= this.#settings.heartbeatIntervalMs / 2) {
+      this.#writeFrame(FrameType.Ping, 0, 0, new Uint8Array(PING_PAYLOAD_BYTES));
+    }
+  }
+
+  #onEnd(): void {
+    // After a goaway either side's close() ends the socket once its writes are flushed.
+    if (this.#peerGoAway || this.#state === 'closing') return;
+    this.#lost(undefined);
+  }
+
+  /**
+   * The peer said goaway: no new sends; what it sent stays receivable; the socket ends
+   * once this side's writes are flushed.
+   */
+  async #peerClosing(): Promise<void> {
+    if (this.#state !== 'open') return;
+    this.#setState('closing');
+    this.#window.close();
+    if (this.#pendingWrites > 0) {
+      await new Promise<void>((resolve) => {
+        this.#writesIdle = resolve;
+      });
+    }
+    if (this.state === 'closing') this.#socket.end();
+  }
+
+  #onSocketClose(): void {
+    if (this.#state === 'closing' || (this.#peerGoAway && this.#state === 'open')) {
+      this.#finish();
+      return;
+    }
+    this.#lost(undefined);
+  }
+
+  #lost(cause: unknown): void {
+    if (this.#state === 'failed' || this.#state === 'closed') return;
+    this.destroy(
+      new MuxConnectionError(
+        'ERR_MUX_CONNECTION_LOST',
+        `connection to ${this.remoteAddress} lost`,
+        cause,
+      ),
+    );
+  }
+
+  /** A channel closed on this side. */
+  channelClosed(ch: TcpChannel): void {
+    if (this.#state === 'open' || this.#state === 'closing')
+      this.#writeFrame(FrameType.Close, ch.id, 0, undefined);
+    this.#maybeForget(ch);
+  }
+
+  #maybeForget(ch: TcpChannel): void {
+    if (
+      ch.peerClosed &&
+      ch.state !== 'open' &&
+      ch.state !== 'closing' &&
+      this.#channels.get(ch.id) === ch
+    ) {
+      this.#channels.delete(ch.id);
+      this.#open--;
+    } else if (ch.peerClosed && ch.state === 'open') {
+      // The peer is done sending; the channel stays until this side closes it.
+    }
+  }
+
+  async close(options?: WaitOptions): Promise<void> {
+    const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+    const signal = signalOf(options);
+    if (this.#state === 'closed' || this.#state === 'failed') return;
+    // Past the deadline, or on abort, the connection is destroyed and close() rejects.
+    let late: MuxError | undefined;
+    const giveUp = (err: MuxError) => {
+      late = err;
+      this.destroy(err);
+    };
+    const timer = setTimeout(
+      () => giveUp(new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs)),
+      timeoutMs,
+    );
+    const onAbort = () =>
+      giveUp(new MuxAbortError(`close of ${this.remoteAddress}`, signal?.reason));
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      // Closing already (an earlier close(), or the peer's goaway): wait for it, bounded.
+      if (this.#state === 'open') {
+        this.#setState('closing');
+        // A channel that gives up its waiting sends still closes; the connection goes on.
+        await Promise.allSettled([...this.#channels.values()].map((ch) => ch.close({ timeoutMs })));
+        if (this.#pendingWrites > 0 && this.#now() === 'closing') {
+          await new Promise<void>((resolve) => {
+            this.#writesIdle = resolve;
+          });
+        }
+        this.#flushCredit();
+        if (this.#now() === 'closing') {
+          if (!this.#peerGoAway) this.#writeFrame(FrameType.GoAway, 0, 0, undefined);
+          this.#socket.end();
+        }
+      }
+      await this.#closed();
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (late !== undefined) throw late;
+  }
+
+  #closed(): Promise<void> {
+    if (this.#state === 'closed' || this.#state === 'failed') return Promise.resolve();
+    return new Promise<void>((resolve) => this.once('close', () => resolve()));
+  }
+
+  #finish(): void {
+    if (this.#state === 'closed' || this.#state === 'failed') return;
+    this.#teardown();
+    for (const ch of this.#channels.values()) ch.finish();
+    this.#forgetChannels();
+    this.#window.close();
+    this.#setState('closed');
+    this.emit('close', undefined);
+  }
+
+  destroy(error?: Error): void {
+    if (this.#state === 'closed' || this.#state === 'failed') return;
+    const err = error ?? new MuxClosedError(`connection to ${this.remoteAddress}`);
+    this.#error = err;
+    this.#teardown();
+    this.#window.destroy(err);
+    for (const ch of this.#channels.values()) ch.fail(err);
+    this.#forgetChannels();
+    this.#socket.destroy();
+    this.#setState(error === undefined ? 'closed' : 'failed');
+    if (error !== undefined && this.listenerCount('error') > 0) this.emit('error', err);
+    this.emit('close', error === undefined ? undefined : err);
+  }
+
+  /** Terminal: no channel of this connection can carry anything any more. */
+  #forgetChannels(): void {
+    this.#channels.clear();
+    this.#open = 0;
+  }
+
+  #teardown(): void {
+    clearInterval(this.#heartbeat);
+    if (this.#creditTimer !== undefined) clearTimeout(this.#creditTimer);
+    this.#creditTimer = undefined;
+    this.#reader.reset();
+    const b = this.#assembling;
+    this.#assembling = undefined;
+    if (b !== undefined && !b.released) b.release();
+    this.#writesIdle?.();
+    this.#writesIdle = undefined;
+  }
+
+  /** The state, read afresh after an await (TypeScript keeps an earlier narrowing). */
+  #now(): ConnectionState {
+    return this.#state;
+  }
+
+  #setState(s: ConnectionState): void {
+    this.#state = s;
+    this.emit('state', s);
+  }
+
+  #checkOpen(what: string): void {
+    if (this.#state !== 'open')
+      throw this.#error ?? new MuxClosedError(`${what} on a ${this.#state} connection`);
+  }
+
+  stats(): ConnectionStats {
+    return {
+      state: this.#state,
+      channels: this.#open,
+      ...this.#stats,
+      sendWindowBytes: this.#window.bytesInFlight,
+      receiveHeldBytes: this.#held,
+      maxReceiveHeldBytes: this.#maxHeld,
+    };
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function releaseParts(message: OutboundMessage): void {
+  const parts = (Array.isArray(message) ? message : [message]) as readonly MessagePart[];
+  for (const p of parts) {
+    const b = p instanceof Uint8Array ? undefined : 'block' in p ? p.block : p;
+    if (b !== undefined && !b.released) b.release();
+  }
+}
