@@ -3,8 +3,8 @@
 # npm into an empty project outside the workspace, offline (workspace packages from the
 # tarballs only, third-party ones from the npm cache), then `rdmajs devices`, `rdmajs
 # doctor` and a SEND ping-pong between two processes on soft, through the public API.
-# Two installs: one builds the addon from source (--build-from-source), one takes the
-# prebuilt linux-x64 binary from the tarball. Needs `pnpm build` first (dist/ is packed).
+# Two installs: one builds the addons (verbs, ps-server kernels) from source
+# (--build-from-source), one takes the prebuilt linux-x64 binaries from the tarballs. Needs `pnpm build` first (dist/ is packed).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/rdmajs-pack-install.XXXXXX)"
@@ -48,6 +48,7 @@ consumer() { # <name> [npm install flags...]: an empty project with the tarballs
   fi
   grep '^@rdmajs' "$dir.log" || true
   test -e "$dir/node_modules/@rdmajs/verbs/build/Release/rdmajs_verbs.node" || { echo "no addon in $1"; exit 1; }
+  test -e "$dir/node_modules/@rdmajs/ps-server/build/Release/rdmajs_ps_kernels.node" || { echo "no ps-server kernels addon in $1"; exit 1; }
   # Nothing of ours may come from anywhere but the tarballs.
   node -e '
     const lock = require(process.argv[1]);
@@ -66,12 +67,20 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
     node -e 'import("@rdmajs/allocator").then(m => { if (!m.RegisteredAllocator) process.exit(1) })' &&
     node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })' &&
     node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })' &&
+    node -e 'import("@rdmajs/ps-server").then(async (m) => {
+      const s = new m.ParameterStore({ tables: [{ name: "t", dim: 2, optimizer: { kind: "sum" } }] });
+      await s.push("t", BigUint64Array.of(7n), Float32Array.of(1, 2), { session: "a", seq: 1 });
+      const out = new Float32Array(2);
+      s.pullInto("t", BigUint64Array.of(7n), out);
+      if (out[0] !== 1 || out[1] !== 2) process.exit(1);
+    })' &&
     node tcp-echo.mjs)
 }
 
 step "install offline, addon built from source"
 consumer from-source --build-from-source
 test -e "$work/from-source/node_modules/@rdmajs/verbs/build/Makefile" || { echo "the addon was not compiled"; exit 1; }
+test -e "$work/from-source/node_modules/@rdmajs/ps-server/build/Makefile" || { echo "the ps-server kernels were not compiled"; exit 1; }
 grep -q '"haveIbverbs":true' "$work/from-source/node_modules/@rdmajs/verbs/build/config-stamp.json" ||
   echo "(built without the ibverbs provider: no libibverbs headers)"
 check from-source
@@ -79,5 +88,6 @@ check from-source
 step "install offline, prebuilt addon from the tarball"
 consumer prebuilt
 test ! -e "$work/prebuilt/node_modules/@rdmajs/verbs/build/Makefile" || { echo "compiled instead of using the prebuilt addon"; exit 1; }
+test ! -e "$work/prebuilt/node_modules/@rdmajs/ps-server/build/Makefile" || { echo "compiled the ps-server kernels instead of using the prebuilt addon"; exit 1; }
 check prebuilt
 step "ok"

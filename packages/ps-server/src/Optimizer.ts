@@ -1,4 +1,5 @@
 import { invalidArg } from './errors.js';
+import { ABI } from './internal/abi.js';
 
 /** Per-table optimizer. Formulas (and their float32 operation order) are in the README. */
 export type OptimizerConfig =
@@ -54,6 +55,22 @@ export interface Optimizer {
   /** Whether the update reads a per-row step count. */
   readonly usesSteps: boolean;
   readonly update: UpdateKernel;
+  /**
+   * The same update as a native kernel (ABI.OPT_* and its parameters, already rounded as the
+   * JS uses them), or null when only the JS kernel exists.
+   */
+  readonly native: NativeKernel | null;
+}
+
+export interface NativeKernel {
+  readonly kind: number;
+  readonly params: readonly number[];
+  /**
+   * Per-step float32 scalars the native kernel takes from JS (Adam's bias corrections: V8's
+   * `**`, which a C library `pow` need not match bit for bit), written at out[at], out[at+1].
+   * The JS update computes them with this same function.
+   */
+  readonly stepScalars?: (step: number, out: Float32Array, at: number) => void;
 }
 
 const f = Math.fround;
@@ -91,6 +108,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
           stateNames: [],
           stateInit: [],
           usesSteps: false,
+          native: { kind: ABI.OPT_SGD, params: [lr, wd] },
           update(w, wo, _s, _so, g, go, dim) {
             for (let j = 0; j < dim; j++) {
               const wj = w[wo + j] as number;
@@ -106,6 +124,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['momentum_buffer'],
         stateInit: [0],
         usesSteps: true,
+        native: { kind: ABI.OPT_SGD_MOMENTUM, params: [lr, mu, damp1, wd, nesterov ? 1 : 0] },
         update(w, wo, s, so, g, go, dim, step) {
           for (let j = 0; j < dim; j++) {
             const wj = w[wo + j] as number;
@@ -130,6 +149,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['sum'],
         stateInit: [init],
         usesSteps: true,
+        native: { kind: ABI.OPT_ADAGRAD, params: [lr, lrDecay, wd, eps] },
         update(w, wo, s, so, g, go, dim, step) {
           const clr = f(lr / (1 + (step - 1) * lrDecay));
           for (let j = 0; j < dim; j++) {
@@ -159,17 +179,26 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
       const c2 = f(1 - b2);
       const wdf = f(wd);
       const decay = f(1 - lr * wd);
+      // Scalars in double, then float32, as torch computes them in Python floats.
+      const stepScalars = (step: number, out: Float32Array, at: number): void => {
+        out[at] = lr / (1 - b1 ** step);
+        out[at + 1] = Math.sqrt(1 - b2 ** step);
+      };
+      const sc = new Float32Array(2);
       return {
         config,
         stateNames: ['exp_avg', 'exp_avg_sq'],
         stateInit: [0, 0],
         usesSteps: true,
+        native: {
+          kind: decoupled ? ABI.OPT_ADAMW : ABI.OPT_ADAM,
+          params: [b1f, b2f, c1, c2, eps, wdf, decay, wd !== 0 ? 1 : 0],
+          stepScalars,
+        },
         update(w, wo, s, so, g, go, dim, step) {
-          // Scalars in double, then float32, as torch computes them in Python floats.
-          const bc1 = 1 - b1 ** step;
-          const bc2 = 1 - b2 ** step;
-          const stepSize = f(lr / bc1);
-          const bc2Sqrt = f(Math.sqrt(bc2));
+          stepScalars(step, sc, 0);
+          const stepSize = sc[0] as number;
+          const bc2Sqrt = sc[1] as number;
           const vo = so + dim;
           for (let j = 0; j < dim; j++) {
             let wj = w[wo + j] as number;
@@ -199,6 +228,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['z', 'n'],
         stateInit: [0, 0],
         usesSteps: false,
+        native: { kind: ABI.OPT_FTRL, params: [af, bf, l1, l2] },
         update(w, wo, s, so, g, go, dim) {
           const no = so + dim;
           for (let j = 0; j < dim; j++) {
@@ -224,6 +254,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: [],
         stateInit: [],
         usesSteps: false,
+        native: { kind: ABI.OPT_SUM, params: [] },
         update(w, wo, _s, _so, g, go, dim) {
           for (let j = 0; j < dim; j++)
             w[wo + j] = f((w[wo + j] as number) + (g[go + j] as number));
@@ -235,6 +266,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: [],
         stateInit: [],
         usesSteps: false,
+        native: { kind: ABI.OPT_ASSIGN, params: [] },
         update(w, wo, _s, _so, g, go, dim) {
           for (let j = 0; j < dim; j++) w[wo + j] = g[go + j] as number;
         },

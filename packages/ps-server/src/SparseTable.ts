@@ -3,7 +3,9 @@
 import { CountMinSketch } from './CountMinSketch.js';
 import { invalidArg, PsError } from './errors.js';
 import { HashIndex } from './HashIndex.js';
+import { ABI } from './internal/abi.js';
 import { HALF_TO_FLOAT, toHalf } from './internal/fp16.js';
+import { kernelsChoice, loadKernels, type NativeTableKernels } from './internal/native.js';
 import { createInit, type InitConfig, type InitFn } from './KeyInit.js';
 import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
 import type { RowBlock, RowMemory } from './RowMemory.js';
@@ -34,6 +36,13 @@ export interface SparseTableConfig {
   ttlMs?: number;
   /** Append this table's pushes to the push log (when the store has one). Default true. */
   log?: boolean;
+  /**
+   * Batch kernels: 'native' (default; the C++ addon gathers and updates one batch per call,
+   * throws ERR_PS_NATIVE_LOAD when the addon does not load) or 'js' (the reference
+   * implementation). Both give bit-identical tables. `RDMAJS_PS_KERNELS=js` in the environment
+   * puts every table on the JS kernels, whatever this says.
+   */
+  kernels?: 'native' | 'js';
 }
 
 export interface SparseTableStats {
@@ -151,6 +160,19 @@ export class SparseTable {
   readonly #tmp: Float32Array;
   #cow: Uint8Array | null = null;
   #cowCopies: Map<number, CapturedChunk> | null = null;
+  readonly #k: NativeTableKernels | null;
+  /** The native kernels run pushes too (not only gathers). */
+  readonly #kPush: boolean;
+  #kGen = -1;
+  // Per-key step scalars for kernels that take them from JS (Adam), reused across batches.
+  #kScalars = new Float32Array(0);
+  // The distinct buffers under the chunks' row storage (RowMemory's) and the bytes each must
+  // keep: checked once per batch, so a buffer detached or shrunk under the table (its
+  // allocator's protection domain closed, say) is a typed error, never a read of freed memory.
+  readonly #rowBuffers: ArrayBufferLike[] = [];
+  readonly #rowBufferEnds: number[] = [];
+  readonly #rowBufferAt = new Map<ArrayBufferLike, number>();
+  #closed = false;
 
   constructor(config: SparseTableConfig, memory: RowMemory) {
     if (config === null || typeof config !== 'object')
@@ -234,6 +256,64 @@ export class SparseTable {
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
+    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
+      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
+    const kernels = kernelsChoice(config.kernels);
+    if (kernels === 'native') {
+      const nk = this.optimizer.native;
+      this.#kPush = nk !== null;
+      // A table whose optimizer has no native kernel still gathers natively.
+      this.#k = new (loadKernels().TableKernels)(
+        this.dim,
+        dtype === 'f16' ? ABI.ROW_F16 : ABI.ROW_F32,
+        this.#stateDim,
+        this.#chunkShift,
+        this.optimizer.usesSteps,
+        nk?.kind ?? ABI.OPT_SUM,
+        Float64Array.from(nk?.params ?? []),
+        this.#ttl,
+      );
+    } else {
+      this.#k = null;
+      this.#kPush = false;
+    }
+  }
+
+  /** Which batch kernels this table runs. */
+  get kernels(): 'native' | 'js' {
+    return this.#k === null ? 'js' : 'native';
+  }
+
+  // Registers the index arrays with the native side again after a grow replaced them.
+  #syncIndex(k: NativeTableKernels): void {
+    const index = this.#index;
+    if (index.generation === this.#kGen) return;
+    const t = index.probeTables();
+    k.setIndex(t.buckets, t.old, t.salt);
+    this.#kGen = index.generation;
+  }
+
+  // Once per batch, before any row is read or written (both kernel paths).
+  #checkRowMemory(): void {
+    if (this.#closed)
+      throw new PsError('ERR_PS_CLOSED', `table ${this.name}: closed (its row memory is released)`);
+    const bufs = this.#rowBuffers;
+    for (let i = 0; i < bufs.length; i++)
+      if ((bufs[i] as ArrayBufferLike).byteLength < (this.#rowBufferEnds[i] as number))
+        throw new PsError(
+          'ERR_PS_CLOSED',
+          `table ${this.name}: its row memory was taken away (a buffer was detached or shrunk: was the allocator or protection domain closed before the store?)`,
+        );
+  }
+
+  #kernelResult(r: number, what: string): number {
+    if (r >= 0) return r;
+    throw new PsError(
+      'ERR_PS_INVALID_ARG',
+      r === ABI.K_BAD_LENGTH
+        ? `table ${this.name}: ${what}: an array is shorter than the batch`
+        : `table ${this.name}: ${what}: the index names a slot beyond the table's chunks`,
+    );
   }
 
   get rows(): number {
@@ -304,14 +384,30 @@ export class SparseTable {
   /** Gathers rows of `n` keys (lo/hi pairs in k32) into out[i·dim …] in request order. */
   pullInto(k32: Uint32Array, n: number, out: Float32Array, nowMs: number): void {
     const dim = this.dim;
+    if (!Number.isInteger(n) || n < 0 || k32.length < 2 * n || out.length < n * dim)
+      throw invalidArg(
+        `table ${this.name}: pull of ${n} keys needs ${n} keys and ${n} × ${dim} floats of out`,
+      );
+    this.#checkRowMemory();
     const shift = this.#chunkShift;
     const cmask = this.#chunkRows - 1;
     const index = this.#index;
     const ttl = Number.isFinite(this.#ttl);
-    // Two passes: all index probes first, then all row copies, so independent cache misses
-    // overlap instead of alternating.
     if (this.#slots.length < n) this.#slots = new Int32Array(n);
     const slots = this.#slots;
+    const k = this.#k;
+    if (k !== null) {
+      this.#syncIndex(k);
+      const misses = this.#kernelResult(k.gather(k32, n, out, slots, nowMs), 'gather');
+      for (let q = 0; q < misses; q++) {
+        const i = slots[q] as number;
+        this.#init(out, i * dim, dim, k32[2 * i] as number, k32[2 * i + 1] as number);
+      }
+      index.advanceGrowth(n);
+      return;
+    }
+    // Two passes: all index probes first, then all row copies, so independent cache misses
+    // overlap instead of alternating.
     for (let i = 0; i < n; i++)
       slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
     for (let i = 0, o = 0; i < n; i++, o += dim) {
@@ -340,6 +436,102 @@ export class SparseTable {
    * keys dropped.
    */
   push(
+    k32: Uint32Array,
+    n: number,
+    grads: Float32Array,
+    nowMs: number,
+  ): { rows: number; dropped: number } {
+    // Checked once per batch, before anything is admitted or written.
+    if (!Number.isInteger(n) || n < 0 || k32.length < 2 * n || grads.length < n * this.dim)
+      throw invalidArg(
+        `table ${this.name}: push of ${n} keys needs ${n} keys and ${n} × ${this.dim} grads`,
+      );
+    this.#checkRowMemory();
+    const k = this.#k;
+    // The native path covers what needs no per-key JS state during the update: no snapshot
+    // copy-on-write running, no TTL clock. New keys are admitted here, in request order, as
+    // the JS path does; in an LRU table a new key may evict a row this batch already looked
+    // up, so those batches take the JS path.
+    if (k === null || !this.#kPush || this.#cow !== null || Number.isFinite(this.#ttl))
+      return this.#pushJs(k32, n, grads, nowMs);
+    this.#syncIndex(k);
+    this.#ensureScratch(n);
+    if (this.#slots.length < n) this.#slots = new Int32Array(n);
+    const slots = this.#slots;
+    const misses = this.#kernelResult(k.lookup(k32, n, slots), 'lookup');
+    let dropped = 0;
+    if (misses > 0) {
+      if (this.#lru) return this.#pushJs(k32, n, grads, nowMs);
+      const mapSlot = this.#mapSlot;
+      mapSlot.fill(NONE);
+      const mmask = mapSlot.length - 1;
+      for (let i = 0; i < n; i++) {
+        if ((slots[i] as number) >= 0) continue;
+        const lo = k32[2 * i] as number;
+        const hi = k32[2 * i + 1] as number;
+        // An earlier occurrence in this batch may have admitted the key already.
+        let slot = this.#index.get(lo, hi);
+        if (slot < 0) {
+          if (this.#sketch !== null && this.#sketch.add(lo, hi) < this.#threshold) {
+            this.#stats.rejected++;
+            dropped++;
+            continue;
+          }
+          slot = this.#newSlot(lo, hi, mapSlot, mmask);
+          if (slot < 0) dropped++;
+        }
+        slots[i] = slot;
+      }
+      this.#syncIndex(k);
+    }
+    const uniq = this.#uniq;
+    const u = this.#kernelResult(
+      k.apply(slots, n, grads, uniq, this.#stepScalars(slots, n)),
+      'push',
+    );
+    if (this.#lru) {
+      // Same recency as the JS path: touched in first-occurrence order, ticks in that order.
+      const shift = this.#chunkShift;
+      const cmask = this.#chunkRows - 1;
+      for (let q = 0; q < u; q++) {
+        const slot = uniq[q] as number;
+        this.#touch(slot);
+        ((this.#chunks[slot >>> shift] as Chunk).tick as Float64Array)[slot & cmask] = ++this.#tick;
+      }
+    }
+    return { rows: u, dropped };
+  }
+
+  // Adam's bias-correction scalars per key, from the row's step after this update: computed
+  // here with the JS update's own function (V8's `**`), so both kernels use the same values.
+  #stepScalars(slots: Int32Array, n: number): Float32Array | null {
+    const fn = this.optimizer.native?.stepScalars;
+    if (fn === undefined) return null;
+    if (this.#kScalars.length < 2 * n) this.#kScalars = new Float32Array(2 * n);
+    const sc = this.#kScalars;
+    const shift = this.#chunkShift;
+    const cmask = this.#chunkRows - 1;
+    let last = -1;
+    let lastAt = 0;
+    for (let i = 0; i < n; i++) {
+      const slot = slots[i] as number;
+      if (slot < 0) continue;
+      const steps = (this.#chunks[slot >>> shift] as Chunk).steps as Uint32Array;
+      const step = (steps[slot & cmask] as number) + 1;
+      if (step !== last) {
+        fn(step, sc, 2 * i);
+        last = step;
+        lastAt = 2 * i;
+      } else {
+        sc[2 * i] = sc[lastAt] as number;
+        sc[2 * i + 1] = sc[lastAt + 1] as number;
+      }
+    }
+    return sc;
+  }
+
+  // The reference implementation of push (and the path for TTL tables and running snapshots).
+  #pushJs(
     k32: Uint32Array,
     n: number,
     grads: Float32Array,
@@ -533,6 +725,19 @@ export class SparseTable {
     };
     this.#chunks.push(chunk);
     this.#chunkBytes += chunk.bytes;
+    const at = this.#rowBufferAt.get(b.buffer) ?? -1;
+    const end = b.byteOffset + rowBytes;
+    if (at < 0) {
+      this.#rowBufferAt.set(b.buffer, this.#rowBuffers.length);
+      this.#rowBuffers.push(b.buffer);
+      this.#rowBufferEnds.push(end);
+    } else if ((this.#rowBufferEnds[at] as number) < end) this.#rowBufferEnds[at] = end;
+    this.#k?.addChunk(
+      (f32 ?? f16) as Float32Array | Uint16Array,
+      chunk.state,
+      chunk.steps,
+      chunk.lastMs,
+    );
   }
 
   #nextOf(slot: number): number {
@@ -658,6 +863,7 @@ export class SparseTable {
 
   /** Starts a snapshot: O(chunks) now, each chunk copied before its next write. */
   beginCapture(): TableCapture {
+    this.#checkRowMemory();
     if (this.#cow !== null)
       throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: a snapshot is already running`);
     const count = this.#chunks.length;
@@ -748,7 +954,12 @@ export class SparseTable {
 
   /** Returns every chunk's memory. */
   close(): void {
+    this.#closed = true;
+    this.#k?.clear();
     for (const c of this.#chunks) c.block.release();
     this.#chunks.length = 0;
+    this.#rowBuffers.length = 0;
+    this.#rowBufferEnds.length = 0;
+    this.#rowBufferAt.clear();
   }
 }
