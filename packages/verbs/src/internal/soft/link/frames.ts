@@ -57,6 +57,8 @@ export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader 
   const opcode = h.readUInt8(8);
   const length = h.readUInt32LE(28);
   const remoteAddr = h.readDoubleLE(16);
+  // Flag bits nobody defined are a malformed frame, not something to ignore.
+  if ((h.readUInt8(9) & ~FLAG_HEAD) !== 0) return undefined;
   if (opcode > ABI.OP_LAST || length > maxPayload) return undefined;
   if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return undefined;
   if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return undefined;
