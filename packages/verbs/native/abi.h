@@ -9,7 +9,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 2;
+constexpr int kVersion = 3;
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -49,13 +49,14 @@ constexpr int WC_FLAG_WITH_IMM = 2;  // IBV_WC_WITH_IMM
 constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_COMP_SWAP = 3, WCO_FETCH_ADD = 4, WCO_RECV = 128,
               WCO_RECV_RDMA_WITH_IMM = 129;
 
-// Soft TCP link: the header linkTake fills (Float64Array, 10 words).
-constexpr int LINK_WORDS = 10;
+// Soft TCP link: the header linkTake fills (Float64Array, LINK_WORDS words).
+constexpr int LINK_WORDS = 11;
 constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3, LINK_LENGTH = 4, LINK_DST_SLOT = 5,
-              LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9;
+              LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9,
+              LINK_HEAD = 10;
 
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
-constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2;
+constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
 
 // Soft fault kinds (inject).
 constexpr int FAULT_BREAK_LINK = 0, FAULT_STALL_RECEIVER = 1, FAULT_DELAY = 2;
@@ -130,9 +131,11 @@ constexpr Entry kTable[] = {
     {"LINK_SRC_QPN", LINK_SRC_QPN},
     {"LINK_SRC_PID", LINK_SRC_PID},
     {"LINK_TOKEN", LINK_TOKEN},
+    {"LINK_HEAD", LINK_HEAD},
     {"LINK_DONE", LINK_DONE},
     {"LINK_RNR", LINK_RNR},
     {"LINK_TRANSPORT", LINK_TRANSPORT},
+    {"LINK_DISCARDED", LINK_DISCARDED},
     {"FAULT_BREAK_LINK", FAULT_BREAK_LINK},
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
     {"FAULT_DELAY", FAULT_DELAY},

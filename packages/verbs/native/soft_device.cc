@@ -38,6 +38,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::ToRtrLink>(env, "toRtrLink"),
                                T::Def<&SoftDevice::LinkTake>(env, "linkTake"),
                                T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
+                               T::Def<&SoftDevice::LinkProgress>(env, "linkProgress"),
                                T::Def<&SoftDevice::Respond>(env, "respond"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                            });

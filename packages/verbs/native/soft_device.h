@@ -147,11 +147,13 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, peerPid, peerSlot, peerGen, peerQpn, minRnrTimer) → errno
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(10), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
 
   // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
   Napi::Value LinkDone(const Napi::CallbackInfo& info);
+  // linkProgress(h): bytes moved on the connection carrying this QP's frames
+  Napi::Value LinkProgress(const Napi::CallbackInfo& info);
 
   // respond(slot, gen, opcode, payload: Uint8Array, imm, remoteAddr, rkey, srcQpn, srcPid)
   //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.

@@ -32,7 +32,7 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &hdr) ||
       !ArrayArg(info, 2, napi_uint8_array, &payload))
     return info.Env().Undefined();
-  if (hdr.length < 10) return Napi::Number::New(info.Env(), 0);
+  if (hdr.length < static_cast<size_t>(rdmajs::abi::LINK_WORDS)) return Napi::Number::New(info.Env(), 0);
   double r = dev_->linkTake(h, hdr.f64(), payload.u8(), payload.bytes);
   Schedule();
   return Napi::Number::New(info.Env(), r);
@@ -52,6 +52,14 @@ Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
   auto u = [&](size_t i) { return U32(info, i); };
   dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
                  static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data, len);
+  Schedule();
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::LinkProgress(const Napi::CallbackInfo& info) {
+  int h;
+  if (!QpArg(info, 0, &h)) return info.Env().Undefined();
+  dev_->linkProgress(h);
   Schedule();
   return info.Env().Undefined();
 }

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SoftEndpoint } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
-import { REQ_HEADER } from '../src/internal/soft/link/frames.js';
+import { FLAG_HEAD, REQ_HEADER, RES_HEADER } from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
   HELLO_BYTES,
@@ -57,7 +57,7 @@ async function authenticated(port: number, key: string): Promise<Raw> {
 /** A well-formed request frame aimed at `ep`'s QP. */
 function request(
   ep: SoftEndpoint,
-  o: { opcode?: number; length?: number; payload?: number; token?: number } = {},
+  o: { opcode?: number; length?: number; payload?: number; token?: number; flags?: number } = {},
 ): Buffer {
   const opcode = o.opcode ?? ABI.OP_SEND;
   const length = o.length ?? 8;
@@ -66,6 +66,8 @@ function request(
   f.writeUInt32LE(REQ_HEADER + payload, 0);
   f.writeUInt32LE(1, 4);
   f.writeUInt8(opcode, 8);
+  // The head of its QP's window by default: run, not discarded for coming out of order.
+  f.writeUInt8(o.flags ?? FLAG_HEAD, 9);
   f.writeUInt32LE(length, 28);
   f.writeUInt32LE(ep.slot, 32);
   f.writeUInt32LE(ep.gen, 36);
@@ -182,11 +184,12 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
           slot: fc.oneof(fc.constant(ep.slot), fc.nat()),
           gen: fc.oneof(fc.constant(ep.gen), fc.nat()),
           lenDelta: fc.integer({ min: -8, max: 8 }),
+          flags: fc.oneof(fc.constant(FLAG_HEAD), fc.integer({ min: 0, max: 255 })),
         }),
         async (h) => {
           const r = await authenticated(port, key);
           const payload = Math.min(h.length, 64);
-          const f = request(ep, { opcode: h.opcode, length: h.length, payload });
+          const f = request(ep, { opcode: h.opcode, length: h.length, payload, flags: h.flags });
           f.writeUInt32LE(Math.max(0, f.length + h.lenDelta), 0);
           f.writeDoubleLE(h.remoteAddr, 16);
           f.writeUInt32LE(h.rkey, 24);
@@ -202,6 +205,54 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     expect(dropped).toBeGreaterThan(0); // malformed ones were refused
     // b's QP may have been moved to error by a hostile but well-formed access: that is RC.
     expect(['rts', 'error']).toContain(pair.b.qp.state);
+  });
+
+  it('window_order_from_a_peer: out-of-order frames are discarded unrun, a head resumes, replays come from memory', async () => {
+    const { ep, port, key, pair } = await target();
+    pair.b.qp.postRecv(
+      [10, 11, 12].map((wrId) => ({ wrId, sgList: [pair.b.mr.sge(64 * wrId, 64)] })),
+    );
+    const r = await authenticated(port, key);
+    const base = HELLO_BYTES + WELCOME_BYTES;
+    let reqId = 0;
+    /** Sends a SEND frame and returns its answer: [reqId, outcome, status]. */
+    async function send(token: number, flags: number): Promise<number[]> {
+      const f = request(ep, { token, flags });
+      f.writeUInt32LE(++reqId, 4);
+      f.writeUInt32LE(pair.a.qp.qpn, 40); // as a's QP (the target checks its peer)
+      r.sock.write(f);
+      const deadline = Date.now() + 5000;
+      while (r.received().length < base + reqId * RES_HEADER) {
+        if (Date.now() > deadline) throw new Error(`no answer to request ${reqId}`);
+        await sleep(1);
+      }
+      const a = r.received().subarray(base + (reqId - 1) * RES_HEADER);
+      expect(a.readUInt32LE(0)).toBe(RES_HEADER);
+      return [a.readUInt32LE(4), a.readUInt8(8), a.readUInt8(9)];
+    }
+    const { LINK_DONE: DONE, LINK_DISCARDED: DISCARDED } = ABI;
+    expect(await send(5, 0)).toEqual([1, DISCARDED, 0]); // nothing ran before it
+    expect(await send(5, FLAG_HEAD)).toEqual([2, DONE, 0]);
+    expect(await send(7, 0)).toEqual([3, DISCARDED, 0]); // 6 is missing
+    expect(await send(6, 0)).toEqual([4, DONE, 0]);
+    expect(await send(5, FLAG_HEAD)).toEqual([5, DONE, 0]); // a replay: answered, not run
+    expect(await send(6, 0)).toEqual([6, DONE, 0]);
+    expect(await send(7, 0)).toEqual([7, DONE, 0]);
+    // Three receives consumed, by tokens 5, 6, 7 in that order: none twice, none skipped.
+    const recvs = await collect(pair.b.cq, 3);
+    expect(recvs.map((w) => w.wrId)).toEqual([9, 10, 11]);
+    await sleep(50);
+    expect(pair.b.cq.pending()).toBe(0);
+    // Flag bits nobody defined: the frame is malformed and the connection dropped.
+    const bad = request(ep, { token: 8, flags: 0x80 | FLAG_HEAD });
+    bad.writeUInt32LE(pair.a.qp.qpn, 40);
+    r.sock.write(bad);
+    expect(await within(r.closed, 5000)).toBe(true);
+    expect(pair.b.cq.pending()).toBe(0);
+    // The real initiator carries on (its own head token runs; it consumes the next receive).
+    pair.a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [pair.a.mr.sge(0, 4)] });
+    expect((await collect(pair.a.cq, 1))[0]?.status).toBe('SUCCESS');
+    expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 12, status: 'SUCCESS' });
   });
 
   it('read_flood_without_reading_replies_stays_bounded', async () => {

@@ -80,13 +80,13 @@ struct Qp {
   double delayMs = 0;       // injected per-operation delay
   double pauseMs = 0;       // injected: the next operation stops this long inside deliver()
   double blockedUntil = 0;  // > 0 while the head WR waits for a timer
-  // TCP link (peer on another host, or chosen for tests): the head WR travels as a frame.
+  // TCP link (peer on another host, or chosen for tests): WRs travel as frames, several in
+  // flight, answered in order; [sqHead, linkSent) are on the wire.
   bool link = false;
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
-  bool linkInflight = false;   // taken; waits for the peer's answer (linkDone)
+  uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
-  uint32_t linkToken = 0;      // names the frame in flight: a late answer to an older one is ignored
-  double linkDeadline = 0;     // no answer by then: a lost frame (transport error, retried)
+  bool linkOnWire() const { return linkSent != sqHead; }
 };
 
 struct Mr {
@@ -166,13 +166,15 @@ class Device {
 
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
-  // Takes the head WR for the wire: header doubles into `hdr` (op, imm, remoteAddr, rkey,
-  // length, peerSlot, peerGen, srcQpn, srcPid, token) and the gathered payload into `payload`
-  // (WRITE/SEND). Returns false when nothing is ready.
+  // Takes the next WR for the wire (the head, then up to kLinkWindow behind it): header
+  // doubles into `hdr` (op, imm, remoteAddr, rkey, length, peerSlot, peerGen, srcQpn,
+  // srcPid, token, head) and the gathered payload into `payload` (WRITE/SEND).
   // 1 taken, 0 nothing ready, -n: `payload` must hold n bytes.
   double linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
-  // The peer's answer for the taken WR (outcome, status, RNR timer, READ data).
+  // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
+  // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
+  void linkProgress(int h);
   // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
   int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
               uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
@@ -208,8 +210,9 @@ class Device {
     DONE = rdmajs::abi::LINK_DONE,
     RNR = rdmajs::abi::LINK_RNR,
     TRANSPORT = rdmajs::abi::LINK_TRANSPORT,
-    DELAY = 3,
-    LINK = 4
+    DISCARDED = rdmajs::abi::LINK_DISCARDED,
+    DELAY = 4,
+    LINK = 5
   };
   struct CqRef {
     uint8_t* base;

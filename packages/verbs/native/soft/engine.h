@@ -36,6 +36,8 @@ inline uint8_t wc_opcode(uint8_t op) {
 }
 
 inline constexpr size_t kMaxIov = DeviceLimits::maxSge;
+// WRs of one QP on the TCP link at once (the head and those behind it).
+inline constexpr uint32_t kLinkWindow = 16;
 
 inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_cast<MrEntry*>(base + L.mrTableOff); }
 

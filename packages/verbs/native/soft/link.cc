@@ -24,13 +24,22 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
 
 double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   Qp& q = *qp(h);
-  if (!q.linkReady || q.sqHead == q.sqTail) return 0;
-  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  if (!q.link || q.linkSent == q.sqTail) return 0;
+  bool onWire = q.linkOnWire();
+  // The head goes out once progress() found it ready; later WRs follow it while it is on
+  // the wire, up to the window (one at a time under an injected per-operation delay).
+  if (!onWire && !q.linkReady) return 0;
+  uint32_t window = q.delayMs > 0 ? 1 : kLinkWindow;
+  if (onWire && q.linkSent - q.sqHead >= window) return 0;
+  QpShared* s = qpShared(q.slot);
+  if (onWire && (state_code(s->state.load()) != QPS_RTS || s->linkBroken.load(std::memory_order_relaxed))) return 0;
+  SendEntry& e = q.sq[q.linkSent % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;
   uint64_t total = 0;
   uint8_t status = WC_SUCCESS;
   if (!gatherLocal(q, e, local, &nl, &total, &status)) {
+    if (onWire) return 0;  // completed with its local error once it is the head, in order
     // Failed locally after all (e.g. its MR was deregistered): complete it here.
     q.linkReady = false;
     if (settle(q, e, DONE, status, 0, 12)) progress(q);
@@ -40,14 +49,16 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   bool atomic = is_atomic(e.opcode);
   uint64_t wire = atomic ? sizeof e.operands : total;
   if (e.opcode != OP_RDMA_READ && wire > cap) return -static_cast<double>(wire);
-  q.linkReady = false;
-  q.linkInflight = true;
-  q.linkToken = e.seq + 1;  // names the WR, not the attempt: resends carry the same token
-  // Like an unacknowledged packet: no answer within the ACK timeout is a transport error
-  // (infinite retries still give up on this frame and send it again).
-  q.linkDeadline = now_ms() + ack_timeout_ms(q.timeout);
-  block(q, q.linkDeadline);
-  hdr[9] = q.linkToken;
+  if (!onWire) {
+    q.linkReady = false;
+    // Like an unacknowledged packet: no answer and no bytes moving within the ACK timeout
+    // costs a retry (linkProgress restarts the timer while the connection moves bytes).
+    block(q, now_ms() + ack_timeout_ms(q.timeout));
+  }
+  q.linkSent++;
+  hdr[9] = e.seq + 1;  // the token names the WR, not the attempt: resends carry the same one
+  // The head of the queue: the target takes it even after WRs it discarded.
+  hdr[10] = onWire ? 0 : 1;
   hdr[0] = e.opcode;
   hdr[1] = e.imm;
   hdr[2] = static_cast<double>(e.remoteAddr);
@@ -55,7 +66,7 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   hdr[4] = static_cast<double>(wire);
   hdr[5] = q.peerSlot;
   hdr[6] = q.peerGen;
-  hdr[7] = qpShared(q.slot)->qpn;
+  hdr[7] = s->qpn;
   hdr[8] = static_cast<double>(pid_);
   if (atomic) {
     std::memcpy(payload, e.operands, sizeof e.operands);  // little-endian, as the wire says
@@ -66,17 +77,26 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   return 1;
 }
 
+void Device::linkProgress(int h) {
+  Qp& q = *qp(h);
+  if (!q.link || !q.linkOnWire() || q.blockedUntil == 0) return;
+  // Bytes moved for this QP's frames: the peer is alive, so the timer measures silence,
+  // not message size, and the head gets its retries back as an ACK would give them.
+  SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  e.retryLeft = q.timeout == 0 ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
+  block(q, now_ms() + ack_timeout_ms(q.timeout));
+}
+
 void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
                       size_t len) {
   Qp& q = *qp(h);
-  // Only an answer for the head WR counts (flushed, reset, or older WRs are ignored). It
-  // may come after that WR's frame timed out: it still completes the WR.
-  if (!q.link || q.sqHead == q.sqTail || token != q.sq[q.sqHead % q.maxSendWr].seq + 1) return;
-  if (!q.linkInflight && !q.linkReady && q.blockedUntil == 0) return;
-  q.linkInflight = false;
-  q.linkReady = false;
-  unblock(q);  // the answer beat the deadline
+  // Answers come in send-queue order (one connection, run in order by the target); only
+  // the head's counts, and only while it is on the wire (flushed or reset WRs are ignored).
+  // A discarded frame says nothing: it goes out again after the WR that failed before it.
+  if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return;
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+  if (token != e.seq + 1) return;
+  unblock(q);  // the answer beat the deadline
   iovec local[kMaxIov];
   size_t nl = 0;
   uint64_t total = 0;
@@ -95,7 +115,16 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   q.linkRnrTimer = rnrTimer;
   // DELAY and LINK are internal: a peer answering them is treated as a lost frame.
   Outcome o = outcome == DONE || outcome == RNR ? static_cast<Outcome>(outcome) : TRANSPORT;
-  if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) progress(q);
+  if (o != DONE) {
+    // Not run: the target discards what followed it, and all of it goes out again from
+    // the head once its wait is over (as RC resends from the NAKed PSN).
+    q.linkSent = q.sqHead;
+    q.linkReady = false;
+  }
+  if (!settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) return;
+  // The next WR on the wire gets a full ACK timeout of its own.
+  if (q.linkOnWire()) block(q, now_ms() + ack_timeout_ms(q.timeout));
+  progress(q);
 }
 
 int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,

@@ -192,7 +192,7 @@ int Device::toReset(int h) {
   // none takes a WQE posted for the next one, nor completes into it.
   bool quiet = drainPins(s);
   // Sequences stay monotonic across resets: stale completions then retire nothing.
-  q.sqHead = q.sqRetired = q.sqTail;
+  q.sqHead = q.sqRetired = q.linkSent = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
     if (quiet && r->lock.lock(static_cast<uint32_t>(pid_))) {
@@ -218,7 +218,7 @@ int Device::toReset(int h) {
   s->peerPid = 0;
   s->peerQpn = 0;
   q.delayMs = 0;
-  q.link = q.linkReady = q.linkInflight = false;
+  q.link = q.linkReady = false;
   q.peer.reset();
   return 0;
 }
@@ -229,7 +229,7 @@ void Device::moveToError(Qp& q) {
 }
 
 void Device::flushQp(Qp& q) {
-  q.linkReady = q.linkInflight = false;  // a late answer from the link is then ignored
+  q.linkReady = false;  // a late answer from the link is then ignored (sqHead == sqTail)
   unblock(q);
   auto* scq = reinterpret_cast<CqShared*>(seg_.base() + q.sendCqOff);
   QpShared* s = qpShared(q.slot);
@@ -244,6 +244,7 @@ void Device::flushQp(Qp& q) {
     c.qpGen = q.gen;
     if (pushCqe(seg_.base(), scq, c, nullptr) == PUSH_BUSY) break;  // bounded: the rest are not reported
   }
+  q.linkSent = q.sqHead;  // nothing of this QP is on the wire any more
   if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
 }
 

@@ -120,14 +120,16 @@ double Device::progressDue() {
     Qp& q = *qp;
     if (q.blockedUntil > 0 && q.blockedUntil <= now) {
       unblock(q);
-      bool go = true;
-      if (q.linkInflight) {
-        // The frame's answer did not come in time: a lost packet, retried like one.
-        q.linkInflight = false;
+      if (q.link && q.linkOnWire()) {
+        // No answer and no bytes moved in time: a retry spent, as for a lost packet. The
+        // frames stay where they are: TCP delivers them or the connection fails (then JS
+        // answers TRANSPORT and they go out again); resending on a live one would only queue
+        // copies. Out of retries: RETRY_EXC_ERR.
         SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
-        go = settle(q, e, TRANSPORT, WC_SUCCESS, 0, q.linkRnrTimer);
+        settle(q, e, TRANSPORT, WC_SUCCESS, 0, q.linkRnrTimer);
+      } else {
+        progress(q);
       }
-      if (go) progress(q);
     }
     if (q.blockedUntil > 0 && (next == 0 || q.blockedUntil < next)) next = q.blockedUntil;
   }
@@ -142,7 +144,7 @@ void Device::progress(Qp& q) {
       flushQp(q);
       return;
     }
-    if (q.linkReady || q.linkInflight) return;  // the head WR is on the wire
+    if (q.linkReady || q.linkOnWire()) return;  // the head WR waits for JS or is on the wire
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
     uint8_t status = WC_SUCCESS;
     uint32_t len = 0;
@@ -182,7 +184,11 @@ bool Device::settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len
     block(q, e.readyAt);
     return false;
   }
+  // A WR that never went on the wire (shared memory, or failed before the link took it)
+  // keeps linkSent at the head: [sqHead, linkSent) stays exactly what is on the wire.
+  bool sent = q.linkOnWire();
   q.sqHead++;
+  if (!sent) q.linkSent = q.sqHead;
   completeSend(q, e, status, len);
   if (status != WC_SUCCESS) {
     moveToError(q);

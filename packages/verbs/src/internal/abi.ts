@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 2,
+  version: 3,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -56,7 +56,7 @@ export const ABI = {
   WCO_FETCH_ADD: 4,
   WCO_RECV: 128,
   WCO_RECV_RDMA_WITH_IMM: 129,
-  LINK_WORDS: 10,
+  LINK_WORDS: 11,
   LINK_OPCODE: 0,
   LINK_IMM: 1,
   LINK_REMOTE_ADDR: 2,
@@ -67,9 +67,11 @@ export const ABI = {
   LINK_SRC_QPN: 7,
   LINK_SRC_PID: 8,
   LINK_TOKEN: 9,
+  LINK_HEAD: 10,
   LINK_DONE: 0,
   LINK_RNR: 1,
   LINK_TRANSPORT: 2,
+  LINK_DISCARDED: 3,
   FAULT_BREAK_LINK: 0,
   FAULT_STALL_RECEIVER: 1,
   FAULT_DELAY: 2,

@@ -83,6 +83,8 @@ export interface SoftNativeDevice extends NativeDevice {
     rnrTimer: number,
     data?: Uint8Array,
   ): void;
+  /** bytes moved on the connection carrying this QP's frames: its ACK timer restarts */
+  linkProgress(handle: number): void;
   respond(
     slot: number,
     gen: number,

@@ -1,13 +1,17 @@
 // A soft QP: shared memory to peers on this host, the TCP link to the others.
-import type { RouteOptions, SoftEndpoint } from '../../types.js';
+import type { LinkAddress, RouteOptions, SoftEndpoint } from '../../types.js';
 import { ABI } from '../abi.js';
 import { QP_STATE_CODE } from '../codes.js';
 import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
 import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
-import type { LinkClient } from './link/LinkClient.js';
+import type { LinkClient, LinkOwner } from './link/LinkClient.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
+
+const EMPTY = new Uint8Array(0);
+/** Payload bytes a QP keeps for frames on the link (beyond one WR of any size). */
+const LINK_POOL_BYTES = 8 << 20;
 
 export class SoftQpDriver implements QpDriver {
   readonly granted = {};
@@ -19,8 +23,27 @@ export class SoftQpDriver implements QpDriver {
   readonly #slot: number;
   readonly #gen: number;
   #link: LinkClient | undefined;
+  #linkAddress: LinkAddress | undefined;
   #linkHdr: Float64Array | undefined;
-  #linkPayload = new Uint8Array(0);
+  /** payload buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
+  readonly #linkFree: Uint8Array[] = [];
+  #linkPoolBytes = 0;
+  #linkInUse = 0;
+  readonly #linkOwner: LinkOwner = {
+    answer: (token, outcome, status, rnrTimer, data) => {
+      if (this.#host.closed || this.#device.closed) return;
+      this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer, data);
+      this.onLink();
+    },
+    progress: () => {
+      if (!this.#host.closed && !this.#device.closed) this.#native.linkProgress(this.#host.handle);
+    },
+    released: (view) => {
+      this.#linkInUse--;
+      // Each pool buffer owns its ArrayBuffer; the socket had a view of its first bytes.
+      if (view.buffer.byteLength > 0) this.#linkFree.push(new Uint8Array(view.buffer));
+    },
+  };
 
   constructor(
     host: QpHost,
@@ -76,6 +99,7 @@ export class SoftQpDriver implements QpDriver {
         const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
         this.#host.transitioned('rtr', rc);
         this.#link = link;
+        this.#linkAddress = tcp;
         this.#linkHdr ??= new Float64Array(ABI.LINK_WORDS);
       };
     }
@@ -116,29 +140,44 @@ export class SoftQpDriver implements QpDriver {
     this.#link = undefined;
   }
 
-  /** Sends what the native side has ready for the TCP link (one WR in flight). */
+  /**
+   * Sends what the native side has ready for the TCP link: the head WR and those behind it
+   * (the native side bounds how many). Each payload is gathered into a buffer of its own
+   * that the socket reads until written; their bytes are bounded by LINK_POOL_BYTES (one
+   * WR always goes, whatever its size).
+   */
   onLink(): void {
-    const link = this.#link;
     const hdr = this.#linkHdr;
+    let link = this.#link;
     if (!link || !hdr || this.#host.closed || this.#device.closed) return;
+    if (link.dead && this.#linkAddress) {
+      // Resent after a failed connection go over a new one (the target answers WRs it
+      // already ran from memory).
+      link = this.#device.linkClient(this.#linkAddress);
+      this.#link = link;
+    }
     for (;;) {
-      const r = this.#native.linkTake(this.#host.handle, hdr, this.#linkPayload);
+      const buf = this.#linkFree.pop() ?? EMPTY;
+      const r = this.#native.linkTake(this.#host.handle, hdr, buf);
       if (r < 0) {
-        this.#linkPayload = new Uint8Array(-r); // grows once to the largest message
+        this.#linkPoolBytes -= buf.length;
+        if (this.#linkInUse > 0 && this.#linkPoolBytes + -r > LINK_POOL_BYTES) {
+          this.#linkPoolBytes += buf.length;
+          if (buf.length) this.#linkFree.push(buf);
+          return; // taken when a frame in flight leaves the socket
+        }
+        this.#linkPoolBytes += -r;
+        this.#linkFree.push(new Uint8Array(-r));
         continue;
       }
-      if (r === 0) return;
-      const payload =
-        hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ
-          ? undefined
-          : this.#linkPayload.subarray(0, hdr[ABI.LINK_LENGTH] as number);
-      const token = hdr[ABI.LINK_TOKEN] as number;
-      link.send(hdr, payload, (outcome, status, rnrTimer, data) => {
-        if (this.#host.closed || this.#device.closed) return;
-        this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer, data);
-        this.onLink();
-      });
-      return;
+      if (r === 0 || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
+        if (buf.length) this.#linkFree.push(buf);
+        if (r === 0) return;
+        link.send(hdr, undefined, this.#linkOwner);
+        continue;
+      }
+      this.#linkInUse++;
+      link.send(hdr, buf.subarray(0, hdr[ABI.LINK_LENGTH] as number), this.#linkOwner);
     }
   }
 

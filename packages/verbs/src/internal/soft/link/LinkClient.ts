@@ -12,20 +12,26 @@ import {
   WELCOME_BYTES,
 } from './handshake.js';
 
-export type LinkReply = (
-  outcome: number,
-  status: number,
-  rnrTimer: number,
-  data?: Uint8Array,
-) => void;
+/** A QP whose WRs travel over a LinkClient. */
+export interface LinkOwner {
+  /** The peer's answer for the WR named by `token`. */
+  answer(token: number, outcome: number, status: number, rnrTimer: number, data?: Uint8Array): void;
+  /** Bytes moved on the connection while this QP has frames on it: the peer is alive. */
+  progress(): void;
+  /** The socket no longer reads `buf` (written, or the connection is gone). */
+  released(buf: Uint8Array): void;
+}
 
 const WC_REM_INV_REQ_ERR = 9;
 const MAX_WC_STATUS = 21;
 // The RNR timer a transport failure reports (ignored by the engine for that outcome).
 const NO_RNR = 12;
+/** A payload goes out in writes of this size: each one written is progress for the timer. */
+export const LINK_CHUNK = 256 << 10;
 
 interface Pending {
-  reply: LinkReply;
+  owner: LinkOwner;
+  token: number;
   /** bytes a successful answer must carry (READ, atomics); -1 for other opcodes */
   dataLength: number;
 }
@@ -33,8 +39,10 @@ interface Pending {
 export class LinkClient {
   readonly #sock: Socket;
   readonly #pending = new Map<number, Pending>();
+  /** QPs with frames on this connection, and how many */
+  readonly #owners = new Map<LinkOwner, number>();
   readonly #handshake: InitiatorHandshake;
-  /** requests made before the link was authenticated (at most one per QP) */
+  /** requests made before the link was authenticated (at most a window per QP) */
   #waiting: (() => void)[] = [];
   #pre: Buffer | undefined = Buffer.alloc(0);
   #answered = false;
@@ -60,17 +68,20 @@ export class LinkClient {
       } catch {
         ok = false;
       }
-      if (!ok) this.#sock.destroy(); // 'close' then fails what is pending
+      if (!ok)
+        this.#sock.destroy(); // 'close' then fails what is pending
+      else this.#progress(); // e.g. part of a large READ answer
     });
     const fail = () => {
       clearTimeout(deadline);
       this.#dead = true;
       const waiting = [...this.#pending.values()];
       this.#pending.clear();
+      this.#owners.clear();
       const queued = this.#waiting;
       this.#waiting = [];
-      for (const p of waiting) p.reply(ABI.LINK_TRANSPORT, 0, NO_RNR);
       for (const send of queued) send();
+      for (const p of waiting) p.owner.answer(p.token, ABI.LINK_TRANSPORT, 0, NO_RNR);
     };
     this.#sock.on('error', fail);
     this.#sock.on('close', fail);
@@ -120,7 +131,7 @@ export class LinkClient {
     const p = this.#pending.get(h.readUInt32LE(4));
     const outcome = h.readUInt8(8);
     const status = h.readUInt8(9);
-    if (outcome > ABI.LINK_TRANSPORT || status > MAX_WC_STATUS) return -1;
+    if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
     if (len === RES_HEADER) return len;
     // Data only for a successful READ or atomic we asked for, and exactly its length.
     const ok = p && p.dataLength === len - RES_HEADER && outcome === ABI.LINK_DONE && status === 0;
@@ -130,59 +141,108 @@ export class LinkClient {
   #deliver(f: Buffer): void {
     const id = f.readUInt32LE(4);
     const p = this.#pending.get(id);
-    if (!p) return; // an answer to a request that already timed out
+    if (!p) return; // not a request of ours (or of this connection)
     this.#pending.delete(id);
+    this.#untrack(p.owner);
     const data =
       f.length > RES_HEADER
         ? new Uint8Array(f.buffer, f.byteOffset + RES_HEADER, f.length - RES_HEADER)
         : undefined;
-    if (
-      p.dataLength >= 0 &&
-      f.readUInt8(8) === ABI.LINK_DONE &&
-      f.readUInt8(9) === 0 &&
-      !data &&
-      p.dataLength > 0
-    ) {
-      p.reply(ABI.LINK_TRANSPORT, 0, NO_RNR); // a successful READ or atomic without its data
+    if (p.dataLength > 0 && f.readUInt8(8) === ABI.LINK_DONE && f.readUInt8(9) === 0 && !data) {
+      // a successful READ or atomic without its data
+      p.owner.answer(p.token, ABI.LINK_TRANSPORT, 0, NO_RNR);
       return;
     }
-    p.reply(f.readUInt8(8), f.readUInt8(9), f.readUInt16LE(10), data);
+    p.owner.answer(p.token, f.readUInt8(8), f.readUInt8(9), f.readUInt16LE(10), data);
   }
 
-  /** Sends the WR described by `hdr` (ABI link words); `reply` gets the answer. */
-  send(hdr: Float64Array, payload: Uint8Array | undefined, reply: LinkReply): void {
-    if (this.#dead) {
-      setImmediate(() => reply(ABI.LINK_TRANSPORT, 0, NO_RNR));
-      return;
-    }
-    // Copied now: the QP's payload buffer is reused for its next WR, and a frame that
-    // timed out may still sit in the socket's queue.
-    const h = Float64Array.from(hdr);
-    const body = payload && payload.length > 0 ? Buffer.from(payload) : undefined;
-    const go = () => this.#send(h, body, reply);
-    if (this.#open) go();
-    else this.#waiting.push(go);
+  #untrack(owner: LinkOwner): void {
+    const n = (this.#owners.get(owner) ?? 1) - 1;
+    if (n > 0) this.#owners.set(owner, n);
+    else this.#owners.delete(owner);
   }
 
-  #send(hdr: Float64Array, body: Buffer | undefined, reply: LinkReply): void {
+  #progress(): void {
+    for (const owner of this.#owners.keys()) owner.progress();
+  }
+
+  /**
+   * Sends the WR described by `hdr` (ABI link words); `owner.answer` gets the answer.
+   * `payload` is read by the socket until `owner.released(payload)`: the caller does not
+   * reuse it before (no copy here, and nothing is sent twice on a live connection).
+   */
+  send(hdr: Float64Array, payload: Uint8Array | undefined, owner: LinkOwner): void {
+    const token = hdr[ABI.LINK_TOKEN] as number;
     if (this.#dead) {
-      setImmediate(() => reply(ABI.LINK_TRANSPORT, 0, NO_RNR));
+      if (payload) owner.released(payload);
+      setImmediate(() => owner.answer(token, ABI.LINK_TRANSPORT, 0, NO_RNR));
       return;
     }
     const isRead = hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ;
     const length = hdr[ABI.LINK_LENGTH] as number;
-    if (length > this.#handshake.maxPayload) {
+    if (length > this.#handshake.maxPayload && this.#open) {
       // More than the target takes in one frame: refused as a responder refuses a message
       // over its limit.
-      setImmediate(() => reply(ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0));
+      if (payload) owner.released(payload);
+      setImmediate(() => owner.answer(token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0));
       return;
     }
     const id = this.#nextId;
     this.#nextId = (this.#nextId + 1) >>> 0 || 1;
+    // The header is built now: `hdr` is the QP's, rewritten by its next take.
+    const head = writeRequestHeader(id, hdr, payload?.length ?? 0);
     const data = answerDataBytes(hdr[ABI.LINK_OPCODE] as number, length);
-    this.#pending.set(id, { reply, dataLength: data > 0 || isRead ? data : -1 });
-    this.#sock.write(writeRequestHeader(id, hdr, body?.length ?? 0));
-    if (body) this.#sock.write(body);
+    this.#pending.set(id, { owner, token, dataLength: data > 0 || isRead ? data : -1 });
+    this.#owners.set(owner, (this.#owners.get(owner) ?? 0) + 1);
+    const go = () => this.#write(id, token, head, payload, owner, length);
+    if (this.#open) go();
+    else this.#waiting.push(go);
+  }
+
+  #write(
+    id: number,
+    token: number,
+    head: Buffer,
+    payload: Uint8Array | undefined,
+    owner: LinkOwner,
+    length: number,
+  ): void {
+    if (this.#dead || !this.#pending.has(id)) {
+      if (payload) owner.released(payload);
+      return; // failed already ('close' answered it)
+    }
+    if (length > this.#handshake.maxPayload) {
+      this.#pending.delete(id);
+      this.#untrack(owner);
+      if (payload) owner.released(payload);
+      setImmediate(() => owner.answer(token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0));
+      return;
+    }
+    const sock = this.#sock;
+    if (!payload || payload.length === 0) {
+      sock.write(head);
+      if (payload) owner.released(payload);
+      return;
+    }
+    if (payload.length <= LINK_CHUNK) {
+      // One system call for header and payload.
+      sock.cork();
+      sock.write(head);
+      sock.write(payload, () => owner.released(payload));
+      sock.uncork();
+      return;
+    }
+    // Large: separate writes, so each one the kernel takes shows the peer is reading,
+    // and the frames of other QPs behind it keep their timers alive too.
+    sock.write(head);
+    const last = payload.length - 1;
+    for (let off = 0; off < payload.length; off += LINK_CHUNK) {
+      const end = Math.min(payload.length, off + LINK_CHUNK);
+      sock.write(payload.subarray(off, end), () => {
+        if (end > last) owner.released(payload);
+        this.#progress();
+      });
+    }
   }
 
   close(): void {

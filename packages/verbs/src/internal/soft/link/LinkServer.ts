@@ -23,12 +23,17 @@ import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
-/** WRs whose answers are kept to answer resends; the oldest go first. */
+/** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
+/** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
+const ANSWERS_PER_PAIR = 32;
 
-/** True when token `a` was issued before `b` (u32 serial numbers wrap). */
-function olderToken(a: number, b: number): boolean {
-  return a !== b && (b - a) >>> 0 < 0x8000_0000;
+/** Per (target QP incarnation, source QP): the order of its WRs and recent answers. */
+interface PairState {
+  /** the token the next WR without FLAG_HEAD must carry; 0 before the first */
+  expected: number;
+  /** answers of WRs run (not READs), to answer a resend without running it twice */
+  answers: Map<number, Buffer>;
 }
 
 export class LinkServer {
@@ -37,10 +42,9 @@ export class LinkServer {
   readonly #secret: Buffer;
   readonly #maxPayload: number;
   readonly #sockets = new Set<Socket>();
-  // Per (target QP incarnation, source QP): the last WR run and its answer, so a resend
-  // (same token) is answered from memory. READs are not kept: running one again is
-  // harmless, and their data would pin memory.
-  readonly #last = new Map<string, { token: number; answer: Buffer }>();
+  // READs' answers are not kept: running one again is harmless, and their data would pin
+  // memory.
+  readonly #pairs = new Map<string, PairState>();
 
   private constructor(
     server: Server,
@@ -150,16 +154,21 @@ export class LinkServer {
     const h = readRequestHeader(f, this.#maxPayload) as RequestHeader; // checked by the reader
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const dataBytes = answerDataBytes(h.opcode, h.length);
-    const key = `${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`;
-    const last = isRead ? undefined : this.#last.get(key);
-    if (last && h.token === last.token) {
+    const pair = this.#pair(`${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`);
+    const known = pair.answers.get(h.token);
+    if (known) {
       // A resend of a WR already run: the same answer again, not a second execution.
-      const again = Buffer.from(last.answer);
+      const again = Buffer.from(known);
       again.writeUInt32LE(h.reqId, 4);
       sock.write(again);
       return;
     }
-    if (last && olderToken(h.token, last.token)) return; // a stale duplicate
+    if (!h.head && h.token !== pair.expected) {
+      // Behind a WR that did not run (RNR, transport) or that never came: running it now
+      // would break the QP's order. The initiator sends it again after that one.
+      sock.write(writeResponse(h.reqId, ABI.LINK_DISCARDED << 8, undefined));
+      return;
+    }
     const payload = isRead ? Buffer.allocUnsafe(h.length) : f.subarray(REQ_HEADER);
     const r = this.#native.respond(
       h.slot,
@@ -173,23 +182,36 @@ export class LinkServer {
       h.srcPid,
     );
     const done = ((r >> 8) & 0xff) === ABI.LINK_DONE;
+    const ok = done && (r & 0xff) === 0;
     // READ data, or an atomic's prior value (written over its operands by respond).
-    const data =
-      dataBytes > 0 && done && (r & 0xff) === 0 ? payload.subarray(0, dataBytes) : undefined;
+    const data = dataBytes > 0 && ok ? payload.subarray(0, dataBytes) : undefined;
     const answer = writeResponse(h.reqId, r, data);
     // Only a WR that ran is remembered (atomics with their result: never run twice); RNR
-    // and transport answers are run again on resend.
-    if (done && !isRead) this.#remember(key, h.token, answer);
+    // and transport answers are run again on resend. After anything but success the next
+    // one must come as the head again (resent, or after the initiator's QP was reset):
+    // nothing behind a failure runs out of order.
+    pair.expected = ok ? (h.token + 1) >>> 0 : 0;
+    if (done && !isRead) {
+      pair.answers.set(h.token, answer);
+      if (pair.answers.size > ANSWERS_PER_PAIR) {
+        pair.answers.delete(pair.answers.keys().next().value as number);
+      }
+    }
     sock.write(answer);
   }
 
-  #remember(key: string, token: number, answer: Buffer): void {
-    this.#last.delete(key); // re-inserted last: the map's order is the eviction order
-    this.#last.set(key, { token, answer });
-    if (this.#last.size > MAX_REMEMBERED) {
-      const oldest = this.#last.keys().next().value as string;
-      this.#last.delete(oldest);
+  #pair(key: string): PairState {
+    let p = this.#pairs.get(key);
+    if (p) {
+      this.#pairs.delete(key); // re-inserted last: the map's order is the eviction order
+    } else {
+      p = { expected: 0, answers: new Map() };
     }
+    this.#pairs.set(key, p);
+    if (this.#pairs.size > MAX_REMEMBERED) {
+      this.#pairs.delete(this.#pairs.keys().next().value as string);
+    }
+    return p;
   }
 
   close(): void {

@@ -1,14 +1,18 @@
 // Frames of the soft TCP link, after the handshake (handshake.ts).
 //
-// request  (52 B + payload): len u32, reqId u32, opcode u8, pad×3, imm u32, remoteAddr f64,
-//                            rkey u32, length u32, dstSlot u32, dstGen u32, srcQpn u32,
-//                            srcPid u32, token u32 (names the WR: a resend after a timeout
-//                            carries the same one, and the target answers it from memory
-//                            instead of running it twice). READ carries no payload; an
-//                            atomic carries its operands compare_add, swap (u64 LE each).
+// request  (52 B + payload): len u32, reqId u32, opcode u8, flags u8, pad×2, imm u32,
+//                            remoteAddr f64, rkey u32, length u32, dstSlot u32, dstGen u32,
+//                            srcQpn u32, srcPid u32, token u32 (names the WR: a resend after
+//                            a failed connection carries the same one, and the target answers
+//                            it from memory instead of running it twice). READ carries no
+//                            payload; an atomic carries its operands compare_add, swap (u64 LE
+//                            each). flags bit 0 (HEAD): the initiator's oldest unfinished WR;
+//                            the others must follow the last one run, in order, or are
+//                            discarded (several WRs of a QP are in flight, as RC's PSNs).
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16;
 //                            data only for a successful READ, exactly its length, or a
-//                            successful atomic, its 8-byte prior value.
+//                            successful atomic, its 8-byte prior value. Outcome DISCARDED:
+//                            not run (an earlier WR was not), send it again.
 //
 // Every header is validated as soon as its bytes are in, before any payload is buffered:
 // a frame longer than the connection's limit is refused without reading it.
@@ -28,6 +32,7 @@ export function answerDataBytes(opcode: number, length: number): number {
   if (opcode === ABI.OP_RDMA_READ) return length;
   return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
 }
+export const FLAG_HEAD = 1;
 
 export interface RequestHeader {
   len: number;
@@ -42,6 +47,8 @@ export interface RequestHeader {
   srcQpn: number;
   srcPid: number;
   token: number;
+  /** the initiator's oldest unfinished WR (FLAG_HEAD) */
+  head: boolean;
 }
 
 /** Parses and checks a request header; undefined when the frame is malformed. */
@@ -50,6 +57,8 @@ export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader 
   const opcode = h.readUInt8(8);
   const length = h.readUInt32LE(28);
   const remoteAddr = h.readDoubleLE(16);
+  // Flag bits nobody defined are a malformed frame, not something to ignore.
+  if ((h.readUInt8(9) & ~FLAG_HEAD) !== 0) return undefined;
   if (opcode > ABI.OP_LAST || length > maxPayload) return undefined;
   if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return undefined;
   if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return undefined;
@@ -67,6 +76,7 @@ export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader 
     srcQpn: h.readUInt32LE(40),
     srcPid: h.readUInt32LE(44),
     token: h.readUInt32LE(48),
+    head: (h.readUInt8(9) & FLAG_HEAD) !== 0,
   };
 }
 
@@ -80,6 +90,7 @@ export function writeRequestHeader(
   h.writeUInt32LE(REQ_HEADER + payloadLength, 0);
   h.writeUInt32LE(reqId, 4);
   h.writeUInt8(hdr[ABI.LINK_OPCODE] as number, 8);
+  h.writeUInt8(hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0, 9);
   h.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
   h.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
   h.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
