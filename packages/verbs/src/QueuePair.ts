@@ -88,9 +88,8 @@ export class QueuePair extends Resource {
     super(parent);
     this.#ctx = ctx;
     this.#handle = init.handle;
-    const native = ctx.driver.native;
-    this.qpn = native.qpInfo(init.handle)[0];
     this.#driver = ctx.driver.qp(this.#host(), init.path);
+    this.qpn = this.#driver.qpn;
     const g = this.#driver.granted;
     // ibverbs reports what the device granted: the real ring sizes are the capacity.
     this.caps = {
@@ -118,9 +117,6 @@ export class QueuePair extends Resource {
     const qp = this;
     return {
       handle: this.#handle,
-      get qpn() {
-        return qp.qpn;
-      },
       get closed() {
         return qp.closed;
       },

@@ -32,6 +32,18 @@ using abi::ATOMIC_BYTES, abi::ATOMIC_OPERAND_WORDS, abi::OP_ATOMIC_CMP_AND_SWP, 
 using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OTHER;
 using abi::QPS_ERR, abi::QPS_INIT, abi::QPS_RESET, abi::QPS_RTR, abi::QPS_RTS;
 
+// The contract says these are libibverbs' own values: passed through unmapped.
+static_assert(QPS_RESET == IBV_QPS_RESET && QPS_INIT == IBV_QPS_INIT && QPS_RTR == IBV_QPS_RTR &&
+                  QPS_RTS == IBV_QPS_RTS && QPS_ERR == IBV_QPS_ERR,
+              "QPS_* are ibv_qp_state values");
+static_assert(abi::WCO_SEND == IBV_WC_SEND && abi::WCO_RDMA_WRITE == IBV_WC_RDMA_WRITE &&
+                  abi::WCO_RDMA_READ == IBV_WC_RDMA_READ && abi::WCO_COMP_SWAP == IBV_WC_COMP_SWAP &&
+                  abi::WCO_FETCH_ADD == IBV_WC_FETCH_ADD && abi::WCO_RECV == IBV_WC_RECV &&
+                  abi::WCO_RECV_RDMA_WITH_IMM == IBV_WC_RECV_RDMA_WITH_IMM,
+              "WCO_* are ibv_wc_opcode values");
+static_assert(abi::WC_FLAG_WITH_IMM == IBV_WC_WITH_IMM, "WC_FLAG_WITH_IMM is IBV_WC_WITH_IMM");
+static_assert(abi::ATOMIC_BYTES == sizeof(uint64_t), "verbs atomics are 8 bytes");
+
 // A handle stored in a verbs object's context pointer (events name the object by it).
 inline void* tag(int h) { return reinterpret_cast<void*>(static_cast<intptr_t>(h)); }
 inline int untag(void* p) { return static_cast<int>(reinterpret_cast<intptr_t>(p)); }

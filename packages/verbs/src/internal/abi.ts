@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 2,
+  version: 3,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -19,6 +19,9 @@ export const ABI = {
   POST_OTHER: 3,
   POST_BAD_INLINE: 4,
   POST_BUSY: 5,
+  POST_RECORD_WORDS: 2,
+  POST_REC_POSTED: 0,
+  POST_REC_CODE: 1,
   QPS_RESET: 0,
   QPS_INIT: 1,
   QPS_RTR: 2,
