@@ -74,7 +74,7 @@ Napi::Value SoftDevice::PostSrqRecv(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!SrqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+  return Posted(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
 }
 
 Napi::Value SoftDevice::ArmSrqLimit(const Napi::CallbackInfo& info) {
@@ -187,16 +187,16 @@ Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  int rc = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
+  soft::PostResult r = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
   Schedule();
-  return Napi::Number::New(info.Env(), rc);
+  return Posted(info.Env(), r);
 }
 
 Napi::Value SoftDevice::PostRecv(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+  return Posted(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
 }
 
 }  // namespace rdmajs

@@ -181,7 +181,15 @@ export class ProtectionDomain extends Resource {
     const maxSge = optInt('maxSge', o.maxSge, 1, L.maxSge, 4);
     const native = this.#ctx.driver.native;
     const handle = native.createSrq(maxWr, maxSge);
-    return new SharedReceiveQueue(kCreate, this, native, handle, maxWr, maxSge, this.#ctx.srqs);
+    return new SharedReceiveQueue(
+      kCreate,
+      this,
+      this.#ctx.driver,
+      handle,
+      maxWr,
+      maxSge,
+      this.#ctx.srqs,
+    );
   }
 
   protected kind(): 'protection domain' {

@@ -52,6 +52,8 @@ export interface QpDriver {
 export interface DeviceDriver {
   readonly info: DeviceInfo;
   readonly native: NativeDevice;
+  /** The post record (POST_RECORD_WORDS) the native device writes on every post. */
+  readonly postRecord: Uint32Array;
   /** A driver for the QP whose native handle is `handle` (just created). */
   qp(host: QpHost, path: QpPath): QpDriver;
   /** Validates provider-specific createQp options; returns the path to create with. */

@@ -37,6 +37,7 @@ export interface NativeDevice {
   armCq(handle: number): number;
   createSrq(maxWr: number, maxSge: number): number;
   destroySrq(handle: number): void;
+  /** Returns the POST_* code; the post record says how many WRs went in (postSend). */
   postSrqRecv(handle: number, wrs: Float64Array, count: number): number;
   armSrqLimit(handle: number, limit: number): void;
   createQp(
@@ -56,7 +57,13 @@ export interface NativeDevice {
    * attribute object (SoftNativeDevice, IbvNativeDevice).
    */
   modifyQp(handle: number, state: QpsPlain): number;
+  /**
+   * Posts the first `count` WRs packed in `wrs` (encode.ts). Returns the POST_* code and
+   * writes the device's post record (abi.ts: POST_REC_POSTED = how many WRs went in, those
+   * before the first refused one; POST_REC_CODE = the code): nothing is allocated per post.
+   */
   postSend(handle: number, wrs: Float64Array, count: number): number;
+  /** As postSend. */
   postRecv(handle: number, wrs: Float64Array, count: number): number;
 }
 
@@ -242,15 +249,20 @@ export interface SoftLimits {
 type OnEvent = (kind: number, handle: number) => void;
 
 interface Addon {
-  /** `ready` (CQ_READY_BATCH entries) receives the handles of CQs an EV_CQS_READY names. */
+  /**
+   * `ready` (CQ_READY_BATCH entries) receives the handles of CQs an EV_CQS_READY names;
+   * `post` (POST_RECORD_WORDS) is the post record every post of this device writes.
+   */
   SoftDevice: new (
     onEvent: OnEvent,
     ready: Uint32Array,
+    post: Uint32Array,
   ) => SoftNativeDevice;
   /** Present when the addon was compiled with libibverbs headers. */
   IbvDevice?: new (
     name: string,
     onEvent: OnEvent,
+    post: Uint32Array,
   ) => IbvNativeDevice;
   ibvStatus(): IbvStatus;
   setErrorClass(cls: unknown): void;
