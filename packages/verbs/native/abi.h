@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace rdmajs::abi {
 
@@ -18,9 +19,22 @@ constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3,
               EV_CQS_READY = 6;
 constexpr int CQ_READY_BATCH = 1024;
 
-// Post results: (index of the failing WR << 8) | reason. POST_BUSY: a queue lock is held by
-// a process that does not let go (stopped, traced); nothing was posted, try again later.
+// Why a post stopped short. POST_BUSY: a queue lock is held by a process that does not let
+// go (stopped, traced); nothing was posted, try again later.
 constexpr int POST_OK = 0, POST_EINVAL = 1, POST_ENOMEM = 2, POST_OTHER = 3, POST_BAD_INLINE = 4, POST_BUSY = 5;
+
+// The post record (Uint32Array of POST_RECORD_WORDS) a device is handed once, at
+// construction: postSend, postRecv and postSrqRecv write into it how many WRs of the batch
+// were posted (those before the first refused one) and the POST_* code, and return that
+// code. A fixed record, not an object per post: posting allocates nothing.
+constexpr int POST_RECORD_WORDS = 2;
+constexpr int POST_REC_POSTED = 0, POST_REC_CODE = 1;
+
+// The C++ side of a post record.
+struct PostResult {
+  uint32_t posted;
+  int code;
+};
 
 // QP states: ibv_qp_state values.
 constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
@@ -83,6 +97,9 @@ constexpr Entry kTable[] = {
     {"POST_OTHER", POST_OTHER},
     {"POST_BAD_INLINE", POST_BAD_INLINE},
     {"POST_BUSY", POST_BUSY},
+    {"POST_RECORD_WORDS", POST_RECORD_WORDS},
+    {"POST_REC_POSTED", POST_REC_POSTED},
+    {"POST_REC_CODE", POST_REC_CODE},
     {"QPS_RESET", QPS_RESET},
     {"QPS_INIT", QPS_INIT},
     {"QPS_RTR", QPS_RTR},
@@ -140,5 +157,75 @@ constexpr Entry kTable[] = {
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
     {"FAULT_DELAY", FAULT_DELAY},
 };
+
+// ---- what must hold for the numbers above to make sense (checked at compile time)
+
+namespace check {
+
+// Every field index below `words`, no two alike: a record's fields never overlap.
+template <size_t N>
+constexpr bool fields(const int (&f)[N], int words) {
+  for (size_t i = 0; i < N; i++) {
+    if (f[i] < 0 || f[i] >= words) return false;
+    for (size_t j = 0; j < i; j++)
+      if (f[i] == f[j]) return false;
+  }
+  return true;
+}
+
+// Codes of one kind are distinct (and non-negative): a value names one meaning.
+template <size_t N>
+constexpr bool distinct(const int (&c)[N]) {
+  return fields(c, 1 << 30);
+}
+
+// Consecutive from 0: JS and each provider index tables by them.
+template <size_t N>
+constexpr bool dense(const int (&c)[N]) {
+  for (size_t i = 0; i < N; i++)
+    if (c[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+constexpr bool unique_names() {
+  constexpr size_t n = sizeof kTable / sizeof kTable[0];
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < i; j++)
+      if (std::string_view(kTable[i].name) == kTable[j].name) return false;
+  return true;
+}
+
+}  // namespace check
+
+static_assert(check::unique_names(), "each ABI field is exported once");
+static_assert(check::distinct({EV_DOORBELL, EV_QP_FATAL, EV_CQ_ERR, EV_SRQ_LIMIT, EV_LINK, EV_PORT, EV_CQS_READY}),
+              "event kinds are distinct");
+static_assert(CQ_READY_BATCH > 0, "a wake-up hands over at least one CQ");
+static_assert(POST_OK == 0 &&
+                  check::distinct({POST_OK, POST_EINVAL, POST_ENOMEM, POST_OTHER, POST_BAD_INLINE, POST_BUSY}),
+              "post codes are distinct and 0 is success");
+static_assert(check::fields({POST_REC_POSTED, POST_REC_CODE}, POST_RECORD_WORDS), "post record fields");
+static_assert(check::distinct({QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR}), "QP states are distinct");
+static_assert(check::dense({OP_SEND, OP_SEND_WITH_IMM, OP_RDMA_WRITE, OP_RDMA_WRITE_WITH_IMM, OP_RDMA_READ,
+                            OP_ATOMIC_CMP_AND_SWP, OP_ATOMIC_FETCH_AND_ADD}) &&
+                  OP_LAST == OP_ATOMIC_FETCH_AND_ADD,
+              "send opcodes are 0..OP_LAST");
+static_assert((FLAG_SIGNALED & FLAG_INLINE) == 0, "WR flags are separate bits");
+static_assert(SEND_WR_HEADER_WORDS == 7 && RECV_WR_HEADER_WORDS == 2 && SGE_WORDS == 3,
+              "the packed WR layout described above");
+static_assert(ATOMIC_BYTES == sizeof(uint64_t) && ATOMIC_OPERAND_WORDS * sizeof(double) == 2 * sizeof(uint64_t),
+              "two raw uint64 operands fill ATOMIC_OPERAND_WORDS doubles");
+static_assert(check::fields({WC_WR_ID, WC_STATUS, WC_OPCODE, WC_BYTE_LEN, WC_IMM, WC_QP_NUM, WC_FLAGS, WC_SRC_QP},
+                            WC_WORDS),
+              "completion record fields");
+static_assert(check::distinct({WCO_SEND, WCO_RDMA_WRITE, WCO_RDMA_READ, WCO_COMP_SWAP, WCO_FETCH_ADD, WCO_RECV,
+                               WCO_RECV_RDMA_WITH_IMM}),
+              "completion opcodes are distinct");
+static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY, LINK_LENGTH, LINK_DST_SLOT,
+                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN},
+                            LINK_WORDS),
+              "link header fields");
+static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT}), "link outcomes are distinct");
+static_assert(check::distinct({FAULT_BREAK_LINK, FAULT_STALL_RECEIVER, FAULT_DELAY}), "fault kinds are distinct");
 
 }  // namespace rdmajs::abi

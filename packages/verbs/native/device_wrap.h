@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "abi.h"
 #include "addon.h"
 #include "tagged.h"
 
@@ -165,6 +166,39 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
     return info.Env().Undefined();
   }
 
+  // Argument i of the constructor as the post record (abi.h): a Uint32Array of
+  // POST_RECORD_WORDS, kept for the device's life. False with a typed error pending.
+  bool AdoptPostRecord(const Napi::CallbackInfo& info, size_t i, const char* usage) {
+    napi_typedarray_type type;
+    size_t length = 0;
+    if (i < info.Length() && info[i].IsTypedArray() &&
+        napi_get_typedarray_info(info.Env(), info[i], &type, &length, nullptr, nullptr, nullptr) == napi_ok &&
+        type == napi_uint32_array && length == static_cast<size_t>(abi::POST_RECORD_WORDS)) {
+      postRecord_ = Napi::Persistent(info[i].As<Napi::Uint32Array>());
+      return true;
+    }
+    system_error(info.Env(), T::kClassName, EINVAL, usage, "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
+    return false;
+  }
+
+  // A post's result: written into the post record, and its code returned (a small integer:
+  // nothing is allocated). The record's storage is looked up on each call: V8 may move a
+  // small typed array's storage until first asked for it.
+  Napi::Value Posted(Napi::Env env, abi::PostResult r) {
+    napi_value rec;
+    void* data = nullptr;
+    size_t length = 0;
+    napi_typedarray_type type;
+    if (napi_get_reference_value(env, postRecord_, &rec) == napi_ok && rec &&
+        napi_get_typedarray_info(env, rec, &type, &length, &data, nullptr, nullptr) == napi_ok &&
+        type == napi_uint32_array && length >= static_cast<size_t>(abi::POST_RECORD_WORDS) && data) {
+      auto* w = static_cast<uint32_t*>(data);
+      w[abi::POST_REC_POSTED] = r.posted;
+      w[abi::POST_REC_CODE] = static_cast<uint32_t>(r.code);
+    }
+    return Napi::Number::New(env, r.code);
+  }
+
   // Memory from allocMr whose registration is gone: no JS view reaches it any more.
   static void DetachBuffer(Napi::Reference<Napi::ArrayBuffer>& buffer) {
     Napi::ArrayBuffer ab = buffer.Value();
@@ -172,6 +206,7 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
   }
 
   Napi::FunctionReference onEvent_;
+  Napi::Reference<Napi::Uint32Array> postRecord_;
   std::vector<std::pair<int, int>> events_;  // (kind, handle), filled by T's libuv callbacks
 
  private:

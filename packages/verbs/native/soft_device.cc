@@ -8,14 +8,16 @@ namespace rdmajs {
 
 SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   Napi::Env env = info.Env();
+  static constexpr const char* kUsage =
+      "new SoftDevice(onEvent, ready, post) takes a function, a Uint32Array(CQ_READY_BATCH) and a "
+      "Uint32Array(POST_RECORD_WORDS)";
   if (!info[0].IsFunction() || !info[1].IsTypedArray() ||
       info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
       info[1].As<Napi::TypedArray>().ElementLength() != static_cast<size_t>(abi::CQ_READY_BATCH)) {
-    system_error(env, kClassName, EINVAL, "new SoftDevice(onEvent, ready) takes a function and a Uint32Array(CQ_READY_BATCH)",
-                 "ERR_RDMA_INVALID_ARG")
-        .ThrowAsJavaScriptException();
+    system_error(env, kClassName, EINVAL, kUsage, "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
     return;
   }
+  if (!AdoptPostRecord(info, 2, kUsage)) return;
   onEvent_ = Napi::Persistent(info[0].As<Napi::Function>());
   readyOut_ = Napi::Persistent(info[1].As<Napi::Uint32Array>());
   try {

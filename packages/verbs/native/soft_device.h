@@ -122,7 +122,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   }
   static uint32_t U32(const Napi::CallbackInfo& info, size_t i) { return soft::to_u32(Num(info, i)); }
   static int Count(const Napi::CallbackInfo& info, size_t i) {
-    return static_cast<int>(std::min<uint32_t>(U32(info, i), 1u << 22));  // results carry index << 8
+    return static_cast<int>(std::min<uint32_t>(U32(info, i), 1u << 22));  // no queue is deeper
   }
 
   Napi::Value EndpointBase(const Napi::CallbackInfo& info);

@@ -1,6 +1,7 @@
 // Memory regions of the soft device: allocMr (memfd pages peers map), regMr (a JS buffer
 // held while registered), deregistration, and the quarantine of memory a peer may still
 // be copying into.
+#include "records.h"
 #include "soft_device.h"
 
 #include <sys/mman.h>
@@ -46,12 +47,7 @@ Napi::Value SoftDevice::AllocMr(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   owned_[h] = OwnedMemory{Napi::Persistent(ab), m};
-  Napi::Array out = Napi::Array::New(env, 4);
-  out.Set(0u, h);
-  out.Set(1u, ab);
-  out.Set(2u, static_cast<double>(reinterpret_cast<uint64_t>(p)));
-  out.Set(3u, key);
-  return out;
+  return mr_record(env, h, reinterpret_cast<uint64_t>(p), key, key, &ab);  // one key: lkey = rkey
 }
 
 // The buffer is held (a strong reference) while registered: a peer may copy into it until
@@ -72,11 +68,7 @@ Napi::Value SoftDevice::RegMr(const Napi::CallbackInfo& info) {
   int h = dev_->regMr(addr, length, access, -1, &key);
   if (h < 0) return (system_error(env, "ibv_reg_mr", ENOMEM).ThrowAsJavaScriptException(), env.Undefined());
   held_[h] = HeldBuffer{Napi::Persistent(ab), length};
-  Napi::Array out = Napi::Array::New(env, 3);
-  out.Set(0u, h);
-  out.Set(1u, static_cast<double>(addr));
-  out.Set(2u, key);
-  return out;
+  return mr_record(env, h, addr, key, key);
 }
 
 // Deregistration of allocMr memory gives it back at once (not at garbage collection):

@@ -1,4 +1,5 @@
 // Completion queues, shared receive queues and queue pairs of the soft device, and posting.
+#include "records.h"
 #include "soft_device.h"
 
 namespace rdmajs {
@@ -73,7 +74,7 @@ Napi::Value SoftDevice::PostSrqRecv(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!SrqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  return Napi::Number::New(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+  return Posted(info.Env(), dev_->postSrqRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
 }
 
 Napi::Value SoftDevice::ArmSrqLimit(const Napi::CallbackInfo& info) {
@@ -105,14 +106,16 @@ Napi::Value SoftDevice::DestroyQp(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// qpInfo(h) → { qpn, slot, gen }: the slot and generation of its shared descriptor are
+// what a peer's endpoint names it by.
 Napi::Value SoftDevice::QpInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int h;
   if (!QpArg(info, 0, &h)) return env.Undefined();
-  Napi::Array out = Napi::Array::New(env, 3);
-  out.Set(0u, dev_->qpNum(h));
-  out.Set(1u, dev_->qpSlot(h));
-  out.Set(2u, dev_->qpGen(h));
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("qpn", dev_->qpNum(h));
+  out.Set("slot", dev_->qpSlot(h));
+  out.Set("gen", dev_->qpGen(h));
   return out;
 }
 
@@ -122,28 +125,42 @@ Napi::Value SoftDevice::QpState(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), dev_->qpState(h));
 }
 
-// modifyQp(h, state, ...): 'init' (access), 'rtr' (pid, segFd, bellFd, slot, gen, qpn,
-// minRnrTimer), 'rts' (timeout, retryCount, rnrRetry), 'error', 'reset'. Returns errno.
+// modifyQp(h, state, attr): QPS_INIT { access }; QPS_RTR { pid, segFd, bellFd, slot, gen,
+// qpn, nonce, minRnrTimer } (the peer's endpoint); QPS_RTS { timeout, retryCount, rnrRetry };
+// QPS_ERR and QPS_RESET take none. Returns errno (0: done).
 Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int h;
   if (!QpArg(info, 0, &h)) return env.Undefined();
-  auto u = [&](size_t i) { return U32(info, i); };
-  uint32_t to = u(1);
+  uint32_t to = U32(info, 1);
   int rc = EINVAL;
   switch (to) {
-    case soft::QPS_INIT: rc = dev_->toInit(h, u(2)); break;
+    case soft::QPS_INIT: {
+      Attr a(info, 2, "modifyQp(init)");
+      uint32_t access = a.U32("access");
+      if (!a.ok()) return env.Undefined();
+      rc = dev_->toInit(h, access);
+      break;
+    }
     case soft::QPS_RTR: {
+      Attr a(info, 2, "modifyQp(rtr)");
+      auto pid = static_cast<pid_t>(a.U32("pid", INT32_MAX));
+      auto segFd = static_cast<int>(a.U32("segFd", INT32_MAX)), bellFd = static_cast<int>(a.U32("bellFd", INT32_MAX));
+      uint32_t slot = a.U32("slot"), gen = a.U32("gen"), qpn = a.U32("qpn"), minRnr = a.U32("minRnrTimer", 31);
+      uint64_t nonce = soft::to_u64(a.Int("nonce", 0, 9007199254740991.0));
+      if (!a.ok()) return env.Undefined();
       const soft::SysError* se = nullptr;
-      uint64_t nonce = soft::to_u64(Num(info, 9));
-      rc = dev_->toRtr(h, static_cast<pid_t>(u(2)), static_cast<int>(u(3)), static_cast<int>(u(4)), nonce, u(5), u(6),
-                       u(7), std::min<uint32_t>(u(8), 31), &se);
+      rc = dev_->toRtr(h, pid, segFd, bellFd, nonce, slot, gen, qpn, minRnr, &se);
       if (se) return RtrError(info, *se);
       break;
     }
-    case soft::QPS_RTS:
-      rc = dev_->toRts(h, std::min<uint32_t>(u(2), 31), std::min<uint32_t>(u(3), 7), std::min<uint32_t>(u(4), 7));
+    case soft::QPS_RTS: {
+      Attr a(info, 2, "modifyQp(rts)");
+      uint32_t timeout = a.U32("timeout", 31), retry = a.U32("retryCount", 7), rnr = a.U32("rnrRetry", 7);
+      if (!a.ok()) return env.Undefined();
+      rc = dev_->toRts(h, timeout, retry, rnr);
       break;
+    }
     case soft::QPS_ERR: rc = dev_->toErr(h); break;
     case soft::QPS_RESET: rc = dev_->toReset(h); break;
     default: break;
@@ -170,16 +187,16 @@ Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  int rc = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
+  soft::PostResult r = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
   Schedule();
-  return Napi::Number::New(info.Env(), rc);
+  return Posted(info.Env(), r);
 }
 
 Napi::Value SoftDevice::PostRecv(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
-  return Napi::Number::New(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
+  return Posted(info.Env(), dev_->postRecv(h, wrs.f64(), wrs.length, Count(info, 2)));
 }
 
 }  // namespace rdmajs

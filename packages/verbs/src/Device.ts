@@ -117,8 +117,11 @@ type OnEvent = (kind: number, handle: number) => void;
 type OpenDriver = (onEvent: OnEvent, ready: Uint32Array) => DeviceDriver;
 
 function softDriver(info: DeviceInfo, preferTcp: boolean): OpenDriver {
-  return (onEvent, ready) =>
-    new SoftDeviceDriver(info, new (loadAddon().SoftDevice)(onEvent, ready), preferTcp);
+  return (onEvent, ready) => {
+    const post = new Uint32Array(ABI.POST_RECORD_WORDS);
+    const native = new (loadAddon().SoftDevice)(onEvent, ready, post);
+    return new SoftDeviceDriver(info, native, post, preferTcp);
+  };
 }
 
 function ibvDriver(info: DeviceInfo, status: IbvStatus): OpenDriver {
@@ -127,7 +130,8 @@ function ibvDriver(info: DeviceInfo, status: IbvStatus): OpenDriver {
   if (!IbvDevice) throw ibverbsUnavailable(status);
   return (onEvent) => {
     try {
-      return new IbvDeviceDriver(info, new IbvDevice(info.name, onEvent));
+      const post = new Uint32Array(ABI.POST_RECORD_WORDS);
+      return new IbvDeviceDriver(info, new IbvDevice(info.name, onEvent, post), post);
     } catch (err) {
       if (err instanceof RdmaError) throw err;
       throw new RdmaError(

@@ -69,9 +69,9 @@ export class ProtectionDomain extends Resource {
     checkInt('length', length, 1, this.#maxMrBytes);
     const a = checkAccess(access);
     const native = this.#ctx.driver.native;
-    const [handle, ab, addr, lkey, rkey] = native.allocMr(length, a);
-    const keys = { lkey, rkey: rkey ?? lkey };
-    return new MemoryRegion(kCreate, this, native, handle, new Uint8Array(ab), addr, keys, a);
+    const { handle, buffer, addr, lkey, rkey } = native.allocMr(length, a);
+    const keys = { lkey, rkey };
+    return new MemoryRegion(kCreate, this, native, handle, new Uint8Array(buffer), addr, keys, a);
   }
 
   /**
@@ -105,7 +105,7 @@ export class ProtectionDomain extends Resource {
       throw invalid('cannot register a resizable ArrayBuffer');
     }
     const native = this.#ctx.driver.native;
-    const [handle, addr, lkey, rkey] = native.regMr(ab, offset, length, a);
+    const { handle, addr, lkey, rkey } = native.regMr(ab, offset, length, a);
     return new MemoryRegion(
       kCreate,
       this,
@@ -113,7 +113,7 @@ export class ProtectionDomain extends Resource {
       handle,
       new Uint8Array(ab, offset, length),
       addr,
-      { lkey, rkey: rkey ?? lkey },
+      { lkey, rkey },
       a,
     );
   }
@@ -181,7 +181,15 @@ export class ProtectionDomain extends Resource {
     const maxSge = optInt('maxSge', o.maxSge, 1, L.maxSge, 4);
     const native = this.#ctx.driver.native;
     const handle = native.createSrq(maxWr, maxSge);
-    return new SharedReceiveQueue(kCreate, this, native, handle, maxWr, maxSge, this.#ctx.srqs);
+    return new SharedReceiveQueue(
+      kCreate,
+      this,
+      this.#ctx.driver,
+      handle,
+      maxWr,
+      maxSge,
+      this.#ctx.srqs,
+    );
   }
 
   protected kind(): 'protection domain' {

@@ -77,6 +77,8 @@ export class QueuePair extends Resource {
   readonly #ctx: DeviceContext;
   readonly #handle: number;
   readonly #driver: QpDriver;
+  /** the device's post record: how many WRs a post took */
+  readonly #posted: Uint32Array;
   readonly #sendScratch: Float64Array;
   readonly #sendOperands: BigUint64Array;
   readonly #recvScratch: Float64Array;
@@ -88,9 +90,9 @@ export class QueuePair extends Resource {
     super(parent);
     this.#ctx = ctx;
     this.#handle = init.handle;
-    const native = ctx.driver.native;
-    this.qpn = native.qpInfo(init.handle)[0];
+    this.#posted = ctx.driver.postRecord;
     this.#driver = ctx.driver.qp(this.#host(), init.path);
+    this.qpn = this.#driver.qpn;
     const g = this.#driver.granted;
     // ibverbs reports what the device granted: the real ring sizes are the capacity.
     this.caps = {
@@ -118,9 +120,6 @@ export class QueuePair extends Resource {
     const qp = this;
     return {
       handle: this.#handle,
-      get qpn() {
-        return qp.qpn;
-      },
       get closed() {
         return qp.closed;
       },
@@ -222,8 +221,8 @@ export class QueuePair extends Resource {
     }
     const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n);
     this.#driver.afterPost();
-    if (rc !== 0) throw postError(rc, 'send', this.state);
-    if (list.length > n) throw postError((n << 8) | ABI.POST_ENOMEM, 'send', 'rts');
+    if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'send', this.state);
+    if (list.length > n) throw postError(ABI.POST_ENOMEM, n, 'send', 'rts');
   }
 
   /** Posts one or more receive WRs (allowed from init on). */
@@ -240,8 +239,13 @@ export class QueuePair extends Resource {
     for (let i = 0; i < n; i++)
       p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
     const rc = this.#ctx.driver.native.postRecv(this.#handle, this.#recvScratch, n);
-    if (rc !== 0) throw postError(rc, 'receive', this.state);
-    if (list.length > n) throw postError((n << 8) | ABI.POST_ENOMEM, 'receive', 'rts');
+    if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'receive', this.state);
+    if (list.length > n) throw postError(ABI.POST_ENOMEM, n, 'receive', 'rts');
+  }
+
+  /** How many WRs the last post took (the post record the native side wrote). */
+  #lastPosted(): number {
+    return this.#posted[ABI.POST_REC_POSTED] as number;
   }
 
   on(event: 'asyncEvent', listener: (e: QpAsyncEvent) => void): this {
@@ -315,10 +319,8 @@ function routeOf(o: Partial<Record<'hopLimit' | 'sl' | 'trafficClass', unknown>>
   return r;
 }
 
-// The addon's post result: (index of the failed WR << 8) | reason.
-function postError(rc: number, what: string, state: QpState): RdmaError {
-  const index = rc >> 8;
-  const code = rc & 0xff;
+// A post that stopped short: `code` (POST_*) says why, `index` WRs of the batch went in.
+function postError(code: number, index: number, what: string, state: QpState): RdmaError {
   if (code === ABI.POST_EINVAL)
     return new RdmaPostError(
       'ERR_RDMA_INVALID_STATE',
@@ -347,5 +349,5 @@ function postError(rc: number, what: string, state: QpState): RdmaError {
       index,
       true,
     );
-  return new RdmaPostError('ERR_RDMA_SYSTEM', `post ${what} failed (${rc})`, index, false);
+  return new RdmaPostError('ERR_RDMA_SYSTEM', `post ${what} failed (${code})`, index, false);
 }

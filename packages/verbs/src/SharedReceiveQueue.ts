@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { RdmaError, RdmaPostError } from './errors.js';
 import { ABI } from './internal/abi.js';
+import type { DeviceDriver } from './internal/driver.js';
 import { asList, packRecvWr, recvWrWords } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
@@ -19,6 +20,8 @@ export class SharedReceiveQueue extends Resource {
   readonly #emitter = new EventEmitter();
   readonly #native: NativeDevice;
   readonly #handle: number;
+  /** the device's post record: how many WRs a post took */
+  readonly #posted: Uint32Array;
   readonly #scratch: Float64Array;
   readonly #one: [RecvWr] = [undefined as unknown as RecvWr];
   #users = 0;
@@ -28,7 +31,7 @@ export class SharedReceiveQueue extends Resource {
   constructor(
     key: typeof kCreate,
     parent: Resource,
-    native: NativeDevice,
+    driver: DeviceDriver,
     handle: number,
     maxWr: number,
     maxSge: number,
@@ -39,7 +42,8 @@ export class SharedReceiveQueue extends Resource {
     this.pd = parent;
     this.#registry = registry;
     registry.set(handle, this);
-    this.#native = native;
+    this.#native = driver.native;
+    this.#posted = driver.postRecord;
     this.#handle = handle;
     this.maxWr = maxWr;
     this.maxSge = maxSge;
@@ -62,22 +66,21 @@ export class SharedReceiveQueue extends Resource {
     let p = 0;
     for (let i = 0; i < n; i++) p = packRecvWr(this.#scratch, p, list[i] as RecvWr, this.maxSge);
     const rc = this.#native.postSrqRecv(this.#handle, this.#scratch, n);
-    const posted = rc === 0 ? n : rc >> 8;
-    if ((rc & 0xff) === ABI.POST_BUSY)
+    if (rc === ABI.POST_OK && list.length === n) return;
+    const posted = rc === ABI.POST_OK ? n : (this.#posted[ABI.POST_REC_POSTED] as number);
+    if (rc === ABI.POST_BUSY)
       throw new RdmaPostError(
         'ERR_RDMA_BUSY',
         'the shared receive queue is locked by a peer process that does not let go (stopped or traced); nothing was posted, try again',
         posted,
         true,
       );
-    if (rc !== 0 || list.length > n) {
-      throw new RdmaPostError(
-        'ERR_RDMA_QUEUE_FULL',
-        `shared receive queue full: ${posted} work request(s) of the batch were posted`,
-        posted,
-        true,
-      );
-    }
+    throw new RdmaPostError(
+      'ERR_RDMA_QUEUE_FULL',
+      `shared receive queue full: ${posted} work request(s) of the batch were posted`,
+      posted,
+      true,
+    );
   }
 
   /** Emits `'asyncEvent'` `{ type: 'SRQ_LIMIT_REACHED' }` once fewer than `limit` receives remain. */

@@ -19,11 +19,13 @@ int set_nonblocking(int fd) {
 
 IbvDevice::IbvDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   Napi::Env env = info.Env();
+  static constexpr const char* kUsage =
+      "new IbvDevice(name, onEvent, post) takes a device name, a function and a Uint32Array(POST_RECORD_WORDS)";
   if (!info[0].IsString() || !info[1].IsFunction()) {
-    system_error(env, kClassName, EINVAL, "new IbvDevice(name, onEvent)", "ERR_RDMA_INVALID_ARG")
-        .ThrowAsJavaScriptException();
+    system_error(env, kClassName, EINVAL, kUsage, "ERR_RDMA_INVALID_ARG").ThrowAsJavaScriptException();
     return;
   }
+  if (!AdoptPostRecord(info, 2, kUsage)) return;
   std::string want = info[0].As<Napi::String>().Utf8Value();
   onEvent_ = Napi::Persistent(info[1].As<Napi::Function>());
   std::string why;

@@ -29,8 +29,20 @@ using ibv::Api;
 using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_SRQ_LIMIT;
 using abi::FLAG_INLINE, abi::FLAG_SIGNALED;
 using abi::ATOMIC_BYTES, abi::ATOMIC_OPERAND_WORDS, abi::OP_ATOMIC_CMP_AND_SWP, abi::OP_ATOMIC_FETCH_AND_ADD, abi::OP_LAST;
-using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OTHER;
+using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OK, abi::POST_OTHER;
 using abi::QPS_ERR, abi::QPS_INIT, abi::QPS_RESET, abi::QPS_RTR, abi::QPS_RTS;
+
+// The contract says these are libibverbs' own values: passed through unmapped.
+static_assert(QPS_RESET == IBV_QPS_RESET && QPS_INIT == IBV_QPS_INIT && QPS_RTR == IBV_QPS_RTR &&
+                  QPS_RTS == IBV_QPS_RTS && QPS_ERR == IBV_QPS_ERR,
+              "QPS_* are ibv_qp_state values");
+static_assert(abi::WCO_SEND == IBV_WC_SEND && abi::WCO_RDMA_WRITE == IBV_WC_RDMA_WRITE &&
+                  abi::WCO_RDMA_READ == IBV_WC_RDMA_READ && abi::WCO_COMP_SWAP == IBV_WC_COMP_SWAP &&
+                  abi::WCO_FETCH_ADD == IBV_WC_FETCH_ADD && abi::WCO_RECV == IBV_WC_RECV &&
+                  abi::WCO_RECV_RDMA_WITH_IMM == IBV_WC_RECV_RDMA_WITH_IMM,
+              "WCO_* are ibv_wc_opcode values");
+static_assert(abi::WC_FLAG_WITH_IMM == IBV_WC_WITH_IMM, "WC_FLAG_WITH_IMM is IBV_WC_WITH_IMM");
+static_assert(abi::ATOMIC_BYTES == sizeof(uint64_t), "verbs atomics are 8 bytes");
 
 // A handle stored in a verbs object's context pointer (events name the object by it).
 inline void* tag(int h) { return reinterpret_cast<void*>(static_cast<intptr_t>(h)); }
@@ -45,7 +57,7 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
     return DefineDevice(env, {Tagged<IbvDevice>::Def<&IbvDevice::RouteInfo>(env, "routeInfo")});
   }
 
-  // new IbvDevice(name, onEvent)
+  // new IbvDevice(name, onEvent, post): `post` is the post record (abi.h)
   explicit IbvDevice(const Napi::CallbackInfo& info);
 
   ~IbvDevice() override { Teardown(); }
@@ -131,14 +143,14 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   // recv = wrId, numSge, then addr/length/lkey per SGE.
   ibv_recv_wr* DecodeRecv(const double* w, int count, uint32_t maxSge);
 
-  // (index of the first WR not posted << 8) | code, as the soft provider reports it.
+  // What ibv_post_* returned for a list of `count` WRs, as the soft provider reports it: how
+  // many went in (those before `bad`) and the POST_* code.
   template <typename Wr>
-  static int PostResult(int rc, Wr* list, Wr* bad) {
-    if (rc == 0) return 0;
+  static abi::PostResult Outcome(int rc, Wr* list, Wr* bad, int count) {
+    if (rc == 0) return {static_cast<uint32_t>(count), POST_OK};
     if (rc < 0) rc = -rc;  // rxe in rdma-core < 44 returns negative errnos
-    int index = bad ? static_cast<int>(bad - list) : 0;
-    int code = rc == ENOMEM ? POST_ENOMEM : rc == EINVAL ? POST_EINVAL : POST_OTHER;
-    return (index << 8) | code;
+    auto index = static_cast<uint32_t>(bad && bad >= list && bad - list < count ? bad - list : 0);
+    return {index, rc == ENOMEM ? POST_ENOMEM : rc == EINVAL ? POST_EINVAL : POST_OTHER};
   }
 
   // Checks the wire array (argument 1) and count (argument 2) before anything is decoded:
@@ -146,6 +158,10 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   // queue takes or an unknown opcode (count when all are well formed), or -1 with a typed
   // error pending when argument 1 is not a Float64Array. The count asked for is wanted_.
   int WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool send, const double** w, int* count);
+
+  // Receive WRs (arguments 1 and 2, checked by WireArg) onto a QP's receive queue or, with
+  // `srq`, a shared one; the result goes to the post record.
+  Napi::Value PostRecvList(const Napi::CallbackInfo& info, ibv_qp* qp, ibv_srq* srq, uint32_t maxSge);
 
   // Whether [addr, addr + len) lies in one of this device's registrations (any key: verbs
   // ignores the lkey of inline data).

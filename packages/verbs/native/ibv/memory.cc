@@ -2,6 +2,8 @@
 // children), regMr (a JS buffer held while registered) and deregistration.
 #include "device.h"
 
+#include "../records.h"
+
 #include <sys/mman.h>
 
 namespace rdmajs {
@@ -32,13 +34,7 @@ Napi::Value IbvDevice::AllocMr(const Napi::CallbackInfo& info) {
   }
   int h = nextHandle_++;
   mrs_[h] = Mr{mr, m, Napi::Persistent(ab)};
-  Napi::Array out = Napi::Array::New(env, 5);
-  out.Set(0u, h);
-  out.Set(1u, ab);
-  out.Set(2u, static_cast<double>(reinterpret_cast<uint64_t>(p)));
-  out.Set(3u, mr->lkey);
-  out.Set(4u, mr->rkey);
-  return out;
+  return mr_record(env, h, reinterpret_cast<uint64_t>(p), mr->lkey, mr->rkey, &ab);
 }
 
 Napi::Value IbvDevice::RegMr(const Napi::CallbackInfo& info) {
@@ -66,12 +62,7 @@ Napi::Value IbvDevice::RegMr(const Napi::CallbackInfo& info) {
   if (!mr) return (system_error(env, "ibv_reg_mr", errno).ThrowAsJavaScriptException(), env.Undefined());
   int h = nextHandle_++;
   mrs_[h] = Mr{mr, nullptr, Napi::Persistent(ab)};  // the buffer stays alive while registered
-  Napi::Array out = Napi::Array::New(env, 4);
-  out.Set(0u, h);
-  out.Set(1u, static_cast<double>(reinterpret_cast<uint64_t>(addr)));
-  out.Set(2u, mr->lkey);
-  out.Set(3u, mr->rkey);
-  return out;
+  return mr_record(env, h, reinterpret_cast<uint64_t>(addr), mr->lkey, mr->rkey);
 }
 
 Napi::Value IbvDevice::DeregMr(const Napi::CallbackInfo& info) {

@@ -1,5 +1,6 @@
 // Posting on the ibverbs device: the JS wire format checked, then decoded into ibv WR
-// lists reused across calls, and the post results in the soft provider's encoding.
+// lists reused across calls, and the post results written to the post record (abi.h) as
+// the soft provider writes them.
 #include "device.h"
 
 #include <arpa/inet.h>
@@ -113,15 +114,16 @@ bool IbvDevice::Registered(uint64_t addr, uint64_t len) const {
 }
 
 Napi::Value IbvDevice::PostSend(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
   Qp* q = QpAt(info);
-  if (!q) return info.Env().Undefined();
+  if (!q) return env.Undefined();
   // rxe keeps sends posted before RTS and runs them later; verbs says EINVAL: reject.
-  if (q->state != QPS_RTS && q->state != QPS_ERR) return Napi::Number::New(info.Env(), POST_EINVAL);
+  if (q->state != QPS_RTS && q->state != QPS_ERR) return Posted(env, {0, POST_EINVAL});
   const double* w = nullptr;
   int count = 0, bad = WireArg(info, q->maxSendSge, true, &w, &count);
-  if (bad < 0) return info.Env().Undefined();
+  if (bad < 0) return env.Undefined();
   if (bad < count) count = bad;  // the WRs before a malformed one are posted
-  if (count == 0) return Napi::Number::New(info.Env(), wanted_ > 0 ? POST_EINVAL : 0);
+  if (count == 0) return Posted(env, {0, wanted_ > 0 ? POST_EINVAL : POST_OK});
   if (sendWrs_.size() < static_cast<size_t>(count)) sendWrs_.resize(static_cast<size_t>(count));
   ibv_send_wr* list = DecodeSend(w, count, q->maxSendSge);
   // The provider copies inline data from these addresses in post_send: an address
@@ -134,42 +136,43 @@ Napi::Value IbvDevice::PostSend(const Napi::CallbackInfo& info) {
       if (wr.sg_list[k].length && !Registered(wr.sg_list[k].addr, wr.sg_list[k].length)) ok = i;
     }
   }
-  if (ok == 0) return Napi::Number::New(info.Env(), POST_BAD_INLINE);
+  if (ok == 0) return Posted(env, {0, POST_BAD_INLINE});
   list[ok - 1].next = nullptr;
   ibv_send_wr* badWr = nullptr;
   int rc = ibv_post_send(q->qp, list, &badWr);
-  if (rc == 0 && ok < count) return Napi::Number::New(info.Env(), (ok << 8) | POST_BAD_INLINE);
-  if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
-  return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
+  if (rc == 0 && ok < count) return Posted(env, {static_cast<uint32_t>(ok), POST_BAD_INLINE});
+  if (rc == 0 && count < wanted_) return Posted(env, {static_cast<uint32_t>(count), POST_EINVAL});
+  return Posted(env, Outcome(rc, list, badWr, ok));
+}
+
+Napi::Value IbvDevice::PostRecvList(const Napi::CallbackInfo& info, ibv_qp* qp, ibv_srq* srq, uint32_t maxSge) {
+  Napi::Env env = info.Env();
+  const double* w = nullptr;
+  int count = 0, bad = WireArg(info, maxSge, false, &w, &count);
+  if (bad < 0) return env.Undefined();
+  if (bad == 0 && count > 0) return Posted(env, {0, POST_EINVAL});
+  if (bad < count) count = bad;  // the WRs before a malformed one are posted
+  if (count == 0) return Posted(env, {0, POST_OK});
+  ibv_recv_wr* list = DecodeRecv(w, count, maxSge);
+  ibv_recv_wr* badWr = nullptr;
+  int rc = srq ? ibv_post_srq_recv(srq, list, &badWr) : ibv_post_recv(qp, list, &badWr);
+  if (rc == 0 && count < wanted_) return Posted(env, {static_cast<uint32_t>(count), POST_EINVAL});
+  return Posted(env, Outcome(rc, list, badWr, count));
 }
 
 Napi::Value IbvDevice::PostRecv(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
-  if (q->state == QPS_RESET) return Napi::Number::New(info.Env(), POST_EINVAL);
-  const double* w = nullptr;
-  int count = 0, bad = WireArg(info, q->maxRecvSge, false, &w, &count);
-  if (bad < 0) return info.Env().Undefined();
-  if (bad == 0 && count > 0) return Napi::Number::New(info.Env(), POST_EINVAL);
-  if (bad < count) count = bad;
-  if (count == 0) return Napi::Number::New(info.Env(), 0);
-  ibv_recv_wr* list = DecodeRecv(w, count, q->maxRecvSge);
-  ibv_recv_wr* badWr = nullptr;
-  int rc = ibv_post_recv(q->qp, list, &badWr);
-  if (rc == 0 && count < wanted_) return Napi::Number::New(info.Env(), (count << 8) | POST_EINVAL);
-  return Napi::Number::New(info.Env(), PostResult(rc, list, badWr));
+  if (q->state == QPS_RESET) return Posted(info.Env(), {0, POST_EINVAL});
+  return PostRecvList(info, q->qp, nullptr, q->maxRecvSge);
 }
 
 Napi::Value IbvDevice::PostSrqRecv(const Napi::CallbackInfo& info) {
   if (!Alive(info)) return info.Env().Undefined();
-  auto it = srqs_.find(info[0].As<Napi::Number>().Int32Value());
-  if (it == srqs_.end()) return Napi::Number::New(info.Env(), POST_EINVAL);
-  Napi::Float64Array wrs = info[1].As<Napi::Float64Array>();
-  int count = info[2].As<Napi::Number>().Int32Value();
-  ibv_recv_wr* list = DecodeRecv(wrs.Data(), count, it->second.maxSge);
-  ibv_recv_wr* bad = nullptr;
-  int rc = count ? ibv_post_srq_recv(it->second.srq, list, &bad) : 0;
-  return Napi::Number::New(info.Env(), PostResult(rc, list, bad));
+  auto it = info[0].IsNumber() ? srqs_.find(info[0].As<Napi::Number>().Int32Value()) : srqs_.end();
+  if (it == srqs_.end())
+    return Fail(info, EBADF, "no such shared receive queue on this device", "ERR_RDMA_INVALID_ARG");
+  return PostRecvList(info, nullptr, it->second.srq, it->second.maxSge);
 }
 
 }  // namespace rdmajs

@@ -2,6 +2,8 @@
 // transitions (modify_qp attributes from the endpoint), destruction.
 #include "device.h"
 
+#include "../records.h"
+
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -93,17 +95,17 @@ Napi::Value IbvDevice::DestroyQp(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// [qpn, psn, 0, granted maxSendWr, maxRecvWr, maxInlineData]
+// qpInfo(h) → { qpn, psn, maxSendWr, maxRecvWr, maxInlineData }: the capacities the
+// device granted (often more than asked: rxe rounds rings up).
 Napi::Value IbvDevice::QpInfo(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
-  Napi::Array out = Napi::Array::New(info.Env(), 6);
-  out.Set(0u, q->qp->qp_num);
-  out.Set(1u, q->psn);
-  out.Set(2u, 0);
-  out.Set(3u, q->cap.max_send_wr);
-  out.Set(4u, q->cap.max_recv_wr);
-  out.Set(5u, q->cap.max_inline_data);
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("qpn", q->qp->qp_num);
+  out.Set("psn", q->psn);
+  out.Set("maxSendWr", q->cap.max_send_wr);
+  out.Set("maxRecvWr", q->cap.max_recv_wr);
+  out.Set("maxInlineData", q->cap.max_inline_data);
   return out;
 }
 
@@ -120,78 +122,92 @@ Napi::Value IbvDevice::QpState(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), s);
 }
 
-// modifyQp(h, state, ...): init(access, port?); rtr(destQpn, rqPsn, dlid, gid0..gid3, mtu,
-// minRnrTimer, port?, sgidIndex?, hopLimit?, sl?, trafficClass?); rts(timeout, retryCount,
-// rnrRetry, peer's maxRdAtomic). The optional ones default to the device's route, hop
-// limit 64, SL 0 and traffic class 0. Returns 0 or errno.
+// modifyQp(h, state, attr): QPS_INIT { access, port }; QPS_RTR { destQpn, rqPsn, dlid,
+// gidWords (4 big-endian words; all zero: no GRH), mtu, minRnrTimer, port, sgidIndex (-1:
+// none), hopLimit, sl, trafficClass }; QPS_RTS { timeout, retryCount, rnrRetry, maxRdAtomic
+// (the peer's responder resources) }; QPS_ERR and QPS_RESET take none. Returns 0 or errno.
 Napi::Value IbvDevice::ModifyQp(const Napi::CallbackInfo& info) {
   Qp* q = QpAt(info);
   if (!q) return info.Env().Undefined();
-  auto arg = [&](size_t i) { return info[i].As<Napi::Number>().Uint32Value(); };
-  int to = info[1].As<Napi::Number>().Int32Value();
+  Napi::Env env = info.Env();
+  int to = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : -1;
   ibv_qp_attr a{};
   int mask = IBV_QP_STATE;
-  uint8_t rdAtom = ResponderResources();
-  uint8_t initRdAtom = static_cast<uint8_t>(std::clamp(view_.attr.max_qp_init_rd_atom, 1, 16));
   switch (to) {
     case QPS_RESET: a.qp_state = IBV_QPS_RESET; break;
-    case QPS_INIT:
+    case QPS_INIT: {
+      Attr at(info, 2, "modifyQp(init)");
+      a.qp_access_flags = static_cast<int>(at.U32("access", 0xffff));
+      a.port_num = static_cast<uint8_t>(at.U32("port", 255));
+      if (!at.ok()) return env.Undefined();
       a.qp_state = IBV_QPS_INIT;
       a.pkey_index = 0;
-      a.port_num = static_cast<uint8_t>(info.Length() > 3 ? arg(3) : route_.port);
-      a.qp_access_flags = arg(2);
       mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
       break;
+    }
     case QPS_RTR: {
-      a.qp_state = IBV_QPS_RTR;
-      a.dest_qp_num = arg(2);
-      a.rq_psn = arg(3) & 0xffffff;
-      a.ah_attr.dlid = static_cast<uint16_t>(arg(4));
+      Attr at(info, 2, "modifyQp(rtr)");
+      a.dest_qp_num = at.U32("destQpn", 0xffffff);
+      a.rq_psn = at.U32("rqPsn", 0xffffff);
+      a.ah_attr.dlid = static_cast<uint16_t>(at.U32("dlid", 0xffff));
+      uint32_t words[4];
+      at.Words("gidWords", words, 4);
+      auto mtu = static_cast<uint32_t>(at.Int("mtu", IBV_MTU_256, IBV_MTU_4096));
+      uint32_t minRnr = at.U32("minRnrTimer", 31);
+      int port = static_cast<int>(at.U32("port", 255));
+      int sgid = static_cast<int>(at.Int("sgidIndex", -1, 255));
+      uint32_t hopLimit = at.U32("hopLimit", 255), sl = at.U32("sl", 15), trafficClass = at.U32("trafficClass", 255);
+      if (!at.ok()) return env.Undefined();
       ibv_gid g{};
       for (int w = 0; w < 4; w++) {
-        uint32_t be = htonl(arg(5 + static_cast<size_t>(w)));
+        uint32_t be = htonl(words[w]);
         std::memcpy(g.raw + 4 * w, &be, 4);
       }
       bool global = false;
       for (uint8_t b : g.raw) global |= b != 0;
-      bool path = info.Length() > 15;  // port, sgid index, hop limit, SL, traffic class
-      int port = path ? static_cast<int>(arg(11)) : route_.port;
-      int sgid = path ? info[12].As<Napi::Number>().Int32Value() : route_.gidIndex;
       if (global) {
         a.ah_attr.is_global = 1;
         a.ah_attr.grh.dgid = g;
         a.ah_attr.grh.sgid_index = static_cast<uint8_t>(std::max(sgid, 0));
-        a.ah_attr.grh.hop_limit = static_cast<uint8_t>(path ? arg(13) : 64);
-        a.ah_attr.grh.traffic_class = static_cast<uint8_t>(path ? arg(15) : 0);
+        a.ah_attr.grh.hop_limit = static_cast<uint8_t>(hopLimit);
+        a.ah_attr.grh.traffic_class = static_cast<uint8_t>(trafficClass);
       }
-      a.ah_attr.sl = static_cast<uint8_t>(path ? arg(14) & 0xf : 0);
+      a.ah_attr.sl = static_cast<uint8_t>(sl);
       a.ah_attr.port_num = static_cast<uint8_t>(port);
       ibv_mtu portMtu = route_.mtu;
       for (const auto& p : view_.ports)
         if (p.port == port) portMtu = p.attr.active_mtu;
-      a.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(arg(9), portMtu));
-      a.min_rnr_timer = static_cast<uint8_t>(arg(10));
-      a.max_dest_rd_atomic = rdAtom;
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = static_cast<ibv_mtu>(std::min<uint32_t>(mtu, portMtu));
+      a.min_rnr_timer = static_cast<uint8_t>(minRnr);
+      a.max_dest_rd_atomic = ResponderResources();
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
               IBV_QP_MIN_RNR_TIMER;
       break;
     }
-    case QPS_RTS:
+    case QPS_RTS: {
+      Attr at(info, 2, "modifyQp(rts)");
+      a.timeout = static_cast<uint8_t>(at.U32("timeout", 31));
+      a.retry_cnt = static_cast<uint8_t>(at.U32("retryCount", 7));
+      a.rnr_retry = static_cast<uint8_t>(at.U32("rnrRetry", 7));
+      uint32_t peerRdAtomic = at.U32("maxRdAtomic", 255);
+      if (!at.ok()) return env.Undefined();
       a.qp_state = IBV_QPS_RTS;
-      a.timeout = static_cast<uint8_t>(arg(2));
-      a.retry_cnt = static_cast<uint8_t>(arg(3));
-      a.rnr_retry = static_cast<uint8_t>(arg(4));
       a.sq_psn = q->psn;
       // Outstanding READs may not exceed what the peer's responder accepts (its endpoint).
-      a.max_rd_atomic =
-          info.Length() > 5 ? std::min<uint8_t>(initRdAtom, static_cast<uint8_t>(std::max(arg(5), 1u))) : initRdAtom;
+      uint8_t initRdAtom = static_cast<uint8_t>(std::clamp(view_.attr.max_qp_init_rd_atom, 1, 16));
+      a.max_rd_atomic = std::min<uint8_t>(initRdAtom, static_cast<uint8_t>(std::max(peerRdAtomic, 1u)));
       mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
       break;
-    default: a.qp_state = IBV_QPS_ERR; break;
+    }
+    default:
+      a.qp_state = IBV_QPS_ERR;
+      to = QPS_ERR;
+      break;
   }
   int rc = api_->modify_qp(q->qp, &a, mask);
   if (rc == 0) q->state = to;
-  return Napi::Number::New(info.Env(), rc);
+  return Napi::Number::New(env, rc);
 }
 
 }  // namespace rdmajs

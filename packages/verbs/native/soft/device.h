@@ -21,12 +21,13 @@
 
 namespace soft {
 
-// Post results (0, or (index of the first WR not posted << 8) | code) and event kinds are
-// the contract's (../abi.h).
+// Post results (how many WRs were posted, and the POST_* code) and event kinds are the
+// contract's (../abi.h).
 using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR, rdmajs::abi::EV_SRQ_LIMIT,
     rdmajs::abi::EV_LINK;
 using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
     rdmajs::abi::POST_BUSY;
+using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the POST_* code
 
 struct SendEntry {
   uint64_t wrId;
@@ -145,7 +146,7 @@ class Device {
   int destroySrq(int h);  // 0, or EBUSY while a QP uses it
   // `words` is the length of `wrs`: a WR that does not fit, or names more SGEs than the
   // queue takes, is refused (POST_EINVAL at its index) instead of being read past the end.
-  int postSrqRecv(int h, const double* wrs, size_t words, int count);
+  PostResult postSrqRecv(int h, const double* wrs, size_t words, int count);
   void armSrqLimit(int h, uint32_t limit);
 
   int createQp(int sendCq, int recvCq, int srq, uint32_t maxSendWr, uint32_t maxRecvWr, uint32_t maxSendSge,
@@ -162,7 +163,7 @@ class Device {
   int toRts(int h, uint32_t timeout, uint32_t retryCount, uint32_t rnrRetry);
   int toErr(int h);
   int toReset(int h);
-  int postSend(int h, const double* wrs, size_t words, int count);
+  PostResult postSend(int h, const double* wrs, size_t words, int count);
 
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
@@ -178,7 +179,7 @@ class Device {
   // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
   int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
               uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
-  int postRecv(int h, const double* wrs, size_t words, int count);
+  PostResult postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.
   void injectBreakLink(int h);

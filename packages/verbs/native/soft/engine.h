@@ -193,18 +193,18 @@ inline RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
 
 // Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
 // that overruns `words` or names more SGEs than the queue holds is refused, not read.
-inline int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
-  if (count > 0 && !r->lock.lock(self)) return POST_BUSY;  // a peer stopped while taking a WQE
+inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
+  if (count > 0 && !r->lock.lock(self)) return {0, POST_BUSY};  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
     uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
     if (n > r->maxSge || p + 2 + 3 * static_cast<size_t>(n) > words) {
       r->lock.unlock();
-      return (i << 8) | POST_EINVAL;
+      return {static_cast<uint32_t>(i), POST_EINVAL};
     }
     if (r->count == r->capacity) {
       r->lock.unlock();
-      return (i << 8) | POST_ENOMEM;
+      return {static_cast<uint32_t>(i), POST_ENOMEM};
     }
     RecvWqe* w = wqe_at(base, r, r->head + r->count);
     w->wrId = to_u64(wrs[p]);
@@ -219,7 +219,7 @@ inline int post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs
     __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
   }
   r->lock.unlock();
-  return POST_OK;
+  return {static_cast<uint32_t>(count), POST_OK};
 }
 
 // Takes the next receive WQE: TAKE_EMPTY when none is posted (receiver not ready),

@@ -248,12 +248,12 @@ void Device::flushQp(Qp& q) {
   if (!s->hasSrq) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);
 }
 
-int Device::postRecv(int h, const double* wrs, size_t words, int count) {
+PostResult Device::postRecv(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   uint32_t st = state_code(s->state.load());
-  if (st == QPS_RESET || s->hasSrq) return POST_EINVAL;
-  int rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
+  if (st == QPS_RESET || s->hasSrq) return {0, POST_EINVAL};
+  PostResult rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
   // The specification flushes receives posted in ERR at once (rxe waits for the next
   // transition to ERR; documented difference).
   if (st == QPS_ERR) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);

@@ -41,9 +41,9 @@ int Device::destroySrq(int h) {
   return 0;
 }
 
-int Device::postSrqRecv(int h, const double* wrs, size_t words, int count) {
+PostResult Device::postSrqRecv(int h, const double* wrs, size_t words, int count) {
   auto it = srqs_.find(h);
-  if (it == srqs_.end()) return POST_EINVAL;
+  if (it == srqs_.end()) return {0, POST_EINVAL};
   return post_rq(seg_.base(), rq(it->second.off), static_cast<uint32_t>(pid_), wrs, words, count);
 }
 

@@ -9,16 +9,16 @@
 
 namespace soft {
 
-int Device::postSend(int h, const double* wrs, size_t words, int count) {
+PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
   Qp& q = *qp(h);
   QpShared* s = qpShared(q.slot);
   uint32_t st = state_code(s->state.load());
-  if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return POST_EINVAL;
+  if (st == QPS_RESET || st == QPS_INIT || st == QPS_RTR) return {0, POST_EINVAL};
   size_t p = 0;
-  int rc = POST_OK;
+  PostResult rc{static_cast<uint32_t>(count), POST_OK};
   for (int i = 0; i < count; i++) {
     if (q.sqTail - q.sqRetired >= q.maxSendWr) {
-      rc = (i << 8) | POST_ENOMEM;
+      rc = {static_cast<uint32_t>(i), POST_ENOMEM};
       break;
     }
     // A WR that overruns `words`, names more SGEs than the queue holds or an opcode this
@@ -31,7 +31,7 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
     if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) + operandWords > words ||
         !(op >= 0 && op <= static_cast<double>(OP_LAST)) || op != static_cast<double>(static_cast<uint8_t>(op)) ||
         (atomicOp && (numSge != 1 || wrs[p + 8] != ATOMIC_BYTES))) {
-      rc = (i << 8) | POST_EINVAL;  // an atomic takes exactly one 8-byte SGE
+      rc = {static_cast<uint32_t>(i), POST_EINVAL};  // an atomic takes exactly one 8-byte SGE
       break;
     }
     uint32_t idx = q.sqTail % q.maxSendWr;
@@ -74,11 +74,11 @@ int Device::postSend(int h, const double* wrs, size_t words, int count) {
       p += ATOMIC_OPERAND_WORDS;
     }
     if (badInline) {
-      rc = (i << 8) | POST_BAD_INLINE;
+      rc = {static_cast<uint32_t>(i), POST_BAD_INLINE};
       break;
     }
     if (e.isInline && total > q.maxInline) {
-      rc = (i << 8) | POST_EINVAL;
+      rc = {static_cast<uint32_t>(i), POST_EINVAL};
       break;
     }
     e.inlineLen = static_cast<uint32_t>(total);

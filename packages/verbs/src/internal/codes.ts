@@ -2,13 +2,13 @@
 import type { QpState, SendOpcode, WcOpcode } from '../types.js';
 import { ABI } from './abi.js';
 
-export const QP_STATE_CODE: Record<QpState, number> = {
+export const QP_STATE_CODE = {
   reset: ABI.QPS_RESET,
   init: ABI.QPS_INIT,
   rtr: ABI.QPS_RTR,
   rts: ABI.QPS_RTS,
   error: ABI.QPS_ERR,
-};
+} as const satisfies Record<QpState, number>;
 
 export function qpStateName(code: number): QpState {
   switch (code) {

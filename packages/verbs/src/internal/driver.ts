@@ -13,7 +13,6 @@ export type Fault =
 /** What a QP driver needs of its queue pair. */
 export interface QpHost {
   readonly handle: number;
-  readonly qpn: number;
   readonly closed: boolean;
   /** Throws the transition error when a native transition returned an errno. */
   transitioned(to: 'init' | 'rtr' | 'rts', rc: number): void;
@@ -28,7 +27,9 @@ export interface QpPath {
 }
 
 export interface QpDriver {
-  /** The QP's number and the capacities the device granted, right after creation. */
+  /** The QP's number (the provider's qpInfo record). */
+  readonly qpn: number;
+  /** The capacities the device granted, right after creation. */
   readonly granted: { maxSendWr?: number; maxRecvWr?: number; maxInlineData?: number };
   endpoint(): Endpoint;
   /** reset → init, granting the peer `access` (Access flags). */
@@ -51,6 +52,8 @@ export interface QpDriver {
 export interface DeviceDriver {
   readonly info: DeviceInfo;
   readonly native: NativeDevice;
+  /** The post record (POST_RECORD_WORDS) the native device writes on every post. */
+  readonly postRecord: Uint32Array;
   /** A driver for the QP whose native handle is `handle` (just created). */
   qp(host: QpHost, path: QpPath): QpDriver;
   /** Validates provider-specific createQp options; returns the path to create with. */

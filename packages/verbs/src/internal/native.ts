@@ -5,20 +5,29 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RdmaError, RdmaSystemError } from '../errors.js';
 import type { DeviceLimits } from '../types.js';
-import { checkAbi } from './abi.js';
+import { type ABI, checkAbi } from './abi.js';
+
+/** What regMr returns (native/records.h): soft has one key, so there lkey = rkey. */
+export interface NativeMr {
+  handle: number;
+  addr: number;
+  lkey: number;
+  rkey: number;
+}
+
+/** What allocMr returns: the registration and the memory it covers. */
+export interface NativeAllocatedMr extends NativeMr {
+  buffer: ArrayBuffer;
+}
+
+/** modifyQp to error or reset: no attributes. */
+export type QpsPlain = typeof ABI.QPS_ERR | typeof ABI.QPS_RESET;
 
 /** The handle-based surface every provider's native device implements. */
 export interface NativeDevice {
   close(): void;
-  /** [handle, buffer, addr, lkey, rkey?]: rkey defaults to lkey (soft uses one key). */
-  allocMr(length: number, access: number): [number, ArrayBuffer, number, number, number?];
-  /** [handle, addr, lkey, rkey?] */
-  regMr(
-    buffer: ArrayBuffer,
-    offset: number,
-    length: number,
-    access: number,
-  ): [number, number, number, number?];
+  allocMr(length: number, access: number): NativeAllocatedMr;
+  regMr(buffer: ArrayBuffer, offset: number, length: number, access: number): NativeMr;
   deregMr(handle: number): void;
   createCq(capacity: number): number;
   destroyCq(handle: number): void;
@@ -28,6 +37,7 @@ export interface NativeDevice {
   armCq(handle: number): number;
   createSrq(maxWr: number, maxSge: number): number;
   destroySrq(handle: number): void;
+  /** Returns the POST_* code; the post record says how many WRs went in (postSend). */
   postSrqRecv(handle: number, wrs: Float64Array, count: number): number;
   armSrqLimit(handle: number, limit: number): void;
   createQp(
@@ -41,15 +51,19 @@ export interface NativeDevice {
     maxInline: number,
   ): number;
   destroyQp(handle: number): void;
-  /**
-   * soft: [qpn, slot, gen]; ibverbs: [qpn, psn, 0, maxSendWr, maxRecvWr, maxInlineData] as
-   * granted by the device (rings are often larger than asked).
-   */
-  qpInfo(handle: number): [number, number, number, number?, number?, number?];
   qpState(handle: number): number;
-  /** Returns 0 or the errno of the failed transition. Arguments per provider (QueuePair.ts). */
-  modifyQp(handle: number, state: number, ...args: number[]): number;
+  /**
+   * Returns 0 or the errno of the failed transition. init/rtr/rts take a per-provider
+   * attribute object (SoftNativeDevice, IbvNativeDevice).
+   */
+  modifyQp(handle: number, state: QpsPlain): number;
+  /**
+   * Posts the first `count` WRs packed in `wrs` (encode.ts). Returns the POST_* code and
+   * writes the device's post record (abi.ts: POST_REC_POSTED = how many WRs went in, those
+   * before the first refused one; POST_REC_CODE = the code): nothing is allocated per post.
+   */
   postSend(handle: number, wrs: Float64Array, count: number): number;
+  /** As postSend. */
   postRecv(handle: number, wrs: Float64Array, count: number): number;
 }
 
@@ -62,8 +76,42 @@ export interface SoftEndpointBase {
   nonce: number;
 }
 
+/** A soft QP: its number, and the slot and generation of its shared descriptor. */
+export interface SoftQpInfo {
+  qpn: number;
+  slot: number;
+  gen: number;
+}
+
+export interface SoftInitAttr {
+  access: number;
+}
+
+/** The peer's shared-memory endpoint. */
+export interface SoftRtrAttr {
+  pid: number;
+  segFd: number;
+  bellFd: number;
+  slot: number;
+  gen: number;
+  qpn: number;
+  nonce: number;
+  minRnrTimer: number;
+}
+
+export interface RtsAttr {
+  timeout: number;
+  retryCount: number;
+  rnrRetry: number;
+}
+
 /** The soft provider adds shared-memory endpoints, fault injection and the TCP link. */
 export interface SoftNativeDevice extends NativeDevice {
+  qpInfo(handle: number): SoftQpInfo;
+  modifyQp(handle: number, state: QpsPlain): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_INIT, attr: SoftInitAttr): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_RTR, attr: SoftRtrAttr): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_RTS, attr: RtsAttr): number;
   endpointBase(): SoftEndpointBase;
   inject(handle: number, kind: number, value: number): void;
   toRtrLink(
@@ -112,7 +160,49 @@ export interface IbvRoute {
   maxRdAtomic: number;
 }
 
+/** An ibverbs QP: its number, its send PSN and the capacities the device granted. */
+export interface IbvQpInfo {
+  qpn: number;
+  psn: number;
+  maxSendWr: number;
+  maxRecvWr: number;
+  maxInlineData: number;
+}
+
+export interface IbvInitAttr {
+  access: number;
+  port: number;
+}
+
+/** The peer's endpoint and this QP's path towards it. */
+export interface IbvRtrAttr {
+  destQpn: number;
+  rqPsn: number;
+  dlid: number;
+  /** the peer's GID as four big-endian 32-bit words; all zero: no GRH */
+  gidWords: readonly [number, number, number, number];
+  /** ibv_mtu enum */
+  mtu: number;
+  minRnrTimer: number;
+  port: number;
+  /** -1: none (InfiniBand without a GRH) */
+  sgidIndex: number;
+  hopLimit: number;
+  sl: number;
+  trafficClass: number;
+}
+
+export interface IbvRtsAttr extends RtsAttr {
+  /** READs the peer's responder accepts in flight (its endpoint's maxRdAtomic) */
+  maxRdAtomic: number;
+}
+
 export interface IbvNativeDevice extends NativeDevice {
+  qpInfo(handle: number): IbvQpInfo;
+  modifyQp(handle: number, state: QpsPlain): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_INIT, attr: IbvInitAttr): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_RTR, attr: IbvRtrAttr): number;
+  modifyQp(handle: number, state: typeof ABI.QPS_RTS, attr: IbvRtsAttr): number;
   /** The route of QPs on `port` using GID `gidIndex` (defaults: the device's first ACTIVE port, its RoCE v2 IPv4 GID). */
   routeInfo(port?: number, gidIndex?: number): IbvRoute;
 }
@@ -161,15 +251,20 @@ export interface SoftLimits {
 type OnEvent = (kind: number, handle: number) => void;
 
 interface Addon {
-  /** `ready` (CQ_READY_BATCH entries) receives the handles of CQs an EV_CQS_READY names. */
+  /**
+   * `ready` (CQ_READY_BATCH entries) receives the handles of CQs an EV_CQS_READY names;
+   * `post` (POST_RECORD_WORDS) is the post record every post of this device writes.
+   */
   SoftDevice: new (
     onEvent: OnEvent,
     ready: Uint32Array,
+    post: Uint32Array,
   ) => SoftNativeDevice;
   /** Present when the addon was compiled with libibverbs headers. */
   IbvDevice?: new (
     name: string,
     onEvent: OnEvent,
+    post: Uint32Array,
   ) => IbvNativeDevice;
   ibvStatus(): IbvStatus;
   setErrorClass(cls: unknown): void;

@@ -53,11 +53,13 @@ export function ibverbsUnavailable(status: IbvStatus): RdmaError {
 export class IbvDeviceDriver implements DeviceDriver {
   readonly info: DeviceInfo;
   readonly native: IbvNativeDevice;
+  readonly postRecord: Uint32Array;
   readonly doorbellWakesAll = false;
 
-  constructor(info: DeviceInfo, native: IbvNativeDevice) {
+  constructor(info: DeviceInfo, native: IbvNativeDevice, postRecord: Uint32Array) {
     this.info = info;
     this.native = native;
+    this.postRecord = postRecord;
   }
 
   checkPath(path: QpPath): QpPath {

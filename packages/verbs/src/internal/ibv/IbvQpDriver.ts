@@ -7,6 +7,7 @@ import { invalid, optInt } from '../validate.js';
 import { checkIbvEndpoint, endpointOf } from './endpoint.js';
 
 export class IbvQpDriver implements QpDriver {
+  readonly qpn: number;
   readonly granted: { maxSendWr: number; maxRecvWr: number; maxInlineData: number };
   readonly #host: QpHost;
   readonly #native: IbvNativeDevice;
@@ -20,23 +21,22 @@ export class IbvQpDriver implements QpDriver {
     this.#host = host;
     this.#native = native;
     this.#route = native.routeInfo(path.port, path.gidIndex);
-    const [, psn, , sendWr, recvWr, inline] = native.qpInfo(host.handle);
+    const { qpn, psn, maxSendWr, maxRecvWr, maxInlineData } = native.qpInfo(host.handle);
+    this.qpn = qpn;
     this.#psn = psn;
     // ibverbs reports what the device granted: the real ring sizes are the capacity.
-    this.granted = { maxSendWr: sendWr ?? 0, maxRecvWr: recvWr ?? 0, maxInlineData: inline ?? 0 };
+    this.granted = { maxSendWr, maxRecvWr, maxInlineData };
   }
 
   endpoint(): IbvEndpoint {
-    return endpointOf(this.#route, this.#host.qpn, this.#psn);
+    return endpointOf(this.#route, this.qpn, this.#psn);
   }
 
   toInit(access: number): void {
-    const rc = this.#native.modifyQp(
-      this.#host.handle,
-      QP_STATE_CODE.init,
+    const rc = this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.init, {
       access,
-      this.#route.port,
-    );
+      port: this.#route.port,
+    });
     this.#host.transitioned('init', rc);
   }
 
@@ -47,35 +47,31 @@ export class IbvQpDriver implements QpDriver {
     const trafficClass = optInt('trafficClass', route.trafficClass, 0, 255, 0);
     const r = this.#route;
     return () => {
-      const rc = this.#native.modifyQp(
-        this.#host.handle,
-        QP_STATE_CODE.rtr,
-        ep.qpn,
-        ep.psn,
-        ep.lid,
-        ...ep.gidWords,
-        ep.mtu,
-        minRnr,
-        r.port,
-        r.gidIndex,
+      const rc = this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.rtr, {
+        destQpn: ep.qpn,
+        rqPsn: ep.psn,
+        dlid: ep.lid,
+        gidWords: ep.gidWords,
+        mtu: ep.mtu,
+        minRnrTimer: minRnr,
+        port: r.port,
+        sgidIndex: r.gidIndex,
         hopLimit,
         sl,
         trafficClass,
-      );
+      });
       this.#host.transitioned('rtr', rc);
       this.#peerRdAtomic = ep.maxRdAtomic;
     };
   }
 
   toRts(timeout: number, retryCount: number, rnrRetry: number): void {
-    const rc = this.#native.modifyQp(
-      this.#host.handle,
-      QP_STATE_CODE.rts,
+    const rc = this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.rts, {
       timeout,
       retryCount,
       rnrRetry,
-      this.#peerRdAtomic,
-    );
+      maxRdAtomic: this.#peerRdAtomic,
+    });
     this.#host.transitioned('rts', rc);
   }
 

@@ -60,6 +60,7 @@ function advertisedHost(host: string, advertise: string | undefined): string {
 export class SoftDeviceDriver implements DeviceDriver {
   readonly info: DeviceInfo;
   readonly native: SoftNativeDevice;
+  readonly postRecord: Uint32Array;
   readonly doorbellWakesAll = true;
   /** Use the TCP link even for peers on this host (`link: 'tcp'`, for tests). */
   readonly preferTcp: boolean;
@@ -71,9 +72,15 @@ export class SoftDeviceDriver implements DeviceDriver {
   readonly #secret = newSecret();
   #closed = false;
 
-  constructor(info: DeviceInfo, native: SoftNativeDevice, preferTcp: boolean) {
+  constructor(
+    info: DeviceInfo,
+    native: SoftNativeDevice,
+    postRecord: Uint32Array,
+    preferTcp: boolean,
+  ) {
     this.info = info;
     this.native = native;
+    this.postRecord = postRecord;
     this.preferTcp = preferTcp;
     this.#base = native.endpointBase();
   }

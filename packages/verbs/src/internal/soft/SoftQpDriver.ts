@@ -14,6 +14,7 @@ const EMPTY = new Uint8Array(0);
 const LINK_POOL_BYTES = 8 << 20;
 
 export class SoftQpDriver implements QpDriver {
+  readonly qpn: number;
   readonly granted = {};
   readonly #host: QpHost;
   readonly #device: SoftDeviceDriver;
@@ -55,7 +56,8 @@ export class SoftQpDriver implements QpDriver {
     this.#device = device;
     this.#native = native;
     this.#base = base;
-    const [, slot, gen] = native.qpInfo(host.handle);
+    const { qpn, slot, gen } = native.qpInfo(host.handle);
+    this.qpn = qpn;
     this.#slot = slot;
     this.#gen = gen;
   }
@@ -66,7 +68,7 @@ export class SoftQpDriver implements QpDriver {
     return {
       provider: 'soft',
       transport: 'shm',
-      qpn: this.#host.qpn,
+      qpn: this.qpn,
       psn: 0,
       bootId: b.bootId,
       pid: b.pid,
@@ -82,7 +84,7 @@ export class SoftQpDriver implements QpDriver {
   toInit(access: number): void {
     this.#host.transitioned(
       'init',
-      this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.init, access),
+      this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.init, { access }),
     );
   }
 
@@ -104,31 +106,27 @@ export class SoftQpDriver implements QpDriver {
       };
     }
     return () => {
-      const rc = this.#native.modifyQp(
-        h,
-        QP_STATE_CODE.rtr,
-        ep.pid,
-        ep.segFd,
-        ep.bellFd,
-        ep.slot,
-        ep.gen,
-        ep.qpn,
-        minRnr,
-        ep.nonce,
-      );
+      const rc = this.#native.modifyQp(h, QP_STATE_CODE.rtr, {
+        pid: ep.pid,
+        segFd: ep.segFd,
+        bellFd: ep.bellFd,
+        slot: ep.slot,
+        gen: ep.gen,
+        qpn: ep.qpn,
+        nonce: ep.nonce,
+        minRnrTimer: minRnr,
+      });
       this.#host.transitioned('rtr', rc);
       this.#link = undefined;
     };
   }
 
   toRts(timeout: number, retryCount: number, rnrRetry: number): void {
-    const rc = this.#native.modifyQp(
-      this.#host.handle,
-      QP_STATE_CODE.rts,
+    const rc = this.#native.modifyQp(this.#host.handle, QP_STATE_CODE.rts, {
       timeout,
       retryCount,
       rnrRetry,
-    );
+    });
     this.#host.transitioned('rts', rc);
   }
 
