@@ -46,6 +46,7 @@ export class HashIndex {
   #oldMask = 0;
   #migratePos = 0;
   #size = 0;
+  #generation = 0;
   readonly #maxLoad: number;
   readonly #fixed: boolean;
   readonly #salt: number;
@@ -82,6 +83,19 @@ export class HashIndex {
 
   get growing(): boolean {
     return this.#old !== null;
+  }
+
+  /** Changes whenever the bucket arrays of probeTables() are replaced (grow, growth done). */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /**
+   * The live bucket arrays ([lo, hi, value] × buckets, EMPTY -1, GONE -2 in the old one) and
+   * the salt, for native probes (SparseTable's kernels); valid until `generation` changes.
+   */
+  probeTables(): { buckets: Int32Array; old: Int32Array | null; salt: number } {
+    return { buckets: this.#b, old: this.#old, salt: this.#salt };
   }
 
   /** Bytes of the typed arrays held now (both tables while growing). */
@@ -240,6 +254,7 @@ export class HashIndex {
     this.#migratePos = 0;
     this.#b = table(buckets);
     this.#mask = buckets - 1;
+    this.#generation++;
   }
 
   #migrate(steps: number): void {
@@ -263,6 +278,9 @@ export class HashIndex {
       b[p + 2] = v;
       old[o + 2] = GONE;
     }
-    if (this.#migratePos >= end) this.#old = null;
+    if (this.#migratePos >= end) {
+      this.#old = null;
+      this.#generation++;
+    }
   }
 }

@@ -1,4 +1,5 @@
 import { invalidArg } from './errors.js';
+import { ABI } from './internal/abi.js';
 
 /** Per-table optimizer. Formulas (and their float32 operation order) are in the README. */
 export type OptimizerConfig =
@@ -54,6 +55,17 @@ export interface Optimizer {
   /** Whether the update reads a per-row step count. */
   readonly usesSteps: boolean;
   readonly update: UpdateKernel;
+  /**
+   * The same update as a native kernel (ABI.OPT_* and its parameters, already rounded as the
+   * JS uses them), or null when only the JS kernel exists (Adam: its bias correction uses
+   * V8's Math.pow, which a C library pow need not match bit for bit).
+   */
+  readonly native: NativeKernel | null;
+}
+
+export interface NativeKernel {
+  readonly kind: number;
+  readonly params: readonly number[];
 }
 
 const f = Math.fround;
@@ -91,6 +103,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
           stateNames: [],
           stateInit: [],
           usesSteps: false,
+          native: { kind: ABI.OPT_SGD, params: [lr, wd] },
           update(w, wo, _s, _so, g, go, dim) {
             for (let j = 0; j < dim; j++) {
               const wj = w[wo + j] as number;
@@ -106,6 +119,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['momentum_buffer'],
         stateInit: [0],
         usesSteps: true,
+        native: { kind: ABI.OPT_SGD_MOMENTUM, params: [lr, mu, damp1, wd, nesterov ? 1 : 0] },
         update(w, wo, s, so, g, go, dim, step) {
           for (let j = 0; j < dim; j++) {
             const wj = w[wo + j] as number;
@@ -130,6 +144,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['sum'],
         stateInit: [init],
         usesSteps: true,
+        native: { kind: ABI.OPT_ADAGRAD, params: [lr, lrDecay, wd, eps] },
         update(w, wo, s, so, g, go, dim, step) {
           const clr = f(lr / (1 + (step - 1) * lrDecay));
           for (let j = 0; j < dim; j++) {
@@ -164,6 +179,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['exp_avg', 'exp_avg_sq'],
         stateInit: [0, 0],
         usesSteps: true,
+        native: null,
         update(w, wo, s, so, g, go, dim, step) {
           // Scalars in double, then float32, as torch computes them in Python floats.
           const bc1 = 1 - b1 ** step;
@@ -199,6 +215,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: ['z', 'n'],
         stateInit: [0, 0],
         usesSteps: false,
+        native: { kind: ABI.OPT_FTRL, params: [af, bf, l1, l2] },
         update(w, wo, s, so, g, go, dim) {
           const no = so + dim;
           for (let j = 0; j < dim; j++) {
@@ -224,6 +241,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: [],
         stateInit: [],
         usesSteps: false,
+        native: { kind: ABI.OPT_SUM, params: [] },
         update(w, wo, _s, _so, g, go, dim) {
           for (let j = 0; j < dim; j++)
             w[wo + j] = f((w[wo + j] as number) + (g[go + j] as number));
@@ -235,6 +253,7 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
         stateNames: [],
         stateInit: [],
         usesSteps: false,
+        native: { kind: ABI.OPT_ASSIGN, params: [] },
         update(w, wo, _s, _so, g, go, dim) {
           for (let j = 0; j < dim; j++) w[wo + j] = g[go + j] as number;
         },

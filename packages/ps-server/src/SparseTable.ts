@@ -3,7 +3,9 @@
 import { CountMinSketch } from './CountMinSketch.js';
 import { invalidArg, PsError } from './errors.js';
 import { HashIndex } from './HashIndex.js';
+import { ABI } from './internal/abi.js';
 import { HALF_TO_FLOAT, toHalf } from './internal/fp16.js';
+import { loadKernels, type NativeTableKernels } from './internal/native.js';
 import { createInit, type InitConfig, type InitFn } from './KeyInit.js';
 import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
 import type { RowBlock, RowMemory } from './RowMemory.js';
@@ -34,6 +36,12 @@ export interface SparseTableConfig {
   ttlMs?: number;
   /** Append this table's pushes to the push log (when the store has one). Default true. */
   log?: boolean;
+  /**
+   * Batch kernels: 'native' (default; the C++ addon gathers and updates one batch per call,
+   * throws ERR_PS_NATIVE_LOAD when the addon does not load) or 'js' (the reference
+   * implementation). Both give bit-identical tables.
+   */
+  kernels?: 'native' | 'js';
 }
 
 export interface SparseTableStats {
@@ -151,6 +159,10 @@ export class SparseTable {
   readonly #tmp: Float32Array;
   #cow: Uint8Array | null = null;
   #cowCopies: Map<number, CapturedChunk> | null = null;
+  readonly #k: NativeTableKernels | null;
+  /** The native kernels run pushes too (not only gathers). */
+  readonly #kPush: boolean;
+  #kGen = -1;
 
   constructor(config: SparseTableConfig, memory: RowMemory) {
     if (config === null || typeof config !== 'object')
@@ -234,6 +246,50 @@ export class SparseTable {
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
+    const kernels = config.kernels ?? 'native';
+    if (kernels !== 'native' && kernels !== 'js')
+      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
+    if (kernels === 'native') {
+      const nk = this.optimizer.native;
+      this.#kPush = nk !== null;
+      // A table whose optimizer has no native kernel still gathers natively.
+      this.#k = new (loadKernels().TableKernels)(
+        this.dim,
+        dtype === 'f16' ? ABI.ROW_F16 : ABI.ROW_F32,
+        this.#stateDim,
+        this.#chunkShift,
+        this.optimizer.usesSteps,
+        nk?.kind ?? ABI.OPT_SUM,
+        Float64Array.from(nk?.params ?? []),
+      );
+    } else {
+      this.#k = null;
+      this.#kPush = false;
+    }
+  }
+
+  /** Which batch kernels this table runs. */
+  get kernels(): 'native' | 'js' {
+    return this.#k === null ? 'js' : 'native';
+  }
+
+  // Registers the index arrays with the native side again after a grow replaced them.
+  #syncIndex(k: NativeTableKernels): void {
+    const index = this.#index;
+    if (index.generation === this.#kGen) return;
+    const t = index.probeTables();
+    k.setIndex(t.buckets, t.old, t.salt);
+    this.#kGen = index.generation;
+  }
+
+  #kernelResult(r: number, what: string): number {
+    if (r >= 0) return r;
+    throw new PsError(
+      'ERR_PS_INVALID_ARG',
+      r === ABI.K_BAD_LENGTH
+        ? `table ${this.name}: ${what}: an array is shorter than the batch`
+        : `table ${this.name}: ${what}: the index names a slot beyond the table's chunks`,
+    );
   }
 
   get rows(): number {
@@ -308,10 +364,21 @@ export class SparseTable {
     const cmask = this.#chunkRows - 1;
     const index = this.#index;
     const ttl = Number.isFinite(this.#ttl);
-    // Two passes: all index probes first, then all row copies, so independent cache misses
-    // overlap instead of alternating.
     if (this.#slots.length < n) this.#slots = new Int32Array(n);
     const slots = this.#slots;
+    const k = this.#k;
+    if (k !== null && !ttl) {
+      this.#syncIndex(k);
+      const misses = this.#kernelResult(k.gather(k32, n, out, slots), 'gather');
+      for (let q = 0; q < misses; q++) {
+        const i = slots[q] as number;
+        this.#init(out, i * dim, dim, k32[2 * i] as number, k32[2 * i + 1] as number);
+      }
+      index.advanceGrowth(n);
+      return;
+    }
+    // Two passes: all index probes first, then all row copies, so independent cache misses
+    // overlap instead of alternating.
     for (let i = 0; i < n; i++)
       slots[i] = index.get(k32[2 * i] as number, k32[2 * i + 1] as number);
     for (let i = 0, o = 0; i < n; i++, o += dim) {
@@ -340,6 +407,70 @@ export class SparseTable {
    * keys dropped.
    */
   push(
+    k32: Uint32Array,
+    n: number,
+    grads: Float32Array,
+    nowMs: number,
+  ): { rows: number; dropped: number } {
+    // Checked once per batch, before anything is admitted or written.
+    if (k32.length < 2 * n || grads.length < n * this.dim)
+      throw invalidArg(
+        `table ${this.name}: push of ${n} keys needs ${n} keys and ${n} × ${this.dim} grads`,
+      );
+    const k = this.#k;
+    // The native path covers what needs no per-key JS state during the update: no snapshot
+    // copy-on-write running, no TTL clock. New keys are admitted here, in request order, as
+    // the JS path does; in an LRU table a new key may evict a row this batch already looked
+    // up, so those batches take the JS path.
+    if (k === null || !this.#kPush || this.#cow !== null || Number.isFinite(this.#ttl))
+      return this.#pushJs(k32, n, grads, nowMs);
+    this.#syncIndex(k);
+    this.#ensureScratch(n);
+    if (this.#slots.length < n) this.#slots = new Int32Array(n);
+    const slots = this.#slots;
+    const misses = this.#kernelResult(k.lookup(k32, n, slots), 'lookup');
+    let dropped = 0;
+    if (misses > 0) {
+      if (this.#lru) return this.#pushJs(k32, n, grads, nowMs);
+      const mapSlot = this.#mapSlot;
+      mapSlot.fill(NONE);
+      const mmask = mapSlot.length - 1;
+      for (let i = 0; i < n; i++) {
+        if ((slots[i] as number) >= 0) continue;
+        const lo = k32[2 * i] as number;
+        const hi = k32[2 * i + 1] as number;
+        // An earlier occurrence in this batch may have admitted the key already.
+        let slot = this.#index.get(lo, hi);
+        if (slot < 0) {
+          if (this.#sketch !== null && this.#sketch.add(lo, hi) < this.#threshold) {
+            this.#stats.rejected++;
+            dropped++;
+            continue;
+          }
+          slot = this.#newSlot(lo, hi, mapSlot, mmask);
+          if (slot < 0) dropped++;
+        }
+        slots[i] = slot;
+      }
+      this.#syncIndex(k);
+    }
+    const uniq = this.#uniq;
+    const u = this.#kernelResult(k.apply(slots, n, grads, uniq), 'push');
+    if (this.#lru) {
+      // Same recency as the JS path: touched in first-occurrence order, ticks in that order.
+      const shift = this.#chunkShift;
+      const cmask = this.#chunkRows - 1;
+      for (let q = 0; q < u; q++) {
+        const slot = uniq[q] as number;
+        this.#touch(slot);
+        ((this.#chunks[slot >>> shift] as Chunk).tick as Float64Array)[slot & cmask] = ++this.#tick;
+      }
+    }
+    return { rows: u, dropped };
+  }
+
+  // The reference implementation of push (and the path for TTL tables and running snapshots).
+  #pushJs(
     k32: Uint32Array,
     n: number,
     grads: Float32Array,
@@ -533,6 +664,7 @@ export class SparseTable {
     };
     this.#chunks.push(chunk);
     this.#chunkBytes += chunk.bytes;
+    this.#k?.addChunk((f32 ?? f16) as Float32Array | Uint16Array, chunk.state, chunk.steps);
   }
 
   #nextOf(slot: number): number {
@@ -748,6 +880,7 @@ export class SparseTable {
 
   /** Returns every chunk's memory. */
   close(): void {
+    this.#k?.clear();
     for (const c of this.#chunks) c.block.release();
     this.#chunks.length = 0;
   }

@@ -3,6 +3,7 @@
  *
  * Bad arguments (unknown table, wrong lengths, bad options) are thrown synchronously.
  * Corrupt or truncated durable files are `ERR_PS_CORRUPT` naming the file and byte offset.
+ * A table with native kernels whose addon does not load is `ERR_PS_NATIVE_LOAD`.
  */
 
 export type PsErrorCode =
@@ -12,7 +13,8 @@ export type PsErrorCode =
   | 'ERR_PS_CORRUPT'
   | 'ERR_PS_NO_VALID_SNAPSHOT'
   | 'ERR_PS_CONFIG_MISMATCH'
-  | 'ERR_PS_IO';
+  | 'ERR_PS_IO'
+  | 'ERR_PS_NATIVE_LOAD';
 
 export interface PsErrorOptions {
   cause?: unknown;

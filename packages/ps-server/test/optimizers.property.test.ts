@@ -52,82 +52,87 @@ const configs: fc.Arbitrary<OptimizerConfig> = fc.oneof(
 );
 
 describe('optimizers against the reference formulas', () => {
-  it('sparse_pushes_with_duplicate_keys_match_bit_for_bit', () => {
-    fc.assert(
-      fc.property(
-        configs,
-        fc.integer({ min: 1, max: 9 }),
-        fc.array(
+  // The native kernels (default) and the JS ones each against the reference formulas.
+  it.each(['native', 'js'] as const)(
+    'sparse_pushes_with_duplicate_keys_match_bit_for_bit_%s',
+    (kernels) => {
+      fc.assert(
+        fc.property(
+          configs,
+          fc.integer({ min: 1, max: 9 }),
           fc.array(
-            fc.tuple(
-              fc.integer({ min: 0, max: 7 }),
-              fc.array(f32(-4, 4), { minLength: 9, maxLength: 9 }),
+            fc.array(
+              fc.tuple(
+                fc.integer({ min: 0, max: 7 }),
+                fc.array(f32(-4, 4), { minLength: 9, maxLength: 9 }),
+              ),
+              { minLength: 1, maxLength: 12 },
             ),
-            { minLength: 1, maxLength: 12 },
+            { minLength: 1, maxLength: 8 },
           ),
-          { minLength: 1, maxLength: 8 },
-        ),
-        (opt, dim, batches) => {
-          const store = new ParameterStore({
-            tables: [
-              {
-                name: 't',
-                dim,
-                optimizer: opt,
-                init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
-              },
-            ],
-          });
-          const fresh = new ParameterStore({
-            tables: [
-              {
-                name: 't',
-                dim,
-                optimizer: opt,
-                init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
-              },
-            ],
-          });
-          const ref = new Map<number, RefRow>();
-          const initOut = new Float32Array(dim);
-          let seq = 0;
-          for (const batch of batches) {
-            const ks = BigUint64Array.from(batch.map(([k]) => BigInt(k) * 0x1_0000_0001n));
-            const grads = new Float32Array(batch.length * dim);
-            batch.forEach(([, g], i) => {
-              grads.set(g.slice(0, dim), i * dim);
+          (opt, dim, batches) => {
+            const store = new ParameterStore({
+              tables: [
+                {
+                  name: 't',
+                  dim,
+                  optimizer: opt,
+                  init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
+                  kernels,
+                },
+              ],
             });
-            void store.push('t', ks, grads, { session: 's', seq: seq++ });
-            // reference: sum duplicates in request order, then one update per distinct key
-            const acc = new Map<number, number[]>();
-            batch.forEach(([k, g]) => {
-              const a = acc.get(k);
-              if (a === undefined) acc.set(k, g.slice(0, dim));
-              else
-                for (let j = 0; j < dim; j++)
-                  a[j] = Math.fround((a[j] as number) + (g[j] as number));
+            const fresh = new ParameterStore({
+              tables: [
+                {
+                  name: 't',
+                  dim,
+                  optimizer: opt,
+                  init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
+                },
+              ],
             });
-            for (const [k, g] of acc) {
-              let row = ref.get(k);
-              if (row === undefined) {
-                // the seeded init of an unseen key, from a store that never saw it
-                fresh.pullInto('t', BigUint64Array.of(BigInt(k) * 0x1_0000_0001n), initOut);
-                row = { w: Array.from(initOut), s: refInitState(opt, dim), step: 0 };
-                ref.set(k, row);
+            const ref = new Map<number, RefRow>();
+            const initOut = new Float32Array(dim);
+            let seq = 0;
+            for (const batch of batches) {
+              const ks = BigUint64Array.from(batch.map(([k]) => BigInt(k) * 0x1_0000_0001n));
+              const grads = new Float32Array(batch.length * dim);
+              batch.forEach(([, g], i) => {
+                grads.set(g.slice(0, dim), i * dim);
+              });
+              void store.push('t', ks, grads, { session: 's', seq: seq++ });
+              // reference: sum duplicates in request order, then one update per distinct key
+              const acc = new Map<number, number[]>();
+              batch.forEach(([k, g]) => {
+                const a = acc.get(k);
+                if (a === undefined) acc.set(k, g.slice(0, dim));
+                else
+                  for (let j = 0; j < dim; j++)
+                    a[j] = Math.fround((a[j] as number) + (g[j] as number));
+              });
+              for (const [k, g] of acc) {
+                let row = ref.get(k);
+                if (row === undefined) {
+                  // the seeded init of an unseen key, from a store that never saw it
+                  fresh.pullInto('t', BigUint64Array.of(BigInt(k) * 0x1_0000_0001n), initOut);
+                  row = { w: Array.from(initOut), s: refInitState(opt, dim), step: 0 };
+                  ref.set(k, row);
+                }
+                refUpdate(opt, row, g);
               }
-              refUpdate(opt, row, g);
             }
-          }
-          for (const [k, row] of ref) {
-            const out = new Float32Array(dim);
-            store.pullInto('t', BigUint64Array.of(BigInt(k) * 0x1_0000_0001n), out);
-            expect(bits(out)).toEqual(bits(Float32Array.from(row.w)));
-          }
-        },
-      ),
-      { numRuns: 400 },
-    );
-  });
+            for (const [k, row] of ref) {
+              const out = new Float32Array(dim);
+              store.pullInto('t', BigUint64Array.of(BigInt(k) * 0x1_0000_0001n), out);
+              expect(bits(out)).toEqual(bits(Float32Array.from(row.w)));
+            }
+          },
+        ),
+        { numRuns: 400 },
+      );
+    },
+  );
 
   it('dense_tensor_updates_match_bit_for_bit', () => {
     fc.assert(

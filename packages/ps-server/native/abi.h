@@ -1,0 +1,51 @@
+// The one contract between the kernels addon and its TypeScript side (src/internal/abi.ts
+// mirrors it). The addon exports this table (`abi()`) and the loader compares it field by
+// field, so a stale build is ERR_PS_NATIVE_LOAD naming the field, never silent misbehaviour.
+#pragma once
+
+namespace rdmajs_ps::abi {
+
+// Bumped whenever anything below changes meaning.
+constexpr int kVersion = 1;
+
+// Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
+constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5;
+// Parameters per kernel.
+constexpr int OPT_SGD_PARAMS = 2, OPT_SGD_MOMENTUM_PARAMS = 5, OPT_ADAGRAD_PARAMS = 4, OPT_FTRL_PARAMS = 4;
+
+// Row storage.
+constexpr int ROW_F32 = 0, ROW_F16 = 1;
+
+// Hash index bucket marks (HashIndex.ts): empty, and moved/deleted in the old table.
+constexpr int IDX_EMPTY = -1, IDX_GONE = -2;
+
+// Kernel results below zero: a length/offset that does not fit, or an index slot beyond
+// the registered chunks. Nothing was written.
+constexpr int K_BAD_LENGTH = -1, K_BAD_SLOT = -2;
+
+struct Entry {
+  const char* name;
+  int value;
+};
+
+constexpr Entry kTable[] = {
+    {"version", kVersion},
+    {"OPT_SGD", OPT_SGD},
+    {"OPT_SGD_MOMENTUM", OPT_SGD_MOMENTUM},
+    {"OPT_ADAGRAD", OPT_ADAGRAD},
+    {"OPT_FTRL", OPT_FTRL},
+    {"OPT_SUM", OPT_SUM},
+    {"OPT_ASSIGN", OPT_ASSIGN},
+    {"OPT_SGD_PARAMS", OPT_SGD_PARAMS},
+    {"OPT_SGD_MOMENTUM_PARAMS", OPT_SGD_MOMENTUM_PARAMS},
+    {"OPT_ADAGRAD_PARAMS", OPT_ADAGRAD_PARAMS},
+    {"OPT_FTRL_PARAMS", OPT_FTRL_PARAMS},
+    {"ROW_F32", ROW_F32},
+    {"ROW_F16", ROW_F16},
+    {"IDX_EMPTY", IDX_EMPTY},
+    {"IDX_GONE", IDX_GONE},
+    {"K_BAD_LENGTH", K_BAD_LENGTH},
+    {"K_BAD_SLOT", K_BAD_SLOT},
+};
+
+}  // namespace rdmajs_ps::abi

@@ -1,0 +1,459 @@
+// Batch kernels of one sparse table: gather (probe + row copy) and push (probe, duplicate
+// accumulation, optimizer update), one JS → C++ crossing per batch. The table's chunk arrays
+// and hash index arrays are registered once (persistent references keep them alive); the
+// kernels read them in place. Float arithmetic is plain IEEE float32 (built with
+// -ffp-contract=off, no -ffast-math), which is exactly what the JS reference computes with
+// Math.fround after each double op (double rounding is innocuous for + - * / sqrt on floats).
+#include <napi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "abi.h"
+#include "fp16.h"
+
+namespace abi = rdmajs_ps::abi;
+using rdmajs_ps::FloatToHalf;
+using rdmajs_ps::HalfToFloat;
+
+namespace {
+
+// murmur3's finalizer and the index hash: src/internal/mix.ts.
+inline uint32_t Fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+inline uint32_t Hash64(uint32_t lo, uint32_t hi, uint32_t salt) { return Fmix32(lo ^ Fmix32(hi ^ salt)); }
+
+struct Chunk {
+  Napi::Reference<Napi::TypedArray> rowsRef, stateRef, stepsRef;
+  float* f32 = nullptr;
+  uint16_t* f16 = nullptr;
+  float* state = nullptr;
+  uint32_t* steps = nullptr;
+};
+
+template <typename T>
+T* DataOf(const Napi::TypedArray& a) {
+  return reinterpret_cast<T*>(static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset());
+}
+
+class TableKernels : public Napi::ObjectWrap<TableKernels> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "TableKernels",
+                       {
+                           InstanceMethod("addChunk", &TableKernels::AddChunk),
+                           InstanceMethod("setIndex", &TableKernels::SetIndex),
+                           InstanceMethod("gather", &TableKernels::Gather),
+                           InstanceMethod("lookup", &TableKernels::Lookup),
+                           InstanceMethod("apply", &TableKernels::Apply),
+                           InstanceMethod("clear", &TableKernels::Clear),
+                       });
+  }
+
+  // new TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params: Float64Array)
+  explicit TableKernels(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TableKernels>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() != 7 || !info[6].IsTypedArray() ||
+        info[6].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+      Napi::TypeError::New(env, "TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params)")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+    dim_ = info[0].As<Napi::Number>().Int64Value();
+    rowDtype_ = info[1].As<Napi::Number>().Int32Value();
+    stateDim_ = info[2].As<Napi::Number>().Int64Value();
+    chunkShift_ = info[3].As<Napi::Number>().Int32Value();
+    usesSteps_ = info[4].ToBoolean().Value();
+    kind_ = info[5].As<Napi::Number>().Int32Value();
+    auto p = info[6].As<Napi::Float64Array>();
+    params_.assign(p.Data(), p.Data() + p.ElementLength());
+    int want = -1;
+    switch (kind_) {
+      case abi::OPT_SGD: want = abi::OPT_SGD_PARAMS; break;
+      case abi::OPT_SGD_MOMENTUM: want = abi::OPT_SGD_MOMENTUM_PARAMS; break;
+      case abi::OPT_ADAGRAD: want = abi::OPT_ADAGRAD_PARAMS; break;
+      case abi::OPT_FTRL: want = abi::OPT_FTRL_PARAMS; break;
+      case abi::OPT_SUM:
+      case abi::OPT_ASSIGN: want = 0; break;
+      default: break;
+    }
+    if (dim_ < 1 || dim_ > 4096 || stateDim_ < 0 || stateDim_ > 4 * 4096 || chunkShift_ < 0 || chunkShift_ > 24 ||
+        (rowDtype_ != abi::ROW_F32 && rowDtype_ != abi::ROW_F16) || want < 0 ||
+        static_cast<int>(params_.size()) != want) {
+      Napi::RangeError::New(env, "TableKernels: bad shape, kernel kind or parameter count").ThrowAsJavaScriptException();
+      return;
+    }
+    tmp_.resize(dim_);
+  }
+
+ private:
+  int64_t ChunkRows() const { return int64_t{1} << chunkShift_; }
+
+  static bool IsType(const Napi::Value& v, napi_typedarray_type t) {
+    return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == t;
+  }
+
+  // addChunk(rows: Float32Array | Uint16Array, state: Float32Array, steps: Uint32Array | null)
+  Napi::Value AddChunk(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const int64_t cr = ChunkRows();
+    const napi_typedarray_type rowType = rowDtype_ == abi::ROW_F32 ? napi_float32_array : napi_uint16_array;
+    if (info.Length() != 3 || !IsType(info[0], rowType) || !IsType(info[1], napi_float32_array) ||
+        !(info[2].IsNull() || IsType(info[2], napi_uint32_array)) || (info[2].IsNull() == usesSteps_)) {
+      Napi::TypeError::New(env, "addChunk(rows, state, steps)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    auto rows = info[0].As<Napi::TypedArray>();
+    auto state = info[1].As<Napi::TypedArray>();
+    if (static_cast<int64_t>(rows.ElementLength()) < cr * dim_ ||
+        static_cast<int64_t>(state.ElementLength()) < cr * stateDim_ ||
+        (usesSteps_ && static_cast<int64_t>(info[2].As<Napi::TypedArray>().ElementLength()) < cr)) {
+      Napi::RangeError::New(env, "addChunk: arrays shorter than a chunk").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    Chunk c;
+    c.rowsRef = Napi::Persistent(rows);
+    c.stateRef = Napi::Persistent(state);
+    if (rowDtype_ == abi::ROW_F32)
+      c.f32 = DataOf<float>(rows);
+    else
+      c.f16 = DataOf<uint16_t>(rows);
+    c.state = DataOf<float>(state);
+    if (usesSteps_) {
+      auto steps = info[2].As<Napi::TypedArray>();
+      c.stepsRef = Napi::Persistent(steps);
+      c.steps = DataOf<uint32_t>(steps);
+    }
+    chunks_.push_back(std::move(c));
+    return Napi::Number::New(env, static_cast<double>(chunks_.size()));
+  }
+
+  // setIndex(buckets: Int32Array, old: Int32Array | null, salt): the HashIndex's live arrays.
+  Napi::Value SetIndex(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() != 3 || !IsType(info[0], napi_int32_array) ||
+        !(info[1].IsNull() || IsType(info[1], napi_int32_array)) || !info[2].IsNumber()) {
+      Napi::TypeError::New(env, "setIndex(buckets, old, salt)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    auto pow2Buckets = [](size_t len, uint32_t* mask) {
+      if (len == 0 || len % 3 != 0) return false;
+      const size_t b = len / 3;
+      if ((b & (b - 1)) != 0 || b > (size_t{1} << 29)) return false;
+      *mask = static_cast<uint32_t>(b - 1);
+      return true;
+    };
+    auto b = info[0].As<Napi::TypedArray>();
+    uint32_t mask = 0, oldMask = 0;
+    if (!pow2Buckets(b.ElementLength(), &mask) ||
+        (!info[1].IsNull() && !pow2Buckets(info[1].As<Napi::TypedArray>().ElementLength(), &oldMask))) {
+      Napi::RangeError::New(env, "setIndex: a bucket array is not 3 × a power of two").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    indexRef_ = Napi::Persistent(b);
+    index_ = DataOf<int32_t>(b);
+    mask_ = mask;
+    if (info[1].IsNull()) {
+      oldRef_.Reset();
+      old_ = nullptr;
+    } else {
+      auto o = info[1].As<Napi::TypedArray>();
+      oldRef_ = Napi::Persistent(o);
+      old_ = DataOf<int32_t>(o);
+      oldMask_ = oldMask;
+    }
+    salt_ = info[2].As<Napi::Number>().Uint32Value();
+    return env.Undefined();
+  }
+
+  Napi::Value Clear(const Napi::CallbackInfo& info) {
+    chunks_.clear();
+    indexRef_.Reset();
+    oldRef_.Reset();
+    index_ = old_ = nullptr;
+    return info.Env().Undefined();
+  }
+
+  // Slot of key (lo, hi) or -1: HashIndex.get. Each probe is bounded by its table's size.
+  int32_t Get(uint32_t lo, uint32_t hi) const {
+    const int32_t l = static_cast<int32_t>(lo), h = static_cast<int32_t>(hi);
+    const uint32_t hash = Hash64(lo, hi, salt_);
+    uint32_t i = hash & mask_;
+    for (uint32_t n = 0; n <= mask_; n++) {
+      const int32_t* p = index_ + size_t{i} * 3;
+      if (p[2] == abi::IDX_EMPTY) break;
+      if (p[0] == l && p[1] == h) return p[2];
+      i = (i + 1) & mask_;
+    }
+    if (old_ == nullptr) return -1;
+    i = hash & oldMask_;
+    for (uint32_t n = 0; n <= oldMask_; n++) {
+      const int32_t* p = old_ + size_t{i} * 3;
+      if (p[2] == abi::IDX_EMPTY) return -1;
+      if (p[2] != abi::IDX_GONE && p[0] == l && p[1] == h) return p[2];
+      i = (i + 1) & oldMask_;
+    }
+    return -1;
+  }
+
+  bool SlotOk(int32_t slot) const {
+    return slot >= 0 && (static_cast<size_t>(slot) >> chunkShift_) < chunks_.size();
+  }
+
+  // Checks (typed array of type t, at least `need` elements) and returns its data.
+  template <typename T>
+  static T* Arg(const Napi::Value& v, napi_typedarray_type t, int64_t need, bool* ok) {
+    if (!IsType(v, t) || static_cast<int64_t>(v.As<Napi::TypedArray>().ElementLength()) < need) {
+      *ok = false;
+      return nullptr;
+    }
+    return DataOf<T>(v.As<Napi::TypedArray>());
+  }
+
+  int64_t BatchN(const Napi::CallbackInfo& info, size_t argc) const {
+    if (info.Length() != argc || !info[1].IsNumber() || index_ == nullptr) return -1;
+    const double n = info[1].As<Napi::Number>().DoubleValue();
+    if (!(n >= 0 && n <= (1 << 24)) || n != std::floor(n)) return -1;
+    return static_cast<int64_t>(n);
+  }
+
+  // gather(k32: Uint32Array, n, out: Float32Array, miss: Int32Array) → misses (their request
+  // positions in miss[]; the caller fills their init rows), or a K_ error.
+  Napi::Value Gather(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const int64_t n = BatchN(info, 4);
+    bool ok = n >= 0;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
+    // Probe everything first (miss[] holds slots meanwhile), so cache misses overlap.
+    slots_.resize(n);
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
+      if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
+      slots_[i] = s;
+    }
+    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
+    int32_t misses = 0;
+    const size_t rowBytes = static_cast<size_t>(dim_) * 4;
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t s = slots_[i];
+      float* o = out + i * dim_;
+      if (s < 0) {
+        miss[misses++] = static_cast<int32_t>(i);
+        continue;
+      }
+      const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
+      const size_t r = size_t{static_cast<uint32_t>(s) & cmask} * dim_;
+      if (c.f32 != nullptr) {
+        std::memcpy(o, c.f32 + r, rowBytes);
+      } else {
+        const uint16_t* h = c.f16 + r;
+        for (int64_t j = 0; j < dim_; j++) o[j] = HalfToFloat(h[j]);
+      }
+    }
+    return Napi::Number::New(env, misses);
+  }
+
+  // lookup(k32, n, slots: Int32Array) → number of keys without a row (slot -1).
+  Napi::Value Lookup(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const int64_t n = BatchN(info, 3);
+    bool ok = n >= 0;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    int32_t* slots = ok ? Arg<int32_t>(info[2], napi_int32_array, n, &ok) : nullptr;
+    if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
+    int32_t misses = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
+      if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
+      if (s < 0) misses++;
+      slots[i] = s;
+    }
+    return Napi::Number::New(env, misses);
+  }
+
+  // apply(slots: Int32Array, n, grads: Float32Array, uniq: Int32Array) → rows updated.
+  // slots[i] < 0 drops key i. Duplicate slots are summed in request order, then each
+  // distinct row (first-occurrence order, written to uniq[]) gets one update.
+  Napi::Value Apply(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const int64_t n = BatchN(info, 4);
+    bool ok = n >= 0;
+    const int32_t* slots = ok ? Arg<int32_t>(info[0], napi_int32_array, n, &ok) : nullptr;
+    const float* grads = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* uniq = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
+    for (int64_t i = 0; i < n; i++)
+      if (slots[i] >= 0 && !SlotOk(slots[i])) return Napi::Number::New(env, abi::K_BAD_SLOT);
+    size_t m = 64;
+    while (m < 2 * static_cast<size_t>(n)) m *= 2;
+    mapSlot_.assign(m, -1);
+    mapIdx_.resize(m);
+    src_.resize(n);
+    if (acc_.size() < static_cast<size_t>(n * dim_)) acc_.resize(n * dim_);
+    const size_t mmask = m - 1;
+    int32_t u = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t slot = slots[i];
+      if (slot < 0) continue;
+      size_t h = (static_cast<uint32_t>(slot) * 0x9e3779b1u) & mmask;
+      while (mapSlot_[h] != -1 && mapSlot_[h] != slot) h = (h + 1) & mmask;
+      const float* g = grads + i * dim_;
+      if (mapSlot_[h] == -1) {
+        mapSlot_[h] = slot;
+        mapIdx_[h] = u;
+        uniq[u] = slot;
+        src_[u] = i;
+        u++;
+      } else {
+        const int32_t k = mapIdx_[h];
+        float* a = acc_.data() + static_cast<size_t>(k) * dim_;
+        if (src_[k] >= 0) {
+          std::memcpy(a, grads + src_[k] * dim_, static_cast<size_t>(dim_) * 4);
+          src_[k] = -1;
+        }
+        for (int64_t j = 0; j < dim_; j++) a[j] = a[j] + g[j];
+      }
+    }
+    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
+    for (int32_t k = 0; k < u; k++) {
+      const uint32_t slot = static_cast<uint32_t>(uniq[k]);
+      Chunk& c = chunks_[slot >> chunkShift_];
+      const size_t i = slot & cmask;
+      uint32_t step = 0;
+      if (c.steps != nullptr) step = ++c.steps[i];
+      const float* g = src_[k] >= 0 ? grads + src_[k] * dim_ : acc_.data() + static_cast<size_t>(k) * dim_;
+      float* s = c.state + i * stateDim_;
+      if (c.f32 != nullptr) {
+        Update(c.f32 + i * dim_, s, g, step);
+      } else {
+        uint16_t* h = c.f16 + i * dim_;
+        float* w = tmp_.data();
+        for (int64_t j = 0; j < dim_; j++) w[j] = HalfToFloat(h[j]);
+        Update(w, s, g, step);
+        for (int64_t j = 0; j < dim_; j++) h[j] = FloatToHalf(w[j]);
+      }
+    }
+    return Napi::Number::New(env, u);
+  }
+
+  // One row's update: the formulas of src/Optimizer.ts in the same operation order.
+  void Update(float* w, float* s, const float* g, uint32_t step) const {
+    const int64_t dim = dim_;
+    const double* p = params_.data();
+    switch (kind_) {
+      case abi::OPT_SGD: {
+        const float lr = static_cast<float>(p[0]), wd = static_cast<float>(p[1]);
+        for (int64_t j = 0; j < dim; j++) {
+          const float wj = w[j];
+          float gj = g[j];
+          if (wd != 0.0f) gj = gj + wd * wj;
+          w[j] = wj - lr * gj;
+        }
+        break;
+      }
+      case abi::OPT_SGD_MOMENTUM: {
+        const float lr = static_cast<float>(p[0]), mu = static_cast<float>(p[1]), damp1 = static_cast<float>(p[2]),
+                    wd = static_cast<float>(p[3]);
+        const bool nesterov = p[4] != 0;
+        for (int64_t j = 0; j < dim; j++) {
+          const float wj = w[j];
+          float gj = g[j];
+          if (wd != 0.0f) gj = gj + wd * wj;
+          const float b = step > 1 ? mu * s[j] + damp1 * gj : gj;
+          s[j] = b;
+          gj = nesterov ? gj + mu * b : b;
+          w[j] = wj - lr * gj;
+        }
+        break;
+      }
+      case abi::OPT_ADAGRAD: {
+        // lr and lrDecay stay double: the JS computes the step's lr in double, then rounds.
+        const double lr = p[0], lrDecay = p[1];
+        const float wd = static_cast<float>(p[2]), eps = static_cast<float>(p[3]);
+        const float clr = static_cast<float>(lr / (1 + (static_cast<double>(step) - 1) * lrDecay));
+        for (int64_t j = 0; j < dim; j++) {
+          const float wj = w[j];
+          float gj = g[j];
+          if (wd != 0.0f) gj = gj + wd * wj;
+          const float sum = s[j] + gj * gj;
+          s[j] = sum;
+          const float stdv = std::sqrt(sum) + eps;
+          w[j] = wj - (clr * gj) / stdv;
+        }
+        break;
+      }
+      case abi::OPT_FTRL: {
+        const float af = static_cast<float>(p[0]), bf = static_cast<float>(p[1]), l1 = static_cast<float>(p[2]),
+                    l2 = static_cast<float>(p[3]);
+        float* z = s;
+        float* nn = s + dim;
+        for (int64_t j = 0; j < dim; j++) {
+          const float gj = g[j];
+          const float n0 = nn[j];
+          const float nNew = n0 + gj * gj;
+          const float sigma = (std::sqrt(nNew) - std::sqrt(n0)) / af;
+          const float zj = (z[j] + gj) - sigma * w[j];
+          z[j] = zj;
+          nn[j] = nNew;
+          if (std::fabs(zj) <= l1) {
+            w[j] = 0.0f;
+          } else {
+            const float zs = zj > 0 ? zj - l1 : zj + l1;
+            w[j] = -zs / ((bf + std::sqrt(nNew)) / af + l2);
+          }
+        }
+        break;
+      }
+      case abi::OPT_SUM:
+        for (int64_t j = 0; j < dim; j++) w[j] = w[j] + g[j];
+        break;
+      case abi::OPT_ASSIGN:
+        std::memcpy(w, g, static_cast<size_t>(dim) * 4);
+        break;
+      default:
+        break;
+    }
+  }
+
+  int64_t dim_ = 0, stateDim_ = 0;
+  int rowDtype_ = 0, chunkShift_ = 0, kind_ = 0;
+  bool usesSteps_ = false;
+  std::vector<double> params_;
+  std::vector<Chunk> chunks_;
+  Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;
+  const int32_t* index_ = nullptr;
+  const int32_t* old_ = nullptr;
+  uint32_t mask_ = 0, oldMask_ = 0, salt_ = 0;
+  // Per-batch scratch, reused.
+  std::vector<int32_t> slots_, mapSlot_, mapIdx_;
+  std::vector<int64_t> src_;
+  std::vector<float> acc_, tmp_;
+};
+
+Napi::Value AbiTable(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  for (const auto& e : abi::kTable) o.Set(e.name, e.value);
+  return o;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("abi", Napi::Function::New(env, AbiTable));
+  exports.Set("TableKernels", TableKernels::Define(env));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(rdmajs_ps_kernels, Init)

@@ -1,0 +1,67 @@
+// Loads the kernels addon and explains itself when it cannot.
+import { createRequire } from 'node:module';
+import { arch, platform } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PsError } from '../errors.js';
+import { checkAbi } from './abi.js';
+
+/** One sparse table's batch kernels over its registered chunk and index arrays. */
+export interface NativeTableKernels {
+  addChunk(
+    rows: Float32Array | Uint16Array,
+    state: Float32Array,
+    steps: Uint32Array | null,
+  ): number;
+  setIndex(buckets: Int32Array, old: Int32Array | null, salt: number): void;
+  /** Rows of hits into out; request positions of misses into miss. Misses, or a K_ code. */
+  gather(k32: Uint32Array, n: number, out: Float32Array, miss: Int32Array): number;
+  /** Slot per key (-1 without a row). Misses, or a K_ code. */
+  lookup(k32: Uint32Array, n: number, slots: Int32Array): number;
+  /** Sums duplicates, updates each distinct row once; distinct slots into uniq. Count, or a K_ code. */
+  apply(slots: Int32Array, n: number, grads: Float32Array, uniq: Int32Array): number;
+  clear(): void;
+}
+
+interface Addon {
+  abi(): Record<string, number>;
+  TableKernels: new (
+    dim: number,
+    rowDtype: number,
+    stateDim: number,
+    chunkShift: number,
+    usesSteps: boolean,
+    kind: number,
+    params: Float64Array,
+  ) => NativeTableKernels;
+}
+
+let addon: Addon | undefined;
+
+/** The addon, loaded once. Throws ERR_PS_NATIVE_LOAD listing what was tried. */
+export function loadKernels(): Addon {
+  if (addon) return addon;
+  const root = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
+  const require = createRequire(import.meta.url);
+  const tried = [
+    join(root, 'build', 'Release', 'rdmajs_ps_kernels.node'),
+    join(root, 'build', 'Debug', 'rdmajs_ps_kernels.node'),
+  ];
+  const failures: string[] = [];
+  for (const path of tried) {
+    try {
+      const loaded = require(path) as Addon;
+      checkAbi(typeof loaded.abi === 'function' ? loaded.abi() : {}, path);
+      addon = loaded;
+      return addon;
+    } catch (err) {
+      failures.push(`${path}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  throw new PsError(
+    'ERR_PS_NATIVE_LOAD',
+    `@rdmajs/ps-server: no kernels addon loads on ${platform()}-${arch()} (Node ${process.version}). ` +
+      `Tried:\n  ${failures.join('\n  ')}\nBuild it with \`pnpm build\` (needs python3, make and g++), ` +
+      "or configure the table with kernels: 'js'.",
+  );
+}
