@@ -48,6 +48,7 @@ consumer() { # <name> [npm install flags...]: an empty project with the tarballs
   fi
   grep '^@rdmajs' "$dir.log" || true
   test -e "$dir/node_modules/@rdmajs/verbs/build/Release/rdmajs_verbs.node" || { echo "no addon in $1"; exit 1; }
+  test -e "$dir/node_modules/@rdmajs/ps-server/build/Release/rdmajs_ps_kernels.node" || { echo "no ps-server kernels addon in $1"; exit 1; }
   # Nothing of ours may come from anywhere but the tarballs.
   node -e '
     const lock = require(process.argv[1]);
@@ -66,6 +67,13 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
     node -e 'import("@rdmajs/allocator").then(m => { if (!m.RegisteredAllocator) process.exit(1) })' &&
     node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })' &&
     node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })' &&
+    node -e 'import("@rdmajs/ps-server").then(async (m) => {
+      const s = new m.ParameterStore({ tables: [{ name: "t", dim: 2, optimizer: { kind: "sum" } }] });
+      await s.push("t", BigUint64Array.of(7n), Float32Array.of(1, 2), { session: "a", seq: 1 });
+      const out = new Float32Array(2);
+      s.pullInto("t", BigUint64Array.of(7n), out);
+      if (out[0] !== 1 || out[1] !== 2) process.exit(1);
+    })' &&
     node tcp-echo.mjs)
 }
 

@@ -170,6 +170,13 @@ export const storeScenario: Scenario = {
           `, memcpy limit ${(lim / 1e6).toFixed(1)} M/s (${((100 * Number(r.rowsPerSec)) / lim).toFixed(0)} %); ${(Number(r.rowsPerCpuSec) / 1e6).toFixed(2)} M per CPU-s`,
       );
     }
+    for (const r of results.filter((x) => x.op === 'pull-js')) {
+      const nat = pulls.find((p) => p.dim === r.dim && p.rows === r.rows);
+      if (nat)
+        lines.push(
+          `  dim ${String(r.dim).padStart(3)} rows ${Number(r.rows).toExponential(0)}: JS reference kernels ${(Number(r.rowsPerSec) / 1e6).toFixed(2)} M/s — native ${(Number(nat.rowsPerSec) / Number(r.rowsPerSec)).toFixed(1)}× that`,
+        );
+    }
     lines.push('push rows/s per optimizer (distinct keys per batch):');
     for (const r of results.filter((x) => x.op.startsWith('push-')))
       lines.push(
@@ -194,6 +201,14 @@ export const storeScenario: Scenario = {
     const ada32 = results
       .filter((r) => r.op === 'push-adagrad' && r.dim === 32)
       .map((r) => Number(r.rowsPerSec));
+    const adaJs = results.find((r) => r.op === 'push-adagrad-js');
+    const adaNat = results.find(
+      (r) => r.op === 'push-adagrad' && r.dim === 32 && r.rows === adaJs?.rows,
+    );
+    if (adaJs && adaNat)
+      lines.push(
+        `  Adagrad dim 32 rows ${Number(adaJs.rows).toExponential(0)}: native ${(Number(adaNat.rowsPerSec) / Number(adaJs.rowsPerSec)).toFixed(1)}× the JS reference kernel`,
+      );
     const snap = results.find((r) => r.op === 'snapshot');
     const mem = results.find((r) => r.op === 'memory');
     const v = (ok: boolean) => (ok ? 'met' : 'NOT met');
@@ -258,6 +273,23 @@ export const storeScenario: Scenario = {
           ),
         );
         await store.close();
+        if (dim === 32) {
+          // The JS reference kernels in the same run: what the native gather buys.
+          const js = new ParameterStore({
+            tables: [{ name: 't', dim, optimizer: { kind: 'sum' }, kernels: 'js' }],
+          });
+          await fill(js, 't', rows, dim);
+          results.push(
+            result(
+              'pull-js',
+              dim,
+              rows,
+              rate(bs, (b) => js.pullInto('t', b, out)),
+              {},
+            ),
+          );
+          await js.close();
+        }
         const map = new Map<bigint, Float32Array>();
         for (let i = 0; i < rows; i++) map.set(keyOf(i), new Float32Array(dim).fill(0.001));
         results.push(
@@ -277,16 +309,20 @@ export const storeScenario: Scenario = {
     }
 
     // Push: every optimizer at every dim on a 10^5-row table; Adagrad also over table sizes.
-    const pushCells: Array<[string, OptimizerConfig, number, number]> = [];
+    const pushCells: Array<[string, OptimizerConfig, number, number, 'native' | 'js']> = [];
     for (const dim of DIMS)
-      for (const [name, cfg] of OPTIMIZERS) pushCells.push([name, cfg, dim, 1e5]);
+      for (const [name, cfg] of OPTIMIZERS) pushCells.push([name, cfg, dim, 1e5, 'native']);
+    // The JS reference kernel in the same run, for the native/JS ratio.
+    pushCells.push(['adagrad-js', { kind: 'adagrad' }, 32, 1e5, 'js']);
     for (const rows of ROWS)
       if (rows !== 1e5 && rows * 32 * 8 <= MAX_TABLE_BYTES)
-        pushCells.push(['adagrad', { kind: 'adagrad' }, 32, rows]);
-    for (const [name, cfg, dim, rows] of pushCells) {
+        pushCells.push(['adagrad', { kind: 'adagrad' }, 32, rows, 'native']);
+    for (const [name, cfg, dim, rows, kernels] of pushCells) {
       if (rows * dim * 4 * 3 > MAX_TABLE_BYTES * 2) continue;
       progress(`push ${name} dim ${dim} rows ${rows}`);
-      const store = new ParameterStore({ tables: [{ name: 't', dim, optimizer: cfg }] });
+      const store = new ParameterStore({
+        tables: [{ name: 't', dim, optimizer: cfg, kernels }],
+      });
       await fill(store, 't', rows, dim);
       // distinct keys per batch: a random window of the key space
       const r = xorshift(dim * 7 + rows);
