@@ -5,7 +5,7 @@ import { invalidArg, PsError } from './errors.js';
 import { HashIndex } from './HashIndex.js';
 import { ABI } from './internal/abi.js';
 import { HALF_TO_FLOAT, toHalf } from './internal/fp16.js';
-import { loadKernels, type NativeTableKernels } from './internal/native.js';
+import { kernelsChoice, loadKernels, type NativeTableKernels } from './internal/native.js';
 import { createInit, type InitConfig, type InitFn } from './KeyInit.js';
 import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
 import type { RowBlock, RowMemory } from './RowMemory.js';
@@ -39,7 +39,8 @@ export interface SparseTableConfig {
   /**
    * Batch kernels: 'native' (default; the C++ addon gathers and updates one batch per call,
    * throws ERR_PS_NATIVE_LOAD when the addon does not load) or 'js' (the reference
-   * implementation). Both give bit-identical tables.
+   * implementation). Both give bit-identical tables. `RDMAJS_PS_KERNELS=js` in the environment
+   * puts every table on the JS kernels, whatever this says.
    */
   kernels?: 'native' | 'js';
 }
@@ -163,6 +164,12 @@ export class SparseTable {
   /** The native kernels run pushes too (not only gathers). */
   readonly #kPush: boolean;
   #kGen = -1;
+  // The distinct buffers under the chunks' row storage (RowMemory's) and the bytes each must
+  // keep: checked once per batch, so a buffer detached or shrunk under the table (its
+  // allocator's protection domain closed, say) is a typed error, never a read of freed memory.
+  readonly #rowBuffers: ArrayBufferLike[] = [];
+  readonly #rowBufferEnds: number[] = [];
+  readonly #rowBufferAt = new Map<ArrayBufferLike, number>();
 
   constructor(config: SparseTableConfig, memory: RowMemory) {
     if (config === null || typeof config !== 'object')
@@ -246,9 +253,9 @@ export class SparseTable {
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
-    const kernels = config.kernels ?? 'native';
-    if (kernels !== 'native' && kernels !== 'js')
+    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
       throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
+    const kernels = kernelsChoice(config.kernels);
     if (kernels === 'native') {
       const nk = this.optimizer.native;
       this.#kPush = nk !== null;
@@ -280,6 +287,17 @@ export class SparseTable {
     const t = index.probeTables();
     k.setIndex(t.buckets, t.old, t.salt);
     this.#kGen = index.generation;
+  }
+
+  // Once per batch, before any row is read or written (both kernel paths).
+  #checkRowMemory(): void {
+    const bufs = this.#rowBuffers;
+    for (let i = 0; i < bufs.length; i++)
+      if ((bufs[i] as ArrayBufferLike).byteLength < (this.#rowBufferEnds[i] as number))
+        throw new PsError(
+          'ERR_PS_CLOSED',
+          `table ${this.name}: its row memory was taken away (a buffer was detached or shrunk: was the allocator or protection domain closed before the store?)`,
+        );
   }
 
   #kernelResult(r: number, what: string): number {
@@ -360,6 +378,11 @@ export class SparseTable {
   /** Gathers rows of `n` keys (lo/hi pairs in k32) into out[i·dim …] in request order. */
   pullInto(k32: Uint32Array, n: number, out: Float32Array, nowMs: number): void {
     const dim = this.dim;
+    if (!Number.isInteger(n) || n < 0 || k32.length < 2 * n || out.length < n * dim)
+      throw invalidArg(
+        `table ${this.name}: pull of ${n} keys needs ${n} keys and ${n} × ${dim} floats of out`,
+      );
+    this.#checkRowMemory();
     const shift = this.#chunkShift;
     const cmask = this.#chunkRows - 1;
     const index = this.#index;
@@ -413,10 +436,11 @@ export class SparseTable {
     nowMs: number,
   ): { rows: number; dropped: number } {
     // Checked once per batch, before anything is admitted or written.
-    if (k32.length < 2 * n || grads.length < n * this.dim)
+    if (!Number.isInteger(n) || n < 0 || k32.length < 2 * n || grads.length < n * this.dim)
       throw invalidArg(
         `table ${this.name}: push of ${n} keys needs ${n} keys and ${n} × ${this.dim} grads`,
       );
+    this.#checkRowMemory();
     const k = this.#k;
     // The native path covers what needs no per-key JS state during the update: no snapshot
     // copy-on-write running, no TTL clock. New keys are admitted here, in request order, as
@@ -664,6 +688,13 @@ export class SparseTable {
     };
     this.#chunks.push(chunk);
     this.#chunkBytes += chunk.bytes;
+    const at = this.#rowBufferAt.get(b.buffer) ?? -1;
+    const end = b.byteOffset + rowBytes;
+    if (at < 0) {
+      this.#rowBufferAt.set(b.buffer, this.#rowBuffers.length);
+      this.#rowBuffers.push(b.buffer);
+      this.#rowBufferEnds.push(end);
+    } else if ((this.#rowBufferEnds[at] as number) < end) this.#rowBufferEnds[at] = end;
     this.#k?.addChunk((f32 ?? f16) as Float32Array | Uint16Array, chunk.state, chunk.steps);
   }
 
@@ -790,6 +821,7 @@ export class SparseTable {
 
   /** Starts a snapshot: O(chunks) now, each chunk copied before its next write. */
   beginCapture(): TableCapture {
+    this.#checkRowMemory();
     if (this.#cow !== null)
       throw new PsError('ERR_PS_INVALID_ARG', `table ${this.name}: a snapshot is already running`);
     const count = this.#chunks.length;
@@ -883,5 +915,8 @@ export class SparseTable {
     this.#k?.clear();
     for (const c of this.#chunks) c.block.release();
     this.#chunks.length = 0;
+    this.#rowBuffers.length = 0;
+    this.#rowBufferEnds.length = 0;
+    this.#rowBufferAt.clear();
   }
 }

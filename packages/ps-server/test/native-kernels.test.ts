@@ -4,6 +4,7 @@ import {
   heapRowMemory,
   type OptimizerConfig,
   PsError,
+  type RowMemory,
   SparseTable,
   type SparseTableConfig,
 } from '../src/index.js';
@@ -34,6 +35,16 @@ function pair(config: Omit<SparseTableConfig, 'name' | 'kernels'>): [SparseTable
     new SparseTable({ ...config, name: 'n', kernels: 'native' }, heapRowMemory),
     new SparseTable({ ...config, name: 'j', kernels: 'js' }, heapRowMemory),
   ];
+}
+
+/** Every chunk of a table as snapshot bytes: keys, rows, optimizer state, steps, ticks. */
+function captured(t: SparseTable): unknown[] {
+  const cap = t.beginCapture();
+  try {
+    return Array.from({ length: cap.chunkCount }, (_, c) => cap.take(c));
+  } finally {
+    t.endCapture();
+  }
 }
 
 const k32Of = (ks: number[]) =>
@@ -89,6 +100,8 @@ describe('native kernels against the JS reference kernels', () => {
               js.push(k32, ks.length, grads, now),
             );
             expect(nat.stats()).toEqual({ ...js.stats(), name: 'n' });
+            // Optimizer state, step counts and LRU ticks too, not only the rows a pull shows.
+            expect(captured(nat)).toEqual(captured(js));
             // Pull this batch's keys and a fixed probe set (seen and unseen keys) from both.
             const probe = [...ks, ...Array.from({ length: 64 }, (_, i) => i)];
             const p32 = k32Of(probe);
@@ -163,6 +176,97 @@ describe('native kernels against the JS reference kernels', () => {
     t.pullInto(k32, 3, after, 0);
     expect(bits(after)).toEqual(bits(before));
     expect(t.rows).toBe(3);
+  });
+
+  it('gathers_and_pushes_while_the_index_grows_match_the_js_kernels', () => {
+    const [nat, js] = pair({ dim: 5, optimizer: { kind: 'adagrad', lrDecay: 0.1 } });
+    // While growing, the index holds the doubled table and the old one (12 B per bucket).
+    const growing = (t: SparseTable) => {
+      const b = t.stats().indexBytes / 12;
+      return (b & (b - 1)) !== 0;
+    };
+    let next = 0;
+    let sawGrowing = 0;
+    for (let round = 0; round < 40; round++) {
+      // New keys (some repeated inside the batch) and earlier ones, so a grow starts mid-batch.
+      const ks = [
+        next,
+        next + 1,
+        next,
+        ...Array.from({ length: 9 }, (_, i) => (i * 7) % (next + 1)),
+      ];
+      next += 2 + (round % 5);
+      const k32 = k32Of(ks);
+      const g = Float32Array.from({ length: ks.length * 5 }, (_, i) =>
+        Math.fround(Math.cos(i + round)),
+      );
+      expect(nat.push(k32, ks.length, g, 0)).toEqual(js.push(k32, ks.length, g, 0));
+      expect(growing(nat)).toBe(growing(js));
+      if (growing(nat)) sawGrowing++;
+      // A few keys per pull (old, new, unseen): a pull also advances the growth, 4 buckets a key.
+      const probe = [0, next - 1, next + 5, (round * 3) % next];
+      const a = new Float32Array(probe.length * 5);
+      const c = new Float32Array(probe.length * 5);
+      nat.pullInto(k32Of(probe), probe.length, a, 0);
+      js.pullInto(k32Of(probe), probe.length, c, 0);
+      expect(bits(a)).toEqual(bits(c));
+      expect(captured(nat)).toEqual(captured(js));
+    }
+    expect(sawGrowing).toBeGreaterThan(3);
+  });
+
+  it('row_memory_detached_under_the_table_is_err_ps_closed_on_both_kernel_paths', () => {
+    for (const kernels of ['native', 'js'] as const) {
+      const buffers: ArrayBuffer[] = [];
+      const memory: RowMemory = {
+        alloc(bytes) {
+          const ab = new ArrayBuffer(bytes);
+          buffers.push(ab);
+          return { bytes: new Uint8Array(ab), release() {} };
+        },
+      };
+      const t = new SparseTable({ name: 't', dim: 4, optimizer: { kind: 'sum' }, kernels }, memory);
+      const k32 = k32Of([1, 2, 3]);
+      t.push(k32, 3, new Float32Array(12).fill(1), 0);
+      expect(buffers.length).toBe(1);
+      // What a protection domain's close does to allocMr memory: the buffer is detached.
+      structuredClone(buffers[0], { transfer: [buffers[0] as ArrayBuffer] });
+      for (const fn of [
+        () => t.pullInto(k32, 3, new Float32Array(12), 0),
+        () => t.push(k32, 3, new Float32Array(12), 0),
+        () => t.beginCapture(),
+      ]) {
+        expect(fn).toThrow(PsError);
+        try {
+          fn();
+        } catch (e) {
+          expect((e as PsError).code).toBe('ERR_PS_CLOSED');
+        }
+      }
+    }
+  });
+
+  it('rdmajs_ps_kernels_js_in_the_environment_forces_the_reference_kernels', () => {
+    const before = process.env.RDMAJS_PS_KERNELS;
+    try {
+      process.env.RDMAJS_PS_KERNELS = 'js';
+      const t = new SparseTable(
+        { name: 't', dim: 2, optimizer: { kind: 'sum' }, kernels: 'native' },
+        heapRowMemory,
+      );
+      expect(t.kernels).toBe('js');
+      process.env.RDMAJS_PS_KERNELS = 'native';
+      expect(
+        new SparseTable({ name: 't', dim: 2, optimizer: { kind: 'sum' } }, heapRowMemory).kernels,
+      ).toBe('native');
+      process.env.RDMAJS_PS_KERNELS = 'fast';
+      expect(
+        () => new SparseTable({ name: 't', dim: 2, optimizer: { kind: 'sum' } }, heapRowMemory),
+      ).toThrow(/RDMAJS_PS_KERNELS/);
+    } finally {
+      if (before === undefined) delete process.env.RDMAJS_PS_KERNELS;
+      else process.env.RDMAJS_PS_KERNELS = before;
+    }
   });
 
   it('an_addon_built_for_another_abi_is_err_ps_native_load_naming_the_field', () => {

@@ -38,6 +38,21 @@ interface Addon {
 
 let addon: Addon | undefined;
 
+/**
+ * The kernels a table runs: RDMAJS_PS_KERNELS=js forces the JS reference kernels on every
+ * table (to rule the addon out without a config change); otherwise the table's choice,
+ * native by default.
+ */
+export function kernelsChoice(configured: 'native' | 'js' | undefined): 'native' | 'js' {
+  const env = process.env.RDMAJS_PS_KERNELS;
+  if (env !== undefined && env !== '' && env !== 'js' && env !== 'native')
+    throw new PsError(
+      'ERR_PS_INVALID_ARG',
+      `RDMAJS_PS_KERNELS must be 'js' or 'native', got ${JSON.stringify(env)}`,
+    );
+  return env === 'js' ? 'js' : (configured ?? 'native');
+}
+
 /** The addon, loaded once. Throws ERR_PS_NATIVE_LOAD listing what was tried. */
 export function loadKernels(): Addon {
   if (addon) return addon;
