@@ -205,6 +205,33 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return -1;
   }
 
+  // Software prefetch kAhead keys ahead: a batch's probes and row reads are independent cache
+  // misses (random keys over a table larger than the caches), so issuing them early overlaps
+  // their DRAM latency. Hints only: no result depends on them.
+  static constexpr int64_t kAhead = 16;
+
+  void PrefetchBucket(uint32_t lo, uint32_t hi) const {
+    const int32_t* p = index_ + size_t{Hash64(lo, hi, salt_) & mask_} * 3;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 2);  // a 12-byte bucket may straddle two lines
+  }
+
+  // The first lines of a row (and of its state); the hardware prefetcher follows the rest.
+  void PrefetchRow(int32_t s, bool state) const {
+    if (s < 0 || !SlotOk(s)) return;
+    const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
+    const size_t r = static_cast<uint32_t>(s) & static_cast<uint32_t>(ChunkRows() - 1);
+    const char* row = c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32 + r * dim_)
+                                       : reinterpret_cast<const char*>(c.f16 + r * dim_);
+    const size_t bytes = static_cast<size_t>(dim_) * (c.f32 != nullptr ? 4 : 2);
+    for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 1);
+    if (state && stateDim_ > 0) {
+      const char* st = reinterpret_cast<const char*>(c.state + r * stateDim_);
+      const size_t sb = static_cast<size_t>(stateDim_) * 4;
+      for (size_t off = 0; off < sb && off < 256; off += 64) __builtin_prefetch(st + off, 1);
+    }
+  }
+
   bool SlotOk(int32_t slot) const {
     return slot >= 0 && (static_cast<size_t>(slot) >> chunkShift_) < chunks_.size();
   }
@@ -236,9 +263,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
     int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
-    // Probe everything first (miss[] holds slots meanwhile), so cache misses overlap.
+    // Probe everything first, then copy, so independent cache misses overlap.
     slots_.resize(n);
     for (int64_t i = 0; i < n; i++) {
+      if (i + kAhead < n) PrefetchBucket(k32[2 * (i + kAhead)], k32[2 * (i + kAhead) + 1]);
       const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
       slots_[i] = s;
@@ -247,6 +275,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     int32_t misses = 0;
     const size_t rowBytes = static_cast<size_t>(dim_) * 4;
     for (int64_t i = 0; i < n; i++) {
+      if (i + kAhead < n) PrefetchRow(slots_[i + kAhead], false);
       const int32_t s = slots_[i];
       float* o = out + i * dim_;
       if (s < 0) {
@@ -275,6 +304,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     int32_t misses = 0;
     for (int64_t i = 0; i < n; i++) {
+      if (i + kAhead < n) PrefetchBucket(k32[2 * (i + kAhead)], k32[2 * (i + kAhead) + 1]);
       const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
       if (s < 0) misses++;
@@ -328,6 +358,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     }
     const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
     for (int32_t k = 0; k < u; k++) {
+      if (k + kAhead < u) PrefetchRow(uniq[k + kAhead], true);
       const uint32_t slot = static_cast<uint32_t>(uniq[k]);
       Chunk& c = chunks_[slot >> chunkShift_];
       const size_t i = slot & cmask;
