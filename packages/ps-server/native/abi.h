@@ -6,12 +6,17 @@
 namespace rdmajs_ps::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 
 // Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
-constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5;
+constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5,
+              OPT_ADAM = 6, OPT_ADAMW = 7;
 // Parameters per kernel.
-constexpr int OPT_SGD_PARAMS = 2, OPT_SGD_MOMENTUM_PARAMS = 5, OPT_ADAGRAD_PARAMS = 4, OPT_FTRL_PARAMS = 4;
+constexpr int OPT_SGD_PARAMS = 2, OPT_SGD_MOMENTUM_PARAMS = 5, OPT_ADAGRAD_PARAMS = 4, OPT_FTRL_PARAMS = 4,
+              OPT_ADAM_PARAMS = 8;
+// Float32 scalars per key that JS computes for kernels whose step scalars need V8's `**`
+// (Adam/AdamW: step size and √(1−β2^t)), passed to apply() beside the gradients.
+constexpr int OPT_ADAM_STEP_SCALARS = 2;
 
 // Row storage.
 constexpr int ROW_F32 = 0, ROW_F16 = 1;
@@ -36,10 +41,14 @@ constexpr Entry kTable[] = {
     {"OPT_FTRL", OPT_FTRL},
     {"OPT_SUM", OPT_SUM},
     {"OPT_ASSIGN", OPT_ASSIGN},
+    {"OPT_ADAM", OPT_ADAM},
+    {"OPT_ADAMW", OPT_ADAMW},
     {"OPT_SGD_PARAMS", OPT_SGD_PARAMS},
     {"OPT_SGD_MOMENTUM_PARAMS", OPT_SGD_MOMENTUM_PARAMS},
     {"OPT_ADAGRAD_PARAMS", OPT_ADAGRAD_PARAMS},
     {"OPT_FTRL_PARAMS", OPT_FTRL_PARAMS},
+    {"OPT_ADAM_PARAMS", OPT_ADAM_PARAMS},
+    {"OPT_ADAM_STEP_SCALARS", OPT_ADAM_STEP_SCALARS},
     {"ROW_F32", ROW_F32},
     {"ROW_F16", ROW_F16},
     {"IDX_EMPTY", IDX_EMPTY},

@@ -82,9 +82,18 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       case abi::OPT_SGD_MOMENTUM: want = abi::OPT_SGD_MOMENTUM_PARAMS; break;
       case abi::OPT_ADAGRAD: want = abi::OPT_ADAGRAD_PARAMS; break;
       case abi::OPT_FTRL: want = abi::OPT_FTRL_PARAMS; break;
+      case abi::OPT_ADAM:
+      case abi::OPT_ADAMW: want = abi::OPT_ADAM_PARAMS; break;
       case abi::OPT_SUM:
       case abi::OPT_ASSIGN: want = 0; break;
       default: break;
+    }
+    if (kind_ == abi::OPT_ADAM || kind_ == abi::OPT_ADAMW) scalarsPerKey_ = abi::OPT_ADAM_STEP_SCALARS;
+    // Adam reads m and v (2 × dim state floats) and needs per-row steps for its scalars.
+    if ((scalarsPerKey_ > 0 && (stateDim_ != 2 * dim_ || !usesSteps_)) || (kind_ == abi::OPT_FTRL && stateDim_ != 2 * dim_) ||
+        ((kind_ == abi::OPT_SGD_MOMENTUM || kind_ == abi::OPT_ADAGRAD) && stateDim_ != dim_)) {
+      Napi::RangeError::New(env, "TableKernels: state size does not fit the kernel").ThrowAsJavaScriptException();
+      return;
     }
     if (dim_ < 1 || dim_ > 4096 || stateDim_ < 0 || stateDim_ > 4 * 4096 || chunkShift_ < 0 || chunkShift_ > 24 ||
         (rowDtype_ != abi::ROW_F32 && rowDtype_ != abi::ROW_F16) || want < 0 ||
@@ -313,16 +322,22 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return Napi::Number::New(env, misses);
   }
 
-  // apply(slots: Int32Array, n, grads: Float32Array, uniq: Int32Array) → rows updated.
-  // slots[i] < 0 drops key i. Duplicate slots are summed in request order, then each
-  // distinct row (first-occurrence order, written to uniq[]) gets one update.
+  // apply(slots: Int32Array, n, grads: Float32Array, uniq: Int32Array, scalars) → rows
+  // updated. slots[i] < 0 drops key i. Duplicate slots are summed in request order, then each
+  // distinct row (first-occurrence order, written to uniq[]) gets one update. scalars: null,
+  // or (Adam) a Float32Array of OPT_ADAM_STEP_SCALARS per key, read at a row's first key.
   Napi::Value Apply(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    const int64_t n = BatchN(info, 4);
+    const int64_t n = BatchN(info, 5);
     bool ok = n >= 0;
     const int32_t* slots = ok ? Arg<int32_t>(info[0], napi_int32_array, n, &ok) : nullptr;
     const float* grads = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
     int32_t* uniq = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    const float* scalars = nullptr;
+    if (ok && scalarsPerKey_ > 0)
+      scalars = Arg<float>(info[4], napi_float32_array, n * scalarsPerKey_, &ok);
+    else if (ok && !info[4].IsNull())
+      ok = false;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     for (int64_t i = 0; i < n; i++)
       if (slots[i] >= 0 && !SlotOk(slots[i])) return Napi::Number::New(env, abi::K_BAD_SLOT);
@@ -331,6 +346,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     mapSlot_.assign(m, -1);
     mapIdx_.resize(m);
     src_.resize(n);
+    first_.resize(n);
     if (acc_.size() < static_cast<size_t>(n * dim_)) acc_.resize(n * dim_);
     const size_t mmask = m - 1;
     int32_t u = 0;
@@ -345,6 +361,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         mapIdx_[h] = u;
         uniq[u] = slot;
         src_[u] = i;
+        first_[u] = i;
         u++;
       } else {
         const int32_t k = mapIdx_[h];
@@ -366,13 +383,14 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       if (c.steps != nullptr) step = ++c.steps[i];
       const float* g = src_[k] >= 0 ? grads + src_[k] * dim_ : acc_.data() + static_cast<size_t>(k) * dim_;
       float* s = c.state + i * stateDim_;
+      const float* sc = scalars != nullptr ? scalars + first_[k] * scalarsPerKey_ : nullptr;
       if (c.f32 != nullptr) {
-        Update(c.f32 + i * dim_, s, g, step);
+        Update(c.f32 + i * dim_, s, g, step, sc);
       } else {
         uint16_t* h = c.f16 + i * dim_;
         float* w = tmp_.data();
         for (int64_t j = 0; j < dim_; j++) w[j] = HalfToFloat(h[j]);
-        Update(w, s, g, step);
+        Update(w, s, g, step, sc);
         for (int64_t j = 0; j < dim_; j++) h[j] = FloatToHalf(w[j]);
       }
     }
@@ -380,7 +398,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   // One row's update: the formulas of src/Optimizer.ts in the same operation order.
-  void Update(float* w, float* s, const float* g, uint32_t step) const {
+  void Update(float* w, float* s, const float* g, uint32_t step, const float* sc) const {
     const int64_t dim = dim_;
     const double* p = params_.data();
     switch (kind_) {
@@ -447,6 +465,32 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         }
         break;
       }
+      case abi::OPT_ADAM:
+      case abi::OPT_ADAMW: {
+        const float b1 = static_cast<float>(p[0]), b2 = static_cast<float>(p[1]), c1 = static_cast<float>(p[2]),
+                    c2 = static_cast<float>(p[3]), eps = static_cast<float>(p[4]), wdf = static_cast<float>(p[5]),
+                    decay = static_cast<float>(p[6]);
+        const bool wdOn = p[7] != 0, decoupled = kind_ == abi::OPT_ADAMW;
+        const float stepSize = sc[0], bc2Sqrt = sc[1];
+        float* mm = s;
+        float* vv = s + dim;
+        for (int64_t j = 0; j < dim; j++) {
+          float wj = w[j];
+          float gj = g[j];
+          if (decoupled) {
+            if (wdOn) wj = wj * decay;
+          } else if (wdOn) {
+            gj = gj + wdf * wj;
+          }
+          const float m = b1 * mm[j] + c1 * gj;
+          const float v = b2 * vv[j] + (c2 * gj) * gj;
+          mm[j] = m;
+          vv[j] = v;
+          const float denom = std::sqrt(v) / bc2Sqrt + eps;
+          w[j] = wj - (stepSize * m) / denom;
+        }
+        break;
+      }
       case abi::OPT_SUM:
         for (int64_t j = 0; j < dim; j++) w[j] = w[j] + g[j];
         break;
@@ -459,7 +503,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   int64_t dim_ = 0, stateDim_ = 0;
-  int rowDtype_ = 0, chunkShift_ = 0, kind_ = 0;
+  int rowDtype_ = 0, chunkShift_ = 0, kind_ = 0, scalarsPerKey_ = 0;
   bool usesSteps_ = false;
   std::vector<double> params_;
   std::vector<Chunk> chunks_;
@@ -469,7 +513,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   uint32_t mask_ = 0, oldMask_ = 0, salt_ = 0;
   // Per-batch scratch, reused.
   std::vector<int32_t> slots_, mapSlot_, mapIdx_;
-  std::vector<int64_t> src_;
+  std::vector<int64_t> src_, first_;
   std::vector<float> acc_, tmp_;
 };
 

@@ -57,8 +57,7 @@ export interface Optimizer {
   readonly update: UpdateKernel;
   /**
    * The same update as a native kernel (ABI.OPT_* and its parameters, already rounded as the
-   * JS uses them), or null when only the JS kernel exists (Adam: its bias correction uses
-   * V8's Math.pow, which a C library pow need not match bit for bit).
+   * JS uses them), or null when only the JS kernel exists.
    */
   readonly native: NativeKernel | null;
 }
@@ -66,6 +65,12 @@ export interface Optimizer {
 export interface NativeKernel {
   readonly kind: number;
   readonly params: readonly number[];
+  /**
+   * Per-step float32 scalars the native kernel takes from JS (Adam's bias corrections: V8's
+   * `**`, which a C library `pow` need not match bit for bit), written at out[at], out[at+1].
+   * The JS update computes them with this same function.
+   */
+  readonly stepScalars?: (step: number, out: Float32Array, at: number) => void;
 }
 
 const f = Math.fround;
@@ -174,18 +179,26 @@ export function createOptimizer(config: OptimizerConfig): Optimizer {
       const c2 = f(1 - b2);
       const wdf = f(wd);
       const decay = f(1 - lr * wd);
+      // Scalars in double, then float32, as torch computes them in Python floats.
+      const stepScalars = (step: number, out: Float32Array, at: number): void => {
+        out[at] = lr / (1 - b1 ** step);
+        out[at + 1] = Math.sqrt(1 - b2 ** step);
+      };
+      const sc = new Float32Array(2);
       return {
         config,
         stateNames: ['exp_avg', 'exp_avg_sq'],
         stateInit: [0, 0],
         usesSteps: true,
-        native: null,
+        native: {
+          kind: decoupled ? ABI.OPT_ADAMW : ABI.OPT_ADAM,
+          params: [b1f, b2f, c1, c2, eps, wdf, decay, wd !== 0 ? 1 : 0],
+          stepScalars,
+        },
         update(w, wo, s, so, g, go, dim, step) {
-          // Scalars in double, then float32, as torch computes them in Python floats.
-          const bc1 = 1 - b1 ** step;
-          const bc2 = 1 - b2 ** step;
-          const stepSize = f(lr / bc1);
-          const bc2Sqrt = f(Math.sqrt(bc2));
+          stepScalars(step, sc, 0);
+          const stepSize = sc[0] as number;
+          const bc2Sqrt = sc[1] as number;
           const vo = so + dim;
           for (let j = 0; j < dim; j++) {
             let wj = w[wo + j] as number;

@@ -164,6 +164,8 @@ export class SparseTable {
   /** The native kernels run pushes too (not only gathers). */
   readonly #kPush: boolean;
   #kGen = -1;
+  // Per-key step scalars for kernels that take them from JS (Adam), reused across batches.
+  #kScalars = new Float32Array(0);
   // The distinct buffers under the chunks' row storage (RowMemory's) and the bytes each must
   // keep: checked once per batch, so a buffer detached or shrunk under the table (its
   // allocator's protection domain closed, say) is a typed error, never a read of freed memory.
@@ -479,7 +481,10 @@ export class SparseTable {
       this.#syncIndex(k);
     }
     const uniq = this.#uniq;
-    const u = this.#kernelResult(k.apply(slots, n, grads, uniq), 'push');
+    const u = this.#kernelResult(
+      k.apply(slots, n, grads, uniq, this.#stepScalars(slots, n)),
+      'push',
+    );
     if (this.#lru) {
       // Same recency as the JS path: touched in first-occurrence order, ticks in that order.
       const shift = this.#chunkShift;
@@ -491,6 +496,34 @@ export class SparseTable {
       }
     }
     return { rows: u, dropped };
+  }
+
+  // Adam's bias-correction scalars per key, from the row's step after this update: computed
+  // here with the JS update's own function (V8's `**`), so both kernels use the same values.
+  #stepScalars(slots: Int32Array, n: number): Float32Array | null {
+    const fn = this.optimizer.native?.stepScalars;
+    if (fn === undefined) return null;
+    if (this.#kScalars.length < 2 * n) this.#kScalars = new Float32Array(2 * n);
+    const sc = this.#kScalars;
+    const shift = this.#chunkShift;
+    const cmask = this.#chunkRows - 1;
+    let last = -1;
+    let lastAt = 0;
+    for (let i = 0; i < n; i++) {
+      const slot = slots[i] as number;
+      if (slot < 0) continue;
+      const steps = (this.#chunks[slot >>> shift] as Chunk).steps as Uint32Array;
+      const step = (steps[slot & cmask] as number) + 1;
+      if (step !== last) {
+        fn(step, sc, 2 * i);
+        last = step;
+        lastAt = 2 * i;
+      } else {
+        sc[2 * i] = sc[lastAt] as number;
+        sc[2 * i + 1] = sc[lastAt + 1] as number;
+      }
+    }
+    return sc;
   }
 
   // The reference implementation of push (and the path for TTL tables and running snapshots).

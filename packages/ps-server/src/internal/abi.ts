@@ -4,17 +4,21 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 1,
+  version: 2,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,
   OPT_FTRL: 3,
   OPT_SUM: 4,
   OPT_ASSIGN: 5,
+  OPT_ADAM: 6,
+  OPT_ADAMW: 7,
   OPT_SGD_PARAMS: 2,
   OPT_SGD_MOMENTUM_PARAMS: 5,
   OPT_ADAGRAD_PARAMS: 4,
   OPT_FTRL_PARAMS: 4,
+  OPT_ADAM_PARAMS: 8,
+  OPT_ADAM_STEP_SCALARS: 2,
   ROW_F32: 0,
   ROW_F16: 1,
   IDX_EMPTY: -1,

@@ -18,8 +18,17 @@ export interface NativeTableKernels {
   gather(k32: Uint32Array, n: number, out: Float32Array, miss: Int32Array): number;
   /** Slot per key (-1 without a row). Misses, or a K_ code. */
   lookup(k32: Uint32Array, n: number, slots: Int32Array): number;
-  /** Sums duplicates, updates each distinct row once; distinct slots into uniq. Count, or a K_ code. */
-  apply(slots: Int32Array, n: number, grads: Float32Array, uniq: Int32Array): number;
+  /**
+   * Sums duplicates, updates each distinct row once; distinct slots into uniq. Count, or a K_
+   * code. scalars: per key step scalars (Adam), else null.
+   */
+  apply(
+    slots: Int32Array,
+    n: number,
+    grads: Float32Array,
+    uniq: Int32Array,
+    scalars: Float32Array | null,
+  ): number;
   clear(): void;
 }
 
