@@ -3,8 +3,8 @@
 # npm into an empty project outside the workspace, offline (workspace packages from the
 # tarballs only, third-party ones from the npm cache), then `rdmajs devices`, `rdmajs
 # doctor` and a SEND ping-pong between two processes on soft, through the public API.
-# Two installs: one builds the addon from source (--build-from-source), one takes the
-# prebuilt linux-x64 binary from the tarball. Needs `pnpm build` first (dist/ is packed).
+# Two installs: one builds the addons (verbs, ps-server kernels) from source
+# (--build-from-source), one takes the prebuilt linux-x64 binaries from the tarballs. Needs `pnpm build` first (dist/ is packed).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/rdmajs-pack-install.XXXXXX)"
@@ -80,6 +80,7 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
 step "install offline, addon built from source"
 consumer from-source --build-from-source
 test -e "$work/from-source/node_modules/@rdmajs/verbs/build/Makefile" || { echo "the addon was not compiled"; exit 1; }
+test -e "$work/from-source/node_modules/@rdmajs/ps-server/build/Makefile" || { echo "the ps-server kernels were not compiled"; exit 1; }
 grep -q '"haveIbverbs":true' "$work/from-source/node_modules/@rdmajs/verbs/build/config-stamp.json" ||
   echo "(built without the ibverbs provider: no libibverbs headers)"
 check from-source
@@ -87,5 +88,6 @@ check from-source
 step "install offline, prebuilt addon from the tarball"
 consumer prebuilt
 test ! -e "$work/prebuilt/node_modules/@rdmajs/verbs/build/Makefile" || { echo "compiled instead of using the prebuilt addon"; exit 1; }
+test ! -e "$work/prebuilt/node_modules/@rdmajs/ps-server/build/Makefile" || { echo "compiled the ps-server kernels instead of using the prebuilt addon"; exit 1; }
 check prebuilt
 step "ok"
