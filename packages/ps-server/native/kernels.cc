@@ -193,9 +193,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   // Slot of key (lo, hi) or -1: HashIndex.get. Each probe is bounded by its table's size.
-  int32_t Get(uint32_t lo, uint32_t hi) const {
+  int32_t Get(uint32_t lo, uint32_t hi, uint32_t hash) const {
     const int32_t l = static_cast<int32_t>(lo), h = static_cast<int32_t>(hi);
-    const uint32_t hash = Hash64(lo, hi, salt_);
     uint32_t i = hash & mask_;
     for (uint32_t n = 0; n <= mask_; n++) {
       const int32_t* p = index_ + size_t{i} * 3;
@@ -219,8 +218,16 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // their DRAM latency. Hints only: no result depends on them.
   static constexpr int64_t kAhead = 16;
 
-  void PrefetchBucket(uint32_t lo, uint32_t hi) const {
-    const int32_t* p = index_ + size_t{Hash64(lo, hi, salt_) & mask_} * 3;
+  // Hashes of a batch's keys, computed in one tight loop before the probes (and their
+  // prefetches) use them.
+  void HashAll(const uint32_t* k32, int64_t n) {
+    hashes_.resize(n);
+    uint32_t* h = hashes_.data();
+    for (int64_t i = 0; i < n; i++) h[i] = Hash64(k32[2 * i], k32[2 * i + 1], salt_);
+  }
+
+  void PrefetchBucket(uint32_t hash) const {
+    const int32_t* p = index_ + size_t{hash & mask_} * 3;
     __builtin_prefetch(p);
     __builtin_prefetch(p + 2);  // a 12-byte bucket may straddle two lines
   }
@@ -274,9 +281,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     // Probe everything first, then copy, so independent cache misses overlap.
     slots_.resize(n);
+    HashAll(k32, n);
     for (int64_t i = 0; i < n; i++) {
-      if (i + kAhead < n) PrefetchBucket(k32[2 * (i + kAhead)], k32[2 * (i + kAhead) + 1]);
-      const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
+      if (i + kAhead < n) PrefetchBucket(hashes_[i + kAhead]);
+      const int32_t s = Get(k32[2 * i], k32[2 * i + 1], hashes_[i]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
       slots_[i] = s;
     }
@@ -312,9 +320,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     int32_t* slots = ok ? Arg<int32_t>(info[2], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     int32_t misses = 0;
+    HashAll(k32, n);
     for (int64_t i = 0; i < n; i++) {
-      if (i + kAhead < n) PrefetchBucket(k32[2 * (i + kAhead)], k32[2 * (i + kAhead) + 1]);
-      const int32_t s = Get(k32[2 * i], k32[2 * i + 1]);
+      if (i + kAhead < n) PrefetchBucket(hashes_[i + kAhead]);
+      const int32_t s = Get(k32[2 * i], k32[2 * i + 1], hashes_[i]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
       if (s < 0) misses++;
       slots[i] = s;
@@ -513,6 +522,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   uint32_t mask_ = 0, oldMask_ = 0, salt_ = 0;
   // Per-batch scratch, reused.
   std::vector<int32_t> slots_, mapSlot_, mapIdx_;
+  std::vector<uint32_t> hashes_;
   std::vector<int64_t> src_, first_;
   std::vector<float> acc_, tmp_;
 };
