@@ -10,6 +10,7 @@ import {
 } from '../src/index.js';
 import { ABI, checkAbi } from '../src/internal/abi.js';
 import { HALF_TO_FLOAT } from '../src/internal/fp16.js';
+import { loadKernels } from '../src/internal/native.js';
 import { bits } from './helpers.js';
 
 const f32 = (min: number, max: number) =>
@@ -306,6 +307,23 @@ describe('native kernels against the JS reference kernels', () => {
       if (before === undefined) delete process.env.RDMAJS_PS_KERNELS;
       else process.env.RDMAJS_PS_KERNELS = before;
     }
+  });
+
+  it('no_addon_is_err_ps_native_load_naming_platform_paths_and_the_js_way_out', () => {
+    let err: unknown;
+    try {
+      loadKernels('/nonexistent/ps-server');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(PsError);
+    expect((err as PsError).code).toBe('ERR_PS_NATIVE_LOAD');
+    const msg = (err as Error).message;
+    expect(msg).toContain(`${process.platform}-${process.arch}`);
+    expect(msg).toContain('/nonexistent/ps-server/build/Release/rdmajs_ps_kernels.node');
+    expect(msg).toContain("kernels: 'js'");
+    // The package's own addon still loads afterwards.
+    expect(typeof loadKernels().TableKernels).toBe('function');
   });
 
   it('an_addon_built_for_another_abi_is_err_ps_native_load_naming_the_field', () => {

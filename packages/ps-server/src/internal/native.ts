@@ -62,10 +62,14 @@ export function kernelsChoice(configured: 'native' | 'js' | undefined): 'native'
   return env === 'js' ? 'js' : (configured ?? 'native');
 }
 
-/** The addon, loaded once. Throws ERR_PS_NATIVE_LOAD listing what was tried. */
-export function loadKernels(): Addon {
-  if (addon) return addon;
-  const root = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
+const packageRoot = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
+
+/**
+ * The addon, loaded once. Throws ERR_PS_NATIVE_LOAD listing what was tried. `root` (the
+ * package directory) is for tests of the failure path; only the package's own is cached.
+ */
+export function loadKernels(root = packageRoot): Addon {
+  if (addon && root === packageRoot) return addon;
   const require = createRequire(import.meta.url);
   const tried = [
     join(root, 'build', 'Release', 'rdmajs_ps_kernels.node'),
@@ -76,8 +80,8 @@ export function loadKernels(): Addon {
     try {
       const loaded = require(path) as Addon;
       checkAbi(typeof loaded.abi === 'function' ? loaded.abi() : {}, path);
-      addon = loaded;
-      return addon;
+      if (root === packageRoot) addon = loaded;
+      return loaded;
     } catch (err) {
       failures.push(`${path}: ${(err as Error).message.split('\n')[0]}`);
     }
