@@ -172,6 +172,7 @@ export class SparseTable {
   readonly #rowBuffers: ArrayBufferLike[] = [];
   readonly #rowBufferEnds: number[] = [];
   readonly #rowBufferAt = new Map<ArrayBufferLike, number>();
+  #closed = false;
 
   constructor(config: SparseTableConfig, memory: RowMemory) {
     if (config === null || typeof config !== 'object')
@@ -293,6 +294,8 @@ export class SparseTable {
 
   // Once per batch, before any row is read or written (both kernel paths).
   #checkRowMemory(): void {
+    if (this.#closed)
+      throw new PsError('ERR_PS_CLOSED', `table ${this.name}: closed (its row memory is released)`);
     const bufs = this.#rowBuffers;
     for (let i = 0; i < bufs.length; i++)
       if ((bufs[i] as ArrayBufferLike).byteLength < (this.#rowBufferEnds[i] as number))
@@ -945,6 +948,7 @@ export class SparseTable {
 
   /** Returns every chunk's memory. */
   close(): void {
+    this.#closed = true;
     this.#k?.clear();
     for (const c of this.#chunks) c.block.release();
     this.#chunks.length = 0;

@@ -286,6 +286,20 @@ describe('native kernels against the JS reference kernels', () => {
     }
   });
 
+  it('a_closed_table_is_err_ps_closed_on_both_kernel_paths', () => {
+    for (const kernels of ['native', 'js'] as const) {
+      const t = new SparseTable(
+        { name: 't', dim: 2, optimizer: { kind: 'sum' }, kernels },
+        heapRowMemory,
+      );
+      const k32 = k32Of([1]);
+      t.push(k32, 1, new Float32Array(2), 0);
+      t.close();
+      expect(() => t.pullInto(k32, 1, new Float32Array(2), 0)).toThrow(/closed/);
+      expect(() => t.push(k32, 1, new Float32Array(2), 0)).toThrow(/closed/);
+    }
+  });
+
   it('rdmajs_ps_kernels_js_in_the_environment_forces_the_reference_kernels', () => {
     const before = process.env.RDMAJS_PS_KERNELS;
     try {
