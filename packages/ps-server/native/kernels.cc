@@ -33,11 +33,12 @@ inline uint32_t Fmix32(uint32_t h) {
 inline uint32_t Hash64(uint32_t lo, uint32_t hi, uint32_t salt) { return Fmix32(lo ^ Fmix32(hi ^ salt)); }
 
 struct Chunk {
-  Napi::Reference<Napi::TypedArray> rowsRef, stateRef, stepsRef;
+  Napi::Reference<Napi::TypedArray> rowsRef, stateRef, stepsRef, lastMsRef;
   float* f32 = nullptr;
   uint16_t* f16 = nullptr;
   float* state = nullptr;
   uint32_t* steps = nullptr;
+  const double* lastMs = nullptr;  // TTL tables: each row's last push time
 };
 
 template <typename T>
@@ -59,13 +60,20 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
                        });
   }
 
-  // new TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params: Float64Array)
+  // new TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params: Float64Array,
+  //                  ttlMs: Infinity without TTL)
   explicit TableKernels(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TableKernels>(info) {
     Napi::Env env = info.Env();
-    if (info.Length() != 7 || !info[6].IsTypedArray() ||
-        info[6].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
-      Napi::TypeError::New(env, "TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params)")
+    if (info.Length() != 8 || !info[6].IsTypedArray() ||
+        info[6].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array || !info[7].IsNumber()) {
+      Napi::TypeError::New(env, "TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params, ttlMs)")
           .ThrowAsJavaScriptException();
+      return;
+    }
+    ttl_ = info[7].As<Napi::Number>().DoubleValue();
+    hasTtl_ = std::isfinite(ttl_);
+    if (!(ttl_ > 0)) {
+      Napi::RangeError::New(env, "TableKernels: ttlMs must be > 0").ThrowAsJavaScriptException();
       return;
     }
     dim_ = info[0].As<Napi::Number>().Int64Value();
@@ -111,14 +119,20 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == t;
   }
 
-  // addChunk(rows: Float32Array | Uint16Array, state: Float32Array, steps: Uint32Array | null)
+  // addChunk(rows: Float32Array | Uint16Array, state: Float32Array, steps: Uint32Array | null,
+  //          lastMs: Float64Array | null)
   Napi::Value AddChunk(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const int64_t cr = ChunkRows();
     const napi_typedarray_type rowType = rowDtype_ == abi::ROW_F32 ? napi_float32_array : napi_uint16_array;
-    if (info.Length() != 3 || !IsType(info[0], rowType) || !IsType(info[1], napi_float32_array) ||
-        !(info[2].IsNull() || IsType(info[2], napi_uint32_array)) || (info[2].IsNull() == usesSteps_)) {
-      Napi::TypeError::New(env, "addChunk(rows, state, steps)").ThrowAsJavaScriptException();
+    if (info.Length() != 4 || !IsType(info[0], rowType) || !IsType(info[1], napi_float32_array) ||
+        !(info[2].IsNull() || IsType(info[2], napi_uint32_array)) || (info[2].IsNull() == usesSteps_) ||
+        !(info[3].IsNull() || IsType(info[3], napi_float64_array)) || (info[3].IsNull() == hasTtl_)) {
+      Napi::TypeError::New(env, "addChunk(rows, state, steps, lastMs)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (hasTtl_ && static_cast<int64_t>(info[3].As<Napi::TypedArray>().ElementLength()) < cr) {
+      Napi::RangeError::New(env, "addChunk: arrays shorter than a chunk").ThrowAsJavaScriptException();
       return env.Undefined();
     }
     auto rows = info[0].As<Napi::TypedArray>();
@@ -141,6 +155,11 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       auto steps = info[2].As<Napi::TypedArray>();
       c.stepsRef = Napi::Persistent(steps);
       c.steps = DataOf<uint32_t>(steps);
+    }
+    if (hasTtl_) {
+      auto lastMs = info[3].As<Napi::TypedArray>();
+      c.lastMsRef = Napi::Persistent(lastMs);
+      c.lastMs = DataOf<double>(lastMs);
     }
     chunks_.push_back(std::move(c));
     return Napi::Number::New(env, static_cast<double>(chunks_.size()));
@@ -269,12 +288,14 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return static_cast<int64_t>(n);
   }
 
-  // gather(k32: Uint32Array, n, out: Float32Array, miss: Int32Array) → misses (their request
-  // positions in miss[]; the caller fills their init rows), or a K_ error.
+  // gather(k32: Uint32Array, n, out: Float32Array, miss: Int32Array, nowMs) → misses (their
+  // request positions in miss[]; the caller fills their init rows: keys without a row, and in
+  // a TTL table rows whose last push is ttlMs old at nowMs), or a K_ error.
   Napi::Value Gather(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    const int64_t n = BatchN(info, 4);
-    bool ok = n >= 0;
+    const int64_t n = BatchN(info, 5);
+    bool ok = n >= 0 && info[4].IsNumber();
+    const double nowMs = ok ? info[4].As<Napi::Number>().DoubleValue() : 0;
     const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
     float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
     int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
@@ -300,7 +321,13 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         continue;
       }
       const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
-      const size_t r = size_t{static_cast<uint32_t>(s) & cmask} * dim_;
+      const size_t ri = static_cast<uint32_t>(s) & cmask;
+      // SparseTable's #expired, the same double operations.
+      if (c.lastMs != nullptr && nowMs - c.lastMs[ri] >= ttl_) {
+        miss[misses++] = static_cast<int32_t>(i);
+        continue;
+      }
+      const size_t r = ri * dim_;
       if (c.f32 != nullptr) {
         std::memcpy(o, c.f32 + r, rowBytes);
       } else {
@@ -513,7 +540,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
 
   int64_t dim_ = 0, stateDim_ = 0;
   int rowDtype_ = 0, chunkShift_ = 0, kind_ = 0, scalarsPerKey_ = 0;
-  bool usesSteps_ = false;
+  bool usesSteps_ = false, hasTtl_ = false;
+  double ttl_ = 0;
   std::vector<double> params_;
   std::vector<Chunk> chunks_;
   Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;

@@ -271,6 +271,7 @@ export class SparseTable {
         this.optimizer.usesSteps,
         nk?.kind ?? ABI.OPT_SUM,
         Float64Array.from(nk?.params ?? []),
+        this.#ttl,
       );
     } else {
       this.#k = null;
@@ -395,9 +396,9 @@ export class SparseTable {
     if (this.#slots.length < n) this.#slots = new Int32Array(n);
     const slots = this.#slots;
     const k = this.#k;
-    if (k !== null && !ttl) {
+    if (k !== null) {
       this.#syncIndex(k);
-      const misses = this.#kernelResult(k.gather(k32, n, out, slots), 'gather');
+      const misses = this.#kernelResult(k.gather(k32, n, out, slots, nowMs), 'gather');
       for (let q = 0; q < misses; q++) {
         const i = slots[q] as number;
         this.#init(out, i * dim, dim, k32[2 * i] as number, k32[2 * i + 1] as number);
@@ -731,7 +732,12 @@ export class SparseTable {
       this.#rowBuffers.push(b.buffer);
       this.#rowBufferEnds.push(end);
     } else if ((this.#rowBufferEnds[at] as number) < end) this.#rowBufferEnds[at] = end;
-    this.#k?.addChunk((f32 ?? f16) as Float32Array | Uint16Array, chunk.state, chunk.steps);
+    this.#k?.addChunk(
+      (f32 ?? f16) as Float32Array | Uint16Array,
+      chunk.state,
+      chunk.steps,
+      chunk.lastMs,
+    );
   }
 
   #nextOf(slot: number): number {

@@ -72,6 +72,8 @@ describe('native kernels against the JS reference kernels', () => {
             keys: fc.array(fc.nat(), { minLength: 1, maxLength: 300 }),
             seed: f32(-3, 3),
             dt: fc.integer({ min: 0, max: 5 }),
+            // A pull this much later with no push between: rows can expire without a sweep.
+            later: fc.integer({ min: 0, max: 45 }),
           }),
           { minLength: 1, maxLength: 10 },
         ),
@@ -110,6 +112,9 @@ describe('native kernels against the JS reference kernels', () => {
             const c = new Float32Array(probe.length * cfg.dim);
             nat.pullInto(p32, probe.length, a, now);
             js.pullInto(p32, probe.length, c, now);
+            expect(bits(a)).toEqual(bits(c));
+            nat.pullInto(p32, probe.length, a, now + b.later);
+            js.pullInto(p32, probe.length, c, now + b.later);
             expect(bits(a)).toEqual(bits(c));
           }
         },

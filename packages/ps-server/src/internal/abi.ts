@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 2,
+  version: 3,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,

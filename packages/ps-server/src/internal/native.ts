@@ -12,10 +12,14 @@ export interface NativeTableKernels {
     rows: Float32Array | Uint16Array,
     state: Float32Array,
     steps: Uint32Array | null,
+    lastMs: Float64Array | null,
   ): number;
   setIndex(buckets: Int32Array, old: Int32Array | null, salt: number): void;
-  /** Rows of hits into out; request positions of misses into miss. Misses, or a K_ code. */
-  gather(k32: Uint32Array, n: number, out: Float32Array, miss: Int32Array): number;
+  /**
+   * Rows of hits into out; request positions of misses (no row, or expired at nowMs) into
+   * miss. Misses, or a K_ code.
+   */
+  gather(k32: Uint32Array, n: number, out: Float32Array, miss: Int32Array, nowMs: number): number;
   /** Slot per key (-1 without a row). Misses, or a K_ code. */
   lookup(k32: Uint32Array, n: number, slots: Int32Array): number;
   /**
@@ -42,6 +46,7 @@ interface Addon {
     usesSteps: boolean,
     kind: number,
     params: Float64Array,
+    ttlMs: number,
   ) => NativeTableKernels;
 }
 
