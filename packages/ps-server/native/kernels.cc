@@ -56,6 +56,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
                            InstanceMethod("gather", &TableKernels::Gather),
                            InstanceMethod("lookup", &TableKernels::Lookup),
                            InstanceMethod("apply", &TableKernels::Apply),
+                           InstanceMethod("update", &TableKernels::UpdateRows),
                            InstanceMethod("clear", &TableKernels::Clear),
                        });
   }
@@ -281,8 +282,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return DataOf<T>(v.As<Napi::TypedArray>());
   }
 
-  int64_t BatchN(const Napi::CallbackInfo& info, size_t argc) const {
-    if (info.Length() != argc || !info[1].IsNumber() || index_ == nullptr) return -1;
+  // The batch size argument (info[1]); -1 when missing or out of range, or (probes) before
+  // an index is registered.
+  int64_t BatchN(const Napi::CallbackInfo& info, size_t argc, bool probes = true) const {
+    if (info.Length() != argc || !info[1].IsNumber() || (probes && index_ == nullptr)) return -1;
     const double n = info[1].As<Napi::Number>().DoubleValue();
     if (!(n >= 0 && n <= (1 << 24)) || n != std::floor(n)) return -1;
     return static_cast<int64_t>(n);
@@ -409,28 +412,66 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         for (int64_t j = 0; j < dim_; j++) a[j] = a[j] + g[j];
       }
     }
-    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
     for (int32_t k = 0; k < u; k++) {
       if (k + kAhead < u) PrefetchRow(uniq[k + kAhead], true);
-      const uint32_t slot = static_cast<uint32_t>(uniq[k]);
-      Chunk& c = chunks_[slot >> chunkShift_];
-      const size_t i = slot & cmask;
-      uint32_t step = 0;
-      if (c.steps != nullptr) step = ++c.steps[i];
       const float* g = src_[k] >= 0 ? grads + src_[k] * dim_ : acc_.data() + static_cast<size_t>(k) * dim_;
-      float* s = c.state + i * stateDim_;
-      const float* sc = scalars != nullptr ? scalars + first_[k] * scalarsPerKey_ : nullptr;
-      if (c.f32 != nullptr) {
-        Update(c.f32 + i * dim_, s, g, step, sc);
-      } else {
-        uint16_t* h = c.f16 + i * dim_;
-        float* w = tmp_.data();
-        for (int64_t j = 0; j < dim_; j++) w[j] = HalfToFloat(h[j]);
-        Update(w, s, g, step, sc);
-        for (int64_t j = 0; j < dim_; j++) h[j] = FloatToHalf(w[j]);
-      }
+      UpdateSlot(static_cast<uint32_t>(uniq[k]), g, scalars != nullptr ? scalars + first_[k] * scalarsPerKey_ : nullptr);
     }
     return Napi::Number::New(env, u);
+  }
+
+  // update(uniq: Int32Array, u, src: Int32Array, grads: Float32Array, acc: Float32Array,
+  // scalars) → u: the JS push's own dedupe (uniq[k] a distinct slot; src[k] the element offset
+  // of its only gradient in grads, or -1: its sum is acc[k·dim …]) and the optimizer update
+  // of each row here. For the pushes whose admission, eviction and LRU order JS does (budgeted
+  // and TTL tables, snapshots running). scalars: null, or (Adam) OPT_ADAM_STEP_SCALARS per row.
+  Napi::Value UpdateRows(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const int64_t u = BatchN(info, 6, false);
+    bool ok = u >= 0;
+    const int32_t* uniq = ok ? Arg<int32_t>(info[0], napi_int32_array, u, &ok) : nullptr;
+    const int32_t* src = ok ? Arg<int32_t>(info[2], napi_int32_array, u, &ok) : nullptr;
+    const float* grads = ok ? Arg<float>(info[3], napi_float32_array, 0, &ok) : nullptr;
+    const float* acc = ok ? Arg<float>(info[4], napi_float32_array, 0, &ok) : nullptr;
+    const float* scalars = nullptr;
+    if (ok && scalarsPerKey_ > 0)
+      scalars = Arg<float>(info[5], napi_float32_array, u * scalarsPerKey_, &ok);
+    else if (ok && !info[5].IsNull())
+      ok = false;
+    if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
+    // Every offset checked before anything is written.
+    const int64_t gLen = static_cast<int64_t>(info[3].As<Napi::TypedArray>().ElementLength());
+    const int64_t aLen = static_cast<int64_t>(info[4].As<Napi::TypedArray>().ElementLength());
+    for (int64_t k = 0; k < u; k++) {
+      if (!SlotOk(uniq[k])) return Napi::Number::New(env, abi::K_BAD_SLOT);
+      if (src[k] >= 0 ? int64_t{src[k]} + dim_ > gLen : (k + 1) * dim_ > aLen)
+        return Napi::Number::New(env, abi::K_BAD_LENGTH);
+    }
+    for (int64_t k = 0; k < u; k++) {
+      if (k + kAhead < u) PrefetchRow(uniq[k + kAhead], true);
+      const float* g = src[k] >= 0 ? grads + src[k] : acc + k * dim_;
+      UpdateSlot(static_cast<uint32_t>(uniq[k]), g, scalars != nullptr ? scalars + k * scalarsPerKey_ : nullptr);
+    }
+    return Napi::Number::New(env, static_cast<double>(u));
+  }
+
+  // One distinct row: its step count advanced, then the update (fp16 rows widened and rounded
+  // back around it).
+  void UpdateSlot(uint32_t slot, const float* g, const float* sc) {
+    Chunk& c = chunks_[slot >> chunkShift_];
+    const size_t i = slot & static_cast<uint32_t>(ChunkRows() - 1);
+    uint32_t step = 0;
+    if (c.steps != nullptr) step = ++c.steps[i];
+    float* s = c.state + i * stateDim_;
+    if (c.f32 != nullptr) {
+      Update(c.f32 + i * dim_, s, g, step, sc);
+    } else {
+      uint16_t* h = c.f16 + i * dim_;
+      float* w = tmp_.data();
+      for (int64_t j = 0; j < dim_; j++) w[j] = HalfToFloat(h[j]);
+      Update(w, s, g, step, sc);
+      for (int64_t j = 0; j < dim_; j++) h[j] = FloatToHalf(w[j]);
+    }
   }
 
   // One row's update: the formulas of src/Optimizer.ts in the same operation order.

@@ -530,7 +530,25 @@ export class SparseTable {
     return sc;
   }
 
-  // The reference implementation of push (and the path for TTL tables and running snapshots).
+  // The same per distinct row (uniq[q] at 2q), for update().
+  #rowStepScalars(uniq: Int32Array, u: number): Float32Array | null {
+    const fn = this.optimizer.native?.stepScalars;
+    if (fn === undefined) return null;
+    if (this.#kScalars.length < 2 * u) this.#kScalars = new Float32Array(2 * u);
+    const sc = this.#kScalars;
+    const shift = this.#chunkShift;
+    const cmask = this.#chunkRows - 1;
+    for (let q = 0; q < u; q++) {
+      const slot = uniq[q] as number;
+      const steps = (this.#chunks[slot >>> shift] as Chunk).steps as Uint32Array;
+      fn((steps[slot & cmask] as number) + 1, sc, 2 * q);
+    }
+    return sc;
+  }
+
+  // The JS push: admission, eviction and LRU order in request order (the path for TTL and
+  // budgeted tables' new keys and running snapshots), then the update — natively when the
+  // table has native kernels, else the reference JS kernel.
   #pushJs(
     k32: Uint32Array,
     n: number,
@@ -590,11 +608,26 @@ export class SparseTable {
     }
     const shift = this.#chunkShift;
     const cmask = this.#chunkRows - 1;
+    const tick = this.#lru;
+    const ttl = Number.isFinite(this.#ttl);
+    const k = this.#k;
+    if (k !== null && this.#kPush) {
+      // JS did admission, eviction and LRU order above; the native kernel does the update.
+      if (this.#cow !== null)
+        for (let q = 0; q < u; q++) this.#beforeWrite((uniq[q] as number) >>> shift);
+      this.#kernelResult(k.update(uniq, u, src, grads, acc, this.#rowStepScalars(uniq, u)), 'push');
+      if (tick || ttl)
+        for (let q = 0; q < u; q++) {
+          const slot = uniq[q] as number;
+          const c = this.#chunks[slot >>> shift] as Chunk;
+          if (tick) (c.tick as Float64Array)[slot & cmask] = ++this.#tick;
+          if (ttl) (c.lastMs as Float64Array)[slot & cmask] = nowMs;
+        }
+      return { rows: u, dropped };
+    }
     const sd = this.#stateDim;
     const update = this.optimizer.update;
     const tmp = this.#tmp;
-    const tick = this.#lru;
-    const ttl = Number.isFinite(this.#ttl);
     for (let k = 0; k < u; k++) {
       const slot = uniq[k] as number;
       const ci = slot >>> shift;

@@ -33,6 +33,18 @@ export interface NativeTableKernels {
     uniq: Int32Array,
     scalars: Float32Array | null,
   ): number;
+  /**
+   * The optimizer update of u distinct rows whose dedupe JS did (src[k]: grads offset, or -1
+   * for acc[k·dim …]). u, or a K_ code. scalars: per row step scalars (Adam), else null.
+   */
+  update(
+    uniq: Int32Array,
+    u: number,
+    src: Int32Array,
+    grads: Float32Array,
+    acc: Float32Array,
+    scalars: Float32Array | null,
+  ): number;
   clear(): void;
 }
 
