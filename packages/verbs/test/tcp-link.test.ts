@@ -187,12 +187,14 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
   });
 
   it('a late answer after a resend does not run the WR twice', async () => {
-    p = await linkPair({}, { a: { timeout: 8, retryCount: 6 } }); // ACK timeout ≈ 1 ms
+    // ACK timeout ≈ 8 ms, 6 retries (≈ 59 ms in all): the busy-poll below outlasts one
+    // timeout, and the sanitizer lane's slower answer still fits in the retries.
+    p = await linkPair({}, { a: { timeout: 11, retryCount: 6 } });
     const { a, b } = p;
     b.qp.postRecv([0, 1, 2, 3].map((i) => ({ wrId: 100 + i, sgList: [b.mr.sge(i * 64, 64)] })));
     a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
     // Busy-poll for a while: the frame's deadline passes before the answer is read.
-    const until = performance.now() + 5;
+    const until = performance.now() + 20;
     while (performance.now() < until) a.cq.pending();
     expect((await collect(a.cq, 1))[0]?.status).toBe('SUCCESS');
     await sleep(30);
