@@ -1,0 +1,48 @@
+import { MuxError } from '../errors.js';
+import { MAX_SETUP_QPS } from './RdmaSetup.js';
+
+/** How completions are reaped: CQ events only, a short spin after activity, or always spin. */
+export type PollPolicy = 'event' | 'adaptive' | 'busy';
+
+export interface RdmaTuning {
+  /** RC QPs per peer carrying every channel. Default 1. */
+  qpPoolSize?: number;
+  /** Messages up to this size go eager (SEND); larger ones by rendezvous READ. Default 8 KiB. */
+  eagerThreshold?: number;
+  /** Receive buffers posted for the peer (its initial credits). Default 256. */
+  recvBufferCount?: number;
+  pollPolicy?: PollPolicy;
+}
+
+export interface ParsedRdmaTuning {
+  readonly qpPoolSize: number;
+  readonly eagerThreshold: number;
+  readonly recvBufferCount: number;
+  readonly pollPolicy: PollPolicy;
+}
+
+/** Eager buffers also hold the frame header; this bounds per-buffer memory. */
+export const MAX_EAGER_THRESHOLD = 1 << 20;
+export const MAX_RECV_BUFFERS = 1 << 16;
+
+function int(name: string, v: number | undefined, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || v < min || v > max) {
+    throw new MuxError('ERR_MUX_INVALID_ARG', `${name} must be an integer in ${min}..${max}`);
+  }
+  return v;
+}
+
+/** Validates user options synchronously (user mistakes throw ERR_MUX_INVALID_ARG). */
+export function parseRdmaTuning(o: RdmaTuning = {}): ParsedRdmaTuning {
+  const pollPolicy = o.pollPolicy ?? 'event';
+  if (pollPolicy !== 'event' && pollPolicy !== 'adaptive' && pollPolicy !== 'busy') {
+    throw new MuxError('ERR_MUX_INVALID_ARG', `pollPolicy must be event, adaptive or busy`);
+  }
+  return {
+    qpPoolSize: int('qpPoolSize', o.qpPoolSize, 1, 1, MAX_SETUP_QPS),
+    eagerThreshold: int('eagerThreshold', o.eagerThreshold, 8192, 64, MAX_EAGER_THRESHOLD),
+    recvBufferCount: int('recvBufferCount', o.recvBufferCount, 256, 4, MAX_RECV_BUFFERS),
+    pollPolicy,
+  };
+}

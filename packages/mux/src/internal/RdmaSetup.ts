@@ -1,0 +1,153 @@
+import { MuxError } from '../errors.js';
+
+/**
+ * The RDMA setup message, sent on the control connection only after the handshake is
+ * 'done' (so no QP endpoint reaches an unauthenticated peer). Peers are untrusted: decode
+ * checks every length and range before it builds anything.
+ *
+ * Layout (big-endian): u16 version, u8 qpCount, u8 reserved 0, u32 recvBufferBytes,
+ * u32 recvBufferCount, 7 × u32 flow parameters (FlowParams order), then per QP a u16 length
+ * and that many bytes of UTF-8 JSON: the provider's endpoint object.
+ */
+export const RDMA_SETUP_VERSION = 1;
+export const MAX_SETUP_QPS = 8;
+export const MAX_ENDPOINT_JSON_BYTES = 1024;
+const FIXED_BYTES = 4 + 8 + 7 * 4;
+export const MAX_SETUP_BYTES = FIXED_BYTES + MAX_SETUP_QPS * (2 + MAX_ENDPOINT_JSON_BYTES);
+
+/** Same fields as flowctl's FlowParams, kept here so the wire codec owns its layout. */
+export interface SetupFlowParams {
+  version: number;
+  receiveCredits: number;
+  reservedCredits: number;
+  returnThreshold: number;
+  windowBytes: number;
+  windowMessages: number;
+  maxMessageBytes: number;
+}
+
+const FLOW_FIELDS = [
+  'version',
+  'receiveCredits',
+  'reservedCredits',
+  'returnThreshold',
+  'windowBytes',
+  'windowMessages',
+  'maxMessageBytes',
+] as const satisfies readonly (keyof SetupFlowParams)[];
+
+export interface RdmaSetup {
+  /** One provider endpoint object per QP of the pool (e.g. verbs' SoftEndpoint). */
+  endpoints: Record<string, unknown>[];
+  recvBufferBytes: number;
+  recvBufferCount: number;
+  flow: SetupFlowParams;
+}
+
+function u32(name: string, n: unknown, err: (m: string) => MuxError): number {
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffffffff) {
+    throw err(`${name} must be a u32, got ${String(n)}`);
+  }
+  return n;
+}
+
+const argErr = (m: string) => new MuxError('ERR_MUX_INVALID_ARG', m);
+const protoErr = (m: string) => new MuxError('ERR_MUX_PROTOCOL', `rdma setup: ${m}`);
+
+function checkEndpoint(ep: unknown, err: (m: string) => MuxError): Record<string, unknown> {
+  if (typeof ep !== 'object' || ep === null || Array.isArray(ep)) {
+    throw err('endpoint must be an object');
+  }
+  const o = ep as Record<string, unknown>;
+  if (typeof o.provider !== 'string' || o.provider.length === 0) {
+    throw err('endpoint.provider must be a non-empty string');
+  }
+  if (typeof o.qpn !== 'number' || !Number.isInteger(o.qpn) || o.qpn < 0 || o.qpn > 0xffffff) {
+    throw err('endpoint.qpn must be a 24-bit integer');
+  }
+  return o;
+}
+
+function checkSetup(s: RdmaSetup, err: (m: string) => MuxError): void {
+  if (!Array.isArray(s.endpoints) || s.endpoints.length < 1 || s.endpoints.length > MAX_SETUP_QPS) {
+    throw err(`endpoints must hold 1..${MAX_SETUP_QPS} QPs`);
+  }
+  for (const ep of s.endpoints) checkEndpoint(ep, err);
+  if (u32('recvBufferBytes', s.recvBufferBytes, err) < 64) throw err('recvBufferBytes < 64');
+  if (u32('recvBufferCount', s.recvBufferCount, err) < 1) throw err('recvBufferCount < 1');
+  for (const f of FLOW_FIELDS) u32(`flow.${f}`, s.flow[f], err);
+  // What the flow parameters promise must match the buffers actually posted.
+  if (s.flow.receiveCredits > s.recvBufferCount) {
+    throw err('flow.receiveCredits exceeds recvBufferCount');
+  }
+  if (s.flow.maxMessageBytes > s.recvBufferBytes) {
+    throw err('flow.maxMessageBytes exceeds recvBufferBytes');
+  }
+}
+
+export function encodeRdmaSetup(s: RdmaSetup): Uint8Array {
+  checkSetup(s, argErr);
+  const jsons = s.endpoints.map((ep) => Buffer.from(JSON.stringify(ep), 'utf8'));
+  for (const j of jsons) {
+    if (j.length > MAX_ENDPOINT_JSON_BYTES) throw argErr('endpoint JSON too large');
+  }
+  const out = Buffer.alloc(FIXED_BYTES + jsons.reduce((a, j) => a + 2 + j.length, 0));
+  out.writeUInt16BE(RDMA_SETUP_VERSION, 0);
+  out.writeUInt8(s.endpoints.length, 2);
+  out.writeUInt32BE(s.recvBufferBytes, 4);
+  out.writeUInt32BE(s.recvBufferCount, 8);
+  let off = 12;
+  for (const f of FLOW_FIELDS) {
+    out.writeUInt32BE(s.flow[f], off);
+    off += 4;
+  }
+  for (const j of jsons) {
+    out.writeUInt16BE(j.length, off);
+    j.copy(out, off + 2);
+    off += 2 + j.length;
+  }
+  return out;
+}
+
+export function decodeRdmaSetup(msg: Uint8Array): RdmaSetup {
+  if (msg.length < FIXED_BYTES || msg.length > MAX_SETUP_BYTES) {
+    throw protoErr(`message of ${msg.length} bytes`);
+  }
+  const b = Buffer.from(msg.buffer, msg.byteOffset, msg.length);
+  const version = b.readUInt16BE(0);
+  if (version !== RDMA_SETUP_VERSION) throw protoErr(`version ${version}`);
+  const qps = b.readUInt8(2);
+  if (b.readUInt8(3) !== 0) throw protoErr('reserved byte set');
+  if (qps < 1 || qps > MAX_SETUP_QPS) throw protoErr(`${qps} QPs`);
+  const flow = {} as SetupFlowParams;
+  let off = 12;
+  for (const f of FLOW_FIELDS) {
+    flow[f] = b.readUInt32BE(off);
+    off += 4;
+  }
+  const endpoints: Record<string, unknown>[] = [];
+  for (let i = 0; i < qps; i++) {
+    if (off + 2 > b.length) throw protoErr('truncated endpoint length');
+    const len = b.readUInt16BE(off);
+    if (len > MAX_ENDPOINT_JSON_BYTES || off + 2 + len > b.length) {
+      throw protoErr(`endpoint of ${len} bytes`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(b.toString('utf8', off + 2, off + 2 + len));
+    } catch (cause) {
+      throw new MuxError('ERR_MUX_PROTOCOL', 'rdma setup: endpoint is not JSON', { cause });
+    }
+    endpoints.push(checkEndpoint(parsed, protoErr));
+    off += 2 + len;
+  }
+  if (off !== b.length) throw protoErr('trailing bytes');
+  const setup: RdmaSetup = {
+    endpoints,
+    recvBufferBytes: b.readUInt32BE(4),
+    recvBufferCount: b.readUInt32BE(8),
+    flow,
+  };
+  checkSetup(setup, protoErr);
+  return setup;
+}
