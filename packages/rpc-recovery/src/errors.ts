@@ -35,7 +35,11 @@ export type RpcErrorCode =
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */
   | 'ERR_RPC_PROTOCOL'
   /** A peer's frame declares a length beyond the configured limits (`offset` says where). */
-  | 'ERR_RPC_FRAME_TOO_LARGE';
+  | 'ERR_RPC_FRAME_TOO_LARGE'
+  /** No method of that name is registered on the server (sent as a Rejected response: not executed). */
+  | 'ERR_RPC_METHOD_UNKNOWN'
+  /** The request claimed idempotent for a method registered non-idempotent (Rejected: not executed). */
+  | 'ERR_RPC_IDEMPOTENCY_MISMATCH';
 
 export interface RpcErrorOptions {
   cause?: unknown;

@@ -29,6 +29,12 @@ export {
   SessionNotFoundError,
 } from './errors.js';
 export {
+  type CallContext,
+  type MethodHandler,
+  type MethodOptions,
+  MethodRegistry,
+} from './MethodRegistry.js';
+export {
   decodeRpcFrame,
   encodeRequestHeader,
   encodeRequestHeaderInto,
