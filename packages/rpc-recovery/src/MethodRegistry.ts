@@ -1,3 +1,4 @@
+import type { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
 import {
   decodeRpcFrame,
@@ -27,6 +28,14 @@ export type MethodHandler = (
 export interface MethodOptions {
   /** Safe to run more than once: replayed after recovery instead of de-duplicated. Default false. */
   idempotent?: boolean;
+}
+
+/** Where a request arrived: the connection's epoch and, for de-duplication, its session. */
+export interface DispatchScope {
+  readonly epoch: number;
+  /** With `dedup`: non-idempotent requests run at most once per (session, sequence). */
+  readonly sessionId?: string;
+  readonly dedup?: DeduplicationTable;
 }
 
 interface Method {
@@ -86,7 +95,8 @@ export class MethodRegistry {
    * Throws RpcDecodeError for a malformed frame: the caller drops the connection, since its
    * request id cannot be trusted.
    */
-  async dispatch(frame: Uint8Array, epoch: number): Promise<Uint8Array[] | undefined> {
+  async dispatch(frame: Uint8Array, scope: DispatchScope): Promise<Uint8Array[] | undefined> {
+    const epoch = scope.epoch;
     const decoded = decodeRpcFrame(frame, this.#limits);
     if (decoded.kind !== 'request') return undefined;
     const h = decoded.header;
@@ -103,6 +113,46 @@ export class MethodRegistry {
         `method ${h.method} is not idempotent`,
       );
     }
+    const { dedup, sessionId } = scope;
+    if (!method.idempotent && dedup !== undefined && sessionId !== undefined) {
+      let begun: ReturnType<DeduplicationTable['begin']>;
+      try {
+        begun = dedup.begin(sessionId, h.sessionSeq, h.ackBelow);
+      } catch (err) {
+        // Expired or reply dropped: it may have run, so the caller must not assume either.
+        const code = remoteErrorOf(err, this.#limits);
+        const ran =
+          code.code === 'ERR_RPC_DEDUP_EXPIRED' || code.code === 'ERR_RPC_DEDUP_REPLY_DROPPED';
+        return [this.#header(h, epoch, ran ? RpcStatus.Unknown : RpcStatus.Rejected, code, 0)];
+      }
+      if (begun.status !== 'new') {
+        let stored: Uint8Array;
+        try {
+          stored = begun.status === 'done' ? begun.reply : await begun.reply;
+        } catch (err) {
+          return [this.#header(h, epoch, RpcStatus.Rejected, remoteErrorOf(err, this.#limits), 0)];
+        }
+        return this.#replay(stored, h, epoch);
+      }
+      let parts: Uint8Array[];
+      try {
+        parts = await this.#run(method, h, decoded.payload, epoch);
+      } catch (err) {
+        // Never leave the entry running (its duplicates would wait forever); it may have applied.
+        parts = [this.#header(h, epoch, RpcStatus.Unknown, remoteErrorOf(err, this.#limits), 0)];
+      }
+      dedup.complete(sessionId, h.sessionSeq, concat(parts));
+      return parts;
+    }
+    return this.#run(method, h, decoded.payload, epoch);
+  }
+
+  async #run(
+    method: Method,
+    h: RpcRequestHeader,
+    payload: Uint8Array,
+    epoch: number,
+  ): Promise<Uint8Array[]> {
     const context: CallContext = {
       method: h.method,
       requestId: h.requestId,
@@ -111,7 +161,7 @@ export class MethodRegistry {
     };
     let result: Uint8Array;
     try {
-      result = await method.handler(decoded.payload, context);
+      result = await method.handler(payload, context);
       if (!(result instanceof Uint8Array)) {
         throw new RpcError('ERR_RPC_INVALID_ARG', `handler of ${h.method} returned no bytes`);
       }
@@ -147,6 +197,46 @@ export class MethodRegistry {
     return [header, result];
   }
 
+  /** A stored reply, sent again under the current epoch. */
+  #replay(stored: Uint8Array, h: RpcRequestHeader, epoch: number): Uint8Array[] {
+    const f = decodeRpcFrame(stored, this.#limits);
+    if (f.kind !== 'response') {
+      throw new RpcError(
+        'ERR_RPC_INVALID_STATE',
+        'a stored de-duplication reply is not a response',
+      );
+    }
+    const r = f.header;
+    const header = this.#header(
+      h,
+      epoch,
+      r.status,
+      { code: r.errorCode, message: r.errorMessage },
+      f.payload.length,
+    );
+    return f.payload.length === 0 ? [header] : [header, f.payload];
+  }
+
+  #header(
+    h: RpcRequestHeader,
+    epoch: number,
+    status: RpcStatus,
+    err: { code: string; message: string },
+    payloadLength: number,
+  ): Uint8Array {
+    return encodeResponseHeader(
+      {
+        requestId: h.requestId,
+        epoch,
+        status,
+        errorCode: err.code,
+        errorMessage: err.message,
+        payloadLength,
+      },
+      this.#limits,
+    );
+  }
+
   #reject(h: RpcRequestHeader, epoch: number, code: string, message: string): Uint8Array[] {
     const header = encodeResponseHeader(
       {
@@ -161,4 +251,16 @@ export class MethodRegistry {
     );
     return [header];
   }
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
 }

@@ -30,6 +30,7 @@ export {
 } from './errors.js';
 export {
   type CallContext,
+  type DispatchScope,
   type MethodHandler,
   type MethodOptions,
   MethodRegistry,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  DeduplicationTable,
   decodeRpcFrame,
   encodeRequestHeader,
   MethodRegistry,
@@ -12,10 +13,11 @@ function request(
   payload: Uint8Array,
   idempotent = false,
   requestId = 7,
+  sessionSeq = 0,
 ): Uint8Array {
   const header = encodeRequestHeader({
     requestId,
-    sessionSeq: 0,
+    sessionSeq,
     ackBelow: 0,
     epoch: 1,
     idempotent,
@@ -52,7 +54,7 @@ describe('MethodRegistry', () => {
       return new TextEncoder().encode(new TextDecoder().decode(p).toUpperCase());
     });
     const r = response(
-      await reg.dispatch(request('echo.upper', new TextEncoder().encode('hi')), 3),
+      await reg.dispatch(request('echo.upper', new TextEncoder().encode('hi')), { epoch: 3 }),
     );
     expect(r.header.status).toBe(RpcStatus.Ok);
     expect(r.header.requestId).toBe(7);
@@ -69,7 +71,7 @@ describe('MethodRegistry', () => {
       e.code = 'ERR_TABLE_FULL';
       throw e;
     });
-    const r = response(await reg.dispatch(request('fail', new Uint8Array(0)), 1));
+    const r = response(await reg.dispatch(request('fail', new Uint8Array(0)), { epoch: 1 }));
     expect(r.header.status).toBe(RpcStatus.Error);
     expect(r.header.errorCode).toBe('ERR_TABLE_FULL');
     expect(r.header.errorMessage).toBe('table full');
@@ -78,7 +80,7 @@ describe('MethodRegistry', () => {
 
   it('unknown_method_is_rejected_not_executed', async () => {
     const reg = new MethodRegistry();
-    const r = response(await reg.dispatch(request('nope', new Uint8Array(1)), 1));
+    const r = response(await reg.dispatch(request('nope', new Uint8Array(1)), { epoch: 1 }));
     expect(r.header.status).toBe(RpcStatus.Rejected);
     expect(r.header.errorCode).toBe('ERR_RPC_METHOD_UNKNOWN');
   });
@@ -90,7 +92,7 @@ describe('MethodRegistry', () => {
       runs++;
       return new Uint8Array(0);
     });
-    const r = response(await reg.dispatch(request('inc', new Uint8Array(0), true), 1));
+    const r = response(await reg.dispatch(request('inc', new Uint8Array(0), true), { epoch: 1 }));
     expect(r.header.status).toBe(RpcStatus.Rejected);
     expect(r.header.errorCode).toBe('ERR_RPC_IDEMPOTENCY_MISMATCH');
     expect(runs).toBe(0);
@@ -99,7 +101,9 @@ describe('MethodRegistry', () => {
 
   it('malformed_frame_throws_typed_error', async () => {
     const reg = new MethodRegistry();
-    await expect(reg.dispatch(new Uint8Array([1, 2, 3]), 1)).rejects.toBeInstanceOf(RpcError);
+    await expect(reg.dispatch(new Uint8Array([1, 2, 3]), { epoch: 1 })).rejects.toBeInstanceOf(
+      RpcError,
+    );
   });
 
   it('duplicate_or_bad_registration_throws_typed_error', () => {
@@ -111,5 +115,86 @@ describe('MethodRegistry', () => {
     expect(() => reg.register('', () => new Uint8Array(0))).toThrow(
       expect.objectContaining({ code: 'ERR_RPC_INVALID_ARG' }),
     );
+  });
+
+  it('server_dedups_replayed_push', async () => {
+    const reg = new MethodRegistry();
+    const dedup = new DeduplicationTable();
+    dedup.openSession('s1');
+    let count = 0;
+    reg.register('inc', () => new Uint8Array([++count]));
+    const scope1 = { epoch: 1, sessionId: 's1', dedup };
+    const first = response(
+      await reg.dispatch(request('inc', new Uint8Array(0), false, 10, 0), scope1),
+    );
+    // The same (session, sequence) resent under a new epoch and request id after recovery.
+    const scope2 = { epoch: 2, sessionId: 's1', dedup };
+    const again = response(
+      await reg.dispatch(request('inc', new Uint8Array(0), false, 11, 0), scope2),
+    );
+    expect(count).toBe(1);
+    expect(first.header.status).toBe(RpcStatus.Ok);
+    expect(again.header.status).toBe(RpcStatus.Ok);
+    expect(again.header.requestId).toBe(11);
+    expect(again.header.epoch).toBe(2);
+    expect([...again.payload]).toEqual([1]);
+    const next = response(
+      await reg.dispatch(request('inc', new Uint8Array(0), false, 12, 1), scope2),
+    );
+    expect([...next.payload]).toEqual([2]);
+    expect(count).toBe(2);
+  });
+
+  it('concurrent_duplicate_waits_for_first_execution', async () => {
+    const reg = new MethodRegistry();
+    const dedup = new DeduplicationTable();
+    dedup.openSession('s1');
+    let count = 0;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    reg.register('inc', async () => {
+      count++;
+      await gate;
+      return new Uint8Array([count]);
+    });
+    const scope = { epoch: 1, sessionId: 's1', dedup };
+    const a = reg.dispatch(request('inc', new Uint8Array(0), false, 1, 5), scope);
+    const b = reg.dispatch(request('inc', new Uint8Array(0), false, 2, 5), scope);
+    release();
+    const [ra, rb] = [response(await a), response(await b)];
+    expect(count).toBe(1);
+    expect([...ra.payload]).toEqual([1]);
+    expect([...rb.payload]).toEqual([1]);
+    expect(rb.header.requestId).toBe(2);
+  });
+
+  it('acknowledged_sequence_resent_is_unknown_not_reexecuted', async () => {
+    const reg = new MethodRegistry();
+    const dedup = new DeduplicationTable();
+    dedup.openSession('s1');
+    let count = 0;
+    reg.register('inc', () => new Uint8Array([++count]));
+    const scope = { epoch: 1, sessionId: 's1', dedup };
+    await reg.dispatch(request('inc', new Uint8Array(0), false, 1, 0), scope);
+    dedup.ack('s1', 1);
+    const r = response(await reg.dispatch(request('inc', new Uint8Array(0), false, 2, 0), scope));
+    expect(r.header.status).toBe(RpcStatus.Unknown);
+    expect(r.header.errorCode).toBe('ERR_RPC_DEDUP_EXPIRED');
+    expect(count).toBe(1);
+  });
+
+  it('unknown_session_is_rejected_not_executed', async () => {
+    const reg = new MethodRegistry();
+    const dedup = new DeduplicationTable();
+    let count = 0;
+    reg.register('inc', () => new Uint8Array([++count]));
+    const r = response(
+      await reg.dispatch(request('inc', new Uint8Array(0)), { epoch: 1, sessionId: 'x', dedup }),
+    );
+    expect(r.header.status).toBe(RpcStatus.Rejected);
+    expect(r.header.errorCode).toBe('ERR_RPC_SESSION_UNKNOWN');
+    expect(count).toBe(0);
   });
 });
