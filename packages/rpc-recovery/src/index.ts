@@ -22,6 +22,7 @@ export {
 export { DIAGNOSTICS_CHANNELS } from './diagnostics.js';
 export { EpochFilter, type EpochFilterStats, type StaleEpochDrop } from './EpochFilter.js';
 export {
+  RemoteError,
   RpcDecodeError,
   RpcError,
   type RpcErrorCode,
@@ -35,6 +36,7 @@ export {
   type MethodOptions,
   MethodRegistry,
 } from './MethodRegistry.js';
+export { type CallOptions, RpcClient } from './RpcClient.js';
 export {
   decodeRpcFrame,
   encodeRequestHeader,
@@ -62,6 +64,7 @@ export {
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';
+export { RpcServer, type RpcServerOptions } from './RpcServer.js';
 export {
   type IssuedSession,
   MAX_EPOCH,
