@@ -1,4 +1,5 @@
 import type { Channel, Connection } from '@rdmajs/mux';
+import { CallSequencer } from './CallSequencer.js';
 import { RemoteError, RpcError } from './errors.js';
 import {
   decodeRpcFrame,
@@ -28,6 +29,8 @@ export class RpcClient {
   readonly #channel: Channel;
   readonly #limits: RpcFrameLimits;
   readonly #pending = new Map<number, Pending>();
+  // Non-idempotent calls carry (session, sequence) so a de-duplicating server runs each once.
+  readonly #sequencer = new CallSequencer();
   #nextId = 1;
   #closed: RpcError | undefined;
 
@@ -50,15 +53,24 @@ export class RpcClient {
       );
     }
     if (this.#closed !== undefined) return Promise.reject(this.#closed);
+    const idempotent = options.idempotent === true;
+    if (!idempotent && !this.#sequencer.canSend) {
+      return Promise.reject(
+        new RpcError('ERR_RPC_DEDUP_SESSION_FULL', 'too many unsettled non-idempotent calls', {
+          retryable: true,
+        }),
+      );
+    }
+    const sessionSeq = idempotent ? 0 : this.#sequencer.next();
     const requestId = this.#nextId;
     this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
     const header = encodeRequestHeader(
       {
         requestId,
-        sessionSeq: 0,
-        ackBelow: 0,
+        sessionSeq,
+        ackBelow: this.#sequencer.ackBelow,
         epoch: 1,
-        idempotent: options.idempotent === true,
+        idempotent,
         deadlineMs,
         method,
         payloadLength: payload.length,
@@ -71,6 +83,7 @@ export class RpcClient {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         this.#pending.delete(requestId);
+        if (!idempotent) this.#sequencer.settle(sessionSeq);
       };
       const onAbort = (): void => {
         finish();

@@ -1,7 +1,7 @@
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  type DeduplicationTable,
+  DeduplicationTable,
   MethodRegistry,
   RemoteError,
   RpcClient,
@@ -95,5 +95,18 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
       Array.from({ length: 100 }, (_, i) => client.call('double', new Uint8Array([i]))),
     );
     for (const [i, r] of replies.entries()) expect(r[0]).toBe((i * 2) & 0xff);
+  });
+
+  it('deduplicating_server_runs_each_distinct_non_idempotent_call', async () => {
+    const reg = new MethodRegistry();
+    let count = 0;
+    reg.register('inc', () => new Uint8Array([++count]));
+    const dedup = new DeduplicationTable();
+    dedup.openSession('s1');
+    const client = await pair(reg, dedup);
+    const a = await client.call('inc', new Uint8Array(0));
+    const b = await client.call('inc', new Uint8Array(0));
+    expect([a[0], b[0]]).toEqual([1, 2]);
+    expect(count).toBe(2);
   });
 });
