@@ -109,4 +109,38 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
     expect([a[0], b[0]]).toEqual([1, 2]);
     expect(count).toBe(2);
   });
+
+  it('control_connection_cut_fails_pending_call_typed_before_deadline', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const reg = new MethodRegistry();
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    reg.register('hang', () => {
+      started();
+      return new Promise<Uint8Array>(() => {});
+    });
+    const server = new RpcServer(reg);
+    listener.on('connection', (c) => {
+      server.serve(c);
+      void running.then(() => c.destroy());
+    });
+    const conn = await transport.connect({ port: listener.port, secret });
+    const client = new RpcClient(conn);
+    cleanups.push(async () => {
+      await client.close();
+      conn.destroy();
+      await listener.close();
+    });
+    // A long deadline: the cut, not the timer, must end the call.
+    const err = await client
+      .call('hang', new Uint8Array(0), { deadlineMs: 600_000 })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_RPC_CLOSED' });
+    await expect(client.call('hang', new Uint8Array(0))).rejects.toMatchObject({
+      code: 'ERR_RPC_CLOSED',
+    });
+  });
 });
