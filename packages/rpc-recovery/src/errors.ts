@@ -35,7 +35,19 @@ export type RpcErrorCode =
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */
   | 'ERR_RPC_PROTOCOL'
   /** A peer's frame declares a length beyond the configured limits (`offset` says where). */
-  | 'ERR_RPC_FRAME_TOO_LARGE';
+  | 'ERR_RPC_FRAME_TOO_LARGE'
+  /** No method of that name is registered on the server (sent as a Rejected response: not executed). */
+  | 'ERR_RPC_METHOD_UNKNOWN'
+  /** The request claimed idempotent for a method registered non-idempotent (Rejected: not executed). */
+  | 'ERR_RPC_IDEMPOTENCY_MISMATCH'
+  /** The call's deadline passed before its reply arrived (it may or may not have run). */
+  | 'ERR_RPC_DEADLINE'
+  /** The caller's AbortSignal fired before the reply arrived (it may or may not have run). */
+  | 'ERR_RPC_ABORTED'
+  /** The client was closed, or its connection lost, before the reply arrived. */
+  | 'ERR_RPC_CLOSED'
+  /** The server answered with an error; `remoteCode` and the message are the server's. */
+  | 'ERR_RPC_REMOTE';
 
 export interface RpcErrorOptions {
   cause?: unknown;
@@ -85,5 +97,20 @@ export class SessionNotFoundError extends RpcError {
     );
     this.name = 'SessionNotFoundError';
     this.sessionId = sessionId;
+  }
+}
+
+/** The server's answer was an error: its code and message, never its stack. */
+export class RemoteError extends RpcError {
+  /** The server's error code (the handler's `code`, or one of this package's). */
+  readonly remoteCode: string;
+  /** The server's status: 'error' (the handler ran and failed), 'rejected' (not run), 'unknown'. */
+  readonly outcome: 'error' | 'rejected' | 'unknown';
+
+  constructor(remoteCode: string, message: string, outcome: 'error' | 'rejected' | 'unknown') {
+    super('ERR_RPC_REMOTE', message, { retryable: outcome === 'rejected' });
+    this.name = 'RemoteError';
+    this.remoteCode = remoteCode;
+    this.outcome = outcome;
   }
 }

@@ -22,12 +22,21 @@ export {
 export { DIAGNOSTICS_CHANNELS } from './diagnostics.js';
 export { EpochFilter, type EpochFilterStats, type StaleEpochDrop } from './EpochFilter.js';
 export {
+  RemoteError,
   RpcDecodeError,
   RpcError,
   type RpcErrorCode,
   type RpcErrorOptions,
   SessionNotFoundError,
 } from './errors.js';
+export {
+  type CallContext,
+  type DispatchScope,
+  type MethodHandler,
+  type MethodOptions,
+  MethodRegistry,
+} from './MethodRegistry.js';
+export { type CallOptions, RpcClient } from './RpcClient.js';
 export {
   decodeRpcFrame,
   encodeRequestHeader,
@@ -55,6 +64,7 @@ export {
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';
+export { RpcServer, type RpcServerOptions } from './RpcServer.js';
 export {
   type IssuedSession,
   MAX_EPOCH,

@@ -1,0 +1,266 @@
+import type { DeduplicationTable } from './DeduplicationTable.js';
+import { RpcError } from './errors.js';
+import {
+  decodeRpcFrame,
+  encodeResponseHeader,
+  type RpcFrameLimits,
+  type RpcRequestHeader,
+  RpcStatus,
+  remoteErrorOf,
+  rpcFrameLimits,
+} from './RpcFrame.js';
+
+/** What a handler learns about the call it serves. */
+export interface CallContext {
+  readonly method: string;
+  readonly requestId: number;
+  readonly idempotent: boolean;
+  /** The caller's remaining budget when the request was sent, ms (0: none). */
+  readonly deadlineMs: number;
+}
+
+/** Gets a view of the request payload (valid only until it returns or settles) and returns the reply bytes. */
+export type MethodHandler = (
+  payload: Uint8Array,
+  context: CallContext,
+) => Uint8Array | Promise<Uint8Array>;
+
+export interface MethodOptions {
+  /** Safe to run more than once: replayed after recovery instead of de-duplicated. Default false. */
+  idempotent?: boolean;
+}
+
+/** Where a request arrived: the connection's epoch and, for de-duplication, its session. */
+export interface DispatchScope {
+  readonly epoch: number;
+  /** With `dedup`: non-idempotent requests run at most once per (session, sequence). */
+  readonly sessionId?: string;
+  readonly dedup?: DeduplicationTable;
+}
+
+interface Method {
+  readonly handler: MethodHandler;
+  readonly idempotent: boolean;
+}
+
+/**
+ * Methods registered by name and the transport-independent part of serving one request:
+ * decode and validate the frame, run the handler, and turn its result or its error into a
+ * response. A peer's bad frame or a handler's failure becomes a response (code and
+ * message only, never a stack), so nothing a peer sends stops the server.
+ */
+export class MethodRegistry {
+  readonly #methods = new Map<string, Method>();
+  readonly #limits: RpcFrameLimits;
+
+  constructor(limits?: Partial<RpcFrameLimits>) {
+    this.#limits = rpcFrameLimits(limits);
+  }
+
+  get limits(): RpcFrameLimits {
+    return this.#limits;
+  }
+
+  register(name: string, handler: MethodHandler, options: MethodOptions = {}): void {
+    if (typeof name !== 'string' || name.length === 0 || !/^[\x21-\x7e]+$/.test(name)) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'a method name must be non-empty printable ASCII');
+    }
+    if (name.length > this.#limits.maxMethodBytes) {
+      throw new RpcError(
+        'ERR_RPC_INVALID_ARG',
+        `method name longer than ${this.#limits.maxMethodBytes} bytes`,
+      );
+    }
+    if (typeof handler !== 'function') {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'a method handler must be a function');
+    }
+    if (this.#methods.has(name)) {
+      throw new RpcError('ERR_RPC_INVALID_STATE', `method ${name} is already registered`);
+    }
+    this.#methods.set(name, { handler, idempotent: options.idempotent === true });
+  }
+
+  has(name: string): boolean {
+    return this.#methods.has(name);
+  }
+
+  /** Whether `name` was registered idempotent (undefined when not registered). */
+  isIdempotent(name: string): boolean | undefined {
+    return this.#methods.get(name)?.idempotent;
+  }
+
+  /**
+   * Serves one request frame. Resolves to the response as parts (header, then payload) to
+   * send as one message, or undefined when the frame is not a request (nothing to answer).
+   * Throws RpcDecodeError for a malformed frame: the caller drops the connection, since its
+   * request id cannot be trusted.
+   */
+  async dispatch(frame: Uint8Array, scope: DispatchScope): Promise<Uint8Array[] | undefined> {
+    const epoch = scope.epoch;
+    const decoded = decodeRpcFrame(frame, this.#limits);
+    if (decoded.kind !== 'request') return undefined;
+    const h = decoded.header;
+    const method = this.#methods.get(h.method);
+    if (method === undefined) {
+      return this.#reject(h, epoch, 'ERR_RPC_METHOD_UNKNOWN', `no method ${h.method}`);
+    }
+    // A client that believes a method idempotent would replay it: refuse before running it.
+    if (h.idempotent && !method.idempotent) {
+      return this.#reject(
+        h,
+        epoch,
+        'ERR_RPC_IDEMPOTENCY_MISMATCH',
+        `method ${h.method} is not idempotent`,
+      );
+    }
+    const { dedup, sessionId } = scope;
+    if (!method.idempotent && dedup !== undefined && sessionId !== undefined) {
+      let begun: ReturnType<DeduplicationTable['begin']>;
+      try {
+        begun = dedup.begin(sessionId, h.sessionSeq, h.ackBelow);
+      } catch (err) {
+        // Expired or reply dropped: it may have run, so the caller must not assume either.
+        const code = remoteErrorOf(err, this.#limits);
+        const ran =
+          code.code === 'ERR_RPC_DEDUP_EXPIRED' || code.code === 'ERR_RPC_DEDUP_REPLY_DROPPED';
+        return [this.#header(h, epoch, ran ? RpcStatus.Unknown : RpcStatus.Rejected, code, 0)];
+      }
+      if (begun.status !== 'new') {
+        let stored: Uint8Array;
+        try {
+          stored = begun.status === 'done' ? begun.reply : await begun.reply;
+        } catch (err) {
+          return [this.#header(h, epoch, RpcStatus.Rejected, remoteErrorOf(err, this.#limits), 0)];
+        }
+        return this.#replay(stored, h, epoch);
+      }
+      let parts: Uint8Array[];
+      try {
+        parts = await this.#run(method, h, decoded.payload, epoch);
+      } catch (err) {
+        // Never leave the entry running (its duplicates would wait forever); it may have applied.
+        parts = [this.#header(h, epoch, RpcStatus.Unknown, remoteErrorOf(err, this.#limits), 0)];
+      }
+      dedup.complete(sessionId, h.sessionSeq, concat(parts));
+      return parts;
+    }
+    return this.#run(method, h, decoded.payload, epoch);
+  }
+
+  async #run(
+    method: Method,
+    h: RpcRequestHeader,
+    payload: Uint8Array,
+    epoch: number,
+  ): Promise<Uint8Array[]> {
+    const context: CallContext = {
+      method: h.method,
+      requestId: h.requestId,
+      idempotent: method.idempotent,
+      deadlineMs: h.deadlineMs,
+    };
+    let result: Uint8Array;
+    try {
+      result = await method.handler(payload, context);
+      if (!(result instanceof Uint8Array)) {
+        throw new RpcError('ERR_RPC_INVALID_ARG', `handler of ${h.method} returned no bytes`);
+      }
+      if (result.length > this.#limits.maxPayloadBytes) {
+        throw new RpcError('ERR_RPC_FRAME_TOO_LARGE', `reply of ${h.method} is too large`);
+      }
+    } catch (err) {
+      const { code, message } = remoteErrorOf(err, this.#limits);
+      const header = encodeResponseHeader(
+        {
+          requestId: h.requestId,
+          epoch,
+          status: RpcStatus.Error,
+          errorCode: code,
+          errorMessage: message,
+          payloadLength: 0,
+        },
+        this.#limits,
+      );
+      return [header];
+    }
+    const header = encodeResponseHeader(
+      {
+        requestId: h.requestId,
+        epoch,
+        status: RpcStatus.Ok,
+        errorCode: '',
+        errorMessage: '',
+        payloadLength: result.length,
+      },
+      this.#limits,
+    );
+    return [header, result];
+  }
+
+  /** A stored reply, sent again under the current epoch. */
+  #replay(stored: Uint8Array, h: RpcRequestHeader, epoch: number): Uint8Array[] {
+    const f = decodeRpcFrame(stored, this.#limits);
+    if (f.kind !== 'response') {
+      throw new RpcError(
+        'ERR_RPC_INVALID_STATE',
+        'a stored de-duplication reply is not a response',
+      );
+    }
+    const r = f.header;
+    const header = this.#header(
+      h,
+      epoch,
+      r.status,
+      { code: r.errorCode, message: r.errorMessage },
+      f.payload.length,
+    );
+    return f.payload.length === 0 ? [header] : [header, f.payload];
+  }
+
+  #header(
+    h: RpcRequestHeader,
+    epoch: number,
+    status: RpcStatus,
+    err: { code: string; message: string },
+    payloadLength: number,
+  ): Uint8Array {
+    return encodeResponseHeader(
+      {
+        requestId: h.requestId,
+        epoch,
+        status,
+        errorCode: err.code,
+        errorMessage: err.message,
+        payloadLength,
+      },
+      this.#limits,
+    );
+  }
+
+  #reject(h: RpcRequestHeader, epoch: number, code: string, message: string): Uint8Array[] {
+    const header = encodeResponseHeader(
+      {
+        requestId: h.requestId,
+        epoch,
+        status: RpcStatus.Rejected,
+        errorCode: code,
+        errorMessage: message,
+        payloadLength: 0,
+      },
+      this.#limits,
+    );
+    return [header];
+  }
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}

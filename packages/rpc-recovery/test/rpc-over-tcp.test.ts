@@ -1,0 +1,146 @@
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  DeduplicationTable,
+  MethodRegistry,
+  RemoteError,
+  RpcClient,
+  RpcError,
+  RpcServer,
+} from '../src/index.js';
+
+const secret = 'rpc-test-secret-0123456789';
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function pair(registry: MethodRegistry, dedup?: DeduplicationTable) {
+  const transport = new TcpTransport();
+  const listener = await transport.listen({ secret });
+  const server = new RpcServer(registry, dedup === undefined ? {} : { dedup, sessionId: 's1' });
+  listener.on('connection', (c) => server.serve(c));
+  const conn = await transport.connect({ port: listener.port, secret });
+  const client = new RpcClient(conn);
+  cleanups.push(async () => {
+    await client.close();
+    conn.destroy();
+    await listener.close();
+  });
+  return client;
+}
+
+describe('RpcClient and RpcServer over TcpTransport', () => {
+  it('call_returns_handler_bytes', async () => {
+    const reg = new MethodRegistry();
+    reg.register('echo', (p) => p.slice().reverse());
+    const client = await pair(reg);
+    const out = await client.call('echo', new Uint8Array([1, 2, 3]));
+    expect([...out]).toEqual([3, 2, 1]);
+  });
+
+  it('remote_error_code_and_message_reach_caller', async () => {
+    const reg = new MethodRegistry();
+    reg.register('fail', () => {
+      throw Object.assign(new Error('no such key'), { code: 'ERR_PS_NO_KEY' });
+    });
+    const client = await pair(reg);
+    const err = await client.call('fail', new Uint8Array(0)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RemoteError);
+    expect(err).toMatchObject({
+      code: 'ERR_RPC_REMOTE',
+      remoteCode: 'ERR_PS_NO_KEY',
+      outcome: 'error',
+    });
+    expect((err as Error).message).toBe('no such key');
+  });
+
+  it('call_past_deadline_fails_typed', async () => {
+    const reg = new MethodRegistry();
+    reg.register('never', () => new Promise<Uint8Array>(() => {}));
+    const client = await pair(reg);
+    await expect(client.call('never', new Uint8Array(0), { deadlineMs: 50 })).rejects.toMatchObject(
+      {
+        code: 'ERR_RPC_DEADLINE',
+      },
+    );
+  });
+
+  it('aborted_call_fails_typed', async () => {
+    const reg = new MethodRegistry();
+    reg.register('never', () => new Promise<Uint8Array>(() => {}));
+    const client = await pair(reg);
+    const ac = new AbortController();
+    const p = client.call('never', new Uint8Array(0), { signal: ac.signal });
+    ac.abort();
+    await expect(p).rejects.toMatchObject({ code: 'ERR_RPC_ABORTED' });
+  });
+
+  it('close_fails_pending_calls_typed', async () => {
+    const reg = new MethodRegistry();
+    reg.register('never', () => new Promise<Uint8Array>(() => {}));
+    const client = await pair(reg);
+    const p = client.call('never', new Uint8Array(0));
+    await client.close();
+    const err = await p.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RpcError);
+    expect(err).toMatchObject({ code: 'ERR_RPC_CLOSED' });
+  });
+
+  it('many_concurrent_calls_each_get_their_own_reply', async () => {
+    const reg = new MethodRegistry();
+    reg.register('double', (p) => new Uint8Array([(p[0] ?? 0) * 2]));
+    const client = await pair(reg);
+    const replies = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => client.call('double', new Uint8Array([i]))),
+    );
+    for (const [i, r] of replies.entries()) expect(r[0]).toBe((i * 2) & 0xff);
+  });
+
+  it('deduplicating_server_runs_each_distinct_non_idempotent_call', async () => {
+    const reg = new MethodRegistry();
+    let count = 0;
+    reg.register('inc', () => new Uint8Array([++count]));
+    const dedup = new DeduplicationTable();
+    dedup.openSession('s1');
+    const client = await pair(reg, dedup);
+    const a = await client.call('inc', new Uint8Array(0));
+    const b = await client.call('inc', new Uint8Array(0));
+    expect([a[0], b[0]]).toEqual([1, 2]);
+    expect(count).toBe(2);
+  });
+
+  it('control_connection_cut_fails_pending_call_typed_before_deadline', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const reg = new MethodRegistry();
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    reg.register('hang', () => {
+      started();
+      return new Promise<Uint8Array>(() => {});
+    });
+    const server = new RpcServer(reg);
+    listener.on('connection', (c) => {
+      server.serve(c);
+      void running.then(() => c.destroy());
+    });
+    const conn = await transport.connect({ port: listener.port, secret });
+    const client = new RpcClient(conn);
+    cleanups.push(async () => {
+      await client.close();
+      conn.destroy();
+      await listener.close();
+    });
+    // A long deadline: the cut, not the timer, must end the call.
+    const err = await client
+      .call('hang', new Uint8Array(0), { deadlineMs: 600_000 })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_RPC_CLOSED' });
+    await expect(client.call('hang', new Uint8Array(0))).rejects.toMatchObject({
+      code: 'ERR_RPC_CLOSED',
+    });
+  });
+});
