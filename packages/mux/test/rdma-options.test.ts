@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseRdmaTuning } from '../src/internal/RdmaOptions.js';
-
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return (e as { code?: string }).code;
-  }
-  return undefined;
-}
+import { thrownCode as code } from './support/thrownCode.js';
 
 describe('rdma tuning options', () => {
   it('options_default_to_one_qp_8KiB_eager_and_event_polling', () => {

@@ -6,6 +6,7 @@ import {
   MAX_SETUP_QPS,
   type RdmaSetup,
 } from '../src/internal/RdmaSetup.js';
+import { thrownCode as code } from './support/thrownCode.js';
 
 const base: RdmaSetup = {
   endpoints: [{ provider: 'soft', transport: 'shm', qpn: 17, psn: 99, bootId: 'b', pid: 1 }],
@@ -21,15 +22,6 @@ const base: RdmaSetup = {
     maxMessageBytes: 8192,
   },
 };
-
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return (e as { code?: string }).code;
-  }
-  return undefined;
-}
 
 describe('rdma setup message', () => {
   it('setup_round_trips_endpoints_buffers_and_flow_params', () => {

@@ -7,6 +7,7 @@ import {
   RENDEZVOUS_NOTICE_BYTES,
   type RendezvousNotice,
 } from '../src/internal/RendezvousNotice.js';
+import { thrownCode as code } from './support/thrownCode.js';
 
 const limits = { eagerThreshold: 8192, maxMessageBytes: 16 << 20 };
 
@@ -14,15 +15,6 @@ function encoded(n: RendezvousNotice): Uint8Array {
   const out = new Uint8Array(RENDEZVOUS_NOTICE_BYTES);
   encodeRendezvousNotice(out, 0, n);
   return out;
-}
-
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return (e as { code?: string }).code;
-  }
-  return undefined;
 }
 
 describe('rendezvous notice', () => {
