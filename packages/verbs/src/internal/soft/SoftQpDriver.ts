@@ -6,6 +6,7 @@ import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
 import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
+import type { LinkTarget } from './link/handshake.js';
 import type { LinkClient, LinkOwner } from './link/LinkClient.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 
@@ -24,7 +25,9 @@ export class SoftQpDriver implements QpDriver {
   readonly #slot: number;
   readonly #gen: number;
   #link: LinkClient | undefined;
+  /** the remote QP's link address and identity, to reconnect after a failed connection */
   #linkAddress: LinkAddress | undefined;
+  #linkTarget: LinkTarget | undefined;
   #linkHdr: Float64Array | undefined;
   /** payload buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
   readonly #linkFree: Uint8Array[] = [];
@@ -64,7 +67,7 @@ export class SoftQpDriver implements QpDriver {
 
   endpoint(): SoftEndpoint {
     const b = this.#base;
-    const tcp = this.#device.linkAddress;
+    const tcp = this.#device.linkAddressFor({ slot: this.#slot, gen: this.#gen });
     return {
       provider: 'soft',
       transport: 'shm',
@@ -77,7 +80,7 @@ export class SoftQpDriver implements QpDriver {
       nonce: b.nonce,
       slot: this.#slot,
       gen: this.#gen,
-      ...(tcp ? { tcp: { ...tcp } } : {}),
+      ...(tcp ? { tcp } : {}),
     };
   }
 
@@ -96,12 +99,14 @@ export class SoftQpDriver implements QpDriver {
     if (this.#device.preferTcp || ep.bootId !== this.#base.bootId) {
       const tcp = ep.tcp;
       if (!tcp) throw notListening();
+      const target = { slot: ep.slot, gen: ep.gen };
       return () => {
-        const link = this.#device.linkClient(tcp); // before the transition: it may throw
+        const link = this.#device.linkClient(tcp, target); // before the transition: it may throw
         const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
         this.#host.transitioned('rtr', rc);
         this.#link = link;
         this.#linkAddress = tcp;
+        this.#linkTarget = target;
         this.#linkHdr ??= new Float64Array(ABI.LINK_WORDS);
       };
     }
@@ -148,10 +153,10 @@ export class SoftQpDriver implements QpDriver {
     const hdr = this.#linkHdr;
     let link = this.#link;
     if (!link || !hdr || this.#host.closed || this.#device.closed) return;
-    if (link.dead && this.#linkAddress) {
+    if (link.dead && this.#linkAddress && this.#linkTarget) {
       // Resent after a failed connection go over a new one (the target answers WRs it
       // already ran from memory).
-      link = this.#device.linkClient(this.#linkAddress);
+      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
       this.#link = link;
     }
     for (;;) {

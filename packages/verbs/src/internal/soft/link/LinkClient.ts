@@ -1,5 +1,6 @@
-// The initiator side of the soft TCP link: one authenticated connection to a peer
-// device's LinkServer, shared by this device's QPs. Answers are untrusted too: each is
+// The initiator side of the soft TCP link: one connection to a peer device's LinkServer,
+// authenticated for the one remote QP a local QP is connected to (its key comes from that
+// QP's endpoint), so one QP's large WRs never hold up another's. Answers are untrusted too: each is
 // checked against the request it claims to answer before its data is used.
 import { connect, type Socket } from 'node:net';
 import type { LinkAddress } from '../../../types.js';
@@ -9,6 +10,7 @@ import {
   HANDSHAKE_DEADLINE_MS,
   HELLO_BYTES,
   InitiatorHandshake,
+  type LinkTarget,
   WELCOME_BYTES,
 } from './handshake.js';
 
@@ -50,8 +52,8 @@ export class LinkClient {
   #nextId = 1;
   #dead = false;
 
-  constructor(address: LinkAddress, secret: Buffer) {
-    this.#handshake = new InitiatorHandshake(secret);
+  constructor(address: LinkAddress, target: LinkTarget) {
+    this.#handshake = new InitiatorHandshake(Buffer.from(address.key, 'base64url'), target);
     this.#sock = connect({ host: address.host, port: address.port, noDelay: true });
     this.#sock.unref();
     const deadline = setTimeout(() => this.#sock.destroy(), HANDSHAKE_DEADLINE_MS);
@@ -113,7 +115,7 @@ export class LinkClient {
       return undefined;
     }
     if (!this.#handshake.verify(pre.subarray(HELLO_BYTES, needed))) {
-      this.#sock.destroy(); // not the device the endpoint named
+      this.#sock.destroy(); // not the device (or QP) the endpoint named
       return undefined;
     }
     clearTimeout(deadline);

@@ -1,5 +1,6 @@
-// The target side of the soft TCP link: authenticates each connection, then runs each
-// request with the device's responder (the same logic as the shared-memory path) and
+// The target side of the soft TCP link: authenticates each connection for the one QP it
+// proved the key of (handshake.ts), then runs each request to that QP with the device's
+// responder (the same logic as the shared-memory path) and
 // answers it. Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
 import { createServer, type Server, type Socket } from 'node:net';
@@ -17,6 +18,7 @@ import {
   AUTH_BYTES,
   couldBePreamble,
   HANDSHAKE_DEADLINE_MS,
+  type LinkTarget,
   TargetHandshake,
 } from './handshake.js';
 import { isLoopback, loopbackPeerUid } from './peerUid.js';
@@ -28,12 +30,31 @@ const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
 const ANSWERS_PER_PAIR = 32;
 
+/** The answer to a WR that ran, and what identifies that WR beyond its token. */
+interface Answered {
+  answer: Buffer;
+  opcode: number;
+  length: number;
+  remoteAddr: number;
+  rkey: number;
+}
+
 /** Per (target QP incarnation, source QP): the order of its WRs and recent answers. */
 interface PairState {
   /** the token the next WR without FLAG_HEAD must carry; 0 before the first */
   expected: number;
   /** answers of WRs run (not READs), to answer a resend without running it twice */
-  answers: Map<number, Buffer>;
+  answers: Map<number, Answered>;
+}
+
+/** True when `h` is the WR `a` answered, sent again (a resend repeats it exactly). */
+function sameRequest(a: Answered, h: RequestHeader): boolean {
+  return (
+    a.opcode === h.opcode &&
+    a.length === h.length &&
+    Object.is(a.remoteAddr, h.remoteAddr) &&
+    a.rkey === h.rkey
+  );
 }
 
 export class LinkServer {
@@ -43,7 +64,8 @@ export class LinkServer {
   readonly #maxPayload: number;
   readonly #sockets = new Set<Socket>();
   // READs' answers are not kept: running one again is harmless, and their data would pin
-  // memory.
+  // memory. Kept across connections (a window is re-sent over a new one after a failure);
+  // only connections bound to a QP reach its entries.
   readonly #pairs = new Map<string, PairState>();
 
   private constructor(
@@ -107,11 +129,13 @@ export class LinkServer {
       (h) => readRequestHeader(h, this.#maxPayload)?.len ?? -1,
     );
     const queued: Buffer[] = [];
+    /** the one QP incarnation this connection proved the key of */
+    let bound: LinkTarget | undefined;
     const pump = () => {
       // Answers are produced only while the socket keeps up: a READ's reply is allocated
       // when it can be sent, so a burst of READ requests cannot claim unbounded memory.
       while (queued.length > 0 && sock.writableLength < REPLY_BUDGET && !sock.destroyed) {
-        this.#answer(sock, queued.shift() as Buffer);
+        this.#answer(sock, queued.shift() as Buffer, bound as LinkTarget);
       }
       if (queued.length > 0 && !sock.destroyed) {
         sock.pause();
@@ -137,28 +161,38 @@ export class LinkServer {
         return;
       }
       if (pre.length < AUTH_BYTES) return;
-      const welcome = handshake.verify(pre.subarray(0, AUTH_BYTES));
-      if (!welcome) {
+      const accepted = handshake.verify(pre.subarray(0, AUTH_BYTES));
+      if (!accepted) {
         sock.destroy();
         return;
       }
       clearTimeout(deadline);
-      sock.write(welcome);
+      bound = accepted.target;
+      sock.write(accepted.welcome);
       const rest = pre.subarray(AUTH_BYTES);
       pre = undefined;
       if (rest.length > 0) frames(rest);
     });
   }
 
-  #answer(sock: Socket, f: Buffer): void {
+  #answer(sock: Socket, f: Buffer, bound: LinkTarget): void {
     const h = readRequestHeader(f, this.#maxPayload) as RequestHeader; // checked by the reader
+    if (h.slot !== bound.slot || h.gen !== bound.gen) {
+      sock.destroy(); // a QP this connection has not proven the key of
+      return;
+    }
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const dataBytes = answerDataBytes(h.opcode, h.length);
     const pair = this.#pair(`${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`);
     const known = pair.answers.get(h.token);
     if (known) {
+      if (!sameRequest(known, h)) {
+        // Not a resend: the initiator's tokens went wrong, or it is not a faithful peer.
+        sock.destroy();
+        return;
+      }
       // A resend of a WR already run: the same answer again, not a second execution.
-      const again = Buffer.from(known);
+      const again = Buffer.from(known.answer);
       again.writeUInt32LE(h.reqId, 4);
       sock.write(again);
       return;
@@ -192,7 +226,13 @@ export class LinkServer {
     // nothing behind a failure runs out of order.
     pair.expected = ok ? (h.token + 1) >>> 0 : 0;
     if (done && !isRead) {
-      pair.answers.set(h.token, answer);
+      pair.answers.set(h.token, {
+        answer,
+        opcode: h.opcode,
+        length: h.length,
+        remoteAddr: h.remoteAddr,
+        rkey: h.rkey,
+      });
       if (pair.answers.size > ANSWERS_PER_PAIR) {
         pair.answers.delete(pair.answers.keys().next().value as number);
       }
