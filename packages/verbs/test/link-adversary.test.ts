@@ -8,14 +8,20 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SoftEndpoint } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
-import { FLAG_HEAD, REQ_HEADER, RES_HEADER } from '../src/internal/soft/link/frames.js';
+import {
+  FLAG_HEAD,
+  LINK_PROGRESS,
+  PROGRESS_BYTES,
+  REQ_HEADER,
+  RES_HEADER,
+} from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
   HELLO_BYTES,
   InitiatorHandshake,
   WELCOME_BYTES,
 } from '../src/internal/soft/link/handshake.js';
-import { collect, linkPair, type Pair, providers, sleep } from './harness/pair.js';
+import { collect, linkPair, type Pair, providers, sleep, until } from './harness/pair.js';
 
 interface Raw {
   sock: Socket;
@@ -312,6 +318,40 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     r.sock.write(other);
     expect(await within(r.closed, 2000)).toBe(true);
     expect(r.received().length).toBe(base + RES_HEADER);
+  });
+
+  it('large_request_reports_progress_while_it_arrives: the ACK timer measures silence', async () => {
+    const { ep, port, key, pair } = await target();
+    const r = await authenticated(port, key, ep);
+    const base = HELLO_BYTES + WELCOME_BYTES;
+    const length = 4 * PROGRESS_BYTES;
+    const f = request(ep, { opcode: ABI.OP_RDMA_WRITE, length, token: 1 });
+    f.writeUInt32LE(7, 4); // reqId
+    f.writeUInt32LE(pair.a.qp.qpn, 40);
+    f.writeDoubleLE(pair.b.mr.addr, 16);
+    f.writeUInt32LE(pair.b.mr.rkey, 24);
+    const answers = () => {
+      const out: number[][] = [];
+      const got = r.received().subarray(base);
+      for (let o = 0; o + RES_HEADER <= got.length; o += got.readUInt32LE(o)) {
+        out.push([got.readUInt32LE(o + 4), got.readUInt8(o + 8)]);
+      }
+      return out;
+    };
+    // Sent a quarter at a time, waiting for the target to report each.
+    const quarter = (f.length - REQ_HEADER) / 4;
+    for (let q = 0; q < 4; q++) {
+      const end = q === 3 ? f.length : REQ_HEADER + (q + 1) * quarter;
+      r.sock.write(f.subarray(q === 0 ? 0 : REQ_HEADER + q * quarter, end));
+      if (q < 3) await until(() => answers().length >= q + 1, `progress report ${q + 1}`);
+    }
+    await until(() => answers().at(-1)?.[1] === ABI.LINK_DONE, 'the answer');
+    const all = answers();
+    expect(all.slice(0, -1).length).toBeGreaterThanOrEqual(3);
+    expect(all.slice(0, -1).every(([id, outcome]) => id === 7 && outcome === LINK_PROGRESS)).toBe(
+      true,
+    );
+    expect(all.at(-1)).toEqual([7, ABI.LINK_DONE]);
   });
 
   it('read_flood_without_reading_replies_stays_bounded', async () => {

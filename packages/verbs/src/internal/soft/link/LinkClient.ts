@@ -5,7 +5,14 @@
 import { connect, type Socket } from 'node:net';
 import type { LinkAddress } from '../../../types.js';
 import { ABI } from '../../abi.js';
-import { answerDataBytes, FrameReader, RES_HEADER, writeRequestHeader } from './frames.js';
+import {
+  answerDataBytes,
+  FrameReader,
+  LINK_PROGRESS,
+  PROGRESS_BYTES,
+  RES_HEADER,
+  writeRequestHeader,
+} from './frames.js';
 import {
   HANDSHAKE_DEADLINE_MS,
   HELLO_BYTES,
@@ -36,6 +43,8 @@ interface Pending {
   token: number;
   /** bytes a successful answer must carry (READ, atomics); -1 for other opcodes */
   dataLength: number;
+  /** PROGRESS reports the target may still send: one per PROGRESS_BYTES of payload */
+  progressLeft: number;
 }
 
 export class LinkClient {
@@ -133,6 +142,12 @@ export class LinkClient {
     const p = this.#pending.get(h.readUInt32LE(4));
     const outcome = h.readUInt8(8);
     const status = h.readUInt8(9);
+    if (outcome === LINK_PROGRESS) {
+      // More reports than the request has payload for: a target stalling us on purpose.
+      if (len !== RES_HEADER || !p || p.progressLeft <= 0) return -1;
+      p.progressLeft--;
+      return len;
+    }
     if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
     if (len === RES_HEADER) return len;
     // Data only for a successful READ or atomic we asked for, and exactly its length.
@@ -144,6 +159,7 @@ export class LinkClient {
     const id = f.readUInt32LE(4);
     const p = this.#pending.get(id);
     if (!p) return; // not a request of ours (or of this connection)
+    if (f.readUInt8(8) === LINK_PROGRESS) return; // its bytes already counted as progress
     this.#pending.delete(id);
     this.#untrack(p.owner);
     const data =
@@ -194,7 +210,13 @@ export class LinkClient {
     // The header is built now: `hdr` is the QP's, rewritten by its next take.
     const head = writeRequestHeader(id, hdr, payload?.length ?? 0);
     const data = answerDataBytes(hdr[ABI.LINK_OPCODE] as number, length);
-    this.#pending.set(id, { owner, token, dataLength: data > 0 || isRead ? data : -1 });
+    const bytes = payload?.length ?? 0;
+    this.#pending.set(id, {
+      owner,
+      token,
+      dataLength: data > 0 || isRead ? data : -1,
+      progressLeft: Math.floor(bytes / PROGRESS_BYTES),
+    });
     this.#owners.set(owner, (this.#owners.get(owner) ?? 0) + 1);
     const go = () => this.#write(id, token, head, payload, owner, length);
     if (this.#open) go();

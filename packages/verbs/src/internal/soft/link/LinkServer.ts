@@ -9,9 +9,11 @@ import type { SoftNativeDevice } from '../../native.js';
 import {
   answerDataBytes,
   FrameReader,
+  PROGRESS_BYTES,
   REQ_HEADER,
   type RequestHeader,
   readRequestHeader,
+  writeProgress,
   writeResponse,
 } from './frames.js';
 import {
@@ -142,15 +144,29 @@ export class LinkServer {
         sock.once('drain', pump);
       } else sock.resume();
     };
+    /** bytes of the incomplete frame when its progress was last reported */
+    let reported = 0;
     const frames = (chunk: Buffer) => {
       let ok = true;
       try {
-        ok = reader.push(chunk, (f) => queued.push(f));
+        ok = reader.push(chunk, (f) => {
+          queued.push(f);
+          reported = 0;
+        });
       } catch {
         ok = false;
       }
-      if (!ok) sock.destroy();
-      else pump();
+      if (!ok) {
+        sock.destroy();
+        return;
+      }
+      // A large request keeps the initiator's ACK timer alive while it arrives.
+      const partial = reader.partialHeader;
+      if (partial && reader.buffered - reported >= PROGRESS_BYTES) {
+        reported = reader.buffered;
+        sock.write(writeProgress(partial.readUInt32LE(4)));
+      }
+      pump();
     };
     sock.on('data', (chunk: Buffer) => {
       if (!pre) return frames(chunk);
