@@ -31,6 +31,12 @@ export interface RpcServerOptions {
   idleTimeoutMs?: number;
   /** See `DispatchScope.onRecorded`: persist the service's state with `dedup.save()` here. */
   onRecorded?: (sessionId: string, seq: number) => void;
+  /**
+   * Called synchronously when a session is opened in `dedup` (before its client learns of
+   * it) or closed: persist `dedup.save()` here too, so a restart before the session's first
+   * call still lets it resume.
+   */
+  onSessionChange?: (sessionId: string, change: 'opened' | 'closed') => void;
 }
 
 export interface RpcServerStats {
@@ -69,6 +75,7 @@ export class RpcServer {
   readonly #handshakeTimeoutMs: number;
   readonly #idleTimeoutMs: number;
   readonly #onRecorded: ((sessionId: string, seq: number) => void) | undefined;
+  readonly #onSessionChange: ((sessionId: string, change: 'opened' | 'closed') => void) | undefined;
   /** The connection each session is served on now; a resume elsewhere supersedes it. */
   readonly #live = new Map<string, Connection>();
   readonly #connections = new Set<Connection>();
@@ -97,6 +104,10 @@ export class RpcServer {
       options.onRecorded === undefined
         ? undefined
         : checkFunction('onRecorded', options.onRecorded);
+    this.#onSessionChange =
+      options.onSessionChange === undefined
+        ? undefined
+        : checkFunction('onSessionChange', options.onSessionChange);
     // Sessions restored with the table resume with the tokens their clients hold.
     for (const id of this.#dedup.sessionIds()) {
       if (!this.#authority.has(id)) this.#authority.adopt(id, 1);
@@ -201,6 +212,7 @@ export class RpcServer {
         if (st.phase === 'hello' && f.kind === 'open') {
           const issued = this.#authority.issue();
           this.#dedup.openSession(issued.sessionId);
+          this.#onSessionChange?.(issued.sessionId, 'opened');
           this.#ready(connection, st, issued.sessionId, issued.epoch);
           this.#stats.opened++;
           send({
@@ -252,7 +264,7 @@ export class RpcServer {
         } else if (st.phase === 'ready' && f.kind === 'bye') {
           const id = st.sessionId as string;
           this.#authority.end(id);
-          this.#dedup.closeSession(id);
+          if (this.#dedup.closeSession(id)) this.#onSessionChange?.(id, 'closed');
           st.phase = 'done';
           await connection.close({ timeoutMs: 1000 }).catch(() => {});
           return;

@@ -224,7 +224,7 @@ export class SessionAuthority {
     checkSessionId(sessionId);
     checkBytes('challenge', challenge);
     const s = this.sessions.get(sessionId);
-    return s !== undefined && s.challenges.delete(Buffer.from(challenge).toString('hex'));
+    return s?.challenges.delete(Buffer.from(challenge).toString('hex')) ?? false;
   }
 
   /**
