@@ -252,7 +252,9 @@ describe('fault matrix over TcpTransport, real processes', () => {
       drops.push(m as StaleEpochDrop);
     };
     diagnostics_channel.subscribe(DIAGNOSTICS_CHANNELS.staleEpoch, onDrop);
-    cleanups.push(() => diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.staleEpoch, onDrop));
+    cleanups.push(() => {
+      diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.staleEpoch, onDrop);
+    });
     expect(readU32(await c.call('echo', u32(7), { idempotent: true }))).toBe(7);
     expect(c.stats().staleDropped).toBe(1);
     expect(drops).toEqual([
@@ -272,7 +274,9 @@ describe('fault matrix over TcpTransport, real processes', () => {
       seen.push(`${s.from}>${s.to}`);
     };
     diagnostics_channel.subscribe(DIAGNOSTICS_CHANNELS.sessionState, on);
-    cleanups.push(() => diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.sessionState, on));
+    cleanups.push(() => {
+      diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.sessionState, on);
+    });
     const file = join(stateDir(), 'state.json');
     const s1 = await server({ stateFile: file });
     const c = await client(s1.port);
