@@ -7,6 +7,7 @@ import { SessionAuthority } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
   encodeSessionFrame,
+  MAX_WELCOME_SEQS,
   RPC_CONTROL_CHANNEL,
   RPC_DATA_CHANNEL,
   type SessionFrame,
@@ -253,7 +254,18 @@ export class RpcServer {
           this.#live.get(id)?.destroy(new RpcError('ERR_RPC_CLOSED', 'session resumed elsewhere'));
           this.#ready(connection, st, id, epoch);
           this.#stats.resumed++;
-          send({ kind: 'welcome', sessionId: id, epoch, token: undefined, ...state });
+          // The lists only inform the client (the floor decides); keep them within a frame.
+          const done = state.done.slice(0, MAX_WELCOME_SEQS);
+          const running = state.running.slice(0, MAX_WELCOME_SEQS - done.length);
+          send({
+            kind: 'welcome',
+            sessionId: id,
+            epoch,
+            token: undefined,
+            floor: state.floor,
+            done,
+            running,
+          });
         } else if (st.phase === 'ready' && f.kind === 'ping') {
           send({ kind: 'pong', nonce: f.nonce });
           try {
