@@ -93,6 +93,22 @@ describe('fault matrix over TcpTransport, real processes', () => {
     expect(c.stats()).toMatchObject({ state: 'connected', reconnects: 1, replayed: 1 });
   });
 
+  it('server_killed_again_during_replay_still_runs_the_call_once', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    const call = c.call('slowInc', u32(500), { deadlineMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    const reconnected = nextState(c, 'connected');
+    const s2 = await restart(s1, file);
+    await reconnected; // the replay is running on s2 now
+    await new Promise((r) => setTimeout(r, 100));
+    const s3 = await restart(s2, file);
+    expect(readU32(await call)).toBe(1);
+    expect(await s3.ask('count')).toBe(1);
+    expect(c.stats()).toMatchObject({ reconnects: 2, replayed: 2 });
+  });
+
   it('server_dedups_replayed_push', async () => {
     // The server executes and records the push, then its connection is cut before the reply.
     const s = await server({ cutAfterRecord: 1 });

@@ -2,6 +2,7 @@ import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   DeduplicationTable,
+  ExponentialBackoff,
   MethodRegistry,
   RemoteError,
   RpcClient,
@@ -134,5 +135,70 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
     }
     expect(dedup.sessionIds()).toEqual([]);
     expect(client.session.state).toBe('closed');
+  });
+
+  it('calls_made_while_recovering_wait_and_go_out_on_the_new_connection', async () => {
+    const transport = new TcpTransport();
+    const reg = new MethodRegistry();
+    reg.register('echo', (p) => p.slice(), { idempotent: true });
+    const server = new RpcServer(reg, { key });
+    const listener = await transport.listen({ secret });
+    const conns: import('@rdmajs/mux').Connection[] = [];
+    listener.on('connection', (c) => {
+      conns.push(c);
+      server.serve(c);
+    });
+    const client = await RpcClient.connect({ transport, port: listener.port, secret });
+    cleanups.push(async () => {
+      await client.close();
+      await listener.close();
+    });
+    const recovering = new Promise((r) => client.session.once('recovering', r));
+    conns[0]?.destroy();
+    await recovering;
+    const out = await client.call('echo', new Uint8Array([9]), { idempotent: true });
+    expect([...out]).toEqual([9]);
+    expect(client.stats()).toMatchObject({ state: 'connected', epoch: 2, replayed: 0 });
+  });
+
+  it('too_many_pending_calls_are_refused_typed', async () => {
+    const reg = new MethodRegistry();
+    reg.register('never', () => new Promise<Uint8Array>(() => {}), { idempotent: true });
+    const transport = new TcpTransport();
+    const server = new RpcServer(reg, { key });
+    const listener = await transport.listen({ secret });
+    listener.on('connection', (c) => server.serve(c));
+    const client = await RpcClient.connect({
+      transport,
+      port: listener.port,
+      secret,
+      maxPendingCalls: 2,
+    });
+    cleanups.push(async () => {
+      await client.close();
+      await listener.close();
+    });
+    const held = [1, 2].map(() =>
+      client.call('never', new Uint8Array(0), { idempotent: true }).catch((e: unknown) => e),
+    );
+    await expect(
+      client.call('never', new Uint8Array(0), { idempotent: true }),
+    ).rejects.toMatchObject({ code: 'ERR_RPC_OVERLOADED', retryable: true });
+    await client.close();
+    for (const p of held) expect(await p).toMatchObject({ code: 'ERR_RPC_CLOSED' });
+  });
+
+  it('connect_to_nobody_gives_up_typed_when_the_backoff_does', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const port = listener.port;
+    await listener.close();
+    const err = await RpcClient.connect({
+      transport,
+      port,
+      secret,
+      backoff: new ExponentialBackoff({ baseMs: 1, capMs: 5, maxAttempts: 3 }),
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
   });
 });
