@@ -92,6 +92,8 @@ interface Link {
 
 /** Session refusals that no retry can cure: the session fails. */
 const FATAL: ReadonlySet<string> = new Set([
+  'ERR_MUX_INVALID_ARG',
+  'ERR_RPC_INVALID_ARG',
   'ERR_MUX_AUTH',
   'ERR_MUX_VERSION',
   'ERR_RPC_AUTH',

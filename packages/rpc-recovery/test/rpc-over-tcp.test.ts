@@ -201,4 +201,13 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
     }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
   });
+
+  it('bad_connect_options_fail_at_once_without_retrying', async () => {
+    const err = await RpcClient.connect({
+      transport: new TcpTransport(),
+      port: 70_000,
+      secret,
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_MUX_INVALID_ARG' });
+  });
 });
