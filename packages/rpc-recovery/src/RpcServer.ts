@@ -128,6 +128,7 @@ export class RpcServer {
   }
 
   serve(connection: Connection): void {
+    if (connection.state === 'closed' || connection.state === 'failed') return; // nothing to serve
     const st: ConnState = {
       phase: 'hello',
       sessionId: undefined,
