@@ -146,6 +146,23 @@ describe('fault matrix over TcpTransport, real processes', () => {
     expect(c.stats().heartbeatTimeouts).toBeGreaterThanOrEqual(1);
   });
 
+  it('server_killed_during_the_reconnect_handshake_then_restarted_resumes', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(1);
+    const recovering = nextState(c, 'recovering');
+    s1.signal('SIGSTOP'); // its kernel still accepts: the client's next handshake hangs on it
+    await recovering;
+    const call = c.call('inc', new Uint8Array(0), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 300));
+    const connected = nextState(c, 'connected');
+    const s2 = await restart(s1, file); // SIGKILL mid-handshake, then the same address again
+    expect((await connected).sessionId).toBe(c.session.sessionId);
+    expect(readU32(await call)).toBe(2);
+    expect(await s2.ask('count')).toBe(2);
+  });
+
   it('server_sigstopped_past_the_deadline_fails_the_call_typed', async () => {
     const s = await server({});
     const c = await client(s.port);
