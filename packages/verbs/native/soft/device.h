@@ -28,6 +28,19 @@ using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR
 using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
     rdmajs::abi::POST_BUSY;
 using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the POST_* code
+// The TCP link's header words and linkTake's codes.
+using rdmajs::abi::LINK_OPCODE, rdmajs::abi::LINK_IMM, rdmajs::abi::LINK_REMOTE_ADDR, rdmajs::abi::LINK_RKEY,
+    rdmajs::abi::LINK_LENGTH, rdmajs::abi::LINK_DST_SLOT, rdmajs::abi::LINK_DST_GEN, rdmajs::abi::LINK_SRC_QPN,
+    rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD;
+using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER;
+
+// The target's answer to an operation that arrived over the TCP link (respond): a LINK_*
+// outcome, the ibv_wc_status of a done one, and the QP's min_rnr_timer for an RNR.
+struct Answer {
+  int outcome;
+  uint8_t status;
+  uint32_t rnrTimer;
+};
 
 struct SendEntry {
   uint64_t wrId;
@@ -168,17 +181,18 @@ class Device {
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
   // Takes the next WR for the wire (the head, then up to kLinkWindow behind it): header
-  // doubles into `hdr` (op, imm, remoteAddr, rkey, length, peerSlot, peerGen, srcQpn,
-  // srcPid, token, head) and the gathered payload into `payload` (WRITE/SEND).
-  // 1 taken, 0 nothing ready, -n: `payload` must hold n bytes.
-  double linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // doubles into `hdr` (LINK_* words) and the gathered payload into `payload`
+  // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
+  // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
+  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
   void linkProgress(int h);
-  // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
-  int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-              uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
+  // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`
+  // receives the data; for an atomic, the prior value is written over its operands).
+  Answer respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid);
   PostResult postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.

@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 3,
+  version: 4,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -71,13 +71,32 @@ export const ABI = {
   LINK_SRC_PID: 8,
   LINK_TOKEN: 9,
   LINK_HEAD: 10,
+  LINK_TAKE_NONE: 0,
+  LINK_TAKE_READY: 1,
+  LINK_TAKE_NEEDS_BUFFER: 2,
   LINK_DONE: 0,
   LINK_RNR: 1,
   LINK_TRANSPORT: 2,
   LINK_DISCARDED: 3,
+  RESPOND_WORDS: 11,
+  RESPOND_SLOT: 0,
+  RESPOND_GEN: 1,
+  RESPOND_OPCODE: 2,
+  RESPOND_IMM: 3,
+  RESPOND_REMOTE_ADDR: 4,
+  RESPOND_RKEY: 5,
+  RESPOND_SRC_QPN: 6,
+  RESPOND_SRC_PID: 7,
+  RESPOND_OUTCOME: 8,
+  RESPOND_STATUS: 9,
+  RESPOND_RNR_TIMER: 10,
   FAULT_BREAK_LINK: 0,
   FAULT_STALL_RECEIVER: 1,
   FAULT_DELAY: 2,
+  FAULT_HOLD_PEER_LOCK: 3,
+  FAULT_PIN_PEER: 4,
+  FAULT_UNPIN_PEER: 5,
+  FAULT_PAUSE_IN_DELIVER: 6,
 } as const;
 
 /** Compares the addon's table with ABI; throws naming the first field that differs. */

@@ -102,7 +102,13 @@ export class SoftQpDriver implements QpDriver {
       const target = { slot: ep.slot, gen: ep.gen };
       return () => {
         const link = this.#device.linkClient(tcp, target); // before the transition: it may throw
-        const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
+        const rc = this.#native.toRtrLink(h, {
+          pid: ep.pid,
+          slot: ep.slot,
+          gen: ep.gen,
+          qpn: ep.qpn,
+          minRnrTimer: minRnr,
+        });
         this.#host.transitioned('rtr', rc);
         this.#link = link;
         this.#linkAddress = tcp;
@@ -161,21 +167,22 @@ export class SoftQpDriver implements QpDriver {
     }
     for (;;) {
       const buf = this.#linkFree.pop() ?? EMPTY;
-      const r = this.#native.linkTake(this.#host.handle, hdr, buf);
-      if (r < 0) {
+      const taken = this.#native.linkTake(this.#host.handle, hdr, buf);
+      if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
+        const need = hdr[ABI.LINK_LENGTH] as number;
         this.#linkPoolBytes -= buf.length;
-        if (this.#linkInUse > 0 && this.#linkPoolBytes + -r > LINK_POOL_BYTES) {
+        if (this.#linkInUse > 0 && this.#linkPoolBytes + need > LINK_POOL_BYTES) {
           this.#linkPoolBytes += buf.length;
           if (buf.length) this.#linkFree.push(buf);
           return; // taken when a frame in flight leaves the socket
         }
-        this.#linkPoolBytes += -r;
-        this.#linkFree.push(new Uint8Array(-r));
+        this.#linkPoolBytes += need;
+        this.#linkFree.push(new Uint8Array(need));
         continue;
       }
-      if (r === 0 || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
+      if (taken === ABI.LINK_TAKE_NONE || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
         if (buf.length) this.#linkFree.push(buf);
-        if (r === 0) return;
+        if (taken === ABI.LINK_TAKE_NONE) return;
         link.send(hdr, undefined, this.#linkOwner);
         continue;
       }

@@ -65,6 +65,8 @@ export class LinkServer {
   readonly #secret: Buffer;
   readonly #maxPayload: number;
   readonly #sockets = new Set<Socket>();
+  /** the respond record, one per listener (requests are answered one at a time) */
+  readonly #record = new Float64Array(ABI.RESPOND_WORDS);
   // READs' answers are not kept: running one again is harmless, and their data would pin
   // memory. Kept across connections (a window is re-sent over a new one after a failure);
   // only connections bound to a QP reach its entries.
@@ -216,26 +218,32 @@ export class LinkServer {
     if (!h.head && h.token !== pair.expected) {
       // Behind a WR that did not run (RNR, transport) or that never came: running it now
       // would break the QP's order. The initiator sends it again after that one.
-      sock.write(writeResponse(h.reqId, ABI.LINK_DISCARDED << 8, undefined));
+      sock.write(writeResponse(h.reqId, ABI.LINK_DISCARDED, 0, 0, undefined));
       return;
     }
     const payload = isRead ? Buffer.allocUnsafe(h.length) : f.subarray(REQ_HEADER);
-    const r = this.#native.respond(
-      h.slot,
-      h.gen,
-      h.opcode,
-      payload,
-      h.imm,
-      h.remoteAddr,
-      h.rkey,
-      h.srcQpn,
-      h.srcPid,
-    );
-    const done = ((r >> 8) & 0xff) === ABI.LINK_DONE;
-    const ok = done && (r & 0xff) === 0;
+    const rec = this.#record;
+    rec[ABI.RESPOND_SLOT] = h.slot;
+    rec[ABI.RESPOND_GEN] = h.gen;
+    rec[ABI.RESPOND_OPCODE] = h.opcode;
+    rec[ABI.RESPOND_IMM] = h.imm;
+    rec[ABI.RESPOND_REMOTE_ADDR] = h.remoteAddr;
+    rec[ABI.RESPOND_RKEY] = h.rkey;
+    rec[ABI.RESPOND_SRC_QPN] = h.srcQpn;
+    rec[ABI.RESPOND_SRC_PID] = h.srcPid;
+    const outcome = this.#native.respond(rec, payload);
+    const status = rec[ABI.RESPOND_STATUS] as number;
+    const done = outcome === ABI.LINK_DONE;
+    const ok = done && status === 0;
     // READ data, or an atomic's prior value (written over its operands by respond).
     const data = dataBytes > 0 && ok ? payload.subarray(0, dataBytes) : undefined;
-    const answer = writeResponse(h.reqId, r, data);
+    const answer = writeResponse(
+      h.reqId,
+      outcome,
+      status,
+      rec[ABI.RESPOND_RNR_TIMER] as number,
+      data,
+    );
     // Only a WR that ran is remembered (atomics with their result: never run twice); RNR
     // and transport answers are run again on resend. After anything but success the next
     // one must come as the head again (resent, or after the initiator's QP was reset):

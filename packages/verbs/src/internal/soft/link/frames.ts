@@ -110,13 +110,19 @@ export function writeRequestHeader(
   return h;
 }
 
-export function writeResponse(reqId: number, r: number, data: Uint8Array | undefined): Buffer {
+export function writeResponse(
+  reqId: number,
+  outcome: number,
+  status: number,
+  rnrTimer: number,
+  data: Uint8Array | undefined,
+): Buffer {
   const answer = Buffer.allocUnsafe(RES_HEADER + (data ? data.length : 0));
   answer.writeUInt32LE(answer.length, 0);
   answer.writeUInt32LE(reqId, 4);
-  answer.writeUInt8((r >> 8) & 0xff, 8); // outcome
-  answer.writeUInt8(r & 0xff, 9); // status
-  answer.writeUInt16LE((r >>> 16) & 0xffff, 10); // rnrTimer
+  answer.writeUInt8(outcome, 8);
+  answer.writeUInt8(status, 9);
+  answer.writeUInt16LE(rnrTimer, 10);
   if (data) answer.set(data, RES_HEADER);
   return answer;
 }
