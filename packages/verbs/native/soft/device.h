@@ -24,7 +24,7 @@ namespace soft {
 // Post results (how many WRs were posted, and the POST_* code) and event kinds are the
 // contract's (../abi.h).
 using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR, rdmajs::abi::EV_SRQ_LIMIT,
-    rdmajs::abi::EV_LINK;
+    rdmajs::abi::EV_LINK, rdmajs::abi::EV_QP_LAST_WQE;
 using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
     rdmajs::abi::POST_BUSY;
 using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the POST_* code
@@ -87,6 +87,9 @@ struct Qp {
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
   uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
+  // On an SRQ: LAST_WQE_REACHED is owed (entered ERR) / was raised for this error (once per
+  // ERR, until a reset).
+  bool lastWqeOwed = false, lastWqeRaised = false;
   bool linkOnWire() const { return linkSent != sqHead; }
 };
 
@@ -274,6 +277,8 @@ class Device {
   std::map<int, CqRec> cqs_;
   std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
   bool linkAttention_ = false;  // some QP may have its head WR ready for the link
+  bool lastWqeAttention_ = false;  // some QP on an SRQ owes LAST_WQE_REACHED
+  void oweLastWqe(Qp& q);
   std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)
