@@ -44,9 +44,7 @@ export const DEAD_PEER_BOUND_MS = 2000;
  * LAST_WQE_REACHED: a QP on a shared receive queue entered error and no receive it took
  * from the SRQ is still in use (after any QP_FATAL; once per error).
  */
-export type QpAsyncEvent =
-  | { type: 'QP_FATAL'; error: RdmaError }
-  | { type: 'LAST_WQE_REACHED' };
+export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError } | { type: 'LAST_WQE_REACHED' };
 
 /** What `pd.createQp()` hands its new queue pair. */
 export interface QpInit {
