@@ -46,6 +46,7 @@ struct SendEntry {
   bool started;       // retry counters initialised
   double readyAt;     // injected delay: not before this time (ms)
   uint32_t inlineLen;
+  uint64_t placed;    // a large WRITE/READ moves in steps: bytes already moved
 };
 
 struct Peer;
@@ -216,7 +217,8 @@ class Device {
     TRANSPORT = rdmajs::abi::LINK_TRANSPORT,
     DISCARDED = rdmajs::abi::LINK_DISCARDED,
     DELAY = 4,
-    LINK = 5
+    LINK = 5,
+    PARTIAL = 6  // one step of a large WRITE/READ done: the rest after the event loop ran
   };
   struct CqRef {
     uint8_t* base;
@@ -237,7 +239,12 @@ class Device {
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
-                  const uint64_t* operands = nullptr);
+                  const uint64_t* operands = nullptr, uint64_t msgLen = 0);
+  // The next step (kCopyStep bytes) of a WRITE/READ larger than one, or an outcome that ends
+  // it; every step checks the whole remote range again (a region deregistered mid-way fails
+  // the operation, as on a NIC), and holds its pins only for that step.
+  Outcome step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl, uint64_t total,
+               uint8_t* status);
   // The target half of an atomic on memory checked by deliver: the prior value goes to `local`.
   Outcome atomic(PeerSegment* p, QpShared* t, uint32_t word, uint8_t opcode, iovec* local, size_t nl,
                  uint64_t remoteAddr, uint32_t rkey, MrPins& pins, const uint64_t* operands, uint8_t* status);
