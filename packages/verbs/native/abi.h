@@ -10,13 +10,14 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 4;
+constexpr int kVersion = 5;
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
-// entries (one crossing per wake-up, however many CQs it has).
+// entries (one crossing per wake-up, however many CQs it has). EV_QP_LAST_WQE: a QP on an SRQ
+// went to ERR and no WQE it took is still in use (IBV_EVENT_QP_LAST_WQE_REACHED).
 constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5,
-              EV_CQS_READY = 6;
+              EV_CQS_READY = 6, EV_QP_LAST_WQE = 7;
 constexpr int CQ_READY_BATCH = 1024;
 
 // Why a post stopped short. POST_BUSY: a queue lock is held by a process that does not let
@@ -106,6 +107,7 @@ constexpr Entry kTable[] = {
     {"EV_LINK", EV_LINK},
     {"EV_PORT", EV_PORT},
     {"EV_CQS_READY", EV_CQS_READY},
+    {"EV_QP_LAST_WQE", EV_QP_LAST_WQE},
     {"CQ_READY_BATCH", CQ_READY_BATCH},
     {"POST_OK", POST_OK},
     {"POST_EINVAL", POST_EINVAL},
@@ -233,7 +235,8 @@ constexpr bool unique_names() {
 }  // namespace check
 
 static_assert(check::unique_names(), "each ABI field is exported once");
-static_assert(check::distinct({EV_DOORBELL, EV_QP_FATAL, EV_CQ_ERR, EV_SRQ_LIMIT, EV_LINK, EV_PORT, EV_CQS_READY}),
+static_assert(check::distinct({EV_DOORBELL, EV_QP_FATAL, EV_CQ_ERR, EV_SRQ_LIMIT, EV_LINK, EV_PORT, EV_CQS_READY,
+                                EV_QP_LAST_WQE}),
               "event kinds are distinct");
 static_assert(CQ_READY_BATCH > 0, "a wake-up hands over at least one CQ");
 static_assert(POST_OK == 0 &&

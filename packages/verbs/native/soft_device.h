@@ -57,10 +57,21 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
     double next = dev_->progressDue();
     if (next <= 0) return;
     double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+    // Due now (the next step of a large copy): once per turn of the loop, after its I/O. A
+    // 0 ms timer would not do: libuv 1.46 runs a timer re-armed from its own callback again
+    // in the same pass, and the whole copy would hold the loop.
+    if (wait == 0 && step_) {
+      uv_idle_start(step_, &SoftDevice::OnStep);
+      return;
+    }
     uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
   }
 
   static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
+  static void OnStep(uv_idle_t* h) {
+    uv_idle_stop(h);
+    static_cast<SoftDevice*>(h->data)->Schedule();
+  }
 
   static void OnReadable(uv_poll_t* p, int status, int);
 
@@ -165,6 +176,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Reference<Napi::Uint32Array> readyOut_;  // JS's view of them (CQ_READY_BATCH entries)
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
+  uv_idle_t* step_ = nullptr;  // active only while a large copy has a step due
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;
     Mapping* mapping;

@@ -257,6 +257,9 @@ export class Device extends Resource {
       case ABI.EV_QP_FATAL:
         ctx.qps.get(handle)?.[kNotify]('fatal');
         break;
+      case ABI.EV_QP_LAST_WQE:
+        ctx.qps.get(handle)?.[kNotify]('lastWqe');
+        break;
       case ABI.EV_SRQ_LIMIT:
         ctx.srqs.get(handle)?.[kNotify]('limit');
         break;

@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 4,
+  version: 5,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -12,6 +12,7 @@ export const ABI = {
   EV_LINK: 4,
   EV_PORT: 5,
   EV_CQS_READY: 6,
+  EV_QP_LAST_WQE: 7,
   CQ_READY_BATCH: 1024,
   POST_OK: 0,
   POST_EINVAL: 1,
