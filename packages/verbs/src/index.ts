@@ -1,4 +1,4 @@
-export { CompletionQueue, type CqAsyncEvent, type WaitOptions } from './CompletionQueue.js';
+export { CompletionQueue, type CqAsyncEvent, type CompletionWaitOptions } from './CompletionQueue.js';
 export {
   Device,
   type DeviceAsyncEvent,
