@@ -1,6 +1,12 @@
 import { type Clock, systemClock } from './Clock.js';
 import { FlowctlClosedError, FlowctlError } from './errors.js';
-import { checkClock, checkInt, checkNumber, describeValue, ownOptions } from './internal/validate.js';
+import {
+  checkClock,
+  checkInt,
+  checkNumber,
+  describeValue,
+  ownOptions,
+} from './internal/validate.js';
 
 export interface ReceiveCreditsOptions {
   /** Receive buffers posted for this peer; the peer starts with this many credits. */
@@ -96,6 +102,8 @@ export class ReceiveCredits {
   private owed = 0;
   /** The part of `owed` that comes from data buffers (`release`): what the flush delay returns. */
   private owedData = 0;
+  /** Update credits are owed while the peer looked stalled: the flush delay returns them too. */
+  private echoArmed = false;
   private flushDue = false;
   private flushTimer: unknown;
   private delayedFlushes = 0;
@@ -232,6 +240,12 @@ export class ReceiveCredits {
     const wasNeeded = this.updateNeeded;
     this.used--;
     this.owed++;
+    if (!this.echoArmed && this.peerStalled()) {
+      this.echoArmed = true;
+      if (this.flushTimer === undefined && !this.flushDue) {
+        this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
+      }
+    }
     if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
   }
 
@@ -296,14 +310,22 @@ export class ReceiveCredits {
     const n = Math.min(this.owed, this.maxGrant);
     if (n === 0) return 0;
     this.owed -= n;
+    if (this.owed === 0) this.echoArmed = false;
     this.dataReturned(Math.min(n, this.owedData));
     return n;
+  }
+
+  /** The peer holds no credit for data, as far as this side can tell (returns in flight counted). */
+  private peerStalled(): boolean {
+    return (
+      this.total + this.piggybackCredits + this.explicitCredits - this.received <= this.reserved
+    );
   }
 
   /** `n` data credits left the owed count: the flush delay is over once none are left. */
   private dataReturned(n: number): void {
     this.owedData -= n;
-    if (this.owedData === 0) {
+    if (this.owedData === 0 && !this.echoArmed) {
       this.stopFlushTimer();
       this.flushDue = false;
     }
@@ -311,7 +333,7 @@ export class ReceiveCredits {
 
   private flushTimerFired(): void {
     this.flushTimer = undefined;
-    if (this.currentState !== 'open' || this.owedData === 0) return;
+    if (this.currentState !== 'open' || (this.owedData === 0 && !this.echoArmed)) return;
     const wasNeeded = this.updateNeeded;
     this.flushDue = true;
     this.delayedFlushes++;

@@ -52,19 +52,18 @@ describe('bidirectional traffic with minimal credits', () => {
   it('a receiver that holds buffers until more arrive (reassembly) gets its sender going again after the flush delay', () => {
     fc.assert(
       fc.property(
-        // The bound the README states: an application that holds buffers until more arrive
-        // holds at most initialCredits - reservedCredits - returnThreshold (here group - 1),
-        // because up to returnThreshold - 1 credits of update buffers may stay owed.
+        // The application holds up to group - 1 buffers until more arrive, at most every
+        // credit but the reserve and one: the sender must keep one data credit to go on.
         fc
           .integer({ min: 4, max: 12 })
           .chain((credits) =>
-            fc.integer({ min: 2, max: credits - 2 }).map((threshold) => ({ credits, threshold })),
+            fc.integer({ min: 2, max: credits - 1 }).map((threshold) => ({ credits, threshold })),
           )
           .chain(({ credits, threshold }) =>
             fc.record({
               credits: fc.constant(credits),
               threshold: fc.constant(threshold),
-              group: fc.integer({ min: 2, max: credits - threshold }),
+              group: fc.integer({ min: 2, max: credits - 1 }),
               messages: fc.integer({ min: 1, max: 40 }),
             }),
           ),

@@ -67,6 +67,22 @@ describe('ReceiveCredits', () => {
     expect(rc.takeUpdate()).toBe(3);
   });
 
+  it('credits of update buffers also go back after the delay while the peer holds no data credit', () => {
+    // 4 credits, 1 reserved: after 3 arrivals the peer has only its reserve left. Its
+    // update's credit must come back, or a receiver holding the other buffers strands it.
+    const clock = new ManualClock();
+    const rc = new ReceiveCredits({ initialCredits: 4, returnThreshold: 3, clock });
+    rc.onReceive();
+    rc.onReceive();
+    rc.onReceive(); // the peer's update, spending its reserve
+    rc.releaseUpdate();
+    expect(clock.pendingTimers).toBe(1);
+    clock.advance(1);
+    expect(rc.updateNeeded).toBe(true);
+    expect(rc.takeUpdate()).toBe(1);
+    expect(rc.updateNeeded).toBe(false);
+  });
+
   it('a data credit owed beside update credits flushes them all after the delay', () => {
     const clock = new ManualClock();
     const rc = new ReceiveCredits({ initialCredits: 8, returnThreshold: 4, clock });
@@ -93,9 +109,9 @@ describe('ReceiveCredits', () => {
       'ERR_FLOWCTL_INVALID_ARG',
     );
     // the default threshold follows a small maxGrantPerMessage down
-    expect(
-      new ReceiveCredits({ initialCredits: 64, maxGrantPerMessage: 5 }).returnThreshold,
-    ).toBe(5);
+    expect(new ReceiveCredits({ initialCredits: 64, maxGrantPerMessage: 5 }).returnThreshold).toBe(
+      5,
+    );
   });
 
   it('close cancels a pending flush', () => {

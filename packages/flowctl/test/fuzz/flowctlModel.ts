@@ -170,6 +170,7 @@ export interface Model {
     owed: number;
     /** The part of `owed` from data buffers, and the flush delay's state (timer due at). */
     owedData: number;
+    echoArmed: boolean;
     flushAt: number | undefined;
     flushDue: boolean;
     updates: number;
@@ -336,7 +337,7 @@ function flushTimerDue(m: Model, r: Real): void {
   const mr = m.receive;
   if (mr.flushAt === undefined || r.clock.now() < mr.flushAt) return;
   mr.flushAt = undefined;
-  if (mr.state === 'open' && mr.owedData > 0) {
+  if (mr.state === 'open' && (mr.owedData > 0 || mr.echoArmed)) {
     if (!updateNeeded(m)) mr.updates++;
     mr.flushDue = true;
     reached('delayed credit flush');
@@ -345,7 +346,7 @@ function flushTimerDue(m: Model, r: Real): void {
 
 function dataReturned(mr: Model['receive'], n: number): void {
   mr.owedData -= n;
-  if (mr.owedData === 0) {
+  if (mr.owedData === 0 && !mr.echoArmed) {
     mr.flushAt = undefined;
     mr.flushDue = false;
   }
@@ -848,6 +849,12 @@ class ReceiveCmd implements Cmd {
       const before = updateNeeded(m);
       mr.used--;
       mr.owed++;
+      const peerStalled = cfg.initialCredits + mr.returned - mr.received <= cfg.reservedCredits;
+      if (!mr.echoArmed && peerStalled) {
+        mr.echoArmed = true;
+        if (mr.flushAt === undefined && !mr.flushDue) mr.flushAt = r.clock.now() + FLUSH_DELAY;
+        reached('update credits armed');
+      }
       if (!before && updateNeeded(m)) mr.updates++;
       return;
     }
@@ -855,6 +862,7 @@ class ReceiveCmd implements Cmd {
     const got = expectOk(what, res);
     if (got !== n) fail(what, `returned ${String(got)}, model ${n}`);
     mr.owed -= n;
+    if (mr.owed === 0) mr.echoArmed = false;
     dataReturned(mr, Math.min(n, mr.owedData));
     mr.returned += n;
     if (n > 0) reached('credits returned');
@@ -1236,6 +1244,7 @@ export function flowctlProperty(
           used: 0,
           owed: 0,
           owedData: 0,
+          echoArmed: false,
           flushAt: undefined,
           flushDue: false,
           updates: 0,
