@@ -36,6 +36,7 @@ export {
   MIN_WINDOW_BYTES,
   PROTOCOL_VERSION,
 } from './Handshake.js';
+export type { PollPolicy, RdmaTuning } from './internal/RdmaOptions.js';
 export {
   InboundMessage,
   type MessagePart,
@@ -43,6 +44,11 @@ export {
   type OutboundMessage,
   partBytes,
 } from './Message.js';
+export { RdmaChannel } from './RdmaChannel.js';
+export { RdmaConnection } from './RdmaConnection.js';
+export { RdmaListener } from './RdmaListener.js';
+export type { RdmaConnectionStats } from './RdmaStats.js';
+export { RdmaTransport, type RdmaTransportOptions } from './RdmaTransport.js';
 export type { ChannelStats, ConnectionStats } from './Stats.js';
 export type {
   ConnectOptions,
