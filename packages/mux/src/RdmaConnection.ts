@@ -412,7 +412,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #sendEager(ch: RdmaChannel, message: OutboundMessage, length: number): Promise<void> | undefined {
     const seq = ch.sendSeq;
     const gather =
-      length > 0 ? this.#gatherable(message, (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1) : undefined;
+      length > 0
+        ? this.#gatherable(message, (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1)
+        : undefined;
     let item: OutItem;
     let done: Promise<void> | undefined;
     if (gather !== undefined) {
