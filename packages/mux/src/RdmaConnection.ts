@@ -1258,7 +1258,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         if (it !== undefined) items.add(it);
       }
       for (const it of items) {
-        it.block?.release();
+        quietly(it.block);
         it.block = undefined;
         const s = it.settle;
         it.settle = undefined;
@@ -1270,10 +1270,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       lane.ringHead = 0;
       lane.sqUsed = 0;
     }
-    for (const op of this.#reads) if (!op.dst.released) op.dst.release();
+    for (const op of this.#reads) quietly(op.dst);
     this.#reads.clear();
     for (const src of this.#sources.values()) {
-      if (src.own) src.block.release();
+      if (src.own) quietly(src.block);
       src.settle?.(err);
     }
     this.#sources.clear();
@@ -1339,6 +1339,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+}
+
+/** Teardown releases what it can: a block its allocator already revoked stays gone. */
+function quietly(b: Block | undefined): void {
+  try {
+    if (b !== undefined && !b.released) b.release();
+  } catch {
+    // revoked by a closed allocator
   }
 }
 

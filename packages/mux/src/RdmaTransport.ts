@@ -88,6 +88,7 @@ export class RdmaTransport implements Transport {
   #pd: ProtectionDomain | undefined;
   #allocator: RegisteredAllocator | undefined;
   #closed = false;
+  readonly #connections = new Set<RdmaConnection>();
 
   constructor(options: RdmaTransportOptions = {}) {
     const o = options ?? {};
@@ -159,10 +160,14 @@ export class RdmaTransport implements Transport {
     this.#allocator = fromProtectionDomain(this.#pd, { arenaBytes: 16 * MiB });
   }
 
-  /** Closes the allocator and (when this transport opened it) the device. Close connections first. */
+  /**
+   * Destroys its connections (ERR_MUX_CLOSED), then closes the allocator and (when this
+   * transport opened it) the device. Close connections gracefully first. Idempotent.
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const c of [...this.#connections]) c.destroy();
     this.#allocator?.destroy();
     if (this.#ownDevice) this.#device?.close();
     else this.#pd?.close();
@@ -256,7 +261,10 @@ export class RdmaTransport implements Transport {
       readChunkBytes: o.readChunkBytes,
       budget: this.#budget,
     };
-    return new RdmaConnection(link, role, settings, resources);
+    const conn = new RdmaConnection(link, role, settings, resources);
+    this.#connections.add(conn);
+    conn.once('close', () => this.#connections.delete(conn));
+    return conn;
   }
 
   async connect(options: ConnectOptions): Promise<RdmaConnection> {

@@ -182,6 +182,42 @@ describe('RdmaTransport', () => {
       .toEqual(expect.arrayContaining(['ERR_MUX_AUTH', 'ERR_MUX_VERSION']));
   });
 
+  it('a_malformed_setup_after_a_good_handshake_is_rejected_and_frees_what_the_server_made', async () => {
+    const { server, listener, rejects } = await pair();
+    const before = server.allocator.leakReport().liveBlocks;
+    for (const payload of [Buffer.from('not a setup'), Buffer.alloc(9000)]) {
+      const hs = new Handshake({
+        role: 'client',
+        secret: SECRET,
+        limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+      });
+      const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
+      let buffered = Buffer.alloc(0);
+      const done = (): boolean => hs.state === 'done';
+      socket.on('data', (c: Buffer) => {
+        buffered = Buffer.concat([buffered, c]);
+        while (buffered.length >= HANDSHAKE_MESSAGE_BYTES && !done()) {
+          const reply = hs.receive(buffered.subarray(0, HANDSHAKE_MESSAGE_BYTES));
+          buffered = buffered.subarray(HANDSHAKE_MESSAGE_BYTES);
+          if (reply !== undefined) socket.write(reply);
+          if (done()) {
+            // A control frame: u32 length, type 1 (Setup), then bytes that are no setup.
+            const head = Buffer.alloc(5);
+            head.writeUInt32BE(payload.length, 0);
+            head.writeUInt8(1, 4);
+            socket.write(Buffer.concat([head, payload]));
+          }
+        }
+      });
+      socket.on('error', () => {});
+      socket.write(hs.start());
+      await new Promise((resolve) => socket.on('close', resolve));
+    }
+    await expect.poll(() => rejects.filter((c) => c === 'ERR_MUX_PROTOCOL').length).toBe(2);
+    // Nothing of the refused peers stays registered.
+    expect(server.allocator.leakReport().liveBlocks).toBe(before);
+  });
+
   it('close_on_both_sides_leaves_every_block_released_and_held_messages_valid_until_released', async () => {
     const { client, server, conn, serverConns } = await pair({
       qpPoolSize: 2,
@@ -230,6 +266,20 @@ describe('RdmaTransport', () => {
     expect((err as { code?: string }).code).toBe('ERR_MUX_CONNECTION_LOST');
     expect(conn.state).toBe('failed');
     expect(transport.allocator.leakReport().blocks).toEqual([]);
+  });
+
+  it('closing_the_transport_destroys_its_connections_and_later_calls_are_typed_errors', async () => {
+    const { client, conn } = await pair();
+    const ch = conn.openChannel('echo');
+    const waiting = rejection(ch.receive(LONG));
+    client.close();
+    client.close(); // idempotent
+    expect(conn.state).toBe('closed');
+    expect(((await waiting) as { code?: string }).code).toBe('ERR_MUX_CLOSED');
+    expect(() => client.allocator).toThrow(expect.objectContaining({ code: 'ERR_MUX_CLOSED' }));
+    await expect(client.connect({ port: 1, secret: SECRET })).rejects.toMatchObject({
+      code: 'ERR_MUX_CLOSED',
+    });
   });
 
   for (const pollPolicy of ['event', 'adaptive', 'busy'] as const) {
