@@ -12,13 +12,83 @@ export interface ArrivalSlot {
   m: InboundMessage | undefined;
 }
 
-interface ReceiveWaiter {
-  resolve(m: InboundMessage): void;
-  reject(e: Error): void;
-  copy: boolean;
+const ONCE = { once: true } as const;
+/** Idle waiter records kept per channel. */
+const WAITER_POOL_MAX = 8;
+
+/**
+ * A pending receive, reused across waits: its timer is restarted (`refresh()`) rather than
+ * created when the timeout repeats, and a settled waiter's timer only unrefs, firing later as
+ * a no-op. So a wait allocates nothing but its promise.
+ */
+class ReceiveWaiter {
+  resolve: ((m: InboundMessage) => void) | undefined;
+  reject: ((e: Error) => void) | undefined;
+  copy = false;
+  armed = false;
+  timeoutMs = -1;
   timer: NodeJS.Timeout | undefined;
   signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  readonly executor = (resolve: (m: InboundMessage) => void, reject: (e: Error) => void): void => {
+    this.resolve = resolve;
+    this.reject = reject;
+  };
+  readonly onTimeout: () => void;
+  readonly onAbort: () => void;
+
+  constructor(expire: (w: ReceiveWaiter) => void, abort: (w: ReceiveWaiter) => void) {
+    this.onTimeout = () => {
+      if (this.armed) expire(this);
+    };
+    this.onAbort = () => {
+      if (this.armed) abort(this);
+    };
+  }
+
+  arm(copy: boolean, timeoutMs: number, signal: AbortSignal | undefined): void {
+    this.copy = copy;
+    this.armed = true;
+    this.signal = signal;
+    if (this.timer !== undefined && this.timeoutMs === timeoutMs) {
+      this.timer.ref();
+      this.timer.refresh();
+    } else {
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = setTimeout(this.onTimeout, timeoutMs);
+      this.timeoutMs = timeoutMs;
+    }
+    signal?.addEventListener('abort', this.onAbort, ONCE);
+  }
+
+  /** Disarms; the caller then resolves or rejects with what it took. */
+  settle(): void {
+    this.armed = false;
+    this.timer?.unref();
+    if (this.signal !== undefined) {
+      this.signal.removeEventListener('abort', this.onAbort);
+      this.signal = undefined;
+    }
+  }
+
+  succeed(m: InboundMessage): void {
+    const res = this.resolve as (m: InboundMessage) => void;
+    this.resolve = undefined;
+    this.reject = undefined;
+    res(m);
+  }
+
+  fail(e: Error): void {
+    const rej = this.reject as (e: Error) => void;
+    this.resolve = undefined;
+    this.reject = undefined;
+    rej(e);
+  }
+
+  drop(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timeoutMs = -1;
+  }
 }
 
 /**
@@ -53,7 +123,20 @@ export class RdmaChannel implements Channel {
   readonly #queue: InboundMessage[] = [];
   #head = 0;
   #queuedBytes = 0;
-  readonly #waiters: ReceiveWaiter[] = [];
+  /** Pending receives are #waiters[#wHead … #wTail): filled by index, never shrunk (no store churn). */
+  readonly #waiters: (ReceiveWaiter | undefined)[] = [];
+  #wHead = 0;
+  #wTail = 0;
+  readonly #idleWaiters: ReceiveWaiter[] = [];
+  readonly #expire = (w: ReceiveWaiter): void => {
+    this.#unwait(w);
+    w.fail(new MuxDeadlineError(`receive on channel ${this.id}`, w.timeoutMs));
+  };
+  readonly #abort = (w: ReceiveWaiter): void => {
+    const reason = w.signal?.reason;
+    this.#unwait(w);
+    w.fail(new MuxAbortError(`receive on channel ${this.id}`, reason));
+  };
   messagesSent = 0;
   bytesSent = 0;
   messagesReceived = 0;
@@ -131,28 +214,11 @@ export class RdmaChannel implements Channel {
     }
     if (signal?.aborted === true)
       return Promise.reject(new MuxAbortError('receive', signal.reason));
-    return new Promise<InboundMessage>((resolve, reject) => {
-      const w: ReceiveWaiter = {
-        resolve,
-        reject,
-        copy,
-        timer: undefined,
-        signal,
-        onAbort: undefined,
-      };
-      w.timer = setTimeout(() => {
-        this.#unwait(w);
-        reject(new MuxDeadlineError(`receive on channel ${this.id}`, timeoutMs));
-      }, timeoutMs);
-      if (signal !== undefined) {
-        w.onAbort = () => {
-          this.#unwait(w);
-          reject(new MuxAbortError(`receive on channel ${this.id}`, signal.reason));
-        };
-        signal.addEventListener('abort', w.onAbort, { once: true });
-      }
-      this.#waiters.push(w);
-    });
+    const w = this.#idleWaiters.pop() ?? new ReceiveWaiter(this.#expire, this.#abort);
+    const p = new Promise<InboundMessage>(w.executor);
+    w.arm(copy, timeoutMs, signal);
+    this.#waiters[this.#wTail++] = w;
+    return p;
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<InboundMessage> {
@@ -244,10 +310,10 @@ export class RdmaChannel implements Channel {
       m.release(); // closed here while it was in flight: give the window back at once
       return;
     }
-    const w = this.#waiters.shift();
+    const w = this.#nextWaiter();
     if (w !== undefined) {
       this.#settle(w);
-      w.resolve(w.copy ? copyOut(m) : m);
+      w.succeed(w.copy ? copyOut(m) : m);
       return;
     }
     this.#queue.push(m);
@@ -307,23 +373,45 @@ export class RdmaChannel implements Channel {
     this.#queuedBytes = 0;
   }
 
+  /** Rejects every pending receive; the channel waits no more, so idle timers go too. */
   #endWaiters(err: Error): void {
-    const ws = this.#waiters.splice(0);
+    const ws = this.#waiters.slice(this.#wHead, this.#wTail) as ReceiveWaiter[];
+    this.#waiters.length = 0;
+    this.#wHead = 0;
+    this.#wTail = 0;
     for (const w of ws) {
-      this.#settle(w);
-      w.reject(err);
+      w.settle();
+      w.drop();
+      w.fail(err);
     }
+    for (const w of this.#idleWaiters) w.drop();
+    this.#idleWaiters.length = 0;
   }
 
   #unwait(w: ReceiveWaiter): void {
-    const i = this.#waiters.indexOf(w);
-    if (i >= 0) this.#waiters.splice(i, 1);
+    const ws = this.#waiters;
+    const i = ws.indexOf(w, this.#wHead);
+    if (i >= 0 && i < this.#wTail) {
+      ws.copyWithin(i, i + 1, this.#wTail);
+      ws[--this.#wTail] = undefined;
+      if (this.#wHead === this.#wTail) this.#wHead = this.#wTail = 0;
+    }
     this.#settle(w);
   }
 
+  #nextWaiter(): ReceiveWaiter | undefined {
+    if (this.#wHead === this.#wTail) return undefined;
+    const w = this.#waiters[this.#wHead];
+    this.#waiters[this.#wHead++] = undefined;
+    if (this.#wHead === this.#wTail) this.#wHead = this.#wTail = 0;
+    return w;
+  }
+
+  /** Disarms a waiter and keeps it for the next wait. */
   #settle(w: ReceiveWaiter): void {
-    if (w.timer !== undefined) clearTimeout(w.timer);
-    if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
+    w.settle();
+    if (this.#idleWaiters.length < WAITER_POOL_MAX) this.#idleWaiters.push(w);
+    else w.drop();
   }
 }
 
