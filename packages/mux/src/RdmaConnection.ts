@@ -45,7 +45,6 @@ import {
   WIRE_HEADER_BYTES,
   WireType,
 } from './internal/WireHeader.js';
-import { signalOf, timeoutOf } from './internal/waits.js';
 import {
   copyMessage,
   InboundMessage,
@@ -57,6 +56,7 @@ import {
 import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
 import type { RdmaConnectionStats } from './RdmaStats.js';
 import type { WaitOptions } from './WaitOptions.js';
+import { signalOf, timeoutOf } from './WaitOptions.js';
 
 /** Settings of a connection, resolved by the transport and the setup exchange. */
 export interface RdmaConnectionSettings {
