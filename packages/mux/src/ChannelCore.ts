@@ -89,6 +89,11 @@ class ReceiveWaiter {
 /** What a channel needs of its connection. */
 export interface ChannelHost extends Connection {
   readonly defaultTimeoutMs: number;
+  /**
+   * A receive is about to wait: the transport may look for arrivals first (adaptive
+   * polling), delivering them before the wait begins.
+   */
+  beforeWait?(): void;
 }
 
 /**
@@ -175,6 +180,13 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     }
     if (signal?.aborted === true)
       return Promise.reject(new MuxAbortError('receive', signal.reason));
+    if (this.connection.beforeWait !== undefined) {
+      this.connection.beforeWait();
+      if (this.#head < this.#queue.length) return Promise.resolve(this.#take(copy));
+      if (this.#error !== undefined) return Promise.reject(this.#error);
+      if (this.peerClosed || this.#state !== 'open')
+        return Promise.reject(new MuxClosedError(`channel ${this.id}`));
+    }
     const w = this.#idleWaiters.pop() ?? new ReceiveWaiter(this.#expire, this.#abort);
     const p = new Promise<InboundMessage>(w.executor);
     w.arm(copy, timeoutMs, signal);
