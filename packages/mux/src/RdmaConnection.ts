@@ -82,6 +82,8 @@ export interface RdmaConnectionSettings {
   budget: SharedBudget | undefined;
 }
 
+/** The most benefit adaptive polling remembers (so a few misses after a run of hits stop it). */
+const SPIN_WORTH_MAX = 8;
 /** Every this many sends one is signaled (and always the last of a batch). */
 const SIGNAL_EVERY = 16;
 const KIND_SEND = 0;
@@ -238,6 +240,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #spinPolls = 512;
   /** A completion arrived since the last fruitless spin. */
   #active = false;
+  /** Recent spins' benefit: +2 for one that caught its message, −1 for one that did not. */
+  #spinWorth = SPIN_WORTH_MAX;
+  #spinProbe = 0;
   #spins = 0;
   // Receive window (what the peer sent that the application has not released).
   #peerBytes = 0;
@@ -941,29 +946,34 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /**
    * Adaptive polling: a receive about to wait first busy-polls the CQ for `spinUs`, since a
-   * reply often lands within microseconds of a request. Here, not in the drain: a spin there
-   * would hold back the very messages it just delivered (their application code runs after
-   * it). Only after activity: a fruitless spin stops spinning until the next completion, so
-   * idle channels' receives (10 000 of them) do not each spin.
+   * reply often lands within microseconds of a request, draining what arrives until `ready()`
+   * (the waiting channel has a message, or ended); completions of its own sends do not end
+   * the spin. Here, not in the drain: a spin there would hold back the very messages it just
+   * delivered (their application code runs after it). Only after activity: a fruitless spin
+   * stops spinning until the next completion, so idle channels' receives do not each spin.
+   * The poll budget is recalibrated from the clock by every 64th spin that runs out (a clock
+   * read allocates a number; a spin polls thousands of times).
    */
-  beforeWait(): void {
+  beforeWait(ready: () => boolean): void {
     if (this.#s.pollPolicy !== 'adaptive' || !this.#active || this.#draining) return;
     if (this.#terminal()) return;
-    if (this.#spin()) this.#drain();
-    else this.#active = false;
-  }
-
-  /**
-   * A short busy-poll: true once a completion is there. It counts
-   * polls against a budget that every 64th spin which runs out recalibrates from the clock
-   * (a clock read allocates a number; a spin polls thousands of times).
-   */
-  #spin(): boolean {
+    // Bounded by measured benefit: while spins rarely catch the reply (a loaded machine, a
+    // slow peer), only every 32nd wait spins, to notice when they would again.
+    if (this.#spinWorth === 0 && (++this.#spinProbe & 31) !== 0) return;
     const cq = this.#res.cq;
     const budget = this.#spinPolls;
     const timed = (++this.#spins & 63) === 1;
     const t0 = timed ? performance.now() : 0;
-    for (let i = 0; i < budget; i++) if (cq.pending() > 0) return true;
+    for (let i = 0; i < budget; i++) {
+      if (cq.pending() === 0) continue;
+      this.#drain();
+      if (ready() || this.#terminal()) {
+        this.#spinWorth = Math.min(SPIN_WORTH_MAX, this.#spinWorth + 2);
+        return;
+      }
+    }
+    this.#active = false;
+    if (this.#spinWorth > 0) this.#spinWorth--;
     if (timed) {
       const us = (performance.now() - t0) * 1000;
       if (us > 0) {
@@ -971,7 +981,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#spinPolls = Math.min(1 << 20, Math.max(16, Math.round((budget + fit) / 2)));
       }
     }
-    return false;
   }
 
   #onCompletion(wc: WorkCompletion): void {
