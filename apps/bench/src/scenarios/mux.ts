@@ -107,6 +107,13 @@ interface Side {
   baselineOp?: string;
 }
 
+/** JIT warm-up of the mux path, so the first row is not measured on cold code. */
+async function warmUp(conn: Connection, iterations: number): Promise<void> {
+  const warm = conn.openChannel('warm-up');
+  await roundTrips(warm, new Uint8Array(64), Math.max(500, iterations), undefined);
+  await warm.close(LONG);
+}
+
 /** One channel, round trips of `size` bytes (from `payload`, default plain bytes). */
 async function muxRoundTrip(
   conn: Connection,
@@ -202,9 +209,7 @@ async function rdmaRows(
   const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
   try {
     progress(`rdma ${policy} warm-up`);
-    const warm = conn.openChannel('warm-up');
-    await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
-    await warm.close(LONG);
+    await warmUp(conn, o.iterations);
     for (const size of sizes) {
       const iterations = iterationsFor(size, o.iterations);
       const warmup = warmupFor(size, iterations);
@@ -305,9 +310,7 @@ async function tcpRows(
     // JIT warm-up of the mux path, so the first row is not measured on cold code (plain
     // TCP's path is mostly native and needs none).
     progress('mux warm-up');
-    const warm = conn.openChannel('warm-up');
-    await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
-    await warm.close(LONG);
+    await warmUp(conn, o.iterations);
     for (const size of sizes) {
       const iterations = iterationsFor(size, o.iterations);
       const warmup = warmupFor(size, iterations);
