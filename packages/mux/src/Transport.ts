@@ -35,7 +35,7 @@ export interface Listener extends EventEmitter<ListenerEvents> {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A way to reach peers: TCP (`@rdmajs/tcp`), RDMA (`RdmaTransport`, planned). */
+/** A way to reach peers: TCP (`@rdmajs/tcp`), RDMA (`RdmaTransport`). */
 export interface Transport {
   readonly name: string;
   listen(options: ListenOptions): Promise<Listener>;

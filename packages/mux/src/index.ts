@@ -1,4 +1,5 @@
 export type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
+export { ChannelCore, type ChannelHost } from './ChannelCore.js';
 export type { Connection, ConnectionEvents, ConnectionState } from './Connection.js';
 export {
   MuxAbortError,
@@ -36,6 +37,7 @@ export {
   MIN_WINDOW_BYTES,
   PROTOCOL_VERSION,
 } from './Handshake.js';
+export type { PollPolicy, RdmaTuning } from './internal/RdmaOptions.js';
 export {
   InboundMessage,
   type MessagePart,
@@ -43,6 +45,11 @@ export {
   type OutboundMessage,
   partBytes,
 } from './Message.js';
+export { RdmaChannel } from './RdmaChannel.js';
+export { RdmaConnection } from './RdmaConnection.js';
+export { RdmaListener } from './RdmaListener.js';
+export type { RdmaConnectionStats } from './RdmaStats.js';
+export { RdmaTransport, type RdmaTransportOptions } from './RdmaTransport.js';
 export type { ChannelStats, ConnectionStats } from './Stats.js';
 export type {
   ConnectOptions,
@@ -52,4 +59,4 @@ export type {
   SharedSecret,
   Transport,
 } from './Transport.js';
-export type { WaitOptions } from './WaitOptions.js';
+export { checkInt, signalOf, timeoutOf, type WaitOptions } from './WaitOptions.js';

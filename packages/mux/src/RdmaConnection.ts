@@ -1,0 +1,1604 @@
+import { EventEmitter } from 'node:events';
+import { type Block, BlockSlice, type RegisteredAllocator } from '@rdmajs/allocator';
+import {
+  FlowctlError,
+  ReceiveCredits,
+  SendCredits,
+  SendWindow,
+  type SharedBudget,
+} from '@rdmajs/flowctl';
+import {
+  allocCompletions,
+  isRetryableStatus,
+  type QueuePair,
+  RdmaCompletionError,
+  type SendWr,
+  type Sge,
+  type WorkCompletion,
+} from '@rdmajs/verbs';
+import type { SendOptions } from './Channel.js';
+import type { Connection, ConnectionEvents, ConnectionState } from './Connection.js';
+import {
+  MuxAbortError,
+  MuxClosedError,
+  MuxConnectionError,
+  MuxDeadlineError,
+  MuxError,
+  MuxProtocolError,
+} from './errors.js';
+import { FRAME_HEADER_BYTES, MAX_CHANNEL_NAME_BYTES } from './FrameHeader.js';
+import type { HandshakeLimits } from './Handshake.js';
+import { type ControlLink, ControlType } from './internal/ControlLink.js';
+import { OneTimerClock } from './internal/OneTimerClock.js';
+import type { PeerResources } from './internal/PeerResources.js';
+import type { PollPolicy } from './internal/RdmaOptions.js';
+import {
+  decodeRendezvousNotice,
+  encodeRendezvousNotice,
+  NoticeKind,
+  RENDEZVOUS_NOTICE_BYTES,
+} from './internal/RendezvousNotice.js';
+import {
+  decodeWireHeader,
+  encodeWireHeader,
+  newWireHeader,
+  stampWireHeader,
+  WIRE_HEADER_BYTES,
+  WireType,
+} from './internal/WireHeader.js';
+import {
+  copyMessage,
+  InboundMessage,
+  type MessagePart,
+  messageLength,
+  type OutboundMessage,
+  rearmInbound,
+} from './Message.js';
+import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
+import type { RdmaConnectionStats } from './RdmaStats.js';
+import type { WaitOptions } from './WaitOptions.js';
+import { signalOf, timeoutOf } from './WaitOptions.js';
+
+/** Settings of a connection, resolved by the transport and the setup exchange. */
+export interface RdmaConnectionSettings {
+  /** What this side announced in the handshake (enforced on the peer). */
+  local: HandshakeLimits;
+  /** What the peer announced (respected by this side). */
+  peer: HandshakeLimits;
+  maxChannels: number;
+  defaultTimeoutMs: number;
+  heartbeatIntervalMs: number;
+  peerTimeoutMs: number;
+  creditFlushMs: number;
+  pollPolicy: PollPolicy;
+  /** Busy-poll time after activity under 'adaptive'. */
+  spinUs: number;
+  /** Largest message sent eager, agreed by both sides (the smaller threshold). */
+  eagerLimit: number;
+  /** The peer's receive credits (its posted buffers) and reserve, from the setup exchange. */
+  sendCredits: { initialCredits: number; reservedCredits: number };
+  receiveCredits: { initialCredits: number; reservedCredits: number; returnThreshold: number };
+  /** Largest RDMA READ work request (bigger messages are read in chunks). */
+  readChunkBytes: number;
+  budget: SharedBudget | undefined;
+}
+
+/** The most benefit adaptive polling remembers (so a few misses after a run of hits stop it). */
+const SPIN_WORTH_MAX = 8;
+/** Every this many sends one is signaled (and always the last of a batch). */
+const SIGNAL_EVERY = 16;
+const KIND_SEND = 0;
+const KIND_READ = 1;
+
+/** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
+const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
+/** Free send slots kept per size class (beyond, completed slots give their block back). */
+const SLOT_POOL_MAX = 256;
+/** Free queue records kept. */
+const ITEM_POOL_MAX = 1024;
+
+/**
+ * A registered send buffer with its work request, kept for the connection's life and reused
+ * once its SEND completed: no block, view, WR or SGE is allocated per message.
+ */
+class SendSlot {
+  readonly block: Block;
+  readonly bytes: Uint8Array;
+  readonly small: boolean;
+  readonly sge: { addr: number; length: number; lkey: number };
+  readonly sgList: Sge[];
+  readonly wr: { wrId: number; opcode: 'SEND'; sgList: Sge[]; signaled: boolean };
+
+  constructor(block: Block, small: boolean) {
+    this.block = block;
+    this.bytes = block.bytes;
+    this.small = small;
+    this.sge = { addr: block.addr, length: 0, lkey: block.lkey };
+    this.sgList = [this.sge];
+    this.wr = { wrId: 0, opcode: 'SEND', sgList: this.sgList, signaled: false };
+  }
+}
+
+/** One queued RDMA operation of a QP: a SEND from a send slot, or a rendezvous READ (pooled). */
+class OutItem {
+  kind = KIND_SEND;
+  /** SEND: the header (and, when copied, the payload) in registered memory. */
+  slot: SendSlot | undefined;
+  sendBytes = 0;
+  /** SEND: zero-copy gather of the application's own blocks after the header (`gathered` used). */
+  readonly extra: { addr: number; length: number; lkey: number }[] = [];
+  gathered = 0;
+  /** The send() waiting for this SEND's completion (gathered sends only). */
+  resolve: (() => void) | undefined;
+  reject: ((err: Error) => void) | undefined;
+  readonly executor = (resolve: () => void, reject: (err: Error) => void): void => {
+    this.resolve = resolve;
+    this.reject = reject;
+  };
+  read: ReadOp | undefined;
+  posted = 0;
+
+  settle(err?: Error): void {
+    const res = this.resolve;
+    const rej = this.reject;
+    this.resolve = undefined;
+    this.reject = undefined;
+    if (err === undefined) res?.();
+    else rej?.(err);
+  }
+}
+
+/** send() of a message that needs nothing more from the caller: one shared settled promise. */
+const RESOLVED: Promise<void> = Promise.resolve();
+
+interface ReadOp {
+  token: number;
+  remoteAddr: number;
+  rkey: number;
+  length: number;
+  dst: Block;
+  ch: RdmaChannel;
+  slot: ArrivalSlot;
+  seq: number;
+  charge: number;
+}
+
+/** A QP of the pool with its software queue and its send-queue accounting. */
+interface Lane {
+  qp: QueuePair;
+  index: number;
+  /** Queued items are fifo[head … tail): the array is never shrunk (no reallocation). */
+  fifo: (OutItem | undefined)[];
+  head: number;
+  tail: number;
+  /** Posted WRs, oldest at ringHead: a circular buffer of `max` entries (sqUsed of them live). */
+  ringIds: number[];
+  ringItems: (OutItem | undefined)[];
+  ringHead: number;
+  sqUsed: number;
+  max: number;
+  unsignaled: number;
+  nextWrId: number;
+  creditStalled: boolean;
+}
+
+/** A rendezvous source waiting for the peer's Done. */
+interface Source {
+  block: Block;
+  /** This connection copied the message into it (else it is the application's block). */
+  own: boolean;
+  settle: ((err?: Error) => void) | undefined;
+}
+
+/**
+ * One RDMA peer after the handshake and setup: channels multiplexed on a small pool of RC
+ * QPs; eager messages by SEND into the peer's SRQ buffers (credits per flowctl, piggybacked
+ * in every header or sent as an update), larger ones by rendezvous (the receiver READs the
+ * sender's registered block, then says Done); a SendWindow bounds what the peer holds
+ * unreleased (its announced receive window, returned as its application releases). The
+ * control TCP connection stays open for heartbeats and the graceful end; its loss fails the
+ * connection.
+ */
+export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Connection {
+  readonly role: 'client' | 'server';
+  readonly remoteAddress: string;
+  readonly defaultTimeoutMs: number;
+  readonly #link: ControlLink;
+  readonly #s: RdmaConnectionSettings;
+  readonly #res: PeerResources;
+  readonly #alloc: RegisteredAllocator;
+  readonly #window: SendWindow;
+  readonly #sendCredits: SendCredits;
+  readonly #recvCredits: ReceiveCredits;
+  readonly #creditClock: OneTimerClock;
+  /** ReceiveCredits says an update is due (threshold reached or its flush delay passed). */
+  readonly #onCreditsDue = (): void => {
+    if (!this.#draining && !this.#terminal()) this.#maybeCreditUpdate(false);
+  };
+  readonly #lanes: Lane[] = [];
+  readonly #laneByQpn = new Map<number, Lane>();
+  readonly #channels = new Map<number, RdmaChannel>();
+  readonly #sources = new Map<number, Source>();
+  readonly #reads = new Set<ReadOp>();
+  readonly #wcs: WorkCompletion[] = allocCompletions(64);
+  readonly #hdr = newWireHeader();
+  readonly #batch: SendWr[] = [];
+  readonly #smallSlots: SendSlot[] = [];
+  readonly #largeSlots: SendSlot[] = [];
+  readonly #items: OutItem[] = [];
+  /** Per receive buffer: its reusable message, the view of its last length, its charge. */
+  readonly #recvMsgs: (InboundMessage | undefined)[];
+  readonly #recvViews: (Uint8Array | undefined)[];
+  readonly #recvCharges: number[];
+  #open = 0;
+  #nextId: number;
+  #nextToken = 1;
+  #state: ConnectionState = 'open';
+  #error: Error | undefined;
+  /** Queued or posted operations not yet complete (close waits for them). */
+  #inFlight = 0;
+  #idle: (() => void) | undefined;
+  #flushScheduled = false;
+  #draining = false;
+  /** Parts a SEND gathers after its header. */
+  readonly #maxGather: number;
+  /** Polls one adaptive spin may make (≈ spinUs of them, recalibrated as it runs). */
+  #spinPolls = 512;
+  /** A completion arrived since the last fruitless spin. */
+  #active = false;
+  /** Recent spins' benefit: +2 for one that caught its message, −1 for one that did not. */
+  #spinWorth = SPIN_WORTH_MAX;
+  #spinProbe = 0;
+  #spins = 0;
+  // Receive window (what the peer sent that the application has not released).
+  #peerBytes = 0;
+  #peerMessages = 0;
+  #held = 0;
+  #maxHeld = 0;
+  #creditBytes = 0;
+  #creditMessages = 0;
+  /** Owed buffer credits or window space from data: the bounded-delay flush returns them. */
+  #owedFromData = false;
+  #creditTimer: NodeJS.Timeout | undefined;
+  #creditArmed = false;
+  #heartbeat: NodeJS.Timeout;
+  #peerGoAway = false;
+  readonly #stats = {
+    messagesSent: 0,
+    bytesSent: 0,
+    messagesReceived: 0,
+    bytesReceived: 0,
+    sendStalls: 0,
+    framesOut: 0,
+    framesIn: 0,
+    eagerSent: 0,
+    rendezvousSent: 0,
+    eagerReceived: 0,
+    rendezvousReceived: 0,
+    creditStalls: 0,
+    creditUpdates: 0,
+    receiveCopies: 0,
+    rnrCount: 0,
+    posts: 0,
+  };
+
+  /** @internal made by RdmaTransport once both sides' QPs are connected. */
+  constructor(
+    link: ControlLink,
+    role: 'client' | 'server',
+    settings: RdmaConnectionSettings,
+    resources: PeerResources,
+  ) {
+    super();
+    this.#link = link;
+    this.role = role;
+    this.#s = settings;
+    this.#res = resources;
+    this.#alloc = resources.allocator;
+    this.defaultTimeoutMs = settings.defaultTimeoutMs;
+    this.remoteAddress = link.remoteAddress;
+    this.#nextId = role === 'client' ? 1 : 2;
+    this.#window = new SendWindow({
+      maxBytes: settings.peer.windowBytes,
+      maxMessages: settings.peer.windowMessages,
+      defaultTimeoutMs: settings.defaultTimeoutMs,
+      maxQueued: 1 << 20,
+      ...(settings.budget === undefined ? {} : { budget: settings.budget }),
+    });
+    this.#sendCredits = new SendCredits({ ...settings.sendCredits });
+    // The flush delay returns credits the threshold would strand (a receiver holding its
+    // buffers, a stalled peer); its timer is restarted, not re-created, per message.
+    this.#creditClock = new OneTimerClock(settings.creditFlushMs);
+    this.#recvCredits = new ReceiveCredits({
+      ...settings.receiveCredits,
+      flushDelayMs: settings.creditFlushMs,
+      clock: this.#creditClock,
+      onUpdateNeeded: this.#onCreditsDue,
+    });
+    for (const [index, qp] of resources.qps.entries()) {
+      const lane: Lane = {
+        qp,
+        index,
+        fifo: [],
+        head: 0,
+        tail: 0,
+        ringIds: new Array<number>(qp.caps.maxSendWr).fill(0),
+        ringItems: new Array<OutItem | undefined>(qp.caps.maxSendWr).fill(undefined),
+        ringHead: 0,
+        sqUsed: 0,
+        max: qp.caps.maxSendWr,
+        unsignaled: 0,
+        nextWrId: 1,
+        creditStalled: false,
+      };
+      this.#lanes.push(lane);
+      this.#laneByQpn.set(qp.qpn, lane);
+    }
+    this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
+    // Dense from the start: buffers come back in any order, and a sparse array's stores allocate.
+    const n = resources.recvCount;
+    this.#recvMsgs = new Array<InboundMessage | undefined>(n).fill(undefined);
+    this.#recvViews = new Array<Uint8Array | undefined>(n).fill(undefined);
+    this.#recvCharges = new Array<number>(n).fill(0);
+    this.#heartbeat = setInterval(
+      () => this.#tick(),
+      Math.max(10, settings.heartbeatIntervalMs / 2),
+    );
+    this.#heartbeat.unref();
+    link.setHandlers({
+      message: (type) => this.#onControl(type),
+      closed: (cause) => this.#onLinkClosed(cause),
+    });
+    resources.cq.on('completion', this.#onCq);
+    // After the caller's continuation, so its 'channel' listener sees the first messages.
+    setImmediate(() => this.#drain());
+  }
+
+  get state(): ConnectionState {
+    return this.#state;
+  }
+
+  get error(): Error | undefined {
+    return this.#error;
+  }
+
+  get channelCount(): number {
+    return this.#open;
+  }
+
+  /** The allocator whose blocks this connection sends without copying. */
+  get allocator(): RegisteredAllocator {
+    return this.#alloc;
+  }
+
+  openChannel(name = ''): RdmaChannel {
+    this.#checkOpen('openChannel');
+    if (typeof name !== 'string')
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'channel name must be a string');
+    const nameBytes = Buffer.from(name, 'utf8');
+    if (nameBytes.length > MAX_CHANNEL_NAME_BYTES) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        `channel name longer than ${MAX_CHANNEL_NAME_BYTES} bytes`,
+      );
+    }
+    if (this.#open >= this.#s.maxChannels) {
+      throw new MuxError('ERR_MUX_INVALID_ARG', `more than ${this.#s.maxChannels} channels`);
+    }
+    const id = this.#nextId;
+    if (id > 0xffffffff) throw new MuxError('ERR_MUX_INVALID_ARG', 'channel ids exhausted');
+    this.#nextId += 2;
+    const ch = new RdmaChannel(this, id, name, this.#laneOf(id));
+    this.#channels.set(id, ch);
+    this.#open++;
+    const item = this.#sendItem(WIRE_HEADER_BYTES + nameBytes.length);
+    const b = (item.slot as SendSlot).bytes;
+    encodeWireHeader(b, WireType.Open, id, 0, nameBytes.length);
+    b.set(nameBytes, WIRE_HEADER_BYTES);
+    this.#enqueue(ch.lane, item);
+    return ch;
+  }
+
+  /** Channels map to QPs by id, both sides alike; odd and even ids spread over the pool. */
+  #laneOf(id: number): number {
+    return (id >>> 1) % this.#lanes.length;
+  }
+
+  // ---- send path ----
+
+  /**
+   * The send path of every channel. Not async: a send that gets window space at once and
+   * copies its bytes returns one shared settled promise (nothing allocated per message).
+   */
+  sendOn(ch: RdmaChannel, message: OutboundMessage, options?: SendOptions): Promise<void> {
+    const transfer = options?.transfer === true;
+    let length = 0;
+    let charge = 0;
+    let timeoutMs = 0;
+    let signal: AbortSignal | undefined;
+    try {
+      if (!ch.sendable) throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
+      this.#checkOpen('send');
+      length = messageLength(message);
+      if (length > this.#s.peer.maxFrameBytes) {
+        throw new MuxError(
+          'ERR_MUX_TOO_LARGE',
+          `message of ${length} bytes; the peer accepts at most ${this.#s.peer.maxFrameBytes}`,
+        );
+      }
+      charge = length + FRAME_HEADER_BYTES;
+      timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+      signal = signalOf(options);
+      let got: boolean;
+      try {
+        got = this.#window.tryAcquire(charge);
+      } catch (err) {
+        throw this.#mapFlowctl(err, timeoutMs);
+      }
+      if (got) {
+        const done = this.#dispatch(ch, message, length, charge);
+        if (done === undefined) {
+          if (transfer) releaseParts(message);
+          return RESOLVED;
+        }
+        return transfer ? done.finally(() => releaseParts(message)) : done;
+      }
+    } catch (err) {
+      if (transfer) releaseParts(message);
+      return Promise.reject(err);
+    }
+    return this.#sendAfterWait(ch, message, length, charge, timeoutMs, signal, transfer);
+  }
+
+  /** Queues a message that holds its window space; undefined when the caller's parts are free. */
+  #dispatch(
+    ch: RdmaChannel,
+    message: OutboundMessage,
+    length: number,
+    charge: number,
+  ): Promise<void> | undefined {
+    let done: Promise<void> | undefined;
+    try {
+      done =
+        length <= this.#s.eagerLimit
+          ? this.#sendEager(ch, message, length)
+          : this.#sendRendezvous(ch, message, length);
+    } catch (err) {
+      // Nothing was queued: the window space comes back here.
+      this.#window.release(charge);
+      throw err;
+    }
+    ch.messagesSent++;
+    ch.bytesSent += length;
+    this.#stats.messagesSent++;
+    this.#stats.bytesSent += length;
+    return done;
+  }
+
+  /** A send that found the window full: waits (bounded) for space, then goes. */
+  async #sendAfterWait(
+    ch: RdmaChannel,
+    message: OutboundMessage,
+    length: number,
+    charge: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    transfer: boolean,
+  ): Promise<void> {
+    try {
+      ch.pendingSends++;
+      let counted = true;
+      try {
+        ch.sendStalls++;
+        this.#stats.sendStalls++;
+        const giveUp = ch.giveUpSignal();
+        try {
+          await this.#acquire(
+            ch,
+            charge,
+            timeoutMs,
+            signal === undefined ? giveUp : AbortSignal.any([signal, giveUp]),
+          );
+        } catch (err) {
+          if (giveUp.aborted && signal?.aborted !== true)
+            throw new MuxClosedError(`channel ${ch.id}`, giveUp.reason);
+          throw err;
+        }
+        const st = this.#state;
+        if (st === 'failed' || st === 'closed' || ch.state === 'failed' || ch.state === 'closed') {
+          this.#window.release(charge);
+          throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
+        }
+        const done = this.#dispatch(ch, message, length, charge);
+        counted = false;
+        ch.sendDone();
+        if (done !== undefined) await done;
+      } catch (err) {
+        if (counted) ch.sendDone();
+        throw err;
+      }
+    } finally {
+      if (transfer) releaseParts(message);
+    }
+  }
+
+  /** True when every part (at most `maxParts`) is a block of our allocator: gathered, not copied. */
+  #gatherable(message: OutboundMessage, maxParts: number): boolean {
+    if (!Array.isArray(message)) return this.#ownBlock(message as MessagePart);
+    const parts = message as readonly MessagePart[];
+    if (parts.length > maxParts) return false;
+    for (const p of parts) if (!this.#ownBlock(p)) return false;
+    return true;
+  }
+
+  #ownBlock(p: MessagePart): boolean {
+    if (p instanceof Uint8Array) return false;
+    return this.#alloc.owns(p instanceof BlockSlice ? p.block : p);
+  }
+
+  /** Queues an eager SEND; returns a promise when the caller's blocks are used in place. */
+  #sendEager(ch: RdmaChannel, message: OutboundMessage, length: number): Promise<void> | undefined {
+    const seq = ch.sendSeq;
+    const gather = length > 0 && this.#gatherable(message, this.#maxGather);
+    let item: OutItem;
+    let done: Promise<void> | undefined;
+    if (gather) {
+      item = this.#sendItem(WIRE_HEADER_BYTES);
+      if (Array.isArray(message)) {
+        for (const p of message as readonly (Block | BlockSlice)[]) this.#gather(item, p);
+      } else {
+        this.#gather(item, message as Block | BlockSlice);
+      }
+      done = new Promise<void>(item.executor);
+    } else {
+      item = this.#sendItem(WIRE_HEADER_BYTES + length);
+      // The one copy: plain bytes into registered memory.
+      copyMessage(message, (item.slot as SendSlot).bytes, WIRE_HEADER_BYTES);
+    }
+    encodeWireHeader((item.slot as SendSlot).bytes, WireType.Data, ch.id, seq, length);
+    ch.sendSeq = (seq + 1) >>> 0;
+    this.#stats.eagerSent++;
+    this.#enqueue(ch.lane, item);
+    return done;
+  }
+
+  /** Notes where a part lies (checked live now), for the SEND's gather list. */
+  #gather(item: OutItem, p: Block | BlockSlice): void {
+    if (p.length === 0) return;
+    let e = item.extra[item.gathered];
+    if (e === undefined) {
+      e = { addr: 0, length: 0, lkey: 0 };
+      item.extra.push(e);
+    }
+    e.addr = p.addr;
+    e.length = p.length;
+    e.lkey = p.lkey;
+    item.gathered++;
+  }
+
+  /** Offers a registered block for the peer to READ (copied once unless it is ours and readable). */
+  #sendRendezvous(
+    ch: RdmaChannel,
+    message: OutboundMessage,
+    length: number,
+  ): Promise<void> | undefined {
+    const part = this.#gatherable(message, 1)
+      ? ((Array.isArray(message) ? message[0] : message) as Block | BlockSlice)
+      : undefined;
+    let src: Block;
+    let addr: number;
+    let rkey: number;
+    let own: boolean;
+    if (part !== undefined && readable(part)) {
+      src = part instanceof BlockSlice ? part.block : part;
+      addr = part.addr;
+      rkey = part.rkey;
+      own = false;
+    } else {
+      src = this.#res.rendezvous.alloc(length, 'remote-read');
+      copyMessage(message, src.bytes, 0);
+      addr = src.addr;
+      rkey = src.rkey;
+      own = true;
+    }
+    let token = this.#nextToken;
+    while (this.#sources.has(token) || token === 0) token = (token + 1) >>> 0;
+    this.#nextToken = (token + 1) >>> 0;
+    const source: Source = { block: src, own, settle: undefined };
+    let done: Promise<void> | undefined;
+    if (!own) {
+      done = new Promise<void>((resolve, reject) => {
+        source.settle = (err) => (err === undefined ? resolve() : reject(err));
+      });
+    }
+    const item = this.#sendItem(WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES);
+    const b = (item.slot as SendSlot).bytes;
+    encodeWireHeader(b, WireType.Ready, ch.id, ch.sendSeq, length);
+    encodeRendezvousNotice(b, WIRE_HEADER_BYTES, {
+      kind: NoticeKind.Ready,
+      token,
+      addr: BigInt(addr),
+      length,
+      rkey,
+    });
+    ch.sendSeq = (ch.sendSeq + 1) >>> 0;
+    this.#sources.set(token, source);
+    this.#stats.rendezvousSent++;
+    this.#enqueue(ch.lane, item);
+    return done;
+  }
+
+  /** A queue record with a send slot of at least `bytes` (both reused once completed). */
+  #sendItem(bytes: number): OutItem {
+    const item = this.#items.pop() ?? new OutItem();
+    item.slot = this.#takeSlot(bytes);
+    item.sendBytes = bytes;
+    return item;
+  }
+
+  #takeSlot(bytes: number): SendSlot {
+    if (bytes <= SMALL_SLOT_BYTES) {
+      return this.#smallSlots.pop() ?? new SendSlot(this.#alloc.alloc(SMALL_SLOT_BYTES), true);
+    }
+    const large = WIRE_HEADER_BYTES + Math.max(this.#s.eagerLimit, 256);
+    if (bytes > large) throw new MuxError('ERR_MUX_TOO_LARGE', `a SEND of ${bytes} bytes`);
+    return this.#largeSlots.pop() ?? new SendSlot(this.#alloc.alloc(large), false);
+  }
+
+  /** A completed (or never posted) send slot goes back to its pool. */
+  #putSlot(slot: SendSlot): void {
+    const pool = slot.small ? this.#smallSlots : this.#largeSlots;
+    if (pool.length < SLOT_POOL_MAX && !this.#terminal()) pool.push(slot);
+    else quietly(slot.block);
+  }
+
+  /** A finished queue record goes back to the pool (its slot already returned). */
+  #putItem(item: OutItem): void {
+    item.kind = KIND_SEND;
+    item.slot = undefined;
+    item.sendBytes = 0;
+    item.gathered = 0;
+    item.resolve = undefined;
+    item.reject = undefined;
+    item.read = undefined;
+    item.posted = 0;
+    if (this.#items.length < ITEM_POOL_MAX) this.#items.push(item);
+  }
+
+  /** Records a posted WR in the lane's ring (sqUsed < max, checked by the caller). */
+  #ringPush(lane: Lane, wrId: number, item: OutItem | undefined): void {
+    const i = (lane.ringHead + lane.sqUsed) % lane.max;
+    lane.ringIds[i] = wrId;
+    lane.ringItems[i] = item;
+    lane.sqUsed++;
+  }
+
+  #enqueue(lane: number, item: OutItem): void {
+    this.#inFlight++;
+    const l = this.#lanes[lane] as Lane;
+    l.fifo[l.tail++] = item;
+    this.#stats.framesOut++;
+    // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
+    // queueMicrotask allocates); a busy one batches what this tick queues.
+    if (l.sqUsed === 0 && l.tail - l.head === 1 && !this.#draining && !this.#terminal()) {
+      this.#flush(l);
+      if (l.head === l.tail) return;
+    }
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      queueMicrotask(this.#flushTask);
+    }
+  }
+
+  readonly #flushTask = (): void => {
+    this.#flushScheduled = false;
+    this.#flushAll();
+  };
+
+  #flushAll(): void {
+    if (this.#terminal()) return;
+    for (const lane of this.#lanes) this.#flush(lane);
+    this.#maybeCreditUpdate(false);
+  }
+
+  /** Posts what the lane's queue holds, in order, as far as credits and send slots allow. */
+  #flush(lane: Lane): void {
+    const batch = this.#batch;
+    let n = 0;
+    while (lane.head < lane.tail && lane.sqUsed < lane.max) {
+      const item = lane.fifo[lane.head] as OutItem;
+      if (item.kind === KIND_SEND) {
+        if (!this.#sendCredits.tryConsume()) {
+          if (!lane.creditStalled) {
+            lane.creditStalled = true;
+            this.#stats.creditStalls++;
+          }
+          break;
+        }
+        lane.creditStalled = false;
+        batch[n++] = this.#stamp(lane, item);
+        lane.fifo[lane.head++] = undefined;
+      } else {
+        const op = item.read as ReadOp;
+        while (item.posted < op.length && lane.sqUsed < lane.max) {
+          const chunk = Math.min(this.#s.readChunkBytes, op.length - item.posted);
+          const last = item.posted + chunk === op.length;
+          const wrId = lane.nextWrId++;
+          batch[n++] = {
+            wrId,
+            opcode: 'RDMA_READ',
+            sgList: [op.dst.sge(item.posted, chunk)],
+            remoteAddr: op.remoteAddr + item.posted,
+            rkey: op.rkey,
+            signaled: last,
+          };
+          this.#ringPush(lane, wrId, last ? item : undefined);
+          item.posted += chunk;
+        }
+        if (item.posted < op.length) break;
+        lane.fifo[lane.head++] = undefined;
+      }
+    }
+    if (lane.head === lane.tail) {
+      lane.head = 0;
+      lane.tail = 0;
+    } else if (lane.head > 1024 && lane.head * 2 > lane.tail) {
+      lane.fifo.copyWithin(0, lane.head, lane.tail);
+      lane.fifo.fill(undefined, lane.tail - lane.head, lane.tail);
+      lane.tail -= lane.head;
+      lane.head = 0;
+    }
+    this.#post(lane, n);
+  }
+
+  /** Credits and window returns go in at post time: whatever is owed rides along. */
+  #stamp(lane: Lane, item: OutItem): SendWr {
+    const slot = item.slot as SendSlot;
+    const credits = this.#recvCredits.takePiggyback();
+    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
+    this.#creditMessages = 0;
+    this.#creditBytes = 0;
+    if (this.#recvCredits.unreturned === 0) this.#owedFromData = false;
+    const wrId = lane.nextWrId++;
+    slot.sge.length = item.sendBytes;
+    const list = slot.sgList;
+    list.length = 1;
+    for (let i = 0; i < item.gathered; i++) list.push(item.extra[i] as Sge);
+    const wr = slot.wr;
+    wr.wrId = wrId;
+    wr.signaled = false;
+    this.#ringPush(lane, wrId, item);
+    return wr;
+  }
+
+  /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
+  #post(lane: Lane, n: number): void {
+    if (n === 0) return;
+    const batch = this.#batch;
+    for (let i = 0; i < n; i++) {
+      const wr = batch[i] as SendWr;
+      if (wr.signaled === true || ++lane.unsignaled >= SIGNAL_EVERY || i === n - 1) {
+        wr.signaled = true;
+        lane.unsignaled = 0;
+      }
+    }
+    try {
+      // One WR goes alone, more as the batch's first n (the array is filled by index, never
+      // emptied: resetting its length would free its store and the next fill allocate one).
+      if (n === 1) lane.qp.postSend(batch[0] as SendWr);
+      else {
+        batch.length = n;
+        lane.qp.postSend(batch);
+      }
+      this.#stats.posts++;
+    } catch (err) {
+      this.destroy(
+        new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
+      );
+    }
+  }
+
+  /** A signaled completion: it and every WR posted before it on the lane are done. */
+  #retire(lane: Lane, wrId: number): void {
+    while (lane.sqUsed > 0 && (lane.ringIds[lane.ringHead] as number) <= wrId) {
+      const item = lane.ringItems[lane.ringHead];
+      lane.ringItems[lane.ringHead] = undefined;
+      lane.ringHead = (lane.ringHead + 1) % lane.max;
+      lane.sqUsed--;
+      if (item !== undefined) this.#completed(item);
+    }
+  }
+
+  #completed(item: OutItem): void {
+    if (item.kind === KIND_SEND) {
+      const slot = item.slot;
+      item.slot = undefined;
+      if (slot !== undefined) this.#putSlot(slot);
+      item.settle();
+    } else {
+      this.#readDone(item.read as ReadOp);
+    }
+    this.#putItem(item);
+    this.#inFlight--;
+    this.#checkIdle();
+  }
+
+  #checkIdle(): void {
+    if (this.#inFlight === 0 && this.#sources.size === 0 && this.#idle !== undefined) {
+      const f = this.#idle;
+      this.#idle = undefined;
+      f();
+    }
+  }
+
+  /** An explicit update when credits or window space are owed and nothing carries them. */
+  #maybeCreditUpdate(timerFired: boolean): void {
+    if (this.#terminal()) return;
+    const rc = this.#recvCredits;
+    const local = this.#s.local;
+    const windowPressing =
+      this.#creditMessages > 0 &&
+      (this.#peerBytes + this.#creditBytes >= local.windowBytes / 2 ||
+        this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
+        this.#creditBytes >= local.windowBytes / 4 ||
+        this.#creditMessages >= local.windowMessages / 4);
+    const due = rc.updateNeeded || windowPressing || (timerFired && this.#owedFromData);
+    if (!due) {
+      if (this.#owedFromData && !this.#creditArmed) this.#armCreditTimer();
+      return;
+    }
+    if (rc.unreturned === 0 && this.#creditMessages === 0) return;
+    // A queued send that can go now carries them anyway.
+    if (this.#sendCredits.usable > 0) {
+      for (const l of this.#lanes) if (l.head < l.tail && l.sqUsed < l.max) return;
+    }
+    const lane = this.#lanes[0] as Lane;
+    if (lane.sqUsed >= lane.max) return; // again once completions free a slot
+    if (!this.#sendCredits.tryConsumeReserved()) return; // again when the peer grants
+    const item = this.#sendItem(WIRE_HEADER_BYTES);
+    const slot = item.slot as SendSlot;
+    const b = slot.bytes;
+    encodeWireHeader(b, WireType.Credit, 0, 0, 0);
+    stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
+    this.#creditMessages = 0;
+    this.#creditBytes = 0;
+    this.#owedFromData = false;
+    this.#inFlight++;
+    this.#stats.creditUpdates++;
+    this.#stats.framesOut++;
+    const wrId = lane.nextWrId++;
+    this.#ringPush(lane, wrId, item);
+    slot.sge.length = WIRE_HEADER_BYTES;
+    slot.sgList.length = 1;
+    slot.wr.wrId = wrId;
+    slot.wr.signaled = true;
+    this.#batch[0] = slot.wr;
+    this.#post(lane, 1);
+  }
+
+  /** One timer for the connection's life, restarted (not re-created) for each flush delay. */
+  #armCreditTimer(): void {
+    this.#creditArmed = true;
+    if (this.#creditTimer === undefined) {
+      this.#creditTimer = setTimeout(this.#onCreditTimer, this.#s.creditFlushMs);
+    } else {
+      this.#creditTimer.refresh();
+    }
+  }
+
+  readonly #onCreditTimer = (): void => {
+    if (!this.#creditArmed) return;
+    this.#creditArmed = false;
+    this.#maybeCreditUpdate(true);
+  };
+
+  async #acquire(
+    ch: RdmaChannel,
+    charge: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    try {
+      await this.#window.acquire(
+        charge,
+        signal === undefined
+          ? { channel: ch.id, timeoutMs }
+          : { channel: ch.id, timeoutMs, signal },
+      );
+    } catch (err) {
+      throw this.#mapFlowctl(err, timeoutMs);
+    }
+  }
+
+  #mapFlowctl(err: unknown, timeoutMs: number): Error {
+    if (err instanceof FlowctlError) {
+      if (err.code === 'ERR_FLOWCTL_DEADLINE')
+        return new MuxDeadlineError('send (window full)', timeoutMs);
+      if (err.code === 'ERR_FLOWCTL_ABORTED') return new MuxAbortError('send', err.cause);
+      if (err.code === 'ERR_FLOWCTL_TOO_LARGE') {
+        return new MuxError('ERR_MUX_TOO_LARGE', 'message larger than the send window', {
+          cause: err,
+        });
+      }
+      return this.#error ?? new MuxClosedError('send', err);
+    }
+    return err as Error;
+  }
+
+  // ---- completions ----
+
+  readonly #onCq = (): void => this.#drain();
+
+  /** Reaps completions until the CQ is empty, then re-arms (or spins / polls on, by policy). */
+  #drain(): void {
+    if (this.#terminal() || this.#draining) return;
+    this.#draining = true;
+    const cq = this.#res.cq;
+    const wcs = this.#wcs;
+    try {
+      for (;;) {
+        const n = cq.poll(wcs);
+        for (let i = 0; i < n && !this.#terminal(); i++)
+          this.#onCompletion(wcs[i] as WorkCompletion);
+        if (this.#terminal()) return;
+        if (n > 0) this.#active = true;
+        if (n < wcs.length) break;
+      }
+      this.#flushAll();
+      if (this.#terminal()) return;
+      if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
+      else cq.requestNotify();
+    } catch (err) {
+      const typed = typeof (err as { code?: unknown })?.code === 'string';
+      this.destroy(
+        typed ? (err as Error) : new MuxProtocolError(String((err as Error)?.message ?? err)),
+      );
+    } finally {
+      this.#draining = false;
+    }
+  }
+
+  /**
+   * Adaptive polling: a receive about to wait first busy-polls the CQ for `spinUs`, since a
+   * reply often lands within microseconds of a request, draining what arrives until `ready()`
+   * (the waiting channel has a message, or ended); completions of its own sends do not end
+   * the spin. Here, not in the drain: a spin there would hold back the very messages it just
+   * delivered (their application code runs after it). Only after activity: a fruitless spin
+   * stops spinning until the next completion, so idle channels' receives do not each spin.
+   * The poll budget is recalibrated from the clock by every 64th spin that runs out (a clock
+   * read allocates a number; a spin polls thousands of times).
+   */
+  beforeWait(ready: () => boolean): void {
+    if (this.#s.pollPolicy !== 'adaptive' || !this.#active || this.#draining) return;
+    if (this.#terminal()) return;
+    // Bounded by measured benefit: while spins rarely catch the reply (a loaded machine, a
+    // slow peer), only every 32nd wait spins, to notice when they would again.
+    if (this.#spinWorth === 0 && (++this.#spinProbe & 31) !== 0) return;
+    const cq = this.#res.cq;
+    const budget = this.#spinPolls;
+    const timed = (++this.#spins & 63) === 1;
+    const t0 = timed ? performance.now() : 0;
+    for (let i = 0; i < budget; i++) {
+      if (cq.pending() === 0) continue;
+      this.#drain();
+      if (ready() || this.#terminal()) {
+        this.#spinWorth = Math.min(SPIN_WORTH_MAX, this.#spinWorth + 2);
+        return;
+      }
+    }
+    this.#active = false;
+    if (this.#spinWorth > 0) this.#spinWorth--;
+    if (timed) {
+      const us = (performance.now() - t0) * 1000;
+      if (us > 0) {
+        const fit = (budget * this.#s.spinUs) / us;
+        this.#spinPolls = Math.min(1 << 20, Math.max(16, Math.round((budget + fit) / 2)));
+      }
+    }
+  }
+
+  #onCompletion(wc: WorkCompletion): void {
+    if (wc.status !== 'SUCCESS') {
+      if (wc.status === 'RNR_RETRY_EXC_ERR') this.#stats.rnrCount++;
+      throw new MuxConnectionError(
+        'ERR_MUX_CONNECTION_LOST',
+        `RDMA work request failed: ${wc.status} (QP ${wc.qpNum})`,
+        new RdmaCompletionError(wc.status, wc.wrId, wc.vendorErr, isRetryableStatus(wc.status)),
+      );
+    }
+    if (wc.opcode === 'RECV') {
+      this.#onReceive(wc.wrId, wc.byteLen);
+      return;
+    }
+    const lane = this.#laneByQpn.get(wc.qpNum);
+    if (lane === undefined) throw new MuxProtocolError(`completion for unknown QP ${wc.qpNum}`);
+    this.#retire(lane, wc.wrId);
+  }
+
+  #onReceive(idx: number, byteLen: number): void {
+    const block = this.#res.recvBlocks[idx];
+    if (block === undefined) throw new MuxProtocolError(`receive completion for buffer ${idx}`);
+    if (!this.#recvCredits.onReceive())
+      throw new MuxProtocolError('the peer sent without a receive credit');
+    this.#stats.framesIn++;
+    const bytes = block.bytes;
+    const h = decodeWireHeader(bytes, byteLen, this.#s.eagerLimit, this.#hdr);
+    if (this.#peerGoAway) throw new MuxProtocolError('message after goaway');
+    if (h.credits > 0) {
+      try {
+        this.#sendCredits.grant(h.credits);
+      } catch (err) {
+        throw new MuxProtocolError(`bad credit grant: ${(err as Error).message}`);
+      }
+    }
+    if (h.releasedMessages > 0 || h.releasedBytes > 0)
+      this.#credit(h.releasedMessages, h.releasedBytes);
+    switch (h.type) {
+      case WireType.Data: {
+        const ch = this.#receiving(h.channel, h.seq);
+        const charge = this.#charge(h.length);
+        this.#stats.messagesReceived++;
+        this.#stats.bytesReceived += h.length;
+        this.#stats.eagerReceived++;
+        let m: InboundMessage;
+        // Buffers running low (the application holds many): copy out and repost at once, so
+        // a receiver holding up to its window never starves its sender of buffers.
+        if (this.#recvCredits.posted < this.#res.recvCount / 4) {
+          this.#stats.receiveCopies++;
+          const copy = this.#alloc.alloc(Math.max(1, h.length));
+          copy.bytes.set(bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + h.length));
+          this.#repost(idx, true);
+          m = new InboundMessage(
+            h.channel,
+            h.seq,
+            copy.bytes.subarray(0, h.length),
+            () => {
+              copy.release();
+              this.#released(charge);
+            },
+            copy,
+          );
+        } else {
+          this.#res.recvHeld[idx] = 1;
+          this.#recvCharges[idx] = charge;
+          m = this.#recvMessage(idx, block, h.channel, h.seq, h.length);
+        }
+        ch.arrive(m);
+        return;
+      }
+      case WireType.Ready: {
+        const ch = this.#receiving(h.channel, h.seq);
+        const n = decodeRendezvousNotice(
+          bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES),
+          {
+            eagerThreshold: this.#s.eagerLimit,
+            maxMessageBytes: this.#s.local.maxFrameBytes,
+          },
+        );
+        if (n.length !== h.length)
+          throw new MuxProtocolError('ready: notice and header lengths differ');
+        if (n.addr + BigInt(n.length) > BigInt(Number.MAX_SAFE_INTEGER))
+          throw new MuxProtocolError('ready: address beyond 2^53');
+        const charge = this.#charge(h.length);
+        this.#repost(idx, true);
+        // Checked above against the window and the announced limit before allocating.
+        const dst = this.#alloc.alloc(n.length);
+        const op: ReadOp = {
+          token: n.token,
+          remoteAddr: Number(n.addr),
+          rkey: n.rkey,
+          length: n.length,
+          dst,
+          ch,
+          slot: ch.reserve(),
+          seq: h.seq,
+          charge,
+        };
+        this.#reads.add(op);
+        const item = this.#items.pop() ?? new OutItem();
+        item.kind = KIND_READ;
+        item.read = op;
+        this.#enqueue(ch.lane, item);
+        return;
+      }
+      case WireType.Done: {
+        const n = decodeRendezvousNotice(
+          bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES),
+          {
+            eagerThreshold: this.#s.eagerLimit,
+            maxMessageBytes: this.#s.local.maxFrameBytes,
+          },
+        );
+        const src = this.#sources.get(n.token);
+        if (n.kind !== NoticeKind.Done || src === undefined)
+          throw new MuxProtocolError(`done for unknown rendezvous ${n.token}`);
+        this.#repost(idx, true);
+        this.#sources.delete(n.token);
+        if (src.own) src.block.release();
+        src.settle?.();
+        this.#checkIdle();
+        return;
+      }
+      case WireType.Open: {
+        if (h.channel % 2 !== (this.role === 'client' ? 0 : 1))
+          throw new MuxProtocolError(
+            `the peer opened channel ${h.channel}, which is not its to open`,
+          );
+        if (this.#channels.has(h.channel))
+          throw new MuxProtocolError(`channel ${h.channel} opened twice`);
+        if (this.#open >= this.#s.maxChannels)
+          throw new MuxProtocolError(`the peer opened more than ${this.#s.maxChannels} channels`);
+        const name = Buffer.from(
+          bytes.buffer,
+          bytes.byteOffset + WIRE_HEADER_BYTES,
+          h.length,
+        ).toString('utf8');
+        this.#repost(idx, true);
+        const ch = new RdmaChannel(this, h.channel, name, this.#laneOf(h.channel));
+        this.#channels.set(h.channel, ch);
+        this.#open++;
+        this.emit('channel', ch);
+        return;
+      }
+      case WireType.Close: {
+        const ch = this.#channels.get(h.channel);
+        if (ch === undefined || ch.closeReceived)
+          throw new MuxProtocolError(`bad close of channel ${h.channel}`);
+        this.#repost(idx, true);
+        ch.arriveClose();
+        this.#maybeForget(ch);
+        return;
+      }
+      case WireType.Credit:
+        // Not flushed by the timer: an update answering an update would never end.
+        this.#repost(idx, false);
+        return;
+    }
+  }
+
+  /**
+   * The message of receive buffer `idx`: one object per buffer, re-armed for each arrival once
+   * the application released the previous one; the view is reused while lengths repeat.
+   */
+  #recvMessage(idx: number, block: Block, channel: number, seq: number, length: number) {
+    let view = this.#recvViews[idx];
+    if (view === undefined || view.length !== length) {
+      const all = block.bytes;
+      view = new Uint8Array(all.buffer, all.byteOffset + WIRE_HEADER_BYTES, length);
+      this.#recvViews[idx] = view;
+    }
+    let m = this.#recvMsgs[idx];
+    if (m === undefined) {
+      m = this.#newRecvMessage(idx, block, channel, seq, view);
+      this.#recvMsgs[idx] = m;
+    } else {
+      rearmInbound(m, channel, seq, view, block);
+    }
+    return m;
+  }
+
+  /** Apart from #recvMessage: a closure over `idx` there would allocate a context per call. */
+  #newRecvMessage(idx: number, block: Block, channel: number, seq: number, view: Uint8Array) {
+    return new InboundMessage(channel, seq, view, () => this.#recvReleased(idx), block);
+  }
+
+  #recvReleased(idx: number): void {
+    this.#res.recvHeld[idx] = 0;
+    this.#repost(idx, true);
+    this.#released(this.#recvCharges[idx] as number);
+  }
+
+  /** The channel of a Data or Ready, checked: open for receiving, next in sequence. */
+  #receiving(id: number, seq: number): RdmaChannel {
+    const ch = this.#channels.get(id);
+    if (ch === undefined || ch.closeReceived)
+      throw new MuxProtocolError(`message for unknown channel ${id}`);
+    if (seq !== ch.recvSeq)
+      throw new MuxProtocolError(`channel ${id}: sequence ${seq}, expected ${ch.recvSeq}`);
+    ch.recvSeq = (ch.recvSeq + 1) >>> 0;
+    return ch;
+  }
+
+  /** Window accounting of an arriving message: refused before anything is allocated for it. */
+  #charge(length: number): number {
+    const charge = length + FRAME_HEADER_BYTES;
+    const local = this.#s.local;
+    if (
+      this.#peerBytes + charge > local.windowBytes ||
+      this.#peerMessages + 1 > local.windowMessages
+    ) {
+      throw new MuxProtocolError(
+        `the peer overran the receive window (${this.#peerBytes + charge} bytes, ${this.#peerMessages + 1} messages)`,
+      );
+    }
+    this.#peerBytes += charge;
+    this.#peerMessages++;
+    this.#held += charge;
+    if (this.#held > this.#maxHeld) this.#maxHeld = this.#held;
+    return charge;
+  }
+
+  #readDone(op: ReadOp): void {
+    this.#reads.delete(op);
+    this.#stats.messagesReceived++;
+    this.#stats.bytesReceived += op.length;
+    this.#stats.rendezvousReceived++;
+    const dst = op.dst;
+    const m = new InboundMessage(
+      op.ch.id,
+      op.seq,
+      dst.bytes,
+      () => {
+        if (!dst.released) dst.release();
+        this.#released(op.charge);
+      },
+      dst,
+    );
+    // The sender may release its block now.
+    const item = this.#sendItem(WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES);
+    const b = (item.slot as SendSlot).bytes;
+    encodeWireHeader(b, WireType.Done, 0, 0, 0);
+    encodeRendezvousNotice(b, WIRE_HEADER_BYTES, {
+      kind: NoticeKind.Done,
+      token: op.token,
+      addr: 0n,
+      length: 0,
+      rkey: 0,
+    });
+    this.#enqueue(op.ch.lane, item);
+    op.ch.fill(op.slot, m);
+  }
+
+  /** A receive buffer is free again: posted back for the peer (or freed once the connection ended). */
+  #repost(idx: number, fromData: boolean): void {
+    const block = this.#res.recvBlocks[idx] as Block;
+    if (this.#terminal()) {
+      if (!block.released) block.release();
+      return;
+    }
+    try {
+      this.#res.postRecv(idx);
+    } catch (err) {
+      this.destroy(new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'receive repost failed', err));
+      return;
+    }
+    // A credit-only update's buffer is not the application's: its credit waits for the
+    // threshold or the next message, or every update would answer the last one forever.
+    if (fromData) this.#recvCredits.release(1);
+    else this.#recvCredits.releaseUpdate();
+    if (fromData) this.#owedFromData = true;
+    // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
+    // due, else the flush timer or the next send carries the credits. A drain ends with this.
+    if (!this.#draining) this.#maybeCreditUpdate(false);
+  }
+
+  /** The peer released `messages` messages of `bytes` (headers included) in total. */
+  #credit(messages: number, bytes: number): void {
+    if (
+      messages === 0 ||
+      messages > this.#window.messagesInFlight ||
+      bytes > this.#window.bytesInFlight ||
+      bytes < messages * FRAME_HEADER_BYTES
+    ) {
+      throw new MuxProtocolError(
+        `window return of ${messages} messages, ${bytes} bytes: more than was sent`,
+      );
+    }
+    try {
+      for (let i = 1; i < messages; i++) this.#window.release(0);
+      this.#window.release(bytes);
+    } catch (err) {
+      throw new MuxProtocolError(`bad window return: ${(err as Error).message}`);
+    }
+  }
+
+  /** The application released a received message: its window space goes back to the peer. */
+  #released(charge: number): void {
+    this.#held -= charge;
+    if (this.#terminal()) return;
+    this.#creditBytes += charge;
+    this.#creditMessages++;
+    this.#peerBytes -= charge;
+    this.#peerMessages--;
+    this.#owedFromData = true;
+    if (!this.#draining) this.#maybeCreditUpdate(false);
+  }
+
+  // ---- control connection, lifecycle ----
+
+  #onControl(type: ControlType): void {
+    if (type === ControlType.GoAway) {
+      if (this.#peerGoAway) return;
+      // What the peer sent before its goaway completed, so it is in our CQ: take it first.
+      this.#drain();
+      this.#peerGoAway = true;
+      for (const ch of this.#channels.values()) if (!ch.closeReceived) ch.arriveClose();
+      void this.#peerClosing();
+    } else if (type === ControlType.Setup || type === ControlType.Ready) {
+      this.destroy(new MuxProtocolError(`control message ${type} after setup`));
+    }
+    // Ping: liveness only (any message counts).
+  }
+
+  #onLinkClosed(cause: Error | undefined): void {
+    if (this.#terminal()) return;
+    if (this.#state === 'closing' || this.#peerGoAway) {
+      this.#finish();
+      return;
+    }
+    this.destroy(
+      cause instanceof MuxError
+        ? cause
+        : new MuxConnectionError(
+            'ERR_MUX_CONNECTION_LOST',
+            `connection to ${this.remoteAddress} lost`,
+            cause,
+          ),
+    );
+  }
+
+  async #peerClosing(): Promise<void> {
+    if (this.#state !== 'open') return;
+    this.#setState('closing');
+    this.#window.close();
+    await this.#whenIdle();
+    if (this.#now() === 'closing') this.#link.end();
+  }
+
+  #whenIdle(): Promise<void> {
+    if (this.#inFlight === 0 && this.#sources.size === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const prev = this.#idle;
+      this.#idle = () => {
+        prev?.();
+        resolve();
+      };
+    });
+  }
+
+  #tick(): void {
+    const now = Date.now();
+    if (now - this.#link.lastRead > this.#s.peerTimeoutMs) {
+      setImmediate(() => {
+        if (Date.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_PEER_TIMEOUT',
+            `nothing from ${this.remoteAddress} for ${this.#s.peerTimeoutMs} ms`,
+          ),
+        );
+      });
+      return;
+    }
+    if (now - this.#link.lastWrite >= this.#s.heartbeatIntervalMs / 2)
+      this.#link.send(ControlType.Ping);
+  }
+
+  /** A channel closed on this side: its Close follows its data on its QP. */
+  channelClosed(ch: RdmaChannel): void {
+    if (this.#state === 'open' || this.#state === 'closing') {
+      const item = this.#sendItem(WIRE_HEADER_BYTES);
+      encodeWireHeader((item.slot as SendSlot).bytes, WireType.Close, ch.id, 0, 0);
+      this.#enqueue(ch.lane, item);
+    }
+    this.#maybeForget(ch);
+  }
+
+  #maybeForget(ch: RdmaChannel): void {
+    if (
+      ch.closeReceived &&
+      ch.state !== 'open' &&
+      ch.state !== 'closing' &&
+      this.#channels.get(ch.id) === ch
+    ) {
+      this.#channels.delete(ch.id);
+      this.#open--;
+    }
+  }
+
+  async close(options?: WaitOptions): Promise<void> {
+    const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+    const signal = signalOf(options);
+    if (this.#state === 'closed' || this.#state === 'failed') return;
+    let late: MuxError | undefined;
+    const giveUp = (err: MuxError) => {
+      late = err;
+      this.destroy(err);
+    };
+    const timer = setTimeout(
+      () => giveUp(new MuxDeadlineError(`close of ${this.remoteAddress}`, timeoutMs)),
+      timeoutMs,
+    );
+    const onAbort = () =>
+      giveUp(new MuxAbortError(`close of ${this.remoteAddress}`, signal?.reason));
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (this.#state === 'open') {
+        this.#setState('closing');
+        await Promise.allSettled([...this.#channels.values()].map((ch) => ch.close({ timeoutMs })));
+        // Every SEND completed (so it is in the peer's CQ) and every block was read.
+        if (this.#now() === 'closing') await this.#whenIdle();
+        if (this.#now() === 'closing') {
+          if (!this.#peerGoAway) this.#link.send(ControlType.GoAway);
+          this.#link.end();
+        }
+      }
+      await this.#closed();
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (late !== undefined) throw late;
+  }
+
+  #closed(): Promise<void> {
+    if (this.#terminal()) return Promise.resolve();
+    return new Promise<void>((resolve) => this.once('close', () => resolve()));
+  }
+
+  #finish(): void {
+    if (this.#terminal()) return;
+    this.#drain();
+    if (this.#terminal()) return;
+    // Terminal before teardown: buffers released from now on are freed, not reposted.
+    this.#state = 'closed';
+    this.#teardown(new MuxClosedError(`connection to ${this.remoteAddress}`));
+    for (const ch of this.#channels.values()) ch.finish();
+    this.#channels.clear();
+    this.#open = 0;
+    this.#window.close();
+    this.emit('state', 'closed');
+    this.emit('close', undefined);
+  }
+
+  destroy(error?: Error): void {
+    if (this.#terminal()) return;
+    const err = error ?? new MuxClosedError(`connection to ${this.remoteAddress}`);
+    this.#error = err;
+    const final: ConnectionState = error === undefined ? 'closed' : 'failed';
+    this.#state = final;
+    this.#teardown(err);
+    this.#window.destroy(err);
+    for (const ch of this.#channels.values()) ch.fail(err);
+    this.#channels.clear();
+    this.#open = 0;
+    this.#link.destroy();
+    this.emit('state', final);
+    if (error !== undefined && this.listenerCount('error') > 0) this.emit('error', err);
+    this.emit('close', error === undefined ? undefined : err);
+  }
+
+  /** QPs go first (nothing touches memory after), then every block this connection holds. */
+  #teardown(err: Error): void {
+    clearInterval(this.#heartbeat);
+    if (this.#creditTimer !== undefined) clearTimeout(this.#creditTimer);
+    this.#creditTimer = undefined;
+    this.#creditArmed = false;
+    this.#res.cq.off('completion', this.#onCq);
+    for (const lane of this.#lanes) {
+      try {
+        lane.qp.close();
+      } catch {
+        // closed with the resources below
+      }
+    }
+    for (const lane of this.#lanes) {
+      const items = new Set<OutItem>();
+      for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
+      for (let k = 0; k < lane.sqUsed; k++) {
+        const it = lane.ringItems[(lane.ringHead + k) % lane.max];
+        if (it !== undefined) items.add(it);
+      }
+      for (const it of items) {
+        quietly(it.slot?.block);
+        it.slot = undefined;
+        it.settle(err);
+      }
+      lane.fifo.length = 0;
+      lane.head = 0;
+      lane.tail = 0;
+      lane.ringItems.fill(undefined);
+      lane.ringHead = 0;
+      lane.sqUsed = 0;
+    }
+    for (const slot of this.#smallSlots) quietly(slot.block);
+    for (const slot of this.#largeSlots) quietly(slot.block);
+    this.#smallSlots.length = 0;
+    this.#largeSlots.length = 0;
+    this.#items.length = 0;
+    for (const op of this.#reads) quietly(op.dst);
+    this.#reads.clear();
+    for (const src of this.#sources.values()) {
+      if (src.own) quietly(src.block);
+      src.settle?.(err);
+    }
+    this.#sources.clear();
+    this.#inFlight = 0;
+    this.#sendCredits.destroy(err);
+    this.#recvCredits.close();
+    this.#creditClock.dispose();
+    this.#res.close();
+    const f = this.#idle;
+    this.#idle = undefined;
+    f?.();
+  }
+
+  #terminal(): boolean {
+    return this.#state === 'closed' || this.#state === 'failed';
+  }
+
+  #now(): ConnectionState {
+    return this.#state;
+  }
+
+  #setState(s: ConnectionState): void {
+    this.#state = s;
+    this.emit('state', s);
+  }
+
+  #checkOpen(what: string): void {
+    if (this.#state !== 'open')
+      throw this.#error ?? new MuxClosedError(`${what} on a ${this.#state} connection`);
+  }
+
+  stats(): RdmaConnectionStats {
+    let outstanding = 0;
+    for (const l of this.#lanes) outstanding += l.sqUsed;
+    const s = this.#stats;
+    return {
+      state: this.#state,
+      channels: this.#open,
+      messagesSent: s.messagesSent,
+      bytesSent: s.bytesSent,
+      messagesReceived: s.messagesReceived,
+      bytesReceived: s.bytesReceived,
+      sendStalls: s.sendStalls,
+      sendWindowBytes: this.#window.bytesInFlight,
+      receiveHeldBytes: this.#held,
+      maxReceiveHeldBytes: this.#maxHeld,
+      framesOut: s.framesOut,
+      framesIn: s.framesIn,
+      writes: s.posts,
+      eagerSent: s.eagerSent,
+      rendezvousSent: s.rendezvousSent,
+      eagerReceived: s.eagerReceived,
+      rendezvousReceived: s.rendezvousReceived,
+      creditStalls: s.creditStalls,
+      windowStalls: s.sendStalls,
+      creditUpdates: s.creditUpdates,
+      receiveCopies: s.receiveCopies,
+      qps: this.#lanes.length,
+      outstandingWrs: outstanding,
+      rnrCount: s.rnrCount,
+      posts: s.posts,
+    };
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** Teardown releases what it can: a block its allocator already revoked stays gone. */
+function quietly(b: Block | undefined): void {
+  try {
+    if (b !== undefined && !b.released) b.release();
+  } catch {
+    // revoked by a closed allocator
+  }
+}
+
+/** A block the peer may READ: remote-read access. */
+function readable(part: Block | BlockSlice): boolean {
+  const b = part instanceof BlockSlice ? part.block : part;
+  return b.access === 'remote-read' || b.access === 'remote-read-write';
+}
+
+function releaseParts(message: OutboundMessage): void {
+  const parts = (Array.isArray(message) ? message : [message]) as readonly MessagePart[];
+  for (const p of parts) {
+    const b = p instanceof Uint8Array ? undefined : 'block' in p ? p.block : p;
+    if (b !== undefined && !b.released) b.release();
+  }
+}

@@ -1,0 +1,26 @@
+import type { ConnectionStats } from './Stats.js';
+
+/** Counters of one RdmaConnection: the contract's, plus what the RDMA path does. */
+export interface RdmaConnectionStats extends ConnectionStats {
+  /** Messages sent by SEND (eager) and by rendezvous READ, and received each way. */
+  readonly eagerSent: number;
+  readonly rendezvousSent: number;
+  readonly eagerReceived: number;
+  readonly rendezvousReceived: number;
+  /** Times the head of a QP's queue had to wait for a receive credit from the peer. */
+  readonly creditStalls: number;
+  /** Sends that had to wait for the send window (same as `sendStalls`). */
+  readonly windowStalls: number;
+  /** Explicit credit updates sent (credits that found no message to ride on). */
+  readonly creditUpdates: number;
+  /** Eager messages copied out of their receive buffer because buffers ran low. */
+  readonly receiveCopies: number;
+  /** Queue pairs carrying this connection's channels. */
+  readonly qps: number;
+  /** Send work requests posted and not yet reaped, over every QP. */
+  readonly outstandingWrs: number;
+  /** Work completions with RNR_RETRY_EXC_ERR: 0 while credits are obeyed. */
+  readonly rnrCount: number;
+  /** postSend calls (each posts a batch of work requests). */
+  readonly posts: number;
+}

@@ -1,0 +1,401 @@
+import net from 'node:net';
+import { fromProtectionDomain, type RegisteredAllocator } from '@rdmajs/allocator';
+import { SharedBudget } from '@rdmajs/flowctl';
+import { type Device, openDevice, type ProtectionDomain } from '@rdmajs/verbs';
+import { MuxAbortError, MuxConnectionError, MuxError, MuxHandshakeError } from './errors.js';
+import { FRAME_HEADER_BYTES } from './FrameHeader.js';
+import {
+  Handshake,
+  type HandshakeLimits,
+  MAX_FRAME_LIMIT,
+  MIN_WINDOW_BYTES,
+  PROTOCOL_VERSION,
+} from './Handshake.js';
+import { ControlLink, controlHandshake } from './internal/ControlLink.js';
+import { establish, type LocalSetup } from './internal/establish.js';
+import { PeerResources } from './internal/PeerResources.js';
+import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
+import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
+import { RdmaConnection, type RdmaConnectionSettings } from './RdmaConnection.js';
+import { RdmaListener } from './RdmaListener.js';
+import type { ConnectOptions, ListenOptions, SharedSecret, Transport } from './Transport.js';
+import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
+
+const MiB = 1024 * 1024;
+
+export interface RdmaTransportOptions extends RdmaTuning {
+  /** The device to use (its PD and allocator are made here). Default: a soft device opened on first use. */
+  device?: Device;
+  /** Largest message this side accepts, bytes. Default 16 MiB. */
+  maxMessageBytes?: number;
+  /** Receive window: bytes (payloads + 16 per message) the peer may have sent and not had released. Default 64 MiB. */
+  windowBytes?: number;
+  /** Messages the peer may have sent and not had released. Default 65 536. */
+  windowMessages?: number;
+  /** Channels per connection (both sides'). Default 65 536. */
+  maxChannels?: number;
+  /** Deadline of every wait that names none. Default 30 000. */
+  defaultTimeoutMs?: number;
+  /** Handshake and setup deadline on the listening side. Default 10 000. */
+  handshakeTimeoutMs?: number;
+  /** Handshakes a listener runs at once; more are refused. Default 256. */
+  maxPendingHandshakes?: number;
+  /** A ping goes on the control connection when it was silent for half of this. Default 1 000. */
+  heartbeatIntervalMs?: number;
+  /** Fails the connection with ERR_MUX_PEER_TIMEOUT after this long without a control message. Default 5 000. */
+  peerTimeoutMs?: number;
+  /** Longest delay before owed credits and window space go back without other traffic. Default 5. */
+  creditFlushMs?: number;
+  /** Busy-poll after activity under pollPolicy 'adaptive', µs. Default 50. */
+  spinUs?: number;
+  /** Bytes and messages in flight over every connection of this transport. Default 1 GiB, 1 Mi. */
+  budget?: { maxBytes: number; maxMessages: number };
+  /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
+  readChunkBytes?: number;
+  /** Protocol version to announce. For tests of version rejection only. */
+  protocolVersion?: number;
+}
+
+interface Resolved {
+  maxMessageBytes: number;
+  windowBytes: number;
+  windowMessages: number;
+  maxChannels: number;
+  defaultTimeoutMs: number;
+  handshakeTimeoutMs: number;
+  maxPendingHandshakes: number;
+  heartbeatIntervalMs: number;
+  peerTimeoutMs: number;
+  creditFlushMs: number;
+  spinUs: number;
+  readChunkBytes: number;
+  protocolVersion: number;
+  tuning: ParsedRdmaTuning;
+}
+
+/**
+ * The rdmajs messaging contract over RDMA verbs (soft provider by default): a TCP control
+ * connection per peer runs the handshake, then the RDMA setup; a pool of RC QPs carries
+ * every channel to that peer, eager messages by SEND, larger ones by rendezvous READ, with
+ * receive credits and a send window per flowctl.
+ */
+export class RdmaTransport implements Transport {
+  readonly name = 'rdma';
+  readonly #o: Resolved;
+  readonly #budget: SharedBudget;
+  #device: Device | undefined;
+  readonly #ownDevice: boolean;
+  #pd: ProtectionDomain | undefined;
+  #allocator: RegisteredAllocator | undefined;
+  #closed = false;
+  readonly #connections = new Set<RdmaConnection>();
+
+  constructor(options: RdmaTransportOptions = {}) {
+    const o = options ?? {};
+    const maxMessageBytes = checkInt(
+      'maxMessageBytes',
+      o.maxMessageBytes ?? 16 * MiB,
+      0,
+      MAX_FRAME_LIMIT,
+    );
+    const big = 2_147_483_647;
+    this.#o = {
+      maxMessageBytes,
+      windowBytes: checkInt(
+        'windowBytes',
+        o.windowBytes ?? Math.max(64 * MiB, maxMessageBytes + FRAME_HEADER_BYTES),
+        Math.max(MIN_WINDOW_BYTES, maxMessageBytes + FRAME_HEADER_BYTES),
+        0xffffffff,
+      ),
+      windowMessages: checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff),
+      maxChannels: checkInt('maxChannels', o.maxChannels ?? 65_536, 1, 1 << 30),
+      defaultTimeoutMs: checkInt('defaultTimeoutMs', o.defaultTimeoutMs ?? 30_000, 1, big),
+      handshakeTimeoutMs: checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs ?? 10_000, 1, big),
+      maxPendingHandshakes: checkInt(
+        'maxPendingHandshakes',
+        o.maxPendingHandshakes ?? 256,
+        1,
+        1 << 20,
+      ),
+      heartbeatIntervalMs: checkInt('heartbeatIntervalMs', o.heartbeatIntervalMs ?? 1_000, 10, big),
+      peerTimeoutMs: checkInt('peerTimeoutMs', o.peerTimeoutMs ?? 5_000, 20, big),
+      creditFlushMs: checkInt('creditFlushMs', o.creditFlushMs ?? 5, 0, 60_000),
+      spinUs: checkInt('spinUs', o.spinUs ?? 50, 0, 1_000_000),
+      readChunkBytes: checkInt('readChunkBytes', o.readChunkBytes ?? 4 * MiB, 4096, 1 << 30),
+      protocolVersion: checkInt(
+        'protocolVersion',
+        o.protocolVersion ?? PROTOCOL_VERSION,
+        0,
+        0xffff,
+      ),
+      tuning: parseRdmaTuning(o),
+    };
+    if (this.#o.peerTimeoutMs <= this.#o.heartbeatIntervalMs) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        'peerTimeoutMs must be longer than heartbeatIntervalMs',
+      );
+    }
+    const b = o.budget ?? { maxBytes: 1024 * MiB, maxMessages: 1 << 20 };
+    this.#budget = new SharedBudget({ maxBytes: b.maxBytes, maxMessages: b.maxMessages });
+    this.#device = o.device;
+    this.#ownDevice = o.device === undefined;
+  }
+
+  /**
+   * Registered memory of this transport's device: messages built in its blocks are sent
+   * without a copy ('remote-read' blocks also for rendezvous), and received messages live in
+   * it. Opens the device on first use.
+   */
+  get allocator(): RegisteredAllocator {
+    this.#open();
+    return this.#allocator as RegisteredAllocator;
+  }
+
+  #open(): void {
+    if (this.#closed) throw new MuxError('ERR_MUX_CLOSED', 'RdmaTransport: closed');
+    if (this.#allocator !== undefined) return;
+    this.#device ??= openDevice({ provider: 'soft' });
+    this.#pd = this.#device.allocPd();
+    this.#allocator = fromProtectionDomain(this.#pd, { arenaBytes: 16 * MiB });
+  }
+
+  /**
+   * Destroys its connections (ERR_MUX_CLOSED), then closes the allocator and (when this
+   * transport opened it) the device. Close connections gracefully first. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of [...this.#connections]) c.destroy();
+    this.#allocator?.destroy();
+    if (this.#ownDevice) this.#device?.close();
+    else this.#pd?.close();
+  }
+
+  #limits(): HandshakeLimits {
+    return {
+      maxFrameBytes: Math.max(1, this.#o.maxMessageBytes),
+      windowBytes: this.#o.windowBytes,
+      windowMessages: this.#o.windowMessages,
+    };
+  }
+
+  #handshake(role: 'client' | 'server', secret: SharedSecret): Handshake {
+    return new Handshake({
+      role,
+      secret,
+      limits: this.#limits(),
+      version: this.#o.protocolVersion,
+    });
+  }
+
+  #localSetup(): LocalSetup {
+    const t = this.#o.tuning;
+    const count = t.recvBufferCount;
+    return {
+      recvBufferBytes: WIRE_HEADER_BYTES + Math.max(t.eagerThreshold, 256),
+      recvBufferCount: count,
+      flow: {
+        version: 1,
+        receiveCredits: count,
+        reservedCredits: 1,
+        returnThreshold: Math.max(2, Math.min(count - 1, count >> 2)),
+        windowBytes: this.#o.windowBytes,
+        windowMessages: this.#o.windowMessages,
+        maxMessageBytes: t.eagerThreshold,
+      },
+    };
+  }
+
+  /** Setup after the handshake, then the connection. */
+  async #establish(
+    socket: net.Socket,
+    leftover: Uint8Array,
+    role: 'client' | 'server',
+    hs: Handshake,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<RdmaConnection> {
+    this.#open();
+    const link = new ControlLink(socket, leftover);
+    const local = this.#localSetup();
+    const { peer, resources } = await establish(
+      link,
+      role,
+      local,
+      (qps) =>
+        new PeerResources(
+          this.#device as Device,
+          this.#pd as ProtectionDomain,
+          this.#allocator as RegisteredAllocator,
+          qps,
+          local.recvBufferCount,
+          local.recvBufferBytes,
+        ),
+      this.#o.tuning.qpPoolSize,
+      timeoutMs,
+      signal,
+    );
+    const o = this.#o;
+    const settings: RdmaConnectionSettings = {
+      local: this.#limits(),
+      peer: hs.peerLimits as HandshakeLimits,
+      maxChannels: o.maxChannels,
+      defaultTimeoutMs: o.defaultTimeoutMs,
+      heartbeatIntervalMs: o.heartbeatIntervalMs,
+      peerTimeoutMs: o.peerTimeoutMs,
+      creditFlushMs: o.creditFlushMs,
+      pollPolicy: o.tuning.pollPolicy,
+      spinUs: o.spinUs,
+      eagerLimit: Math.min(local.flow.maxMessageBytes, peer.flow.maxMessageBytes),
+      sendCredits: {
+        initialCredits: peer.flow.receiveCredits,
+        reservedCredits: peer.flow.reservedCredits,
+      },
+      receiveCredits: {
+        initialCredits: local.flow.receiveCredits,
+        reservedCredits: local.flow.reservedCredits,
+        returnThreshold: local.flow.returnThreshold,
+      },
+      readChunkBytes: o.readChunkBytes,
+      budget: this.#budget,
+    };
+    const conn = new RdmaConnection(link, role, settings, resources);
+    this.#connections.add(conn);
+    conn.once('close', () => this.#connections.delete(conn));
+    return conn;
+  }
+
+  async connect(options: ConnectOptions): Promise<RdmaConnection> {
+    if (options === null || typeof options !== 'object') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'connect options must be an object');
+    }
+    const port = checkInt('port', options.port, 1, 65_535);
+    const host = options.host ?? '127.0.0.1';
+    const timeoutMs = timeoutOf(options, this.#o.defaultTimeoutMs);
+    const signal = signalOf(options);
+    const hs = this.#handshake('client', options.secret);
+    if (signal?.aborted === true) throw new MuxAbortError('connect', signal.reason);
+    this.#open(); // device trouble surfaces before any peer is contacted
+    const started = Date.now();
+    const socket = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        socket.off('connect', onConnect);
+        socket.off('error', onError);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else {
+          socket.destroy();
+          reject(err);
+        }
+      };
+      const onConnect = () => done();
+      const onError = (err: Error) =>
+        done(
+          new MuxConnectionError(
+            'ERR_MUX_CONNECTION_LOST',
+            `connect to ${host}:${port}: ${err.message}`,
+            err,
+          ),
+        );
+      const onAbort = () => done(new MuxAbortError('connect', signal?.reason));
+      const timer = setTimeout(
+        () =>
+          done(
+            new MuxError(
+              'ERR_MUX_DEADLINE',
+              `connect to ${host}:${port}: not connected within ${timeoutMs} ms`,
+              {
+                retryable: true,
+              },
+            ),
+          ),
+        timeoutMs,
+      );
+      socket.once('connect', onConnect);
+      socket.once('error', onError);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    const left = () => Math.max(1, timeoutMs - (Date.now() - started));
+    const leftover = await controlHandshake(socket, hs, left(), signal);
+    return this.#establish(socket, leftover, 'client', hs, left(), signal);
+  }
+
+  async listen(options: ListenOptions): Promise<RdmaListener> {
+    if (options === null || typeof options !== 'object') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'listen options must be an object');
+    }
+    this.#handshake('server', options.secret); // validates the secret now, not per peer
+    this.#open();
+    const host = options.host ?? '127.0.0.1';
+    const port = checkInt('port', options.port ?? 0, 0, 65_535);
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true });
+    const listener = new RdmaListener(server, host);
+    const reject = (err: Error, remote: string) => {
+      if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
+    };
+    server.on('connection', (socket) => {
+      const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+      if (listener.closed || listener.pending.size >= this.#o.maxPendingHandshakes) {
+        socket.destroy();
+        reject(
+          new MuxHandshakeError(
+            'ERR_MUX_HANDSHAKE',
+            listener.closed
+              ? 'handshake (server): the listener is closed'
+              : `handshake (server): more than ${this.#o.maxPendingHandshakes} in progress`,
+          ),
+          remote,
+        );
+        return;
+      }
+      listener.pending.add(socket);
+      const hs = this.#handshake('server', options.secret);
+      const started = Date.now();
+      const budget = this.#o.handshakeTimeoutMs;
+      controlHandshake(socket, hs, budget, undefined)
+        .then((leftover) =>
+          this.#establish(
+            socket,
+            leftover,
+            'server',
+            hs,
+            Math.max(1, budget - (Date.now() - started)),
+            undefined,
+          ),
+        )
+        .then(
+          (conn) => {
+            listener.pending.delete(socket);
+            if (listener.closed) {
+              conn.destroy();
+              return;
+            }
+            listener.emit('connection', conn);
+          },
+          (err: Error) => {
+            listener.pending.delete(socket);
+            reject(err, remote);
+          },
+        );
+    });
+    await new Promise<void>((resolve, rejectListen) => {
+      server.once('error', (err) =>
+        rejectListen(
+          new MuxError('ERR_MUX_INVALID_ARG', `listen on ${host}:${port}: ${err.message}`, {
+            cause: err,
+          }),
+        ),
+      );
+      server.listen(port, host, () => resolve());
+    });
+    server.on('error', (err) => {
+      if (listener.listenerCount('error') > 0) listener.emit('error', err);
+    });
+    void listener.port;
+    return listener;
+  }
+}

@@ -1,0 +1,312 @@
+// What the contract suite cannot see of RdmaTransport: QPs per channel count, RNR, the
+// zero-copy paths, what an unauthenticated peer receives, leaks after close and after a
+// peer's death, and each polling policy. Real processes where a peer must die; both ends
+// in this process (two soft devices) elsewhere.
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type Channel,
+  HANDSHAKE_MESSAGE_BYTES,
+  Handshake,
+  type InboundMessage,
+  type RdmaConnection,
+  RdmaTransport,
+  type RdmaTransportOptions,
+} from '../src/index.js';
+import { fillPattern, prng, sizeMix } from './contract/pattern.js';
+import { spawnContractPeer } from './contract/spawnPeer.js';
+import { rdmaTarget } from './rdmaTarget.js';
+
+const SECRET = 'rdma transport test secret (test only)';
+const LONG = { timeoutMs: 120_000 };
+const MiB = 1024 * 1024;
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A server that echoes every message on every channel, and a client transport. */
+async function pair(options: RdmaTransportOptions = {}) {
+  const server = new RdmaTransport(options);
+  const client = new RdmaTransport(options);
+  const listener = await server.listen({ secret: SECRET });
+  const serverConns: RdmaConnection[] = [];
+  const rejects: string[] = [];
+  listener.on('reject', (err) => rejects.push((err as { code?: string }).code ?? 'none'));
+  listener.on('connection', (c) => {
+    const conn = c as RdmaConnection;
+    serverConns.push(conn);
+    conn.on('error', () => {});
+    conn.on('channel', async (ch: Channel) => {
+      try {
+        for await (const m of ch) {
+          try {
+            await ch.send(m.bytes, LONG);
+          } finally {
+            m.release();
+          }
+        }
+        await ch.close(LONG);
+      } catch {
+        // the connection went away
+      }
+    });
+  });
+  cleanups.push(async () => {
+    await listener.close();
+    for (const c of serverConns) c.destroy();
+    server.close();
+    client.close();
+  });
+  const conn = await client.connect({ port: listener.port, secret: SECRET });
+  cleanups.push(() => conn.destroy());
+  return { server, client, listener, conn, serverConns, rejects };
+}
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('RdmaTransport', () => {
+  it('ten_thousand_channels_to_a_forked_peer_use_two_QPs_and_never_see_RNR', async () => {
+    const peer = await spawnContractPeer(rdmaTarget.peerScript, SECRET);
+    cleanups.push(() => peer.kill());
+    const conn = (await rdmaTarget
+      .transport({})
+      .connect({ port: peer.port, secret: SECRET })) as RdmaConnection;
+    cleanups.push(() => conn.destroy());
+    const N = 10_000;
+    const channels = Array.from({ length: N }, () => conn.openChannel('echo'));
+    const enc = new TextEncoder();
+    await Promise.all(channels.map((ch, i) => ch.send(enc.encode(`m${i}`), LONG)));
+    // Hold every echo until all have arrived: far more than the 256 receive buffers.
+    const got = await Promise.all(channels.map((ch) => ch.receive(LONG)));
+    for (const [i, m] of got.entries()) {
+      expect(new TextDecoder().decode(m.bytes)).toBe(`m${i}`);
+      m.release();
+    }
+    const s = conn.stats();
+    expect(s.qps).toBe(2);
+    expect(s.rnrCount).toBe(0);
+    expect(s.eagerSent).toBe(N);
+    expect(s.eagerReceived).toBe(N);
+    // Holding more than the buffers: later arrivals were copied out, the sender never starved.
+    expect(s.receiveCopies).toBeGreaterThan(0);
+    await conn.close(LONG);
+    expect(conn.state).toBe('closed');
+  });
+
+  it('own_blocks_go_without_a_copy_eager_gathered_and_by_rendezvous_from_remote_read_blocks', async () => {
+    const { client, conn } = await pair({ qpPoolSize: 2 });
+    const alloc = client.allocator;
+    const ch = conn.openChannel('echo');
+    const r = prng(7);
+    for (const n of sizeMix(11, 24, 16 * MiB)) {
+      const expected = fillPattern(new Uint8Array(n), n);
+      const block = alloc.alloc(n, r() < 0.5 ? 'remote-read' : 'local');
+      block.bytes.set(expected);
+      if (n >= 2 && r() < 0.5) {
+        const cut = n >> 1;
+        await ch.send([block.slice(0, cut), block.slice(cut)], { ...LONG, transfer: true });
+      } else {
+        await ch.send(block, { ...LONG, transfer: true });
+      }
+      expect(block.released).toBe(true);
+      const m = await ch.receive(LONG);
+      expect(m.length).toBe(n);
+      expect(Buffer.compare(m.bytes, expected)).toBe(0);
+      // Received into registered memory of the transport's own allocator.
+      expect(m.block === undefined || alloc.owns(m.block)).toBe(true);
+      m.release();
+    }
+    const s = conn.stats();
+    expect(s.eagerSent + s.rendezvousSent).toBe(24);
+    expect(s.rendezvousSent).toBeGreaterThan(0);
+    expect(s.rnrCount).toBe(0);
+  });
+
+  it('a_wrong_secret_or_version_gets_nothing_but_handshake_messages_no_endpoint_or_key', async () => {
+    const { listener, rejects } = await pair();
+    async function raw(secret: string, version?: number): Promise<Buffer> {
+      const hs = new Handshake({
+        role: 'client',
+        secret,
+        limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+        ...(version === undefined ? {} : { version }),
+      });
+      const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
+      const chunks: Buffer[] = [];
+      let buffered = Buffer.alloc(0);
+      socket.on('data', (c: Buffer) => {
+        chunks.push(c);
+        buffered = Buffer.concat([buffered, c]);
+        while (buffered.length >= HANDSHAKE_MESSAGE_BYTES) {
+          const msg = buffered.subarray(0, HANDSHAKE_MESSAGE_BYTES);
+          buffered = buffered.subarray(HANDSHAKE_MESSAGE_BYTES);
+          try {
+            const reply = hs.receive(msg);
+            if (reply !== undefined) socket.write(reply);
+          } catch {
+            const rej = hs.rejection;
+            if (rej !== undefined) socket.write(rej);
+          }
+        }
+      });
+      socket.write(hs.start());
+      const closed = new Promise((resolve) => socket.on('close', resolve));
+      // A client that passed stays silent: the server must not volunteer its setup.
+      const quiet = setInterval(() => {
+        if (hs.state === 'done') setTimeout(() => socket.destroy(), 300);
+      }, 50);
+      await closed;
+      clearInterval(quiet);
+      return Buffer.concat(chunks);
+    }
+    // Wrong secret: the server's CHALLENGE (whose proof this client refuses), nothing else.
+    const bad = await raw('definitely not the shared secret');
+    expect(bad.length).toBe(HANDSHAKE_MESSAGE_BYTES);
+    // Wrong version: REJECT at once.
+    const old = await raw(SECRET, 99);
+    expect(old.length).toBe(HANDSHAKE_MESSAGE_BYTES);
+    // Right secret: CHALLENGE and ACCEPT; QP endpoints only follow the client's own setup.
+    const ok = await raw(SECRET);
+    expect(ok.length).toBe(2 * HANDSHAKE_MESSAGE_BYTES);
+    await expect
+      .poll(() => rejects)
+      .toEqual(expect.arrayContaining(['ERR_MUX_AUTH', 'ERR_MUX_VERSION']));
+  });
+
+  it('a_malformed_setup_after_a_good_handshake_is_rejected_and_frees_what_the_server_made', async () => {
+    const { server, listener, rejects } = await pair();
+    const before = server.allocator.leakReport().liveBlocks;
+    for (const payload of [Buffer.from('not a setup'), Buffer.alloc(9000)]) {
+      const hs = new Handshake({
+        role: 'client',
+        secret: SECRET,
+        limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+      });
+      const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
+      let buffered = Buffer.alloc(0);
+      const done = (): boolean => hs.state === 'done';
+      socket.on('data', (c: Buffer) => {
+        buffered = Buffer.concat([buffered, c]);
+        while (buffered.length >= HANDSHAKE_MESSAGE_BYTES && !done()) {
+          const reply = hs.receive(buffered.subarray(0, HANDSHAKE_MESSAGE_BYTES));
+          buffered = buffered.subarray(HANDSHAKE_MESSAGE_BYTES);
+          if (reply !== undefined) socket.write(reply);
+          if (done()) {
+            // A control frame: u32 length, type 1 (Setup), then bytes that are no setup.
+            const head = Buffer.alloc(5);
+            head.writeUInt32BE(payload.length, 0);
+            head.writeUInt8(1, 4);
+            socket.write(Buffer.concat([head, payload]));
+          }
+        }
+      });
+      socket.on('error', () => {});
+      socket.write(hs.start());
+      await new Promise((resolve) => socket.on('close', resolve));
+    }
+    await expect.poll(() => rejects.filter((c) => c === 'ERR_MUX_PROTOCOL').length).toBe(2);
+    // Nothing of the refused peers stays registered.
+    expect(server.allocator.leakReport().liveBlocks).toBe(before);
+  });
+
+  it('close_on_both_sides_leaves_every_block_released_and_held_messages_valid_until_released', async () => {
+    const { client, server, conn, serverConns } = await pair({
+      qpPoolSize: 2,
+      recvBufferCount: 16,
+    });
+    const chans = Array.from({ length: 8 }, () => conn.openChannel('echo'));
+    const kept: InboundMessage[] = [];
+    await Promise.all(
+      chans.map(async (ch, c) => {
+        for (const [i, n] of [1, 100, 9000, 300_000, 2 * MiB].entries()) {
+          await ch.send(fillPattern(new Uint8Array(n), c * 10 + i), LONG);
+          const m = await ch.receive(LONG);
+          if (i % 2 === 0) kept.push(m);
+          else m.release();
+        }
+      }),
+    );
+    expect(client.allocator.leakReport().liveBlocks).toBeGreaterThan(0);
+    const sc = serverConns[0] as RdmaConnection;
+    const serverClosed = new Promise((resolve) => sc.once('close', resolve));
+    await conn.close(LONG);
+    await serverClosed;
+    expect(sc.state).toBe('closed');
+    expect(server.allocator.leakReport().blocks).toEqual([]);
+    // Only what the application still holds is live, and it is intact.
+    expect(client.allocator.leakReport().liveBlocks).toBe(kept.length);
+    for (const m of kept) {
+      expect(m.bytes.length).toBe(m.length);
+      m.release();
+    }
+    expect(client.allocator.leakReport().blocks).toEqual([]);
+  });
+
+  it('a_SIGKILLed_peer_fails_the_connection_and_releases_every_block_here', async () => {
+    const peer = await spawnContractPeer(rdmaTarget.peerScript, SECRET);
+    cleanups.push(() => peer.kill());
+    const transport = rdmaTarget.transport({}) as RdmaTransport;
+    cleanups.push(() => transport.close());
+    const conn = (await transport.connect({ port: peer.port, secret: SECRET })) as RdmaConnection;
+    conn.on('error', () => {});
+    const ch = conn.openChannel('hold');
+    for (const n of [10, 5000, 200_000]) await ch.send(new Uint8Array(n), LONG);
+    const pending = rejection(ch.receive(LONG));
+    peer.signal('SIGKILL');
+    const err = await pending;
+    expect((err as { code?: string }).code).toBe('ERR_MUX_CONNECTION_LOST');
+    expect(conn.state).toBe('failed');
+    expect(transport.allocator.leakReport().blocks).toEqual([]);
+  });
+
+  it('closing_the_transport_destroys_its_connections_and_later_calls_are_typed_errors', async () => {
+    const { client, conn } = await pair();
+    const ch = conn.openChannel('echo');
+    const waiting = rejection(ch.receive(LONG));
+    client.close();
+    client.close(); // idempotent
+    expect(conn.state).toBe('closed');
+    expect(((await waiting) as { code?: string }).code).toBe('ERR_MUX_CLOSED');
+    expect(() => client.allocator).toThrow(expect.objectContaining({ code: 'ERR_MUX_CLOSED' }));
+    await expect(client.connect({ port: 1, secret: SECRET })).rejects.toMatchObject({
+      code: 'ERR_MUX_CLOSED',
+    });
+  });
+
+  for (const pollPolicy of ['event', 'adaptive', 'busy'] as const) {
+    it(`round_trips_under_the_${pollPolicy}_poll_policy`, async () => {
+      const { conn } = await pair({ pollPolicy });
+      const ch = conn.openChannel('echo');
+      for (let i = 0; i < 200; i++) {
+        await ch.send(new Uint8Array([i & 0xff, 1, 2, 3]), LONG);
+        const m = await ch.receive(LONG);
+        expect(m.bytes[0]).toBe(i & 0xff);
+        m.release();
+      }
+      expect(conn.stats().rnrCount).toBe(0);
+    });
+  }
+
+  it('an_idle_connection_under_the_event_policy_does_not_spin', async () => {
+    const { conn } = await pair({ pollPolicy: 'event' });
+    const ch = conn.openChannel('echo');
+    await ch.send(new Uint8Array(8), LONG);
+    (await ch.receive(LONG)).release();
+    const cpu = process.cpuUsage();
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 1000));
+    const used = process.cpuUsage(cpu);
+    const wall = performance.now() - t0;
+    // Both ends live in this process: spinning on either would use a whole core.
+    expect((used.user + used.system) / 1000).toBeLessThan(wall * 0.25);
+  });
+});
