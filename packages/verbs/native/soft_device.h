@@ -158,15 +158,20 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), payload: Uint8Array) → LINK_TAKE_* (abi.h)
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset) → LINK_TAKE_*
+  //   (abi.h); the payload is gathered into frame[offset..]
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
 
-  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
+  // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
+  bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);
+
+  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array, offset, length)
   Napi::Value LinkDone(const Napi::CallbackInfo& info);
   // linkProgress(h): bytes moved on the connection carrying this QP's frames
   Napi::Value LinkProgress(const Napi::CallbackInfo& info);
 
-  // respond(record: Float64Array(RESPOND_WORDS), payload: Uint8Array) → the LINK_* outcome;
+  // respond(record: Float64Array(RESPOND_WORDS), buf: Uint8Array, offset, length) → the
+  //   LINK_* outcome, the payload being buf[offset, offset + length);
   //   the record's RESPOND_OUTCOME/STATUS/RNR_TIMER get the answer (abi.h). For READ,
   //   `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info);

@@ -189,6 +189,9 @@ class Device {
   // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
   // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
   int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // Set while JS is inside a call after which it takes the QP's ready WRs itself (post,
+  // linkDone): the doorbell is then not rung for them (a syscall and a wake-up per WR).
+  bool jsTakesLink = false;
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
