@@ -75,6 +75,25 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
   static void OnReadable(uv_poll_t* p, int status, int);
 
+  // After this turn's I/O (a check handle; an idle one keeps the loop from blocking
+  // meanwhile): the wake-up respond() owes (its own doorbell, rung without the eventfd),
+  // then the link's flush if it asked for it. Both crossings come after the ones they
+  // follow, so an application that reacts to a completion sends before the answers go.
+  void ArmFlush() {
+    if (flushArmed_ || !flushCheck_) return;
+    flushArmed_ = true;
+    uv_check_start(flushCheck_, &SoftDevice::OnFlush);
+    uv_idle_start(flushIdle_, [](uv_idle_t*) {});
+  }
+  static void OnFlush(uv_check_t* h);
+  // The doorbell's work: async events and ready CQs to JS.
+  void RunDoorbell();
+  // linkFlushSoon(): the link's flush function once, after this turn's I/O.
+  Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
+  // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
+  Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);
+  Napi::FunctionReference linkFlush_;
+
   // Hands ready_ to JS through readyOut_: one EV_CQS_READY call per CQ_READY_BATCH CQs.
   void DeliverReady();
 
@@ -182,6 +201,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
   uv_idle_t* step_ = nullptr;  // active only while a large copy has a step due
+  uv_check_t* flushCheck_ = nullptr;
+  uv_idle_t* flushIdle_ = nullptr;
+  bool flushArmed_ = false;
+  bool doorbellOwed_ = false;   // respond() rang this device's own doorbell
+  bool linkFlushOwed_ = false;  // the link asked for EV_LINK_FLUSH
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;
     Mapping* mapping;

@@ -132,6 +132,11 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
                                  static_cast<uint8_t>(std::min<uint32_t>(u(abi::RESPOND_OPCODE), 255)),
                                  const_cast<uint8_t*>(bytes), len, u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]),
                                  u(abi::RESPOND_RKEY), u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID));
+  // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd).
+  if (dev_->takeSelfRing()) {
+    doorbellOwed_ = true;
+    ArmFlush();
+  }
   r[abi::RESPOND_OUTCOME] = a.outcome;
   r[abi::RESPOND_STATUS] = a.status;
   r[abi::RESPOND_RNR_TIMER] = a.rnrTimer & 31;

@@ -3,7 +3,7 @@ import { RdmaError } from './errors.js';
 import { ABI } from './internal/abi.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
-import { checkCreate, type kCreate, kHandle, kNotify, kUse } from './internal/symbols.js';
+import { checkCreate, type kCreate, kHandle, kLoopFed, kNotify, kUse } from './internal/symbols.js';
 import {
   checkInt,
   checkNumber,
@@ -89,7 +89,11 @@ export class CompletionQueue extends Resource {
   readonly #registry: Map<number, CompletionQueue>;
   #raw = new Float64Array(RECORD_WORDS * 16);
   #notifyRequested = false;
+  /** Tells the device a wake-up is (+1) or is no longer (−1) awaited here (Device#keep). */
+  readonly #keep: (delta: number) => void;
   #users = 0;
+  /** users whose completions come only through this event loop (soft over the TCP link) */
+  #loopFed = 0;
   #overrun = false;
   #waiters: Waiter[] = [];
   #spare: Waiter[] = [];
@@ -103,12 +107,14 @@ export class CompletionQueue extends Resource {
     native: NativeDevice,
     handle: number,
     registry: Map<number, CompletionQueue>,
+    keep: (delta: number) => void = () => undefined,
   ) {
     checkCreate(key, 'device.createCq()');
     super(parent);
     this.#native = native;
     this.#handle = handle;
     this.#registry = registry;
+    this.#keep = keep;
     this.capacity = native.cqCapacity(handle);
     registry.set(handle, this);
   }
@@ -158,7 +164,10 @@ export class CompletionQueue extends Resource {
   /** Arms a one-shot `'completion'` event for the next completion (ibv_req_notify_cq). */
   requestNotify(): void {
     this.assertOpen();
-    this.#notifyRequested = true;
+    if (!this.#notifyRequested) {
+      this.#notifyRequested = true;
+      this.#keep(1);
+    }
     if (this.#native.armCq(this.#handle) > 0) {
       // Already there: ibverbs would not notify, which loses the wake-up; we do.
       queueMicrotask(this.#deliverTask);
@@ -204,7 +213,9 @@ export class CompletionQueue extends Resource {
     }
     // Already there: one shared settled promise, nothing allocated.
     if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
-    if (spinUs > 0) {
+    // A spin holds the event loop: when every QP on this CQ is fed through that loop (the
+    // TCP link's sockets are read there), nothing can arrive while it spins.
+    if (spinUs > 0 && (this.#users === 0 || this.#loopFed < this.#users)) {
       const spinUntil = performance.now() + spinUs / 1000;
       // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
       for (let i = 1; ; i++) {
@@ -304,11 +315,17 @@ export class CompletionQueue extends Resource {
     this.#users += delta;
   }
 
+  /** @internal a QP's completions start or stop coming only through the event loop */
+  [kLoopFed](delta: number): void {
+    this.#loopFed += delta;
+  }
+
   readonly #deliverTask = (): void => this.#deliver();
 
   #deliver(): void {
     if (!this.#notifyRequested || this.closed) return;
     this.#notifyRequested = false;
+    this.#keep(-1);
     this.#settleAll(undefined);
     this.#emitter.emit('completion');
   }
@@ -343,6 +360,10 @@ export class CompletionQueue extends Resource {
   protected release(): void {
     this.#native.destroyCq(this.#handle);
     this.#registry.delete(this.#handle);
+    if (this.#notifyRequested) {
+      this.#notifyRequested = false;
+      this.#keep(-1);
+    }
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#settleAll(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));

@@ -149,6 +149,10 @@ export interface SoftNativeDevice extends NativeDevice {
    * writes the answer into the record and returns its LINK_* outcome.
    */
   respond(record: Float64Array, buf: Uint8Array, offset: number, length: number): number;
+  /** The TCP link's `flush` (set once, by its listener): what linkFlushSoon() calls. */
+  onLinkFlush(flush: () => void): void;
+  /** Calls the link's flush once, after this turn of the loop's I/O and the wake-ups it caused. */
+  linkFlushSoon(): void;
 }
 
 /** The route an ibverbs QP uses: what its endpoint tells the peer. */

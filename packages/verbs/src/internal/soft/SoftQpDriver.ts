@@ -81,6 +81,10 @@ export class SoftQpDriver implements QpDriver {
     this.#gen = gen;
   }
 
+  get overLoop(): boolean {
+    return this.#link !== undefined;
+  }
+
   endpoint(): SoftEndpoint {
     const b = this.#base;
     const tcp = this.#device.linkAddressFor({ slot: this.#slot, gen: this.#gen });

@@ -40,6 +40,8 @@ const REPLY_BUDGET = 4 << 20;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
+/** Gathered answers this large are written at once, not at the end of the turn. */
+const FLUSH_NOW = 256 << 10;
 const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_PAIR - 1)
 
 /** The answer to a WR that ran, and what identifies that WR beyond its token (reused). */
@@ -89,6 +91,8 @@ interface Conn {
   pairQpn: number;
   pairKey: string;
   pair: PairState | undefined;
+  /** in the listener's list of connections to flush */
+  dirty: boolean;
 }
 
 export class LinkServer {
@@ -101,6 +105,9 @@ export class LinkServer {
   readonly #record = new Float64Array(ABI.RESPOND_WORDS);
   /** the header being answered, parsed into (one per listener, as the record) */
   readonly #h = newRequestHeader();
+  /** connections with answers gathered, written at the next EV_LINK_FLUSH */
+  readonly #dirty: Conn[] = [];
+  #flushArmed = false;
   // READs' answers are not kept: running one again is harmless, and their data would pin
   // memory. Kept across connections (a window is re-sent over a new one after a failure);
   // only connections bound to a QP reach its entries.
@@ -127,6 +134,7 @@ export class LinkServer {
   ): Promise<{ server: LinkServer; port: number }> {
     const server = createServer();
     const link = new LinkServer(server, native, secret, maxPayload);
+    native.onLinkFlush(link.#flush);
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -212,6 +220,7 @@ export class LinkServer {
         pairQpn: -1,
         pairKey: '',
         pair: undefined,
+        dirty: false,
       };
       c.reader = new FrameReader(
         REQ_HEADER,
@@ -249,7 +258,7 @@ export class LinkServer {
       writeResponseHeader(b, c.out.at, partial.readUInt32LE(4), LINK_PROGRESS, 0, 0, 0);
       c.out.commit(RES_HEADER);
     }
-    c.out.flush();
+    this.#flushSoon(c);
     if (c.reader.stopped) {
       // Answers are produced only while the socket keeps up: a READ's reply is made when it
       // can be sent, so a burst of READ requests cannot claim unbounded memory.
@@ -257,6 +266,39 @@ export class LinkServer {
       sock.once('drain', resume);
     } else if (sock.isPaused()) sock.resume();
   }
+
+  /**
+   * Answers go out after this turn's I/O and the wake-ups it caused (linkFlushSoon): an
+   * application woken by a request it got sends before its answer is written, and a turn's
+   * answers leave in one write per connection. Many bytes of them go at once.
+   */
+  #flushSoon(c: Conn): void {
+    if (c.out.used === 0) return;
+    if (c.out.used >= FLUSH_NOW) {
+      c.out.flush();
+      return;
+    }
+    if (!c.dirty) {
+      c.dirty = true;
+      this.#dirty.push(c);
+    }
+    if (!this.#flushArmed) {
+      this.#flushArmed = true;
+      this.#native.linkFlushSoon();
+    }
+  }
+
+  /** Writes what every connection gathered (called by the device: linkFlushSoon). */
+  readonly #flush = (): void => {
+    this.#flushArmed = false;
+    const list = this.#dirty;
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as Conn;
+      c.dirty = false;
+      if (!c.sock.destroyed) c.out.flush();
+    }
+    list.length = 0;
+  };
 
   /** Runs one whole request frame at `b[o..]`; false to stop reading (answers back up). */
   #onFrame(c: Conn, b: Buffer, o: number): boolean {
@@ -348,12 +390,13 @@ export class LinkServer {
       // The data goes straight into the answer.
       ob = out.reserve(RES_HEADER + h.length);
       at = out.at;
-      outcome = this.#native.respond(rec, ob, at + RES_HEADER, h.length);
+      outcome = this.#native.respond(rec, ob, at + RES_HEADER, h.length) | 0;
     } else {
-      outcome = this.#native.respond(rec, b, o + REQ_HEADER, h.length);
+      outcome = this.#native.respond(rec, b, o + REQ_HEADER, h.length) | 0;
     }
-    const status = rec[ABI.RESPOND_STATUS] as number;
-    const rnrTimer = rec[ABI.RESPOND_RNR_TIMER] as number;
+    // Small integers (| 0): kept as such, not boxed doubles from the record.
+    const status = (rec[ABI.RESPOND_STATUS] as number) | 0;
+    const rnrTimer = (rec[ABI.RESPOND_RNR_TIMER] as number) | 0;
     const done = outcome === ABI.LINK_DONE;
     const ok = done && status === 0;
     // READ data, or an atomic's prior value (written over its operands by respond).
