@@ -56,7 +56,7 @@ const MAX_WC_STATUS = 21;
 // The RNR timer a transport failure reports (ignored by the engine for that outcome).
 const NO_RNR = 12;
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
-export const LINK_CHUNK = 256 << 10;
+export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
 /** What one read from the socket takes at most (one buffer for the connection's life). */
 const READ_BUFFER = 64 << 10;
