@@ -133,9 +133,12 @@ Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
 void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   auto* self = static_cast<SoftDevice*>(p->data);
   if (status < 0 || !self->dev_) return;
+  // One read takes the whole count and resets it (not a semaphore eventfd): a second would
+  // only return EAGAIN, a system call per wake-up. A ring after it makes the fd readable
+  // again (level-triggered), so none is lost.
   uint64_t v;
-  while (read(self->dev_->segment().eventfd(), &v, sizeof v) > 0) {
-  }
+  ssize_t r = read(self->dev_->segment().eventfd(), &v, sizeof v);
+  (void)r;
   self->RunDoorbell();
 }
 
