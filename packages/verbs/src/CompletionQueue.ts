@@ -28,6 +28,12 @@ export interface WaitOptions {
 }
 
 export const DEFAULT_WAIT_MS = 30_000;
+/** The spin of a wait that names none, in µs (adaptive: see waitForCompletion). */
+const DEFAULT_SPIN_US = 50;
+/** Default spins in a row that found nothing before the spin is skipped. */
+const SPIN_MISSES = 8;
+/** While skipped, every SPIN_PROBE-th wait spins again (a power of two). */
+const SPIN_PROBE = 16;
 
 export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 
@@ -94,6 +100,9 @@ export class CompletionQueue extends Resource {
   #users = 0;
   /** users whose completions come only through this event loop (soft over the TCP link) */
   #loopFed = 0;
+  /** default spins in a row that found nothing (capped at SPIN_MISSES), and waits since */
+  #spinMisses = 0;
+  #spinSkips = 0;
   #overrun = false;
   #waiters: Waiter[] = [];
   #spare: Waiter[] = [];
@@ -192,7 +201,9 @@ export class CompletionQueue extends Resource {
   waitForCompletion(options?: WaitOptions): Promise<void> {
     this.assertOpen();
     let timeoutMs = DEFAULT_WAIT_MS;
-    let spinUs = 50;
+    let spinUs = DEFAULT_SPIN_US;
+    // The default spin adapts (below); a spinUs given is spun as asked.
+    let adaptive = true;
     let signal: AbortSignal | undefined;
     if (options !== undefined && options !== null) {
       // The common case checked without allocating (no key list, no copy); anything odd
@@ -203,7 +214,10 @@ export class CompletionQueue extends Resource {
           readOptions('waitForCompletion options', options, WAIT_KEYS);
       const o = options as Record<string, unknown>;
       if (o.timeoutMs != null) timeoutMs = checkNumber('timeoutMs', o.timeoutMs, 0, MAX_TIMEOUT_MS);
-      if (o.spinUs != null) spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+      if (o.spinUs != null) {
+        spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+        adaptive = false;
+      }
       const sig = o.signal;
       if (sig != null) {
         if (!(sig instanceof AbortSignal))
@@ -215,13 +229,25 @@ export class CompletionQueue extends Resource {
     if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
     // A spin holds the event loop: when every QP on this CQ is fed through that loop (the
     // TCP link's sockets are read there), nothing can arrive while it spins.
-    if (spinUs > 0 && (this.#users === 0 || this.#loopFed < this.#users)) {
+    // The default spin stops paying when the completion keeps coming after it (a busy
+    // machine: the peer is not running while we spin, and the spin takes its CPU): after
+    // SPIN_MISSES spins in a row that found nothing it is skipped, tried again every
+    // SPIN_PROBE-th wait, and back as soon as one finds a completion.
+    if (
+      spinUs > 0 &&
+      (this.#users === 0 || this.#loopFed < this.#users) &&
+      (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
+    ) {
       const spinUntil = performance.now() + spinUs / 1000;
       // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
       for (let i = 1; ; i++) {
-        if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
+        if (this.#native.cqCount(this.#handle) > 0) {
+          this.#spinMisses = 0;
+          return RESOLVED;
+        }
         if ((i & 15) === 0 && performance.now() >= spinUntil) break;
       }
+      if (adaptive && this.#spinMisses < SPIN_MISSES) this.#spinMisses++;
     }
     if (signal?.aborted)
       return Promise.reject(
