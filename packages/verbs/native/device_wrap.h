@@ -155,6 +155,23 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
                          kind, handle);
   }
 
+  // Calls `fn()` as an event callback (its microtasks run when it returns); false when it
+  // threw (the exception went to the process).
+  bool CallBack(const Napi::FunctionReference& fn) {
+    if (fn.IsEmpty()) return false;
+    Napi::Env env = this->Env();
+    napi_value result;
+    if (napi_make_callback(env, static_cast<napi_async_context>(*asyncContext_), this->Value(), fn.Value(), 0,
+                           nullptr, &result) == napi_ok)
+      return true;
+    bool pending = false;
+    napi_value error;
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending &&
+        napi_get_and_clear_last_exception(env, &error) == napi_ok)
+      napi_fatal_exception(env, error);
+    return false;
+  }
+
   // False with ERR_RDMA_CLOSED pending once the device is closed.
   bool Alive(const Napi::CallbackInfo& info) {
     if (self()->Open()) return true;

@@ -34,6 +34,45 @@ SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   step_->data = this;
   uv_idle_init(loop, step_);
   uv_unref(reinterpret_cast<uv_handle_t*>(step_));
+  flushCheck_ = new uv_check_t;
+  flushCheck_->data = this;
+  uv_check_init(loop, flushCheck_);
+  uv_unref(reinterpret_cast<uv_handle_t*>(flushCheck_));
+  flushIdle_ = new uv_idle_t;
+  flushIdle_->data = this;
+  uv_idle_init(loop, flushIdle_);
+  uv_unref(reinterpret_cast<uv_handle_t*>(flushIdle_));
+}
+
+void SoftDevice::OnFlush(uv_check_t* h) {
+  auto* self = static_cast<SoftDevice*>(h->data);
+  uv_check_stop(self->flushCheck_);
+  uv_idle_stop(self->flushIdle_);
+  self->flushArmed_ = false;
+  if (!self->dev_) return;
+  if (self->doorbellOwed_) {
+    self->doorbellOwed_ = false;
+    self->RunDoorbell();
+  }
+  if (self->linkFlushOwed_ && self->dev_ && !self->linkFlush_.IsEmpty()) {
+    self->linkFlushOwed_ = false;
+    Napi::HandleScope scope(self->Env());
+    self->CallBack(self->linkFlush_);
+  }
+}
+
+Napi::Value SoftDevice::OnLinkFlush(const Napi::CallbackInfo& info) {
+  if (!Alive(info)) return info.Env().Undefined();
+  if (!info[0].IsFunction()) return Fail(info, EINVAL, "onLinkFlush takes a function", "ERR_RDMA_INVALID_ARG");
+  linkFlush_ = Napi::Persistent(info[0].As<Napi::Function>());
+  return info.Env().Undefined();
+}
+
+Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
+  if (!Alive(info)) return info.Env().Undefined();
+  linkFlushOwed_ = true;
+  ArmFlush();
+  return info.Env().Undefined();
 }
 
 Napi::Function SoftDevice::Define(Napi::Env env) {
@@ -46,6 +85,8 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
                                T::Def<&SoftDevice::LinkProgress>(env, "linkProgress"),
                                T::Def<&SoftDevice::Respond>(env, "respond"),
+                               T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
+                               T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                            });
 }
@@ -58,6 +99,17 @@ void SoftDevice::Teardown() {
     uv_close(reinterpret_cast<uv_handle_t*>(step_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
     step_ = nullptr;
   }
+  if (flushCheck_) {
+    uv_check_stop(flushCheck_);
+    uv_close(reinterpret_cast<uv_handle_t*>(flushCheck_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_check_t*>(h); });
+    flushCheck_ = nullptr;
+    uv_idle_stop(flushIdle_);
+    uv_close(reinterpret_cast<uv_handle_t*>(flushIdle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
+    flushIdle_ = nullptr;
+    flushArmed_ = false;
+  }
+  linkFlush_.Reset();
   Retire();
   dev_.reset();  // revokes every registration, waiting for peers' copies
   for (auto& [h, o] : owned_) on_unregistered(o.mapping);
@@ -81,15 +133,22 @@ Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
 void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   auto* self = static_cast<SoftDevice*>(p->data);
   if (status < 0 || !self->dev_) return;
+  // One read takes the whole count and resets it (not a semaphore eventfd): a second would
+  // only return EAGAIN, a system call per wake-up. A ring after it makes the fd readable
+  // again (level-triggered), so none is lost.
   uint64_t v;
-  while (read(self->dev_->segment().eventfd(), &v, sizeof v) > 0) {
-  }
-  self->events_.clear();
-  self->ready_.clear();
-  self->dev_->onDoorbell(self->events_, self->ready_);
-  self->Schedule();
-  self->DeliverAll();
-  self->DeliverReady();
+  ssize_t r = read(self->dev_->segment().eventfd(), &v, sizeof v);
+  (void)r;
+  self->RunDoorbell();
+}
+
+void SoftDevice::RunDoorbell() {
+  events_.clear();
+  ready_.clear();
+  dev_->onDoorbell(events_, ready_);
+  Schedule();
+  DeliverAll();
+  DeliverReady();
 }
 
 void SoftDevice::DeliverReady() {

@@ -75,6 +75,25 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
   static void OnReadable(uv_poll_t* p, int status, int);
 
+  // After this turn's I/O (a check handle; an idle one keeps the loop from blocking
+  // meanwhile): the wake-up respond() owes (its own doorbell, rung without the eventfd),
+  // then the link's flush if it asked for it. Both crossings come after the ones they
+  // follow, so an application that reacts to a completion sends before the answers go.
+  void ArmFlush() {
+    if (flushArmed_ || !flushCheck_) return;
+    flushArmed_ = true;
+    uv_check_start(flushCheck_, &SoftDevice::OnFlush);
+    uv_idle_start(flushIdle_, [](uv_idle_t*) {});
+  }
+  static void OnFlush(uv_check_t* h);
+  // The doorbell's work: async events and ready CQs to JS.
+  void RunDoorbell();
+  // linkFlushSoon(): the link's flush function once, after this turn's I/O.
+  Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
+  // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
+  Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);
+  Napi::FunctionReference linkFlush_;
+
   // Hands ready_ to JS through readyOut_: one EV_CQS_READY call per CQ_READY_BATCH CQs.
   void DeliverReady();
 
@@ -158,15 +177,20 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), payload: Uint8Array) → LINK_TAKE_* (abi.h)
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset) → LINK_TAKE_*
+  //   (abi.h); the payload is gathered into frame[offset..]
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
 
-  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
+  // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
+  bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);
+
+  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array, offset, length)
   Napi::Value LinkDone(const Napi::CallbackInfo& info);
   // linkProgress(h): bytes moved on the connection carrying this QP's frames
   Napi::Value LinkProgress(const Napi::CallbackInfo& info);
 
-  // respond(record: Float64Array(RESPOND_WORDS), payload: Uint8Array) → the LINK_* outcome;
+  // respond(record: Float64Array(RESPOND_WORDS), buf: Uint8Array, offset, length) → the
+  //   LINK_* outcome, the payload being buf[offset, offset + length);
   //   the record's RESPOND_OUTCOME/STATUS/RNR_TIMER get the answer (abi.h). For READ,
   //   `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info);
@@ -177,6 +201,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
   uv_idle_t* step_ = nullptr;  // active only while a large copy has a step due
+  uv_check_t* flushCheck_ = nullptr;
+  uv_idle_t* flushIdle_ = nullptr;
+  bool flushArmed_ = false;
+  bool doorbellOwed_ = false;   // respond() rang this device's own doorbell
+  bool linkFlushOwed_ = false;  // the link asked for EV_LINK_FLUSH
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;
     Mapping* mapping;

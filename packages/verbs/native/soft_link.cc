@@ -61,9 +61,31 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
     Fail(info, EINVAL, "linkTake: the header record is shorter than LINK_WORDS", "ERR_RDMA_INVALID_ARG");
     return info.Env().Undefined();
   }
-  int r = dev_->linkTake(h, hdr.f64(), payload.u8(), payload.bytes);
+  // The payload goes at `offset`: the bytes before it are the frame's header (one buffer,
+  // one write per frame).
+  size_t offset = U32(info, 3);
+  if (offset > payload.bytes) {
+    Fail(info, EINVAL, "linkTake: offset past the payload buffer", "ERR_RDMA_INVALID_ARG");
+    return info.Env().Undefined();
+  }
+  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, payload.bytes - offset);
   Schedule();
   return Napi::Number::New(info.Env(), r);
+}
+
+// The bytes [offset, offset + length) of the Uint8Array argument i, checked against it.
+bool SoftDevice::RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len) {
+  ArrayView d;
+  if (!ArrayArg(info, i, napi_uint8_array, &d)) return false;
+  size_t off = U32(info, i + 1);
+  size_t n = U32(info, i + 2);
+  if (off > d.bytes || n > d.bytes - off) {
+    Fail(info, EINVAL, "range past the end of its buffer", "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+  *data = d.u8() + off;
+  *len = n;
+  return true;
 }
 
 Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
@@ -71,15 +93,14 @@ Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
   if (!QpArg(info, 0, &h)) return info.Env().Undefined();
   const uint8_t* data = nullptr;
   size_t len = 0;
-  if (info[5].IsTypedArray()) {
-    ArrayView d;
-    if (!ArrayArg(info, 5, napi_uint8_array, &d)) return info.Env().Undefined();
-    data = d.u8();
-    len = d.bytes;
-  }
+  // data: (buffer, offset, length), the answer's bytes where the reader has them (no copy).
+  if (info[5].IsTypedArray() && !RangeArg(info, 5, &data, &len)) return info.Env().Undefined();
   auto u = [&](size_t i) { return U32(info, i); };
+  // JS takes the WRs this answer lets go right after it (the owner's onLink).
+  dev_->jsTakesLink = true;
   dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
                  static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data, len);
+  dev_->jsTakesLink = false;
   Schedule();
   return info.Env().Undefined();
 }
@@ -96,8 +117,10 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
   namespace abi = rdmajs::abi;
   if (!Alive(info)) return info.Env().Undefined();
   ArrayView rec;
-  ArrayView payload;
-  if (!ArrayArg(info, 0, napi_float64_array, &rec) || !ArrayArg(info, 1, napi_uint8_array, &payload))
+  const uint8_t* bytes = nullptr;
+  size_t len = 0;
+  // payload: (buffer, offset, length), where the reader has the frame (no copy).
+  if (!ArrayArg(info, 0, napi_float64_array, &rec) || !RangeArg(info, 1, &bytes, &len))
     return info.Env().Undefined();
   if (rec.length < static_cast<size_t>(abi::RESPOND_WORDS)) {
     Fail(info, EINVAL, "respond: the record is shorter than RESPOND_WORDS", "ERR_RDMA_INVALID_ARG");
@@ -106,9 +129,14 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
   double* r = rec.f64();
   auto u = [&](int i) { return soft::to_u32(r[i]); };
   soft::Answer a = dev_->respond(u(abi::RESPOND_SLOT), u(abi::RESPOND_GEN),
-                                 static_cast<uint8_t>(std::min<uint32_t>(u(abi::RESPOND_OPCODE), 255)), payload.u8(),
-                                 payload.bytes, u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]),
+                                 static_cast<uint8_t>(std::min<uint32_t>(u(abi::RESPOND_OPCODE), 255)),
+                                 const_cast<uint8_t*>(bytes), len, u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]),
                                  u(abi::RESPOND_RKEY), u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID));
+  // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd).
+  if (dev_->takeSelfRing()) {
+    doorbellOwed_ = true;
+    ArmFlush();
+  }
   r[abi::RESPOND_OUTCOME] = a.outcome;
   r[abi::RESPOND_STATUS] = a.status;
   r[abi::RESPOND_RNR_TIMER] = a.rnrTimer & 31;

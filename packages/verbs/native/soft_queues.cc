@@ -187,7 +187,10 @@ Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
   int h;
   ArrayView wrs;
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
+  // JS takes a link QP's ready WRs right after the post (afterPost): no doorbell for them.
+  dev_->jsTakesLink = true;
   soft::PostResult r = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
+  dev_->jsTakesLink = false;
   Schedule();
   return Posted(info.Env(), r);
 }

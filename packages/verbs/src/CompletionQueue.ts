@@ -3,7 +3,7 @@ import { RdmaError } from './errors.js';
 import { ABI } from './internal/abi.js';
 import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
-import { checkCreate, type kCreate, kHandle, kNotify, kUse } from './internal/symbols.js';
+import { checkCreate, type kCreate, kHandle, kLoopFed, kNotify, kUse } from './internal/symbols.js';
 import {
   checkInt,
   checkNumber,
@@ -28,6 +28,12 @@ export interface CompletionWaitOptions {
 }
 
 export const DEFAULT_WAIT_MS = 30_000;
+/** The spin of a wait that names none, in µs (adaptive: see waitForCompletion). */
+const DEFAULT_SPIN_US = 50;
+/** Default spins in a row that found nothing before the spin is skipped. */
+const SPIN_MISSES = 8;
+/** While skipped, every SPIN_PROBE-th wait spins again (a power of two). */
+const SPIN_PROBE = 16;
 
 export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 
@@ -89,7 +95,14 @@ export class CompletionQueue extends Resource {
   readonly #registry: Map<number, CompletionQueue>;
   #raw = new Float64Array(RECORD_WORDS * 16);
   #notifyRequested = false;
+  /** Tells the device a wake-up is (+1) or is no longer (−1) awaited here (Device#keep). */
+  readonly #keep: (delta: number) => void;
   #users = 0;
+  /** users whose completions come only through this event loop (soft over the TCP link) */
+  #loopFed = 0;
+  /** default spins in a row that found nothing (capped at SPIN_MISSES), and waits since */
+  #spinMisses = 0;
+  #spinSkips = 0;
   #overrun = false;
   #waiters: Waiter[] = [];
   #spare: Waiter[] = [];
@@ -103,12 +116,14 @@ export class CompletionQueue extends Resource {
     native: NativeDevice,
     handle: number,
     registry: Map<number, CompletionQueue>,
+    keep: (delta: number) => void = () => undefined,
   ) {
     checkCreate(key, 'device.createCq()');
     super(parent);
     this.#native = native;
     this.#handle = handle;
     this.#registry = registry;
+    this.#keep = keep;
     this.capacity = native.cqCapacity(handle);
     registry.set(handle, this);
   }
@@ -158,7 +173,10 @@ export class CompletionQueue extends Resource {
   /** Arms a one-shot `'completion'` event for the next completion (ibv_req_notify_cq). */
   requestNotify(): void {
     this.assertOpen();
-    this.#notifyRequested = true;
+    if (!this.#notifyRequested) {
+      this.#notifyRequested = true;
+      this.#keep(1);
+    }
     if (this.#native.armCq(this.#handle) > 0) {
       // Already there: ibverbs would not notify, which loses the wake-up; we do.
       queueMicrotask(this.#deliverTask);
@@ -183,7 +201,9 @@ export class CompletionQueue extends Resource {
   waitForCompletion(options?: CompletionWaitOptions): Promise<void> {
     this.assertOpen();
     let timeoutMs = DEFAULT_WAIT_MS;
-    let spinUs = 50;
+    let spinUs = DEFAULT_SPIN_US;
+    // The default spin adapts (below); a spinUs given is spun as asked.
+    let adaptive = true;
     let signal: AbortSignal | undefined;
     if (options !== undefined && options !== null) {
       // The common case checked without allocating (no key list, no copy); anything odd
@@ -194,7 +214,10 @@ export class CompletionQueue extends Resource {
           readOptions('waitForCompletion options', options, WAIT_KEYS);
       const o = options as Record<string, unknown>;
       if (o.timeoutMs != null) timeoutMs = checkNumber('timeoutMs', o.timeoutMs, 0, MAX_TIMEOUT_MS);
-      if (o.spinUs != null) spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+      if (o.spinUs != null) {
+        spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
+        adaptive = false;
+      }
       const sig = o.signal;
       if (sig != null) {
         if (!(sig instanceof AbortSignal))
@@ -204,13 +227,27 @@ export class CompletionQueue extends Resource {
     }
     // Already there: one shared settled promise, nothing allocated.
     if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
-    if (spinUs > 0) {
+    // A spin holds the event loop: when every QP on this CQ is fed through that loop (the
+    // TCP link's sockets are read there), nothing can arrive while it spins.
+    // The default spin stops paying when the completion keeps coming after it (a busy
+    // machine: the peer is not running while we spin, and the spin takes its CPU): after
+    // SPIN_MISSES spins in a row that found nothing it is skipped, tried again every
+    // SPIN_PROBE-th wait, and back as soon as one finds a completion.
+    if (
+      spinUs > 0 &&
+      (this.#users === 0 || this.#loopFed < this.#users) &&
+      (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
+    ) {
       const spinUntil = performance.now() + spinUs / 1000;
       // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
       for (let i = 1; ; i++) {
-        if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
+        if (this.#native.cqCount(this.#handle) > 0) {
+          this.#spinMisses = 0;
+          return RESOLVED;
+        }
         if ((i & 15) === 0 && performance.now() >= spinUntil) break;
       }
+      if (adaptive && this.#spinMisses < SPIN_MISSES) this.#spinMisses++;
     }
     if (signal?.aborted)
       return Promise.reject(
@@ -304,11 +341,17 @@ export class CompletionQueue extends Resource {
     this.#users += delta;
   }
 
+  /** @internal a QP's completions start or stop coming only through the event loop */
+  [kLoopFed](delta: number): void {
+    this.#loopFed += delta;
+  }
+
   readonly #deliverTask = (): void => this.#deliver();
 
   #deliver(): void {
     if (!this.#notifyRequested || this.closed) return;
     this.#notifyRequested = false;
+    this.#keep(-1);
     this.#settleAll(undefined);
     this.#emitter.emit('completion');
   }
@@ -343,6 +386,10 @@ export class CompletionQueue extends Resource {
   protected release(): void {
     this.#native.destroyCq(this.#handle);
     this.#registry.delete(this.#handle);
+    if (this.#notifyRequested) {
+      this.#notifyRequested = false;
+      this.#keep(-1);
+    }
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#settleAll(new RdmaError('ERR_RDMA_CLOSED', 'completion queue closed while waiting'));

@@ -151,6 +151,11 @@ export interface DeviceContext {
   readonly srqs: Map<number, SharedReceiveQueue>;
 }
 
+interface Hold {
+  device: Device | undefined;
+  waits: number;
+}
+
 /** An opened RDMA device: creates protection domains and completion queues. */
 export class Device extends Resource {
   readonly info: DeviceInfo;
@@ -164,16 +169,28 @@ export class Device extends Resource {
   constructor(key: typeof kCreate, open: OpenDriver) {
     checkCreate(key, 'openDevice()');
     super();
-    const driver = open(Device.#eventSink(new WeakRef(this)), this.#ready);
+    const driver = open(Device.#eventSink(new WeakRef(this), this.#hold), this.#ready);
     this.info = driver.info;
     this.#ctx = { driver, cqs: new Map(), qps: new Map(), srqs: new Map() };
   }
 
   // The native side holds this callback strongly: it reaches the device through a
-  // WeakRef, so the device stays collectable (a closure over `this` would pin it).
-  static #eventSink(ref: WeakRef<Device>): OnEvent {
-    return (kind, handle) => ref.deref()?.[kNotify](kind, handle);
+  // WeakRef, so the device stays collectable (a closure over `this` would pin it). While a
+  // CQ of it awaits a wake-up the device is held strongly instead (`hold`): a deref keeps a
+  // set of its own per callback (≈120 B each wake-up), and a device someone waits on is
+  // in use anyway.
+  static #eventSink(ref: WeakRef<Device>, hold: Hold): OnEvent {
+    return (kind, handle) => (hold.device ?? ref.deref())?.[kNotify](kind, handle);
   }
+
+  /** Held strongly while `waits` > 0: CQs of it with a wake-up requested. */
+  readonly #hold: Hold = { device: undefined, waits: 0 };
+
+  readonly #keep = (delta: number): void => {
+    const h = this.#hold;
+    h.waits += delta;
+    h.device = h.waits > 0 && !this.closed ? this : undefined;
+  };
 
   get provider(): ProviderName {
     return this.info.provider;
@@ -231,7 +248,14 @@ export class Device extends Resource {
     const o = readOptions('createCq options', options, ['capacity']);
     const capacity = optInt('capacity', o.capacity, 1, this.info.limits.maxCqe, 256);
     const native = this.#ctx.driver.native;
-    const cq = new CompletionQueue(kCreate, this, native, native.createCq(capacity), this.#ctx.cqs);
+    const cq = new CompletionQueue(
+      kCreate,
+      this,
+      native,
+      native.createCq(capacity),
+      this.#ctx.cqs,
+      this.#keep,
+    );
     return cq;
   }
 
@@ -283,6 +307,7 @@ export class Device extends Resource {
   }
 
   protected release(): void {
+    this.#hold.device = undefined;
     this.#ctx.driver.close();
     this.#ctx.cqs.clear();
   }

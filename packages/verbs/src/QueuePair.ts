@@ -14,7 +14,7 @@ import {
   sendWrWords,
 } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
-import { checkCreate, type kCreate, kDriver, kNotify, kUse } from './internal/symbols.js';
+import { checkCreate, type kCreate, kDriver, kLoopFed, kNotify, kUse } from './internal/symbols.js';
 import { describe, invalid, optInt, readOptions } from './internal/validate.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
 import {
@@ -82,6 +82,8 @@ export class QueuePair extends Resource {
   readonly #ctx: DeviceContext;
   readonly #handle: number;
   readonly #driver: QpDriver;
+  /** counted in its CQs as fed only through the event loop (kLoopFed) */
+  #overLoop = false;
   /** the device's post record: how many WRs a post took */
   readonly #posted: Uint32Array;
   readonly #sendScratch: Float64Array;
@@ -164,6 +166,17 @@ export class QueuePair extends Resource {
     ]);
     const minRnr = optInt('minRnrTimer', o.minRnrTimer, 0, 31, 12);
     this.#driver.prepareRtr(remote, minRnr, routeOf(o))();
+    this.#syncLoopFed();
+  }
+
+  /** Tells the CQs whether this QP's completions now come only through the event loop. */
+  #syncLoopFed(): void {
+    const now = this.#driver.overLoop === true;
+    if (now === this.#overLoop) return;
+    this.#overLoop = now;
+    const d = now ? 1 : -1;
+    this.sendCq[kLoopFed](d);
+    this.recvCq[kLoopFed](d);
   }
 
   /** rtr → rts. */
@@ -186,6 +199,7 @@ export class QueuePair extends Resource {
   reset(): void {
     this.#modify('reset');
     this.#driver.onReset();
+    this.#syncLoopFed();
   }
 
   /** Walks reset → init → rtr → rts in one call; options are checked before any step. */
@@ -200,6 +214,7 @@ export class QueuePair extends Resource {
     const toRtr = this.#driver.prepareRtr(remote, minRnr, routeOf(o)); // checks the peer first
     if (this.state === 'reset') this.#driver.toInit(access);
     toRtr();
+    this.#syncLoopFed();
     this.#driver.toRts(timeout, retry, rnr);
   }
 
@@ -316,6 +331,10 @@ export class QueuePair extends Resource {
     this.sendCq[kUse](-1);
     this.recvCq[kUse](-1);
     this.srq?.[kUse](-1);
+    if (this.#overLoop) {
+      this.sendCq[kLoopFed](-1);
+      this.recvCq[kLoopFed](-1);
+    }
   }
 }
 

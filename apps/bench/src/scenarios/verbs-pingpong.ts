@@ -56,6 +56,11 @@ export const verbsPingPongScenario: Scenario = {
       if (want(o.provider)) {
         progress(`${o.provider} 1 MiB throughput`);
         results.push(await verbsThroughput(peer, o.provider, MiB, count));
+        if (o.provider === 'soft') {
+          // Against the raw TCP stream above: the link's frames, answers and copies.
+          progress('soft 1 MiB throughput over the TCP link');
+          results.push(await verbsThroughput(peer, 'soft', MiB, count, 8, 'tcp'));
+        }
         progress(`${o.provider} idle wait`);
         results.push(await verbsIdle(o.provider, 1000));
         progress(`${o.provider} event-loop delay during a 1 GiB WRITE`);

@@ -133,10 +133,17 @@ export async function verbsThroughput(
   size: number,
   count: number,
   window = 8,
+  link?: 'tcp',
 ): Promise<Result> {
-  const remote = await peer.call<VerbsSetup>({ op: 'verbs-setup', provider, bytes: size });
-  const me = new VerbsSide(provider, size);
+  const remote = await peer.call<VerbsSetup>({
+    op: 'verbs-setup',
+    provider,
+    bytes: size,
+    ...(link === undefined ? {} : { link }),
+  });
+  const me = new VerbsSide(provider, size, link);
   try {
+    if (link === 'tcp') await me.listen();
     me.qp.connect(remote.endpoint);
     await peer.call({ op: 'verbs-sink', endpoint: me.qp.endpoint() });
     const wr: SendWr = {
@@ -163,12 +170,15 @@ export async function verbsThroughput(
           throw new Error(`RDMA WRITE failed: ${me.wcs[i]?.status}`);
       }
       completed += n;
-      deadline.check();
+      // Over the link the frames and answers move on the event loop: wait there.
+      if (link === 'tcp' && n === 0) await me.cq.waitForCompletion();
+      else deadline.check();
     }
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuNowUs() - cpu0;
     const peerCpu = (await peer.call<number>({ op: 'cpu' })) - peerCpu0;
-    return throughputResult(provider, 'write-throughput', size, count, seconds, cpu + peerCpu);
+    const op = link === 'tcp' ? 'write-throughput-link-tcp' : 'write-throughput';
+    return throughputResult(provider, op, size, count, seconds, cpu + peerCpu);
   } finally {
     me.close();
   }

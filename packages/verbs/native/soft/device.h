@@ -189,6 +189,16 @@ class Device {
   // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
   // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
   int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // True once since the last call if respond() rang this device's own doorbell (it does
+  // not write the eventfd: the caller delivers the wake-up).
+  bool takeSelfRing() {
+    bool r = selfRung_;
+    selfRung_ = false;
+    return r;
+  }
+  // Set while JS is inside a call after which it takes the QP's ready WRs itself (post,
+  // linkDone): the doorbell is then not rung for them (a syscall and a wake-up per WR).
+  bool jsTakesLink = false;
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
@@ -298,6 +308,7 @@ class Device {
   std::map<int, CqRec> cqs_;
   std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
   bool linkAttention_ = false;  // some QP may have its head WR ready for the link
+  bool selfRung_ = false;       // respond() rang this device's own doorbell
   bool lastWqeAttention_ = false;  // some QP on an SRQ owes LAST_WQE_REACHED
   void oweLastWqe(Qp& q);
   std::map<int, SrqRec> srqs_;

@@ -152,6 +152,7 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   if (!selfPeer_) {
     try {
       selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
+      selfPeer_->ringInto(&selfRung_);
     } catch (const SysError&) {
       return transport;
     }

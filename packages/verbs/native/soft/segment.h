@@ -70,6 +70,9 @@ class PeerSegment {
   const Layout& layout() const { return layout_; }
   pid_t pid() const { return pid_; }
   void ring() const;  // doorbell: wakes the owner's event loop
+  // Rings become `*flag = true` instead (this process's own segment, rung by the TCP link's
+  // responder: the addon delivers the wake-up itself, without an eventfd round trip).
+  void ringInto(bool* flag) { ringInto_ = flag; }
   // This process's mapping of the peer's memfd-backed region in `slot` (at least `length`
   // bytes, of a memfd sealed against shrinking: touching it never raises SIGBUS), or nullptr.
   uint8_t* mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length);
@@ -82,6 +85,7 @@ class PeerSegment {
   pid_t pid_;
   int pidfd_ = -1;
   int eventfd_ = -1;
+  bool* ringInto_ = nullptr;
   uint8_t* base_ = nullptr;
   Layout layout_{};
   struct Region {

@@ -155,7 +155,8 @@ void Device::progress(Qp& q) {
     if (o == LINK) {
       q.linkReady = true;
       linkAttention_ = true;
-      ringSelf();  // JS takes it from the doorbell (also right after a post)
+      // JS takes it from the doorbell, or right after the post or answer it is inside.
+      if (!jsTakesLink) ringSelf();
       return;
     }
     uint32_t rnr = q.linkRnrTimer;

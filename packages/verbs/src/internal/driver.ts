@@ -40,6 +40,11 @@ export interface QpDriver {
    */
   prepareRtr(remote: unknown, minRnrTimer: number, route: RouteOptions): () => void;
   toRts(timeout: number, retryCount: number, rnrRetry: number): void;
+  /**
+   * True while the QP's completions can arrive only through this process's event loop
+   * (soft over the TCP link: the sockets are read there), so spinning cannot see one.
+   */
+  readonly overLoop?: boolean;
   /** After a successful post: soft's TCP link sends what became ready. */
   afterPost(): void;
   /** The QP went back to reset: forget the peer. */

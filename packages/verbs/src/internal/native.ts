@@ -125,8 +125,12 @@ export interface SoftNativeDevice extends NativeDevice {
   inject(handle: number, kind: number, value: number): void;
   /** Binds a QP in INIT to a peer QP reached over the TCP link; an errno (0: now RTR). */
   toRtrLink(handle: number, peer: SoftLinkPeer): number;
-  /** The next WR for the wire into `hdr` (LINK_* words) and `payload`: a LINK_TAKE_* code. */
-  linkTake(handle: number, hdr: Float64Array, payload: Uint8Array): number;
+  /**
+   * The next WR for the wire into `hdr` (LINK_* words) and its payload into
+   * `frame[offset..]`: a LINK_TAKE_* code.
+   */
+  linkTake(handle: number, hdr: Float64Array, frame: Uint8Array, offset: number): number;
+  /** The peer's answer; READ or atomic data are `data[offset, offset + length)`. */
   linkDone(
     handle: number,
     token: number,
@@ -134,14 +138,21 @@ export interface SoftNativeDevice extends NativeDevice {
     status: number,
     rnrTimer: number,
     data?: Uint8Array,
+    offset?: number,
+    length?: number,
   ): void;
   /** bytes moved on the connection carrying this QP's frames: its ACK timer restarts */
   linkProgress(handle: number): void;
   /**
    * Runs the request whose fields are in `record` (RESPOND_* words) against this device's
-   * QP; writes the answer into the record and returns its LINK_* outcome.
+   * QP, its payload being `buf[offset, offset + length)` (a READ's data is written there);
+   * writes the answer into the record and returns its LINK_* outcome.
    */
-  respond(record: Float64Array, payload: Uint8Array): number;
+  respond(record: Float64Array, buf: Uint8Array, offset: number, length: number): number;
+  /** The TCP link's `flush` (set once, by its listener): what linkFlushSoon() calls. */
+  onLinkFlush(flush: () => void): void;
+  /** Calls the link's flush once, after this turn of the loop's I/O and the wake-ups it caused. */
+  linkFlushSoon(): void;
 }
 
 /** The route an ibverbs QP uses: what its endpoint tells the peer. */

@@ -8,6 +8,11 @@ export const kCreate: unique symbol = Symbol('rdmajs.create');
 export const kHandle: unique symbol = Symbol('rdmajs.handle');
 /** A QP starts (+1) or stops (−1) using a CQ or SRQ. */
 export const kUse: unique symbol = Symbol('rdmajs.use');
+/**
+ * A QP whose completions arrive only through this process's event loop (soft over the TCP
+ * link) starts (+1) or stops (−1) feeding a CQ: a CQ fed only so gains nothing by spinning.
+ */
+export const kLoopFed: unique symbol = Symbol('rdmajs.loopFed');
 /** Async notifications from the device: doorbell, overrun, fatal, limit. */
 export const kNotify: unique symbol = Symbol('rdmajs.notify');
 /** The QP's provider driver (fault injection in `@rdmajs/verbs/testing`). */

@@ -6,11 +6,11 @@ import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
 import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
+import { ATOMIC_REQUEST_BYTES, FrameBuffer, REQ_HEADER } from './link/frames.js';
 import type { LinkTarget } from './link/handshake.js';
 import type { LinkClient, LinkOwner } from './link/LinkClient.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 
-const EMPTY = new Uint8Array(0);
 /** Payload bytes a QP keeps for frames on the link (beyond one WR of any size). */
 const LINK_POOL_BYTES = 8 << 20;
 
@@ -29,23 +29,39 @@ export class SoftQpDriver implements QpDriver {
   #linkAddress: LinkAddress | undefined;
   #linkTarget: LinkTarget | undefined;
   #linkHdr: Float64Array | undefined;
-  /** payload buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
-  readonly #linkFree: Uint8Array[] = [];
+  /** frame buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
+  readonly #linkFree: FrameBuffer[] = [];
   #linkPoolBytes = 0;
   #linkInUse = 0;
+  /** onLink stopped for want of a buffer: a released one lets it go on */
+  #linkStarved = false;
   readonly #linkOwner: LinkOwner = {
-    answer: (token, outcome, status, rnrTimer, data) => {
+    answer: (token, outcome, status, rnrTimer, data, offset, length) => {
       if (this.#host.closed || this.#device.closed) return;
-      this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer, data);
+      if (data)
+        this.#native.linkDone(
+          this.#host.handle,
+          token,
+          outcome,
+          status,
+          rnrTimer,
+          data,
+          offset,
+          length,
+        );
+      else this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
       this.onLink();
     },
     progress: () => {
       if (!this.#host.closed && !this.#device.closed) this.#native.linkProgress(this.#host.handle);
     },
-    released: (view) => {
+    released: (frame) => {
       this.#linkInUse--;
-      // Each pool buffer owns its ArrayBuffer; the socket had a view of its first bytes.
-      if (view.buffer.byteLength > 0) this.#linkFree.push(new Uint8Array(view.buffer));
+      this.#linkFree.push(frame);
+      if (this.#linkStarved) {
+        this.#linkStarved = false;
+        this.onLink();
+      }
     },
   };
 
@@ -63,6 +79,10 @@ export class SoftQpDriver implements QpDriver {
     this.qpn = qpn;
     this.#slot = slot;
     this.#gen = gen;
+  }
+
+  get overLoop(): boolean {
+    return this.#link !== undefined;
   }
 
   endpoint(): SoftEndpoint {
@@ -151,9 +171,10 @@ export class SoftQpDriver implements QpDriver {
 
   /**
    * Sends what the native side has ready for the TCP link: the head WR and those behind it
-   * (the native side bounds how many). Each payload is gathered into a buffer of its own
-   * that the socket reads until written; their bytes are bounded by LINK_POOL_BYTES (one
-   * WR always goes, whatever its size).
+   * (the native side bounds how many), in one system call. Each frame (header, then the
+   * payload gathered natively) is a buffer of the QP's pool that the socket reads until
+   * written; their bytes are bounded by LINK_POOL_BYTES (one WR always goes, whatever its
+   * size).
    */
   onLink(): void {
     const hdr = this.#linkHdr;
@@ -165,30 +186,40 @@ export class SoftQpDriver implements QpDriver {
       link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
       this.#link = link;
     }
-    for (;;) {
-      const buf = this.#linkFree.pop() ?? EMPTY;
-      const taken = this.#native.linkTake(this.#host.handle, hdr, buf);
-      if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
-        const need = hdr[ABI.LINK_LENGTH] as number;
-        this.#linkPoolBytes -= buf.length;
-        if (this.#linkInUse > 0 && this.#linkPoolBytes + need > LINK_POOL_BYTES) {
-          this.#linkPoolBytes += buf.length;
-          if (buf.length) this.#linkFree.push(buf);
-          return; // taken when a frame in flight leaves the socket
+    link.beginBatch();
+    try {
+      for (;;) {
+        const frame = this.#linkFree.pop() ?? this.#newFrame(ATOMIC_REQUEST_BYTES);
+        const taken = this.#native.linkTake(this.#host.handle, hdr, frame.buf, REQ_HEADER);
+        if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
+          const need = hdr[ABI.LINK_LENGTH] as number;
+          if (
+            this.#linkInUse > 0 &&
+            this.#linkPoolBytes - frame.capacity + need > LINK_POOL_BYTES
+          ) {
+            this.#linkFree.push(frame);
+            this.#linkStarved = true;
+            return; // taken when a frame in flight leaves the socket
+          }
+          this.#linkPoolBytes -= frame.capacity; // replaced by a larger one
+          this.#linkFree.push(this.#newFrame(need));
+          continue;
         }
-        this.#linkPoolBytes += need;
-        this.#linkFree.push(new Uint8Array(need));
-        continue;
+        if (taken === ABI.LINK_TAKE_NONE) {
+          this.#linkFree.push(frame);
+          return;
+        }
+        this.#linkInUse++;
+        link.send(hdr, frame, this.#linkOwner);
       }
-      if (taken === ABI.LINK_TAKE_NONE || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
-        if (buf.length) this.#linkFree.push(buf);
-        if (taken === ABI.LINK_TAKE_NONE) return;
-        link.send(hdr, undefined, this.#linkOwner);
-        continue;
-      }
-      this.#linkInUse++;
-      link.send(hdr, buf.subarray(0, hdr[ABI.LINK_LENGTH] as number), this.#linkOwner);
+    } finally {
+      link.endBatch();
     }
+  }
+
+  #newFrame(payloadBytes: number): FrameBuffer {
+    this.#linkPoolBytes += payloadBytes;
+    return new FrameBuffer(payloadBytes);
   }
 
   injectFault(fault: Fault): void {

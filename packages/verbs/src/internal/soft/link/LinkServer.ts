@@ -3,18 +3,27 @@
 // responder (the same logic as the shared-memory path) and
 // answers it. Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
+//
+// Steady state allocates nothing here: requests are run where they lie in the chunk read
+// (frames.ts FrameReader), headers parse into one record, answers gather in the
+// connection's Outbox (one write per chunk read, not per frame) and recent answers are kept
+// in reused slots.
 import { createServer, type Server, type Socket } from 'node:net';
 import { ABI } from '../../abi.js';
 import type { SoftNativeDevice } from '../../native.js';
 import {
   answerDataBytes,
+  checkRequestHeader,
+  copyBytes,
   FrameReader,
+  LINK_PROGRESS,
+  newRequestHeader,
   PROGRESS_BYTES,
   REQ_HEADER,
+  RES_HEADER,
   type RequestHeader,
   readRequestHeader,
-  writeProgress,
-  writeResponse,
+  writeResponseHeader,
 } from './frames.js';
 import {
   AUTH_BYTES,
@@ -23,6 +32,7 @@ import {
   type LinkTarget,
   TargetHandshake,
 } from './handshake.js';
+import { Outbox } from './Outbox.js';
 import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
@@ -30,23 +40,31 @@ const REPLY_BUDGET = 4 << 20;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
-const ANSWERS_PER_PAIR = 32;
+/** Gathered answers this large are written at once, not at the end of the turn. */
+const FLUSH_NOW = 256 << 10;
+const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_PAIR - 1)
 
-/** The answer to a WR that ran, and what identifies that WR beyond its token. */
-interface Answered {
-  answer: Buffer;
-  opcode: number;
-  length: number;
-  remoteAddr: number;
-  rkey: number;
+/** The answer to a WR that ran, and what identifies that WR beyond its token (reused). */
+class Answered {
+  token = 0; // 0: none (tokens start at 1)
+  opcode = 0;
+  length = 0;
+  remoteAddr = 0;
+  rkey = 0;
+  outcome = 0;
+  status = 0;
+  rnrTimer = 0;
+  /** an atomic's prior value */
+  readonly data = Buffer.alloc(ABI.ATOMIC_BYTES);
+  dataBytes = 0;
 }
 
 /** Per (target QP incarnation, source QP): the order of its WRs and recent answers. */
 interface PairState {
   /** the token the next WR without FLAG_HEAD must carry; 0 before the first */
   expected: number;
-  /** answers of WRs run (not READs), to answer a resend without running it twice */
-  answers: Map<number, Answered>;
+  /** answers of WRs run (not READs), by token modulo ANSWERS_PER_PAIR */
+  answers: (Answered | undefined)[];
 }
 
 /** True when `h` is the WR `a` answered, sent again (a resend repeats it exactly). */
@@ -59,6 +77,24 @@ function sameRequest(a: Answered, h: RequestHeader): boolean {
   );
 }
 
+/** One authenticated connection: its reader, its answers, the pair it last served. */
+interface Conn {
+  sock: Socket;
+  out: Outbox;
+  bound: LinkTarget;
+  reader: FrameReader;
+  /** bytes of the incomplete frame when its progress was last reported */
+  reported: number;
+  pairSlot: number;
+  pairGen: number;
+  pairPid: number;
+  pairQpn: number;
+  pairKey: string;
+  pair: PairState | undefined;
+  /** in the listener's list of connections to flush */
+  dirty: boolean;
+}
+
 export class LinkServer {
   readonly #server: Server;
   readonly #native: SoftNativeDevice;
@@ -67,6 +103,11 @@ export class LinkServer {
   readonly #sockets = new Set<Socket>();
   /** the respond record, one per listener (requests are answered one at a time) */
   readonly #record = new Float64Array(ABI.RESPOND_WORDS);
+  /** the header being answered, parsed into (one per listener, as the record) */
+  readonly #h = newRequestHeader();
+  /** connections with answers gathered, written at the next EV_LINK_FLUSH */
+  readonly #dirty: Conn[] = [];
+  #flushArmed = false;
   // READs' answers are not kept: running one again is harmless, and their data would pin
   // memory. Kept across connections (a window is re-sent over a new one after a failure);
   // only connections bound to a QP reach its entries.
@@ -93,6 +134,7 @@ export class LinkServer {
   ): Promise<{ server: LinkServer; port: number }> {
     const server = createServer();
     const link = new LinkServer(server, native, secret, maxPayload);
+    native.onLinkFlush(link.#flush);
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -128,50 +170,30 @@ export class LinkServer {
     deadline.unref();
     sock.write(handshake.hello(this.#maxPayload));
     let pre: Buffer | undefined = Buffer.alloc(0);
-    const reader = new FrameReader(
-      REQ_HEADER,
-      (h) => readRequestHeader(h, this.#maxPayload)?.len ?? -1,
-    );
-    const queued: Buffer[] = [];
-    /** the one QP incarnation this connection proved the key of */
-    let bound: LinkTarget | undefined;
-    const pump = () => {
-      // Answers are produced only while the socket keeps up: a READ's reply is allocated
-      // when it can be sent, so a burst of READ requests cannot claim unbounded memory.
-      while (queued.length > 0 && sock.writableLength < REPLY_BUDGET && !sock.destroyed) {
-        this.#answer(sock, queued.shift() as Buffer, bound as LinkTarget);
-      }
-      if (queued.length > 0 && !sock.destroyed) {
-        sock.pause();
-        sock.once('drain', pump);
-      } else sock.resume();
-    };
-    /** bytes of the incomplete frame when its progress was last reported */
-    let reported = 0;
-    const frames = (chunk: Buffer) => {
+    let conn: Conn | undefined;
+    const max = this.#maxPayload;
+    const resume = () => {
+      const c = conn as Conn;
       let ok = true;
       try {
-        ok = reader.push(chunk, (f) => {
-          queued.push(f);
-          reported = 0;
-        });
+        ok = c.reader.resume();
       } catch {
         ok = false;
       }
-      if (!ok) {
-        sock.destroy();
-        return;
-      }
-      // A large request keeps the initiator's ACK timer alive while it arrives.
-      const partial = reader.partialHeader;
-      if (partial && reader.buffered - reported >= PROGRESS_BYTES) {
-        reported = reader.buffered;
-        sock.write(writeProgress(partial.readUInt32LE(4)));
-      }
-      pump();
+      this.#afterChunk(c, ok, resume);
     };
     sock.on('data', (chunk: Buffer) => {
-      if (!pre) return frames(chunk);
+      if (conn) {
+        let ok = true;
+        try {
+          ok = conn.reader.push(chunk);
+        } catch {
+          ok = false;
+        }
+        this.#afterChunk(conn, ok, resume);
+        return;
+      }
+      if (!pre) return;
       // Nothing is acted on before the peer proved the secret.
       pre = Buffer.concat([pre, chunk]);
       if (!couldBePreamble(pre)) {
@@ -185,43 +207,173 @@ export class LinkServer {
         return;
       }
       clearTimeout(deadline);
-      bound = accepted.target;
       sock.write(accepted.welcome);
+      const c: Conn = {
+        sock,
+        out: new Outbox(sock),
+        bound: accepted.target,
+        reader: undefined as unknown as FrameReader,
+        reported: 0,
+        pairSlot: -1,
+        pairGen: -1,
+        pairPid: -1,
+        pairQpn: -1,
+        pairKey: '',
+        pair: undefined,
+        dirty: false,
+      };
+      c.reader = new FrameReader(
+        REQ_HEADER,
+        (b, o) => checkRequestHeader(b, o, max),
+        (b, o) => this.#onFrame(c, b, o),
+      );
+      conn = c;
       const rest = pre.subarray(AUTH_BYTES);
       pre = undefined;
-      if (rest.length > 0) frames(rest);
+      if (rest.length > 0) {
+        let ok = true;
+        try {
+          ok = c.reader.push(rest);
+        } catch {
+          ok = false;
+        }
+        this.#afterChunk(c, ok, resume);
+      }
     });
   }
 
-  #answer(sock: Socket, f: Buffer, bound: LinkTarget): void {
-    const h = readRequestHeader(f, this.#maxPayload) as RequestHeader; // checked by the reader
-    if (h.slot !== bound.slot || h.gen !== bound.gen) {
+  /** After a chunk's frames ran: progress for a large one arriving, answers out, backpressure. */
+  #afterChunk(c: Conn, ok: boolean, resume: () => void): void {
+    const sock = c.sock;
+    if (!ok) {
+      sock.destroy();
+      return;
+    }
+    if (sock.destroyed) return;
+    // A large request keeps the initiator's ACK timer alive while it arrives.
+    const partial = c.reader.partial;
+    if (partial && c.reader.buffered - c.reported >= PROGRESS_BYTES) {
+      c.reported = c.reader.buffered;
+      const b = c.out.reserve(RES_HEADER);
+      writeResponseHeader(b, c.out.at, partial.readUInt32LE(4), LINK_PROGRESS, 0, 0, 0);
+      c.out.commit(RES_HEADER);
+    }
+    this.#flushSoon(c);
+    if (c.reader.stopped) {
+      // Answers are produced only while the socket keeps up: a READ's reply is made when it
+      // can be sent, so a burst of READ requests cannot claim unbounded memory.
+      sock.pause();
+      sock.once('drain', resume);
+    } else if (sock.isPaused()) sock.resume();
+  }
+
+  /**
+   * Answers go out after this turn's I/O and the wake-ups it caused (linkFlushSoon): an
+   * application woken by a request it got sends before its answer is written, and a turn's
+   * answers leave in one write per connection. Many bytes of them go at once.
+   */
+  #flushSoon(c: Conn): void {
+    if (c.out.used === 0) return;
+    if (c.out.used >= FLUSH_NOW) {
+      c.out.flush();
+      return;
+    }
+    if (!c.dirty) {
+      c.dirty = true;
+      this.#dirty.push(c);
+    }
+    if (!this.#flushArmed) {
+      this.#flushArmed = true;
+      this.#native.linkFlushSoon();
+    }
+  }
+
+  /** Writes what every connection gathered (called by the device: linkFlushSoon). */
+  readonly #flush = (): void => {
+    this.#flushArmed = false;
+    const list = this.#dirty;
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as Conn;
+      c.dirty = false;
+      if (!c.sock.destroyed) c.out.flush();
+    }
+    list.length = 0;
+  };
+
+  /** Runs one whole request frame at `b[o..]`; false to stop reading (answers back up). */
+  #onFrame(c: Conn, b: Buffer, o: number): boolean {
+    if (c.sock.destroyed) return false;
+    if (c.sock.writableLength + c.out.used >= REPLY_BUDGET) return false;
+    c.reported = 0;
+    this.#answer(c, b, o);
+    return !c.sock.destroyed;
+  }
+
+  /** The pair state of `h`'s source QP at the bound QP (the last one kept at hand). */
+  #pairOf(c: Conn, h: RequestHeader): PairState {
+    if (
+      c.pair !== undefined &&
+      c.pairSlot === h.slot &&
+      c.pairGen === h.gen &&
+      c.pairPid === h.srcPid &&
+      c.pairQpn === h.srcQpn &&
+      this.#pairs.get(c.pairKey) === c.pair
+    )
+      return c.pair;
+    const key = `${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`;
+    c.pair = this.#pair(key);
+    c.pairKey = key;
+    c.pairSlot = h.slot;
+    c.pairGen = h.gen;
+    c.pairPid = h.srcPid;
+    c.pairQpn = h.srcQpn;
+    return c.pair;
+  }
+
+  #answer(c: Conn, b: Buffer, o: number): void {
+    const h = this.#h;
+    readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
+    const sock = c.sock;
+    if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) {
       sock.destroy(); // a QP this connection has not proven the key of
       return;
     }
+    const out = c.out;
     const isRead = h.opcode === ABI.OP_RDMA_READ;
-    const dataBytes = answerDataBytes(h.opcode, h.length);
-    const pair = this.#pair(`${h.slot}:${h.gen}:${h.srcPid}:${h.srcQpn}`);
-    const known = pair.answers.get(h.token);
-    if (known) {
+    const pair = this.#pairOf(c, h);
+    const slot = h.token & (ANSWERS_PER_PAIR - 1);
+    const known = pair.answers[slot];
+    if (known !== undefined && known.token === h.token) {
       if (!sameRequest(known, h)) {
         // Not a resend: the initiator's tokens went wrong, or it is not a faithful peer.
         sock.destroy();
         return;
       }
       // A resend of a WR already run: the same answer again, not a second execution.
-      const again = Buffer.from(known.answer);
-      again.writeUInt32LE(h.reqId, 4);
-      sock.write(again);
+      const ob = out.reserve(RES_HEADER + known.dataBytes);
+      const at = out.at;
+      writeResponseHeader(
+        ob,
+        at,
+        h.reqId,
+        known.outcome,
+        known.status,
+        known.rnrTimer,
+        known.dataBytes,
+      );
+      copyBytes(known.data, 0, ob, at + RES_HEADER, known.dataBytes);
+      out.commit(RES_HEADER + known.dataBytes);
       return;
     }
     if (!h.head && h.token !== pair.expected) {
       // Behind a WR that did not run (RNR, transport) or that never came: running it now
       // would break the QP's order. The initiator sends it again after that one.
-      sock.write(writeResponse(h.reqId, ABI.LINK_DISCARDED, 0, 0, undefined));
+      const ob = out.reserve(RES_HEADER);
+      writeResponseHeader(ob, out.at, h.reqId, ABI.LINK_DISCARDED, 0, 0, 0);
+      out.commit(RES_HEADER);
       return;
     }
-    const payload = isRead ? Buffer.allocUnsafe(h.length) : f.subarray(REQ_HEADER);
+    const dataBytes = answerDataBytes(h.opcode, h.length);
     const rec = this.#record;
     rec[ABI.RESPOND_SLOT] = h.slot;
     rec[ABI.RESPOND_GEN] = h.gen;
@@ -231,37 +383,56 @@ export class LinkServer {
     rec[ABI.RESPOND_RKEY] = h.rkey;
     rec[ABI.RESPOND_SRC_QPN] = h.srcQpn;
     rec[ABI.RESPOND_SRC_PID] = h.srcPid;
-    const outcome = this.#native.respond(rec, payload);
-    const status = rec[ABI.RESPOND_STATUS] as number;
+    let outcome: number;
+    let ob: Buffer;
+    let at: number;
+    if (isRead) {
+      // The data goes straight into the answer.
+      ob = out.reserve(RES_HEADER + h.length);
+      at = out.at;
+      outcome = this.#native.respond(rec, ob, at + RES_HEADER, h.length) | 0;
+    } else {
+      outcome = this.#native.respond(rec, b, o + REQ_HEADER, h.length) | 0;
+    }
+    // Small integers (| 0): kept as such, not boxed doubles from the record.
+    const status = (rec[ABI.RESPOND_STATUS] as number) | 0;
+    const rnrTimer = (rec[ABI.RESPOND_RNR_TIMER] as number) | 0;
     const done = outcome === ABI.LINK_DONE;
     const ok = done && status === 0;
     // READ data, or an atomic's prior value (written over its operands by respond).
-    const data = dataBytes > 0 && ok ? payload.subarray(0, dataBytes) : undefined;
-    const answer = writeResponse(
-      h.reqId,
-      outcome,
-      status,
-      rec[ABI.RESPOND_RNR_TIMER] as number,
-      data,
-    );
+    const n = dataBytes > 0 && ok ? dataBytes : 0;
+    if (isRead) {
+      ob = out.reserve(0); // the same buffer: reserved above
+      at = out.at;
+    } else {
+      ob = out.reserve(RES_HEADER + n);
+      at = out.at;
+      copyBytes(b, o + REQ_HEADER, ob, at + RES_HEADER, n);
+    }
+    writeResponseHeader(ob, at, h.reqId, outcome, status, rnrTimer, n);
+    out.commit(RES_HEADER + n);
     // Only a WR that ran is remembered (atomics with their result: never run twice); RNR
     // and transport answers are run again on resend. After anything but success the next
     // one must come as the head again (resent, or after the initiator's QP was reset):
     // nothing behind a failure runs out of order.
     pair.expected = ok ? (h.token + 1) >>> 0 : 0;
     if (done && !isRead) {
-      pair.answers.set(h.token, {
-        answer,
-        opcode: h.opcode,
-        length: h.length,
-        remoteAddr: h.remoteAddr,
-        rkey: h.rkey,
-      });
-      if (pair.answers.size > ANSWERS_PER_PAIR) {
-        pair.answers.delete(pair.answers.keys().next().value as number);
+      let a = pair.answers[slot];
+      if (a === undefined) {
+        a = new Answered();
+        pair.answers[slot] = a;
       }
+      a.token = h.token;
+      a.opcode = h.opcode;
+      a.length = h.length;
+      a.remoteAddr = h.remoteAddr;
+      a.rkey = h.rkey;
+      a.outcome = outcome;
+      a.status = status;
+      a.rnrTimer = rnrTimer;
+      a.dataBytes = n;
+      copyBytes(b, o + REQ_HEADER, a.data, 0, n);
     }
-    sock.write(answer);
   }
 
   #pair(key: string): PairState {
@@ -269,7 +440,7 @@ export class LinkServer {
     if (p) {
       this.#pairs.delete(key); // re-inserted last: the map's order is the eviction order
     } else {
-      p = { expected: 0, answers: new Map() };
+      p = { expected: 0, answers: new Array(ANSWERS_PER_PAIR) };
     }
     this.#pairs.set(key, p);
     if (this.#pairs.size > MAX_REMEMBERED) {

@@ -58,137 +58,306 @@ export interface RequestHeader {
   head: boolean;
 }
 
-/** Parses and checks a request header; undefined when the frame is malformed. */
-export function readRequestHeader(h: Buffer, maxPayload: number): RequestHeader | undefined {
-  const len = h.readUInt32LE(0);
-  const opcode = h.readUInt8(8);
-  const length = h.readUInt32LE(28);
-  const remoteAddr = h.readDoubleLE(16);
-  // Flag bits nobody defined are a malformed frame, not something to ignore.
-  if ((h.readUInt8(9) & ~FLAG_HEAD) !== 0) return undefined;
-  if (opcode > ABI.OP_LAST || length > maxPayload) return undefined;
-  if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return undefined;
-  if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return undefined;
-  if (!Number.isSafeInteger(remoteAddr) || remoteAddr < 0) return undefined;
+/** A header record to parse into again and again (no object per frame). */
+export function newRequestHeader(): RequestHeader {
   return {
-    len,
-    reqId: h.readUInt32LE(4),
-    opcode,
-    imm: h.readUInt32LE(12),
-    remoteAddr,
-    rkey: h.readUInt32LE(24),
-    length,
-    slot: h.readUInt32LE(32),
-    gen: h.readUInt32LE(36),
-    srcQpn: h.readUInt32LE(40),
-    srcPid: h.readUInt32LE(44),
-    token: h.readUInt32LE(48),
-    head: (h.readUInt8(9) & FLAG_HEAD) !== 0,
+    len: 0,
+    reqId: 0,
+    opcode: 0,
+    imm: 0,
+    remoteAddr: 0,
+    rkey: 0,
+    length: 0,
+    slot: 0,
+    gen: 0,
+    srcQpn: 0,
+    srcPid: 0,
+    token: 0,
+    head: false,
   };
 }
 
-/** The request header of the WR the native side handed out (ABI link words). */
+/** The frame length a request header at `b[o..]` declares, or -1 when it is malformed. */
+export function checkRequestHeader(b: Buffer, o: number, maxPayload: number): number {
+  const len = b.readUInt32LE(o);
+  const opcode = b[o + 8] as number;
+  const length = b.readUInt32LE(o + 28);
+  const remoteAddr = b.readDoubleLE(o + 16);
+  // Flag bits nobody defined are a malformed frame, not something to ignore.
+  if (((b[o + 9] as number) & ~FLAG_HEAD) !== 0) return -1;
+  if (opcode > ABI.OP_LAST || length > maxPayload) return -1;
+  if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return -1;
+  if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return -1;
+  if (!Number.isSafeInteger(remoteAddr) || remoteAddr < 0) return -1;
+  return len;
+}
+
+/** Parses a request header at `b[o..]` into `h`; false when the frame is malformed. */
+export function readRequestHeader(
+  b: Buffer,
+  o: number,
+  maxPayload: number,
+  h: RequestHeader,
+): boolean {
+  const len = checkRequestHeader(b, o, maxPayload);
+  if (len < 0) return false;
+  h.len = len;
+  h.reqId = b.readUInt32LE(o + 4);
+  h.opcode = b[o + 8] as number;
+  h.head = ((b[o + 9] as number) & FLAG_HEAD) !== 0;
+  h.imm = b.readUInt32LE(o + 12);
+  h.remoteAddr = b.readDoubleLE(o + 16);
+  h.rkey = b.readUInt32LE(o + 24);
+  h.length = b.readUInt32LE(o + 28);
+  h.slot = b.readUInt32LE(o + 32);
+  h.gen = b.readUInt32LE(o + 36);
+  h.srcQpn = b.readUInt32LE(o + 40);
+  h.srcPid = b.readUInt32LE(o + 44);
+  h.token = b.readUInt32LE(o + 48);
+  return true;
+}
+
+/** Writes the request header of the WR the native side handed out (ABI link words) at b[0..]. */
 export function writeRequestHeader(
+  b: Buffer,
   reqId: number,
   hdr: Float64Array,
   payloadLength: number,
-): Buffer {
-  const h = Buffer.allocUnsafe(REQ_HEADER).fill(0);
-  h.writeUInt32LE(REQ_HEADER + payloadLength, 0);
-  h.writeUInt32LE(reqId, 4);
-  h.writeUInt8(hdr[ABI.LINK_OPCODE] as number, 8);
-  h.writeUInt8(hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0, 9);
-  h.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
-  h.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
-  h.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
-  h.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, 28);
-  h.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, 32);
-  h.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, 36);
-  h.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, 40);
-  h.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, 44);
-  h.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, 48);
-  return h;
+): void {
+  b.writeUInt32LE(REQ_HEADER + payloadLength, 0);
+  b.writeUInt32LE(reqId, 4);
+  b[8] = hdr[ABI.LINK_OPCODE] as number;
+  b[9] = hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0;
+  b[10] = 0;
+  b[11] = 0;
+  b.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
+  b.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
+  b.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
+  b.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, 28);
+  b.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, 32);
+  b.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, 36);
+  b.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, 40);
+  b.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, 44);
+  b.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, 48);
 }
 
-export function writeResponse(
+/** Writes a response header at `b[o..]` for a frame of `dataBytes` data after it. */
+export function writeResponseHeader(
+  b: Buffer,
+  o: number,
   reqId: number,
   outcome: number,
   status: number,
   rnrTimer: number,
-  data: Uint8Array | undefined,
-): Buffer {
-  const answer = Buffer.allocUnsafe(RES_HEADER + (data ? data.length : 0));
-  answer.writeUInt32LE(answer.length, 0);
-  answer.writeUInt32LE(reqId, 4);
-  answer.writeUInt8(outcome, 8);
-  answer.writeUInt8(status, 9);
-  answer.writeUInt16LE(rnrTimer, 10);
-  if (data) answer.set(data, RES_HEADER);
-  return answer;
+  dataBytes: number,
+): void {
+  b.writeUInt32LE(RES_HEADER + dataBytes, o);
+  b.writeUInt32LE(reqId, o + 4);
+  b[o + 8] = outcome;
+  b[o + 9] = status;
+  b.writeUInt16LE(rnrTimer, o + 10);
 }
 
-/** The header-only PROGRESS response for request `reqId`. */
-export function writeProgress(reqId: number): Buffer {
-  const b = Buffer.alloc(RES_HEADER);
-  b.writeUInt32LE(RES_HEADER, 0);
-  b.writeUInt32LE(reqId, 4);
-  b.writeUInt8(LINK_PROGRESS, 8);
-  return b;
+/** Copies `n` bytes (a loop for header-sized runs: no view object for them). */
+export function copyBytes(
+  src: Uint8Array,
+  from: number,
+  dst: Uint8Array,
+  to: number,
+  n: number,
+): void {
+  if (n <= 64) {
+    for (let i = 0; i < n; i++) dst[to + i] = src[from + i] as number;
+  } else {
+    dst.set(new Uint8Array(src.buffer, src.byteOffset + from, n), to);
+  }
 }
+
+/** A frame being assembled across chunks is kept in a buffer this large at rest. */
+const CARRY_KEEP = 64 << 10;
 
 /**
- * Splits a byte stream into length-prefixed frames. `check(header)` sees each frame's
- * first `headerBytes` before anything past them is kept and returns the frame's total
- * length, or -1 to refuse the stream (the caller drops the connection). Each byte is
- * copied at most once, however many chunks a large frame arrives in.
+ * Splits a byte stream into length-prefixed frames without allocating per frame. `check(buf,
+ * off)` sees each frame's first `headerBytes` before anything past them is kept and returns
+ * the frame's total length, or -1 to refuse the stream (the caller drops the connection).
+ * `onFrame(buf, off, len)` gets each whole frame where it lies — in the chunk itself, or in
+ * the reader's carry buffer when it spanned chunks — and must be done with those bytes when
+ * it returns; it returns false to stop here (backpressure: `resume()` goes on with that frame).
+ * Each byte is copied at most once, however many chunks a large frame arrives in.
  */
 export class FrameReader {
-  #chunks: Buffer[] = [];
-  #have = 0;
-  #need = -1; // total length of the frame in progress, once its header was checked
+  #carry: Buffer = Buffer.allocUnsafe(CARRY_KEEP);
+  #have = 0; // bytes of the frame in progress held in #carry
+  #need = -1; // total length of the frame in #carry, once its header was checked
   readonly #headerBytes: number;
-  readonly #check: (header: Buffer) => number;
+  readonly #check: (buf: Buffer, off: number) => number;
+  readonly #onFrame: (buf: Buffer, off: number, len: number) => boolean;
+  // Stopped by onFrame: the rest of the chunk it was in, and chunks that came after.
+  #stopped = false;
+  #rest: Buffer | undefined;
+  #restAt = 0;
+  #later: Buffer[] = [];
 
-  constructor(headerBytes: number, check: (header: Buffer) => number) {
+  constructor(
+    headerBytes: number,
+    check: (buf: Buffer, off: number) => number,
+    onFrame: (buf: Buffer, off: number, len: number) => boolean,
+  ) {
     this.#headerBytes = headerBytes;
     this.#check = check;
+    this.#onFrame = onFrame;
   }
 
-  /** Bytes held for frames not complete yet. */
+  /** Bytes held of the frame not complete yet. */
   get buffered(): number {
     return this.#have;
   }
 
-  /** The checked header of the frame being read, while it is incomplete. */
-  get partialHeader(): Buffer | undefined {
-    return this.#need < 0 ? undefined : (this.#chunks[0] as Buffer).subarray(0, this.#headerBytes);
+  /** The checked header of the frame being read, while it is incomplete (in the carry). */
+  get partial(): Buffer | undefined {
+    return this.#need < 0 || this.#have >= this.#need ? undefined : this.#carry;
   }
 
-  /** Returns false on a malformed stream. */
-  push(chunk: Buffer, onFrame: (frame: Buffer) => void): boolean {
-    this.#chunks.push(chunk);
-    this.#have += chunk.length;
-    for (;;) {
-      if (this.#need < 0) {
-        if (this.#have < this.#headerBytes) return true;
-        this.#flatten();
-        const need = this.#check((this.#chunks[0] as Buffer).subarray(0, this.#headerBytes));
-        if (need < this.#headerBytes) return false;
-        this.#need = need;
-      }
-      if (this.#have < this.#need) return true;
-      this.#flatten();
-      const all = this.#chunks[0] as Buffer;
-      const need = this.#need;
-      this.#need = -1;
-      onFrame(all.subarray(0, need));
-      const rest = all.subarray(need);
-      this.#chunks = rest.length ? [rest] : [];
-      this.#have = rest.length;
+  /** True while onFrame stopped the reader (resume() goes on). */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Feeds `chunk[start, end)`; false on a malformed stream. */
+  push(chunk: Buffer, start = 0, end = chunk.length): boolean {
+    if (this.#stopped) {
+      // Kept as it is: the caller paused the socket, this is what was already on its way.
+      this.#later.push(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end));
+      return true;
+    }
+    return this.#run(chunk, start, end);
+  }
+
+  /** Goes on after onFrame returned false; false on a malformed stream. */
+  resume(): boolean {
+    if (!this.#stopped) return true;
+    this.#stopped = false;
+    if (this.#need >= 0 && this.#have >= this.#need) {
+      // The frame that was stopped lies whole in the carry.
+      if (!this.#frameFromCarry()) return true;
+    }
+    const rest = this.#rest;
+    this.#rest = undefined;
+    if (rest && !this.#run(rest, this.#restAt, rest.length)) return false;
+    while (!this.#stopped && this.#later.length > 0) {
+      if (!this.#run(this.#later.shift() as Buffer, 0, undefined)) return false;
+    }
+    return true;
+  }
+
+  #stop(chunk: Buffer, at: number, end: number): void {
+    this.#stopped = true;
+    if (at < end) {
+      this.#rest = at === 0 && end === chunk.length ? chunk : chunk.subarray(at, end);
+      this.#restAt = 0;
     }
   }
 
-  #flatten(): void {
-    if (this.#chunks.length > 1) this.#chunks = [Buffer.concat(this.#chunks, this.#have)];
+  /** Delivers the whole frame in the carry; false when onFrame stopped on it. */
+  #frameFromCarry(): boolean {
+    const n = this.#need;
+    if (!this.#onFrame(this.#carry, 0, n)) {
+      this.#stopped = true;
+      return false;
+    }
+    this.#need = -1;
+    this.#have = 0;
+    if (this.#carry.length > CARRY_KEEP) this.#carry = Buffer.allocUnsafe(CARRY_KEEP);
+    return true;
+  }
+
+  #run(chunk: Buffer, start: number, endArg: number | undefined): boolean {
+    const end = endArg ?? chunk.length;
+    const hb = this.#headerBytes;
+    let pos = start;
+    while (pos < end) {
+      if (this.#have > 0) {
+        // Continuing a frame that spans chunks.
+        if (this.#need < 0) {
+          const take = Math.min(hb - this.#have, end - pos);
+          copyBytes(chunk, pos, this.#carry, this.#have, take);
+          this.#have += take;
+          pos += take;
+          if (this.#have < hb) return true;
+          const need = this.#check(this.#carry, 0);
+          if (need < hb) return false;
+          this.#need = need;
+          this.#fit(need);
+        }
+        const take = Math.min(this.#need - this.#have, end - pos);
+        if (take > 0) copyBytes(chunk, pos, this.#carry, this.#have, take);
+        this.#have += take;
+        pos += take;
+        if (this.#have < this.#need) return true;
+        if (!this.#frameFromCarry()) {
+          this.#stop(chunk, pos, end);
+          return true;
+        }
+        continue;
+      }
+      if (end - pos < hb) {
+        copyBytes(chunk, pos, this.#carry, 0, end - pos);
+        this.#have = end - pos;
+        return true;
+      }
+      const need = this.#check(chunk, pos);
+      if (need < hb) return false;
+      if (end - pos >= need) {
+        if (!this.#onFrame(chunk, pos, need)) {
+          this.#stop(chunk, pos, end);
+          return true;
+        }
+        pos += need;
+        continue;
+      }
+      // Incomplete: carried until the rest arrives.
+      this.#need = need;
+      this.#fit(need);
+      copyBytes(chunk, pos, this.#carry, 0, end - pos);
+      this.#have = end - pos;
+      return true;
+    }
+    return true;
+  }
+
+  /** The carry can hold a frame of `n` bytes (its bytes so far kept). */
+  #fit(n: number): void {
+    if (this.#carry.length >= n) return;
+    const bigger = Buffer.allocUnsafe(n);
+    copyBytes(this.#carry, 0, bigger, 0, this.#have);
+    this.#carry = bigger;
+  }
+}
+
+/**
+ * One request frame's bytes, header then payload, reused frame after frame (the QP's pool).
+ * The socket is handed an exact-length view; the last one is kept, so frames of one size
+ * allocate nothing.
+ */
+export class FrameBuffer {
+  readonly buf: Buffer;
+  #view: Buffer | undefined;
+
+  constructor(payloadCapacity: number) {
+    this.buf = Buffer.allocUnsafeSlow(REQ_HEADER + payloadCapacity);
+  }
+
+  /** Payload bytes it holds. */
+  get capacity(): number {
+    return this.buf.length - REQ_HEADER;
+  }
+
+  /** Its first `len` bytes. */
+  view(len: number): Buffer {
+    if (len === this.buf.length) return this.buf;
+    const v = this.#view;
+    if (v !== undefined && v.length === len) return v;
+    this.#view = this.buf.subarray(0, len);
+    return this.#view;
   }
 }

@@ -1,0 +1,119 @@
+// Answers for one connection, gathered into a buffer and written with one system call per
+// flush. Buffers are reused once the socket is done with them (its write callbacks come in
+// order), so steady state allocates nothing; a buffer grown for a large READ answer is
+// dropped after use instead of kept.
+import type { Socket } from 'node:net';
+import { copyBytes } from './frames.js';
+import { Ring } from './Ring.js';
+
+const SMALL = 16 << 10;
+const EMPTY = Buffer.alloc(0);
+/** Answers in a large buffer up to this many bytes are moved out rather than flushed with it. */
+const MOVE_BYTES = 4 << 10;
+/** The largest buffer kept for READ answers once written. */
+const BIG_KEEP = 4 << 20;
+
+/** A buffer and the last exact-length view of it handed to the socket. */
+class Chunk {
+  readonly buf: Buffer;
+  #view: Buffer | undefined;
+  constructor(n: number) {
+    this.buf = Buffer.allocUnsafeSlow(n);
+  }
+  view(n: number): Buffer {
+    if (n === this.buf.length) return this.buf;
+    const v = this.#view;
+    if (v !== undefined && v.length === n) return v;
+    this.#view = this.buf.subarray(0, n);
+    return this.#view;
+  }
+}
+
+export class Outbox {
+  readonly #sock: Socket;
+  #cur = new Chunk(SMALL);
+  #used = 0;
+  readonly #free: Chunk[] = [];
+  readonly #inFlight = new Ring<Chunk>();
+  /** one large buffer kept for the next large READ answer */
+  #big: Chunk | undefined;
+
+  constructor(sock: Socket) {
+    this.#sock = sock;
+  }
+
+  /** Bytes gathered and not yet handed to the socket. */
+  get used(): number {
+    return this.#used;
+  }
+
+  /** Where the bytes reserve() made room for start. */
+  get at(): number {
+    return this.#used;
+  }
+
+  /** Room for `n` more bytes at `at`: the buffer to write them into, then commit(). */
+  reserve(n: number): Buffer {
+    const cur = this.#cur;
+    if (this.#used + n <= cur.buf.length) return cur.buf;
+    if (n <= cur.buf.length && this.#used <= MOVE_BYTES && cur.buf.length > SMALL) {
+      // A large buffer holding a few answers (a READ that failed): those go out from a
+      // small one, and the large one is reused in place.
+      const small = this.#free.pop() ?? new Chunk(SMALL);
+      copyBytes(cur.buf, 0, small.buf, 0, this.#used);
+      this.#write(small, this.#used);
+      this.#used = 0;
+      return cur.buf;
+    }
+    this.flush();
+    if (n > this.#cur.buf.length) {
+      this.#free.push(this.#cur);
+      // A large READ answer: in the one large buffer kept, or one made for it.
+      const big = this.#big;
+      if (big !== undefined && big.buf.length >= n) {
+        this.#big = undefined;
+        this.#cur = big;
+      } else this.#cur = new Chunk(n);
+    }
+    return this.#cur.buf;
+  }
+
+  commit(n: number): void {
+    this.#used += n;
+  }
+
+  /** Hands what was gathered to the socket. */
+  flush(): void {
+    const n = this.#used;
+    if (n === 0) return;
+    const c = this.#cur;
+    this.#used = 0;
+    if (this.#inFlight.size === 0) {
+      // Nothing of ours in the socket: written without a callback (one allocates); when
+      // the kernel took it all at once (writableLength 0) the buffer is free again now.
+      this.#sock.write(c.view(n));
+      if (this.#sock.writableLength === 0) return;
+      this.#inFlight.push(c);
+      this.#sock.write(EMPTY, this.#onWritten); // called once the one above is through
+    } else {
+      this.#inFlight.push(c);
+      this.#sock.write(c.view(n), this.#onWritten);
+    }
+    this.#cur = this.#free.pop() ?? new Chunk(SMALL);
+  }
+
+  #write(c: Chunk, n: number): void {
+    this.#inFlight.push(c);
+    this.#sock.write(c.view(n), this.#onWritten);
+  }
+
+  readonly #onWritten = (): void => {
+    const c = this.#inFlight.shift();
+    if (!c) return;
+    if (c.buf.length === SMALL) {
+      if (this.#free.length < 4) this.#free.push(c);
+    } else if (c.buf.length <= BIG_KEEP && (this.#big?.buf.length ?? 0) < c.buf.length) {
+      this.#big = c;
+    }
+  };
+}
