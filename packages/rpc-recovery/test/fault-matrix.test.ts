@@ -1,12 +1,12 @@
-// The state × fault matrix over TcpTransport with real processes: servers (and a client)
-// forked, killed, stopped and restarted on the same address. Every call either succeeds
-// exactly once or fails with a typed error before its deadline.
+// The state × fault matrix with real processes, over TcpTransport and over RdmaTransport
+// (soft provider): servers (and a client) forked, killed, stopped and restarted on the same
+// address, QPs broken by verbs fault injection. Every call either succeeds exactly once or
+// fails with a typed error before its deadline.
 import diagnostics_channel from 'node:diagnostics_channel';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Connection } from '@rdmajs/mux';
-import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   DIAGNOSTICS_CHANNELS,
@@ -17,7 +17,9 @@ import {
   type StaleEpochDrop,
 } from '../src/index.js';
 import { counterService } from './fixtures/counter-service.js';
+import { breakLiveQps } from './fixtures/qp-tap.js';
 import { type Peer, spawnClient, spawnServer } from './support/spawn.js';
+import { makeTransport, type TransportKind } from './support/transports.js';
 
 const secret = 'rpc-fault-secret-0123456789';
 const keyHex = '11'.repeat(32);
@@ -40,27 +42,6 @@ function stateDir(): string {
   return dir;
 }
 
-async function server(args: { port?: number; stateFile?: string; cutAfterRecord?: number }) {
-  const peer = await spawnServer({ port: args.port ?? 0, secret, key: keyHex, ...args });
-  cleanups.push(() => peer.kill());
-  return peer;
-}
-
-async function client(port: number, extra: Partial<RpcClientOptions> = {}): Promise<RpcClient> {
-  const c = await RpcClient.connect({
-    transport: new TcpTransport({ peerTimeoutMs: 60_000 }),
-    port,
-    secret,
-    heartbeatIntervalMs: 100,
-    heartbeatMisses: 5,
-    connectTimeoutMs: 2000,
-    backoff: new ExponentialBackoff({ baseMs: 20, capMs: 200, deadlineMs: 20_000 }),
-    ...extra,
-  });
-  cleanups.push(() => c.close());
-  return c;
-}
-
 function nextState(c: RpcClient, to: SessionStateChange['to']): Promise<SessionStateChange> {
   return new Promise((resolve) => {
     const on = (s: SessionStateChange): void => {
@@ -72,12 +53,47 @@ function nextState(c: RpcClient, to: SessionStateChange['to']): Promise<SessionS
   });
 }
 
-async function restart(peer: Peer, stateFile?: string): Promise<Peer> {
-  await peer.kill();
-  return server({ port: peer.port, ...(stateFile === undefined ? {} : { stateFile }) });
+/** A transport of this kind, closed after the test (after what uses it). */
+function transportOf(kind: TransportKind) {
+  const t = makeTransport(kind);
+  cleanups.push(() => t.close?.());
+  return t;
 }
 
-describe('fault matrix over TcpTransport, real processes', () => {
+describe.each(['tcp', 'rdma'] as const)('fault matrix over %s, real processes', (kind) => {
+  const transport = () => transportOf(kind);
+  async function server(args: { port?: number; stateFile?: string; cutAfterRecord?: number }) {
+    const peer = await spawnServer({
+      port: args.port ?? 0,
+      secret,
+      key: keyHex,
+      transport: kind,
+      ...args,
+    });
+    cleanups.push(() => peer.kill());
+    return peer;
+  }
+
+  async function client(port: number, extra: Partial<RpcClientOptions> = {}): Promise<RpcClient> {
+    const c = await RpcClient.connect({
+      transport: transport(),
+      port,
+      secret,
+      heartbeatIntervalMs: 100,
+      heartbeatMisses: 5,
+      connectTimeoutMs: 2000,
+      backoff: new ExponentialBackoff({ baseMs: 20, capMs: 200, deadlineMs: 20_000 }),
+      ...extra,
+    });
+    cleanups.push(() => c.close());
+    return c;
+  }
+
+  async function restart(peer: Peer, stateFile?: string): Promise<Peer> {
+    await peer.kill();
+    return server({ port: peer.port, ...(stateFile === undefined ? {} : { stateFile }) });
+  }
+
   it('client_reconnects_after_server_kill_during_call', async () => {
     const file = join(stateDir(), 'state.json');
     const s1 = await server({ stateFile: file });
@@ -124,7 +140,7 @@ describe('fault matrix over TcpTransport, real processes', () => {
   it('handshake_rejects_bad_secret', async () => {
     const s = await server({});
     const err = await RpcClient.connect({
-      transport: new TcpTransport(),
+      transport: transport(),
       port: s.port,
       secret: 'not-the-secret-0123456789',
     }).catch((e: unknown) => e);
@@ -214,12 +230,12 @@ describe('fault matrix over TcpTransport, real processes', () => {
   });
 
   it('client_killed_mid_call_leaves_the_server_serving', async () => {
-    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const listenerTransport = transport();
     const svc = counterService({ key });
-    const listener = await transport.listen({ secret });
+    const listener = await listenerTransport.listen({ secret });
     listener.on('connection', (conn) => svc.server.serve(conn));
     cleanups.push(() => listener.close());
-    const peer = await spawnClient({ port: listener.port, secret });
+    const peer = await spawnClient({ port: listener.port, secret, transport: kind });
     cleanups.push(() => peer.kill());
     expect(svc.server.stats().connections).toBe(1);
     await peer.kill();
@@ -235,9 +251,9 @@ describe('fault matrix over TcpTransport, real processes', () => {
   });
 
   it('control_connection_cut_recovers_and_replays_the_call', async () => {
-    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const listenerTransport = transport();
     const svc = counterService({ key });
-    const listener = await transport.listen({ secret });
+    const listener = await listenerTransport.listen({ secret });
     const conns: Connection[] = [];
     listener.on('connection', (conn) => {
       conns.push(conn);
@@ -254,9 +270,9 @@ describe('fault matrix over TcpTransport, real processes', () => {
   });
 
   it('stale_epoch_completion_is_dropped', async () => {
-    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const listenerTransport = transport();
     const svc = counterService({ key });
-    const listener = await transport.listen({ secret });
+    const listener = await listenerTransport.listen({ secret });
     const conns: Connection[] = [];
     listener.on('connection', (conn) => {
       conns.push(conn);
@@ -323,5 +339,53 @@ describe('fault matrix over TcpTransport, real processes', () => {
       'recovering>connected',
       'connected>closed',
     ]);
+  });
+
+  // Verbs fault injection: a QP moved to the error state fails its RDMA connection (the
+  // next work request completes in error), and the session recovers on new QPs.
+  it.runIf(kind === 'rdma')(
+    'server_qp_broken_by_fault_injection_mid_call_runs_it_once',
+    async () => {
+      const s = await server({});
+      const c = await client(s.port);
+      const epoch1 = c.session.epoch;
+      const call = c.call('slowInc', u32(300), { deadlineMs: 20_000 });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await s.ask<number>('break-qps')).toBeGreaterThan(0);
+      // The reply goes out on a broken QP: lost; the replay is answered from the table.
+      expect(readU32(await call)).toBe(1);
+      expect(await s.ask('count')).toBe(1);
+      expect(c.session.epoch).toBeGreaterThan(epoch1);
+      expect(c.stats()).toMatchObject({ state: 'connected', reconnects: 1, answeredFromTable: 1 });
+      expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(2);
+    },
+  );
+
+  it.runIf(kind === 'rdma')('client_qp_broken_by_fault_injection_recovers_on_new_qps', async () => {
+    const s = await server({});
+    const c = await client(s.port);
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(1);
+    const recovering = nextState(c, 'recovering');
+    expect(breakLiveQps()).toBeGreaterThan(0);
+    // The call's SEND completes in error: the connection fails, the call is replayed.
+    const call = c.call('inc', new Uint8Array(0), { deadlineMs: 20_000 });
+    expect((await recovering).reason).toBeInstanceOf(Error);
+    expect(readU32(await call)).toBe(2);
+    expect(await s.ask('count')).toBe(2);
+    expect(c.stats()).toMatchObject({ state: 'connected', reconnects: 1 });
+  });
+
+  it.runIf(kind === 'rdma')('qp_broken_past_the_deadline_fails_typed_never_hangs', async () => {
+    const s = await server({});
+    const c = await client(s.port, {
+      backoff: new ExponentialBackoff({ baseMs: 10, capMs: 50, maxAttempts: 3 }),
+    });
+    const failed = nextState(c, 'failed');
+    const call = c.call('slowInc', u32(200), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    await s.ask('break-qps');
+    await s.kill(); // and nobody to recover to
+    await expect(call).rejects.toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+    expect((await failed).reason).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
   });
 });
