@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Channel, Connection, SharedSecret, Transport } from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff } from './BackoffPolicy.js';
 import { CallSequencer } from './CallSequencer.js';
@@ -19,6 +20,13 @@ import {
   type SessionFrame,
 } from './SessionFrame.js';
 import { type SessionState, SessionStateMachine } from './SessionStateMachine.js';
+import {
+  type FallbackOptions,
+  publishTransportChange,
+  type ResolvedFallback,
+  resolveFallback,
+  type TransportChange,
+} from './TransportFallback.js';
 
 export interface CallOptions {
   /** Budget for the whole call, recovery included, ms. Default 30 000. */
@@ -49,6 +57,13 @@ export interface RpcClientOptions {
   /** Unsettled non-idempotent calls at once (keep <= the server's per-session bound). Default 1024. */
   maxInFlightSequences?: number;
   limits?: Partial<RpcFrameLimits>;
+  /** Per-connection fallback when the primary transport cannot set up (off when absent). */
+  fallback?: FallbackOptions;
+}
+
+/** Typed events of the client (the session's own are on `client.session`). */
+export interface RpcClientEvents {
+  transport: [TransportChange];
 }
 
 export interface RpcClientStats {
@@ -65,6 +80,17 @@ export interface RpcClientStats {
   /** Replies dropped because their epoch is not the current one. */
   staleDropped: number;
   heartbeatTimeouts: number;
+  /** Name of the current connection's transport (undefined while none). */
+  transport: string | undefined;
+  /** True while the current connection is on the fallback transport. */
+  onFallback: boolean;
+  /** Connections made on the fallback because the primary failed. */
+  fallbacks: number;
+  /** Probes of the primary while on the fallback, and those that failed. */
+  probes: number;
+  probeFailures: number;
+  /** Moves from the fallback back to the primary after a probe connected. */
+  switchedBack: number;
 }
 
 interface Call {
@@ -83,6 +109,10 @@ interface Call {
 
 interface Link {
   readonly conn: Connection;
+  /** Made over the fallback transport. */
+  readonly fallback: boolean;
+  /** Why the primary was not used. */
+  readonly fallbackReason: Error | undefined;
   readonly control: Channel;
   readonly data: Channel;
   readonly epoch: number;
@@ -117,8 +147,14 @@ const codeOf = (err: unknown): string | undefined => {
  * replays what is still pending. Replies of an old epoch are dropped. Every call ends by its
  * reply, its deadline, its signal, or the session failing or closing — never later.
  */
-export class RpcClient {
-  readonly #o: Required<Omit<RpcClientOptions, 'limits' | 'host'>> & { host: string | undefined };
+export class RpcClient extends EventEmitter<RpcClientEvents> {
+  readonly #o: Required<Omit<RpcClientOptions, 'limits' | 'host' | 'fallback'>> & {
+    host: string | undefined;
+  };
+  readonly #fallback: ResolvedFallback | undefined;
+  /** A primary connection a probe made, for the next link to use. */
+  #probed: Connection | undefined;
+  #lastTransport: string | undefined;
   readonly #limits: RpcFrameLimits;
   readonly #machine = new SessionStateMachine();
   readonly #pending = new Map<number, Call>();
@@ -129,10 +165,20 @@ export class RpcClient {
   #closing = false;
   #wake: (() => void) | undefined;
   readonly #ready: Promise<void>;
-  readonly #counts = { reconnects: 0, replayed: 0, answeredFromTable: 0, heartbeatTimeouts: 0 };
+  readonly #counts = {
+    reconnects: 0,
+    replayed: 0,
+    answeredFromTable: 0,
+    heartbeatTimeouts: 0,
+    fallbacks: 0,
+    probes: 0,
+    probeFailures: 0,
+    switchedBack: 0,
+  };
 
   /** Connects (see `ready`); prefer `RpcClient.connect`. */
   constructor(options: RpcClientOptions) {
+    super();
     if (options === null || typeof options !== 'object' || options.transport === undefined) {
       throw new RpcError('ERR_RPC_INVALID_ARG', 'RpcClient needs { transport, port, secret }');
     }
@@ -149,6 +195,7 @@ export class RpcClient {
       maxInFlightSequences: options.maxInFlightSequences ?? 1024,
     };
     this.#limits = rpcFrameLimits(options.limits);
+    this.#fallback = resolveFallback(options.fallback);
     this.#sequencer = new CallSequencer({ maxInFlight: this.#o.maxInFlightSequences });
     this.#ready = new Promise<void>((resolve, reject) => {
       this.#machine.once('state', (c) => {
@@ -189,6 +236,8 @@ export class RpcClient {
       epoch: this.#machine.epoch,
       pending: this.#pending.size,
       staleDropped: this.#machine.epochs.stats().stale + this.#machine.epochs.stats().future,
+      transport: this.#link === undefined ? undefined : this.#lastTransport,
+      onFallback: this.#link?.fallback ?? false,
       ...this.#counts,
     };
   }
@@ -315,6 +364,8 @@ export class RpcClient {
     if (this.#closing) return;
     this.#closing = true;
     this.#wake?.();
+    this.#probed?.destroy();
+    this.#probed = undefined;
     const link = this.#link;
     const err = new RpcError('ERR_RPC_CLOSED', 'client closed');
     for (const c of [...this.#pending.values()]) c.reject(err);
@@ -400,8 +451,11 @@ export class RpcClient {
       attempt = 0;
       this.#link = link;
       this.#machine.connected(welcome.epoch, welcome.sessionId);
+      this.#announceTransport(link);
       this.#recover(link, welcome);
+      const stopProbe = this.#probeWhileOnFallback(link);
       const reason = await link.whenLost;
+      stopProbe();
       this.#link = undefined;
       link.conn.destroy();
       if (this.#closing) return;
@@ -452,16 +506,124 @@ export class RpcClient {
     });
   }
 
+  /** A mux connection on the primary, else (configured, and not a fatal refusal) the fallback. */
+  async #connectTransport(): Promise<{ conn: Connection; fallback: boolean; reason?: Error }> {
+    const probed = this.#probed;
+    this.#probed = undefined;
+    if (probed !== undefined) {
+      if (probed.state === 'open') return { conn: probed, fallback: false };
+      probed.destroy();
+    }
+    const o = this.#o;
+    try {
+      const conn = await o.transport.connect({
+        ...(o.host === undefined ? {} : { host: o.host }),
+        port: o.port,
+        secret: o.secret,
+        timeoutMs: o.connectTimeoutMs,
+      });
+      return { conn, fallback: false };
+    } catch (err) {
+      const fb = this.#fallback;
+      // A wrong secret or version is no RDMA trouble: the fallback would be refused alike.
+      if (fb === undefined || this.#closing || FATAL.has(codeOf(err) ?? '')) throw err;
+      const host = fb.host ?? o.host;
+      const conn = await fb.transport.connect({
+        ...(host === undefined ? {} : { host }),
+        port: fb.port ?? o.port,
+        secret: o.secret,
+        timeoutMs: o.connectTimeoutMs,
+      });
+      this.#counts.fallbacks++;
+      return { conn, fallback: true, reason: err as Error };
+    }
+  }
+
+  /** Emits 'transport' (and publishes it) when the new link's transport differs from the last. */
+  #announceTransport(link: Link): void {
+    const name = link.fallback
+      ? (this.#fallback as ResolvedFallback).transport.name
+      : this.#o.transport.name;
+    const previous = this.#lastTransport;
+    const wasFallback = this.#lastFallback;
+    this.#lastTransport = name;
+    this.#lastFallback = link.fallback;
+    if (previous !== undefined && wasFallback === link.fallback) return;
+    if (wasFallback && !link.fallback) this.#counts.switchedBack++;
+    const change: TransportChange = {
+      sessionId: this.#machine.sessionId,
+      from: previous,
+      to: name,
+      fallback: link.fallback,
+      reason: link.fallbackReason,
+      at: performance.now(),
+    };
+    publishTransportChange(change);
+    this.emit('transport', change);
+  }
+
+  #lastFallback = false;
+
+  /**
+   * While `link` is on the fallback, tries the primary every probeIntervalMs (one probe at
+   * a time); a probe that connects ends the link (ERR_RPC_TRANSPORT_SWITCH) and the session
+   * resumes on the probed connection: pending calls replay there, de-duplicated as usual.
+   */
+  #probeWhileOnFallback(link: Link): () => void {
+    const every = this.#fallback?.probeIntervalMs ?? 0;
+    if (!link.fallback || every === 0) return () => {};
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const schedule = (): void => {
+      timer = setTimeout(probe, every);
+      timer.unref();
+    };
+    const probe = (): void => {
+      if (stopped) return;
+      this.#counts.probes++;
+      const o = this.#o;
+      o.transport
+        .connect({
+          ...(o.host === undefined ? {} : { host: o.host }),
+          port: o.port,
+          secret: o.secret,
+          timeoutMs: o.connectTimeoutMs,
+        })
+        .then(
+          (conn) => {
+            if (stopped || this.#closing) {
+              conn.destroy();
+              return;
+            }
+            conn.on('error', () => {});
+            this.#probed = conn;
+            link.lost(
+              new RpcError(
+                'ERR_RPC_TRANSPORT_SWITCH',
+                `the primary transport (${o.transport.name}) is reachable again`,
+                { retryable: true },
+              ),
+            );
+          },
+          () => {
+            this.#counts.probeFailures++;
+            if (!stopped) schedule();
+          },
+        );
+    };
+    schedule();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
+
   /** One connection attempt: mux connect, then open or resume the session on its control channel. */
   async #establish(): Promise<[Link, Extract<SessionFrame, { kind: 'welcome' }>]> {
+    const { conn, fallback, reason } = await this.#connectTransport();
+    // The session handshake has a budget of its own after the transport connected.
     const until = performance.now() + this.#o.connectTimeoutMs;
     const left = (): number => Math.max(1, Math.ceil(until - performance.now()));
-    const conn = await this.#o.transport.connect({
-      ...(this.#o.host === undefined ? {} : { host: this.#o.host }),
-      port: this.#o.port,
-      secret: this.#o.secret,
-      timeoutMs: left(),
-    });
     try {
       conn.on('error', () => {});
       const control = conn.openChannel(RPC_CONTROL_CHANNEL);
@@ -505,7 +667,7 @@ export class RpcClient {
       }
       if (f.epoch <= this.#machine.epoch) throw this.#protocol(`epoch ${f.epoch} is not new`);
       const data = conn.openChannel(RPC_DATA_CHANNEL);
-      const link = this.#watch(conn, control, data, f.epoch);
+      const link = this.#watch(conn, control, data, f.epoch, fallback, reason);
       return [link, f];
     } catch (err) {
       conn.destroy();
@@ -518,7 +680,14 @@ export class RpcClient {
   }
 
   /** Starts the link's readers and heartbeat; `whenLost` settles once, with the first fault. */
-  #watch(conn: Connection, control: Channel, data: Channel, epoch: number): Link {
+  #watch(
+    conn: Connection,
+    control: Channel,
+    data: Channel,
+    epoch: number,
+    fallback: boolean,
+    fallbackReason: Error | undefined,
+  ): Link {
     let lost!: (reason: Error) => void;
     const whenLost = new Promise<Error>((resolve) => {
       lost = resolve;
@@ -526,6 +695,8 @@ export class RpcClient {
     let over = false;
     const link: Link = {
       conn,
+      fallback,
+      fallbackReason,
       control,
       data,
       epoch,

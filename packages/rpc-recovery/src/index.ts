@@ -39,6 +39,7 @@ export {
 export {
   type CallOptions,
   RpcClient,
+  type RpcClientEvents,
   type RpcClientOptions,
   type RpcClientStats,
 } from './RpcClient.js';
@@ -98,3 +99,4 @@ export {
   SessionStateMachine,
   type SessionStateMachineOptions,
 } from './SessionStateMachine.js';
+export type { FallbackOptions, TransportChange } from './TransportFallback.js';

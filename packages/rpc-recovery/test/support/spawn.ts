@@ -85,6 +85,8 @@ export function spawnClient(args: {
   port: number;
   secret: string;
   transport?: TransportKind;
+  /** Fall back to TCP on the same port. */
+  fallback?: boolean;
 }): Promise<Peer> {
   return start('client-peer.ts', args, (m) => (m.called === true ? args.port : undefined));
 }
