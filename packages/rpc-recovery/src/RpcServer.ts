@@ -60,6 +60,14 @@ interface ConnState {
   control: Channel | undefined;
 }
 
+/** The remote host: what per-peer bounds count against (the port changes per connection). */
+function peerOf(connection: Connection): string {
+  const a = connection.remoteAddress;
+  const colon = a.lastIndexOf(':');
+  const host = colon > 0 ? a.slice(0, colon) : a;
+  return host.length === 0 ? 'unknown' : host.slice(0, 256);
+}
+
 /**
  * Serves a MethodRegistry on mux connections (any Transport). Each connection first opens
  * or resumes a session on its control channel: open issues a session id and a
@@ -212,7 +220,13 @@ export class RpcServer {
         }
         st.lastSeen = performance.now();
         if (st.phase === 'hello' && f.kind === 'open') {
-          const issued = this.#authority.issue();
+          let issued: ReturnType<SessionAuthority['issue']>;
+          try {
+            issued = this.#authority.issue(peerOf(connection));
+          } catch (err) {
+            refuse(err);
+            return;
+          }
           this.#dedup.openSession(issued.sessionId);
           this.#onSessionChange?.(issued.sessionId, 'opened');
           this.#ready(connection, st, issued.sessionId, issued.epoch);
@@ -228,7 +242,7 @@ export class RpcServer {
           });
         } else if (st.phase === 'hello' && f.kind === 'resume') {
           try {
-            st.challenge = this.#authority.challenge(f.sessionId);
+            st.challenge = this.#authority.challenge(f.sessionId, peerOf(connection));
           } catch (err) {
             refuse(err);
             return;
