@@ -44,7 +44,10 @@ export interface RpcClientOptions {
   host?: string;
   port: number;
   secret: SharedSecret;
-  /** Budget of one connection attempt, session handshake included, ms. Default 5 000. */
+  /**
+   * Budget of one connection attempt, session handshake included, ms (a fallback attempt
+   * after a failed primary gets a budget of its own). Default 5 000.
+   */
   connectTimeoutMs?: number;
   /** A ping goes out on the control channel this often, ms. Default 1 000. */
   heartbeatIntervalMs?: number;
@@ -507,14 +510,22 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
   }
 
   /** A mux connection on the primary, else (configured, and not a fatal refusal) the fallback. */
-  async #connectTransport(): Promise<{ conn: Connection; fallback: boolean; reason?: Error }> {
+  async #connectTransport(): Promise<{
+    conn: Connection;
+    fallback: boolean;
+    reason?: Error;
+    /** When the attempt that made `conn` began: its budget runs from there. */
+    startedAt: number;
+  }> {
     const probed = this.#probed;
     this.#probed = undefined;
     if (probed !== undefined) {
-      if (probed.state === 'open') return { conn: probed, fallback: false };
+      if (probed.state === 'open')
+        return { conn: probed, fallback: false, startedAt: performance.now() };
       probed.destroy();
     }
     const o = this.#o;
+    let startedAt = performance.now();
     try {
       const conn = await o.transport.connect({
         ...(o.host === undefined ? {} : { host: o.host }),
@@ -522,12 +533,13 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         secret: o.secret,
         timeoutMs: o.connectTimeoutMs,
       });
-      return { conn, fallback: false };
+      return { conn, fallback: false, startedAt };
     } catch (err) {
       const fb = this.#fallback;
       // A wrong secret or version is no RDMA trouble: the fallback would be refused alike.
       if (fb === undefined || this.#closing || FATAL.has(codeOf(err) ?? '')) throw err;
       const host = fb.host ?? o.host;
+      startedAt = performance.now(); // the fallback attempt has a budget of its own
       const conn = await fb.transport.connect({
         ...(host === undefined ? {} : { host }),
         port: fb.port ?? o.port,
@@ -535,7 +547,7 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         timeoutMs: o.connectTimeoutMs,
       });
       this.#counts.fallbacks++;
-      return { conn, fallback: true, reason: err as Error };
+      return { conn, fallback: true, reason: err as Error, startedAt };
     }
   }
 
@@ -620,9 +632,9 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
 
   /** One connection attempt: mux connect, then open or resume the session on its control channel. */
   async #establish(): Promise<[Link, Extract<SessionFrame, { kind: 'welcome' }>]> {
-    const { conn, fallback, reason } = await this.#connectTransport();
-    // The session handshake has a budget of its own after the transport connected.
-    const until = performance.now() + this.#o.connectTimeoutMs;
+    const { conn, fallback, reason, startedAt } = await this.#connectTransport();
+    // One budget for the transport's connect and the session handshake after it.
+    const until = startedAt + this.#o.connectTimeoutMs;
     const left = (): number => Math.max(1, Math.ceil(until - performance.now()));
     try {
       conn.on('error', () => {});
