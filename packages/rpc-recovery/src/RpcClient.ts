@@ -1,5 +1,13 @@
 import { EventEmitter } from 'node:events';
-import type { Channel, Connection, SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  type Channel,
+  type Connection,
+  type InboundMessage,
+  type MessagePart,
+  partBytes,
+  type SharedSecret,
+  type Transport,
+} from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff } from './BackoffPolicy.js';
 import { CallSequencer } from './CallSequencer.js';
 import { RemoteError, RpcError, type RpcErrorCode } from './errors.js';
@@ -11,6 +19,7 @@ import {
   RpcStatus,
   rpcFrameLimits,
 } from './RpcFrame.js';
+import { RpcReply } from './RpcReply.js';
 import { resumptionProof } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
@@ -99,14 +108,16 @@ export interface RpcClientStats {
 interface Call {
   readonly requestId: number;
   readonly method: string;
-  /** The caller's bytes, kept (not copied) until the call settles, for replay. */
-  readonly payload: Uint8Array;
+  /** The caller's bytes or block, kept (not copied) until the call settles, for replay. */
+  readonly payload: MessagePart;
+  readonly payloadLength: number;
   readonly idempotent: boolean;
   readonly seq: number;
   readonly deadlineAt: number;
   /** Epoch it was last sent in (0: not sent yet). */
   sentEpoch: number;
-  resolve(bytes: Uint8Array): void;
+  /** The reply's message (released by the call, or handed to the caller) and payload view. */
+  resolve(msg: InboundMessage, payload: Uint8Array): void;
   reject(err: Error): void;
 }
 
@@ -248,9 +259,28 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
   /**
    * Calls `method`. Rejects with ERR_RPC_DEADLINE, ERR_RPC_ABORTED, ERR_RPC_CLOSED,
    * ERR_RPC_SESSION_FAILED, ERR_RPC_OVERLOADED, ERR_RPC_DEDUP_SESSION_FULL or a RemoteError.
-   * `payload` is not copied: leave it unchanged until the call settles (it may be replayed).
+   * `payload` (bytes, or a block of the transport's allocator: sent without a copy) is not
+   * copied: leave it unchanged until the call settles (it may be replayed). The reply is
+   * copied out of the receive buffer; `callView` hands out the buffer itself.
    */
-  call(method: string, payload: Uint8Array, options: CallOptions = {}): Promise<Uint8Array> {
+  call(method: string, payload: MessagePart, options: CallOptions = {}): Promise<Uint8Array> {
+    return this.#start(method, payload, options, false) as Promise<Uint8Array>;
+  }
+
+  /**
+   * As `call`, but the reply stays in the transport's receive memory (no copy): release the
+   * `RpcReply` when done with it (`using reply = await client.callView(…)`).
+   */
+  callView(method: string, payload: MessagePart, options: CallOptions = {}): Promise<RpcReply> {
+    return this.#start(method, payload, options, true) as Promise<RpcReply>;
+  }
+
+  #start(
+    method: string,
+    payload: MessagePart,
+    options: CallOptions,
+    view: boolean,
+  ): Promise<Uint8Array | RpcReply> {
     const deadlineMs = options.deadlineMs ?? 30_000;
     if (
       !Number.isInteger(deadlineMs) ||
@@ -262,8 +292,13 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         'deadlineMs must be a positive integer within limits',
       );
     }
-    if (!(payload instanceof Uint8Array)) {
-      throw new RpcError('ERR_RPC_INVALID_ARG', 'payload must be a Uint8Array');
+    let payloadLength: number;
+    try {
+      payloadLength = partBytes(payload).length;
+    } catch (cause) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'payload must be a Uint8Array or a Block', {
+        cause,
+      });
     }
     const state = this.#machine.state;
     if (state === 'closed' || this.#closing) {
@@ -307,14 +342,14 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         idempotent,
         deadlineMs,
         method,
-        payloadLength: payload.length,
+        payloadLength,
       },
       this.#limits,
     );
     const seq = idempotent ? 0 : this.#sequencer.next();
     const requestId = this.#nextId;
     this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
-    return new Promise<Uint8Array>((resolve, reject) => {
+    return new Promise<Uint8Array | RpcReply>((resolve, reject) => {
       const finish = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -342,13 +377,18 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         requestId,
         method,
         payload,
+        payloadLength,
         idempotent,
         seq,
         deadlineAt: performance.now() + deadlineMs,
         sentEpoch: 0,
-        resolve: (b) => {
+        resolve: (msg, bytes) => {
           finish();
-          resolve(b);
+          if (view) resolve(new RpcReply(msg, bytes));
+          else {
+            resolve(bytes.slice());
+            msg.release();
+          }
         },
         reject: (e) => {
           finish();
@@ -401,7 +441,7 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         idempotent: call.idempotent,
         deadlineMs: remaining,
         method: call.method,
-        payloadLength: call.payload.length,
+        payloadLength: call.payloadLength,
       },
       this.#limits,
     );
@@ -770,25 +810,34 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
     void (async () => {
       for (;;) {
         let frame: ReturnType<typeof decodeRpcFrame>;
+        // Not copied: an Ok reply's message goes to its call, every other one back at once.
+        let msg: InboundMessage;
         try {
-          const msg = await data.receive({ copy: true, timeoutMs: 60_000 });
-          try {
-            frame = decodeRpcFrame(msg.bytes, this.#limits);
-          } finally {
-            msg.release();
-          }
+          msg = await data.receive({ timeoutMs: 60_000 });
         } catch (err) {
           if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
           link.lost(err as Error);
           return;
         }
-        if (frame.kind !== 'response') continue;
+        try {
+          frame = decodeRpcFrame(msg.bytes, this.#limits);
+        } catch (err) {
+          msg.release();
+          link.lost(err as Error);
+          return;
+        }
+        if (frame.kind !== 'response') {
+          msg.release();
+          continue;
+        }
         const h = frame.header;
         // Only the current epoch's replies reach calls; a dead link's late ones are dropped.
-        if (!this.#machine.epochs.accept(h.epoch)) continue;
-        const call = this.#pending.get(h.requestId);
-        if (call === undefined) continue; // a call that already ended
-        if (h.status === RpcStatus.Ok) call.resolve(frame.payload);
+        const call = this.#machine.epochs.accept(h.epoch)
+          ? this.#pending.get(h.requestId)
+          : undefined; // undefined also for a call that already ended
+        if (call === undefined || h.status !== RpcStatus.Ok) msg.release();
+        if (call === undefined) continue;
+        if (h.status === RpcStatus.Ok) call.resolve(msg, frame.payload);
         else {
           const outcome =
             h.status === RpcStatus.Error

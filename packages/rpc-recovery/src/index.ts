@@ -70,6 +70,7 @@ export {
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';
+export { RpcReply } from './RpcReply.js';
 export { RpcServer, type RpcServerOptions, type RpcServerStats } from './RpcServer.js';
 export {
   type IssuedSession,
