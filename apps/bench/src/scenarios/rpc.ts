@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RdmaTransport, type Transport } from '@rdmajs/mux';
+import { type MessagePart, RdmaTransport, type Transport } from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import type { Result } from '../report/Result.js';
@@ -95,23 +95,36 @@ class RpcPeer {
   }
 }
 
+/** Round trips without payload copies in JS: the request goes as it is, the reply is a view. */
 async function calls(
   c: RpcClient,
   method: string,
-  payload: Uint8Array,
+  payload: MessagePart,
   n: number,
   rec: LatencyRecorder | undefined,
 ): Promise<void> {
   const idempotent = method === 'echo';
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    await c.call(method, payload, { idempotent, deadlineMs: 60_000 });
+    const reply = await c.callView(method, payload, { idempotent, deadlineMs: 60_000 });
+    reply.release();
     rec?.record((performance.now() - t0) * 1000);
   }
 }
 
+/** The request payload: a block of the RDMA transport's allocator (gathered, not copied), else bytes. */
+function payloadOf(transport: Transport, size: number): { part: MessagePart; free: () => void } {
+  if (transport instanceof RdmaTransport && size > 0) {
+    const block = transport.allocator.alloc(size, 'remote-read');
+    block.bytes.fill(7);
+    return { part: block.slice(0, size), free: () => block.release() };
+  }
+  return { part: new Uint8Array(size).fill(7), free: () => {} };
+}
+
 async function roundTrip(
   side: Side,
+  transport: Transport,
   c: RpcClient,
   peer: RpcPeer,
   method: 'echo' | 'inc',
@@ -119,14 +132,15 @@ async function roundTrip(
   iterations: number,
   warmup: number,
 ): Promise<Result> {
-  const payload = new Uint8Array(size).fill(7);
-  await calls(c, method, payload, warmup, undefined);
+  const payload = payloadOf(transport, size);
+  await calls(c, method, payload.part, warmup, undefined);
   const rec = new LatencyRecorder();
   const peerCpu0 = await peer.cpu();
   const cpu0 = cpuNowUs();
-  await calls(c, method, payload, iterations, rec);
+  await calls(c, method, payload.part, iterations, rec);
   const cpu = cpuNowUs() - cpu0;
   const peerCpu = (await peer.cpu()) - peerCpu0;
+  payload.free();
   return {
     transport: side.transport,
     op: `rpc-${method}${side.poll === undefined ? '' : ` (${side.poll})`}`,
@@ -232,12 +246,30 @@ async function runSide(side: Side, o: ScenarioOptions, progress: (l: string) => 
       const iterations = iterationsFor(size, o.iterations);
       progress(`rpc ${side.label} echo ${size} B`);
       results.push(
-        await roundTrip(side, client, peer, 'echo', size, iterations, warmupFor(size, iterations)),
+        await roundTrip(
+          side,
+          transport,
+          client,
+          peer,
+          'echo',
+          size,
+          iterations,
+          warmupFor(size, iterations),
+        ),
       );
     }
     progress(`rpc ${side.label} inc (de-duplicated)`);
     results.push(
-      await roundTrip(side, client, peer, 'inc', 0, o.iterations, warmupFor(0, o.iterations)),
+      await roundTrip(
+        side,
+        transport,
+        client,
+        peer,
+        'inc',
+        0,
+        o.iterations,
+        warmupFor(0, o.iterations),
+      ),
     );
     progress(`rpc ${side.label} recovery after ${RESTARTS} server restarts`);
     let r = await recovery(side, client, start, peer, RESTARTS, 'backoff 5…25 ms');
