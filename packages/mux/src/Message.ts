@@ -32,6 +32,28 @@ export function messageViews(msg: OutboundMessage, out: Uint8Array[] = []): Uint
   return out;
 }
 
+/** Total bytes of a message, every part validated (no array built: the send path's check). */
+export function messageLength(msg: OutboundMessage): number {
+  if (!Array.isArray(msg)) return partBytes(msg as MessagePart).length;
+  let n = 0;
+  for (const p of msg as readonly MessagePart[]) n += partBytes(p).length;
+  return n;
+}
+
+/** Copies a message's parts into `dst` from `offset` (the one copy of non-registered bytes). */
+export function copyMessage(msg: OutboundMessage, dst: Uint8Array, offset: number): void {
+  if (!Array.isArray(msg)) {
+    dst.set(partBytes(msg as MessagePart), offset);
+    return;
+  }
+  let off = offset;
+  for (const p of msg as readonly MessagePart[]) {
+    const b = partBytes(p);
+    dst.set(b, off);
+    off += b.length;
+  }
+}
+
 function describe(x: unknown): string {
   if (x === null) return 'null';
   if (typeof x === 'object') return (x as object).constructor?.name ?? 'object';
@@ -42,24 +64,46 @@ const released = (): never => {
   throw new MuxError('ERR_MUX_RELEASED', 'inbound message used after release()');
 };
 
+/** Re-arms a released message for a later arrival (transports that pool them; see below). */
+export let rearmInbound: (
+  m: InboundMessage,
+  channel: number,
+  seq: number,
+  bytes: Uint8Array,
+  block: Block | undefined,
+) => void;
+
 /**
  * A received message: a view of the transport's receive memory (zero-copy where the
  * transport can: a registered buffer on RDMA, the socket's own chunk on TCP) that the
  * receiver gives back with `release()`. Until then it counts against the connection's
  * receive window, so a receiver that holds messages slows its sender down (backpressure).
  * `copy()` copies the bytes out; `using m = await ch.receive()` releases at scope end.
+ *
+ * After `release()` the object belongs to the transport again: RdmaTransport reuses it for a
+ * later message in the same receive buffer (no allocation per message), so do not keep it.
  */
 export class InboundMessage {
-  /** Channel id the message arrived on. */
-  readonly channel: number;
-  /** Per-channel sequence number, from 0. */
-  readonly seq: number;
-  readonly length: number;
+  #channel: number;
+  #seq: number;
+  #length: number;
   #bytes: Uint8Array | undefined;
   #block: Block | undefined;
-  #onRelease: ((m: InboundMessage) => void) | undefined;
+  readonly #onRelease: (m: InboundMessage) => void;
+  #live = true;
 
-  /** For transports: `onRelease` runs once, at the first `release()`. */
+  static {
+    rearmInbound = (m, channel, seq, bytes, block) => {
+      m.#channel = channel;
+      m.#seq = seq;
+      m.#length = bytes.length;
+      m.#bytes = bytes;
+      m.#block = block;
+      m.#live = true;
+    };
+  }
+
+  /** For transports: `onRelease` runs once per arrival, at the first `release()`. */
   constructor(
     channel: number,
     seq: number,
@@ -67,12 +111,26 @@ export class InboundMessage {
     onRelease: (m: InboundMessage) => void,
     block?: Block,
   ) {
-    this.channel = channel;
-    this.seq = seq;
-    this.length = bytes.length;
+    this.#channel = channel;
+    this.#seq = seq;
+    this.#length = bytes.length;
     this.#bytes = bytes;
     this.#onRelease = onRelease;
     this.#block = block;
+  }
+
+  /** Channel id the message arrived on. */
+  get channel(): number {
+    return this.#channel;
+  }
+
+  /** Per-channel sequence number, from 0. */
+  get seq(): number {
+    return this.#seq;
+  }
+
+  get length(): number {
+    return this.#length;
   }
 
   /** The message's bytes (a view; valid until `release()`). */
@@ -97,12 +155,11 @@ export class InboundMessage {
 
   /** Gives the memory back to the transport. Idempotent. */
   release(): void {
-    const cb = this.#onRelease;
-    if (cb === undefined) return;
-    this.#onRelease = undefined;
+    if (!this.#live) return;
+    this.#live = false;
     this.#bytes = undefined;
     this.#block = undefined;
-    cb(this);
+    this.#onRelease(this);
   }
 
   [Symbol.dispose](): void {

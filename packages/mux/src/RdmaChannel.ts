@@ -1,70 +1,37 @@
-import { setMaxListeners } from 'node:events';
-import type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
-import { MuxAbortError, MuxClosedError, MuxDeadlineError } from './errors.js';
-import { signalOf, timeoutOf } from './internal/waits.js';
-import { InboundMessage, type OutboundMessage } from './Message.js';
+import type { SendOptions } from './Channel.js';
+import { ChannelCore } from './ChannelCore.js';
+import type { InboundMessage, OutboundMessage } from './Message.js';
 import type { RdmaConnection } from './RdmaConnection.js';
-import type { ChannelStats } from './Stats.js';
-import type { WaitOptions } from './WaitOptions.js';
 
 /** A place in a channel's arrival order held for a rendezvous message being read. */
 export interface ArrivalSlot {
   m: InboundMessage | undefined;
 }
 
-interface ReceiveWaiter {
-  resolve(m: InboundMessage): void;
-  reject(e: Error): void;
-  copy: boolean;
-  timer: NodeJS.Timeout | undefined;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-}
-
 /**
- * A channel of an RdmaConnection (the same semantics as the TCP transport's channel).
- * Inbound messages queue here until `receive()`; their memory counts against the
- * connection's receive window until released, which bounds the queue. A rendezvous message
- * holds its place in the arrival order while it is being read, so eager messages behind it
- * wait (messages on a channel are delivered in order).
+ * A channel of an RdmaConnection: the shared ChannelCore (receive queue, waits, close, fail)
+ * plus the arrival order. A rendezvous message holds its place while it is being read, so
+ * eager messages behind it wait (messages on a channel are delivered in order).
  */
-export class RdmaChannel implements Channel {
-  readonly id: number;
-  readonly name: string;
-  readonly connection: RdmaConnection;
-  #state: ChannelState = 'open';
-  #error: Error | undefined;
-  /** The peer sent Close: nothing more will arrive. */
-  peerClosed = false;
+export class RdmaChannel extends ChannelCore<RdmaConnection> {
   /** A Close arrived (it takes effect once every message before it was delivered). */
   closeReceived = false;
   /** Index of the connection's QP carrying this channel (fixed: keeps its order). */
   readonly lane: number;
   readonly #arrivals: ArrivalSlot[] = [];
   #arrivalHead = 0;
-  /** Next sequence numbers. */
-  sendSeq = 0;
-  recvSeq = 0;
-  /** Sends between `send()` and their frame being written (close waits for them). */
-  pendingSends = 0;
-  #idle: (() => void) | undefined;
-  /** Aborted when close() gives up the sends still waiting for the window. */
-  #giveUp: AbortController | undefined;
-  readonly #queue: InboundMessage[] = [];
-  #head = 0;
-  #queuedBytes = 0;
-  readonly #waiters: ReceiveWaiter[] = [];
-  messagesSent = 0;
-  bytesSent = 0;
-  messagesReceived = 0;
-  bytesReceived = 0;
-  sendStalls = 0;
 
   constructor(connection: RdmaConnection, id: number, name: string, lane: number) {
-    this.connection = connection;
-    this.id = id;
-    this.name = name;
+    super(connection, id, name);
     this.lane = lane;
+  }
+
+  send(message: OutboundMessage, options?: SendOptions): Promise<void> {
+    return this.connection.sendOn(this, message, options);
+  }
+
+  protected closed(): void {
+    this.connection.channelClosed(this);
   }
 
   /** An eager message arrived in order. */
@@ -101,236 +68,13 @@ export class RdmaChannel implements Channel {
     if (this.#arrivalHead === this.#arrivals.length) this.peerClose();
   }
 
-  get state(): ChannelState {
-    return this.#state;
-  }
-
-  /** Sends are allowed. */
-  get sendable(): boolean {
-    return this.#state === 'open';
-  }
-
-  send(message: OutboundMessage, options?: SendOptions): Promise<void> {
-    return this.connection.sendOn(this, message, options);
-  }
-
-  receive(options?: ReceiveOptions): Promise<InboundMessage> {
-    const copy = options?.copy === true;
-    let timeoutMs: number;
-    let signal: AbortSignal | undefined;
-    try {
-      timeoutMs = timeoutOf(options, this.connection.defaultTimeoutMs);
-      signal = signalOf(options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    if (this.#head < this.#queue.length) return Promise.resolve(this.#take(copy));
-    if (this.#error !== undefined) return Promise.reject(this.#error);
-    if (this.peerClosed || this.#state !== 'open') {
-      return Promise.reject(new MuxClosedError(`channel ${this.id}`));
-    }
-    if (signal?.aborted === true)
-      return Promise.reject(new MuxAbortError('receive', signal.reason));
-    return new Promise<InboundMessage>((resolve, reject) => {
-      const w: ReceiveWaiter = {
-        resolve,
-        reject,
-        copy,
-        timer: undefined,
-        signal,
-        onAbort: undefined,
-      };
-      w.timer = setTimeout(() => {
-        this.#unwait(w);
-        reject(new MuxDeadlineError(`receive on channel ${this.id}`, timeoutMs));
-      }, timeoutMs);
-      if (signal !== undefined) {
-        w.onAbort = () => {
-          this.#unwait(w);
-          reject(new MuxAbortError(`receive on channel ${this.id}`, signal.reason));
-        };
-        signal.addEventListener('abort', w.onAbort, { once: true });
-      }
-      this.#waiters.push(w);
-    });
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<InboundMessage> {
-    for (;;) {
-      try {
-        yield await this.receive();
-      } catch (err) {
-        if ((err as { code?: string }).code === 'ERR_MUX_CLOSED') return;
-        throw err;
-      }
-    }
-  }
-
-  async close(options?: WaitOptions): Promise<void> {
-    const timeoutMs = timeoutOf(options, this.connection.defaultTimeoutMs);
-    const signal = signalOf(options);
-    if (this.#state !== 'open') return;
-    this.#state = 'closing';
-    this.#discardQueue();
-    this.#endWaiters(new MuxClosedError(`channel ${this.id}`));
-    let late: Error | undefined;
-    if (this.pendingSends > 0) {
-      // Sends still waiting for the window past the deadline (or abort) are given up: they
-      // fail with ERR_MUX_CLOSED once the channel is closed, and nothing of them is sent.
-      await new Promise<void>((resolve) => {
-        const done = (err?: Error) => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          this.#idle = undefined;
-          late = err;
-          if (err !== undefined) this.#giveUp?.abort(err);
-          resolve();
-        };
-        const timer = setTimeout(
-          () => done(new MuxDeadlineError(`close of channel ${this.id}`, timeoutMs)),
-          timeoutMs,
-        );
-        const onAbort = () =>
-          done(new MuxAbortError(`close of channel ${this.id}`, signal?.reason));
-        this.#idle = () => done();
-        if (signal?.aborted === true) onAbort();
-        else signal?.addEventListener('abort', onAbort, { once: true });
-      });
-    }
-    if (this.#state === 'closing') {
-      this.#state = 'closed';
-      this.connection.channelClosed(this);
-    }
-    if (late !== undefined) throw late;
-  }
-
-  stats(): ChannelStats {
-    return {
-      messagesSent: this.messagesSent,
-      bytesSent: this.bytesSent,
-      messagesReceived: this.messagesReceived,
-      bytesReceived: this.bytesReceived,
-      queuedMessages: this.#queue.length - this.#head,
-      queuedBytes: this.#queuedBytes,
-      sendStalls: this.sendStalls,
-    };
-  }
-
-  /** For a send about to wait for the window: aborted if close() gives it up. */
-  giveUpSignal(): AbortSignal {
-    if (this.#giveUp === undefined) {
-      this.#giveUp = new AbortController();
-      // One listener per waiting send of this channel: as many as the window queues.
-      setMaxListeners(0, this.#giveUp.signal);
-    }
-    return this.#giveUp.signal;
-  }
-
-  /** A send's frame was written (or it gave up). */
-  sendDone(): void {
-    this.pendingSends--;
-    if (this.pendingSends === 0 && this.#idle !== undefined) {
-      const idle = this.#idle;
-      this.#idle = undefined;
-      idle();
-    }
-  }
-
-  /** A message arrived (in order; the connection checked it). */
-  deliver(m: InboundMessage): void {
-    this.messagesReceived++;
-    this.bytesReceived += m.length;
-    if (this.#state !== 'open') {
-      m.release(); // closed here while it was in flight: give the window back at once
-      return;
-    }
-    const w = this.#waiters.shift();
-    if (w !== undefined) {
-      this.#settle(w);
-      w.resolve(w.copy ? copyOut(m) : m);
-      return;
-    }
-    this.#queue.push(m);
-    this.#queuedBytes += m.length;
-  }
-
-  /** The peer closed its side: pending receives end once the queue is empty. */
-  peerClose(): void {
-    this.peerClosed = true;
-    if (this.#head >= this.#queue.length)
-      this.#endWaiters(new MuxClosedError(`channel ${this.id}`));
-  }
-
-  /** The connection failed or was destroyed: everything pending rejects with `err`. */
-  fail(err: Error): void {
-    if (this.#state === 'closed' || this.#state === 'failed') return;
-    this.#state = 'failed';
-    this.#error = err;
-    this.#discardQueue();
+  /** Failure also releases what waits in the arrival order. */
+  override fail(err: Error): void {
+    const was = this.state;
+    super.fail(err);
+    if (was === 'closed' || was === 'failed') return;
     for (const a of this.#arrivals) a.m?.release();
     this.#arrivals.length = 0;
     this.#arrivalHead = 0;
-    this.#endWaiters(err);
-    this.#idle?.();
-    this.#idle = undefined;
   }
-
-  /** The connection closed gracefully: queued messages stay receivable. */
-  finish(): void {
-    if (this.#state === 'failed') return;
-    this.peerClose();
-    if (this.#state === 'open' || this.#state === 'closing') this.#state = 'closed';
-  }
-
-  #take(copy: boolean): InboundMessage {
-    const m = this.#queue[this.#head] as InboundMessage;
-    this.#queue[this.#head] = undefined as unknown as InboundMessage;
-    this.#head++;
-    if (this.#head === this.#queue.length) {
-      this.#queue.length = 0;
-      this.#head = 0;
-    } else if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
-      this.#queue.splice(0, this.#head);
-      this.#head = 0;
-    }
-    this.#queuedBytes -= m.length;
-    if (this.peerClosed && this.#head >= this.#queue.length) {
-      queueMicrotask(() => this.#endWaiters(new MuxClosedError(`channel ${this.id}`)));
-    }
-    return copy ? copyOut(m) : m;
-  }
-
-  #discardQueue(): void {
-    for (let i = this.#head; i < this.#queue.length; i++) this.#queue[i]?.release();
-    this.#queue.length = 0;
-    this.#head = 0;
-    this.#queuedBytes = 0;
-  }
-
-  #endWaiters(err: Error): void {
-    const ws = this.#waiters.splice(0);
-    for (const w of ws) {
-      this.#settle(w);
-      w.reject(err);
-    }
-  }
-
-  #unwait(w: ReceiveWaiter): void {
-    const i = this.#waiters.indexOf(w);
-    if (i >= 0) this.#waiters.splice(i, 1);
-    this.#settle(w);
-  }
-
-  #settle(w: ReceiveWaiter): void {
-    if (w.timer !== undefined) clearTimeout(w.timer);
-    if (w.onAbort !== undefined) w.signal?.removeEventListener('abort', w.onAbort);
-  }
-}
-
-/** Copies a message out and releases the transport's memory at once. */
-function copyOut(m: InboundMessage): InboundMessage {
-  const bytes = m.copy();
-  const out = new InboundMessage(m.channel, m.seq, bytes, () => {});
-  m.release();
-  return out;
 }

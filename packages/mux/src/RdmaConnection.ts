@@ -45,11 +45,18 @@ import {
   WIRE_HEADER_BYTES,
   WireType,
 } from './internal/WireHeader.js';
-import { signalOf, timeoutOf } from './internal/waits.js';
-import { InboundMessage, type MessagePart, messageViews, type OutboundMessage } from './Message.js';
+import {
+  copyMessage,
+  InboundMessage,
+  type MessagePart,
+  messageLength,
+  type OutboundMessage,
+  rearmInbound,
+} from './Message.js';
 import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
 import type { RdmaConnectionStats } from './RdmaStats.js';
 import type { WaitOptions } from './WaitOptions.js';
+import { signalOf, timeoutOf } from './WaitOptions.js';
 
 /** Settings of a connection, resolved by the transport and the setup exchange. */
 export interface RdmaConnectionSettings {
@@ -75,24 +82,73 @@ export interface RdmaConnectionSettings {
   budget: SharedBudget | undefined;
 }
 
+/** The most benefit adaptive polling remembers (so a few misses after a run of hits stop it). */
+const SPIN_WORTH_MAX = 8;
 /** Every this many sends one is signaled (and always the last of a batch). */
 const SIGNAL_EVERY = 16;
 const KIND_SEND = 0;
 const KIND_READ = 1;
 
-/** One queued RDMA operation of a QP: a SEND from a registered block, or a rendezvous READ. */
+/** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
+const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
+/** Free send slots kept per size class (beyond, completed slots give their block back). */
+const SLOT_POOL_MAX = 256;
+/** Free queue records kept. */
+const ITEM_POOL_MAX = 1024;
+
+/**
+ * A registered send buffer with its work request, kept for the connection's life and reused
+ * once its SEND completed: no block, view, WR or SGE is allocated per message.
+ */
+class SendSlot {
+  readonly block: Block;
+  readonly bytes: Uint8Array;
+  readonly small: boolean;
+  readonly sge: { addr: number; length: number; lkey: number };
+  readonly sgList: Sge[];
+  readonly wr: { wrId: number; opcode: 'SEND'; sgList: Sge[]; signaled: boolean };
+
+  constructor(block: Block, small: boolean) {
+    this.block = block;
+    this.bytes = block.bytes;
+    this.small = small;
+    this.sge = { addr: block.addr, length: 0, lkey: block.lkey };
+    this.sgList = [this.sge];
+    this.wr = { wrId: 0, opcode: 'SEND', sgList: this.sgList, signaled: false };
+  }
+}
+
+/** One queued RDMA operation of a QP: a SEND from a send slot, or a rendezvous READ (pooled). */
 class OutItem {
   kind = KIND_SEND;
   /** SEND: the header (and, when copied, the payload) in registered memory. */
-  block: Block | undefined;
+  slot: SendSlot | undefined;
   sendBytes = 0;
-  /** SEND: zero-copy gather of the application's own blocks after the header. */
-  extra: Sge[] | undefined;
-  /** Runs once the operation completed (err set when it could not). */
-  settle: ((err?: Error) => void) | undefined;
+  /** SEND: zero-copy gather of the application's own blocks after the header (`gathered` used). */
+  readonly extra: { addr: number; length: number; lkey: number }[] = [];
+  gathered = 0;
+  /** The send() waiting for this SEND's completion (gathered sends only). */
+  resolve: (() => void) | undefined;
+  reject: ((err: Error) => void) | undefined;
+  readonly executor = (resolve: () => void, reject: (err: Error) => void): void => {
+    this.resolve = resolve;
+    this.reject = reject;
+  };
   read: ReadOp | undefined;
   posted = 0;
+
+  settle(err?: Error): void {
+    const res = this.resolve;
+    const rej = this.reject;
+    this.resolve = undefined;
+    this.reject = undefined;
+    if (err === undefined) res?.();
+    else rej?.(err);
+  }
 }
+
+/** send() of a message that needs nothing more from the caller: one shared settled promise. */
+const RESOLVED: Promise<void> = Promise.resolve();
 
 interface ReadOp {
   token: number;
@@ -106,18 +162,17 @@ interface ReadOp {
   charge: number;
 }
 
-interface Posted {
-  wrId: number;
-  item: OutItem | undefined;
-}
-
 /** A QP of the pool with its software queue and its send-queue accounting. */
 interface Lane {
   qp: QueuePair;
   index: number;
-  fifo: OutItem[];
+  /** Queued items are fifo[head … tail): the array is never shrunk (no reallocation). */
+  fifo: (OutItem | undefined)[];
   head: number;
-  ring: Posted[];
+  tail: number;
+  /** Posted WRs, oldest at ringHead: a circular buffer of `max` entries (sqUsed of them live). */
+  ringIds: number[];
+  ringItems: (OutItem | undefined)[];
   ringHead: number;
   sqUsed: number;
   max: number;
@@ -161,8 +216,14 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #reads = new Set<ReadOp>();
   readonly #wcs: WorkCompletion[] = allocCompletions(64);
   readonly #hdr = newWireHeader();
-  readonly #views: Uint8Array[] = [];
   readonly #batch: SendWr[] = [];
+  readonly #smallSlots: SendSlot[] = [];
+  readonly #largeSlots: SendSlot[] = [];
+  readonly #items: OutItem[] = [];
+  /** Per receive buffer: its reusable message, the view of its last length, its charge. */
+  readonly #recvMsgs: (InboundMessage | undefined)[];
+  readonly #recvViews: (Uint8Array | undefined)[];
+  readonly #recvCharges: number[];
   #open = 0;
   #nextId: number;
   #nextToken = 1;
@@ -173,6 +234,16 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #idle: (() => void) | undefined;
   #flushScheduled = false;
   #draining = false;
+  /** Parts a SEND gathers after its header. */
+  readonly #maxGather: number;
+  /** Polls one adaptive spin may make (≈ spinUs of them, recalibrated as it runs). */
+  #spinPolls = 512;
+  /** A completion arrived since the last fruitless spin. */
+  #active = false;
+  /** Recent spins' benefit: +2 for one that caught its message, −1 for one that did not. */
+  #spinWorth = SPIN_WORTH_MAX;
+  #spinProbe = 0;
+  #spins = 0;
   // Receive window (what the peer sent that the application has not released).
   #peerBytes = 0;
   #peerMessages = 0;
@@ -183,6 +254,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** Owed buffer credits or window space from data: the bounded-delay flush returns them. */
   #owedFromData = false;
   #creditTimer: NodeJS.Timeout | undefined;
+  #creditArmed = false;
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
   readonly #stats = {
@@ -235,7 +307,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         index,
         fifo: [],
         head: 0,
-        ring: [],
+        tail: 0,
+        ringIds: new Array<number>(qp.caps.maxSendWr).fill(0),
+        ringItems: new Array<OutItem | undefined>(qp.caps.maxSendWr).fill(undefined),
         ringHead: 0,
         sqUsed: 0,
         max: qp.caps.maxSendWr,
@@ -246,6 +320,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       this.#lanes.push(lane);
       this.#laneByQpn.set(qp.qpn, lane);
     }
+    this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
+    // Dense from the start: buffers come back in any order, and a sparse array's stores allocate.
+    const n = resources.recvCount;
+    this.#recvMsgs = new Array<InboundMessage | undefined>(n).fill(undefined);
+    this.#recvViews = new Array<Uint8Array | undefined>(n).fill(undefined);
+    this.#recvCharges = new Array<number>(n).fill(0);
     this.#heartbeat = setInterval(
       () => this.#tick(),
       Math.max(10, settings.heartbeatIntervalMs / 2),
@@ -298,7 +378,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#channels.set(id, ch);
     this.#open++;
     const item = this.#sendItem(WIRE_HEADER_BYTES + nameBytes.length);
-    const b = (item.block as Block).bytes;
+    const b = (item.slot as SendSlot).bytes;
     encodeWireHeader(b, WireType.Open, id, 0, nameBytes.length);
     b.set(nameBytes, WIRE_HEADER_BYTES);
     this.#enqueue(ch.lane, item);
@@ -312,75 +392,110 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   // ---- send path ----
 
-  /** The send path of every channel. */
-  async sendOn(ch: RdmaChannel, message: OutboundMessage, options?: SendOptions): Promise<void> {
+  /**
+   * The send path of every channel. Not async: a send that gets window space at once and
+   * copies its bytes returns one shared settled promise (nothing allocated per message).
+   */
+  sendOn(ch: RdmaChannel, message: OutboundMessage, options?: SendOptions): Promise<void> {
     const transfer = options?.transfer === true;
+    let length = 0;
+    let charge = 0;
+    let timeoutMs = 0;
+    let signal: AbortSignal | undefined;
     try {
       if (!ch.sendable) throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
       this.#checkOpen('send');
-      const views = messageViews(message, this.#views);
-      let length = 0;
-      for (const v of views) length += v.length;
+      length = messageLength(message);
       if (length > this.#s.peer.maxFrameBytes) {
         throw new MuxError(
           'ERR_MUX_TOO_LARGE',
           `message of ${length} bytes; the peer accepts at most ${this.#s.peer.maxFrameBytes}`,
         );
       }
-      const charge = length + FRAME_HEADER_BYTES;
-      const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
-      const signal = signalOf(options);
+      charge = length + FRAME_HEADER_BYTES;
+      timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+      signal = signalOf(options);
+      let got: boolean;
+      try {
+        got = this.#window.tryAcquire(charge);
+      } catch (err) {
+        throw this.#mapFlowctl(err, timeoutMs);
+      }
+      if (got) {
+        const done = this.#dispatch(ch, message, length, charge);
+        if (done === undefined) {
+          if (transfer) releaseParts(message);
+          return RESOLVED;
+        }
+        return transfer ? done.finally(() => releaseParts(message)) : done;
+      }
+    } catch (err) {
+      if (transfer) releaseParts(message);
+      return Promise.reject(err);
+    }
+    return this.#sendAfterWait(ch, message, length, charge, timeoutMs, signal, transfer);
+  }
+
+  /** Queues a message that holds its window space; undefined when the caller's parts are free. */
+  #dispatch(
+    ch: RdmaChannel,
+    message: OutboundMessage,
+    length: number,
+    charge: number,
+  ): Promise<void> | undefined {
+    let done: Promise<void> | undefined;
+    try {
+      done =
+        length <= this.#s.eagerLimit
+          ? this.#sendEager(ch, message, length)
+          : this.#sendRendezvous(ch, message, length);
+    } catch (err) {
+      // Nothing was queued: the window space comes back here.
+      this.#window.release(charge);
+      throw err;
+    }
+    ch.messagesSent++;
+    ch.bytesSent += length;
+    this.#stats.messagesSent++;
+    this.#stats.bytesSent += length;
+    return done;
+  }
+
+  /** A send that found the window full: waits (bounded) for space, then goes. */
+  async #sendAfterWait(
+    ch: RdmaChannel,
+    message: OutboundMessage,
+    length: number,
+    charge: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    transfer: boolean,
+  ): Promise<void> {
+    try {
       ch.pendingSends++;
       let counted = true;
       try {
-        let got: boolean;
+        ch.sendStalls++;
+        this.#stats.sendStalls++;
+        const giveUp = ch.giveUpSignal();
         try {
-          got = this.#window.tryAcquire(charge);
+          await this.#acquire(
+            ch,
+            charge,
+            timeoutMs,
+            signal === undefined ? giveUp : AbortSignal.any([signal, giveUp]),
+          );
         } catch (err) {
-          throw this.#mapFlowctl(err, timeoutMs);
-        }
-        if (!got) {
-          ch.sendStalls++;
-          this.#stats.sendStalls++;
-          const giveUp = ch.giveUpSignal();
-          try {
-            await this.#acquire(
-              ch,
-              charge,
-              timeoutMs,
-              signal === undefined ? giveUp : AbortSignal.any([signal, giveUp]),
-            );
-          } catch (err) {
-            if (giveUp.aborted && signal?.aborted !== true)
-              throw new MuxClosedError(`channel ${ch.id}`, giveUp.reason);
-            throw err;
-          }
-          const st = this.#state;
-          if (
-            st === 'failed' ||
-            st === 'closed' ||
-            ch.state === 'failed' ||
-            ch.state === 'closed'
-          ) {
-            this.#window.release(charge);
-            throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
-          }
-        }
-        let done: Promise<void> | undefined;
-        try {
-          done =
-            length <= this.#s.eagerLimit
-              ? this.#sendEager(ch, message, length)
-              : this.#sendRendezvous(ch, message, length);
-        } catch (err) {
-          // Nothing was queued: the window space comes back here.
-          this.#window.release(charge);
+          if (giveUp.aborted && signal?.aborted !== true)
+            throw new MuxClosedError(`channel ${ch.id}`, giveUp.reason);
           throw err;
         }
-        ch.messagesSent++;
-        ch.bytesSent += length;
-        this.#stats.messagesSent++;
-        this.#stats.bytesSent += length;
+        const st = this.#state;
+        if (st === 'failed' || st === 'closed' || ch.state === 'failed' || ch.state === 'closed') {
+          this.#window.release(charge);
+          throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
+        }
+        const done = this.#dispatch(ch, message, length, charge);
         counted = false;
         ch.sendDone();
         if (done !== undefined) await done;
@@ -393,52 +508,58 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /** Blocks of our allocator gather without a copy; anything else is copied once. */
-  #gatherable(
-    message: OutboundMessage,
-    maxParts: number,
-  ): readonly (Block | BlockSlice)[] | undefined {
-    const parts = (Array.isArray(message) ? message : [message]) as readonly MessagePart[];
-    if (parts.length > maxParts) return undefined;
-    for (const p of parts) {
-      if (p instanceof Uint8Array) return undefined;
-      const b = p instanceof BlockSlice ? p.block : p;
-      if (!this.#alloc.owns(b)) return undefined;
-    }
-    return parts as readonly (Block | BlockSlice)[];
+  /** True when every part (at most `maxParts`) is a block of our allocator: gathered, not copied. */
+  #gatherable(message: OutboundMessage, maxParts: number): boolean {
+    if (!Array.isArray(message)) return this.#ownBlock(message as MessagePart);
+    const parts = message as readonly MessagePart[];
+    if (parts.length > maxParts) return false;
+    for (const p of parts) if (!this.#ownBlock(p)) return false;
+    return true;
+  }
+
+  #ownBlock(p: MessagePart): boolean {
+    if (p instanceof Uint8Array) return false;
+    return this.#alloc.owns(p instanceof BlockSlice ? p.block : p);
   }
 
   /** Queues an eager SEND; returns a promise when the caller's blocks are used in place. */
   #sendEager(ch: RdmaChannel, message: OutboundMessage, length: number): Promise<void> | undefined {
     const seq = ch.sendSeq;
-    const gather =
-      length > 0
-        ? this.#gatherable(message, (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1)
-        : undefined;
+    const gather = length > 0 && this.#gatherable(message, this.#maxGather);
     let item: OutItem;
     let done: Promise<void> | undefined;
-    if (gather !== undefined) {
+    if (gather) {
       item = this.#sendItem(WIRE_HEADER_BYTES);
-      item.extra = [];
-      for (const p of gather) if (p.length > 0) item.extra.push(p.sge());
-      done = new Promise<void>((resolve, reject) => {
-        item.settle = (err) => (err === undefined ? resolve() : reject(err));
-      });
+      if (Array.isArray(message)) {
+        for (const p of message as readonly (Block | BlockSlice)[]) this.#gather(item, p);
+      } else {
+        this.#gather(item, message as Block | BlockSlice);
+      }
+      done = new Promise<void>(item.executor);
     } else {
       item = this.#sendItem(WIRE_HEADER_BYTES + length);
-      const b = (item.block as Block).bytes;
-      let off = WIRE_HEADER_BYTES;
       // The one copy: plain bytes into registered memory.
-      for (const v of messageViews(message, this.#views)) {
-        b.set(v, off);
-        off += v.length;
-      }
+      copyMessage(message, (item.slot as SendSlot).bytes, WIRE_HEADER_BYTES);
     }
-    encodeWireHeader((item.block as Block).bytes, WireType.Data, ch.id, seq, length);
+    encodeWireHeader((item.slot as SendSlot).bytes, WireType.Data, ch.id, seq, length);
     ch.sendSeq = (seq + 1) >>> 0;
     this.#stats.eagerSent++;
     this.#enqueue(ch.lane, item);
     return done;
+  }
+
+  /** Notes where a part lies (checked live now), for the SEND's gather list. */
+  #gather(item: OutItem, p: Block | BlockSlice): void {
+    if (p.length === 0) return;
+    let e = item.extra[item.gathered];
+    if (e === undefined) {
+      e = { addr: 0, length: 0, lkey: 0 };
+      item.extra.push(e);
+    }
+    e.addr = p.addr;
+    e.length = p.length;
+    e.lkey = p.lkey;
+    item.gathered++;
   }
 
   /** Offers a registered block for the peer to READ (copied once unless it is ours and readable). */
@@ -447,12 +568,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     message: OutboundMessage,
     length: number,
   ): Promise<void> | undefined {
-    const gather = this.#gatherable(message, 1);
+    const part = this.#gatherable(message, 1)
+      ? ((Array.isArray(message) ? message[0] : message) as Block | BlockSlice)
+      : undefined;
     let src: Block;
     let addr: number;
     let rkey: number;
     let own: boolean;
-    const part = gather?.[0];
     if (part !== undefined && readable(part)) {
       src = part instanceof BlockSlice ? part.block : part;
       addr = part.addr;
@@ -460,11 +582,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       own = false;
     } else {
       src = this.#res.rendezvous.alloc(length, 'remote-read');
-      let off = 0;
-      for (const v of messageViews(message, this.#views)) {
-        src.bytes.set(v, off);
-        off += v.length;
-      }
+      copyMessage(message, src.bytes, 0);
       addr = src.addr;
       rkey = src.rkey;
       own = true;
@@ -480,7 +598,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       });
     }
     const item = this.#sendItem(WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES);
-    const b = (item.block as Block).bytes;
+    const b = (item.slot as SendSlot).bytes;
     encodeWireHeader(b, WireType.Ready, ch.id, ch.sendSeq, length);
     encodeRendezvousNotice(b, WIRE_HEADER_BYTES, {
       kind: NoticeKind.Ready,
@@ -496,17 +614,62 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return done;
   }
 
+  /** A queue record with a send slot of at least `bytes` (both reused once completed). */
   #sendItem(bytes: number): OutItem {
-    const item = new OutItem();
-    item.block = this.#alloc.alloc(bytes);
+    const item = this.#items.pop() ?? new OutItem();
+    item.slot = this.#takeSlot(bytes);
     item.sendBytes = bytes;
     return item;
   }
 
+  #takeSlot(bytes: number): SendSlot {
+    if (bytes <= SMALL_SLOT_BYTES) {
+      return this.#smallSlots.pop() ?? new SendSlot(this.#alloc.alloc(SMALL_SLOT_BYTES), true);
+    }
+    const large = WIRE_HEADER_BYTES + Math.max(this.#s.eagerLimit, 256);
+    if (bytes > large) throw new MuxError('ERR_MUX_TOO_LARGE', `a SEND of ${bytes} bytes`);
+    return this.#largeSlots.pop() ?? new SendSlot(this.#alloc.alloc(large), false);
+  }
+
+  /** A completed (or never posted) send slot goes back to its pool. */
+  #putSlot(slot: SendSlot): void {
+    const pool = slot.small ? this.#smallSlots : this.#largeSlots;
+    if (pool.length < SLOT_POOL_MAX && !this.#terminal()) pool.push(slot);
+    else quietly(slot.block);
+  }
+
+  /** A finished queue record goes back to the pool (its slot already returned). */
+  #putItem(item: OutItem): void {
+    item.kind = KIND_SEND;
+    item.slot = undefined;
+    item.sendBytes = 0;
+    item.gathered = 0;
+    item.resolve = undefined;
+    item.reject = undefined;
+    item.read = undefined;
+    item.posted = 0;
+    if (this.#items.length < ITEM_POOL_MAX) this.#items.push(item);
+  }
+
+  /** Records a posted WR in the lane's ring (sqUsed < max, checked by the caller). */
+  #ringPush(lane: Lane, wrId: number, item: OutItem | undefined): void {
+    const i = (lane.ringHead + lane.sqUsed) % lane.max;
+    lane.ringIds[i] = wrId;
+    lane.ringItems[i] = item;
+    lane.sqUsed++;
+  }
+
   #enqueue(lane: number, item: OutItem): void {
     this.#inFlight++;
-    (this.#lanes[lane] as Lane).fifo.push(item);
+    const l = this.#lanes[lane] as Lane;
+    l.fifo[l.tail++] = item;
     this.#stats.framesOut++;
+    // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
+    // queueMicrotask allocates); a busy one batches what this tick queues.
+    if (l.sqUsed === 0 && l.tail - l.head === 1 && !this.#draining && !this.#terminal()) {
+      this.#flush(l);
+      if (l.head === l.tail) return;
+    }
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       queueMicrotask(this.#flushTask);
@@ -527,8 +690,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** Posts what the lane's queue holds, in order, as far as credits and send slots allow. */
   #flush(lane: Lane): void {
     const batch = this.#batch;
-    batch.length = 0;
-    while (lane.head < lane.fifo.length && lane.sqUsed < lane.max) {
+    let n = 0;
+    while (lane.head < lane.tail && lane.sqUsed < lane.max) {
       const item = lane.fifo[lane.head] as OutItem;
       if (item.kind === KIND_SEND) {
         if (!this.#sendCredits.tryConsume()) {
@@ -539,108 +702,109 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           break;
         }
         lane.creditStalled = false;
-        batch.push(this.#stamp(lane, item));
-        lane.head++;
+        batch[n++] = this.#stamp(lane, item);
+        lane.fifo[lane.head++] = undefined;
       } else {
         const op = item.read as ReadOp;
         while (item.posted < op.length && lane.sqUsed < lane.max) {
-          const n = Math.min(this.#s.readChunkBytes, op.length - item.posted);
-          const last = item.posted + n === op.length;
+          const chunk = Math.min(this.#s.readChunkBytes, op.length - item.posted);
+          const last = item.posted + chunk === op.length;
           const wrId = lane.nextWrId++;
-          batch.push({
+          batch[n++] = {
             wrId,
             opcode: 'RDMA_READ',
-            sgList: [op.dst.sge(item.posted, n)],
+            sgList: [op.dst.sge(item.posted, chunk)],
             remoteAddr: op.remoteAddr + item.posted,
             rkey: op.rkey,
             signaled: last,
-          });
-          lane.ring.push({ wrId, item: last ? item : undefined });
-          lane.sqUsed++;
-          item.posted += n;
+          };
+          this.#ringPush(lane, wrId, last ? item : undefined);
+          item.posted += chunk;
         }
         if (item.posted < op.length) break;
-        lane.head++;
+        lane.fifo[lane.head++] = undefined;
       }
     }
-    if (lane.head === lane.fifo.length) {
-      lane.fifo.length = 0;
+    if (lane.head === lane.tail) {
       lane.head = 0;
-    } else if (lane.head > 1024) {
-      lane.fifo.splice(0, lane.head);
+      lane.tail = 0;
+    } else if (lane.head > 1024 && lane.head * 2 > lane.tail) {
+      lane.fifo.copyWithin(0, lane.head, lane.tail);
+      lane.fifo.fill(undefined, lane.tail - lane.head, lane.tail);
+      lane.tail -= lane.head;
       lane.head = 0;
     }
-    this.#post(lane, batch);
+    this.#post(lane, n);
   }
 
   /** Credits and window returns go in at post time: whatever is owed rides along. */
   #stamp(lane: Lane, item: OutItem): SendWr {
-    const block = item.block as Block;
+    const slot = item.slot as SendSlot;
     const credits = this.#recvCredits.takePiggyback();
-    stampWireHeader(block.bytes, credits, this.#creditMessages, this.#creditBytes);
+    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
     this.#creditBytes = 0;
     if (this.#recvCredits.unreturned === 0) this.#owedFromData = false;
     const wrId = lane.nextWrId++;
-    const sgList =
-      item.extra === undefined
-        ? [block.sge(0, item.sendBytes)]
-        : [block.sge(0, WIRE_HEADER_BYTES), ...item.extra];
-    lane.ring.push({ wrId, item });
-    lane.sqUsed++;
-    return { wrId, opcode: 'SEND', sgList, signaled: false };
+    slot.sge.length = item.sendBytes;
+    const list = slot.sgList;
+    list.length = 1;
+    for (let i = 0; i < item.gathered; i++) list.push(item.extra[i] as Sge);
+    const wr = slot.wr;
+    wr.wrId = wrId;
+    wr.signaled = false;
+    this.#ringPush(lane, wrId, item);
+    return wr;
   }
 
   /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
-  #post(lane: Lane, batch: SendWr[]): void {
-    if (batch.length === 0) return;
-    for (let i = 0; i < batch.length; i++) {
+  #post(lane: Lane, n: number): void {
+    if (n === 0) return;
+    const batch = this.#batch;
+    for (let i = 0; i < n; i++) {
       const wr = batch[i] as SendWr;
-      if (wr.signaled === true || ++lane.unsignaled >= SIGNAL_EVERY || i === batch.length - 1) {
+      if (wr.signaled === true || ++lane.unsignaled >= SIGNAL_EVERY || i === n - 1) {
         wr.signaled = true;
         lane.unsignaled = 0;
       }
     }
     try {
-      lane.qp.postSend(batch);
+      // One WR goes alone, more as the batch's first n (the array is filled by index, never
+      // emptied: resetting its length would free its store and the next fill allocate one).
+      if (n === 1) lane.qp.postSend(batch[0] as SendWr);
+      else {
+        batch.length = n;
+        lane.qp.postSend(batch);
+      }
       this.#stats.posts++;
     } catch (err) {
       this.destroy(
         new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
       );
     }
-    batch.length = 0;
   }
 
   /** A signaled completion: it and every WR posted before it on the lane are done. */
   #retire(lane: Lane, wrId: number): void {
-    const ring = lane.ring;
-    while (lane.ringHead < ring.length && (ring[lane.ringHead] as Posted).wrId <= wrId) {
-      const p = ring[lane.ringHead] as Posted;
-      ring[lane.ringHead] = undefined as unknown as Posted;
-      lane.ringHead++;
+    while (lane.sqUsed > 0 && (lane.ringIds[lane.ringHead] as number) <= wrId) {
+      const item = lane.ringItems[lane.ringHead];
+      lane.ringItems[lane.ringHead] = undefined;
+      lane.ringHead = (lane.ringHead + 1) % lane.max;
       lane.sqUsed--;
-      if (p.item !== undefined) this.#completed(p.item);
-    }
-    if (lane.ringHead === ring.length) {
-      ring.length = 0;
-      lane.ringHead = 0;
-    } else if (lane.ringHead > 1024) {
-      ring.splice(0, lane.ringHead);
-      lane.ringHead = 0;
+      if (item !== undefined) this.#completed(item);
     }
   }
 
   #completed(item: OutItem): void {
     if (item.kind === KIND_SEND) {
-      item.block?.release();
-      item.block = undefined;
-      const s = item.settle;
-      item.settle = undefined;
-      s?.();
+      const slot = item.slot;
+      item.slot = undefined;
+      if (slot !== undefined) this.#putSlot(slot);
+      item.settle();
     } else {
       this.#readDone(item.read as ReadOp);
     }
+    this.#putItem(item);
     this.#inFlight--;
     this.#checkIdle();
   }
@@ -666,19 +830,20 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#creditMessages >= local.windowMessages / 4);
     const due = rc.updateNeeded || windowPressing || (timerFired && this.#owedFromData);
     if (!due) {
-      if (this.#owedFromData && this.#creditTimer === undefined) this.#armCreditTimer();
+      if (this.#owedFromData && !this.#creditArmed) this.#armCreditTimer();
       return;
     }
     if (rc.unreturned === 0 && this.#creditMessages === 0) return;
     // A queued send that can go now carries them anyway.
     if (this.#sendCredits.usable > 0) {
-      for (const l of this.#lanes) if (l.head < l.fifo.length && l.sqUsed < l.max) return;
+      for (const l of this.#lanes) if (l.head < l.tail && l.sqUsed < l.max) return;
     }
     const lane = this.#lanes[0] as Lane;
     if (lane.sqUsed >= lane.max) return; // again once completions free a slot
     if (!this.#sendCredits.tryConsumeReserved()) return; // again when the peer grants
     const item = this.#sendItem(WIRE_HEADER_BYTES);
-    const b = (item.block as Block).bytes;
+    const slot = item.slot as SendSlot;
+    const b = slot.bytes;
     encodeWireHeader(b, WireType.Credit, 0, 0, 0);
     stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
@@ -688,25 +853,30 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.creditUpdates++;
     this.#stats.framesOut++;
     const wrId = lane.nextWrId++;
-    lane.ring.push({ wrId, item });
-    lane.sqUsed++;
-    const batch = this.#batch;
-    batch.length = 0;
-    batch.push({
-      wrId,
-      opcode: 'SEND',
-      sgList: [(item.block as Block).sge(0, WIRE_HEADER_BYTES)],
-      signaled: true,
-    });
-    this.#post(lane, batch);
+    this.#ringPush(lane, wrId, item);
+    slot.sge.length = WIRE_HEADER_BYTES;
+    slot.sgList.length = 1;
+    slot.wr.wrId = wrId;
+    slot.wr.signaled = true;
+    this.#batch[0] = slot.wr;
+    this.#post(lane, 1);
   }
 
+  /** One timer for the connection's life, restarted (not re-created) for each flush delay. */
   #armCreditTimer(): void {
-    this.#creditTimer = setTimeout(() => {
-      this.#creditTimer = undefined;
-      this.#maybeCreditUpdate(true);
-    }, this.#s.creditFlushMs);
+    this.#creditArmed = true;
+    if (this.#creditTimer === undefined) {
+      this.#creditTimer = setTimeout(this.#onCreditTimer, this.#s.creditFlushMs);
+    } else {
+      this.#creditTimer.refresh();
+    }
   }
+
+  readonly #onCreditTimer = (): void => {
+    if (!this.#creditArmed) return;
+    this.#creditArmed = false;
+    this.#maybeCreditUpdate(true);
+  };
 
   async #acquire(
     ch: RdmaChannel,
@@ -751,17 +921,14 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#draining = true;
     const cq = this.#res.cq;
     const wcs = this.#wcs;
-    let active = false;
     try {
       for (;;) {
         const n = cq.poll(wcs);
         for (let i = 0; i < n && !this.#terminal(); i++)
           this.#onCompletion(wcs[i] as WorkCompletion);
         if (this.#terminal()) return;
-        if (n > 0) active = true;
-        if (n === wcs.length) continue;
-        if (active && this.#s.pollPolicy === 'adaptive' && this.#spin()) continue;
-        break;
+        if (n > 0) this.#active = true;
+        if (n < wcs.length) break;
       }
       this.#flushAll();
       if (this.#terminal()) return;
@@ -777,13 +944,42 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /** A short busy-poll after activity: a reply often follows within microseconds. */
-  #spin(): boolean {
-    const until = performance.now() + this.#s.spinUs / 1000;
+  /**
+   * Adaptive polling: a receive about to wait first busy-polls the CQ for `spinUs`, since a
+   * reply often lands within microseconds of a request, draining what arrives until `ready()`
+   * (the waiting channel has a message, or ended); completions of its own sends do not end
+   * the spin. Here, not in the drain: a spin there would hold back the very messages it just
+   * delivered (their application code runs after it). Only after activity: a fruitless spin
+   * stops spinning until the next completion, so idle channels' receives do not each spin.
+   * The poll budget is recalibrated from the clock by every 64th spin that runs out (a clock
+   * read allocates a number; a spin polls thousands of times).
+   */
+  beforeWait(ready: () => boolean): void {
+    if (this.#s.pollPolicy !== 'adaptive' || !this.#active || this.#draining) return;
+    if (this.#terminal()) return;
+    // Bounded by measured benefit: while spins rarely catch the reply (a loaded machine, a
+    // slow peer), only every 32nd wait spins, to notice when they would again.
+    if (this.#spinWorth === 0 && (++this.#spinProbe & 31) !== 0) return;
     const cq = this.#res.cq;
-    for (let i = 1; ; i++) {
-      if (cq.pending() > 0) return true;
-      if ((i & 15) === 0 && performance.now() >= until) return false;
+    const budget = this.#spinPolls;
+    const timed = (++this.#spins & 63) === 1;
+    const t0 = timed ? performance.now() : 0;
+    for (let i = 0; i < budget; i++) {
+      if (cq.pending() === 0) continue;
+      this.#drain();
+      if (ready() || this.#terminal()) {
+        this.#spinWorth = Math.min(SPIN_WORTH_MAX, this.#spinWorth + 2);
+        return;
+      }
+    }
+    this.#active = false;
+    if (this.#spinWorth > 0) this.#spinWorth--;
+    if (timed) {
+      const us = (performance.now() - t0) * 1000;
+      if (us > 0) {
+        const fit = (budget * this.#s.spinUs) / us;
+        this.#spinPolls = Math.min(1 << 20, Math.max(16, Math.round((budget + fit) / 2)));
+      }
     }
   }
 
@@ -850,17 +1046,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           );
         } else {
           this.#res.recvHeld[idx] = 1;
-          m = new InboundMessage(
-            h.channel,
-            h.seq,
-            bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + h.length),
-            () => {
-              this.#res.recvHeld[idx] = 0;
-              this.#repost(idx, true);
-              this.#released(charge);
-            },
-            block,
-          );
+          this.#recvCharges[idx] = charge;
+          m = this.#recvMessage(idx, block, h.channel, h.seq, h.length);
         }
         ch.arrive(m);
         return;
@@ -894,7 +1081,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           charge,
         };
         this.#reads.add(op);
-        const item = new OutItem();
+        const item = this.#items.pop() ?? new OutItem();
         item.kind = KIND_READ;
         item.read = op;
         this.#enqueue(ch.lane, item);
@@ -955,6 +1142,38 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
+  /**
+   * The message of receive buffer `idx`: one object per buffer, re-armed for each arrival once
+   * the application released the previous one; the view is reused while lengths repeat.
+   */
+  #recvMessage(idx: number, block: Block, channel: number, seq: number, length: number) {
+    let view = this.#recvViews[idx];
+    if (view === undefined || view.length !== length) {
+      const all = block.bytes;
+      view = new Uint8Array(all.buffer, all.byteOffset + WIRE_HEADER_BYTES, length);
+      this.#recvViews[idx] = view;
+    }
+    let m = this.#recvMsgs[idx];
+    if (m === undefined) {
+      m = this.#newRecvMessage(idx, block, channel, seq, view);
+      this.#recvMsgs[idx] = m;
+    } else {
+      rearmInbound(m, channel, seq, view, block);
+    }
+    return m;
+  }
+
+  /** Apart from #recvMessage: a closure over `idx` there would allocate a context per call. */
+  #newRecvMessage(idx: number, block: Block, channel: number, seq: number, view: Uint8Array) {
+    return new InboundMessage(channel, seq, view, () => this.#recvReleased(idx), block);
+  }
+
+  #recvReleased(idx: number): void {
+    this.#res.recvHeld[idx] = 0;
+    this.#repost(idx, true);
+    this.#released(this.#recvCharges[idx] as number);
+  }
+
   /** The channel of a Data or Ready, checked: open for receiving, next in sequence. */
   #receiving(id: number, seq: number): RdmaChannel {
     const ch = this.#channels.get(id);
@@ -1003,7 +1222,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     );
     // The sender may release its block now.
     const item = this.#sendItem(WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES);
-    const b = (item.block as Block).bytes;
+    const b = (item.slot as SendSlot).bytes;
     encodeWireHeader(b, WireType.Done, 0, 0, 0);
     encodeRendezvousNotice(b, WIRE_HEADER_BYTES, {
       kind: NoticeKind.Done,
@@ -1031,13 +1250,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
     this.#recvCredits.release(1);
     if (fromData) this.#owedFromData = true;
-    if (!this.#draining) this.#flushSoon();
-  }
-
-  #flushSoon(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    queueMicrotask(this.#flushTask);
+    // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
+    // due, else the flush timer or the next send carries the credits. A drain ends with this.
+    if (!this.#draining) this.#maybeCreditUpdate(false);
   }
 
   /** The peer released `messages` messages of `bytes` (headers included) in total. */
@@ -1069,7 +1284,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#peerBytes -= charge;
     this.#peerMessages--;
     this.#owedFromData = true;
-    if (!this.#draining) this.#flushSoon();
+    if (!this.#draining) this.#maybeCreditUpdate(false);
   }
 
   // ---- control connection, lifecycle ----
@@ -1146,7 +1361,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   channelClosed(ch: RdmaChannel): void {
     if (this.#state === 'open' || this.#state === 'closing') {
       const item = this.#sendItem(WIRE_HEADER_BYTES);
-      encodeWireHeader((item.block as Block).bytes, WireType.Close, ch.id, 0, 0);
+      encodeWireHeader((item.slot as SendSlot).bytes, WireType.Close, ch.id, 0, 0);
       this.#enqueue(ch.lane, item);
     }
     this.#maybeForget(ch);
@@ -1242,6 +1457,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     clearInterval(this.#heartbeat);
     if (this.#creditTimer !== undefined) clearTimeout(this.#creditTimer);
     this.#creditTimer = undefined;
+    this.#creditArmed = false;
     this.#res.cq.off('completion', this.#onCq);
     for (const lane of this.#lanes) {
       try {
@@ -1252,24 +1468,28 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
     for (const lane of this.#lanes) {
       const items = new Set<OutItem>();
-      for (let i = lane.head; i < lane.fifo.length; i++) items.add(lane.fifo[i] as OutItem);
-      for (let i = lane.ringHead; i < lane.ring.length; i++) {
-        const it = (lane.ring[i] as Posted).item;
+      for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
+      for (let k = 0; k < lane.sqUsed; k++) {
+        const it = lane.ringItems[(lane.ringHead + k) % lane.max];
         if (it !== undefined) items.add(it);
       }
       for (const it of items) {
-        quietly(it.block);
-        it.block = undefined;
-        const s = it.settle;
-        it.settle = undefined;
-        s?.(err);
+        quietly(it.slot?.block);
+        it.slot = undefined;
+        it.settle(err);
       }
       lane.fifo.length = 0;
       lane.head = 0;
-      lane.ring.length = 0;
+      lane.tail = 0;
+      lane.ringItems.fill(undefined);
       lane.ringHead = 0;
       lane.sqUsed = 0;
     }
+    for (const slot of this.#smallSlots) quietly(slot.block);
+    for (const slot of this.#largeSlots) quietly(slot.block);
+    this.#smallSlots.length = 0;
+    this.#largeSlots.length = 0;
+    this.#items.length = 0;
     for (const op of this.#reads) quietly(op.dst);
     this.#reads.clear();
     for (const src of this.#sources.values()) {

@@ -16,10 +16,10 @@ import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
-import { checkInt, signalOf, timeoutOf } from './internal/waits.js';
 import { RdmaConnection, type RdmaConnectionSettings } from './RdmaConnection.js';
 import { RdmaListener } from './RdmaListener.js';
 import type { ConnectOptions, ListenOptions, SharedSecret, Transport } from './Transport.js';
+import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
 
 const MiB = 1024 * 1024;
 

@@ -1,4 +1,5 @@
 export type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
+export { ChannelCore, type ChannelHost } from './ChannelCore.js';
 export type { Connection, ConnectionEvents, ConnectionState } from './Connection.js';
 export {
   MuxAbortError,
@@ -58,4 +59,4 @@ export type {
   SharedSecret,
   Transport,
 } from './Transport.js';
-export type { WaitOptions } from './WaitOptions.js';
+export { checkInt, signalOf, timeoutOf, type WaitOptions } from './WaitOptions.js';

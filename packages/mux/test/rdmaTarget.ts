@@ -3,9 +3,10 @@ import { RdmaTransport, type RdmaTransportOptions } from '../src/index.js';
 import type { ContractTarget, ContractTransportOptions } from './contract/index.js';
 
 /**
- * The contract suite's knobs as RdmaTransport options. `receiveAllocator` (a heap allocator
- * the suite checks for leaks) cannot be honoured: RDMA receives into memory registered with
- * the transport's own device. The RDMA suite checks that allocator's leak report instead.
+ * The contract suite's knobs as RdmaTransport options. RDMA receives into memory registered
+ * with the transport's own device, so the suite's `receiveAllocator` (a heap allocator) is
+ * replaced by `transport.allocator` (see `receiveAllocatorOf`): the suite builds its blocks
+ * there and checks that allocator's leak report.
  */
 export function rdmaTransport(
   o: ContractTransportOptions,
@@ -27,4 +28,5 @@ export const rdmaTarget: ContractTarget = {
   name: 'rdma (soft provider)',
   transport: (o) => rdmaTransport(o, { qpPoolSize: 2 }),
   peerScript: fileURLToPath(new URL('./fixtures/rdma-contract-peer.ts', import.meta.url)),
+  receiveAllocatorOf: (t) => (t as RdmaTransport).allocator,
 };

@@ -27,11 +27,12 @@ import {
   PING_PAYLOAD_BYTES,
   readU32,
   type SendOptions,
+  signalOf,
+  timeoutOf,
   type WaitOptions,
   writeU32,
 } from '@rdmajs/mux';
 import { FrameReader, type FrameSink } from './internal/FrameReader.js';
-import { signalOf, timeoutOf } from './internal/options.js';
 import { TcpChannel } from './TcpChannel.js';
 
 /** Settings of a connection, resolved by the transport. */

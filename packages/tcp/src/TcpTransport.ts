@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { RegisteredAllocator } from '@rdmajs/allocator';
 import {
   type ConnectOptions,
+  checkInt,
   FRAME_HEADER_BYTES,
   Handshake,
   type HandshakeLimits,
@@ -16,9 +17,10 @@ import {
   MuxError,
   MuxHandshakeError,
   PROTOCOL_VERSION,
+  signalOf,
   type Transport,
+  timeoutOf,
 } from '@rdmajs/mux';
-import { checkInt, signalOf, timeoutOf } from './internal/options.js';
 import { socketHandshake } from './internal/socketHandshake.js';
 import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 

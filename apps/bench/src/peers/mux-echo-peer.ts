@@ -1,10 +1,16 @@
-// The far end of `pnpm bench mux`, a real child process: a TcpTransport listener that
-// echoes every message on every channel, and reports its own CPU time over IPC.
-import type { Channel } from '@rdmajs/mux';
+// The far end of `pnpm bench mux`, a real child process: a listener of the transport named on
+// the command line (tcp, or rdma with a polling policy and a verbs provider) that echoes
+// every message on every channel, and reports its own CPU time over IPC.
+import type { Channel, Listener, PollPolicy } from '@rdmajs/mux';
+import { RdmaTransport } from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
+import { openDevice } from '@rdmajs/verbs';
 import { cpuNowUs } from '../stats/cpu.js';
 
 const secret = process.argv[2] ?? '';
+const kind = process.argv[3] ?? 'tcp';
+const pollPolicy = (process.argv[4] ?? 'event') as PollPolicy;
+const provider = (process.argv[5] ?? 'soft') as 'soft' | 'ibverbs';
 const LONG = { timeoutMs: 600_000 };
 
 async function echo(ch: Channel): Promise<void> {
@@ -24,7 +30,18 @@ async function echo(ch: Channel): Promise<void> {
   await ch.close().catch(() => {});
 }
 
-const listener = await new TcpTransport().listen({ secret });
+let listener: Listener;
+if (kind === 'rdma') {
+  const device = provider === 'soft' ? undefined : openDevice({ provider });
+  const transport = new RdmaTransport({
+    pollPolicy,
+    qpPoolSize: 2,
+    ...(device === undefined ? {} : { device }),
+  });
+  listener = await transport.listen({ secret });
+} else {
+  listener = await new TcpTransport().listen({ secret });
+}
 listener.on('connection', (conn) => {
   conn.on('error', () => {});
   conn.on('channel', (ch) => void echo(ch));

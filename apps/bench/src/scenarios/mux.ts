@@ -1,13 +1,25 @@
-// `pnpm bench mux`: the mux contract over TCP (@rdmajs/tcp) against plain Node TCP, in one
-// run: channel round trip per size, and many concurrent channels on one connection, with
-// the CPU of both processes. RdmaTransport rows join when it exists.
+// `pnpm bench mux`: the mux contract over RDMA (RdmaTransport, each polling policy) and over
+// TCP (@rdmajs/tcp), and plain Node TCP, in one run: channel round trip per size, and many
+// concurrent channels on one connection, with the CPU of both processes. Ablations: one QP
+// (one connection) per channel against the pool, and sending from allocator blocks against
+// plain bytes that RdmaTransport copies into a bounce buffer.
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import type { Channel, Connection } from '@rdmajs/mux';
+import type { Block } from '@rdmajs/allocator';
+import {
+  type Channel,
+  type Connection,
+  type OutboundMessage,
+  type PollPolicy,
+  type RdmaConnection,
+  RdmaTransport,
+} from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
+import { openDevice } from '@rdmajs/verbs';
 import { EchoPeer } from '../peers/EchoPeer.js';
-import type { Result } from '../report/Result.js';
+import type { Result, Transport } from '../report/Result.js';
+import { formatSize } from '../report/table.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { iterationsFor, warmupFor } from './iterations.js';
@@ -17,6 +29,9 @@ import { tcpPingPong } from './tcp.js';
 const MiB = 1 << 20;
 const LONG = { timeoutMs: 180_000 };
 const CONCURRENCY = [1, 16, 256, 1024];
+const POLICIES: PollPolicy[] = ['event', 'adaptive', 'busy'];
+/** Channels of the "one QP per channel" ablation (a connection, so a QP, each). */
+const QP_ABLATION = [16, 64];
 
 /** The mux echo peer in its own process, with its CPU over IPC. */
 class MuxPeer {
@@ -34,9 +49,9 @@ class MuxPeer {
     });
   }
 
-  static async spawn(secret: string): Promise<MuxPeer> {
+  static async spawn(secret: string, args: string[] = ['tcp']): Promise<MuxPeer> {
     const script = fileURLToPath(new URL('../peers/mux-echo-peer.ts', import.meta.url));
-    const proc = fork(script, [secret], {
+    const proc = fork(script, [secret, ...args], {
       execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -70,7 +85,7 @@ class MuxPeer {
 
 async function roundTrips(
   ch: Channel,
-  payload: Uint8Array,
+  payload: OutboundMessage,
   n: number,
   rec: LatencyRecorder | undefined,
 ): Promise<void> {
@@ -83,42 +98,63 @@ async function roundTrips(
   }
 }
 
-/** One channel, round trips of `size` bytes. */
+/** How a row's transport is named: the table's transport column and its op suffix. */
+interface Side {
+  transport: Transport;
+  /** '' for TCP; ' event' etc. for RDMA. */
+  suffix: string;
+  /** The TCP row an RDMA row compares with. */
+  baselineOp?: string;
+}
+
+/** One channel, round trips of `size` bytes (from `payload`, default plain bytes). */
 async function muxRoundTrip(
   conn: Connection,
   peer: MuxPeer,
+  side: Side,
   size: number,
   iterations: number,
   warmup: number,
+  payload: OutboundMessage = new Uint8Array(size).fill(1),
+  label = 'mux-rtt',
 ): Promise<Result> {
   const ch = conn.openChannel('rtt');
-  const payload = new Uint8Array(size).fill(1);
   const rec = new LatencyRecorder();
   await roundTrips(ch, payload, warmup, undefined);
   const peerCpu0 = await peer.cpu();
   const cpu0 = cpuNowUs();
+  const t0 = performance.now();
   await roundTrips(ch, payload, iterations, rec);
+  const seconds = (performance.now() - t0) / 1000;
   const cpu = cpuNowUs() - cpu0;
   const peerCpu = (await peer.cpu()) - peerCpu0;
   await ch.close(LONG);
   return {
-    transport: 'tcp',
-    op: 'mux-rtt',
+    transport: side.transport,
+    op: `${label}${side.suffix}`,
     sizeBytes: size,
     ...rec.summary(),
     cpuUsPerOp: (cpu + peerCpu) / iterations,
+    // Both directions move `size` bytes per round trip.
+    gibPerSec: (2 * size * iterations) / seconds / 2 ** 30,
+    ...(side.baselineOp === undefined ? {} : { baselineOp: `${label}` }),
   };
 }
 
 /** `channels` channels on one connection, each doing round trips of 64 B at once. */
 async function muxConcurrent(
-  conn: Connection,
+  conns: Connection[],
   peer: MuxPeer,
+  side: Side,
   channels: number,
   total: number,
+  label = `mux-rtt x${channels}`,
 ): Promise<Result> {
   const per = Math.max(4, Math.ceil(total / channels));
-  const chs = Array.from({ length: channels }, () => conn.openChannel('conc'));
+  // Channels spread over the connections given (one: the pool; one each: a QP per channel).
+  const chs = Array.from({ length: channels }, (_, i) =>
+    (conns[i % conns.length] as Connection).openChannel('conc'),
+  );
   const payload = new Uint8Array(64).fill(3);
   await Promise.all(chs.map((ch) => roundTrips(ch, payload, 2, undefined)));
   const rec = new LatencyRecorder();
@@ -131,69 +167,222 @@ async function muxConcurrent(
   const peerCpu = (await peer.cpu()) - peerCpu0;
   await Promise.all(chs.map((ch) => ch.close(LONG)));
   const messages = per * channels;
+  let qps = 0;
+  for (const c of conns)
+    if ('stats' in c) qps += ((c as RdmaConnection).stats().qps ?? 0) as number;
   return {
-    transport: 'tcp',
-    op: `mux-rtt x${channels}`,
+    transport: side.transport,
+    op: `${label}${side.suffix}`,
     sizeBytes: 64,
     ...rec.summary(),
     cpuUsPerOp: (cpu + peerCpu) / messages,
     channels,
     roundTripsPerSec: messages / seconds,
+    ...(side.transport === 'tcp' ? {} : { qps }),
+    ...(side.baselineOp === undefined ? {} : { baselineOp: `mux-rtt x${channels}` }),
   };
+}
+
+/** Every RDMA row of one polling policy: its own peer process and client transport. */
+async function rdmaRows(
+  o: ScenarioOptions,
+  secret: string,
+  policy: PollPolicy,
+  sizes: number[],
+  progress: (label: string) => void,
+  ablations: boolean,
+): Promise<Result[]> {
+  const results: Result[] = [];
+  const transport = o.provider === 'soft' ? 'soft' : 'ibverbs';
+  const side: Side = { transport, suffix: ` ${policy}`, baselineOp: 'mux-rtt' };
+  const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
+  const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
+  const options = { pollPolicy: policy, qpPoolSize: 2, ...(device ? { device } : {}) };
+  const client = new RdmaTransport(options);
+  const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
+  try {
+    progress(`rdma ${policy} warm-up`);
+    const warm = conn.openChannel('warm-up');
+    await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
+    await warm.close(LONG);
+    for (const size of sizes) {
+      const iterations = iterationsFor(size, o.iterations);
+      const warmup = warmupFor(size, iterations);
+      progress(`rdma ${policy} channel round trip ${size} B`);
+      results.push(await muxRoundTrip(conn, peer, side, size, iterations, warmup));
+    }
+    for (const n of CONCURRENCY) {
+      progress(`rdma ${policy} ${n} concurrent channels, 64 B`);
+      results.push(await muxConcurrent([conn], peer, side, n, Math.max(o.iterations, 4 * n)));
+    }
+    if (ablations) {
+      // Zero-copy from the application's registered blocks against the bounce-buffer copy
+      // the rows above pay for plain bytes.
+      for (const size of sizes.filter((s) => s >= 4096)) {
+        const iterations = iterationsFor(size, o.iterations);
+        const warmup = warmupFor(size, iterations);
+        const block: Block = client.allocator.alloc(size, 'remote-read');
+        block.bytes.fill(1);
+        progress(`rdma ${policy} round trip from an allocator block ${size} B`);
+        const r = await muxRoundTrip(
+          conn,
+          peer,
+          side,
+          size,
+          iterations,
+          warmup,
+          block,
+          'mux-rtt block',
+        );
+        r.baselineOp = 'mux-rtt';
+        results.push(r);
+        block.release();
+      }
+    }
+  } finally {
+    conn.destroy();
+    peer.close();
+    client.close();
+  }
+  if (ablations) results.push(...(await qpPerChannel(o, secret, policy, side, progress)));
+  return results;
+}
+
+/**
+ * Ablation: a connection (so a QP, an SRQ and its receive buffers) per channel against the
+ * pool (2 QPs for every channel): QPs, registered memory of this side, latency.
+ */
+async function qpPerChannel(
+  o: ScenarioOptions,
+  secret: string,
+  policy: PollPolicy,
+  side: Side,
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  const results: Result[] = [];
+  for (const n of QP_ABLATION) {
+    for (const perChannel of [false, true]) {
+      const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
+      const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
+      const client = new RdmaTransport({
+        pollPolicy: policy,
+        qpPoolSize: perChannel ? 1 : 2,
+        ...(device ? { device } : {}),
+      });
+      const conns: Connection[] = [];
+      try {
+        for (let i = 0; i < (perChannel ? n : 1); i++)
+          conns.push(await client.connect({ port: peer.port, secret, timeoutMs: 30_000 }));
+        const label = perChannel ? `mux-rtt x${n} qp-per-channel` : `mux-rtt x${n} pool`;
+        progress(`rdma ${policy} ${label}`);
+        const r = await muxConcurrent(conns, peer, side, n, Math.max(o.iterations, 4 * n), label);
+        r.registeredBytes = client.allocator.registeredBytes;
+        results.push(r);
+      } finally {
+        for (const c of conns) c.destroy();
+        peer.close();
+        client.close();
+      }
+    }
+  }
+  return results;
+}
+
+/** Plain Node TCP ping-pong and mux over @rdmajs/tcp: the baselines of the same run. */
+async function tcpRows(
+  o: ScenarioOptions,
+  secret: string,
+  sizes: number[],
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  const results: Result[] = [];
+  const side: Side = { transport: 'tcp', suffix: '' };
+
+  const echo = await EchoPeer.spawn();
+  const peer = await MuxPeer.spawn(secret);
+  const conn = await new TcpTransport().connect({ port: peer.port, secret, timeoutMs: 30_000 });
+  try {
+    // JIT warm-up of the mux path, so the first row is not measured on cold code (plain
+    // TCP's path is mostly native and needs none).
+    progress('mux warm-up');
+    const warm = conn.openChannel('warm-up');
+    await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
+    await warm.close(LONG);
+    for (const size of sizes) {
+      const iterations = iterationsFor(size, o.iterations);
+      const warmup = warmupFor(size, iterations);
+      progress(`tcp ping-pong ${size} B`);
+      results.push(await tcpPingPong(echo, size, iterations, warmup));
+      progress(`mux channel round trip ${size} B`);
+      results.push(await muxRoundTrip(conn, peer, side, size, iterations, warmup));
+    }
+    for (const n of CONCURRENCY) {
+      progress(`mux ${n} concurrent channels, 64 B`);
+      results.push(await muxConcurrent([conn], peer, side, n, Math.max(o.iterations, 4 * n)));
+    }
+  } finally {
+    conn.destroy();
+    peer.close();
+    await echo.close();
+  }
+  return results;
 }
 
 export const muxScenario: Scenario = {
   name: 'mux',
   description:
-    'mux channels over @rdmajs/tcp vs plain Node TCP: round trip 64 B … 16 MiB, 1 … 1024 concurrent channels, CPU of both processes',
+    'mux channels over RDMA (RdmaTransport: event, adaptive, busy polling) vs @rdmajs/tcp vs plain Node TCP: round trip 64 B … 16 MiB, 1 … 1024 concurrent channels, CPU of both processes; ablations: a QP per channel vs the pool, allocator blocks vs a bounce-buffer copy',
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const results: Result[] = [];
-    if (!o.transports.includes('tcp')) return results; // RdmaTransport rows come later
     // The full run reaches 16 MiB; --quick (small sizes only) stays quick.
     const sizes = [...o.sizes];
     if (Math.max(...sizes) >= MiB && !sizes.includes(16 * MiB)) sizes.push(16 * MiB);
     const secret = randomBytes(24).toString('hex');
-    const echo = await EchoPeer.spawn();
-    const peer = await MuxPeer.spawn(secret);
-    const conn = await new TcpTransport().connect({ port: peer.port, secret, timeoutMs: 30_000 });
-    try {
-      // JIT warm-up of the mux path, so the first row is not measured on cold code (plain
-      // TCP's path is mostly native and needs none).
-      progress('mux warm-up');
-      const warm = conn.openChannel('warm-up');
-      await roundTrips(warm, new Uint8Array(64), Math.max(500, o.iterations), undefined);
-      await warm.close(LONG);
-      for (const size of sizes) {
-        const iterations = iterationsFor(size, o.iterations);
-        const warmup = warmupFor(size, iterations);
-        progress(`tcp ping-pong ${size} B`);
-        results.push(await tcpPingPong(echo, size, iterations, warmup));
-        progress(`mux channel round trip ${size} B`);
-        results.push(await muxRoundTrip(conn, peer, size, iterations, warmup));
+    if (o.transports.includes('tcp')) results.push(...(await tcpRows(o, secret, sizes, progress)));
+    if (o.transports.includes('rdma')) {
+      for (const policy of POLICIES) {
+        // Ablations once, under the policy the targets name.
+        const rows = await rdmaRows(o, secret, policy, sizes, progress, policy === 'adaptive');
+        results.push(...rows);
       }
-      for (const n of CONCURRENCY) {
-        progress(`mux ${n} concurrent channels, 64 B`);
-        results.push(await muxConcurrent(conn, peer, n, Math.max(o.iterations, 4 * n)));
-      }
-    } finally {
-      conn.destroy();
-      peer.close();
-      await echo.close();
     }
     return results;
   },
   summarize(results: Result[]): string {
     const lines: string[] = [];
-    for (const r of results.filter((x) => x.op === 'mux-rtt')) {
-      const base = results.find((x) => x.op === 'pingpong' && x.sizeBytes === r.sizeBytes);
+    const tcp = (op: string, size: number) =>
+      results.find((x) => x.transport === 'tcp' && x.op === op && x.sizeBytes === size);
+    for (const r of results.filter((x) => x.transport === 'tcp' && x.op === 'mux-rtt')) {
+      const base = tcp('pingpong', r.sizeBytes);
       if (base === undefined) continue;
       lines.push(
-        `mux/plain TCP at ${r.sizeBytes} B: p50 ${(r.p50Us / base.p50Us).toFixed(2)}x, CPU/op ${(r.cpuUsPerOp / base.cpuUsPerOp).toFixed(2)}x`,
+        `mux over TCP / plain TCP at ${formatSize(r.sizeBytes)}: p50 ${(r.p50Us / base.p50Us).toFixed(2)}x, CPU/op ${(r.cpuUsPerOp / base.cpuUsPerOp).toFixed(2)}x`,
+      );
+    }
+    for (const r of results.filter((x) => x.transport !== 'tcp' && x.op.startsWith('mux-rtt '))) {
+      if (r.op.includes(' x')) continue;
+      const base = tcp(r.baselineOp as string, r.sizeBytes);
+      const plain = tcp('pingpong', r.sizeBytes);
+      if (base === undefined) continue;
+      const big = r.sizeBytes >= MiB && r.gibPerSec && base.gibPerSec;
+      lines.push(
+        `${r.op} / mux over TCP at ${formatSize(r.sizeBytes)}: p50 ${(r.p50Us / base.p50Us).toFixed(2)}x` +
+          (plain ? ` (${(r.p50Us / plain.p50Us).toFixed(2)}x plain TCP)` : '') +
+          `, CPU/op ${(r.cpuUsPerOp / base.cpuUsPerOp).toFixed(2)}x` +
+          (big
+            ? `, throughput ${((r.gibPerSec as number) / (base.gibPerSec as number)).toFixed(2)}x`
+            : ''),
       );
     }
     for (const r of results.filter((x) => x.op.startsWith('mux-rtt x'))) {
+      const base = r.transport === 'tcp' ? undefined : tcp(`mux-rtt x${r.channels}`, 64);
       lines.push(
-        `${r.channels} channels: ${Math.round(r.roundTripsPerSec as number)} round trips/s, ${r.cpuUsPerOp.toFixed(1)} µs CPU per round trip (both processes)`,
+        `${r.transport} ${r.op}: ${Math.round(r.roundTripsPerSec as number)} round trips/s, ${r.cpuUsPerOp.toFixed(1)} µs CPU per round trip (both processes)` +
+          (typeof r.qps === 'number' ? `, ${r.qps} QPs` : '') +
+          (typeof r.registeredBytes === 'number'
+            ? `, ${formatSize(r.registeredBytes as number)} registered`
+            : '') +
+          (base ? `, p50 ${(r.p50Us / base.p50Us).toFixed(2)}x TCP` : ''),
       );
     }
     return lines.join('\n');

@@ -30,4 +30,10 @@ export interface ContractTarget {
    * `--conditions=@rdmajs/source --import tsx`, so it may import workspace sources.
    */
   readonly peerScript: string;
+  /**
+   * The allocator the suite checks for leaks and builds blocks in, when the transport keeps
+   * received messages in memory of its own rather than in `receiveAllocator` (RDMA receives
+   * into memory registered with its device). Default: the `receiveAllocator` given.
+   */
+  receiveAllocatorOf?(transport: Transport, given: RegisteredAllocator): RegisteredAllocator;
 }

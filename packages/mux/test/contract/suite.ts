@@ -13,6 +13,14 @@ const SECRET = 'contract-suite shared secret (test only)';
 const LONG = { timeoutMs: 120_000 };
 
 /** Plain memory as "registered" memory: the contract needs blocks, not a NIC. */
+/** A transport with a receive allocator, and the allocator to check: the target's own, if any. */
+function withReceiveAllocator(target: ContractTarget) {
+  const given = heapAllocator();
+  const transport = target.transport({ receiveAllocator: given });
+  const alloc = target.receiveAllocatorOf?.(transport, given) ?? given;
+  return { transport, alloc };
+}
+
 export function heapAllocator(): RegisteredAllocator {
   let addr = 0x1000_0000;
   return new RegisteredAllocator({
@@ -129,10 +137,8 @@ export function describeTransportContract(target: ContractTarget): void {
 
       it('messages_from_1_byte_to_16_MiB_arrive_intact_and_in_order_per_channel', async () => {
         const seed = Number(process.env.MUX_CONTRACT_SEED ?? 20261203);
-        const alloc = heapAllocator();
-        const conn = await target
-          .transport({ receiveAllocator: alloc })
-          .connect({ port: peer.port, secret: SECRET });
+        const { transport, alloc } = withReceiveAllocator(target);
+        const conn = await transport.connect({ port: peer.port, secret: SECRET });
         cleanups.push(() => conn.destroy());
         const r = prng(seed);
         const CHANNELS = 3;
@@ -232,10 +238,8 @@ export function describeTransportContract(target: ContractTarget): void {
       });
 
       it('close_is_graceful_idempotent_and_releases_every_block', async () => {
-        const alloc = heapAllocator();
-        const conn = await target
-          .transport({ receiveAllocator: alloc })
-          .connect({ port: peer.port, secret: SECRET });
+        const { transport, alloc } = withReceiveAllocator(target);
+        const conn = await transport.connect({ port: peer.port, secret: SECRET });
         cleanups.push(() => conn.destroy());
         const ch = conn.openChannel('echo');
         const big = 1 * MiB; // spans socket reads: assembled in allocator blocks
