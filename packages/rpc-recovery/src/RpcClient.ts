@@ -1,4 +1,13 @@
-import type { Channel, Connection, SharedSecret, Transport } from '@rdmajs/mux';
+import { EventEmitter } from 'node:events';
+import {
+  type Channel,
+  type Connection,
+  type InboundMessage,
+  type MessagePart,
+  partBytes,
+  type SharedSecret,
+  type Transport,
+} from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff } from './BackoffPolicy.js';
 import { CallSequencer } from './CallSequencer.js';
 import { RemoteError, RpcError, type RpcErrorCode } from './errors.js';
@@ -10,6 +19,7 @@ import {
   RpcStatus,
   rpcFrameLimits,
 } from './RpcFrame.js';
+import { RpcReply } from './RpcReply.js';
 import { resumptionProof } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
@@ -19,6 +29,13 @@ import {
   type SessionFrame,
 } from './SessionFrame.js';
 import { type SessionState, SessionStateMachine } from './SessionStateMachine.js';
+import {
+  type FallbackOptions,
+  publishTransportChange,
+  type ResolvedFallback,
+  resolveFallback,
+  type TransportChange,
+} from './TransportFallback.js';
 
 export interface CallOptions {
   /** Budget for the whole call, recovery included, ms. Default 30 000. */
@@ -36,7 +53,10 @@ export interface RpcClientOptions {
   host?: string;
   port: number;
   secret: SharedSecret;
-  /** Budget of one connection attempt, session handshake included, ms. Default 5 000. */
+  /**
+   * Budget of one connection attempt, session handshake included, ms (a fallback attempt
+   * after a failed primary gets a budget of its own). Default 5 000.
+   */
   connectTimeoutMs?: number;
   /** A ping goes out on the control channel this often, ms. Default 1 000. */
   heartbeatIntervalMs?: number;
@@ -49,6 +69,13 @@ export interface RpcClientOptions {
   /** Unsettled non-idempotent calls at once (keep <= the server's per-session bound). Default 1024. */
   maxInFlightSequences?: number;
   limits?: Partial<RpcFrameLimits>;
+  /** Per-connection fallback when the primary transport cannot set up (off when absent). */
+  fallback?: FallbackOptions;
+}
+
+/** Typed events of the client (the session's own are on `client.session`). */
+export interface RpcClientEvents {
+  transport: [TransportChange];
 }
 
 export interface RpcClientStats {
@@ -65,24 +92,41 @@ export interface RpcClientStats {
   /** Replies dropped because their epoch is not the current one. */
   staleDropped: number;
   heartbeatTimeouts: number;
+  /** Name of the current connection's transport (undefined while none). */
+  transport: string | undefined;
+  /** True while the current connection is on the fallback transport. */
+  onFallback: boolean;
+  /** Connections made on the fallback because the primary failed. */
+  fallbacks: number;
+  /** Probes of the primary while on the fallback, and those that failed. */
+  probes: number;
+  probeFailures: number;
+  /** Moves from the fallback back to the primary after a probe connected. */
+  switchedBack: number;
 }
 
 interface Call {
   readonly requestId: number;
   readonly method: string;
-  /** The caller's bytes, kept (not copied) until the call settles, for replay. */
-  readonly payload: Uint8Array;
+  /** The caller's bytes or block, kept (not copied) until the call settles, for replay. */
+  readonly payload: MessagePart;
+  readonly payloadLength: number;
   readonly idempotent: boolean;
   readonly seq: number;
   readonly deadlineAt: number;
   /** Epoch it was last sent in (0: not sent yet). */
   sentEpoch: number;
-  resolve(bytes: Uint8Array): void;
+  /** The reply's message (released by the call, or handed to the caller) and payload view. */
+  resolve(msg: InboundMessage, payload: Uint8Array): void;
   reject(err: Error): void;
 }
 
 interface Link {
   readonly conn: Connection;
+  /** Made over the fallback transport. */
+  readonly fallback: boolean;
+  /** Why the primary was not used. */
+  readonly fallbackReason: Error | undefined;
   readonly control: Channel;
   readonly data: Channel;
   readonly epoch: number;
@@ -117,8 +161,14 @@ const codeOf = (err: unknown): string | undefined => {
  * replays what is still pending. Replies of an old epoch are dropped. Every call ends by its
  * reply, its deadline, its signal, or the session failing or closing — never later.
  */
-export class RpcClient {
-  readonly #o: Required<Omit<RpcClientOptions, 'limits' | 'host'>> & { host: string | undefined };
+export class RpcClient extends EventEmitter<RpcClientEvents> {
+  readonly #o: Required<Omit<RpcClientOptions, 'limits' | 'host' | 'fallback'>> & {
+    host: string | undefined;
+  };
+  readonly #fallback: ResolvedFallback | undefined;
+  /** A primary connection a probe made, for the next link to use. */
+  #probed: Connection | undefined;
+  #lastTransport: string | undefined;
   readonly #limits: RpcFrameLimits;
   readonly #machine = new SessionStateMachine();
   readonly #pending = new Map<number, Call>();
@@ -129,10 +179,20 @@ export class RpcClient {
   #closing = false;
   #wake: (() => void) | undefined;
   readonly #ready: Promise<void>;
-  readonly #counts = { reconnects: 0, replayed: 0, answeredFromTable: 0, heartbeatTimeouts: 0 };
+  readonly #counts = {
+    reconnects: 0,
+    replayed: 0,
+    answeredFromTable: 0,
+    heartbeatTimeouts: 0,
+    fallbacks: 0,
+    probes: 0,
+    probeFailures: 0,
+    switchedBack: 0,
+  };
 
   /** Connects (see `ready`); prefer `RpcClient.connect`. */
   constructor(options: RpcClientOptions) {
+    super();
     if (options === null || typeof options !== 'object' || options.transport === undefined) {
       throw new RpcError('ERR_RPC_INVALID_ARG', 'RpcClient needs { transport, port, secret }');
     }
@@ -149,6 +209,7 @@ export class RpcClient {
       maxInFlightSequences: options.maxInFlightSequences ?? 1024,
     };
     this.#limits = rpcFrameLimits(options.limits);
+    this.#fallback = resolveFallback(options.fallback);
     this.#sequencer = new CallSequencer({ maxInFlight: this.#o.maxInFlightSequences });
     this.#ready = new Promise<void>((resolve, reject) => {
       this.#machine.once('state', (c) => {
@@ -189,6 +250,8 @@ export class RpcClient {
       epoch: this.#machine.epoch,
       pending: this.#pending.size,
       staleDropped: this.#machine.epochs.stats().stale + this.#machine.epochs.stats().future,
+      transport: this.#link === undefined ? undefined : this.#lastTransport,
+      onFallback: this.#link?.fallback ?? false,
       ...this.#counts,
     };
   }
@@ -196,9 +259,28 @@ export class RpcClient {
   /**
    * Calls `method`. Rejects with ERR_RPC_DEADLINE, ERR_RPC_ABORTED, ERR_RPC_CLOSED,
    * ERR_RPC_SESSION_FAILED, ERR_RPC_OVERLOADED, ERR_RPC_DEDUP_SESSION_FULL or a RemoteError.
-   * `payload` is not copied: leave it unchanged until the call settles (it may be replayed).
+   * `payload` (bytes, or a block of the transport's allocator: sent without a copy) is not
+   * copied: leave it unchanged until the call settles (it may be replayed). The reply is
+   * copied out of the receive buffer; `callView` hands out the buffer itself.
    */
-  call(method: string, payload: Uint8Array, options: CallOptions = {}): Promise<Uint8Array> {
+  call(method: string, payload: MessagePart, options: CallOptions = {}): Promise<Uint8Array> {
+    return this.#start(method, payload, options, false) as Promise<Uint8Array>;
+  }
+
+  /**
+   * As `call`, but the reply stays in the transport's receive memory (no copy): release the
+   * `RpcReply` when done with it (`using reply = await client.callView(…)`).
+   */
+  callView(method: string, payload: MessagePart, options: CallOptions = {}): Promise<RpcReply> {
+    return this.#start(method, payload, options, true) as Promise<RpcReply>;
+  }
+
+  #start(
+    method: string,
+    payload: MessagePart,
+    options: CallOptions,
+    view: boolean,
+  ): Promise<Uint8Array | RpcReply> {
     const deadlineMs = options.deadlineMs ?? 30_000;
     if (
       !Number.isInteger(deadlineMs) ||
@@ -210,8 +292,13 @@ export class RpcClient {
         'deadlineMs must be a positive integer within limits',
       );
     }
-    if (!(payload instanceof Uint8Array)) {
-      throw new RpcError('ERR_RPC_INVALID_ARG', 'payload must be a Uint8Array');
+    let payloadLength: number;
+    try {
+      payloadLength = partBytes(payload).length;
+    } catch (cause) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'payload must be a Uint8Array or a Block', {
+        cause,
+      });
     }
     const state = this.#machine.state;
     if (state === 'closed' || this.#closing) {
@@ -255,14 +342,14 @@ export class RpcClient {
         idempotent,
         deadlineMs,
         method,
-        payloadLength: payload.length,
+        payloadLength,
       },
       this.#limits,
     );
     const seq = idempotent ? 0 : this.#sequencer.next();
     const requestId = this.#nextId;
     this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
-    return new Promise<Uint8Array>((resolve, reject) => {
+    return new Promise<Uint8Array | RpcReply>((resolve, reject) => {
       const finish = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -290,13 +377,18 @@ export class RpcClient {
         requestId,
         method,
         payload,
+        payloadLength,
         idempotent,
         seq,
         deadlineAt: performance.now() + deadlineMs,
         sentEpoch: 0,
-        resolve: (b) => {
+        resolve: (msg, bytes) => {
           finish();
-          resolve(b);
+          if (view) resolve(new RpcReply(msg, bytes));
+          else {
+            resolve(bytes.slice());
+            msg.release();
+          }
         },
         reject: (e) => {
           finish();
@@ -315,6 +407,8 @@ export class RpcClient {
     if (this.#closing) return;
     this.#closing = true;
     this.#wake?.();
+    this.#probed?.destroy();
+    this.#probed = undefined;
     const link = this.#link;
     const err = new RpcError('ERR_RPC_CLOSED', 'client closed');
     for (const c of [...this.#pending.values()]) c.reject(err);
@@ -347,7 +441,7 @@ export class RpcClient {
         idempotent: call.idempotent,
         deadlineMs: remaining,
         method: call.method,
-        payloadLength: call.payload.length,
+        payloadLength: call.payloadLength,
       },
       this.#limits,
     );
@@ -400,8 +494,11 @@ export class RpcClient {
       attempt = 0;
       this.#link = link;
       this.#machine.connected(welcome.epoch, welcome.sessionId);
+      this.#announceTransport(link);
       this.#recover(link, welcome);
+      const stopProbe = this.#probeWhileOnFallback(link);
       const reason = await link.whenLost;
+      stopProbe();
       this.#link = undefined;
       link.conn.destroy();
       if (this.#closing) return;
@@ -452,16 +549,133 @@ export class RpcClient {
     });
   }
 
+  /** A mux connection on the primary, else (configured, and not a fatal refusal) the fallback. */
+  async #connectTransport(): Promise<{
+    conn: Connection;
+    fallback: boolean;
+    reason?: Error;
+    /** When the attempt that made `conn` began: its budget runs from there. */
+    startedAt: number;
+  }> {
+    const probed = this.#probed;
+    this.#probed = undefined;
+    if (probed !== undefined) {
+      if (probed.state === 'open')
+        return { conn: probed, fallback: false, startedAt: performance.now() };
+      probed.destroy();
+    }
+    const o = this.#o;
+    let startedAt = performance.now();
+    try {
+      const conn = await o.transport.connect({
+        ...(o.host === undefined ? {} : { host: o.host }),
+        port: o.port,
+        secret: o.secret,
+        timeoutMs: o.connectTimeoutMs,
+      });
+      return { conn, fallback: false, startedAt };
+    } catch (err) {
+      const fb = this.#fallback;
+      // A wrong secret or version is no RDMA trouble: the fallback would be refused alike.
+      if (fb === undefined || this.#closing || FATAL.has(codeOf(err) ?? '')) throw err;
+      const host = fb.host ?? o.host;
+      startedAt = performance.now(); // the fallback attempt has a budget of its own
+      const conn = await fb.transport.connect({
+        ...(host === undefined ? {} : { host }),
+        port: fb.port ?? o.port,
+        secret: o.secret,
+        timeoutMs: o.connectTimeoutMs,
+      });
+      this.#counts.fallbacks++;
+      return { conn, fallback: true, reason: err as Error, startedAt };
+    }
+  }
+
+  /** Emits 'transport' (and publishes it) when the new link's transport differs from the last. */
+  #announceTransport(link: Link): void {
+    const name = link.fallback
+      ? (this.#fallback as ResolvedFallback).transport.name
+      : this.#o.transport.name;
+    const previous = this.#lastTransport;
+    const wasFallback = this.#lastFallback;
+    this.#lastTransport = name;
+    this.#lastFallback = link.fallback;
+    if (previous !== undefined && wasFallback === link.fallback) return;
+    if (wasFallback && !link.fallback) this.#counts.switchedBack++;
+    const change: TransportChange = {
+      sessionId: this.#machine.sessionId,
+      from: previous,
+      to: name,
+      fallback: link.fallback,
+      reason: link.fallbackReason,
+      at: performance.now(),
+    };
+    publishTransportChange(change);
+    this.emit('transport', change);
+  }
+
+  #lastFallback = false;
+
+  /**
+   * While `link` is on the fallback, tries the primary every probeIntervalMs (one probe at
+   * a time); a probe that connects ends the link (ERR_RPC_TRANSPORT_SWITCH) and the session
+   * resumes on the probed connection: pending calls replay there, de-duplicated as usual.
+   */
+  #probeWhileOnFallback(link: Link): () => void {
+    const every = this.#fallback?.probeIntervalMs ?? 0;
+    if (!link.fallback || every === 0) return () => {};
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const schedule = (): void => {
+      timer = setTimeout(probe, every);
+      timer.unref();
+    };
+    const probe = (): void => {
+      if (stopped) return;
+      this.#counts.probes++;
+      const o = this.#o;
+      o.transport
+        .connect({
+          ...(o.host === undefined ? {} : { host: o.host }),
+          port: o.port,
+          secret: o.secret,
+          timeoutMs: o.connectTimeoutMs,
+        })
+        .then(
+          (conn) => {
+            if (stopped || this.#closing) {
+              conn.destroy();
+              return;
+            }
+            conn.on('error', () => {});
+            this.#probed = conn;
+            link.lost(
+              new RpcError(
+                'ERR_RPC_TRANSPORT_SWITCH',
+                `the primary transport (${o.transport.name}) is reachable again`,
+                { retryable: true },
+              ),
+            );
+          },
+          () => {
+            this.#counts.probeFailures++;
+            if (!stopped) schedule();
+          },
+        );
+    };
+    schedule();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
+
   /** One connection attempt: mux connect, then open or resume the session on its control channel. */
   async #establish(): Promise<[Link, Extract<SessionFrame, { kind: 'welcome' }>]> {
-    const until = performance.now() + this.#o.connectTimeoutMs;
+    const { conn, fallback, reason, startedAt } = await this.#connectTransport();
+    // One budget for the transport's connect and the session handshake after it.
+    const until = startedAt + this.#o.connectTimeoutMs;
     const left = (): number => Math.max(1, Math.ceil(until - performance.now()));
-    const conn = await this.#o.transport.connect({
-      ...(this.#o.host === undefined ? {} : { host: this.#o.host }),
-      port: this.#o.port,
-      secret: this.#o.secret,
-      timeoutMs: left(),
-    });
     try {
       conn.on('error', () => {});
       const control = conn.openChannel(RPC_CONTROL_CHANNEL);
@@ -505,7 +719,7 @@ export class RpcClient {
       }
       if (f.epoch <= this.#machine.epoch) throw this.#protocol(`epoch ${f.epoch} is not new`);
       const data = conn.openChannel(RPC_DATA_CHANNEL);
-      const link = this.#watch(conn, control, data, f.epoch);
+      const link = this.#watch(conn, control, data, f.epoch, fallback, reason);
       return [link, f];
     } catch (err) {
       conn.destroy();
@@ -518,7 +732,14 @@ export class RpcClient {
   }
 
   /** Starts the link's readers and heartbeat; `whenLost` settles once, with the first fault. */
-  #watch(conn: Connection, control: Channel, data: Channel, epoch: number): Link {
+  #watch(
+    conn: Connection,
+    control: Channel,
+    data: Channel,
+    epoch: number,
+    fallback: boolean,
+    fallbackReason: Error | undefined,
+  ): Link {
     let lost!: (reason: Error) => void;
     const whenLost = new Promise<Error>((resolve) => {
       lost = resolve;
@@ -526,6 +747,8 @@ export class RpcClient {
     let over = false;
     const link: Link = {
       conn,
+      fallback,
+      fallbackReason,
       control,
       data,
       epoch,
@@ -587,25 +810,34 @@ export class RpcClient {
     void (async () => {
       for (;;) {
         let frame: ReturnType<typeof decodeRpcFrame>;
+        // Not copied: an Ok reply's message goes to its call, every other one back at once.
+        let msg: InboundMessage;
         try {
-          const msg = await data.receive({ copy: true, timeoutMs: 60_000 });
-          try {
-            frame = decodeRpcFrame(msg.bytes, this.#limits);
-          } finally {
-            msg.release();
-          }
+          msg = await data.receive({ timeoutMs: 60_000 });
         } catch (err) {
           if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
           link.lost(err as Error);
           return;
         }
-        if (frame.kind !== 'response') continue;
+        try {
+          frame = decodeRpcFrame(msg.bytes, this.#limits);
+        } catch (err) {
+          msg.release();
+          link.lost(err as Error);
+          return;
+        }
+        if (frame.kind !== 'response') {
+          msg.release();
+          continue;
+        }
         const h = frame.header;
         // Only the current epoch's replies reach calls; a dead link's late ones are dropped.
-        if (!this.#machine.epochs.accept(h.epoch)) continue;
-        const call = this.#pending.get(h.requestId);
-        if (call === undefined) continue; // a call that already ended
-        if (h.status === RpcStatus.Ok) call.resolve(frame.payload);
+        const call = this.#machine.epochs.accept(h.epoch)
+          ? this.#pending.get(h.requestId)
+          : undefined; // undefined also for a call that already ended
+        if (call === undefined || h.status !== RpcStatus.Ok) msg.release();
+        if (call === undefined) continue;
+        if (h.status === RpcStatus.Ok) call.resolve(msg, frame.payload);
         else {
           const outcome =
             h.status === RpcStatus.Error

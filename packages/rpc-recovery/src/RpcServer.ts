@@ -1,4 +1,4 @@
-import type { Channel, Connection } from '@rdmajs/mux';
+import type { Channel, Connection, InboundMessage } from '@rdmajs/mux';
 import { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
 import { checkFunction, checkInt } from './internal/validate.js';
@@ -58,6 +58,14 @@ interface ConnState {
   epoch: number;
   lastSeen: number;
   control: Channel | undefined;
+}
+
+/** The remote host: what per-peer bounds count against (the port changes per connection). */
+function peerOf(connection: Connection): string {
+  const a = connection.remoteAddress;
+  const colon = a.lastIndexOf(':');
+  const host = colon > 0 ? a.slice(0, colon) : a;
+  return host.length === 0 ? 'unknown' : host.slice(0, 256);
 }
 
 /**
@@ -212,7 +220,13 @@ export class RpcServer {
         }
         st.lastSeen = performance.now();
         if (st.phase === 'hello' && f.kind === 'open') {
-          const issued = this.#authority.issue();
+          let issued: ReturnType<SessionAuthority['issue']>;
+          try {
+            issued = this.#authority.issue(peerOf(connection));
+          } catch (err) {
+            refuse(err);
+            return;
+          }
           this.#dedup.openSession(issued.sessionId);
           this.#onSessionChange?.(issued.sessionId, 'opened');
           this.#ready(connection, st, issued.sessionId, issued.epoch);
@@ -228,7 +242,7 @@ export class RpcServer {
           });
         } else if (st.phase === 'hello' && f.kind === 'resume') {
           try {
-            st.challenge = this.#authority.challenge(f.sessionId);
+            st.challenge = this.#authority.challenge(f.sessionId, peerOf(connection));
           } catch (err) {
             refuse(err);
             return;
@@ -308,21 +322,28 @@ export class RpcServer {
       ...(this.#onRecorded === undefined ? {} : { onRecorded: this.#onRecorded }),
     };
     for (;;) {
-      let bytes: Uint8Array;
+      let msg: InboundMessage;
       try {
-        const msg = await ch.receive({ copy: true, timeoutMs: 60_000 });
-        bytes = msg.bytes;
-        msg.release();
+        // Not copied: the handler reads the transport's receive memory (registered memory on
+        // RDMA). The message is released once the reply went out, which may alias it; until
+        // then it counts against the peer's window, so slow handlers backpressure the peer
+        // instead of piling up copies here.
+        msg = await ch.receive({ timeoutMs: 60_000 });
       } catch (err) {
         if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') continue; // just quiet
         return; // channel closed or connection lost: nothing left to answer
       }
+      const release = (): void => msg.release();
       // Requests run concurrently; each reply goes out when its handler settles.
-      this.#registry.dispatch(bytes, scope).then(
+      this.#registry.dispatch(msg.bytes, scope).then(
         (parts) => {
-          if (parts !== undefined) ch.send(parts).catch(() => {});
+          if (parts === undefined) release();
+          else ch.send(parts).then(release, release);
         },
-        (err: unknown) => connection.destroy(err instanceof Error ? err : undefined),
+        (err: unknown) => {
+          release();
+          connection.destroy(err instanceof Error ? err : undefined);
+        },
       );
     }
   }

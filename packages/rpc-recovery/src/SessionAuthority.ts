@@ -36,6 +36,14 @@ export interface SessionAuthorityOptions {
   maxChallengesPerSession?: number;
   /** Sessions kept; issuing one more first drops expired ones, then the least recently active. Default 65 536. */
   maxSessions?: number;
+  /**
+   * Live sessions one peer (the `peer` named at `issue`, e.g. the remote host) may hold; one
+   * more is refused (ERR_RPC_PEER_LIMIT), so a peer cannot crowd others out of `maxSessions`.
+   * Default 1 024.
+   */
+  maxSessionsPerPeer?: number;
+  /** Outstanding challenges one peer may hold over all sessions (ERR_RPC_PEER_LIMIT beyond). Default 64. */
+  maxChallengesPerPeer?: number;
   /** Milliseconds on a monotonic line; default `performance.now`. */
   now?: () => number;
   /** Cryptographically random bytes; default `crypto.randomBytes`. */
@@ -61,14 +69,35 @@ export interface SessionAuthorityStats {
   busy: number;
   expired: number;
   evicted: number;
+  /** Peers holding sessions or challenges now. */
+  peers: number;
+  /** Issues and challenges refused by the per-peer bounds. */
+  peerLimited: number;
+}
+
+interface Challenge {
+  expires: number;
+  /** Who asked for it (counted against that peer), if named. */
+  peer: string | undefined;
 }
 
 interface SessionRecord {
   epoch: number;
   lastActive: number;
-  /** Outstanding challenges (hex) → expiry time; at most maxChallengesPerSession. */
-  challenges: Map<string, number>;
+  /** The peer that opened it (counted against that peer), if named. */
+  peer: string | undefined;
+  /** Outstanding challenges (hex); at most maxChallengesPerSession. */
+  challenges: Map<string, Challenge>;
 }
+
+/** What one peer holds now; dropped when empty, so peers known are bounded by what is held. */
+interface PeerRecord {
+  sessions: Set<string>;
+  /** Challenge hex → its session id. */
+  challenges: Map<string, string>;
+}
+
+const MAX_PEER_NAME = 256;
 
 const KEYS = [
   'key',
@@ -76,6 +105,8 @@ const KEYS = [
   'challengeTtlMs',
   'maxChallengesPerSession',
   'maxSessions',
+  'maxSessionsPerPeer',
+  'maxChallengesPerPeer',
   'now',
   'randomBytes',
 ];
@@ -117,6 +148,9 @@ export class SessionAuthority {
   private readonly challengeTtlMs: number;
   private readonly maxChallenges: number;
   private readonly maxSessions: number;
+  private readonly maxSessionsPerPeer: number;
+  private readonly maxChallengesPerPeer: number;
+  private readonly peers = new Map<string, PeerRecord>();
   private readonly now: () => number;
   private readonly randomBytes: (n: number) => Uint8Array;
   /** Insertion order is least recently active first (activity re-inserts). */
@@ -128,6 +162,7 @@ export class SessionAuthority {
     busy: 0,
     expired: 0,
     evicted: 0,
+    peerLimited: 0,
   };
 
   constructor(options: SessionAuthorityOptions) {
@@ -144,6 +179,14 @@ export class SessionAuthority {
         : checkInt('maxChallengesPerSession', o.maxChallengesPerSession, 1, 1024);
     this.maxSessions =
       o.maxSessions === undefined ? 65_536 : checkInt('maxSessions', o.maxSessions, 1);
+    this.maxSessionsPerPeer =
+      o.maxSessionsPerPeer === undefined
+        ? 1024
+        : checkInt('maxSessionsPerPeer', o.maxSessionsPerPeer, 1);
+    this.maxChallengesPerPeer =
+      o.maxChallengesPerPeer === undefined
+        ? 64
+        : checkInt('maxChallengesPerPeer', o.maxChallengesPerPeer, 1);
     this.now = o.now === undefined ? () => performance.now() : checkFunction('now', o.now);
     this.randomBytes =
       o.randomBytes === undefined
@@ -151,9 +194,34 @@ export class SessionAuthority {
         : checkFunction('randomBytes', o.randomBytes);
   }
 
-  /** Starts a session at epoch 1. Hand `sessionId` and `token` to the client, and only to it. */
-  issue(): IssuedSession {
+  /**
+   * Starts a session at epoch 1. Hand `sessionId` and `token` to the client, and only to it.
+   * `peer` (e.g. the remote host) counts it against that peer's `maxSessionsPerPeer`.
+   */
+  issue(peer?: string): IssuedSession {
     const t = this.time();
+    const p = this.peerName(peer);
+    if (p !== undefined) {
+      const held = this.peers.get(p);
+      if (held !== undefined && held.sessions.size >= this.maxSessionsPerPeer) {
+        // Its expired sessions make room first.
+        for (const id of [...held.sessions]) {
+          const s = this.sessions.get(id);
+          if (s !== undefined && t - s.lastActive > this.sessionTtlMs) {
+            this.drop(id, s);
+            this.counters.expired++;
+          }
+        }
+        if (held.sessions.size >= this.maxSessionsPerPeer) {
+          this.counters.peerLimited++;
+          throw new RpcError(
+            'ERR_RPC_PEER_LIMIT',
+            `peer ${p} holds ${held.sessions.size} sessions (maxSessionsPerPeer)`,
+            { retryable: true },
+          );
+        }
+      }
+    }
     this.makeRoom(t);
     let sessionId: string;
     do {
@@ -162,8 +230,10 @@ export class SessionAuthority {
     this.sessions.set(sessionId, {
       epoch: 1,
       lastActive: t,
+      peer: p,
       challenges: new Map(),
     });
+    if (p !== undefined) this.peerRecord(p).sessions.add(sessionId);
     this.counters.issued++;
     return { sessionId, token: this.tokenOf(sessionId), epoch: 1 };
   }
@@ -185,6 +255,7 @@ export class SessionAuthority {
     this.sessions.set(sessionId, {
       epoch,
       lastActive: t,
+      peer: undefined,
       challenges: new Map(),
     });
   }
@@ -197,11 +268,28 @@ export class SessionAuthority {
    * and unexpired; ERR_RPC_SESSION_UNKNOWN / ERR_RPC_SESSION_EXPIRED for a session that
    * cannot resume.
    */
-  challenge(sessionId: string): Uint8Array {
+  challenge(sessionId: string, peer?: string): Uint8Array {
     const t = this.time();
+    const p = this.peerName(peer);
     const s = this.live(sessionId, t);
     if (s.challenges.size >= this.maxChallenges) {
-      for (const [c, expires] of s.challenges) if (t > expires) s.challenges.delete(c);
+      for (const [c, ch] of s.challenges) if (t > ch.expires) this.spend(s, c);
+    }
+    const held = p === undefined ? undefined : this.peers.get(p);
+    if (held !== undefined && held.challenges.size >= this.maxChallengesPerPeer) {
+      for (const [c, id] of [...held.challenges]) {
+        const owner = this.sessions.get(id);
+        const ch = owner?.challenges.get(c);
+        if (owner !== undefined && ch !== undefined && t > ch.expires) this.spend(owner, c);
+      }
+      if (held.challenges.size >= this.maxChallengesPerPeer) {
+        this.counters.peerLimited++;
+        throw new RpcError(
+          'ERR_RPC_PEER_LIMIT',
+          `peer ${p}: ${held.challenges.size} resume attempts outstanding (maxChallengesPerPeer)`,
+          { retryable: true },
+        );
+      }
     }
     if (s.challenges.size >= this.maxChallenges) {
       this.counters.busy++;
@@ -212,7 +300,9 @@ export class SessionAuthority {
       );
     }
     const c = this.random(SESSION_SECRET_BYTES);
-    s.challenges.set(Buffer.from(c).toString('hex'), t + this.challengeTtlMs);
+    const hex = Buffer.from(c).toString('hex');
+    s.challenges.set(hex, { expires: t + this.challengeTtlMs, peer: p });
+    if (p !== undefined) this.peerRecord(p).challenges.set(hex, sessionId);
     return c;
   }
 
@@ -224,7 +314,7 @@ export class SessionAuthority {
     checkSessionId(sessionId);
     checkBytes('challenge', challenge);
     const s = this.sessions.get(sessionId);
-    return s?.challenges.delete(Buffer.from(challenge).toString('hex')) ?? false;
+    return s === undefined ? false : this.spend(s, Buffer.from(challenge).toString('hex'));
   }
 
   /**
@@ -249,8 +339,8 @@ export class SessionAuthority {
     const t = this.time();
     const s = this.live(sessionId, t);
     const hex = Buffer.from(challenge).toString('hex');
-    const expires = s.challenges.get(hex);
-    s.challenges.delete(hex);
+    const expires = s.challenges.get(hex)?.expires;
+    this.spend(s, hex);
     if (expires === undefined || challenge.length !== SESSION_SECRET_BYTES) {
       this.counters.badProofs++;
       throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: no such challenge outstanding`);
@@ -293,11 +383,59 @@ export class SessionAuthority {
 
   /** Forgets a session (its client said goodbye). Returns false when it was not known. */
   end(sessionId: string): boolean {
-    return this.sessions.delete(sessionId);
+    const s = this.sessions.get(sessionId);
+    if (s === undefined) return false;
+    this.drop(sessionId, s);
+    return true;
   }
 
   stats(): SessionAuthorityStats {
-    return { sessions: this.sessions.size, ...this.counters };
+    return { sessions: this.sessions.size, peers: this.peers.size, ...this.counters };
+  }
+
+  private peerName(peer: string | undefined): string | undefined {
+    if (peer === undefined) return undefined;
+    if (typeof peer !== 'string' || peer.length === 0 || peer.length > MAX_PEER_NAME) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', `peer must be a string of 1..${MAX_PEER_NAME}`);
+    }
+    return peer;
+  }
+
+  private peerRecord(p: string): PeerRecord {
+    let r = this.peers.get(p);
+    if (r === undefined) {
+      r = { sessions: new Set(), challenges: new Map() };
+      this.peers.set(p, r);
+    }
+    return r;
+  }
+
+  private forgetIfEmpty(p: string, r: PeerRecord): void {
+    if (r.sessions.size === 0 && r.challenges.size === 0) this.peers.delete(p);
+  }
+
+  /** Removes one outstanding challenge (and its peer's count). */
+  private spend(s: SessionRecord, hex: string): boolean {
+    const ch = s.challenges.get(hex);
+    if (ch === undefined) return false;
+    s.challenges.delete(hex);
+    const r = ch.peer === undefined ? undefined : this.peers.get(ch.peer);
+    if (r !== undefined) {
+      r.challenges.delete(hex);
+      this.forgetIfEmpty(ch.peer as string, r);
+    }
+    return true;
+  }
+
+  /** Forgets a session with its challenges and its peer's counts. */
+  private drop(id: string, s: SessionRecord): void {
+    for (const hex of [...s.challenges.keys()]) this.spend(s, hex);
+    this.sessions.delete(id);
+    const r = s.peer === undefined ? undefined : this.peers.get(s.peer);
+    if (r !== undefined) {
+      r.sessions.delete(id);
+      this.forgetIfEmpty(s.peer as string, r);
+    }
   }
 
   private tokenOf(sessionId: string): Uint8Array {
@@ -309,7 +447,7 @@ export class SessionAuthority {
     const s = this.sessions.get(sessionId);
     if (s === undefined) throw new SessionNotFoundError('ERR_RPC_SESSION_UNKNOWN', sessionId);
     if (t - s.lastActive > this.sessionTtlMs) {
-      this.sessions.delete(sessionId);
+      this.drop(sessionId, s);
       this.counters.expired++;
       throw new RpcError('ERR_RPC_SESSION_EXPIRED', `session ${sessionId} expired`);
     }
@@ -327,11 +465,12 @@ export class SessionAuthority {
     // Least recently active first: expired sessions sit at the front.
     for (const [id, s] of this.sessions) {
       if (t - s.lastActive <= this.sessionTtlMs) break;
-      this.sessions.delete(id);
+      this.drop(id, s);
       this.counters.expired++;
     }
     while (this.sessions.size >= this.maxSessions) {
-      this.sessions.delete(this.sessions.keys().next().value as string);
+      const [id, s] = this.sessions.entries().next().value as [string, SessionRecord];
+      this.drop(id, s);
       this.counters.evicted++;
     }
   }

@@ -38,6 +38,10 @@ export type RpcErrorCode =
   | 'ERR_RPC_HEARTBEAT_TIMEOUT'
   /** Too many calls pending on this client (`maxPendingCalls`); retry when some settle. */
   | 'ERR_RPC_OVERLOADED'
+  /** (The reason of a `recovering` change) a probe reached the primary transport: the session moves back to it from the fallback. */
+  | 'ERR_RPC_TRANSPORT_SWITCH'
+  /** A peer (remote host) holds `maxSessionsPerPeer` sessions or `maxChallengesPerPeer` challenges; retry when some end. */
+  | 'ERR_RPC_PEER_LIMIT'
   /** A resumption proof did not match (or no challenge was outstanding). */
   | 'ERR_RPC_AUTH'
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */

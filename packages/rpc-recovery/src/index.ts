@@ -39,6 +39,7 @@ export {
 export {
   type CallOptions,
   RpcClient,
+  type RpcClientEvents,
   type RpcClientOptions,
   type RpcClientStats,
 } from './RpcClient.js';
@@ -69,6 +70,7 @@ export {
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';
+export { RpcReply } from './RpcReply.js';
 export { RpcServer, type RpcServerOptions, type RpcServerStats } from './RpcServer.js';
 export {
   type IssuedSession,
@@ -98,3 +100,4 @@ export {
   SessionStateMachine,
   type SessionStateMachineOptions,
 } from './SessionStateMachine.js';
+export type { FallbackOptions, TransportChange } from './TransportFallback.js';

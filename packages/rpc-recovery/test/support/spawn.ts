@@ -1,6 +1,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ServerPeerArgs } from '../fixtures/server-peer.js';
+import type { TransportKind } from './transports.js';
 
 const fixture = (name: string): string =>
   fileURLToPath(new URL(`../fixtures/${name}`, import.meta.url));
@@ -9,6 +10,8 @@ const fixture = (name: string): string =>
 export interface Peer {
   readonly proc: ChildProcess;
   readonly port: number;
+  /** The server's extra TcpTransport listener (ServerPeerArgs.tcpPort), if any. */
+  readonly tcpPort: number | undefined;
   ask<T>(op: string): Promise<T>;
   signal(sig: 'SIGKILL' | 'SIGSTOP' | 'SIGCONT'): void;
   /** SIGKILLs the process (if alive) and waits for its exit. */
@@ -20,6 +23,7 @@ function start(
   args: unknown,
   first: (m: Record<string, unknown>) => number | undefined,
 ): Promise<Peer> {
+  let tcpPort: number | undefined;
   const proc = fork(fixture(script), [JSON.stringify(args)], {
     execArgv: ['--conditions=@rdmajs/source', '--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -41,9 +45,11 @@ function start(
       if (port === undefined) return;
       clearTimeout(t);
       proc.off('message', onMessage);
+      if (typeof m.tcpPort === 'number') tcpPort = m.tcpPort;
       resolve({
         proc,
         port,
+        tcpPort,
         ask: <T>(op: string) =>
           new Promise<T>((res, rej) => {
             const id = nextId++;
@@ -75,6 +81,12 @@ export function spawnServer(args: ServerPeerArgs): Promise<Peer> {
   return start('server-peer.ts', args, (m) => (typeof m.ready === 'number' ? m.ready : undefined));
 }
 
-export function spawnClient(args: { port: number; secret: string }): Promise<Peer> {
+export function spawnClient(args: {
+  port: number;
+  secret: string;
+  transport?: TransportKind;
+  /** Fall back to TCP on the same port. */
+  fallback?: boolean;
+}): Promise<Peer> {
   return start('client-peer.ts', args, (m) => (m.called === true ? args.port : undefined));
 }
