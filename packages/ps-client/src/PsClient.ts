@@ -1,0 +1,563 @@
+import { randomBytes } from 'node:crypto';
+import type { SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  decodePullDenseReply,
+  decodePullReply,
+  decodePushReply,
+  decodeTableInfoReply,
+  encodePullDenseRequest,
+  encodePullRequest,
+  encodePushDenseRequest,
+  encodePushRequest,
+  encodeTableInfoRequest,
+  PsMessageKind,
+  PsMethod,
+  type PushReply,
+  type TableInfo,
+} from '@rdmajs/ps-wire';
+import { PsClientError } from './errors.js';
+import { type ShardAddress, ShardLink, type ShardLinkStats } from './ShardLink.js';
+import { ShardRouter } from './ShardRouter.js';
+
+export interface ShardSpec extends ShardAddress {
+  /** The shard id the server must report (checked at connect). Default: whatever it reports. */
+  id?: string;
+}
+
+export interface PsClientOptions {
+  /** The static shard list: `{ host?, port, id? }` or `'host:port'`. */
+  servers: readonly (ShardSpec | string)[];
+  transport: Transport;
+  secret: SharedSecret;
+  /** Per connection attempt, ms. Default 5 000. */
+  connectTimeoutMs?: number;
+  /** Default deadline of every call, ms. Default 30 000. */
+  deadlineMs?: number;
+  /** How long a shard may stay unreachable before its calls fail ERR_PS_CLIENT_UNAVAILABLE, ms. Default 60 000. */
+  reconnectBudgetMs?: number;
+  /** Pushes in flight per shard. Default 64. */
+  maxInFlightPushes?: number;
+  /** Pushes queued per shard. Default 65 536. */
+  maxQueuedPushes?: number;
+  /** RPC heartbeats. Defaults 1 000 ms × 3. */
+  heartbeatIntervalMs?: number;
+  heartbeatMisses?: number;
+  /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
+  writerId?: string;
+}
+
+export interface CallDeadline {
+  deadlineMs?: number;
+}
+
+export interface PushSummary {
+  /** Distinct rows updated, summed over shards. */
+  rows: number;
+  /** Keys the stores did not apply (unadmitted, beyond row limits). */
+  dropped: number;
+  /** Shard pushes that were answered as duplicates (resends of already-applied pushes). */
+  duplicates: number;
+}
+
+export interface PsClientStats {
+  shards: ShardLinkStats[];
+  pulls: number;
+  pushes: number;
+  keysRequested: number;
+  /** Keys sent after de-duplication within each pull. */
+  keysFetched: number;
+  denseCalls: number;
+}
+
+interface TableShape {
+  dim: number;
+  rejectNonFinite: boolean;
+}
+
+const MAX_SAFE_DEADLINE = 86_400_000;
+
+function parseServer(s: ShardSpec | string, i: number): ShardSpec {
+  if (typeof s === 'string') {
+    const m = /^(.*):(\d{1,5})$/.exec(s);
+    const port = Number(m?.[2]);
+    if (m === null || !(port >= 1 && port <= 65_535)) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: expected host:port`);
+    }
+    return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
+  }
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    !Number.isInteger(s.port) ||
+    s.port < 1 ||
+    s.port > 65_535
+  ) {
+    throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: port must be 1–65535`);
+  }
+  return s;
+}
+
+function checkPositiveInt(
+  name: string,
+  v: unknown,
+  dflt: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+    throw new PsClientError(
+      'ERR_PS_CLIENT_INVALID_ARG',
+      `${name} must be an integer in [1, ${max}]`,
+    );
+  }
+  return v;
+}
+
+/** Keys as a BigUint64Array: that type as it is, or an array of bigints in [0, 2^64). */
+function keysOf(keys: unknown): BigUint64Array {
+  if (keys instanceof BigUint64Array) return keys;
+  if (!Array.isArray(keys)) {
+    throw new PsClientError(
+      'ERR_PS_CLIENT_INVALID_ARG',
+      'keys must be a BigUint64Array or an array of bigints',
+    );
+  }
+  const out = new BigUint64Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as unknown;
+    if (typeof k !== 'bigint' || k < 0n || k > 0xffff_ffff_ffff_ffffn) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `keys[${i}] is not a u64 bigint`);
+    }
+    out[i] = k;
+  }
+  return out;
+}
+
+function firstNonFinite(f: Float32Array): number {
+  for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i])) return i;
+  return -1;
+}
+
+/**
+ * A parameter-server client over a static list of shards. Keys are routed by rendezvous
+ * hashing over the shard ids the servers report; `pull` de-duplicates keys within a batch,
+ * fetches every shard's part in parallel and returns rows in request order; `push` splits
+ * the same way (duplicates kept, in order: the store sums them as an unsharded store would)
+ * and is exactly-once per shard (see ShardLink). Every argument is checked against the
+ * servers' table info before anything is sent.
+ */
+export class PsClient {
+  readonly #links: ShardLink[];
+  readonly #router: ShardRouter;
+  readonly #tables: Map<string, TableShape>;
+  readonly #dense: Map<string, { length: number; rejectNonFinite: boolean }>;
+  readonly #maxBatchKeys: number;
+  readonly #writer: string;
+  readonly #deadlineMs: number;
+  #closed = false;
+  readonly #counts = { pulls: 0, pushes: 0, keysRequested: 0, keysFetched: 0, denseCalls: 0 };
+
+  private constructor(links: ShardLink[], infos: TableInfo[], writer: string, deadlineMs: number) {
+    this.#links = links;
+    this.#writer = writer;
+    this.#deadlineMs = deadlineMs;
+    this.#router = new ShardRouter(infos.map((i) => i.shardId));
+    const first = infos[0] as TableInfo;
+    const sig = (i: TableInfo) =>
+      JSON.stringify([
+        [...i.tables].sort((a, b) => (a.name < b.name ? -1 : 1)),
+        [...i.dense].sort((a, b) => (a.name < b.name ? -1 : 1)),
+      ]);
+    for (const i of infos) {
+      if (sig(i) !== sig(first)) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          `shards ${first.shardId} and ${i.shardId} serve different tables`,
+          { shard: i.shardId },
+        );
+      }
+    }
+    this.#tables = new Map(
+      first.tables.map((t) => [t.name, { dim: t.dim, rejectNonFinite: t.rejectNonFinite }]),
+    );
+    this.#dense = new Map(
+      first.dense.map((d) => [d.name, { length: d.length, rejectNonFinite: d.rejectNonFinite }]),
+    );
+    this.#maxBatchKeys = Math.min(...infos.map((i) => i.maxBatchKeys));
+  }
+
+  /** Connects to every shard and learns their tables; rejects typed if any cannot be reached. */
+  static async connect(options: PsClientOptions): Promise<PsClient> {
+    if (options === null || typeof options !== 'object' || options.transport === undefined) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'PsClient.connect needs { servers, transport, secret }',
+      );
+    }
+    if (!Array.isArray(options.servers) || options.servers.length === 0) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'servers must be a non-empty list');
+    }
+    const specs = options.servers.map(parseServer);
+    const writer = options.writerId ?? `w${randomBytes(12).toString('base64url')}`;
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(writer)) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'writerId must be 1–64 characters of [A-Za-z0-9_-]',
+      );
+    }
+    const deadlineMs = checkPositiveInt(
+      'deadlineMs',
+      options.deadlineMs,
+      30_000,
+      MAX_SAFE_DEADLINE,
+    );
+    const base = {
+      transport: options.transport,
+      secret: options.secret,
+      connectTimeoutMs: checkPositiveInt('connectTimeoutMs', options.connectTimeoutMs, 5000),
+      reconnectBudgetMs: checkPositiveInt('reconnectBudgetMs', options.reconnectBudgetMs, 60_000),
+      maxInFlightPushes: checkPositiveInt('maxInFlightPushes', options.maxInFlightPushes, 64, 1024),
+      maxQueuedPushes: checkPositiveInt('maxQueuedPushes', options.maxQueuedPushes, 65_536),
+      heartbeatIntervalMs: checkPositiveInt(
+        'heartbeatIntervalMs',
+        options.heartbeatIntervalMs,
+        1000,
+      ),
+      heartbeatMisses: checkPositiveInt('heartbeatMisses', options.heartbeatMisses, 3, 1000),
+    };
+    const opened = await Promise.allSettled(
+      specs.map((s) =>
+        ShardLink.open({
+          ...base,
+          address: { ...(s.host === undefined ? {} : { host: s.host }), port: s.port },
+          label: s.id ?? `${s.host ?? '127.0.0.1'}:${s.port}`,
+        }),
+      ),
+    );
+    const links = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const close = () => Promise.allSettled(links.map((l) => l.close()));
+    const failed = opened.findIndex((r) => r.status === 'rejected');
+    if (failed >= 0) {
+      await close();
+      const r = opened[failed] as PromiseRejectedResult;
+      throw new PsClientError(
+        'ERR_PS_CLIENT_UNAVAILABLE',
+        `cannot connect to servers[${failed}]: ${(r.reason as Error)?.message}`,
+        {
+          cause: r.reason,
+        },
+      );
+    }
+    try {
+      const infos = await Promise.all(
+        links.map(async (l, i) => {
+          const info = decodeTableInfoReply(
+            await l.call(PsMethod.tableInfo, encodeTableInfoRequest(), deadlineMs),
+          );
+          const want = specs[i]?.id;
+          if (want !== undefined && want !== info.shardId) {
+            throw new PsClientError(
+              'ERR_PS_CLIENT_SHARD_MISMATCH',
+              `servers[${i}] is shard ${info.shardId}, not ${want}`,
+              {
+                shard: info.shardId,
+              },
+            );
+          }
+          l.label = info.shardId;
+          return info;
+        }),
+      );
+      if (new Set(infos.map((i) => i.shardId)).size !== infos.length) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          'two servers report the same shard id',
+        );
+      }
+      return new PsClient(links, infos, writer, deadlineMs);
+    } catch (err) {
+      await close();
+      throw err;
+    }
+  }
+
+  /** This client's writer id (the stores de-duplicate its pushes by (writer, seq)). */
+  get writerId(): string {
+    return this.#writer;
+  }
+
+  /** Shard ids in list order. */
+  get shards(): readonly string[] {
+    return this.#router.ids;
+  }
+
+  /** The tables the servers serve: name → dim. */
+  get tables(): ReadonlyMap<string, number> {
+    return new Map([...this.#tables].map(([n, t]) => [n, t.dim]));
+  }
+
+  /** The shard a key lives on. */
+  shardOf(key: bigint): string {
+    return this.#router.ids[this.#router.shardOf(key)] as string;
+  }
+
+  #open(): void {
+    if (this.#closed) throw new PsClientError('ERR_PS_CLIENT_CLOSED', 'client closed');
+  }
+
+  #table(name: unknown): TableShape {
+    if (typeof name !== 'string')
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'table must be a string');
+    const t = this.#tables.get(name);
+    if (t === undefined) throw new PsClientError('ERR_PS_CLIENT_UNKNOWN_TABLE', `no table ${name}`);
+    return t;
+  }
+
+  #deadline(o: CallDeadline | undefined): number {
+    return checkPositiveInt('deadlineMs', o?.deadlineMs, this.#deadlineMs, MAX_SAFE_DEADLINE);
+  }
+
+  #batch(n: number): void {
+    if (n > this.#maxBatchKeys) {
+      throw new PsClientError('ERR_PS_CLIENT_BATCH_TOO_LARGE', `${n} keys > ${this.#maxBatchKeys}`);
+    }
+  }
+
+  /** Rows of `keys` (`keys.length × dim` floats, in request order). */
+  async pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options?: CallDeadline,
+  ): Promise<Float32Array> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    const out = new Float32Array(k.length * t.dim);
+    await this.#pullInto(table, t, k, out, options);
+    return out;
+  }
+
+  /** Gathers the rows of `keys` into `out` (`keys.length × dim` floats). */
+  async pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options?: CallDeadline,
+  ): Promise<void> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    if (!(out instanceof Float32Array) || out.length !== k.length * t.dim) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `out must be a Float32Array of ${k.length} × ${t.dim}`,
+      );
+    }
+    await this.#pullInto(table, t, k, out, options);
+  }
+
+  async #pullInto(
+    table: string,
+    t: TableShape,
+    keys: BigUint64Array,
+    out: Float32Array,
+    o: CallDeadline | undefined,
+  ): Promise<void> {
+    this.#batch(keys.length);
+    const deadlineMs = this.#deadline(o);
+    const n = keys.length;
+    const dim = t.dim;
+    // De-duplicate: each distinct key is fetched once, from its shard.
+    const first = new Map<bigint, number>();
+    const uniqueOf = new Uint32Array(n);
+    const unique: bigint[] = [];
+    for (let i = 0; i < n; i++) {
+      const key = keys[i] as bigint;
+      let u = first.get(key);
+      if (u === undefined) {
+        u = unique.length;
+        first.set(key, u);
+        unique.push(key);
+      }
+      uniqueOf[i] = u;
+    }
+    const ukeys = BigUint64Array.from(unique);
+    const shardOf = this.#router.route(ukeys);
+    const S = this.#links.length;
+    const counts = new Uint32Array(S);
+    const posOf = new Uint32Array(ukeys.length);
+    for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
+    const parts = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    for (let u = 0; u < ukeys.length; u++)
+      (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+    this.#counts.pulls++;
+    this.#counts.keysRequested += n;
+    this.#counts.keysFetched += ukeys.length;
+    const replies = await Promise.all(
+      parts.map(async (p, s) => {
+        if (p.length === 0) return undefined;
+        const link = this.#links[s] as ShardLink;
+        const r = decodePullReply(
+          await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
+        );
+        if (r.dim !== dim || r.count !== p.length) {
+          throw new PsClientError(
+            'ERR_PS_CLIENT_SHARD_MISMATCH',
+            `shard ${link.label} answered ${r.count} × ${r.dim}`,
+            {
+              shard: link.label,
+            },
+          );
+        }
+        return r.rows;
+      }),
+    );
+    for (let i = 0; i < n; i++) {
+      const u = uniqueOf[i] as number;
+      const rows = replies[shardOf[u] as number] as Float32Array;
+      const at = (posOf[u] as number) * dim;
+      out.set(rows.subarray(at, at + dim), i * dim);
+    }
+  }
+
+  /**
+   * Applies `grads` (`keys.length × dim`) to the rows of `keys` with each table's optimizer,
+   * exactly once per shard; resolves when every shard acknowledged (durable under its log
+   * policy). A failure of one shard does not undo another's part.
+   */
+  async push(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    grads: Float32Array,
+    options?: CallDeadline,
+  ): Promise<PushSummary> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    if (!(grads instanceof Float32Array) || grads.length !== k.length * t.dim) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `grads must be a Float32Array of ${k.length} × ${t.dim}`,
+      );
+    }
+    this.#batch(k.length);
+    if (t.rejectNonFinite) {
+      const i = firstNonFinite(grads);
+      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grads[${i}] is not finite`);
+    }
+    const deadlineMs = this.#deadline(options);
+    const dim = t.dim;
+    const shardOf = this.#router.route(k);
+    const S = this.#links.length;
+    const counts = new Uint32Array(S);
+    for (let i = 0; i < k.length; i++) (counts[shardOf[i] as number] as number)++;
+    const pk = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    const pg = Array.from({ length: S }, (_, s) => new Float32Array((counts[s] as number) * dim));
+    const fill = new Uint32Array(S);
+    for (let i = 0; i < k.length; i++) {
+      const s = shardOf[i] as number;
+      const j = (fill[s] as number)++;
+      (pk[s] as BigUint64Array)[j] = k[i] as bigint;
+      (pg[s] as Float32Array).set(grads.subarray(i * dim, (i + 1) * dim), j * dim);
+    }
+    this.#counts.pushes++;
+    // Seqs are taken and queued in this tick, so concurrent pushes keep their order per shard.
+    const calls: Promise<PushReply>[] = [];
+    for (let s = 0; s < S; s++) {
+      if (counts[s] === 0) continue;
+      const link = this.#links[s] as ShardLink;
+      const seq = link.nextSeq();
+      const payload = encodePushRequest({
+        table,
+        writer: this.#writer,
+        seq,
+        dim,
+        keys: pk[s] as BigUint64Array,
+        grads: pg[s] as Float32Array,
+      });
+      calls.push(
+        link.push(seq, PsMethod.push, payload, deadlineMs).then((b) => decodePushReply(b)),
+      );
+    }
+    return summarize(await Promise.all(calls));
+  }
+
+  #denseOf(name: unknown): { length: number; rejectNonFinite: boolean } {
+    if (typeof name !== 'string')
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'name must be a string');
+    const d = this.#dense.get(name);
+    if (d === undefined)
+      throw new PsClientError('ERR_PS_CLIENT_UNKNOWN_TABLE', `no dense tensor ${name}`);
+    return d;
+  }
+
+  /** The values of dense tensor `name`. */
+  async pullDense(name: string, options?: CallDeadline): Promise<Float32Array> {
+    this.#open();
+    const d = this.#denseOf(name);
+    const deadlineMs = this.#deadline(options);
+    const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
+    this.#counts.denseCalls++;
+    const v = decodePullDenseReply(
+      await link.call(PsMethod.pullDense, encodePullDenseRequest({ name }), deadlineMs),
+    );
+    if (v.length !== d.length) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_SHARD_MISMATCH',
+        `dense ${name}: ${v.length} values, expected ${d.length}`,
+      );
+    }
+    return v;
+  }
+
+  /** Applies `grad` to dense tensor `name`, exactly once. */
+  async pushDense(name: string, grad: Float32Array, options?: CallDeadline): Promise<PushSummary> {
+    this.#open();
+    const d = this.#denseOf(name);
+    if (!(grad instanceof Float32Array) || grad.length !== d.length) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `grad must be a Float32Array of ${d.length}`,
+      );
+    }
+    if (d.rejectNonFinite) {
+      const i = firstNonFinite(grad);
+      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grad[${i}] is not finite`);
+    }
+    const deadlineMs = this.#deadline(options);
+    const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
+    const seq = link.nextSeq();
+    const payload = encodePushDenseRequest({ name, writer: this.#writer, seq, grads: grad });
+    this.#counts.denseCalls++;
+    const r = decodePushReply(
+      await link.push(seq, PsMethod.pushDense, payload, deadlineMs),
+      PsMessageKind.PushDenseReply,
+    );
+    return summarize([r]);
+  }
+
+  stats(): PsClientStats {
+    return { shards: this.#links.map((l) => l.stats()), ...this.#counts };
+  }
+
+  /** Closes every shard's session; pending calls fail ERR_PS_CLIENT_CLOSED. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled(this.#links.map((l) => l.close()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function summarize(replies: PushReply[]): PushSummary {
+  const s: PushSummary = { rows: 0, dropped: 0, duplicates: 0 };
+  for (const r of replies) {
+    s.rows += r.rows;
+    s.dropped += r.dropped;
+    if (r.duplicate) s.duplicates++;
+  }
+  return s;
+}

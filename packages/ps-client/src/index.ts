@@ -1,0 +1,11 @@
+export { PsClientError, type PsClientErrorCode } from './errors.js';
+export {
+  type CallDeadline,
+  PsClient,
+  type PsClientOptions,
+  type PsClientStats,
+  type PushSummary,
+  type ShardSpec,
+} from './PsClient.js';
+export type { ShardAddress, ShardLinkState, ShardLinkStats } from './ShardLink.js';
+export { rendezvousScore, ShardRouter, shardSeed } from './ShardRouter.js';
