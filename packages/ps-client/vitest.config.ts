@@ -6,6 +6,7 @@ export default defineProject({
   test: {
     name: 'ps-client',
     include: ['test/**/*.test.ts'],
-    testTimeout: 120_000,
+    testTimeout: 180_000,
+    hookTimeout: 60_000,
   },
 });

@@ -1,0 +1,271 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ParameterStore } from '@rdmajs/ps-server';
+import { parseServiceTables } from '@rdmajs/ps-service';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PsClient } from '../src/index.js';
+import { killStragglers, type ShardProcess, startShard } from './support/shardProcess.js';
+
+// Real processes: three `rdmajs-ps-server` shards (the CLI, spawned), two clients here, over
+// TCP on loopback. Parameters must be bit-identical to one in-process ParameterStore fed the
+// same pushes in the same order.
+
+const secret = 'e2e-shared-secret-0123456789abcdef';
+const SPEC = {
+  tables: [
+    {
+      name: 'sgd_m',
+      dim: 8,
+      optimizer: { kind: 'sgd', lr: 0.05, momentum: 0.9 },
+      init: { kind: 'normal', seed: 1, std: 0.1 },
+    },
+    {
+      name: 'adagrad',
+      dim: 8,
+      optimizer: { kind: 'adagrad', lr: 0.1 },
+      init: { kind: 'uniform', seed: 2 },
+    },
+    { name: 'adam', dim: 16, optimizer: { kind: 'adam', lr: 0.01 } },
+    {
+      name: 'adamw',
+      dim: 4,
+      optimizer: { kind: 'adamw', lr: 0.01, weightDecay: 0.1 },
+      init: { kind: 'normal', seed: 4 },
+    },
+    { name: 'ftrl', dim: 8, optimizer: { kind: 'ftrl', alpha: 0.1, l1: 0.01 } },
+    { name: 'sum', dim: 2, optimizer: { kind: 'sum' } },
+    { name: 'assign', dim: 3, optimizer: { kind: 'assign' } },
+  ],
+  dense: [
+    { name: 'd_adam', shape: [4, 8], optimizer: { kind: 'adam', lr: 0.01 } },
+    { name: 'd_sgd', shape: [10], optimizer: { kind: 'sgd', lr: 0.1 } },
+  ],
+};
+const DIMS = new Map(SPEC.tables.map((t) => [t.name, t.dim]));
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function keyPool(rand: () => number, n: number): bigint[] {
+  return Array.from(
+    { length: n },
+    () => (BigInt(Math.floor(rand() * 2 ** 32)) << 32n) | BigInt(Math.floor(rand() * 2 ** 32)),
+  );
+}
+
+const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length));
+
+async function expectSameAsReference(
+  client: PsClient,
+  ref: ParameterStore,
+  pool: bigint[],
+): Promise<void> {
+  for (const [table, dim] of DIMS) {
+    for (let at = 0; at < pool.length; at += 500) {
+      const keys = BigUint64Array.from(pool.slice(at, at + 500));
+      const want = new Float32Array(keys.length * dim);
+      ref.pullInto(table, keys, want);
+      expect(bits(await client.pull(table, keys)), `table ${table}`).toEqual(bits(want));
+    }
+  }
+  for (const d of SPEC.dense) {
+    const n = d.shape.reduce((a, b) => a * b, 1);
+    const want = new Float32Array(n);
+    ref.pullDense(d.name, want);
+    expect(bits(await client.pullDense(d.name)), `dense ${d.name}`).toEqual(bits(want));
+  }
+}
+
+async function stopAll(shards: ShardProcess[]): Promise<void> {
+  await Promise.all(
+    shards.map(async (s) => {
+      if (s.proc.exitCode !== null || s.proc.signalCode !== null) return;
+      s.proc.kill('SIGTERM');
+      const r = await s.exited;
+      expect(r).toEqual({ code: 0, signal: null }); // clean shutdown: drained, snapshot, exit 0
+      expect(s.logs.some((l) => l.msg === 'closed')).toBe(true);
+    }),
+  );
+}
+
+describe('3 shard processes + 2 clients, seeded workload', () => {
+  let work: string;
+  let shards: ShardProcess[] = [];
+  let clients: PsClient[] = [];
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ps-e2e-'));
+    shards = await Promise.all(
+      ['s0', 's1', 's2'].map((id) => startShard({ id, workDir: work, tables: SPEC, secret })),
+    );
+    const servers = shards.map((s) => ({ port: s.port, id: s.id }));
+    clients = await Promise.all(
+      [0, 1].map(() => PsClient.connect({ servers, transport: new TcpTransport(), secret })),
+    );
+  });
+
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    try {
+      await stopAll(shards);
+    } finally {
+      killStragglers();
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('pull, push with every optimizer and dense give bit-identical parameters', async () => {
+    const ref = new ParameterStore(parseServiceTables(SPEC));
+    const rand = mulberry32(20261204);
+    const pool = keyPool(rand, 1500);
+    const tables = [...DIMS.keys()];
+    let seq = 0;
+    for (let step = 0; step < 160; step++) {
+      const client = clients[step % 2] as PsClient;
+      const table = tables[Math.floor(rand() * tables.length)] as string;
+      const dim = DIMS.get(table) as number;
+      const n = 1 + Math.floor(rand() * 64);
+      // Duplicates on purpose: pull de-duplicates, push sums them in request order.
+      const keys = BigUint64Array.from(
+        { length: n },
+        () => pool[Math.floor(rand() * pool.length)] as bigint,
+      );
+      const want = new Float32Array(n * dim);
+      ref.pullInto(table, keys, want);
+      expect(bits(await client.pull(table, keys)), `step ${step} pull ${table}`).toEqual(
+        bits(want),
+      );
+      const grads = Float32Array.from({ length: n * dim }, () => rand() * 2 - 1);
+      await client.push(table, keys, grads);
+      await ref.push(table, keys, grads, { session: 'ref', seq: ++seq });
+      if (step % 8 === 0) {
+        const d = SPEC.dense[(step / 8) % 2] as (typeof SPEC.dense)[number];
+        const g = Float32Array.from(
+          { length: d.shape.reduce((a, b) => a * b, 1) },
+          () => rand() - 0.5,
+        );
+        await client.pushDense(d.name, g);
+        await ref.pushDense(d.name, g, { session: 'ref', seq: ++seq });
+      }
+    }
+    await expectSameAsReference(clients[0] as PsClient, ref, pool);
+    await expectSameAsReference(clients[1] as PsClient, ref, pool);
+    // The work really was spread: every shard served pushes.
+    const pushed = shards.map((s) => s.id);
+    expect(new Set(pool.slice(0, 200).map((k) => clients[0]?.shardOf(k)))).toEqual(new Set(pushed));
+  });
+});
+
+describe('a shard SIGKILLed during a push stream and restarted from its data directory', () => {
+  let work: string;
+  let shards: ShardProcess[] = [];
+  let client: PsClient | undefined;
+
+  beforeAll(() => {
+    work = mkdtempSync(join(tmpdir(), 'ps-e2e-kill-'));
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    try {
+      await stopAll(shards);
+    } finally {
+      killStragglers();
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('the client recovers by itself; final parameters equal the acknowledged pushes', async () => {
+    shards = await Promise.all(
+      ['k0', 'k1', 'k2'].map((id) =>
+        startShard({
+          id,
+          workDir: work,
+          tables: SPEC,
+          secret,
+          dataDir: join(work, id),
+          extraArgs: ['--snapshot-interval', '300'],
+        }),
+      ),
+    );
+    client = await PsClient.connect({
+      servers: shards.map((s) => ({ port: s.port, id: s.id })),
+      transport: new TcpTransport(),
+      secret,
+      heartbeatIntervalMs: 200,
+      heartbeatMisses: 3,
+    });
+    const ref = new ParameterStore(parseServiceTables(SPEC));
+    const rand = mulberry32(7);
+    const pool = keyPool(rand, 600);
+    const PUSHES = 240;
+    const WINDOW = 8;
+    const acked: boolean[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let restarted: Promise<void> | undefined;
+    let seq = 0;
+    for (let i = 0; i < PUSHES; i++) {
+      if (i === 80) {
+        // Mid-stream, pushes in flight: kill k1 without warning, bring it back from its dir.
+        const victim = shards[1] as ShardProcess;
+        victim.proc.kill('SIGKILL');
+        restarted = (async () => {
+          expect((await victim.exited).signal).toBe('SIGKILL');
+          await new Promise((r) => setTimeout(r, 300));
+          shards[1] = await startShard({
+            id: 'k1',
+            workDir: work,
+            tables: SPEC,
+            secret,
+            port: victim.port,
+            dataDir: join(work, 'k1'),
+            extraArgs: ['--snapshot-interval', '300'],
+          });
+        })();
+      }
+      const table = i % 3 === 0 ? 'adagrad' : i % 3 === 1 ? 'adam' : 'sum';
+      const dim = DIMS.get(table) as number;
+      const n = 1 + Math.floor(rand() * 32);
+      const keys = BigUint64Array.from(
+        { length: n },
+        () => pool[Math.floor(rand() * pool.length)] as bigint,
+      );
+      const grads = Float32Array.from({ length: n * dim }, () => rand() * 2 - 1);
+      // Issue order is the order every shard applies them in, so the reference follows it.
+      const p = client.push(table, keys, grads).then(() => {
+        acked[i] = true;
+      });
+      inFlight.add(p);
+      void p.finally(() => inFlight.delete(p)).catch(() => {});
+      await ref.push(table, keys, grads, { session: 'ref', seq: ++seq });
+      if (i % 20 === 0) {
+        const g = Float32Array.from({ length: 10 }, () => rand() - 0.5);
+        const d = client.pushDense('d_sgd', g).then(() => {});
+        inFlight.add(d);
+        void d.finally(() => inFlight.delete(d)).catch(() => {});
+        await ref.pushDense('d_sgd', g, { session: 'ref', seq: ++seq });
+      }
+      while (inFlight.size >= WINDOW) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    await restarted;
+    expect(acked.filter(Boolean).length).toBe(PUSHES);
+    const k1 = client.stats().shards.find((s) => s.shard === 'k1');
+    expect(k1?.relinks).toBeGreaterThanOrEqual(1);
+    expect(k1?.state).toBe('connected');
+    const restore = shards[1]?.logs.find((l) => l.msg === 'store restored');
+    expect(restore?.lsn).toBeGreaterThan(0); // restored from its snapshot + push log
+    expect(k1?.resent).toBeGreaterThanOrEqual(1); // pushes in flight at the kill were sent again
+    await expectSameAsReference(client, ref, pool);
+  });
+});
