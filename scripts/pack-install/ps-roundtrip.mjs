@@ -14,7 +14,11 @@ const service = await PsService.start({
     dense: [{ name: 'd', shape: [3], optimizer: { kind: 'sum' } }],
   }),
 });
-const client = await PsClient.connect({ servers: [`127.0.0.1:${service.port}`], transport: new TcpTransport(), secret });
+const client = await PsClient.connect({
+  servers: [`127.0.0.1:${service.port}`],
+  transport: new TcpTransport(),
+  secret,
+});
 await client.push('t', [7n], Float32Array.of(1, 2));
 const row = await client.pull('t', [7n]);
 await client.pushDense('d', Float32Array.of(1, 2, 3));
