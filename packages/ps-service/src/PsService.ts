@@ -7,6 +7,7 @@ import { PsServiceError } from './errors.js';
 import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
 import type { ServiceTables } from './ServiceConfig.js';
+import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
 
 export interface PsServiceOptions {
   transport: Transport;
@@ -29,6 +30,8 @@ export interface PsServiceOptions {
   /** Longest wait for in-flight requests on close, ms. Default 10 000. */
   drainTimeoutMs?: number;
   logger?: Logger;
+  /** Serve Prometheus metrics on `http://host:port/metrics` (host default '127.0.0.1'). */
+  metrics?: { host?: string; port: number };
 }
 
 export type PsServiceState = 'serving' | 'draining' | 'closed';
@@ -61,6 +64,9 @@ export class PsService {
   readonly #listener: Listener;
   readonly #connections = new Set<Connection>();
   readonly #inFlight: Set<Promise<unknown>>;
+  readonly #metrics: ServiceMetrics;
+  /** The metrics HTTP port, when metrics are served. */
+  readonly metricsPort: number | undefined;
   readonly #log: Logger;
   #state: PsServiceState = 'serving';
   #timer: NodeJS.Timeout | undefined;
@@ -76,8 +82,12 @@ export class PsService {
     rpc: RpcServer,
     listener: Listener,
     inFlight: Set<Promise<unknown>>,
+    metrics: ServiceMetrics,
+    metricsPort: number | undefined,
   ) {
     this.#inFlight = inFlight;
+    this.#metrics = metrics;
+    this.metricsPort = metricsPort;
     this.#o = o;
     this.#store = store;
     this.#handlers = handlers;
@@ -167,41 +177,96 @@ export class PsService {
       return p;
     };
     const registry = new MethodRegistry();
-    const gate =
-      <A extends unknown[], R>(fn: (...a: A) => R) =>
-      (...a: A): R => {
+    // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
+    const rpc = new RpcServer(registry, { key: randomBytes(32) });
+    const metrics = new ServiceMetrics(
+      { shard: o.shardId },
+      {
+        connections: () => service?.stats().connections ?? 0,
+        inFlight: () => inFlight.size,
+        sessionsResumed: () => rpc.stats().resumed,
+      },
+    );
+    const outcomeOf = (err: unknown): RequestOutcome => {
+      const code = (err as { code?: unknown } | null)?.code;
+      return typeof code === 'string' && /^ERR_PS_(REQUEST|WIRE)_/.test(code) ? 'refused' : 'error';
+    };
+    type Handler = (p: Uint8Array) => Uint8Array | Promise<Uint8Array>;
+    const serve =
+      (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler =>
+      (payload) => {
         if (service !== undefined && service.#state !== 'serving') {
+          metrics.requests.inc({ method, outcome: 'refused' });
           throw new PsServiceError('ERR_PS_REQUEST_DRAINING', 'shard is shutting down', {
             retryable: true,
           });
         }
-        return fn(...a);
+        const t0 = performance.now();
+        const size = payload.length;
+        const keys = keysOf(payload); // read now: the payload view ends with the call
+        const ok = (reply: Uint8Array): Uint8Array => {
+          metrics.latency.observe({ method }, (performance.now() - t0) / 1000);
+          metrics.requests.inc({ method, outcome: 'ok' });
+          metrics.bytes.inc({ method, direction: 'in' }, size);
+          metrics.bytes.inc({ method, direction: 'out' }, reply.length);
+          if (keys > 0) metrics.keys.inc({ method }, keys);
+          if (method === PsMethod.push || method === PsMethod.pushDense) {
+            if (((reply[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
+          }
+          return reply;
+        };
+        const fail = (err: unknown): never => {
+          metrics.requests.inc({ method, outcome: outcomeOf(err) });
+          throw err;
+        };
+        let r: Uint8Array | Promise<Uint8Array>;
+        try {
+          r = fn(payload);
+        } catch (err) {
+          return fail(err);
+        }
+        return r instanceof Promise ? r.then(ok, fail) : ok(r);
       };
-    registry.register(PsMethod.pull, gate(handlers.pull), { idempotent: true });
-    registry.register(PsMethod.pullDense, gate(handlers.pullDense), { idempotent: true });
-    registry.register(PsMethod.tableInfo, gate(handlers.tableInfo), { idempotent: true });
+    // Key counts straight from the fixed part (offset 8, u32) of pull and push requests.
+    const countAt8 = (req: Uint8Array): number =>
+      req.length >= 12
+        ? new DataView(req.buffer, req.byteOffset, req.length).getUint32(8, true)
+        : 0;
+    const none = (): number => 0;
+    registry.register(PsMethod.pull, serve(PsMethod.pull, handlers.pull, countAt8), {
+      idempotent: true,
+    });
+    registry.register(PsMethod.pullDense, serve(PsMethod.pullDense, handlers.pullDense, none), {
+      idempotent: true,
+    });
+    registry.register(PsMethod.tableInfo, serve(PsMethod.tableInfo, handlers.tableInfo, none), {
+      idempotent: true,
+    });
     registry.register(
       PsMethod.push,
-      gate((p: Uint8Array) => track(handlers.push(p))),
+      serve(PsMethod.push, (p) => track(handlers.push(p)), countAt8),
     );
     registry.register(
       PsMethod.pushDense,
-      gate((p: Uint8Array) => track(handlers.pushDense(p))),
+      serve(PsMethod.pushDense, (p) => track(handlers.pushDense(p)), none),
     );
-    // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
-    const rpc = new RpcServer(registry, { key: randomBytes(32) });
-    let listener: Listener;
+    let listener: Listener | undefined;
+    let metricsPort: number | undefined;
     try {
       listener = await o.transport.listen({
         ...(o.host === undefined ? {} : { host: o.host }),
         port: o.port ?? 0,
         secret: o.secret,
       });
+      if (o.metrics !== undefined)
+        metricsPort = await metrics.serve(o.metrics.host ?? '127.0.0.1', o.metrics.port);
     } catch (err) {
+      await listener?.close().catch(() => {});
+      await metrics.close();
       await store.close();
       throw err;
     }
-    service = new PsService(o, store, handlers, rpc, listener, inFlight);
+    service = new PsService(o, store, handlers, rpc, listener, inFlight, metrics, metricsPort);
     service.#accept();
     log.log('info', 'serving', {
       shard: o.shardId,
@@ -219,6 +284,7 @@ export class PsService {
         optimizer: d.optimizer.kind,
       })),
       dir: o.dir ?? null,
+      metricsPort: metricsPort ?? null,
     });
     if (o.snapshotIntervalMs !== undefined) {
       service.#timer = setInterval(
@@ -261,6 +327,11 @@ export class PsService {
     return this.#state;
   }
 
+  /** The Prometheus registry (also served over HTTP with the `metrics` option). */
+  get metrics(): ServiceMetrics {
+    return this.#metrics;
+  }
+
   /** The store (for tests and in-process tools). */
   get store(): ParameterStore {
     return this.#store;
@@ -289,6 +360,7 @@ export class PsService {
       .snapshot()
       .then((info) => {
         this.#snapshots++;
+        this.#metrics.snapshots.inc({ outcome: 'ok' });
         this.#snapshotLsn = info.lsn;
         this.#log.log('info', 'snapshot', {
           shard: this.#o.shardId,
@@ -301,6 +373,7 @@ export class PsService {
         return info;
       })
       .catch((err: unknown) => {
+        this.#metrics.snapshots.inc({ outcome: 'error' });
         this.#log.log('error', 'snapshot failed', { shard: this.#o.shardId, error: err });
         throw err;
       })
@@ -339,6 +412,7 @@ export class PsService {
       this.#log.log('error', 'store close failed', { shard: this.#o.shardId, error: err });
     });
     await Promise.allSettled([...this.#connections].map((c) => c.close({ timeoutMs: 1000 })));
+    await this.#metrics.close();
     this.#state = 'closed';
     this.#log.log('info', 'closed', { shard: this.#o.shardId, lsn: this.#store.lsn });
   }

@@ -77,6 +77,11 @@ async function main(argv: string[]): Promise<void> {
       'largest batch one request may carry',
       int('--max-batch-keys', 1),
     )
+    .option(
+      '--metrics <host:port>',
+      'serve Prometheus metrics at http://host:port/metrics',
+      parseListen,
+    )
     .option('--secret-file <file>', `file holding the shared secret (else $${SECRET_ENV})`)
     .addOption(
       new Option('--log-level <level>', 'log level')
@@ -98,6 +103,7 @@ async function main(argv: string[]): Promise<void> {
     snapshotInterval?: number;
     maxBatchKeys?: number;
     secretFile?: string;
+    metrics?: { host: string; port: number };
     logLevel: LogLevel;
   }>();
   const logger = jsonLogger({
@@ -124,6 +130,7 @@ async function main(argv: string[]): Promise<void> {
     ...(o.dataDir === undefined ? {} : { dir: o.dataDir }),
     ...(o.snapshotInterval === undefined ? {} : { snapshotIntervalMs: o.snapshotInterval }),
     ...(o.maxBatchKeys === undefined ? {} : { maxBatchKeys: o.maxBatchKeys }),
+    ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
     logger,
   });
   let stopping = false;

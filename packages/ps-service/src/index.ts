@@ -13,3 +13,4 @@ export {
   type ServiceTables,
   serviceTablesSchema,
 } from './ServiceConfig.js';
+export { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';

@@ -26,6 +26,7 @@ beforeAll(async () => {
     secret,
     shardId: 's0',
     maxBatchKeys: 16,
+    metrics: { port: 0 },
     tables: parseServiceTables({
       tables: [
         { name: 'emb', dim: 2, optimizer: { kind: 'sgd', lr: 0.5 } },
@@ -169,6 +170,27 @@ describe('ps-service over TCP', () => {
       }),
     );
     expect(Array.from(v)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('metrics', () => {
+  it('serves Prometheus text with request, refusal and key counts', async () => {
+    const res = await fetch(`http://127.0.0.1:${service.metricsPort}/metrics`);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toMatch(
+      /rdmajs_ps_requests_total\{method="ps.pull",outcome="ok",shard="s0"\} [1-9]/,
+    );
+    expect(text).toMatch(
+      /rdmajs_ps_requests_total\{method="ps.push",outcome="refused",shard="s0"\} [1-9]/,
+    );
+    expect(text).toMatch(/rdmajs_ps_keys_total\{method="ps.pull",shard="s0"\} [1-9]/);
+    expect(text).toMatch(/rdmajs_ps_push_duplicates_total\{shard="s0"\} [1-9]/);
+    expect(text).toMatch(
+      /rdmajs_ps_request_duration_seconds_bucket\{le="\+Inf",shard="s0",method="ps.push"\} [1-9]/,
+    );
+    expect(text).toMatch(/rdmajs_ps_connections\{shard="s0"\} 1/);
+    expect((await fetch(`http://127.0.0.1:${service.metricsPort}/other`)).status).toBe(404);
   });
 });
 
