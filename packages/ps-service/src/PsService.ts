@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Connection, Listener, SharedSecret, Transport } from '@rdmajs/mux';
 import { MAX_BATCH_KEYS, ParameterStore, type PushLogOptions } from '@rdmajs/ps-server';
-import { PsMethod, type PsWireLimits, psWireLimits } from '@rdmajs/ps-wire';
+import { PsMethod, type PsWireLimits, psWireLimits, resolveInit } from '@rdmajs/ps-wire';
 import { MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import { type Logger, silentLogger } from './Logger.js';
@@ -151,7 +151,11 @@ export class PsService {
       tables: new Map(
         o.tables.tables.map((t) => [
           t.name,
-          { dim: t.dim, nonFinite: o.tables.nonFinite.get(t.name) ?? 'reject' },
+          {
+            dim: t.dim,
+            nonFinite: o.tables.nonFinite.get(t.name) ?? 'reject',
+            init: resolveInit(t.init),
+          },
         ]),
       ),
       dense: new Map(

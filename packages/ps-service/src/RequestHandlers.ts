@@ -11,6 +11,7 @@ import {
   encodeTableInfoReply,
   PsMessageKind,
   type PsWireLimits,
+  type ResolvedInit,
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import { PsServiceError } from './errors.js';
@@ -20,7 +21,7 @@ import type { NonFinitePolicy } from './ServiceConfig.js';
 export interface ShardCatalog {
   shardId: string;
   maxBatchKeys: number;
-  tables: Map<string, { dim: number; nonFinite: NonFinitePolicy }>;
+  tables: Map<string, { dim: number; nonFinite: NonFinitePolicy; init: ResolvedInit }>;
   dense: Map<string, { length: number; nonFinite: NonFinitePolicy }>;
 }
 
@@ -193,6 +194,7 @@ export class RequestHandlers {
         name,
         dim: t.dim,
         rejectNonFinite: t.nonFinite === 'reject',
+        init: t.init,
       })),
       dense: [...c.dense].map(([name, d]) => ({
         name,

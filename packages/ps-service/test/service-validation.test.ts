@@ -82,8 +82,8 @@ describe('ps-service over TCP', () => {
       shardId: 's0',
       maxBatchKeys: 16,
       tables: [
-        { name: 'emb', dim: 2, rejectNonFinite: true },
-        { name: 'loose', dim: 1, rejectNonFinite: false },
+        { name: 'emb', dim: 2, rejectNonFinite: true, init: { kind: 'zeros' } },
+        { name: 'loose', dim: 1, rejectNonFinite: false, init: { kind: 'zeros' } },
       ],
       dense: [{ name: 'w', length: 3, rejectNonFinite: true }],
     });

@@ -50,6 +50,8 @@ export const PUSH_DENSE_REQUEST_FIXED = 24;
 export const TABLE_INFO_REQUEST_BYTES = 8;
 export const TABLE_INFO_REPLY_FIXED = 16;
 export const TABLE_ENTRY_FIXED = 8;
+/** A table entry's init: kind u8, reserved u8 + u16, seed u32, two f64 parameters. */
+export const TABLE_INIT_BYTES = 24;
 
 /** Flags of a push reply. */
 export const PushReplyFlags = { applied: 1, duplicate: 2 } as const;

@@ -11,6 +11,7 @@ import {
   zero,
 } from './internal/bytes.js';
 import { checkDim, checkName, checkU32, checkWriter } from './internal/check.js';
+import type { ResolvedInit } from './KeyInit.js';
 import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
 import {
   MAX_NAME_BYTES,
@@ -22,6 +23,7 @@ import {
   TABLE_ENTRY_FIXED,
   TABLE_INFO_REPLY_FIXED,
   TABLE_INFO_REQUEST_BYTES,
+  TABLE_INIT_BYTES,
   TableFlags,
   WRITER_PATTERN,
 } from './Schema.js';
@@ -32,6 +34,8 @@ export interface WireTableInfo {
   dim: number;
   /** The server refuses gradients with NaN or ±Inf for this table. */
   rejectNonFinite: boolean;
+  /** Rows of unseen keys (the client fills a partial pull's missing rows with it). */
+  init: ResolvedInit;
 }
 
 export interface WireDenseInfo {
@@ -46,7 +50,9 @@ export interface WireDenseInfo {
  * ```
  * 0 version u8 | 1 kind u8 (10) | 2 reserved u16 | 4 tableCount u16 | 6 denseCount u16
  * 8 maxBatchKeys u32 | 12 shardIdLength u16 | 14 reserved u16 | 16 shard id, padded to 8
- * then per table and per dense tensor: nameLength u16 | flags u16 | dim or length u32 | name, padded to 8
+ * then per table: nameLength u16 | flags u16 | dim u32 | initKind u8 (0 zeros, 1 uniform, 2 normal)
+ *   | reserved u8 | reserved u16 | seed u32 | p0 f64 (low / mean) | p1 f64 (high / std) | name, padded to 8
+ * then per dense tensor: nameLength u16 | flags u16 | length u32 | name, padded to 8
  * ```
  */
 export interface TableInfo {
@@ -91,15 +97,20 @@ export function encodeTableInfoReply(info: TableInfo): Uint8Array {
       name: asciiBytes(checkName(t.name, 'table')),
       n: checkDim(t.dim),
       f: t.rejectNonFinite,
+      init: checkInit(t.init) as ResolvedInit | undefined,
     })),
     ...info.dense.map((d) => ({
       name: asciiBytes(checkName(d.name, 'dense')),
       n: checkU32(d.length, 'length'),
       f: d.rejectNonFinite,
+      init: undefined as ResolvedInit | undefined,
     })),
   ];
   let total = TABLE_INFO_REPLY_FIXED + pad8(shard.length);
-  for (const e of entries) total += TABLE_ENTRY_FIXED + pad8(e.name.length);
+  for (const e of entries) {
+    total +=
+      TABLE_ENTRY_FIXED + (e.init === undefined ? 0 : TABLE_INIT_BYTES) + pad8(e.name.length);
+  }
   const out = new Uint8Array(total);
   const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
@@ -113,7 +124,12 @@ export function encodeTableInfoReply(info: TableInfo): Uint8Array {
     v.setUint16(at, e.name.length, true);
     v.setUint16(at + 2, e.f ? TableFlags.rejectNonFinite : 0, true);
     v.setUint32(at + 4, e.n, true);
-    at = writeName(out, at + TABLE_ENTRY_FIXED, e.name);
+    at += TABLE_ENTRY_FIXED;
+    if (e.init !== undefined) {
+      writeInit(v, at, e.init);
+      at += TABLE_INIT_BYTES;
+    }
+    at = writeName(out, at, e.name);
   }
   return out;
 }
@@ -161,13 +177,79 @@ export function decodeTableInfoReply(
         offset: at + 4,
       });
     }
-    need(b, at + TABLE_ENTRY_FIXED + pad8(len), what, b.length);
-    const name = readName(b, at + TABLE_ENTRY_FIXED, len, NAME_PATTERN, what);
+    const nameAt = at + TABLE_ENTRY_FIXED + (isTable ? TABLE_INIT_BYTES : 0);
+    need(b, nameAt + pad8(len), what, b.length);
+    const init = isTable ? readInit(v, at + TABLE_ENTRY_FIXED, what) : undefined;
+    const name = readName(b, nameAt, len, NAME_PATTERN, what);
     const rejectNonFinite = (flags & TableFlags.rejectNonFinite) !== 0;
-    if (isTable) tables.push({ name, dim: n, rejectNonFinite });
+    if (init !== undefined) tables.push({ name, dim: n, rejectNonFinite, init });
     else dense.push({ name, length: n, rejectNonFinite });
-    at += TABLE_ENTRY_FIXED + pad8(len);
+    at = nameAt + pad8(len);
   }
   exact(b, at, what);
   return { shardId, maxBatchKeys, tables, dense };
+}
+
+const INIT_KINDS = ['zeros', 'uniform', 'normal'] as const;
+
+function checkInit(init: unknown): ResolvedInit {
+  const i = init as ResolvedInit | undefined;
+  const ok =
+    i !== undefined &&
+    i !== null &&
+    (i.kind === 'zeros' ||
+      (i.kind === 'uniform' &&
+        Number.isInteger(i.seed) &&
+        i.seed >= 0 &&
+        i.seed <= 0xffff_ffff &&
+        Number.isFinite(i.low) &&
+        Number.isFinite(i.high) &&
+        i.high > i.low) ||
+      (i.kind === 'normal' &&
+        Number.isInteger(i.seed) &&
+        i.seed >= 0 &&
+        i.seed <= 0xffff_ffff &&
+        Number.isFinite(i.mean) &&
+        Number.isFinite(i.std) &&
+        i.std >= 0));
+  if (!ok) throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'table init must be a resolved init');
+  return i as ResolvedInit;
+}
+
+function writeInit(v: DataView, at: number, init: ResolvedInit): void {
+  v.setUint8(at, INIT_KINDS.indexOf(init.kind));
+  if (init.kind === 'zeros') return;
+  v.setUint32(at + 4, init.seed, true);
+  v.setFloat64(at + 8, init.kind === 'uniform' ? init.low : init.mean, true);
+  v.setFloat64(at + 16, init.kind === 'uniform' ? init.high : init.std, true);
+}
+
+function readInit(v: DataView, at: number, what: string): ResolvedInit {
+  const kind = INIT_KINDS[v.getUint8(at)];
+  if (kind === undefined) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: init kind ${v.getUint8(at)}`, {
+      offset: at,
+    });
+  }
+  zero(v, at + 1, 1, what);
+  zero(v, at + 2, 2, what);
+  const seed = v.getUint32(at + 4, true);
+  const p0 = v.getFloat64(at + 8, true);
+  const p1 = v.getFloat64(at + 16, true);
+  const field = (msg: string, offset: number): never => {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: ${msg}`, { offset });
+  };
+  if (kind === 'zeros') {
+    if (seed !== 0 || !Object.is(p0, 0) || !Object.is(p1, 0))
+      field('zeros init with parameters', at + 4);
+    return { kind };
+  }
+  if (!Number.isFinite(p0)) field('init parameter not finite', at + 8);
+  if (!Number.isFinite(p1)) field('init parameter not finite', at + 16);
+  if (kind === 'uniform') {
+    if (!(p1 > p0)) field('uniform init high ≤ low', at + 16);
+    return { kind, seed, low: p0, high: p1 };
+  }
+  if (!(p1 >= 0)) field('normal init std < 0', at + 16);
+  return { kind, seed, mean: p0, std: p1 };
 }

@@ -11,6 +11,15 @@ export {
   pullDenseReplyLength,
 } from './Dense.js';
 export { PsWireError, type PsWireErrorCode, type PsWireErrorOptions } from './errors.js';
+export {
+  counterU32,
+  INIT_DEFAULTS,
+  type InitConfig,
+  type InitFn,
+  initRowFn,
+  type ResolvedInit,
+  resolveInit,
+} from './KeyInit.js';
 export { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits, psWireLimits } from './Limits.js';
 export {
   allocatePullReply,

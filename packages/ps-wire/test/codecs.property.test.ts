@@ -138,10 +138,28 @@ describe('ps-wire round trips', () => {
   });
 
   it('table info', () => {
+    const seed = fc.nat({ max: 0xffff_ffff });
+    const f = fc.double({ min: -10, max: 10, noNaN: true, noDefaultInfinity: true });
+    const init = fc.oneof(
+      fc.constant({ kind: 'zeros' as const }),
+      fc.tuple(seed, f, fc.double({ min: 0.001, max: 5, noNaN: true })).map(([s, low, w]) => ({
+        kind: 'uniform' as const,
+        seed: s,
+        low,
+        high: low + w,
+      })),
+      fc.tuple(seed, f, fc.double({ min: 0, max: 5, noNaN: true })).map(([s, mean, std]) => ({
+        kind: 'normal' as const,
+        seed: s,
+        mean,
+        std,
+      })),
+    );
     const entry = fc.record({
       name: nameArb,
       dim: fc.integer({ min: 1, max: 4096 }),
       rejectNonFinite: fc.boolean(),
+      init,
     });
     const dense = fc.record({
       name: nameArb,
@@ -216,7 +234,14 @@ const decoders: [string, (b: Uint8Array) => unknown, () => Uint8Array][] = [
       encodeTableInfoReply({
         shardId: 's0',
         maxBatchKeys: 4096,
-        tables: [{ name: 'emb', dim: 8, rejectNonFinite: true }],
+        tables: [
+          {
+            name: 'emb',
+            dim: 8,
+            rejectNonFinite: true,
+            init: { kind: 'normal', seed: 3, mean: 0, std: 0.1 },
+          },
+        ],
         dense: [{ name: 'w0', length: 5, rejectNonFinite: false }],
       }),
   ],
