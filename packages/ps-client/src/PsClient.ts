@@ -10,6 +10,8 @@ import {
   encodePushDenseRequest,
   encodePushRequest,
   encodeTableInfoRequest,
+  type InitFn,
+  initRowFn,
   PsMessageKind,
   PsMethod,
   type PushReply,
@@ -50,6 +52,28 @@ export interface CallDeadline {
   deadlineMs?: number;
 }
 
+export interface PullOptions extends CallDeadline {
+  /**
+   * Return at the deadline with what arrived: rows of shards that did not answer in time
+   * (slow, stopped, recovering, unreachable) are filled with the table's init and flagged
+   * in `missing`. Without it, such a pull fails ERR_PS_CLIENT_DEADLINE.
+   */
+  partial?: boolean;
+}
+
+/** Which rows of a partial pull are not the shard's (1: filled with the table's init). */
+export interface MissingRows {
+  /** One byte per requested key, request order. */
+  missing: Uint8Array;
+  missingCount: number;
+  /** Shards whose part did not arrive. */
+  missingShards: string[];
+}
+
+export interface PartialPull extends MissingRows {
+  rows: Float32Array;
+}
+
 export interface PushSummary {
   /** Distinct rows updated, summed over shards. */
   rows: number;
@@ -72,6 +96,7 @@ export interface PsClientStats {
 interface TableShape {
   dim: number;
   rejectNonFinite: boolean;
+  init: InitFn;
 }
 
 const MAX_SAFE_DEADLINE = 86_400_000;
@@ -178,7 +203,10 @@ export class PsClient {
       }
     }
     this.#tables = new Map(
-      first.tables.map((t) => [t.name, { dim: t.dim, rejectNonFinite: t.rejectNonFinite }]),
+      first.tables.map((t) => [
+        t.name,
+        { dim: t.dim, rejectNonFinite: t.rejectNonFinite, init: initRowFn(t.init) },
+      ]),
     );
     this.#dense = new Map(
       first.dense.map((d) => [d.name, { length: d.length, rejectNonFinite: d.rejectNonFinite }]),
@@ -323,27 +351,53 @@ export class PsClient {
     }
   }
 
-  /** Rows of `keys` (`keys.length × dim` floats, in request order). */
+  /**
+   * Rows of `keys` (`keys.length × dim` floats, in request order). With `partial: true`,
+   * resolves by the deadline with the rows that arrived and a mask of the missing ones.
+   */
+  pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options: PullOptions & { partial: true },
+  ): Promise<PartialPull>;
+  pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options?: PullOptions,
+  ): Promise<Float32Array>;
   async pull(
     table: string,
     keys: BigUint64Array | readonly bigint[],
-    options?: CallDeadline,
-  ): Promise<Float32Array> {
+    options?: PullOptions,
+  ): Promise<Float32Array | PartialPull> {
     this.#open();
     const t = this.#table(table);
     const k = keysOf(keys);
     const out = new Float32Array(k.length * t.dim);
-    await this.#pullInto(table, t, k, out, options);
-    return out;
+    const mask = await this.#pullInto(table, t, k, out, options);
+    return mask === undefined ? out : { rows: out, ...mask };
   }
 
-  /** Gathers the rows of `keys` into `out` (`keys.length × dim` floats). */
+  /** Gathers the rows of `keys` into `out` (`keys.length × dim` floats); `partial` as for `pull`. */
+  pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options: PullOptions & { partial: true },
+  ): Promise<MissingRows>;
+  pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options?: PullOptions,
+  ): Promise<void>;
   async pullInto(
     table: string,
     keys: BigUint64Array | readonly bigint[],
     out: Float32Array,
-    options?: CallDeadline,
-  ): Promise<void> {
+    options?: PullOptions,
+    // biome-ignore lint/suspicious/noConfusingVoidType: the overload without `partial` resolves to void
+  ): Promise<MissingRows | void> {
     this.#open();
     const t = this.#table(table);
     const k = keysOf(keys);
@@ -353,7 +407,7 @@ export class PsClient {
         `out must be a Float32Array of ${k.length} × ${t.dim}`,
       );
     }
-    await this.#pullInto(table, t, k, out, options);
+    return this.#pullInto(table, t, k, out, options);
   }
 
   async #pullInto(
@@ -361,10 +415,11 @@ export class PsClient {
     t: TableShape,
     keys: BigUint64Array,
     out: Float32Array,
-    o: CallDeadline | undefined,
-  ): Promise<void> {
+    o: PullOptions | undefined,
+  ): Promise<MissingRows | undefined> {
     this.#batch(keys.length);
     const deadlineMs = this.#deadline(o);
+    const partial = o?.partial === true;
     const n = keys.length;
     const dim = t.dim;
     // De-duplicate: each distinct key is fetched once, from its shard.
@@ -393,31 +448,74 @@ export class PsClient {
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
     this.#counts.keysFetched += ukeys.length;
-    const replies = await Promise.all(
-      parts.map(async (p, s) => {
-        if (p.length === 0) return undefined;
-        const link = this.#links[s] as ShardLink;
-        const r = decodePullReply(
-          await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
+    // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
+    let timer: NodeJS.Timeout | undefined;
+    const late = partial
+      ? new Promise<'late'>((resolve) => {
+          timer = setTimeout(() => resolve('late'), deadlineMs);
+        })
+      : undefined;
+    const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
+      const link = this.#links[s] as ShardLink;
+      const r = decodePullReply(
+        await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
+      );
+      if (r.dim !== dim || r.count !== p.length) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          `shard ${link.label} answered ${r.count} × ${r.dim}`,
+          { shard: link.label },
         );
-        if (r.dim !== dim || r.count !== p.length) {
-          throw new PsClientError(
-            'ERR_PS_CLIENT_SHARD_MISMATCH',
-            `shard ${link.label} answered ${r.count} × ${r.dim}`,
-            {
-              shard: link.label,
-            },
-          );
-        }
-        return r.rows;
-      }),
-    );
+      }
+      return r.rows;
+    };
+    let replies: (Float32Array | null | undefined)[];
+    try {
+      replies = await Promise.all(
+        parts.map(async (p, s) => {
+          if (p.length === 0) return undefined;
+          const call = fetchPart(p, s);
+          if (late === undefined) return call;
+          const r = await Promise.race([
+            call.then(
+              (rows) => ({ rows }),
+              (err: unknown) => ({ err }),
+            ),
+            late,
+          ]);
+          if (r === 'late') return null;
+          if ('rows' in r) return r.rows;
+          // Slow or unreachable shards are what partial pulls are for; refusals are not.
+          const code = (r.err as { code?: unknown }).code;
+          if (code === 'ERR_PS_CLIENT_DEADLINE' || code === 'ERR_PS_CLIENT_UNAVAILABLE')
+            return null;
+          throw r.err;
+        }),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    const missing = partial ? new Uint8Array(n) : undefined;
+    let missingCount = 0;
+    const halves = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
     for (let i = 0; i < n; i++) {
       const u = uniqueOf[i] as number;
-      const rows = replies[shardOf[u] as number] as Float32Array;
+      const rows = replies[shardOf[u] as number];
+      if (rows === null || rows === undefined) {
+        // Only a partial pull gets here: the table's init, as the store would for an unseen key.
+        t.init(out, i * dim, dim, halves[2 * i] as number, halves[2 * i + 1] as number);
+        (missing as Uint8Array)[i] = 1;
+        missingCount++;
+        continue;
+      }
       const at = (posOf[u] as number) * dim;
       out.set(rows.subarray(at, at + dim), i * dim);
     }
+    if (missing === undefined) return undefined;
+    const missingShards = replies.flatMap((r, s) =>
+      r === null ? [this.#router.ids[s] as string] : [],
+    );
+    return { missing, missingCount, missingShards };
   }
 
   /**

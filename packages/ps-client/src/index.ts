@@ -1,9 +1,12 @@
 export { PsClientError, type PsClientErrorCode } from './errors.js';
 export {
   type CallDeadline,
+  type MissingRows,
+  type PartialPull,
   PsClient,
   type PsClientOptions,
   type PsClientStats,
+  type PullOptions,
   type PushSummary,
   type ShardSpec,
 } from './PsClient.js';

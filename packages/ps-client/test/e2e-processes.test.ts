@@ -124,10 +124,11 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
     }
   });
 
+  const ref = new ParameterStore(parseServiceTables(SPEC));
+  const rand = mulberry32(20261204);
+  const pool = keyPool(rand, 1500);
+
   it('pull, push with every optimizer and dense give bit-identical parameters', async () => {
-    const ref = new ParameterStore(parseServiceTables(SPEC));
-    const rand = mulberry32(20261204);
-    const pool = keyPool(rand, 1500);
     const tables = [...DIMS.keys()];
     let seq = 0;
     for (let step = 0; step < 160; step++) {
@@ -163,6 +164,60 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
     // The work really was spread: every shard served pushes.
     const pushed = shards.map((s) => s.id);
     expect(new Set(pool.slice(0, 200).map((k) => clients[0]?.shardOf(k)))).toEqual(new Set(pushed));
+  });
+
+  it('with one shard SIGSTOPped, partial pulls return the others with the right mask; full pulls fail typed', async () => {
+    const client = clients[0] as PsClient;
+    const stopped = shards[1] as ShardProcess;
+    const keys = BigUint64Array.from(pool.slice(0, 300));
+    // Unseen keys too: their rows are init on every side.
+    const fresh = BigUint64Array.from(keyPool(mulberry32(99), 50));
+    const all = BigUint64Array.from([...keys, ...fresh, ...keys.slice(0, 20)]);
+    const onStopped = Array.from(all, (k) => (client.shardOf(k) === stopped.id ? 1 : 0));
+    expect(onStopped.some((x) => x === 1) && onStopped.some((x) => x === 0)).toBe(true);
+    stopped.proc.kill('SIGSTOP');
+    try {
+      for (const table of ['adagrad', 'sgd_m', 'adam']) {
+        const dim = DIMS.get(table) as number;
+        const want = new Float32Array(all.length * dim);
+        ref.pullInto(table, all, want);
+        // The rows a stopped shard would have given: the table's init for its keys.
+        const init = new ParameterStore(parseServiceTables(SPEC));
+        const initRows = new Float32Array(all.length * dim);
+        init.pullInto(table, all, initRows);
+        for (let round = 0; round < 2; round++) {
+          const r = await client.pull(table, all, { deadlineMs: 400, partial: true });
+          expect(Array.from(r.missing)).toEqual(onStopped);
+          expect(r.missingCount).toBe(onStopped.filter((x) => x === 1).length);
+          expect(r.missingShards).toEqual([stopped.id]);
+          for (let i = 0; i < all.length; i++) {
+            const src = onStopped[i] === 1 ? initRows : want;
+            expect(bits(r.rows.subarray(i * dim, (i + 1) * dim)), `${table} row ${i}`).toEqual(
+              bits(src.subarray(i * dim, (i + 1) * dim)),
+            );
+          }
+        }
+      }
+      // pullInto with partial gives the same mask.
+      const out = new Float32Array(all.length * 8);
+      const m = await client.pullInto('adagrad', all, out, { deadlineMs: 300, partial: true });
+      expect(Array.from(m.missing)).toEqual(onStopped);
+      // Keys of live shards only: nothing missing.
+      const live = all.filter((_, i) => onStopped[i] === 0);
+      expect(
+        (await client.pull('adagrad', live, { deadlineMs: 300, partial: true })).missingCount,
+      ).toBe(0);
+      // Without partial: the typed deadline error.
+      await expect(client.pull('adagrad', all, { deadlineMs: 300 })).rejects.toMatchObject({
+        code: 'ERR_PS_CLIENT_DEADLINE',
+      });
+    } finally {
+      stopped.proc.kill('SIGCONT');
+    }
+    // Resumed: full pulls answer again, the same rows as before.
+    const want = new Float32Array(all.length * 8);
+    ref.pullInto('adagrad', all, want);
+    expect(bits(await client.pull('adagrad', all, { deadlineMs: 30_000 }))).toEqual(bits(want));
   });
 });
 
