@@ -17,6 +17,7 @@ import {
   type PushReply,
   type TableInfo,
 } from '@rdmajs/ps-wire';
+import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
 import { PsClientError } from './errors.js';
 import { type ShardAddress, ShardLink, type ShardLinkStats } from './ShardLink.js';
 import { ShardRouter } from './ShardRouter.js';
@@ -44,6 +45,11 @@ export interface PsClientOptions {
   /** RPC heartbeats. Defaults 1 000 ms × 3. */
   heartbeatIntervalMs?: number;
   heartbeatMisses?: number;
+  /**
+   * The RPC session's reconnect policy, one per session (default rpc-recovery's: jittered
+   * exponential within 30 s). When it gives up, the shard's link opens a new session.
+   */
+  backoff?: () => BackoffPolicy;
   /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
   writerId?: string;
 }
@@ -252,6 +258,7 @@ export class PsClient {
         1000,
       ),
       heartbeatMisses: checkPositiveInt('heartbeatMisses', options.heartbeatMisses, 3, 1000),
+      ...(options.backoff === undefined ? {} : { backoff: options.backoff }),
     };
     const opened = await Promise.allSettled(
       specs.map((s) =>
@@ -309,6 +316,11 @@ export class PsClient {
     }
   }
 
+  /**
+   * The RPC session's reconnect policy, one per session (default rpc-recovery's: jittered
+   * exponential within 30 s). When it gives up, the shard's link opens a new session.
+   */
+  backoff?: () => BackoffPolicy;
   /** This client's writer id (the stores de-duplicate its pushes by (writer, seq)). */
   get writerId(): string {
     return this.#writer;

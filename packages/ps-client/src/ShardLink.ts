@@ -66,7 +66,7 @@ function isLinkFailure(err: unknown): boolean {
   const code = codeOf(err);
   if (code === 'ERR_RPC_SESSION_FAILED' || code === 'ERR_RPC_CLOSED') return true;
   const remote = remoteCodeOf(err);
-  return remote === 'ERR_PS_REQUEST_DRAINING' || remote === 'ERR_RPC_METHOD_UNKNOWN';
+  return remote === 'ERR_PS_REQUEST_DRAINING';
 }
 
 /**
@@ -79,6 +79,7 @@ function isLinkFailure(err: unknown): boolean {
  * ```
  * connected ──session failed──► relinking ──new session──► connected (queued pushes resent in order)
  *     │                             └──budget spent──► failed (queued pushes: ERR_PS_CLIENT_UNAVAILABLE)
+ *     │                                                  └──next call──► relinking (a new budget)
  *     └──close()──► closed
  * ```
  */
@@ -185,7 +186,7 @@ export class ShardLink {
     if (this.#state === 'connected' && this.#client !== undefined)
       return Promise.resolve(this.#client);
     if (this.#state === 'closed') return Promise.reject(this.#closedError());
-    if (this.#state === 'failed') return Promise.reject(this.#unavailable());
+    if (this.#state === 'failed') this.#revive();
     return new Promise<RpcClient>((resolve, reject) => {
       const timer = setTimeout(
         () => {
@@ -237,7 +238,7 @@ export class ShardLink {
    */
   push(seq: number, method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
     if (this.#state === 'closed') return Promise.reject(this.#closedError());
-    if (this.#state === 'failed') return Promise.reject(this.#unavailable());
+    if (this.#state === 'failed') this.#revive();
     if (seq !== this.#nextSeq) {
       return Promise.reject(
         new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `push seq ${seq} out of order`),
@@ -318,6 +319,16 @@ export class ShardLink {
         },
       );
     }
+  }
+
+  /** A failed link is tried again when it is used again (a new reconnect budget). */
+  #revive(): void {
+    if (this.#state !== 'failed' || this.#relinking !== undefined) return;
+    this.#state = 'relinking';
+    this.#counts.relinks++;
+    this.#relinking = this.#reopen().finally(() => {
+      this.#relinking = undefined;
+    });
   }
 
   /** Replaces a failed session (once per generation) and resends the queue in seq order. */
