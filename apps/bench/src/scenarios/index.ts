@@ -1,6 +1,7 @@
 import { allocatorScenario } from './allocator.js';
 import { grpcStoreScenario } from './grpc-store.js';
 import { muxScenario } from './mux.js';
+import { psScenario } from './ps.js';
 import type { Scenario } from './Scenario.js';
 import { storeScenario } from './store.js';
 import { verbsPingPongScenario } from './verbs-pingpong.js';
@@ -12,4 +13,5 @@ export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [storeScenario.name, storeScenario],
   [grpcStoreScenario.name, grpcStoreScenario],
   [muxScenario.name, muxScenario],
+  [psScenario.name, psScenario],
 ]);
