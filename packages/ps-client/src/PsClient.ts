@@ -15,6 +15,7 @@ import {
   PsMessageKind,
   PsMethod,
   type PushReply,
+  pushRequestLength,
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
@@ -42,6 +43,8 @@ export interface PsClientOptions {
   maxInFlightPushes?: number;
   /** Pushes queued per shard. Default 65 536. */
   maxQueuedPushes?: number;
+  /** Push payload bytes queued per shard (kept until acknowledged, for resends). Default 256 MiB. */
+  maxQueuedPushBytes?: number;
   /** RPC heartbeats. Defaults 1 000 ms × 3. */
   heartbeatIntervalMs?: number;
   heartbeatMisses?: number;
@@ -252,6 +255,11 @@ export class PsClient {
       reconnectBudgetMs: checkPositiveInt('reconnectBudgetMs', options.reconnectBudgetMs, 60_000),
       maxInFlightPushes: checkPositiveInt('maxInFlightPushes', options.maxInFlightPushes, 64, 1024),
       maxQueuedPushes: checkPositiveInt('maxQueuedPushes', options.maxQueuedPushes, 65_536),
+      maxQueuedPushBytes: checkPositiveInt(
+        'maxQueuedPushBytes',
+        options.maxQueuedPushBytes,
+        256 * 1024 * 1024,
+      ),
       heartbeatIntervalMs: checkPositiveInt(
         'heartbeatIntervalMs',
         options.heartbeatIntervalMs,
@@ -571,6 +579,22 @@ export class PsClient {
       (pg[s] as Float32Array).set(grads.subarray(i * dim, (i + 1) * dim), j * dim);
     }
     this.#counts.pushes++;
+    // Every shard's part is queued or none is (a full queue must not leave half a push applied).
+    for (let s = 0; s < S; s++) {
+      if (counts[s] === 0) continue;
+      const link = this.#links[s] as ShardLink;
+      const bytes = pushRequestLength(table, this.#writer, counts[s] as number, dim);
+      if (!link.canQueue(bytes)) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_OVERLOADED',
+          `too many pushes queued for shard ${link.label}`,
+          {
+            retryable: true,
+            shard: link.label,
+          },
+        );
+      }
+    }
     // Seqs are taken and queued in this tick, so concurrent pushes keep their order per shard.
     const calls: Promise<PushReply>[] = [];
     for (let s = 0; s < S; s++) {
@@ -638,6 +662,16 @@ export class PsClient {
     const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
     const seq = link.nextSeq();
     const payload = encodePushDenseRequest({ name, writer: this.#writer, seq, grads: grad });
+    if (!link.canQueue(payload.length)) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_OVERLOADED',
+        `too many pushes queued for shard ${link.label}`,
+        {
+          retryable: true,
+          shard: link.label,
+        },
+      );
+    }
     this.#counts.denseCalls++;
     const r = decodePushReply(
       await link.push(seq, PsMethod.pushDense, payload, deadlineMs),

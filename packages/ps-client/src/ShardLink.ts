@@ -20,6 +20,8 @@ export interface ShardLinkOptions {
   maxInFlightPushes: number;
   /** Pushes queued (sent or waiting) beyond which `push` refuses with ERR_PS_CLIENT_OVERLOADED. */
   maxQueuedPushes: number;
+  /** Payload bytes queued beyond which `push` refuses the same way (kept until acknowledged, for resends). */
+  maxQueuedPushBytes: number;
   heartbeatIntervalMs: number;
   heartbeatMisses: number;
   backoff?: () => BackoffPolicy;
@@ -91,6 +93,7 @@ export class ShardLink {
   #nextSeq = 1;
   readonly #queue = new Map<number, QueuedPush>();
   #inFlight = 0;
+  #queuedBytes = 0;
   #relinking: Promise<void> | undefined;
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
   #label: string;
@@ -227,6 +230,14 @@ export class ShardLink {
     }
   }
 
+  /** Whether a push of `bytes` would be queued now (checked for every shard before any is queued). */
+  canQueue(bytes: number): boolean {
+    return (
+      this.#queue.size < this.#o.maxQueuedPushes &&
+      (this.#queue.size === 0 || this.#queuedBytes + bytes <= this.#o.maxQueuedPushBytes)
+    );
+  }
+
   /** Allocates the next seq of this shard's push stream (call `push` with it in the same tick). */
   nextSeq(): number {
     return this.#nextSeq;
@@ -244,15 +255,15 @@ export class ShardLink {
         new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `push seq ${seq} out of order`),
       );
     }
-    if (this.#queue.size >= this.#o.maxQueuedPushes) {
+    if (
+      this.#queue.size >= this.#o.maxQueuedPushes ||
+      (this.#queue.size > 0 && this.#queuedBytes + payload.length > this.#o.maxQueuedPushBytes)
+    ) {
       return Promise.reject(
         new PsClientError(
           'ERR_PS_CLIENT_OVERLOADED',
-          `${this.#queue.size} pushes queued for shard ${this.#label}`,
-          {
-            retryable: true,
-            shard: this.#label,
-          },
+          `${this.#queue.size} pushes (${this.#queuedBytes} bytes) queued for shard ${this.#label}`,
+          { retryable: true, shard: this.#label },
         ),
       );
     }
@@ -276,6 +287,7 @@ export class ShardLink {
       };
       entry.timer = setTimeout(() => entry.reject(this.#deadline(method, true)), deadlineMs);
       this.#queue.set(seq, entry);
+      this.#queuedBytes += payload.length;
       this.#pump();
     });
   }
@@ -283,6 +295,7 @@ export class ShardLink {
   #settle(entry: QueuedPush): void {
     clearTimeout(entry.timer);
     if (!this.#queue.delete(entry.seq)) return;
+    this.#queuedBytes -= entry.payload.length;
     if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
     this.#pump();
   }

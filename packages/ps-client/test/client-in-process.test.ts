@@ -150,6 +150,40 @@ describe('PsClient against three in-process shards', () => {
     );
   });
 
+  it('a full push queue refuses the whole push: no shard gets half of it', async () => {
+    const c = await PsClient.connect({
+      servers: services.map((s) => `127.0.0.1:${s.port}`),
+      transport: new TcpTransport(),
+      secret,
+      maxQueuedPushes: 2,
+    });
+    try {
+      const keys = BigUint64Array.from({ length: 30 }, (_, i) => BigInt(i + 5000));
+      const before = await c.pull('raw', keys);
+      const g = new Float32Array(60).fill(1);
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 6 }, () => c.push('raw', keys, g)),
+      );
+      const ok = outcomes.filter((o) => o.status === 'fulfilled').length;
+      const refused = outcomes.filter(
+        (o) =>
+          o.status === 'rejected' &&
+          (o.reason as { code?: string }).code === 'ERR_PS_CLIENT_OVERLOADED',
+      ).length;
+      expect(ok).toBe(2);
+      expect(refused).toBe(4);
+      const after = await c.pull('raw', keys);
+      // Each applied push adds 1 in float32 (the table is `sum`).
+      for (let i = 0; i < after.length; i++) {
+        let want = before[i] as number;
+        for (let k = 0; k < ok; k++) want = Math.fround(want + 1);
+        expect(after[i]).toBe(want);
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a shard that does not match the list is refused at connect', async () => {
     await expect(
       PsClient.connect({
