@@ -89,9 +89,8 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
       msg: 'start failed',
       error: { code: 'ERR_PS_SERVICE_CONFIG' },
     });
-    expect(String((r.logs.at(-1)?.error as { message?: string }).message)).toMatch(
-      /tables\.0\.dim/,
-    );
+    const err = r.logs.at(-1)?.error as { message?: string } | undefined;
+    expect(String(err?.message)).toMatch(/tables\.0\.dim/);
   });
 
   it('with a table file that is not JSON, or a bad shard id', async () => {
