@@ -6,10 +6,11 @@ import { parseServiceTables } from '@rdmajs/ps-service';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PsClient } from '../src/index.js';
+import { RemoteClient } from './support/remoteClient.js';
 import { killStragglers, type ShardProcess, startShard } from './support/shardProcess.js';
 
-// Real processes: three `rdmajs-ps-server` shards (the CLI, spawned), two clients here, over
-// TCP on loopback. Parameters must be bit-identical to one in-process ParameterStore fed the
+// Real processes: three `rdmajs-ps-server` shards (the CLI, spawned) and two clients — one
+// in this process, one in a child process — over TCP on loopback. Parameters must be bit-identical to one in-process ParameterStore fed the
 // same pushes in the same order.
 
 const secret = 'e2e-shared-secret-0123456789abcdef';
@@ -65,8 +66,10 @@ function keyPool(rand: () => number, n: number): bigint[] {
 
 const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length));
 
+type WorkloadClient = Pick<PsClient, 'pull' | 'push' | 'pullDense' | 'pushDense'> | RemoteClient;
+
 async function expectSameAsReference(
-  client: PsClient,
+  client: WorkloadClient,
   ref: ParameterStore,
   pool: bigint[],
 ): Promise<void> {
@@ -101,7 +104,9 @@ async function stopAll(shards: ShardProcess[]): Promise<void> {
 describe('3 shard processes + 2 clients, seeded workload', () => {
   let work: string;
   let shards: ShardProcess[] = [];
-  let clients: PsClient[] = [];
+  let local: PsClient;
+  let remote: RemoteClient;
+  let clients: WorkloadClient[] = [];
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'ps-e2e-'));
@@ -109,16 +114,19 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
       ['s0', 's1', 's2'].map((id) => startShard({ id, workDir: work, tables: SPEC, secret })),
     );
     const servers = shards.map((s) => ({ port: s.port, id: s.id }));
-    clients = await Promise.all(
-      [0, 1].map(() => PsClient.connect({ servers, transport: new TcpTransport(), secret })),
-    );
+    [local, remote] = await Promise.all([
+      PsClient.connect({ servers, transport: new TcpTransport(), secret }),
+      RemoteClient.connect(servers, secret),
+    ]);
+    clients = [local, remote];
   });
 
   afterAll(async () => {
-    await Promise.all(clients.map((c) => c.close()));
+    await Promise.allSettled([local?.close(), remote?.close()]);
     try {
       await stopAll(shards);
     } finally {
+      remote?.kill();
       killStragglers();
       rmSync(work, { recursive: true, force: true });
     }
@@ -132,7 +140,7 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
     const tables = [...DIMS.keys()];
     let seq = 0;
     for (let step = 0; step < 160; step++) {
-      const client = clients[step % 2] as PsClient;
+      const client = clients[step % 2] as WorkloadClient;
       const table = tables[Math.floor(rand() * tables.length)] as string;
       const dim = DIMS.get(table) as number;
       const n = 1 + Math.floor(rand() * 64);
@@ -159,15 +167,15 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
         await ref.pushDense(d.name, g, { session: 'ref', seq: ++seq });
       }
     }
-    await expectSameAsReference(clients[0] as PsClient, ref, pool);
-    await expectSameAsReference(clients[1] as PsClient, ref, pool);
+    await expectSameAsReference(local, ref, pool);
+    await expectSameAsReference(remote, ref, pool);
     // The work really was spread: every shard served pushes.
     const pushed = shards.map((s) => s.id);
-    expect(new Set(pool.slice(0, 200).map((k) => clients[0]?.shardOf(k)))).toEqual(new Set(pushed));
+    expect(new Set(pool.slice(0, 200).map((k) => local.shardOf(k)))).toEqual(new Set(pushed));
   });
 
   it('with one shard SIGSTOPped, partial pulls return the others with the right mask; full pulls fail typed', async () => {
-    const client = clients[0] as PsClient;
+    const client = local;
     const stopped = shards[1] as ShardProcess;
     const keys = BigUint64Array.from(pool.slice(0, 300));
     // Unseen keys too: their rows are init on every side.
