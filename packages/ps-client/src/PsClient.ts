@@ -12,8 +12,10 @@ import {
   encodeTableInfoRequest,
   type InitFn,
   initRowFn,
+  MAX_MESSAGE_BYTES,
   PsMessageKind,
   PsMethod,
+  PULL_REPLY_FIXED,
   type PushReply,
   pushRequestLength,
   type TableInfo,
@@ -475,8 +477,9 @@ export class PsClient {
           timer = setTimeout(() => resolve('late'), deadlineMs);
         })
       : undefined;
-    const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
-      const link = this.#links[s] as ShardLink;
+    // A shard's part goes in requests whose replies fit in one message, fetched in parallel.
+    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
+    const fetchChunk = async (p: BigUint64Array, link: ShardLink): Promise<Float32Array> => {
       const r = decodePullReply(
         await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
       );
@@ -488,6 +491,18 @@ export class PsClient {
         );
       }
       return r.rows;
+    };
+    const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
+      const link = this.#links[s] as ShardLink;
+      if (p.length <= perRequest) return fetchChunk(p, link);
+      const rows = new Float32Array(p.length * dim);
+      await Promise.all(
+        Array.from({ length: Math.ceil(p.length / perRequest) }, async (_, c) => {
+          const part = p.subarray(c * perRequest, (c + 1) * perRequest);
+          rows.set(await fetchChunk(part, link), c * perRequest * dim);
+        }),
+      );
+      return rows;
     };
     let replies: (Float32Array | null | undefined)[];
     try {
@@ -584,6 +599,14 @@ export class PsClient {
       if (counts[s] === 0) continue;
       const link = this.#links[s] as ShardLink;
       const bytes = pushRequestLength(table, this.#writer, counts[s] as number, dim);
+      // One push is one message per shard (splitting it would change the optimizer's steps).
+      if (bytes > MAX_MESSAGE_BYTES) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_BATCH_TOO_LARGE',
+          `shard ${link.label}'s part of the push is ${bytes} bytes > ${MAX_MESSAGE_BYTES}`,
+          { shard: link.label },
+        );
+      }
       if (!link.canQueue(bytes)) {
         throw new PsClientError(
           'ERR_PS_CLIENT_OVERLOADED',

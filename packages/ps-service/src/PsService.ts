@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { Connection, Listener, SharedSecret, Transport } from '@rdmajs/mux';
 import { MAX_BATCH_KEYS, ParameterStore, type PushLogOptions } from '@rdmajs/ps-server';
-import { PsMethod, type PsWireLimits, psWireLimits, resolveInit } from '@rdmajs/ps-wire';
+import {
+  MAX_MESSAGE_BYTES,
+  PsMethod,
+  type PsWireLimits,
+  psWireLimits,
+  pullDenseReplyLength,
+  resolveInit,
+} from '@rdmajs/ps-wire';
 import { MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import { type Logger, silentLogger } from './Logger.js';
@@ -124,6 +131,16 @@ export class PsService {
     }
     // The wire bound guards allocation; the batch bound below gives the caller its own code.
     const limits = psWireLimits(o.wireLimits);
+    for (const d of o.tables.dense) {
+      const n = d.shape.reduce((a, b) => a * b, 1);
+      // A dense pull or push is one message: the tensor must fit in one, names and all.
+      if (pullDenseReplyLength(n) + 512 > MAX_MESSAGE_BYTES) {
+        throw new PsServiceError(
+          'ERR_PS_SERVICE_CONFIG',
+          `dense ${d.name}: ${n} elements do not fit in one ${MAX_MESSAGE_BYTES}-byte message`,
+        );
+      }
+    }
     const storeOptions = { tables: o.tables.tables, dense: o.tables.dense };
     const store =
       o.dir === undefined
@@ -148,6 +165,7 @@ export class PsService {
     const catalog: ShardCatalog = {
       shardId: o.shardId,
       maxBatchKeys,
+      maxReplyBytes: MAX_MESSAGE_BYTES,
       tables: new Map(
         o.tables.tables.map((t) => [
           t.name,

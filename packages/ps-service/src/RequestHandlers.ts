@@ -11,6 +11,7 @@ import {
   encodeTableInfoReply,
   PsMessageKind,
   type PsWireLimits,
+  pullReplyLength,
   type ResolvedInit,
   type TableInfo,
 } from '@rdmajs/ps-wire';
@@ -21,6 +22,8 @@ import type { NonFinitePolicy } from './ServiceConfig.js';
 export interface ShardCatalog {
   shardId: string;
   maxBatchKeys: number;
+  /** Largest reply (bytes) a request may ask for: a pull beyond it is refused before allocating. */
+  maxReplyBytes: number;
   tables: Map<string, { dim: number; nonFinite: NonFinitePolicy; init: ResolvedInit }>;
   dense: Map<string, { length: number; nonFinite: NonFinitePolicy }>;
 }
@@ -103,6 +106,13 @@ export class RequestHandlers {
       const req = decodePullRequest(payload, this.#limits);
       const t = this.#table(req.table);
       this.#batch(req.keys.length);
+      const size = pullReplyLength(req.keys.length, t.dim);
+      if (size > this.#catalog.maxReplyBytes) {
+        refuse(
+          'ERR_PS_REQUEST_BATCH_TOO_LARGE',
+          `a reply of ${size} bytes > ${this.#catalog.maxReplyBytes}`,
+        );
+      }
       const { bytes, rows } = allocatePullReply(req.keys.length, t.dim);
       this.#store.pullInto(req.table, req.keys, rows);
       this.counters.pulls++;

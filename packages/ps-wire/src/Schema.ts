@@ -39,6 +39,13 @@ export const MAX_WIRE_DIM = 4096;
 /** Push sequences are at most 2^53 − 1 (exact in a JS number). */
 export const MAX_WIRE_SEQ = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The largest ps-wire message either side sends: the RPC layer's and the transports'
+ * default 16 MiB message limit, less room for the RPC header. A pull whose reply would be
+ * larger is split by the client and refused by the server; such a push is refused.
+ */
+export const MAX_MESSAGE_BYTES = (16 << 20) - 4096;
+
 /** Fixed-part sizes, bytes. */
 export const PULL_REQUEST_FIXED = 16;
 export const PULL_REPLY_FIXED = 16;

@@ -42,6 +42,7 @@ export {
   pushRequestLength,
 } from './Push.js';
 export {
+  MAX_MESSAGE_BYTES,
   MAX_NAME_BYTES,
   MAX_SHARD_ID_BYTES,
   MAX_WIRE_DIM,
@@ -51,6 +52,7 @@ export {
   PS_WIRE_VERSION,
   PsMessageKind,
   PsMethod,
+  PULL_REPLY_FIXED,
   PUSH_REPLY_BYTES,
   PushReplyFlags,
   TableFlags,
