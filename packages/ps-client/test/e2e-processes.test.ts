@@ -248,7 +248,7 @@ describe('a shard SIGKILLed during a push stream and restarted from its data dir
     }
   });
 
-  it('the client recovers by itself; final parameters equal the acknowledged pushes', async () => {
+  it('the client recovers by itself (also from a SIGTERM drain); final parameters equal the acknowledged pushes', async () => {
     shards = await Promise.all(
       ['k0', 'k1', 'k2'].map((id) =>
         startShard({
@@ -271,27 +271,35 @@ describe('a shard SIGKILLed during a push stream and restarted from its data dir
     const ref = new ParameterStore(parseServiceTables(SPEC));
     const rand = mulberry32(7);
     const pool = keyPool(rand, 600);
-    const PUSHES = 240;
+    const PUSHES = 260;
     const WINDOW = 8;
     const acked: boolean[] = [];
     const inFlight = new Set<Promise<void>>();
     let restarted: Promise<void> | undefined;
     let seq = 0;
     for (let i = 0; i < PUSHES; i++) {
-      if (i === 80) {
-        // Mid-stream, pushes in flight: kill k1 without warning, bring it back from its dir.
-        const victim = shards[1] as ShardProcess;
-        victim.proc.kill('SIGKILL');
+      if (i === 80 || i === 160) {
+        // Mid-stream, pushes in flight: kill k1 without warning (i = 80), or stop k2 the
+        // clean way (SIGTERM: drain, snapshot, exit 0; i = 160), and bring it back from its dir.
+        const at = i === 80 ? 1 : 2;
+        const victim = shards[at] as ShardProcess;
+        const signal = i === 80 ? 'SIGKILL' : 'SIGTERM';
+        victim.proc.kill(signal);
+        const previous = restarted;
         restarted = (async () => {
-          expect((await victim.exited).signal).toBe('SIGKILL');
+          await previous;
+          const exit = await victim.exited;
+          expect(exit).toEqual(
+            signal === 'SIGKILL' ? { code: null, signal } : { code: 0, signal: null },
+          );
           await new Promise((r) => setTimeout(r, 300));
-          shards[1] = await startShard({
-            id: 'k1',
+          shards[at] = await startShard({
+            id: victim.id,
             workDir: work,
             tables: SPEC,
             secret,
             port: victim.port,
-            dataDir: join(work, 'k1'),
+            dataDir: join(work, victim.id),
             extraArgs: ['--snapshot-interval', '300'],
           });
         })();
@@ -324,8 +332,11 @@ describe('a shard SIGKILLed during a push stream and restarted from its data dir
     await restarted;
     expect(acked.filter(Boolean).length).toBe(PUSHES);
     const k1 = client.stats().shards.find((s) => s.shard === 'k1');
+    const k2 = client.stats().shards.find((s) => s.shard === 'k2');
     expect(k1?.relinks).toBeGreaterThanOrEqual(1);
+    expect(k2?.relinks).toBeGreaterThanOrEqual(1);
     expect(k1?.state).toBe('connected');
+    expect(shards[2]?.logs.find((l) => l.msg === 'store restored')?.lsn).toBeGreaterThan(0);
     const restore = shards[1]?.logs.find((l) => l.msg === 'store restored');
     expect(restore?.lsn).toBeGreaterThan(0); // restored from its snapshot + push log
     expect(k1?.resent).toBeGreaterThanOrEqual(1); // pushes in flight at the kill were sent again
