@@ -22,6 +22,7 @@ import {
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
 import { PsClientError } from './errors.js';
+import { dedupe, halvesOf } from './internal/dedupe.js';
 import { type ShardAddress, ShardLink, type ShardLinkStats } from './ShardLink.js';
 import { ShardRouter } from './ShardRouter.js';
 
@@ -445,20 +446,7 @@ export class PsClient {
     const n = keys.length;
     const dim = t.dim;
     // De-duplicate: each distinct key is fetched once, from its shard.
-    const first = new Map<bigint, number>();
-    const uniqueOf = new Uint32Array(n);
-    const unique: bigint[] = [];
-    for (let i = 0; i < n; i++) {
-      const key = keys[i] as bigint;
-      let u = first.get(key);
-      if (u === undefined) {
-        u = unique.length;
-        first.set(key, u);
-        unique.push(key);
-      }
-      uniqueOf[i] = u;
-    }
-    const ukeys = BigUint64Array.from(unique);
+    const { unique: ukeys, uniqueOf } = dedupe(keys);
     const shardOf = this.#router.route(ukeys);
     const S = this.#links.length;
     const counts = new Uint32Array(S);
@@ -532,7 +520,7 @@ export class PsClient {
     }
     const missing = partial ? new Uint8Array(n) : undefined;
     let missingCount = 0;
-    const halves = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
+    const halves = halvesOf(keys);
     for (let i = 0; i < n; i++) {
       const u = uniqueOf[i] as number;
       const rows = replies[shardOf[u] as number];
