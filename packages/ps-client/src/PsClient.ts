@@ -21,9 +21,18 @@ import {
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { dedupe, halvesOf } from './internal/dedupe.js';
-import { type ShardAddress, ShardLink, type ShardLinkStats } from './ShardLink.js';
+import {
+  type ShardAddress,
+  ShardLink,
+  type ShardLinkOptions,
+  type ShardLinkStats,
+} from './ShardLink.js';
+
+type LinkBase = Omit<ShardLinkOptions, 'address' | 'label' | 'firstSeq'>;
+
 import { ShardRouter } from './ShardRouter.js';
 
 export interface ShardSpec extends ShardAddress {
@@ -33,7 +42,9 @@ export interface ShardSpec extends ShardAddress {
 
 export interface PsClientOptions {
   /** The static shard list: `{ host?, port, id? }` or `'host:port'`. */
-  servers: readonly (ShardSpec | string)[];
+  servers?: readonly (ShardSpec | string)[];
+  /** Or the shard map in etcd (read, then watched: shards join and leave during traffic). */
+  etcd?: EtcdShardMapOptions;
   transport: Transport;
   secret: SharedSecret;
   /** Per connection attempt, ms. Default 5 000. */
@@ -184,8 +195,16 @@ function firstNonFinite(f: Float32Array): number {
  * servers' table info before anything is sent.
  */
 export class PsClient {
-  readonly #links: ShardLink[];
-  readonly #router: ShardRouter;
+  #links: ShardLink[];
+  #router: ShardRouter;
+  readonly #signature: string;
+  #base: LinkBase | undefined;
+  #shardMap: EtcdShardMap | undefined;
+  #mapUpdate: Promise<void> = Promise.resolve();
+  /** Links of shards that left the map, closed once their queued pushes settle. */
+  readonly #retiring = new Map<string, ShardLink>();
+  /** Next push seq of shards seen before (a shard that returns continues its writer's seqs). */
+  readonly #seqFloor = new Map<string, number>();
   readonly #tables: Map<string, TableShape>;
   readonly #dense: Map<string, { length: number; rejectNonFinite: boolean }>;
   readonly #maxBatchKeys: number;
@@ -200,11 +219,8 @@ export class PsClient {
     this.#deadlineMs = deadlineMs;
     this.#router = new ShardRouter(infos.map((i) => i.shardId));
     const first = infos[0] as TableInfo;
-    const sig = (i: TableInfo) =>
-      JSON.stringify([
-        [...i.tables].sort((a, b) => (a.name < b.name ? -1 : 1)),
-        [...i.dense].sort((a, b) => (a.name < b.name ? -1 : 1)),
-      ]);
+    this.#signature = signatureOf(first);
+    const sig = signatureOf;
     for (const i of infos) {
       if (sig(i) !== sig(first)) {
         throw new PsClientError(
@@ -226,18 +242,45 @@ export class PsClient {
     this.#maxBatchKeys = Math.min(...infos.map((i) => i.maxBatchKeys));
   }
 
-  /** Connects to every shard and learns their tables; rejects typed if any cannot be reached. */
+  /**
+   * Connects to every shard and learns their tables; rejects typed if any cannot be reached.
+   * Shards come from `servers` (a static list) or from `etcd` (the shard map, then watched).
+   */
   static async connect(options: PsClientOptions): Promise<PsClient> {
     if (options === null || typeof options !== 'object' || options.transport === undefined) {
       throw new PsClientError(
         'ERR_PS_CLIENT_INVALID_ARG',
-        'PsClient.connect needs { servers, transport, secret }',
+        'PsClient.connect needs { servers or etcd, transport, secret }',
       );
     }
-    if (!Array.isArray(options.servers) || options.servers.length === 0) {
-      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'servers must be a non-empty list');
+    let shardMap: EtcdShardMap | undefined;
+    let specs: ShardSpec[];
+    if (options.etcd !== undefined) {
+      shardMap = await EtcdShardMap.open(options.etcd);
+      specs = [...shardMap.shards]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([id, a]) => ({ id, ...a }));
+      if (specs.length === 0) {
+        await shardMap.close();
+        throw new PsClientError('ERR_PS_CLIENT_UNAVAILABLE', 'no shard is registered in etcd');
+      }
+    } else {
+      if (!Array.isArray(options.servers) || options.servers.length === 0) {
+        throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'servers must be a non-empty list');
+      }
+      specs = options.servers.map(parseServer);
     }
-    const specs = options.servers.map(parseServer);
+    try {
+      const client = await PsClient.#connectTo(options, specs);
+      if (shardMap !== undefined) client.#follow(shardMap);
+      return client;
+    } catch (err) {
+      await shardMap?.close();
+      throw err;
+    }
+  }
+
+  static async #connectTo(options: PsClientOptions, specs: ShardSpec[]): Promise<PsClient> {
     const writer = options.writerId ?? `w${randomBytes(12).toString('base64url')}`;
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(writer)) {
       throw new PsClientError(
@@ -320,10 +363,86 @@ export class PsClient {
           'two servers report the same shard id',
         );
       }
-      return new PsClient(links, infos, writer, deadlineMs);
+      const client = new PsClient(links, infos, writer, deadlineMs);
+      client.#base = base;
+      return client;
     } catch (err) {
       await close();
       throw err;
+    }
+  }
+
+  /** Follows the etcd shard map: every change is applied in turn. */
+  #follow(map: EtcdShardMap): void {
+    this.#shardMap = map;
+    map.on('change', (shards) => {
+      this.#mapUpdate = this.#mapUpdate.then(() => this.#applyMap(shards)).catch(() => {});
+    });
+    map.on('error', () => {});
+  }
+
+  /** Resolves once every shard-map change seen so far is applied (tests, tools). */
+  mapSettled(): Promise<void> {
+    return this.#mapUpdate;
+  }
+
+  /**
+   * Routes by a new shard map. New shards are connected and checked (same tables) before
+   * any key goes to them; a shard that fails the check is left out. Leaving shards stop
+   * getting new work at once; pushes already queued for them are delivered (exactly once)
+   * before their link closes. A shard that returns continues its writer's seqs.
+   */
+  async #applyMap(shards: Map<string, ShardAddress>): Promise<void> {
+    if (this.#closed || this.#base === undefined) return;
+    const base = this.#base;
+    const current = new Map(this.#router.ids.map((id, i) => [id, this.#links[i] as ShardLink]));
+    const added = new Map<string, ShardLink>();
+    await Promise.all(
+      [...shards].map(async ([id, address]) => {
+        if (current.has(id)) return;
+        const back = this.#retiring.get(id);
+        if (back !== undefined) {
+          this.#retiring.delete(id);
+          added.set(id, back);
+          return;
+        }
+        let link: ShardLink | undefined;
+        try {
+          link = await ShardLink.open({
+            ...base,
+            address,
+            label: id,
+            firstSeq: this.#seqFloor.get(id) ?? 1,
+          });
+          const info = decodeTableInfoReply(
+            await link.call(PsMethod.tableInfo, encodeTableInfoRequest(), this.#deadlineMs),
+          );
+          if (info.shardId !== id || signatureOf(info) !== this.#signature) {
+            throw new PsClientError('ERR_PS_CLIENT_SHARD_MISMATCH', `shard ${id} does not match`);
+          }
+          added.set(id, link);
+        } catch {
+          await link?.close();
+        }
+      }),
+    );
+    if (this.#closed) {
+      await Promise.allSettled([...added.values()].map((l) => l.close()));
+      return;
+    }
+    const ids = [...shards.keys()].filter((id) => current.has(id) || added.has(id)).sort();
+    if (ids.length === 0) return; // never route to nothing: keep the last map
+    this.#links = ids.map((id) => (current.get(id) ?? added.get(id)) as ShardLink);
+    this.#router = new ShardRouter(ids);
+    for (const [id, link] of current) {
+      if (ids.includes(id)) continue;
+      this.#retiring.set(id, link);
+      void link.whenIdle().then(async () => {
+        if (this.#retiring.get(id) !== link) return; // it came back
+        this.#retiring.delete(id);
+        this.#seqFloor.set(id, link.nextSeq());
+        await link.close();
+      });
     }
   }
 
@@ -447,8 +566,11 @@ export class PsClient {
     const dim = t.dim;
     // De-duplicate: each distinct key is fetched once, from its shard.
     const { unique: ukeys, uniqueOf } = dedupe(keys);
-    const shardOf = this.#router.route(ukeys);
-    const S = this.#links.length;
+    // One map for the whole call, whatever changes meanwhile.
+    const router = this.#router;
+    const links = this.#links;
+    const shardOf = router.route(ukeys);
+    const S = links.length;
     const counts = new Uint32Array(S);
     const posOf = new Uint32Array(ukeys.length);
     for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
@@ -481,7 +603,7 @@ export class PsClient {
       return r.rows;
     };
     const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
-      const link = this.#links[s] as ShardLink;
+      const link = links[s] as ShardLink;
       if (p.length <= perRequest) return fetchChunk(p, link);
       const rows = new Float32Array(p.length * dim);
       await Promise.all(
@@ -535,9 +657,7 @@ export class PsClient {
       out.set(rows.subarray(at, at + dim), i * dim);
     }
     if (missing === undefined) return undefined;
-    const missingShards = replies.flatMap((r, s) =>
-      r === null ? [this.#router.ids[s] as string] : [],
-    );
+    const missingShards = replies.flatMap((r, s) => (r === null ? [router.ids[s] as string] : []));
     return { missing, missingCount, missingShards };
   }
 
@@ -568,8 +688,10 @@ export class PsClient {
     }
     const deadlineMs = this.#deadline(options);
     const dim = t.dim;
-    const shardOf = this.#router.route(k);
-    const S = this.#links.length;
+    const router = this.#router;
+    const links = this.#links;
+    const shardOf = router.route(k);
+    const S = links.length;
     const counts = new Uint32Array(S);
     for (let i = 0; i < k.length; i++) (counts[shardOf[i] as number] as number)++;
     const pk = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
@@ -585,7 +707,7 @@ export class PsClient {
     // Every shard's part is queued or none is (a full queue must not leave half a push applied).
     for (let s = 0; s < S; s++) {
       if (counts[s] === 0) continue;
-      const link = this.#links[s] as ShardLink;
+      const link = links[s] as ShardLink;
       const bytes = pushRequestLength(table, this.#writer, counts[s] as number, dim);
       // One push is one message per shard (splitting it would change the optimizer's steps).
       if (bytes > MAX_MESSAGE_BYTES) {
@@ -610,7 +732,7 @@ export class PsClient {
     const calls: Promise<PushReply>[] = [];
     for (let s = 0; s < S; s++) {
       if (counts[s] === 0) continue;
-      const link = this.#links[s] as ShardLink;
+      const link = links[s] as ShardLink;
       const seq = link.nextSeq();
       const payload = encodePushRequest({
         table,
@@ -692,19 +814,31 @@ export class PsClient {
   }
 
   stats(): PsClientStats {
-    return { shards: this.#links.map((l) => l.stats()), ...this.#counts };
+    return {
+      shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
+      ...this.#counts,
+    };
   }
 
   /** Closes every shard's session; pending calls fail ERR_PS_CLIENT_CLOSED. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await Promise.allSettled(this.#links.map((l) => l.close()));
+    await this.#shardMap?.close();
+    await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** What must be equal on every shard: the tables and dense tensors, sorted by name. */
+function signatureOf(i: TableInfo): string {
+  return JSON.stringify([
+    [...i.tables].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    [...i.dense].sort((a, b) => (a.name < b.name ? -1 : 1)),
+  ]);
 }
 
 function summarize(replies: PushReply[]): PushSummary {

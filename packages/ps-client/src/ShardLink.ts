@@ -25,6 +25,8 @@ export interface ShardLinkOptions {
   heartbeatIntervalMs: number;
   heartbeatMisses: number;
   backoff?: () => BackoffPolicy;
+  /** The first push seq (a shard seen before keeps its writer's seqs increasing). Default 1. */
+  firstSeq?: number;
 }
 
 export type ShardLinkState = 'connected' | 'relinking' | 'failed' | 'closed';
@@ -96,12 +98,14 @@ export class ShardLink {
   #queuedBytes = 0;
   #relinking: Promise<void> | undefined;
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
+  #idle: (() => void)[] = [];
   #label: string;
   readonly #counts = { relinks: 0, resent: 0, rpcReconnects: 0 };
 
   private constructor(o: ShardLinkOptions) {
     this.#o = o;
     this.#label = o.label;
+    this.#nextSeq = o.firstSeq ?? 1;
   }
 
   static async open(o: ShardLinkOptions): Promise<ShardLink> {
@@ -292,10 +296,17 @@ export class ShardLink {
     });
   }
 
+  /** Resolves once no push is queued (a shard leaving the map is closed only then). */
+  whenIdle(): Promise<void> {
+    if (this.#queue.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
   #settle(entry: QueuedPush): void {
     clearTimeout(entry.timer);
     if (!this.#queue.delete(entry.seq)) return;
     this.#queuedBytes -= entry.payload.length;
+    if (this.#queue.size === 0) for (const f of this.#idle.splice(0)) f();
     if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
     this.#pump();
   }
@@ -408,6 +419,7 @@ export class ShardLink {
     const err = this.#closedError();
     for (const w of this.#waiters.splice(0)) w.reject(err);
     for (const e of [...this.#queue.values()]) e.reject(err);
+    for (const f of this.#idle.splice(0)) f();
     const c = this.#client;
     this.#client = undefined;
     await c?.close().catch(() => {});

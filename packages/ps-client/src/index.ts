@@ -1,3 +1,4 @@
+export { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 export { PsClientError, type PsClientErrorCode } from './errors.js';
 export {
   type CallDeadline,

@@ -15,6 +15,7 @@ import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
 import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
+import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
 
 export interface PsServiceOptions {
   transport: Transport;
@@ -39,6 +40,8 @@ export interface PsServiceOptions {
   logger?: Logger;
   /** Serve Prometheus metrics on `http://host:port/metrics` (host default '127.0.0.1'). */
   metrics?: { host?: string; port: number };
+  /** Register in an etcd shard map (under a lease) once listening. */
+  etcd?: EtcdRegistrationOptions;
 }
 
 export type PsServiceState = 'serving' | 'draining' | 'closed';
@@ -81,6 +84,7 @@ export class PsService {
   #snapshots = 0;
   #snapshotLsn = -1;
   #closing: Promise<void> | undefined;
+  #registration: ShardRegistration | undefined;
 
   private constructor(
     o: PsServiceOptions,
@@ -290,6 +294,18 @@ export class PsService {
     }
     service = new PsService(o, store, handlers, rpc, listener, inFlight, metrics, metricsPort);
     service.#accept();
+    if (o.etcd !== undefined) {
+      try {
+        service.#registration = await ShardRegistration.register(
+          o.etcd,
+          { id: o.shardId, host: listener.host, port: listener.port },
+          log,
+        );
+      } catch (err) {
+        await service.close();
+        throw err;
+      }
+    }
     log.log('info', 'serving', {
       shard: o.shardId,
       transport: o.transport.name,
@@ -419,6 +435,8 @@ export class PsService {
     this.#state = 'draining';
     clearInterval(this.#timer);
     this.#log.log('info', 'draining', { shard: this.#o.shardId, inFlight: this.#inFlight.size });
+    // Out of the shard map first, so clients route elsewhere while this one drains.
+    await this.#registration?.close();
     await this.#listener.close().catch(() => {});
     const deadline = this.#o.drainTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;

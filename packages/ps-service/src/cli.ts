@@ -104,6 +104,9 @@ async function main(argv: string[]): Promise<void> {
     maxBatchKeys?: number;
     secretFile?: string;
     metrics?: { host: string; port: number };
+    etcd?: string;
+    etcdPrefix: string;
+    advertise?: string;
     logLevel: LogLevel;
   }>();
   const logger = jsonLogger({
@@ -131,6 +134,15 @@ async function main(argv: string[]): Promise<void> {
     ...(o.snapshotInterval === undefined ? {} : { snapshotIntervalMs: o.snapshotInterval }),
     ...(o.maxBatchKeys === undefined ? {} : { maxBatchKeys: o.maxBatchKeys }),
     ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
+    ...(o.etcd === undefined
+      ? {}
+      : {
+          etcd: {
+            hosts: o.etcd.split(','),
+            prefix: o.etcdPrefix,
+            ...(o.advertise === undefined ? {} : { advertiseHost: o.advertise }),
+          },
+        }),
     logger,
   });
   let stopping = false;

@@ -14,3 +14,8 @@ export {
   serviceTablesSchema,
 } from './ServiceConfig.js';
 export { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
+export {
+  DEFAULT_ETCD_PREFIX,
+  type EtcdRegistrationOptions,
+  ShardRegistration,
+} from './ShardRegistration.js';
