@@ -432,11 +432,16 @@ export class PsService {
   }
 
   async #close(): Promise<void> {
-    this.#state = 'draining';
     clearInterval(this.#timer);
+    if (this.#registration !== undefined) {
+      // Out of the shard map first; keep serving a moment so clients route elsewhere and
+      // the pushes already on their way are answered rather than refused.
+      await this.#registration.close();
+      this.#log.log('info', 'left the shard map', { shard: this.#o.shardId });
+      await new Promise((r) => setTimeout(r, this.#o.etcd?.leaveGraceMs ?? 1000));
+    }
+    this.#state = 'draining';
     this.#log.log('info', 'draining', { shard: this.#o.shardId, inFlight: this.#inFlight.size });
-    // Out of the shard map first, so clients route elsewhere while this one drains.
-    await this.#registration?.close();
     await this.#listener.close().catch(() => {});
     const deadline = this.#o.drainTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;

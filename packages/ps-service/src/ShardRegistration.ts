@@ -13,6 +13,11 @@ export interface EtcdRegistrationOptions {
   ttlSec?: number;
   /** The address clients should dial (default the listen address). */
   advertiseHost?: string;
+  /**
+   * On close, how long the shard keeps serving after leaving the map, ms, so clients route
+   * elsewhere and their pushes already on the way are answered, not refused. Default 1000.
+   */
+  leaveGraceMs?: number;
 }
 
 /**
