@@ -1,5 +1,6 @@
 // Over 500 lines on purpose: one concept, the registration cache (lookup, pinning,
 // eviction, limits and its lifetime); its data structures already live in internal/.
+import { Buffer } from 'node:buffer';
 import { type AccessPolicy, accessFlags, policyIndex } from './AccessPolicy.js';
 import type { Sge } from './Block.js';
 import {
@@ -57,23 +58,46 @@ export interface RegistrationCacheStats {
 
 type EntryState = 'cached' | 'invalid' | 'gone';
 
-/** One registration of one ArrayBuffer with one access policy. */
+/**
+ * Granularity of a remote-access registration: the pages around the acquired view, not the
+ * whole ArrayBuffer, so a peer's key reaches little beyond what it was meant for.
+ */
+const REMOTE_PAGE_BYTES = 4096;
+
+/**
+ * One registration of [start, start + length) of one ArrayBuffer with one access policy:
+ * the whole buffer for 'local', the pages around the acquired view for the remote policies.
+ */
 class Entry {
   readonly buffer: ArrayBufferLike;
   readonly policy: AccessPolicy;
   readonly region: Region;
-  /** byteLength of the buffer when registered (a detached or resized buffer differs). */
+  readonly start: number;
   readonly length: number;
+  /** byteLength of the buffer when registered (a detached or resized buffer differs). */
+  readonly bufferLength: number;
   refs = 0;
   state: EntryState = 'cached';
   prev: Entry | undefined = undefined;
   next: Entry | undefined = undefined;
 
-  constructor(buffer: ArrayBufferLike, policy: AccessPolicy, region: Region, length: number) {
+  constructor(
+    buffer: ArrayBufferLike,
+    policy: AccessPolicy,
+    region: Region,
+    start: number,
+    length: number,
+  ) {
     this.buffer = buffer;
     this.policy = policy;
     this.region = region;
+    this.start = start;
     this.length = length;
+    this.bufferLength = buffer.byteLength;
+  }
+
+  covers(offset: number, length: number): boolean {
+    return this.start <= offset && offset + length <= this.start + this.length;
   }
 }
 
@@ -86,7 +110,7 @@ export class RegisteredBuffer implements Sge {
   readonly #cache: RegistrationCache;
   readonly #entry: Entry;
   readonly #bytes: Uint8Array;
-  /** Offset of `bytes` from the start of the registered ArrayBuffer. */
+  /** Offset of `bytes` from the start of the registration. */
   readonly #offset: number;
   #released = false;
 
@@ -174,9 +198,13 @@ let lost: (cache: RegistrationCache) => boolean;
 
 /**
  * Registers buffers the application already owns, once, and reuses the registration by
- * identity: every `acquire` of the same ArrayBuffer (or of any view of it) with the same
- * access policy is served by one registration of the whole ArrayBuffer, so user-provided
- * data is sent in place, without copies and without a registration per message.
+ * identity: every `acquire` of the same ArrayBuffer (or of any view of it) with the 'local'
+ * policy is served by one registration of the whole ArrayBuffer, so user-provided data is
+ * sent in place, without copies and without a registration per message. The remote
+ * policies register only the 4 KiB pages (counted from the buffer's start) around the
+ * acquired view, reused by later views inside them, so a peer's rkey reaches no more of the
+ * buffer than that; views of Node's shared Buffer pool, which holds unrelated allocations,
+ * are refused for remote access (ERR_ALLOC_INVALID_ARG).
  *
  * Acquired buffers are pinned until released; idle registrations are evicted least
  * recently used first when `maxBytes` or `maxEntries` would be exceeded. `invalidate`
@@ -189,7 +217,8 @@ export class RegistrationCache {
   readonly #maxBytes: number;
   readonly #maxEntries: number;
   readonly #defaultAccess: AccessPolicy;
-  readonly #byBuffer = new Map<ArrayBufferLike, (Entry | undefined)[]>();
+  /** Per buffer, per policy (policyIndex), the registrations of that buffer. */
+  readonly #byBuffer = new Map<ArrayBufferLike, Entry[][]>();
   /** Idle entries, least recently used first. */
   #lruHead: Entry | undefined = undefined;
   #lruTail: Entry | undefined = undefined;
@@ -268,34 +297,40 @@ export class RegistrationCache {
       );
     }
     const pi = policyIndex(access);
-    let slots = this.#byBuffer.get(ab);
-    let entry = slots?.[pi];
-    if (entry !== undefined && entry.length !== ab.byteLength) {
-      this.#invalidations++;
-      const err = this.#drop(entry); // detached or resized since it was registered
-      if (err !== undefined) throw err;
-      entry = undefined;
+    const stale = this.#byBuffer.get(ab)?.[pi]?.filter((e) => e.bufferLength !== ab.byteLength);
+    if (stale !== undefined && stale.length > 0) {
+      this.#invalidations += stale.length;
+      this.#dropAll(stale); // detached or resized since it was registered
     }
     if (length === 0) throw invalidArg('cannot register an empty (or detached) buffer');
+    if (access !== 'local' && isBufferPoolSlice(buffer, ab)) {
+      throw invalidArg(
+        `a Buffer from Node's shared pool (${ab.byteLength} bytes holding unrelated allocations) ` +
+          `cannot be exposed with '${access}': use Buffer.alloc() or an allocator block`,
+      );
+    }
     const view = buffer instanceof Uint8Array ? buffer : new Uint8Array(ab, offset, length);
+    let entry = this.#byBuffer.get(ab)?.[pi]?.find((e) => e.covers(offset, length));
     if (entry !== undefined) {
       this.#hits++;
       if (entry.refs === 0) this.#unlink(entry);
     } else {
-      entry = this.#register(ab, access);
+      const [start, end] =
+        access === 'local' ? [0, ab.byteLength] : pagesAround(ab, offset, length);
+      entry = this.#register(ab, access, start, end - start);
       this.#misses++;
-      slots = this.#byBuffer.get(ab);
+      let slots = this.#byBuffer.get(ab);
       if (slots === undefined) {
-        slots = [undefined, undefined, undefined, undefined];
+        slots = [[], [], [], []];
         this.#byBuffer.set(ab, slots);
       }
-      slots[pi] = entry;
+      (slots[pi] as Entry[]).push(entry);
     }
     if (entry.refs++ === 0) {
       this.#pinnedEntries++;
       this.#pinnedBytes += entry.length;
     }
-    return new RegisteredBuffer(this, entry, view, offset);
+    return new RegisteredBuffer(this, entry, view, offset - entry.start);
   }
 
   /**
@@ -313,7 +348,7 @@ export class RegistrationCache {
     if (this.#gone()) return 0;
     const slots = this.#byBuffer.get(ab);
     if (slots === undefined) return 0;
-    const n = this.#dropAll([...slots]);
+    const n = this.#dropAll(slots.flat());
     this.#invalidations += n;
     return n;
   }
@@ -321,7 +356,7 @@ export class RegistrationCache {
   /** Drops every registration (see `invalidate`). Returns how many were dropped. */
   invalidateAll(): number {
     if (this.#gone()) return 0;
-    const n = this.#dropAll([...this.#byBuffer.values()].flat());
+    const n = this.#dropAll([...this.#byBuffer.values()].flat(2));
     this.#invalidations += n;
     return n;
   }
@@ -364,7 +399,7 @@ export class RegistrationCache {
     if (this.#gone() || this.#state !== 'open') return;
     this.#state = 'closing';
     try {
-      this.#dropAll([...this.#byBuffer.values()].flat());
+      this.#dropAll([...this.#byBuffer.values()].flat(2));
     } finally {
       if (this.#entries === 0) this.#state = 'closed';
     }
@@ -404,7 +439,7 @@ export class RegistrationCache {
     if (this.#registrar.closed !== true) return false;
     this.#lost = true;
     for (const slots of this.#byBuffer.values()) {
-      for (const e of slots) if (e !== undefined) e.state = 'gone';
+      for (const e of slots.flat()) e.state = 'gone';
     }
     for (const e of this.#lingering) e.state = 'gone';
     this.#byBuffer.clear();
@@ -419,8 +454,7 @@ export class RegistrationCache {
     return true;
   }
 
-  #register(ab: ArrayBufferLike, access: AccessPolicy): Entry {
-    const length = ab.byteLength;
+  #register(ab: ArrayBufferLike, access: AccessPolicy, start: number, length: number): Entry {
     if (length > this.#maxBytes) {
       throw new AllocLimitError(
         `buffer of ${length} bytes exceeds the registration cache limit of ${this.#maxBytes}`,
@@ -446,23 +480,23 @@ export class RegistrationCache {
       const err = this.#drop(victim);
       if (err !== undefined) throw err;
     }
-    const whole = new Uint8Array(ab);
+    const range = new Uint8Array(ab, start, length);
     let region: Region;
     try {
-      region = this.#registrar.register(whole, accessFlags(access));
+      region = this.#registrar.register(range, accessFlags(access));
     } catch (err) {
       throw registrationError('register', length, err);
     }
     this.#registrations++;
     try {
-      checkRegion(this.#registrar, region, length, 'register', whole);
+      checkRegion(this.#registrar, region, length, 'register', range);
     } catch (err) {
       this.#deregistrations++;
       throw err;
     }
     this.#entries++;
     this.#bytes += length;
-    return new Entry(ab, access, region, length);
+    return new Entry(ab, access, region, start, length);
   }
 
   /** Drops entries (see #drop); throws the first registrar failure after trying them all. */
@@ -487,8 +521,10 @@ export class RegistrationCache {
     if (entry.state !== 'cached') return undefined;
     const slots = this.#byBuffer.get(entry.buffer);
     if (slots !== undefined) {
-      slots[policyIndex(entry.policy)] = undefined;
-      if (slots.every((e) => e === undefined)) this.#byBuffer.delete(entry.buffer);
+      const list = slots[policyIndex(entry.policy)] as Entry[];
+      const at = list.indexOf(entry);
+      if (at >= 0) list.splice(at, 1);
+      if (slots.every((l) => l.length === 0)) this.#byBuffer.delete(entry.buffer);
     }
     entry.state = 'invalid';
     if (entry.refs > 0) {
@@ -547,6 +583,29 @@ export class RegistrationCache {
     entry.prev = undefined;
     entry.next = undefined;
   }
+}
+
+/** [start, end) of the REMOTE_PAGE_BYTES pages of `ab` that hold [offset, offset + length). */
+function pagesAround(ab: ArrayBufferLike, offset: number, length: number): [number, number] {
+  const start = offset - (offset % REMOTE_PAGE_BYTES);
+  const end = Math.min(
+    ab.byteLength,
+    Math.ceil((offset + length) / REMOTE_PAGE_BYTES) * REMOTE_PAGE_BYTES,
+  );
+  return [start, end];
+}
+
+/**
+ * True for a Buffer carved out of Node's shared allocation pool (Buffer.from, allocUnsafe and
+ * friends below half of Buffer.poolSize): its ArrayBuffer is the pool, other Buffers live beside it.
+ */
+function isBufferPoolSlice(view: unknown, ab: ArrayBufferLike): boolean {
+  return (
+    Buffer.isBuffer(view) &&
+    ab.byteLength === Buffer.poolSize &&
+    view.byteLength < Buffer.poolSize >>> 1 &&
+    !isSharedArrayBuffer(ab)
+  );
 }
 
 function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {

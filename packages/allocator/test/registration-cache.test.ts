@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import {
   Access,
@@ -62,6 +63,44 @@ describe('RegistrationCache', () => {
     ]);
     local.release();
     remote.release();
+  });
+
+  it('exposes to peers only the pages around a view, and reuses them for views inside', () => {
+    const { reg, cache } = setupCache(256 * KiB);
+    const buf = new ArrayBuffer(64 * KiB);
+    const mid = cache.acquire(new Uint8Array(buf, 20 * KiB + 100, 200), 'remote-write');
+    const region = reg.regionByKey(mid.lkey);
+    // pages [20, 24) KiB of the buffer: nothing else of it is reachable with this rkey
+    expect(region?.bytes.byteOffset).toBe(20 * KiB);
+    expect(region?.bytes.byteLength).toBe(4 * KiB);
+    expect(cache.stats().registeredBytes).toBe(4 * KiB);
+    const inside = cache.acquire(new Uint8Array(buf, 21 * KiB, 1024), 'remote-write');
+    expect(inside.rkey).toBe(mid.rkey);
+    expect(inside.addr).toBe(mid.addr - 100 + KiB); // same registration, its own offset
+    expect(reg.count('register')).toBe(1);
+    // a view crossing the registered pages gets pages of its own
+    const across = cache.acquire(new Uint8Array(buf, 23 * KiB, 2 * KiB), 'remote-write');
+    expect(across.rkey).not.toBe(mid.rkey);
+    expect(reg.regionByKey(across.lkey)?.bytes.byteOffset).toBe(20 * KiB);
+    // the last page is cut at the buffer's end
+    const tail = cache.acquire(new Uint8Array(buf, 64 * KiB - 10, 10), 'remote-read');
+    expect(reg.regionByKey(tail.lkey)?.bytes.byteLength).toBe(4 * KiB);
+    // local access still registers the whole buffer once
+    const local = cache.acquire(new Uint8Array(buf, 100, 10));
+    expect(reg.regionByKey(local.lkey)?.bytes.byteLength).toBe(64 * KiB);
+    for (const r of [mid, inside, across, tail, local]) r.release();
+  });
+
+  it('refuses remote access to a Buffer from Node’s shared pool, which holds other data', () => {
+    const { reg, cache } = setupCache();
+    const pooled = Buffer.from('secret neighbour');
+    expect(pooled.buffer.byteLength).toBe(Buffer.poolSize);
+    expectCode(() => cache.acquire(pooled, 'remote-read'), 'ERR_ALLOC_INVALID_ARG');
+    expectCode(() => cache.acquire(pooled, 'remote-write'), 'ERR_ALLOC_INVALID_ARG');
+    expect(reg.count('register')).toBe(0);
+    // local access is fine (no key leaves the process), as is a Buffer of its own memory
+    cache.acquire(pooled).release();
+    cache.acquire(Buffer.alloc(16), 'remote-read').release();
   });
 
   it('evicts idle registrations least recently used first when bytes would exceed maxBytes', () => {

@@ -1,7 +1,7 @@
 /**
  * Options of every awaitable acquire in this package (`SendCredits.acquire`, and with a
  * channel `SendWindow.acquire`). Every wait has a deadline: the object's default applies if
- * none is given. Named apart from verbs' `WaitOptions` (completion-queue waits).
+ * none is given. Named apart from verbs' `CompletionWaitOptions` and mux's `WaitOptions`.
  */
 export interface AcquireOptions {
   /** Relative timeout in ms. */

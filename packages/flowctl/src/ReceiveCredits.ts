@@ -1,5 +1,12 @@
+import { type Clock, systemClock } from './Clock.js';
 import { FlowctlClosedError, FlowctlError } from './errors.js';
-import { checkInt, describeValue, ownOptions } from './internal/validate.js';
+import {
+  checkClock,
+  checkInt,
+  checkNumber,
+  describeValue,
+  ownOptions,
+} from './internal/validate.js';
 
 export interface ReceiveCreditsOptions {
   /** Receive buffers posted for this peer; the peer starts with this many credits. */
@@ -14,9 +21,22 @@ export interface ReceiveCreditsOptions {
    * [2, initialCredits - reservedCredits]. Default: half of that range's top, at least 2.
    */
   returnThreshold?: number;
-  /** Largest credit count one message header can carry. Default 65 535. */
+  /**
+   * Largest credit count one message header can carry. Default 65 535; at least
+   * `returnThreshold`, so one update returns everything that made it due.
+   */
   maxGrantPerMessage?: number;
-  /** Called once each time the unreturned count reaches the threshold. */
+  /**
+   * Credits of buffers the application released (`release`) go back within this long even
+   * when fewer than `returnThreshold` are owed and no message goes to the peer: `updateNeeded`
+   * turns true and `onUpdateNeeded` is called. Without it a stalled sender and a receiver
+   * that holds its other buffers until more data arrives (reassembly) wait for each other
+   * forever. 0..60 000 ms, default 1.
+   */
+  flushDelayMs?: number;
+  /** Time source of the flush delay (default: the system clock). */
+  clock?: Clock;
+  /** Called once each time `updateNeeded` turns true (threshold reached, or the flush delay passed). */
   onUpdateNeeded?: () => void;
 }
 
@@ -46,6 +66,8 @@ export interface ReceiveCreditsStats {
   readonly piggybackCredits: number;
   readonly explicitUpdates: number;
   readonly explicitCredits: number;
+  /** Times the flush delay made an update due (credits owed below the threshold). */
+  readonly delayedFlushes: number;
 }
 
 export type ReceiveCreditsState = 'open' | 'closed';
@@ -60,16 +82,31 @@ export type ReceiveCreditsState = 'open' | 'closed';
  * Why the threshold is at least 2: a credit update itself lands in a receive buffer whose
  * credit is owed back. With a threshold of 1 on both sides each update would trigger the
  * next one forever. With 2, an update can trigger at most one in return.
+ *
+ * Why two release calls: credits of data buffers (`release`) also go back after
+ * `flushDelayMs` however few are owed, so a stalled sender always gets them; credits of
+ * credit-update buffers (`releaseUpdate`) wait for the threshold or the next message. A
+ * delay on those too would answer every update with another one, forever, on idle peers.
  */
 export class ReceiveCredits {
   private readonly total: number;
   private readonly reserved: number;
   private readonly threshold: number;
   private readonly maxGrant: number;
+  private readonly flushDelay: number;
+  private readonly clock: Clock;
   private readonly onUpdateNeeded: (() => void) | undefined;
+  private readonly onFlushTimer = (): void => this.flushTimerFired();
   private currentState: ReceiveCreditsState = 'open';
   private used = 0;
   private owed = 0;
+  /** The part of `owed` that comes from data buffers (`release`): what the flush delay returns. */
+  private owedData = 0;
+  /** Update credits are owed while the peer looked stalled: the flush delay returns them too. */
+  private echoArmed = false;
+  private flushDue = false;
+  private flushTimer: unknown;
+  private delayedFlushes = 0;
   private received = 0;
   private overruns = 0;
   private violations = 0;
@@ -84,13 +121,28 @@ export class ReceiveCredits {
     this.reserved = checkInt('reservedCredits', options.reservedCredits ?? 1, 1);
     this.total = checkInt('initialCredits', options.initialCredits, this.reserved + 2);
     const top = this.total - this.reserved;
+    this.maxGrant = checkInt('maxGrantPerMessage', options.maxGrantPerMessage ?? 0xffff, 2);
     this.threshold = checkInt(
       'returnThreshold',
-      options.returnThreshold ?? Math.max(2, Math.floor(top / 2)),
+      options.returnThreshold ?? Math.max(2, Math.min(this.maxGrant, Math.floor(top / 2))),
       2,
       top,
     );
-    this.maxGrant = checkInt('maxGrantPerMessage', options.maxGrantPerMessage ?? 0xffff, 1);
+    if (this.maxGrant < this.threshold) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `maxGrantPerMessage (${this.maxGrant}) must be at least returnThreshold (${this.threshold}): ` +
+          'an update must be able to return every credit that made it due',
+      );
+    }
+    this.flushDelay = checkNumber('flushDelayMs', options.flushDelayMs ?? 1, 0);
+    if (this.flushDelay > 60_000) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        `flushDelayMs must be at most 60000, got ${this.flushDelay}`,
+      );
+    }
+    this.clock = checkClock(options.clock) ?? systemClock;
     if (options.onUpdateNeeded !== undefined && typeof options.onUpdateNeeded !== 'function') {
       throw new FlowctlError(
         'ERR_FLOWCTL_INVALID_ARG',
@@ -128,9 +180,12 @@ export class ReceiveCredits {
     return this.threshold;
   }
 
-  /** True when an explicit credit update should be sent (no reverse traffic to piggyback on). */
+  /**
+   * True when an explicit credit update should be sent (no reverse traffic to piggyback on):
+   * `returnThreshold` credits are owed, or data credits have been owed for `flushDelayMs`.
+   */
   get updateNeeded(): boolean {
-    return this.owed >= this.threshold;
+    return this.owed >= this.threshold || this.flushDue;
   }
 
   /**
@@ -147,7 +202,10 @@ export class ReceiveCredits {
     // one, into a buffer whose credit is owed: that credit is used up, not returned later.
     if (this.total + this.piggybackCredits + this.explicitCredits - this.received <= 0) {
       this.violations++;
-      if (this.owed > 0) this.owed--;
+      if (this.owed > 0) {
+        this.owed--;
+        if (this.owedData > this.owed) this.dataReturned(this.owedData - this.owed);
+      }
     }
     this.used++;
     this.received++;
@@ -155,22 +213,47 @@ export class ReceiveCredits {
     return true;
   }
 
-  /** The application released `count` received buffers and they were reposted. */
+  /**
+   * The application released `count` received data buffers and they were reposted. Their
+   * credits go back piggybacked, at the threshold, or after `flushDelayMs` at the latest.
+   */
   release(count = 1): void {
     this.checkOpen('release');
     checkInt('count', count, 1, this.used);
-    const before = this.owed;
+    const wasNeeded = this.updateNeeded;
     this.used -= count;
     this.owed += count;
-    if (before < this.threshold && this.owed >= this.threshold) this.onUpdateNeeded?.();
+    this.owedData += count;
+    if (this.flushTimer === undefined && !this.flushDue) {
+      this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
+    }
+    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
+  }
+
+  /**
+   * The buffer of a credit-only update from the peer was reposted (by the transport, at once).
+   * Its credit goes back piggybacked or at the threshold, never by the flush delay alone.
+   */
+  releaseUpdate(): void {
+    this.checkOpen('releaseUpdate');
+    checkInt('count', 1, 1, this.used);
+    const wasNeeded = this.updateNeeded;
+    this.used--;
+    this.owed++;
+    if (!this.echoArmed && this.peerStalled()) {
+      this.echoArmed = true;
+      if (this.flushTimer === undefined && !this.flushDue) {
+        this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
+      }
+    }
+    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
   }
 
   /** Credits to carry in the header of any message to the peer (0 when none are owed). */
   takePiggyback(): number {
     this.checkOpen('takePiggyback');
-    const n = Math.min(this.owed, this.maxGrant);
+    const n = this.take();
     if (n > 0) {
-      this.owed -= n;
       this.piggybackReturns++;
       this.piggybackCredits += n;
     }
@@ -180,9 +263,8 @@ export class ReceiveCredits {
   /** Credits to carry in an explicit credit update (send it only when this is > 0). */
   takeUpdate(): number {
     this.checkOpen('takeUpdate');
-    const n = Math.min(this.owed, this.maxGrant);
+    const n = this.take();
     if (n > 0) {
-      this.owed -= n;
       this.explicitUpdates++;
       this.explicitCredits += n;
     }
@@ -201,6 +283,8 @@ export class ReceiveCredits {
   /** Idempotent; later calls throw ERR_FLOWCTL_CLOSED. */
   close(): void {
     this.currentState = 'closed';
+    this.stopFlushTimer();
+    this.flushDue = false;
   }
 
   stats(): ReceiveCreditsStats {
@@ -217,7 +301,49 @@ export class ReceiveCredits {
       piggybackCredits: this.piggybackCredits,
       explicitUpdates: this.explicitUpdates,
       explicitCredits: this.explicitCredits,
+      delayedFlushes: this.delayedFlushes,
     };
+  }
+
+  /** Takes up to `maxGrant` owed credits, data credits first (they are what the timer waits for). */
+  private take(): number {
+    const n = Math.min(this.owed, this.maxGrant);
+    if (n === 0) return 0;
+    this.owed -= n;
+    if (this.owed === 0) this.echoArmed = false;
+    this.dataReturned(Math.min(n, this.owedData));
+    return n;
+  }
+
+  /** The peer holds no credit for data, as far as this side can tell (returns in flight counted). */
+  private peerStalled(): boolean {
+    return (
+      this.total + this.piggybackCredits + this.explicitCredits - this.received <= this.reserved
+    );
+  }
+
+  /** `n` data credits left the owed count: the flush delay is over once none are left. */
+  private dataReturned(n: number): void {
+    this.owedData -= n;
+    if (this.owedData === 0 && !this.echoArmed) {
+      this.stopFlushTimer();
+      this.flushDue = false;
+    }
+  }
+
+  private flushTimerFired(): void {
+    this.flushTimer = undefined;
+    if (this.currentState !== 'open' || (this.owedData === 0 && !this.echoArmed)) return;
+    const wasNeeded = this.updateNeeded;
+    this.flushDue = true;
+    this.delayedFlushes++;
+    if (!wasNeeded) this.onUpdateNeeded?.();
+  }
+
+  private stopFlushTimer(): void {
+    if (this.flushTimer === undefined) return;
+    this.clock.clearTimer(this.flushTimer);
+    this.flushTimer = undefined;
   }
 
   private checkOpen(what: string): void {

@@ -64,6 +64,8 @@ export type SendCreditsState = 'open' | 'closed' | 'destroyed';
 
 interface SendCreditsEvents {
   drain: [];
+  /** A credit is in hand again after `tryConsumeReserved` found none: send the pending update. */
+  reserveAvailable: [];
 }
 
 /**
@@ -73,7 +75,8 @@ interface SendCreditsEvents {
  * reserve two peers that both spent their last credit on data deadlock.
  *
  * Backpressure two ways: `tryConsume()` returns false and `'drain'` follows once a data
- * credit is free; or `await acquire({ timeoutMs, signal })`.
+ * credit is free; or `await acquire({ timeoutMs, signal })`. A credit update that found no
+ * credit (`tryConsumeReserved()` false) is told by `'reserveAvailable'` when one returns.
  */
 export class SendCredits extends EventEmitter<SendCreditsEvents> {
   private readonly total: number;
@@ -86,6 +89,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   private avail: number;
   private currentState: SendCreditsState = 'open';
   private needDrain = false;
+  private needReserve = false;
   private blockedSince = 0;
   private consumed = 0;
   private consumedReserved = 0;
@@ -161,6 +165,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
       this.consumedReserved++;
       return true;
     }
+    this.needReserve = true;
     return false;
   }
 
@@ -218,6 +223,11 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
     }
     this.avail += credits;
     this.granted += credits;
+    // The update goes before queued data takes the credits back.
+    if (this.needReserve && this.avail > 0) {
+      this.needReserve = false;
+      this.emit('reserveAvailable');
+    }
     this.serve();
   }
 
@@ -294,6 +304,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
       w.reject(err);
     }
     this.needDrain = false;
+    this.needReserve = false;
   }
 
   private checkOpen(what: string): void {

@@ -4,6 +4,24 @@ import { FlowctlError, ManualClock, SendCredits } from '../src/index.js';
 import { expectCode, flush, type Tracked, track } from './helpers.js';
 
 describe('SendCredits', () => {
+  it("says 'reserveAvailable' when a credit returns after an update found none", () => {
+    const sc = new SendCredits({ initialCredits: 2 });
+    let told = 0;
+    sc.on('reserveAvailable', () => {
+      told++;
+      expect(sc.tryConsumeReserved()).toBe(true);
+    });
+    expect(sc.tryConsume()).toBe(true);
+    expect(sc.tryConsumeReserved()).toBe(true);
+    sc.grant(0);
+    expect(told).toBe(0); // nobody waited yet
+    expect(sc.tryConsumeReserved()).toBe(false);
+    sc.grant(1);
+    expect(told).toBe(1);
+    sc.grant(1);
+    expect(told).toBe(1); // once per failed attempt
+  });
+
   it('keeps the reserved credit back from data and lets a credit update take it', () => {
     const sc = new SendCredits({ initialCredits: 3 });
     expect(sc.usable).toBe(2);

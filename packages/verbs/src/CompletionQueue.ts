@@ -16,7 +16,7 @@ import {
 import type { WorkCompletion } from './types.js';
 import { fillCompletion } from './WorkCompletions.js';
 
-export interface WaitOptions {
+export interface CompletionWaitOptions {
   /**
    * Give up after this long with ERR_RDMA_TIMEOUT, 0..2^31−1 ms. Every wait has a
    * deadline: default 30 000.
@@ -180,7 +180,7 @@ export class CompletionQueue extends Resource {
   }
 
   /** Resolves when poll() would return at least one completion. */
-  waitForCompletion(options?: WaitOptions): Promise<void> {
+  waitForCompletion(options?: CompletionWaitOptions): Promise<void> {
     this.assertOpen();
     let timeoutMs = DEFAULT_WAIT_MS;
     let spinUs = 50;

@@ -1,4 +1,8 @@
-export { CompletionQueue, type CqAsyncEvent, type WaitOptions } from './CompletionQueue.js';
+export {
+  CompletionQueue,
+  type CompletionWaitOptions,
+  type CqAsyncEvent,
+} from './CompletionQueue.js';
 export {
   Device,
   type DeviceAsyncEvent,

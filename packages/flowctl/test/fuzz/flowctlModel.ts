@@ -168,6 +168,11 @@ export interface Model {
     state: 'open' | 'closed';
     used: number;
     owed: number;
+    /** The part of `owed` from data buffers, and the flush delay's state (timer due at). */
+    owedData: number;
+    echoArmed: boolean;
+    flushAt: number | undefined;
+    flushDue: boolean;
     updates: number;
     received: number;
     returned: number;
@@ -304,6 +309,7 @@ export function agree(m: Model, r: Real): void {
   if (c.available < 0 || c.available > m.cfg.credits.initialCredits)
     fail('credits', 'out of range');
   // Receive credits: exact.
+  flushTimerDue(m, r);
   const rc = r.receive;
   const mr = m.receive;
   if (rc.state !== mr.state || rc.inUse !== mr.used || rc.unreturned !== mr.owed) {
@@ -313,8 +319,37 @@ export function agree(m: Model, r: Real): void {
     );
   }
   if (rc.posted + rc.inUse !== rc.capacity) fail('receive', 'posted + inUse != capacity');
+  if (mr.state === 'open' && rc.updateNeeded !== updateNeeded(m))
+    fail('receive', `updateNeeded ${rc.updateNeeded}, model ${updateNeeded(m)}`);
   if (r.updatesSignalled !== mr.updates)
     fail('receive', `onUpdateNeeded ${r.updatesSignalled}, model ${mr.updates}`);
+}
+
+/** ReceiveCredits' flush delay in the fuzzed configuration. */
+const FLUSH_DELAY = 5;
+
+function updateNeeded(m: Model): boolean {
+  return m.receive.owed >= m.cfg.receive.returnThreshold || m.receive.flushDue;
+}
+
+/** The flush delay's timer fired if the clock passed it (whichever command moved the clock). */
+function flushTimerDue(m: Model, r: Real): void {
+  const mr = m.receive;
+  if (mr.flushAt === undefined || r.clock.now() < mr.flushAt) return;
+  mr.flushAt = undefined;
+  if (mr.state === 'open' && (mr.owedData > 0 || mr.echoArmed)) {
+    if (!updateNeeded(m)) mr.updates++;
+    mr.flushDue = true;
+    reached('delayed credit flush');
+  }
+}
+
+function dataReturned(mr: Model['receive'], n: number): void {
+  mr.owedData -= n;
+  if (mr.owedData === 0 && !mr.echoArmed) {
+    mr.flushAt = undefined;
+    mr.flushDue = false;
+  }
 }
 
 // ---- commands -----------------------------------------------------------------------------
@@ -728,7 +763,14 @@ class CreditCmd implements Cmd {
 
 class ReceiveCmd implements Cmd {
   constructor(
-    readonly how: 'onReceive' | 'release' | 'takePiggyback' | 'takeUpdate' | 'close' | 'params',
+    readonly how:
+      | 'onReceive'
+      | 'release'
+      | 'releaseUpdate'
+      | 'takePiggyback'
+      | 'takeUpdate'
+      | 'close'
+      | 'params',
     readonly n: unknown,
   ) {}
   check(): boolean {
@@ -746,6 +788,8 @@ class ReceiveCmd implements Cmd {
         attempt(what, () => rc.close()),
       );
       mr.state = 'closed';
+      mr.flushAt = undefined;
+      mr.flushDue = false;
       return;
     }
     if (this.how === 'params') {
@@ -761,6 +805,7 @@ class ReceiveCmd implements Cmd {
       if (this.how === 'onReceive') return rc.onReceive();
       if (this.how === 'release')
         return this.n === undefined ? rc.release() : rc.release(this.n as number);
+      if (this.how === 'releaseUpdate') return rc.releaseUpdate();
       if (this.how === 'takePiggyback') return rc.takePiggyback();
       return rc.takeUpdate();
     });
@@ -777,7 +822,10 @@ class ReceiveCmd implements Cmd {
           continue;
         }
         // A message sent without a credit forfeits one owed credit (never more credits than buffers).
-        if (cfg.initialCredits + mr.returned - mr.received <= 0 && mr.owed > 0) mr.owed--;
+        if (cfg.initialCredits + mr.returned - mr.received <= 0 && mr.owed > 0) {
+          mr.owed--;
+          if (mr.owedData > mr.owed) dataReturned(mr, mr.owedData - mr.owed);
+        }
         mr.used++;
         mr.received++;
       }
@@ -787,16 +835,35 @@ class ReceiveCmd implements Cmd {
       const count = this.n === undefined ? 1 : this.n;
       if (!isInt(count, 1, mr.used)) return expectErr(what, res, 'ERR_FLOWCTL_INVALID_ARG');
       expectOk(what, res);
-      const before = mr.owed;
+      const before = updateNeeded(m);
       mr.used -= count;
       mr.owed += count;
-      if (before < cfg.returnThreshold && mr.owed >= cfg.returnThreshold) mr.updates++;
+      mr.owedData += count;
+      if (mr.flushAt === undefined && !mr.flushDue) mr.flushAt = r.clock.now() + FLUSH_DELAY;
+      if (!before && updateNeeded(m)) mr.updates++;
+      return;
+    }
+    if (this.how === 'releaseUpdate') {
+      if (mr.used === 0) return expectErr(what, res, 'ERR_FLOWCTL_INVALID_ARG');
+      expectOk(what, res);
+      const before = updateNeeded(m);
+      mr.used--;
+      mr.owed++;
+      const peerStalled = cfg.initialCredits + mr.returned - mr.received <= cfg.reservedCredits;
+      if (!mr.echoArmed && peerStalled) {
+        mr.echoArmed = true;
+        if (mr.flushAt === undefined && !mr.flushDue) mr.flushAt = r.clock.now() + FLUSH_DELAY;
+        reached('update credits armed');
+      }
+      if (!before && updateNeeded(m)) mr.updates++;
       return;
     }
     const n = Math.min(mr.owed, cfg.maxGrant);
     const got = expectOk(what, res);
     if (got !== n) fail(what, `returned ${String(got)}, model ${n}`);
     mr.owed -= n;
+    if (mr.owed === 0) mr.echoArmed = false;
+    dataReturned(mr, Math.min(n, mr.owedData));
     mr.returned += n;
     if (n > 0) reached('credits returned');
   }
@@ -813,6 +880,7 @@ class AdvanceCmd implements Cmd {
   async run(m: Model, r: Real): Promise<void> {
     m.trail.push(`advance(${this.ms})`);
     r.clock.advance(this.ms);
+    flushTimerDue(m, r);
     await flush();
     reached('advance');
   }
@@ -895,7 +963,7 @@ function validOptions(kind: string, options: unknown): boolean {
       if (total === undefined) return false;
       const top = total - reserved;
       const t = int(o.returnThreshold, 2, Math.max(2, Math.floor(top / 2)));
-      return t !== undefined && t <= top;
+      return t !== undefined && t <= top && clockOk;
     }
   }
 }
@@ -1038,6 +1106,7 @@ export function commands(): fc.Arbitrary<Cmd>[] {
               'onReceive' as const,
               'onReceive' as const,
               'release' as const,
+              'releaseUpdate' as const,
               'takePiggyback' as const,
               'takeUpdate' as const,
               'params' as const,
@@ -1114,7 +1183,8 @@ export const configArb: fc.Arbitrary<FlowConfig> = fc
       initialCredits: c.rReserved + c.rExtra,
       reservedCredits: c.rReserved,
       returnThreshold: 2 + (c.rThreshold % (c.rExtra - 1)),
-      maxGrant: c.maxGrant,
+      // at least the threshold, which the constructor requires
+      maxGrant: 2 + (c.rThreshold % (c.rExtra - 1)) + c.maxGrant - 1,
     },
     quantumBytes: c.quantumBytes,
   }));
@@ -1150,6 +1220,8 @@ export function flowctlProperty(
           reservedCredits: cfg.receive.reservedCredits,
           returnThreshold: cfg.receive.returnThreshold,
           maxGrantPerMessage: cfg.receive.maxGrant,
+          flushDelayMs: FLUSH_DELAY,
+          clock,
           onUpdateNeeded: () => {
             real.updatesSignalled++;
           },
@@ -1167,7 +1239,18 @@ export function flowctlProperty(
         windows: cfg.windows.map((w) => ({ state: 'open', bytes: 0, msgs: 0, sizes: [], ...w })),
         waits: [],
         credits: { state: 'open', avail: cfg.credits.initialCredits },
-        receive: { state: 'open', used: 0, owed: 0, updates: 0, received: 0, returned: 0 },
+        receive: {
+          state: 'open',
+          used: 0,
+          owed: 0,
+          owedData: 0,
+          echoArmed: false,
+          flushAt: undefined,
+          flushDue: false,
+          updates: 0,
+          received: 0,
+          returned: 0,
+        },
         aborted: new Set(),
         gen: [0, 0, 0, 0],
         trail: [],

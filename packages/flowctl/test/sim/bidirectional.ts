@@ -10,8 +10,13 @@
  *
  * `reserve: false` is the ablation: data may spend the last credit (tryConsumeReserved),
  * which is what deadlocks two peers that both ran out.
+ *
+ * `group` makes the application hold received buffers until `group` of them are in hand (or
+ * the last message came): reassembly. Then owed credits below the threshold are returned
+ * only by the flush delay, a step ("tick": a side's clock runs to its next timer) that is
+ * enabled whenever a timer is pending; `flush: false` is the ablation that never ticks.
  */
-import { ReceiveCredits, SendCredits } from '../../src/index.js';
+import { ManualClock, ReceiveCredits, SendCredits } from '../../src/index.js';
 
 export interface BidiConfig {
   messages: number;
@@ -21,6 +26,10 @@ export interface BidiConfig {
   reserve: boolean;
   /** Senders honour credits at all. False: the no-flow-control ablation. */
   creditsEnforced?: boolean;
+  /** The application releases received buffers only in groups of this many (default 1). */
+  group?: number;
+  /** The flush delay's timers fire (default true). False: the ablation. */
+  flush?: boolean;
   maxSteps?: number;
 }
 
@@ -43,6 +52,7 @@ interface Msg {
 }
 
 interface Side {
+  readonly clock: ManualClock;
   readonly credits: SendCredits;
   readonly rc: ReceiveCredits;
   toSend: number;
@@ -56,17 +66,24 @@ interface Side {
 export function runBidirectional(cfg: BidiConfig, choices: readonly number[]): BidiResult {
   const enforced = cfg.creditsEnforced ?? true;
   const maxSteps = cfg.maxSteps ?? 10_000;
-  const mk = (): Side => ({
-    credits: new SendCredits({ initialCredits: cfg.credits }),
-    rc: new ReceiveCredits({
-      initialCredits: cfg.credits,
-      ...(cfg.returnThreshold === undefined ? {} : { returnThreshold: cfg.returnThreshold }),
-    }),
-    toSend: cfg.messages,
-    held: 0,
-    out: [],
-    received: 0,
-  });
+  const group = cfg.group ?? 1;
+  const flush = cfg.flush ?? true;
+  const mk = (): Side => {
+    const clock = new ManualClock();
+    return {
+      clock,
+      credits: new SendCredits({ initialCredits: cfg.credits, clock }),
+      rc: new ReceiveCredits({
+        initialCredits: cfg.credits,
+        clock,
+        ...(cfg.returnThreshold === undefined ? {} : { returnThreshold: cfg.returnThreshold }),
+      }),
+      toSend: cfg.messages,
+      held: 0,
+      out: [],
+      received: 0,
+    };
+  };
   const a = mk();
   const b = mk();
   let overruns = 0;
@@ -98,7 +115,7 @@ export function runBidirectional(cfg: BidiConfig, choices: readonly number[]): B
       return;
     }
     if (msg.credits > 0 && enforced) to.credits.grant(msg.credits);
-    if (msg.kind === 'update') to.rc.release(1);
+    if (msg.kind === 'update') to.rc.releaseUpdate();
     else {
       to.held++;
       to.received++;
@@ -127,14 +144,20 @@ export function runBidirectional(cfg: BidiConfig, choices: readonly number[]): B
     const enabled: (() => void)[] = [];
     if (a.out.length > 0) enabled.push(() => deliver(a, b));
     if (b.out.length > 0) enabled.push(() => deliver(b, a));
-    if (a.held > 0) enabled.push(() => release(a));
-    if (b.held > 0) enabled.push(() => release(b));
+    if (releasable(a)) enabled.push(() => release(a));
+    if (releasable(b)) enabled.push(() => release(b));
+    if (flush && a.clock.pendingTimers > 0) enabled.push(() => a.clock.runNext());
+    if (flush && b.clock.pendingTimers > 0) enabled.push(() => b.clock.runNext());
     if (enabled.length === 0) break;
     const pick = choices[steps] ?? 0;
     (enabled[pick % enabled.length] as () => void)();
     react(a);
     react(b);
     check();
+  }
+
+  function releasable(s: Side): boolean {
+    return s.held > 0 && (s.held >= group || s.received === cfg.messages);
   }
 
   function release(s: Side): void {

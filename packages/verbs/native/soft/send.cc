@@ -1,5 +1,7 @@
 // The send engine: posts, and the initiator carrying each WR out against the peer's segment
 // (execute, deliver), settling its completion, with RNR/ack-timeout retries.
+// Over 500 lines on purpose: one state machine per WR (post → execute → settle, retried)
+// whose steps share the queue locks and must be read together; link I/O lives in link.cc.
 
 #include <sys/uio.h>
 #include <time.h>
