@@ -56,7 +56,8 @@ consumer() { # <name> [npm install flags...]: an empty project with the tarballs
       if (k.includes("node_modules/@rdmajs/") && !String(v.resolved).startsWith("file:"))
         throw new Error(k + " resolved to " + v.resolved);
   ' "$dir/package-lock.json"
-  cp "$repo/scripts/pack-install/pingpong.mjs" "$repo/scripts/pack-install/tcp-echo.mjs" "$dir/"
+  cp "$repo/scripts/pack-install/pingpong.mjs" "$repo/scripts/pack-install/tcp-echo.mjs" \
+    "$repo/scripts/pack-install/ps-roundtrip.mjs" "$dir/"
 }
 
 check() { # <dir>: the CLI and the ping-pong from the installed packages
@@ -74,7 +75,9 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
       s.pullInto("t", BigUint64Array.of(7n), out);
       if (out[0] !== 1 || out[1] !== 2) process.exit(1);
     })' &&
-    node tcp-echo.mjs)
+    node tcp-echo.mjs &&
+    npx --offline rdmajs-ps-server --help | grep -q -- '--secret-file' &&
+    node ps-roundtrip.mjs)
 }
 
 step "install offline, addon built from source"

@@ -1,6 +1,7 @@
 import { allocatorScenario } from './allocator.js';
 import { grpcStoreScenario } from './grpc-store.js';
 import { muxScenario } from './mux.js';
+import { psScenario } from './ps.js';
 import { rpcScenario } from './rpc.js';
 import type { Scenario } from './Scenario.js';
 import { storeScenario } from './store.js';
@@ -14,4 +15,5 @@ export const scenarios: ReadonlyMap<string, Scenario> = new Map([
   [grpcStoreScenario.name, grpcStoreScenario],
   [muxScenario.name, muxScenario],
   [rpcScenario.name, rpcScenario],
+  [psScenario.name, psScenario],
 ]);

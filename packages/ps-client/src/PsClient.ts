@@ -1,0 +1,852 @@
+import { randomBytes } from 'node:crypto';
+import type { SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  decodePullDenseReply,
+  decodePullReply,
+  decodePushReply,
+  decodeTableInfoReply,
+  encodePullDenseRequest,
+  encodePullRequest,
+  encodePushDenseRequest,
+  encodePushRequest,
+  encodeTableInfoRequest,
+  type InitFn,
+  initRowFn,
+  MAX_MESSAGE_BYTES,
+  PsMessageKind,
+  PsMethod,
+  PULL_REPLY_FIXED,
+  type PushReply,
+  pushRequestLength,
+  type TableInfo,
+} from '@rdmajs/ps-wire';
+import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
+import { PsClientError } from './errors.js';
+import { dedupe, halvesOf } from './internal/dedupe.js';
+import {
+  type ShardAddress,
+  ShardLink,
+  type ShardLinkOptions,
+  type ShardLinkStats,
+} from './ShardLink.js';
+
+type LinkBase = Omit<ShardLinkOptions, 'address' | 'label' | 'firstSeq'>;
+
+import { ShardRouter } from './ShardRouter.js';
+
+export interface ShardSpec extends ShardAddress {
+  /** The shard id the server must report (checked at connect). Default: whatever it reports. */
+  id?: string;
+}
+
+export interface PsClientOptions {
+  /** The static shard list: `{ host?, port, id? }` or `'host:port'`. */
+  servers?: readonly (ShardSpec | string)[];
+  /** Or the shard map in etcd (read, then watched: shards join and leave during traffic). */
+  etcd?: EtcdShardMapOptions;
+  transport: Transport;
+  secret: SharedSecret;
+  /** Per connection attempt, ms. Default 5 000. */
+  connectTimeoutMs?: number;
+  /** Default deadline of every call, ms. Default 30 000. */
+  deadlineMs?: number;
+  /** How long a shard may stay unreachable before its calls fail ERR_PS_CLIENT_UNAVAILABLE, ms. Default 60 000. */
+  reconnectBudgetMs?: number;
+  /** Pushes in flight per shard. Default 64. */
+  maxInFlightPushes?: number;
+  /** Pushes queued per shard. Default 65 536. */
+  maxQueuedPushes?: number;
+  /** Push payload bytes queued per shard (kept until acknowledged, for resends). Default 256 MiB. */
+  maxQueuedPushBytes?: number;
+  /** RPC heartbeats. Defaults 1 000 ms × 3. */
+  heartbeatIntervalMs?: number;
+  heartbeatMisses?: number;
+  /**
+   * The RPC session's reconnect policy, one per session (default rpc-recovery's: jittered
+   * exponential within 30 s). When it gives up, the shard's link opens a new session.
+   */
+  backoff?: () => BackoffPolicy;
+  /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
+  writerId?: string;
+}
+
+export interface CallDeadline {
+  deadlineMs?: number;
+}
+
+export interface PullOptions extends CallDeadline {
+  /**
+   * Return at the deadline with what arrived: rows of shards that did not answer in time
+   * (slow, stopped, recovering, unreachable) are filled with the table's init and flagged
+   * in `missing`. Without it, such a pull fails ERR_PS_CLIENT_DEADLINE.
+   */
+  partial?: boolean;
+}
+
+/** Which rows of a partial pull are not the shard's (1: filled with the table's init). */
+export interface MissingRows {
+  /** One byte per requested key, request order. */
+  missing: Uint8Array;
+  missingCount: number;
+  /** Shards whose part did not arrive. */
+  missingShards: string[];
+}
+
+export interface PartialPull extends MissingRows {
+  rows: Float32Array;
+}
+
+export interface PushSummary {
+  /** Distinct rows updated, summed over shards. */
+  rows: number;
+  /** Keys the stores did not apply (unadmitted, beyond row limits). */
+  dropped: number;
+  /** Shard pushes that were answered as duplicates (resends of already-applied pushes). */
+  duplicates: number;
+}
+
+export interface PsClientStats {
+  shards: ShardLinkStats[];
+  pulls: number;
+  pushes: number;
+  keysRequested: number;
+  /** Keys sent after de-duplication within each pull. */
+  keysFetched: number;
+  denseCalls: number;
+}
+
+interface TableShape {
+  dim: number;
+  rejectNonFinite: boolean;
+  init: InitFn;
+}
+
+const MAX_SAFE_DEADLINE = 86_400_000;
+
+function parseServer(s: ShardSpec | string, i: number): ShardSpec {
+  if (typeof s === 'string') {
+    const m = /^(.*):(\d{1,5})$/.exec(s);
+    const port = Number(m?.[2]);
+    if (m === null || !(port >= 1 && port <= 65_535)) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: expected host:port`);
+    }
+    return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
+  }
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    !Number.isInteger(s.port) ||
+    s.port < 1 ||
+    s.port > 65_535
+  ) {
+    throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: port must be 1–65535`);
+  }
+  return s;
+}
+
+function checkPositiveInt(
+  name: string,
+  v: unknown,
+  dflt: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+    throw new PsClientError(
+      'ERR_PS_CLIENT_INVALID_ARG',
+      `${name} must be an integer in [1, ${max}]`,
+    );
+  }
+  return v;
+}
+
+/** Keys as a BigUint64Array: that type as it is, or an array of bigints in [0, 2^64). */
+function keysOf(keys: unknown): BigUint64Array {
+  if (keys instanceof BigUint64Array) return keys;
+  if (!Array.isArray(keys)) {
+    throw new PsClientError(
+      'ERR_PS_CLIENT_INVALID_ARG',
+      'keys must be a BigUint64Array or an array of bigints',
+    );
+  }
+  const out = new BigUint64Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as unknown;
+    if (typeof k !== 'bigint' || k < 0n || k > 0xffff_ffff_ffff_ffffn) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `keys[${i}] is not a u64 bigint`);
+    }
+    out[i] = k;
+  }
+  return out;
+}
+
+function firstNonFinite(f: Float32Array): number {
+  for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i])) return i;
+  return -1;
+}
+
+/**
+ * A parameter-server client over a static list of shards. Keys are routed by rendezvous
+ * hashing over the shard ids the servers report; `pull` de-duplicates keys within a batch,
+ * fetches every shard's part in parallel and returns rows in request order; `push` splits
+ * the same way (duplicates kept, in order: the store sums them as an unsharded store would)
+ * and is exactly-once per shard (see ShardLink). Every argument is checked against the
+ * servers' table info before anything is sent.
+ */
+export class PsClient {
+  #links: ShardLink[];
+  #router: ShardRouter;
+  readonly #signature: string;
+  #base: LinkBase | undefined;
+  #shardMap: EtcdShardMap | undefined;
+  #mapUpdate: Promise<void> = Promise.resolve();
+  /** Links of shards that left the map, closed once their queued pushes settle. */
+  readonly #retiring = new Map<string, ShardLink>();
+  /** Next push seq of shards seen before (a shard that returns continues its writer's seqs). */
+  readonly #seqFloor = new Map<string, number>();
+  readonly #tables: Map<string, TableShape>;
+  readonly #dense: Map<string, { length: number; rejectNonFinite: boolean }>;
+  readonly #maxBatchKeys: number;
+  readonly #writer: string;
+  readonly #deadlineMs: number;
+  #closed = false;
+  readonly #counts = { pulls: 0, pushes: 0, keysRequested: 0, keysFetched: 0, denseCalls: 0 };
+
+  private constructor(links: ShardLink[], infos: TableInfo[], writer: string, deadlineMs: number) {
+    this.#links = links;
+    this.#writer = writer;
+    this.#deadlineMs = deadlineMs;
+    this.#router = new ShardRouter(infos.map((i) => i.shardId));
+    const first = infos[0] as TableInfo;
+    this.#signature = signatureOf(first);
+    const sig = signatureOf;
+    for (const i of infos) {
+      if (sig(i) !== sig(first)) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          `shards ${first.shardId} and ${i.shardId} serve different tables`,
+          { shard: i.shardId },
+        );
+      }
+    }
+    this.#tables = new Map(
+      first.tables.map((t) => [
+        t.name,
+        { dim: t.dim, rejectNonFinite: t.rejectNonFinite, init: initRowFn(t.init) },
+      ]),
+    );
+    this.#dense = new Map(
+      first.dense.map((d) => [d.name, { length: d.length, rejectNonFinite: d.rejectNonFinite }]),
+    );
+    this.#maxBatchKeys = Math.min(...infos.map((i) => i.maxBatchKeys));
+  }
+
+  /**
+   * Connects to every shard and learns their tables; rejects typed if any cannot be reached.
+   * Shards come from `servers` (a static list) or from `etcd` (the shard map, then watched).
+   */
+  static async connect(options: PsClientOptions): Promise<PsClient> {
+    if (options === null || typeof options !== 'object' || options.transport === undefined) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'PsClient.connect needs { servers or etcd, transport, secret }',
+      );
+    }
+    let shardMap: EtcdShardMap | undefined;
+    let specs: ShardSpec[];
+    if (options.etcd !== undefined) {
+      shardMap = await EtcdShardMap.open(options.etcd);
+      specs = [...shardMap.shards]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([id, a]) => ({ id, ...a }));
+      if (specs.length === 0) {
+        await shardMap.close();
+        throw new PsClientError('ERR_PS_CLIENT_UNAVAILABLE', 'no shard is registered in etcd');
+      }
+    } else {
+      if (!Array.isArray(options.servers) || options.servers.length === 0) {
+        throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'servers must be a non-empty list');
+      }
+      specs = options.servers.map(parseServer);
+    }
+    try {
+      const client = await PsClient.#connectTo(options, specs);
+      if (shardMap !== undefined) client.#follow(shardMap);
+      return client;
+    } catch (err) {
+      await shardMap?.close();
+      throw err;
+    }
+  }
+
+  static async #connectTo(options: PsClientOptions, specs: ShardSpec[]): Promise<PsClient> {
+    const writer = options.writerId ?? `w${randomBytes(12).toString('base64url')}`;
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(writer)) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'writerId must be 1–64 characters of [A-Za-z0-9_-]',
+      );
+    }
+    const deadlineMs = checkPositiveInt(
+      'deadlineMs',
+      options.deadlineMs,
+      30_000,
+      MAX_SAFE_DEADLINE,
+    );
+    const base = {
+      transport: options.transport,
+      secret: options.secret,
+      connectTimeoutMs: checkPositiveInt('connectTimeoutMs', options.connectTimeoutMs, 5000),
+      reconnectBudgetMs: checkPositiveInt('reconnectBudgetMs', options.reconnectBudgetMs, 60_000),
+      maxInFlightPushes: checkPositiveInt('maxInFlightPushes', options.maxInFlightPushes, 64, 1024),
+      maxQueuedPushes: checkPositiveInt('maxQueuedPushes', options.maxQueuedPushes, 65_536),
+      maxQueuedPushBytes: checkPositiveInt(
+        'maxQueuedPushBytes',
+        options.maxQueuedPushBytes,
+        256 * 1024 * 1024,
+      ),
+      heartbeatIntervalMs: checkPositiveInt(
+        'heartbeatIntervalMs',
+        options.heartbeatIntervalMs,
+        1000,
+      ),
+      heartbeatMisses: checkPositiveInt('heartbeatMisses', options.heartbeatMisses, 3, 1000),
+      ...(options.backoff === undefined ? {} : { backoff: options.backoff }),
+    };
+    const opened = await Promise.allSettled(
+      specs.map((s) =>
+        ShardLink.open({
+          ...base,
+          address: { ...(s.host === undefined ? {} : { host: s.host }), port: s.port },
+          label: s.id ?? `${s.host ?? '127.0.0.1'}:${s.port}`,
+        }),
+      ),
+    );
+    const links = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const close = () => Promise.allSettled(links.map((l) => l.close()));
+    const failed = opened.findIndex((r) => r.status === 'rejected');
+    if (failed >= 0) {
+      await close();
+      const r = opened[failed] as PromiseRejectedResult;
+      throw new PsClientError(
+        'ERR_PS_CLIENT_UNAVAILABLE',
+        `cannot connect to servers[${failed}]: ${(r.reason as Error)?.message}`,
+        {
+          cause: r.reason,
+        },
+      );
+    }
+    try {
+      const infos = await Promise.all(
+        links.map(async (l, i) => {
+          const info = decodeTableInfoReply(
+            await l.call(PsMethod.tableInfo, encodeTableInfoRequest(), deadlineMs),
+          );
+          const want = specs[i]?.id;
+          if (want !== undefined && want !== info.shardId) {
+            throw new PsClientError(
+              'ERR_PS_CLIENT_SHARD_MISMATCH',
+              `servers[${i}] is shard ${info.shardId}, not ${want}`,
+              {
+                shard: info.shardId,
+              },
+            );
+          }
+          l.label = info.shardId;
+          return info;
+        }),
+      );
+      if (new Set(infos.map((i) => i.shardId)).size !== infos.length) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          'two servers report the same shard id',
+        );
+      }
+      const client = new PsClient(links, infos, writer, deadlineMs);
+      client.#base = base;
+      return client;
+    } catch (err) {
+      await close();
+      throw err;
+    }
+  }
+
+  /** Follows the etcd shard map: every change is applied in turn. */
+  #follow(map: EtcdShardMap): void {
+    this.#shardMap = map;
+    map.on('change', (shards) => {
+      this.#mapUpdate = this.#mapUpdate.then(() => this.#applyMap(shards)).catch(() => {});
+    });
+    map.on('error', () => {});
+  }
+
+  /** Resolves once every shard-map change seen so far is applied (tests, tools). */
+  mapSettled(): Promise<void> {
+    return this.#mapUpdate;
+  }
+
+  /**
+   * Routes by a new shard map. New shards are connected and checked (same tables) before
+   * any key goes to them; a shard that fails the check is left out. Leaving shards stop
+   * getting new work at once; pushes already queued for them are delivered (exactly once)
+   * before their link closes. A shard that returns continues its writer's seqs.
+   */
+  async #applyMap(shards: Map<string, ShardAddress>): Promise<void> {
+    if (this.#closed || this.#base === undefined) return;
+    const base = this.#base;
+    const current = new Map(this.#router.ids.map((id, i) => [id, this.#links[i] as ShardLink]));
+    const added = new Map<string, ShardLink>();
+    await Promise.all(
+      [...shards].map(async ([id, address]) => {
+        if (current.has(id)) return;
+        const back = this.#retiring.get(id);
+        if (back !== undefined) {
+          this.#retiring.delete(id);
+          added.set(id, back);
+          return;
+        }
+        let link: ShardLink | undefined;
+        try {
+          link = await ShardLink.open({
+            ...base,
+            address,
+            label: id,
+            firstSeq: this.#seqFloor.get(id) ?? 1,
+          });
+          const info = decodeTableInfoReply(
+            await link.call(PsMethod.tableInfo, encodeTableInfoRequest(), this.#deadlineMs),
+          );
+          if (info.shardId !== id || signatureOf(info) !== this.#signature) {
+            throw new PsClientError('ERR_PS_CLIENT_SHARD_MISMATCH', `shard ${id} does not match`);
+          }
+          added.set(id, link);
+        } catch {
+          await link?.close();
+        }
+      }),
+    );
+    if (this.#closed) {
+      await Promise.allSettled([...added.values()].map((l) => l.close()));
+      return;
+    }
+    const ids = [...shards.keys()].filter((id) => current.has(id) || added.has(id)).sort();
+    if (ids.length === 0) return; // never route to nothing: keep the last map
+    this.#links = ids.map((id) => (current.get(id) ?? added.get(id)) as ShardLink);
+    this.#router = new ShardRouter(ids);
+    for (const [id, link] of current) {
+      if (ids.includes(id)) continue;
+      this.#retiring.set(id, link);
+      void link.whenIdle().then(async () => {
+        if (this.#retiring.get(id) !== link) return; // it came back
+        this.#retiring.delete(id);
+        this.#seqFloor.set(id, link.nextSeq());
+        await link.close();
+      });
+    }
+  }
+
+  /**
+   * The RPC session's reconnect policy, one per session (default rpc-recovery's: jittered
+   * exponential within 30 s). When it gives up, the shard's link opens a new session.
+   */
+  backoff?: () => BackoffPolicy;
+  /** This client's writer id (the stores de-duplicate its pushes by (writer, seq)). */
+  get writerId(): string {
+    return this.#writer;
+  }
+
+  /** Shard ids in list order. */
+  get shards(): readonly string[] {
+    return this.#router.ids;
+  }
+
+  /** The tables the servers serve: name → dim. */
+  get tables(): ReadonlyMap<string, number> {
+    return new Map([...this.#tables].map(([n, t]) => [n, t.dim]));
+  }
+
+  /** The shard a key lives on. */
+  shardOf(key: bigint): string {
+    return this.#router.ids[this.#router.shardOf(key)] as string;
+  }
+
+  #open(): void {
+    if (this.#closed) throw new PsClientError('ERR_PS_CLIENT_CLOSED', 'client closed');
+  }
+
+  #table(name: unknown): TableShape {
+    if (typeof name !== 'string')
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'table must be a string');
+    const t = this.#tables.get(name);
+    if (t === undefined) throw new PsClientError('ERR_PS_CLIENT_UNKNOWN_TABLE', `no table ${name}`);
+    return t;
+  }
+
+  #deadline(o: CallDeadline | undefined): number {
+    return checkPositiveInt('deadlineMs', o?.deadlineMs, this.#deadlineMs, MAX_SAFE_DEADLINE);
+  }
+
+  #batch(n: number): void {
+    if (n > this.#maxBatchKeys) {
+      throw new PsClientError('ERR_PS_CLIENT_BATCH_TOO_LARGE', `${n} keys > ${this.#maxBatchKeys}`);
+    }
+  }
+
+  /**
+   * Rows of `keys` (`keys.length × dim` floats, in request order). With `partial: true`,
+   * resolves by the deadline with the rows that arrived and a mask of the missing ones.
+   */
+  pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options: PullOptions & { partial: true },
+  ): Promise<PartialPull>;
+  pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options?: PullOptions,
+  ): Promise<Float32Array>;
+  async pull(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    options?: PullOptions,
+  ): Promise<Float32Array | PartialPull> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    const out = new Float32Array(k.length * t.dim);
+    const mask = await this.#pullInto(table, t, k, out, options);
+    return mask === undefined ? out : { rows: out, ...mask };
+  }
+
+  /** Gathers the rows of `keys` into `out` (`keys.length × dim` floats); `partial` as for `pull`. */
+  pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options: PullOptions & { partial: true },
+  ): Promise<MissingRows>;
+  pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options?: PullOptions,
+  ): Promise<void>;
+  async pullInto(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    out: Float32Array,
+    options?: PullOptions,
+    // biome-ignore lint/suspicious/noConfusingVoidType: the overload without `partial` resolves to void
+  ): Promise<MissingRows | void> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    if (!(out instanceof Float32Array) || out.length !== k.length * t.dim) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `out must be a Float32Array of ${k.length} × ${t.dim}`,
+      );
+    }
+    return this.#pullInto(table, t, k, out, options);
+  }
+
+  async #pullInto(
+    table: string,
+    t: TableShape,
+    keys: BigUint64Array,
+    out: Float32Array,
+    o: PullOptions | undefined,
+  ): Promise<MissingRows | undefined> {
+    this.#batch(keys.length);
+    const deadlineMs = this.#deadline(o);
+    const partial = o?.partial === true;
+    const n = keys.length;
+    const dim = t.dim;
+    // De-duplicate: each distinct key is fetched once, from its shard.
+    const { unique: ukeys, uniqueOf } = dedupe(keys);
+    // One map for the whole call, whatever changes meanwhile.
+    const router = this.#router;
+    const links = this.#links;
+    const shardOf = router.route(ukeys);
+    const S = links.length;
+    const counts = new Uint32Array(S);
+    const posOf = new Uint32Array(ukeys.length);
+    for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
+    const parts = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    for (let u = 0; u < ukeys.length; u++)
+      (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+    this.#counts.pulls++;
+    this.#counts.keysRequested += n;
+    this.#counts.keysFetched += ukeys.length;
+    // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
+    let timer: NodeJS.Timeout | undefined;
+    const late = partial
+      ? new Promise<'late'>((resolve) => {
+          timer = setTimeout(() => resolve('late'), deadlineMs);
+        })
+      : undefined;
+    // A shard's part goes in requests whose replies fit in one message, fetched in parallel.
+    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
+    const fetchChunk = async (p: BigUint64Array, link: ShardLink): Promise<Float32Array> => {
+      const r = decodePullReply(
+        await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
+      );
+      if (r.dim !== dim || r.count !== p.length) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_SHARD_MISMATCH',
+          `shard ${link.label} answered ${r.count} × ${r.dim}`,
+          { shard: link.label },
+        );
+      }
+      return r.rows;
+    };
+    const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
+      const link = links[s] as ShardLink;
+      if (p.length <= perRequest) return fetchChunk(p, link);
+      const rows = new Float32Array(p.length * dim);
+      await Promise.all(
+        Array.from({ length: Math.ceil(p.length / perRequest) }, async (_, c) => {
+          const part = p.subarray(c * perRequest, (c + 1) * perRequest);
+          rows.set(await fetchChunk(part, link), c * perRequest * dim);
+        }),
+      );
+      return rows;
+    };
+    let replies: (Float32Array | null | undefined)[];
+    try {
+      replies = await Promise.all(
+        parts.map(async (p, s) => {
+          if (p.length === 0) return undefined;
+          const call = fetchPart(p, s);
+          if (late === undefined) return call;
+          const r = await Promise.race([
+            call.then(
+              (rows) => ({ rows }),
+              (err: unknown) => ({ err }),
+            ),
+            late,
+          ]);
+          if (r === 'late') return null;
+          if ('rows' in r) return r.rows;
+          // Slow or unreachable shards are what partial pulls are for; refusals are not.
+          const code = (r.err as { code?: unknown }).code;
+          if (code === 'ERR_PS_CLIENT_DEADLINE' || code === 'ERR_PS_CLIENT_UNAVAILABLE')
+            return null;
+          throw r.err;
+        }),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    const missing = partial ? new Uint8Array(n) : undefined;
+    let missingCount = 0;
+    const halves = halvesOf(keys);
+    for (let i = 0; i < n; i++) {
+      const u = uniqueOf[i] as number;
+      const rows = replies[shardOf[u] as number];
+      if (rows === null || rows === undefined) {
+        // Only a partial pull gets here: the table's init, as the store would for an unseen key.
+        t.init(out, i * dim, dim, halves[2 * i] as number, halves[2 * i + 1] as number);
+        (missing as Uint8Array)[i] = 1;
+        missingCount++;
+        continue;
+      }
+      const at = (posOf[u] as number) * dim;
+      out.set(rows.subarray(at, at + dim), i * dim);
+    }
+    if (missing === undefined) return undefined;
+    const missingShards = replies.flatMap((r, s) => (r === null ? [router.ids[s] as string] : []));
+    return { missing, missingCount, missingShards };
+  }
+
+  /**
+   * Applies `grads` (`keys.length × dim`) to the rows of `keys` with each table's optimizer,
+   * exactly once per shard; resolves when every shard acknowledged (durable under its log
+   * policy). A failure of one shard does not undo another's part.
+   */
+  async push(
+    table: string,
+    keys: BigUint64Array | readonly bigint[],
+    grads: Float32Array,
+    options?: CallDeadline,
+  ): Promise<PushSummary> {
+    this.#open();
+    const t = this.#table(table);
+    const k = keysOf(keys);
+    if (!(grads instanceof Float32Array) || grads.length !== k.length * t.dim) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `grads must be a Float32Array of ${k.length} × ${t.dim}`,
+      );
+    }
+    this.#batch(k.length);
+    if (t.rejectNonFinite) {
+      const i = firstNonFinite(grads);
+      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grads[${i}] is not finite`);
+    }
+    const deadlineMs = this.#deadline(options);
+    const dim = t.dim;
+    const router = this.#router;
+    const links = this.#links;
+    const shardOf = router.route(k);
+    const S = links.length;
+    const counts = new Uint32Array(S);
+    for (let i = 0; i < k.length; i++) (counts[shardOf[i] as number] as number)++;
+    const pk = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    const pg = Array.from({ length: S }, (_, s) => new Float32Array((counts[s] as number) * dim));
+    const fill = new Uint32Array(S);
+    for (let i = 0; i < k.length; i++) {
+      const s = shardOf[i] as number;
+      const j = (fill[s] as number)++;
+      (pk[s] as BigUint64Array)[j] = k[i] as bigint;
+      (pg[s] as Float32Array).set(grads.subarray(i * dim, (i + 1) * dim), j * dim);
+    }
+    this.#counts.pushes++;
+    // Every shard's part is queued or none is (a full queue must not leave half a push applied).
+    for (let s = 0; s < S; s++) {
+      if (counts[s] === 0) continue;
+      const link = links[s] as ShardLink;
+      const bytes = pushRequestLength(table, this.#writer, counts[s] as number, dim);
+      // One push is one message per shard (splitting it would change the optimizer's steps).
+      if (bytes > MAX_MESSAGE_BYTES) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_BATCH_TOO_LARGE',
+          `shard ${link.label}'s part of the push is ${bytes} bytes > ${MAX_MESSAGE_BYTES}`,
+          { shard: link.label },
+        );
+      }
+      if (!link.canQueue(bytes)) {
+        throw new PsClientError(
+          'ERR_PS_CLIENT_OVERLOADED',
+          `too many pushes queued for shard ${link.label}`,
+          {
+            retryable: true,
+            shard: link.label,
+          },
+        );
+      }
+    }
+    // Seqs are taken and queued in this tick, so concurrent pushes keep their order per shard.
+    const calls: Promise<PushReply>[] = [];
+    for (let s = 0; s < S; s++) {
+      if (counts[s] === 0) continue;
+      const link = links[s] as ShardLink;
+      const seq = link.nextSeq();
+      const payload = encodePushRequest({
+        table,
+        writer: this.#writer,
+        seq,
+        dim,
+        keys: pk[s] as BigUint64Array,
+        grads: pg[s] as Float32Array,
+      });
+      calls.push(
+        link.push(seq, PsMethod.push, payload, deadlineMs).then((b) => decodePushReply(b)),
+      );
+    }
+    return summarize(await Promise.all(calls));
+  }
+
+  #denseOf(name: unknown): { length: number; rejectNonFinite: boolean } {
+    if (typeof name !== 'string')
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'name must be a string');
+    const d = this.#dense.get(name);
+    if (d === undefined)
+      throw new PsClientError('ERR_PS_CLIENT_UNKNOWN_TABLE', `no dense tensor ${name}`);
+    return d;
+  }
+
+  /** The values of dense tensor `name`. */
+  async pullDense(name: string, options?: CallDeadline): Promise<Float32Array> {
+    this.#open();
+    const d = this.#denseOf(name);
+    const deadlineMs = this.#deadline(options);
+    const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
+    this.#counts.denseCalls++;
+    const v = decodePullDenseReply(
+      await link.call(PsMethod.pullDense, encodePullDenseRequest({ name }), deadlineMs),
+    );
+    if (v.length !== d.length) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_SHARD_MISMATCH',
+        `dense ${name}: ${v.length} values, expected ${d.length}`,
+      );
+    }
+    return v;
+  }
+
+  /** Applies `grad` to dense tensor `name`, exactly once. */
+  async pushDense(name: string, grad: Float32Array, options?: CallDeadline): Promise<PushSummary> {
+    this.#open();
+    const d = this.#denseOf(name);
+    if (!(grad instanceof Float32Array) || grad.length !== d.length) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_LENGTH_MISMATCH',
+        `grad must be a Float32Array of ${d.length}`,
+      );
+    }
+    if (d.rejectNonFinite) {
+      const i = firstNonFinite(grad);
+      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grad[${i}] is not finite`);
+    }
+    const deadlineMs = this.#deadline(options);
+    const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
+    const seq = link.nextSeq();
+    const payload = encodePushDenseRequest({ name, writer: this.#writer, seq, grads: grad });
+    if (!link.canQueue(payload.length)) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_OVERLOADED',
+        `too many pushes queued for shard ${link.label}`,
+        {
+          retryable: true,
+          shard: link.label,
+        },
+      );
+    }
+    this.#counts.denseCalls++;
+    const r = decodePushReply(
+      await link.push(seq, PsMethod.pushDense, payload, deadlineMs),
+      PsMessageKind.PushDenseReply,
+    );
+    return summarize([r]);
+  }
+
+  stats(): PsClientStats {
+    return {
+      shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
+      ...this.#counts,
+    };
+  }
+
+  /** Closes every shard's session; pending calls fail ERR_PS_CLIENT_CLOSED. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#shardMap?.close();
+    await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** What must be equal on every shard: the tables and dense tensors, sorted by name. */
+function signatureOf(i: TableInfo): string {
+  return JSON.stringify([
+    [...i.tables].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    [...i.dense].sort((a, b) => (a.name < b.name ? -1 : 1)),
+  ]);
+}
+
+function summarize(replies: PushReply[]): PushSummary {
+  const s: PushSummary = { rows: 0, dropped: 0, duplicates: 0 };
+  for (const r of replies) {
+    s.rows += r.rows;
+    s.dropped += r.dropped;
+    if (r.duplicate) s.duplicates++;
+  }
+  return s;
+}

@@ -1,0 +1,427 @@
+import type { SharedSecret, Transport } from '@rdmajs/mux';
+import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
+import { PsClientError } from './errors.js';
+
+export interface ShardAddress {
+  host?: string;
+  port: number;
+}
+
+export interface ShardLinkOptions {
+  transport: Transport;
+  secret: SharedSecret;
+  address: ShardAddress;
+  /** Label for errors and stats until the shard reports its id. */
+  label: string;
+  connectTimeoutMs: number;
+  /** Budget for re-opening a session after the old one failed (e.g. the server restarted). */
+  reconnectBudgetMs: number;
+  /** Pushes sent and unanswered at once (order is kept; the rest wait their turn). */
+  maxInFlightPushes: number;
+  /** Pushes queued (sent or waiting) beyond which `push` refuses with ERR_PS_CLIENT_OVERLOADED. */
+  maxQueuedPushes: number;
+  /** Payload bytes queued beyond which `push` refuses the same way (kept until acknowledged, for resends). */
+  maxQueuedPushBytes: number;
+  heartbeatIntervalMs: number;
+  heartbeatMisses: number;
+  backoff?: () => BackoffPolicy;
+  /** The first push seq (a shard seen before keeps its writer's seqs increasing). Default 1. */
+  firstSeq?: number;
+}
+
+export type ShardLinkState = 'connected' | 'relinking' | 'failed' | 'closed';
+
+export interface ShardLinkStats {
+  shard: string;
+  state: ShardLinkState;
+  queuedPushes: number;
+  relinks: number;
+  resent: number;
+  rpcReconnects: number;
+}
+
+interface QueuedPush {
+  readonly seq: number;
+  readonly method: string;
+  readonly payload: Uint8Array;
+  readonly deadlineAt: number;
+  /** The link generation it was last sent on (0: not sent on the current one). */
+  sentGen: number;
+  resolve(reply: Uint8Array): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const codeOf = (err: unknown): string | undefined => {
+  const c = (err as { code?: unknown } | null)?.code;
+  return typeof c === 'string' ? c : undefined;
+};
+const remoteCodeOf = (err: unknown): string | undefined => {
+  const c = (err as { remoteCode?: unknown } | null)?.remoteCode;
+  return typeof c === 'string' ? c : undefined;
+};
+
+/**
+ * Errors after which the session, not the request, is at fault: open a new session and
+ * send again. A push keeps its (writer, seq), so the store answers a resend of one it
+ * already applied as a duplicate, never applying it twice.
+ */
+function isLinkFailure(err: unknown): boolean {
+  const code = codeOf(err);
+  if (code === 'ERR_RPC_SESSION_FAILED' || code === 'ERR_RPC_CLOSED') return true;
+  const remote = remoteCodeOf(err);
+  return remote === 'ERR_PS_REQUEST_DRAINING';
+}
+
+/**
+ * One shard: an RpcClient session, replaced when it fails for good (the server restarted
+ * and forgot it, or stayed away past the RPC layer's backoff), and this shard's ordered
+ * push stream. Pushes get consecutive seqs when queued and are sent — and, after a new
+ * session, sent again — strictly in seq order, so the store (whose de-dup treats a seq at or
+ * below the last applied one as a duplicate) applies each exactly once and in order.
+ *
+ * ```
+ * connected ──session failed──► relinking ──new session──► connected (queued pushes resent in order)
+ *     │                             └──budget spent──► failed (queued pushes: ERR_PS_CLIENT_UNAVAILABLE)
+ *     │                                                  └──next call──► relinking (a new budget)
+ *     └──close()──► closed
+ * ```
+ */
+export class ShardLink {
+  readonly #o: ShardLinkOptions;
+  #client: RpcClient | undefined;
+  #state: ShardLinkState = 'relinking';
+  #gen = 0;
+  #nextSeq = 1;
+  readonly #queue = new Map<number, QueuedPush>();
+  #inFlight = 0;
+  #queuedBytes = 0;
+  #relinking: Promise<void> | undefined;
+  #waiters: { resolve(): void; reject(e: Error): void }[] = [];
+  #idle: (() => void)[] = [];
+  #label: string;
+  readonly #counts = { relinks: 0, resent: 0, rpcReconnects: 0 };
+
+  private constructor(o: ShardLinkOptions) {
+    this.#o = o;
+    this.#label = o.label;
+    this.#nextSeq = o.firstSeq ?? 1;
+  }
+
+  static async open(o: ShardLinkOptions): Promise<ShardLink> {
+    const link = new ShardLink(o);
+    link.#client = await link.#connect();
+    link.#gen = 1;
+    link.#state = 'connected';
+    return link;
+  }
+
+  get label(): string {
+    return this.#label;
+  }
+
+  set label(v: string) {
+    this.#label = v;
+  }
+
+  get state(): ShardLinkState {
+    return this.#state;
+  }
+
+  stats(): ShardLinkStats {
+    return {
+      shard: this.#label,
+      state: this.#state,
+      queuedPushes: this.#queue.size,
+      relinks: this.#counts.relinks,
+      resent: this.#counts.resent,
+      rpcReconnects: this.#counts.rpcReconnects + (this.#client?.stats().reconnects ?? 0),
+    };
+  }
+
+  #connect(): Promise<RpcClient> {
+    const a = this.#o.address;
+    return RpcClient.connect({
+      transport: this.#o.transport,
+      ...(a.host === undefined ? {} : { host: a.host }),
+      port: a.port,
+      secret: this.#o.secret,
+      connectTimeoutMs: this.#o.connectTimeoutMs,
+      heartbeatIntervalMs: this.#o.heartbeatIntervalMs,
+      heartbeatMisses: this.#o.heartbeatMisses,
+      maxInFlightSequences: Math.max(this.#o.maxInFlightPushes, 1),
+      ...(this.#o.backoff === undefined ? {} : { backoff: this.#o.backoff() }),
+    });
+  }
+
+  #closedError(): PsClientError {
+    return new PsClientError('ERR_PS_CLIENT_CLOSED', 'client closed', { shard: this.#label });
+  }
+
+  #unavailable(cause?: unknown): PsClientError {
+    return new PsClientError('ERR_PS_CLIENT_UNAVAILABLE', `shard ${this.#label} is unavailable`, {
+      cause,
+      shard: this.#label,
+      retryable: true,
+    });
+  }
+
+  #deadline(method: string, push: boolean): PsClientError {
+    return new PsClientError(
+      'ERR_PS_CLIENT_DEADLINE',
+      `${method} to shard ${this.#label} passed its deadline${push ? ' (it may have been applied)' : ''}`,
+      { shard: this.#label },
+    );
+  }
+
+  /** The server's refusal, typed. */
+  #remote(err: unknown): Error {
+    const remote = remoteCodeOf(err);
+    if (remote !== undefined) {
+      return new PsClientError('ERR_PS_CLIENT_REMOTE', (err as Error).message, {
+        cause: err,
+        remoteCode: remote,
+        shard: this.#label,
+      });
+    }
+    if (codeOf(err) === 'ERR_RPC_DEADLINE') return this.#deadline('call', false);
+    return err instanceof Error ? err : new Error(String(err));
+  }
+
+  /** Waits until the link is connected (or the deadline passes, or it fails / closes). */
+  #ready(deadlineAt: number): Promise<RpcClient> {
+    if (this.#state === 'connected' && this.#client !== undefined)
+      return Promise.resolve(this.#client);
+    if (this.#state === 'closed') return Promise.reject(this.#closedError());
+    if (this.#state === 'failed') this.#revive();
+    return new Promise<RpcClient>((resolve, reject) => {
+      const timer = setTimeout(
+        () => {
+          this.#waiters = this.#waiters.filter((w) => w !== waiter);
+          reject(this.#deadline('call', false));
+        },
+        Math.max(0, deadlineAt - performance.now()),
+      );
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve(this.#client as RpcClient);
+        },
+        reject: (e: Error) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  /** An idempotent call, sent again on a new session if the old one fails. */
+  async call(method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+    const deadlineAt = performance.now() + deadlineMs;
+    for (;;) {
+      const client = await this.#ready(deadlineAt);
+      const gen = this.#gen;
+      const left = Math.ceil(deadlineAt - performance.now());
+      if (left <= 0) throw this.#deadline(method, false);
+      try {
+        return await client.call(method, payload, { idempotent: true, deadlineMs: left });
+      } catch (err) {
+        if (this.#state === 'closed') throw this.#closedError();
+        if (!isLinkFailure(err)) throw this.#remote(err);
+        this.#relink(gen);
+      }
+    }
+  }
+
+  /** Whether a push of `bytes` would be queued now (checked for every shard before any is queued). */
+  canQueue(bytes: number): boolean {
+    return (
+      this.#queue.size < this.#o.maxQueuedPushes &&
+      (this.#queue.size === 0 || this.#queuedBytes + bytes <= this.#o.maxQueuedPushBytes)
+    );
+  }
+
+  /** Allocates the next seq of this shard's push stream (call `push` with it in the same tick). */
+  nextSeq(): number {
+    return this.#nextSeq;
+  }
+
+  /**
+   * Queues a non-idempotent call under `seq` (= `nextSeq()`, its payload encoded with it).
+   * Resolves with the reply once the server acknowledged it (durable under its log policy).
+   */
+  push(seq: number, method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+    if (this.#state === 'closed') return Promise.reject(this.#closedError());
+    if (this.#state === 'failed') this.#revive();
+    if (seq !== this.#nextSeq) {
+      return Promise.reject(
+        new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `push seq ${seq} out of order`),
+      );
+    }
+    if (
+      this.#queue.size >= this.#o.maxQueuedPushes ||
+      (this.#queue.size > 0 && this.#queuedBytes + payload.length > this.#o.maxQueuedPushBytes)
+    ) {
+      return Promise.reject(
+        new PsClientError(
+          'ERR_PS_CLIENT_OVERLOADED',
+          `${this.#queue.size} pushes (${this.#queuedBytes} bytes) queued for shard ${this.#label}`,
+          { retryable: true, shard: this.#label },
+        ),
+      );
+    }
+    this.#nextSeq++;
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const entry: QueuedPush = {
+        seq,
+        method,
+        payload,
+        deadlineAt: performance.now() + deadlineMs,
+        sentGen: 0,
+        timer: undefined,
+        resolve: (r) => {
+          this.#settle(entry);
+          resolve(r);
+        },
+        reject: (e) => {
+          this.#settle(entry);
+          reject(e);
+        },
+      };
+      entry.timer = setTimeout(() => entry.reject(this.#deadline(method, true)), deadlineMs);
+      this.#queue.set(seq, entry);
+      this.#queuedBytes += payload.length;
+      this.#pump();
+    });
+  }
+
+  /** Resolves once no push is queued (a shard leaving the map is closed only then). */
+  whenIdle(): Promise<void> {
+    if (this.#queue.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #settle(entry: QueuedPush): void {
+    clearTimeout(entry.timer);
+    if (!this.#queue.delete(entry.seq)) return;
+    this.#queuedBytes -= entry.payload.length;
+    if (this.#queue.size === 0) for (const f of this.#idle.splice(0)) f();
+    if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
+    this.#pump();
+  }
+
+  /** Sends queued pushes in seq order while the window has room. */
+  #pump(): void {
+    if (this.#state !== 'connected' || this.#client === undefined) return;
+    const client = this.#client;
+    const gen = this.#gen;
+    for (const entry of this.#queue.values()) {
+      if (this.#inFlight >= this.#o.maxInFlightPushes) return;
+      if (entry.sentGen === gen) continue;
+      const left = Math.ceil(entry.deadlineAt - performance.now());
+      if (left <= 0) continue; // its timer fires now
+      if (entry.sentGen !== 0) this.#counts.resent++;
+      entry.sentGen = gen;
+      this.#inFlight++;
+      let call: Promise<Uint8Array>;
+      try {
+        call = client.call(entry.method, entry.payload, { deadlineMs: left });
+      } catch (err) {
+        entry.reject(this.#remote(err));
+        continue;
+      }
+      call.then(
+        (reply) => entry.resolve(reply),
+        (err: unknown) => {
+          if (entry.sentGen !== gen || !this.#queue.has(entry.seq)) return; // superseded or settled
+          if (this.#state === 'closed') entry.reject(this.#closedError());
+          else if (isLinkFailure(err)) this.#relink(gen);
+          else if (codeOf(err) === 'ERR_RPC_DEADLINE')
+            entry.reject(this.#deadline(entry.method, true));
+          else entry.reject(this.#remote(err));
+        },
+      );
+    }
+  }
+
+  /** A failed link is tried again when it is used again (a new reconnect budget). */
+  #revive(): void {
+    if (this.#state !== 'failed' || this.#relinking !== undefined) return;
+    this.#state = 'relinking';
+    this.#counts.relinks++;
+    this.#relinking = this.#reopen().finally(() => {
+      this.#relinking = undefined;
+    });
+  }
+
+  /** Replaces a failed session (once per generation) and resends the queue in seq order. */
+  #relink(gen: number): void {
+    if (gen !== this.#gen || this.#relinking !== undefined || this.#state !== 'connected') return;
+    this.#state = 'relinking';
+    this.#counts.relinks++;
+    const old = this.#client;
+    this.#client = undefined;
+    this.#counts.rpcReconnects += old?.stats().reconnects ?? 0;
+    // Its pending calls are superseded: their errors are ignored by generation.
+    void old?.close().catch(() => {});
+    this.#relinking = this.#reopen().finally(() => {
+      this.#relinking = undefined;
+    });
+  }
+
+  async #reopen(): Promise<void> {
+    const until = performance.now() + this.#o.reconnectBudgetMs;
+    const backoff = new ExponentialBackoff({
+      baseMs: 50,
+      capMs: 1000,
+      deadlineMs: this.#o.reconnectBudgetMs,
+    });
+    let attempt = 0;
+    let lastErr: unknown;
+    while (this.#state === 'relinking' && performance.now() < until) {
+      try {
+        const client = await this.#connect();
+        if (this.#state !== 'relinking') {
+          await client.close();
+          return;
+        }
+        this.#client = client;
+        this.#gen++;
+        this.#inFlight = 0;
+        this.#state = 'connected';
+        const waiters = this.#waiters;
+        this.#waiters = [];
+        for (const w of waiters) w.resolve();
+        this.#pump();
+        return;
+      } catch (err) {
+        lastErr = err;
+        if (codeOf(err) === 'ERR_MUX_AUTH') break; // a wrong secret stays wrong
+        const delay = backoff.nextDelay(
+          ++attempt,
+          this.#o.reconnectBudgetMs - (until - performance.now()),
+        );
+        if (delay === null) break;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+    if (this.#state !== 'relinking') return;
+    this.#state = 'failed';
+    const err = this.#unavailable(lastErr);
+    for (const w of this.#waiters.splice(0)) w.reject(err);
+    for (const e of [...this.#queue.values()]) e.reject(err);
+  }
+
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    const err = this.#closedError();
+    for (const w of this.#waiters.splice(0)) w.reject(err);
+    for (const e of [...this.#queue.values()]) e.reject(err);
+    for (const f of this.#idle.splice(0)) f();
+    const c = this.#client;
+    this.#client = undefined;
+    await c?.close().catch(() => {});
+  }
+}

@@ -1,0 +1,106 @@
+import { PsClientError } from './errors.js';
+
+const C1 = 0xcc9e2d51;
+const C2 = 0x1b873593;
+
+function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function mixBlock(h: number, k: number): number {
+  k = Math.imul(k, C1);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, C2);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** MurmurHash3 (x86, 32-bit) of the 8 bytes lo ‖ hi under `seed`: a key's score for one shard. */
+export function rendezvousScore(lo: number, hi: number, seed: number): number {
+  let h = mixBlock(seed | 0, lo);
+  h = mixBlock(h, hi);
+  return fmix32(h ^ 8);
+}
+
+/** A shard's seed: FNV-1a of its id, finalised. */
+export function shardSeed(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return fmix32(h);
+}
+
+/**
+ * Rendezvous (highest-random-weight) hashing over shard ids: a key goes to the shard whose
+ * score for it is highest. Adding a shard moves only the keys the new shard wins (≈ 1/N of
+ * them) and removing one moves only its own keys; no virtual nodes or ring to keep. O(shards)
+ * per key, fine for tens of shards.
+ */
+export class ShardRouter {
+  readonly ids: readonly string[];
+  readonly #seeds: Int32Array;
+
+  constructor(ids: readonly string[]) {
+    if (!Array.isArray(ids) || ids.length === 0) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'a router needs at least one shard');
+    }
+    if (new Set(ids).size !== ids.length) {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'shard ids must be distinct');
+    }
+    this.ids = [...ids];
+    this.#seeds = Int32Array.from(ids, shardSeed);
+  }
+
+  /** The shard index of the key with halves (lo, hi). */
+  shardOfHalves(lo: number, hi: number): number {
+    const seeds = this.#seeds;
+    let best = 0;
+    let bestScore = -1;
+    for (let s = 0; s < seeds.length; s++) {
+      const sc = rendezvousScore(lo, hi, seeds[s] as number);
+      if (sc > bestScore) {
+        bestScore = sc;
+        best = s;
+      }
+    }
+    return best;
+  }
+
+  shardOf(key: bigint): number {
+    return this.shardOfHalves(Number(key & 0xffff_ffffn) | 0, Number(key >> 32n) | 0);
+  }
+
+  /** Shard index of every key, into `out` (no bigint arithmetic per key). */
+  route(keys: BigUint64Array, out: Uint32Array = new Uint32Array(keys.length)): Uint32Array {
+    const halves = halvesOf(keys);
+    for (let i = 0; i < keys.length; i++) {
+      out[i] = this.shardOfHalves(halves[2 * i] as number, halves[2 * i + 1] as number);
+    }
+    return out;
+  }
+
+  /** The shard of a named dense tensor. */
+  shardOfName(name: string): number {
+    const h = shardSeed(name);
+    return this.shardOfHalves(h, fmix32(h ^ 0x5bd1e995));
+  }
+}
+
+const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** (lo, hi) u32 halves of each key as an Int32Array-compatible view (copy on big-endian hosts). */
+function halvesOf(keys: BigUint64Array): Int32Array {
+  if (LE) return new Int32Array(keys.buffer, keys.byteOffset, keys.length * 2);
+  const out = new Int32Array(keys.length * 2);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as bigint;
+    out[2 * i] = Number(k & 0xffff_ffffn) | 0;
+    out[2 * i + 1] = Number(k >> 32n) | 0;
+  }
+  return out;
+}

@@ -1,0 +1,15 @@
+export { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
+export { PsClientError, type PsClientErrorCode } from './errors.js';
+export {
+  type CallDeadline,
+  type MissingRows,
+  type PartialPull,
+  PsClient,
+  type PsClientOptions,
+  type PsClientStats,
+  type PullOptions,
+  type PushSummary,
+  type ShardSpec,
+} from './PsClient.js';
+export type { ShardAddress, ShardLinkState, ShardLinkStats } from './ShardLink.js';
+export { rendezvousScore, ShardRouter, shardSeed } from './ShardRouter.js';

@@ -1,0 +1,468 @@
+import { randomBytes } from 'node:crypto';
+import type { Connection, Listener, SharedSecret, Transport } from '@rdmajs/mux';
+import { MAX_BATCH_KEYS, ParameterStore, type PushLogOptions } from '@rdmajs/ps-server';
+import {
+  MAX_MESSAGE_BYTES,
+  PsMethod,
+  type PsWireLimits,
+  psWireLimits,
+  pullDenseReplyLength,
+  resolveInit,
+} from '@rdmajs/ps-wire';
+import { MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
+import { PsServiceError } from './errors.js';
+import { type Logger, silentLogger } from './Logger.js';
+import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
+import type { ServiceTables } from './ServiceConfig.js';
+import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
+import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
+
+export interface PsServiceOptions {
+  transport: Transport;
+  /** Default '127.0.0.1'. */
+  host?: string;
+  /** Default 0 (any free port: see `port`). */
+  port?: number;
+  secret: SharedSecret;
+  /** This shard's id (in table info and logs): 1–64 of [A-Za-z0-9_-]. */
+  shardId: string;
+  tables: ServiceTables;
+  /** Data directory (snapshots + push log); without it the store is in memory only. */
+  dir?: string;
+  /** Snapshot every this many ms (needs `dir`). Default none. */
+  snapshotIntervalMs?: number;
+  /** Largest batch one request may carry. Default 65 536 (at most the store's 2^20). */
+  maxBatchKeys?: number;
+  /** Bounds the decoder enforces. Default `psWireLimits()`. */
+  wireLimits?: Partial<PsWireLimits>;
+  /** Longest wait for in-flight requests on close, ms. Default 10 000. */
+  drainTimeoutMs?: number;
+  logger?: Logger;
+  /** Serve Prometheus metrics on `http://host:port/metrics` (host default '127.0.0.1'). */
+  metrics?: { host?: string; port: number };
+  /** Register in an etcd shard map (under a lease) once listening. */
+  etcd?: EtcdRegistrationOptions;
+}
+
+export type PsServiceState = 'serving' | 'draining' | 'closed';
+
+export interface PsServiceStats extends HandlerCounters {
+  state: PsServiceState;
+  connections: number;
+  inFlight: number;
+  snapshots: number;
+  lsn: number;
+}
+
+/**
+ * One parameter-server shard on the network: a ParameterStore served over an RpcServer on
+ * any mux Transport. `ps.pull`, `ps.pullDense` and `ps.tableInfo` are idempotent (replayed
+ * after a lost connection); `ps.push` and `ps.pushDense` are not: the RPC layer runs each
+ * (session, sequence) at most once while the server lives, and the store's (writer, seq)
+ * de-duplication — in its push log — keeps that across restarts. Sessions themselves do not
+ * survive a restart (a fresh key per process): clients open new ones and resend.
+ *
+ * ```
+ * serving ──close()──► draining (listener closed, in-flight requests finish, snapshot) ──► closed
+ * ```
+ */
+export class PsService {
+  readonly #o: PsServiceOptions;
+  readonly #store: ParameterStore;
+  readonly #handlers: RequestHandlers;
+  readonly #rpc: RpcServer;
+  readonly #listener: Listener;
+  readonly #connections = new Set<Connection>();
+  readonly #inFlight: Set<Promise<unknown>>;
+  readonly #metrics: ServiceMetrics;
+  /** The metrics HTTP port, when metrics are served. */
+  readonly metricsPort: number | undefined;
+  readonly #log: Logger;
+  #state: PsServiceState = 'serving';
+  #timer: NodeJS.Timeout | undefined;
+  #snapshotting: Promise<unknown> | undefined;
+  #snapshots = 0;
+  #snapshotLsn = -1;
+  #closing: Promise<void> | undefined;
+  #registration: ShardRegistration | undefined;
+
+  private constructor(
+    o: PsServiceOptions,
+    store: ParameterStore,
+    handlers: RequestHandlers,
+    rpc: RpcServer,
+    listener: Listener,
+    inFlight: Set<Promise<unknown>>,
+    metrics: ServiceMetrics,
+    metricsPort: number | undefined,
+  ) {
+    this.#inFlight = inFlight;
+    this.#metrics = metrics;
+    this.metricsPort = metricsPort;
+    this.#o = o;
+    this.#store = store;
+    this.#handlers = handlers;
+    this.#rpc = rpc;
+    this.#listener = listener;
+    this.#log = o.logger ?? silentLogger;
+  }
+
+  /** Opens (and restores) the store, then listens. */
+  static async start(options: PsServiceOptions): Promise<PsService> {
+    const o = options;
+    const log = o.logger ?? silentLogger;
+    if (typeof o.shardId !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(o.shardId)) {
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        'shardId must be 1–64 characters of [A-Za-z0-9_-]',
+      );
+    }
+    const maxBatchKeys = o.maxBatchKeys ?? 65_536;
+    if (!Number.isInteger(maxBatchKeys) || maxBatchKeys < 1 || maxBatchKeys > MAX_BATCH_KEYS) {
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `maxBatchKeys must be an integer in [1, ${MAX_BATCH_KEYS}]`,
+      );
+    }
+    if (
+      o.snapshotIntervalMs !== undefined &&
+      (o.dir === undefined || !(o.snapshotIntervalMs >= 1))
+    ) {
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        'snapshotIntervalMs needs a dir and must be ≥ 1',
+      );
+    }
+    // The wire bound guards allocation; the batch bound below gives the caller its own code.
+    const limits = psWireLimits(o.wireLimits);
+    for (const d of o.tables.dense) {
+      const n = d.shape.reduce((a, b) => a * b, 1);
+      // A dense pull or push is one message: the tensor must fit in one, names and all.
+      if (pullDenseReplyLength(n) + 512 > MAX_MESSAGE_BYTES) {
+        throw new PsServiceError(
+          'ERR_PS_SERVICE_CONFIG',
+          `dense ${d.name}: ${n} elements do not fit in one ${MAX_MESSAGE_BYTES}-byte message`,
+        );
+      }
+    }
+    const storeOptions = { tables: o.tables.tables, dense: o.tables.dense };
+    const store =
+      o.dir === undefined
+        ? new ParameterStore(storeOptions)
+        : await ParameterStore.open({
+            ...storeOptions,
+            dir: o.dir,
+            ...(o.tables.log === undefined ? {} : { log: o.tables.log as PushLogOptions }),
+          });
+    if (o.dir !== undefined) {
+      const r = store.restoreReport;
+      log.log('info', 'store restored', {
+        shard: o.shardId,
+        dir: o.dir,
+        snapshot: r?.snapshot ?? null,
+        replayed: r?.replayed ?? 0,
+        skipped: r?.skipped.length ?? 0,
+        tornTail: r?.tornTail ?? null,
+        lsn: store.lsn,
+      });
+    }
+    const catalog: ShardCatalog = {
+      shardId: o.shardId,
+      maxBatchKeys,
+      maxReplyBytes: MAX_MESSAGE_BYTES,
+      tables: new Map(
+        o.tables.tables.map((t) => [
+          t.name,
+          {
+            dim: t.dim,
+            nonFinite: o.tables.nonFinite.get(t.name) ?? 'reject',
+            init: resolveInit(t.init),
+          },
+        ]),
+      ),
+      dense: new Map(
+        o.tables.dense.map((d) => [
+          d.name,
+          {
+            length: d.shape.reduce((a, b) => a * b, 1),
+            nonFinite: o.tables.nonFinite.get(d.name) ?? 'reject',
+          },
+        ]),
+      ),
+    };
+    const handlers = new RequestHandlers(store, catalog, limits);
+    let service: PsService | undefined;
+    const inFlight = new Set<Promise<unknown>>();
+    const track = <T>(p: T | Promise<T>): T | Promise<T> => {
+      if (!(p instanceof Promise)) return p;
+      inFlight.add(p);
+      const done = (): void => {
+        inFlight.delete(p);
+      };
+      p.then(done, done);
+      return p;
+    };
+    const registry = new MethodRegistry();
+    // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
+    const rpc = new RpcServer(registry, { key: randomBytes(32) });
+    const metrics = new ServiceMetrics(
+      { shard: o.shardId },
+      {
+        connections: () => service?.stats().connections ?? 0,
+        inFlight: () => inFlight.size,
+        sessionsResumed: () => rpc.stats().resumed,
+      },
+    );
+    const outcomeOf = (err: unknown): RequestOutcome => {
+      const code = (err as { code?: unknown } | null)?.code;
+      return typeof code === 'string' && /^ERR_PS_(REQUEST|WIRE)_/.test(code) ? 'refused' : 'error';
+    };
+    type Handler = (p: Uint8Array) => Uint8Array | Promise<Uint8Array>;
+    const serve =
+      (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler =>
+      (payload) => {
+        if (service !== undefined && service.#state !== 'serving') {
+          metrics.requests.inc({ method, outcome: 'refused' });
+          throw new PsServiceError('ERR_PS_REQUEST_DRAINING', 'shard is shutting down', {
+            retryable: true,
+          });
+        }
+        const t0 = performance.now();
+        const size = payload.length;
+        const keys = keysOf(payload); // read now: the payload view ends with the call
+        const ok = (reply: Uint8Array): Uint8Array => {
+          metrics.latency.observe({ method }, (performance.now() - t0) / 1000);
+          metrics.requests.inc({ method, outcome: 'ok' });
+          metrics.bytes.inc({ method, direction: 'in' }, size);
+          metrics.bytes.inc({ method, direction: 'out' }, reply.length);
+          if (keys > 0) metrics.keys.inc({ method }, keys);
+          if (method === PsMethod.push || method === PsMethod.pushDense) {
+            if (((reply[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
+          }
+          return reply;
+        };
+        const fail = (err: unknown): never => {
+          metrics.requests.inc({ method, outcome: outcomeOf(err) });
+          throw err;
+        };
+        let r: Uint8Array | Promise<Uint8Array>;
+        try {
+          r = fn(payload);
+        } catch (err) {
+          return fail(err);
+        }
+        return r instanceof Promise ? r.then(ok, fail) : ok(r);
+      };
+    // Key counts straight from the fixed part (offset 8, u32) of pull and push requests.
+    const countAt8 = (req: Uint8Array): number =>
+      req.length >= 12
+        ? new DataView(req.buffer, req.byteOffset, req.length).getUint32(8, true)
+        : 0;
+    const none = (): number => 0;
+    registry.register(PsMethod.pull, serve(PsMethod.pull, handlers.pull, countAt8), {
+      idempotent: true,
+    });
+    registry.register(PsMethod.pullDense, serve(PsMethod.pullDense, handlers.pullDense, none), {
+      idempotent: true,
+    });
+    registry.register(PsMethod.tableInfo, serve(PsMethod.tableInfo, handlers.tableInfo, none), {
+      idempotent: true,
+    });
+    registry.register(
+      PsMethod.push,
+      serve(PsMethod.push, (p) => track(handlers.push(p)), countAt8),
+    );
+    registry.register(
+      PsMethod.pushDense,
+      serve(PsMethod.pushDense, (p) => track(handlers.pushDense(p)), none),
+    );
+    let listener: Listener | undefined;
+    let metricsPort: number | undefined;
+    try {
+      listener = await o.transport.listen({
+        ...(o.host === undefined ? {} : { host: o.host }),
+        port: o.port ?? 0,
+        secret: o.secret,
+      });
+      if (o.metrics !== undefined)
+        metricsPort = await metrics.serve(o.metrics.host ?? '127.0.0.1', o.metrics.port);
+    } catch (err) {
+      await listener?.close().catch(() => {});
+      await metrics.close();
+      await store.close();
+      throw err;
+    }
+    service = new PsService(o, store, handlers, rpc, listener, inFlight, metrics, metricsPort);
+    service.#accept();
+    if (o.etcd !== undefined) {
+      try {
+        service.#registration = await ShardRegistration.register(
+          o.etcd,
+          { id: o.shardId, host: listener.host, port: listener.port },
+          log,
+        );
+      } catch (err) {
+        await service.close();
+        throw err;
+      }
+    }
+    log.log('info', 'serving', {
+      shard: o.shardId,
+      transport: o.transport.name,
+      host: listener.host,
+      port: listener.port,
+      tables: o.tables.tables.map((t) => ({
+        name: t.name,
+        dim: t.dim,
+        optimizer: t.optimizer.kind,
+      })),
+      dense: o.tables.dense.map((d) => ({
+        name: d.name,
+        shape: d.shape,
+        optimizer: d.optimizer.kind,
+      })),
+      dir: o.dir ?? null,
+      metricsPort: metricsPort ?? null,
+    });
+    if (o.snapshotIntervalMs !== undefined) {
+      service.#timer = setInterval(
+        () => void service?.snapshot().catch(() => {}),
+        o.snapshotIntervalMs,
+      );
+      service.#timer.unref();
+    }
+    return service;
+  }
+
+  #accept(): void {
+    this.#listener.on('connection', (c) => {
+      if (this.#state !== 'serving') {
+        c.destroy();
+        return;
+      }
+      this.#connections.add(c);
+      c.once('close', () => this.#connections.delete(c));
+      this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
+      this.#rpc.serve(c);
+    });
+    this.#listener.on('reject', (err, peer) => {
+      this.#log.log('warn', 'handshake refused', { shard: this.#o.shardId, peer, error: err });
+    });
+    this.#listener.on('error', (err) => {
+      this.#log.log('error', 'listener error', { shard: this.#o.shardId, error: err });
+    });
+  }
+
+  get host(): string {
+    return this.#listener.host;
+  }
+
+  get port(): number {
+    return this.#listener.port;
+  }
+
+  get state(): PsServiceState {
+    return this.#state;
+  }
+
+  /** The Prometheus registry (also served over HTTP with the `metrics` option). */
+  get metrics(): ServiceMetrics {
+    return this.#metrics;
+  }
+
+  /** The store (for tests and in-process tools). */
+  get store(): ParameterStore {
+    return this.#store;
+  }
+
+  stats(): PsServiceStats {
+    return {
+      ...this.#handlers.counters,
+      state: this.#state,
+      connections: this.#connections.size,
+      inFlight: this.#inFlight.size,
+      snapshots: this.#snapshots,
+      lsn: this.#store.lsn,
+    };
+  }
+
+  /** A snapshot now (one at a time; a call while one runs shares it). Needs `dir`. */
+  snapshot(): Promise<unknown> {
+    if (this.#o.dir === undefined) return Promise.resolve(undefined);
+    if (this.#snapshotting !== undefined) return this.#snapshotting;
+    // Nothing pushed since the last one: the newest snapshot already holds this state.
+    if (this.#snapshots > 0 && this.#store.lsn === this.#snapshotLsn)
+      return Promise.resolve(undefined);
+    const t0 = performance.now();
+    const p = this.#store
+      .snapshot()
+      .then((info) => {
+        this.#snapshots++;
+        this.#metrics.snapshots.inc({ outcome: 'ok' });
+        this.#snapshotLsn = info.lsn;
+        this.#log.log('info', 'snapshot', {
+          shard: this.#o.shardId,
+          file: info.file,
+          lsn: info.lsn,
+          bytes: info.bytes,
+          pauseMs: info.pauseMs,
+          ms: Math.round(performance.now() - t0),
+        });
+        return info;
+      })
+      .catch((err: unknown) => {
+        this.#metrics.snapshots.inc({ outcome: 'error' });
+        this.#log.log('error', 'snapshot failed', { shard: this.#o.shardId, error: err });
+        throw err;
+      })
+      .finally(() => {
+        this.#snapshotting = undefined;
+      });
+    this.#snapshotting = p;
+    return p;
+  }
+
+  /**
+   * Stops accepting, lets in-flight requests finish (bounded by drainTimeoutMs), takes a
+   * final snapshot (with a dir), closes the store and the connections. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    clearInterval(this.#timer);
+    if (this.#registration !== undefined) {
+      // Out of the shard map first; keep serving a moment so clients route elsewhere and
+      // the pushes already on their way are answered rather than refused.
+      await this.#registration.close();
+      this.#log.log('info', 'left the shard map', { shard: this.#o.shardId });
+      await new Promise((r) => setTimeout(r, this.#o.etcd?.leaveGraceMs ?? 1000));
+    }
+    this.#state = 'draining';
+    this.#log.log('info', 'draining', { shard: this.#o.shardId, inFlight: this.#inFlight.size });
+    await this.#listener.close().catch(() => {});
+    const deadline = this.#o.drainTimeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.#inFlight]),
+      new Promise((r) => {
+        timer = setTimeout(r, deadline);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (this.#o.dir !== undefined) await this.snapshot().catch(() => {});
+    await this.#store.close().catch((err: unknown) => {
+      this.#log.log('error', 'store close failed', { shard: this.#o.shardId, error: err });
+    });
+    await Promise.allSettled([...this.#connections].map((c) => c.close({ timeoutMs: 1000 })));
+    await this.#metrics.close();
+    this.#state = 'closed';
+    this.#log.log('info', 'closed', { shard: this.#o.shardId, lsn: this.#store.lsn });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

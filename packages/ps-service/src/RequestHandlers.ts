@@ -1,0 +1,216 @@
+import type { ParameterStore } from '@rdmajs/ps-server';
+import {
+  allocatePullDenseReply,
+  allocatePullReply,
+  decodePullDenseRequest,
+  decodePullRequest,
+  decodePushDenseRequest,
+  decodePushRequest,
+  decodeTableInfoRequest,
+  encodePushReply,
+  encodeTableInfoReply,
+  PsMessageKind,
+  type PsWireLimits,
+  pullReplyLength,
+  type ResolvedInit,
+  type TableInfo,
+} from '@rdmajs/ps-wire';
+import { PsServiceError } from './errors.js';
+import type { NonFinitePolicy } from './ServiceConfig.js';
+
+/** What the handlers know of the shard's tables. */
+export interface ShardCatalog {
+  shardId: string;
+  maxBatchKeys: number;
+  /** Largest reply (bytes) a request may ask for: a pull beyond it is refused before allocating. */
+  maxReplyBytes: number;
+  tables: Map<string, { dim: number; nonFinite: NonFinitePolicy; init: ResolvedInit }>;
+  dense: Map<string, { length: number; nonFinite: NonFinitePolicy }>;
+}
+
+export interface HandlerCounters {
+  pulls: number;
+  pushes: number;
+  keysPulled: number;
+  keysPushed: number;
+  duplicates: number;
+  refused: number;
+}
+
+const refuse = (code: ConstructorParameters<typeof PsServiceError>[0], msg: string): never => {
+  throw new PsServiceError(code, msg);
+};
+
+function firstNonFinite(f: Float32Array): number {
+  for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i])) return i;
+  return -1;
+}
+
+/**
+ * The request handlers: each validates its whole request against the shard's catalog
+ * before the store sees it (so a refused request applies nothing and only its caller
+ * hears about it), then runs it. Pull replies are gathered straight into the reply bytes.
+ */
+export class RequestHandlers {
+  readonly counters: HandlerCounters = {
+    pulls: 0,
+    pushes: 0,
+    keysPulled: 0,
+    keysPushed: 0,
+    duplicates: 0,
+    refused: 0,
+  };
+  readonly #store: ParameterStore;
+  readonly #catalog: ShardCatalog;
+  readonly #limits: PsWireLimits;
+
+  constructor(store: ParameterStore, catalog: ShardCatalog, limits: PsWireLimits) {
+    this.#store = store;
+    this.#catalog = catalog;
+    this.#limits = limits;
+  }
+
+  #guard<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      this.counters.refused++;
+      throw err;
+    }
+  }
+
+  #table(name: string): { dim: number; nonFinite: NonFinitePolicy } {
+    return (
+      this.#catalog.tables.get(name) ??
+      refuse('ERR_PS_REQUEST_UNKNOWN_TABLE', `no table ${name} on shard ${this.#catalog.shardId}`)
+    );
+  }
+
+  #dense(name: string): { length: number; nonFinite: NonFinitePolicy } {
+    return (
+      this.#catalog.dense.get(name) ??
+      refuse(
+        'ERR_PS_REQUEST_UNKNOWN_TABLE',
+        `no dense tensor ${name} on shard ${this.#catalog.shardId}`,
+      )
+    );
+  }
+
+  #batch(n: number): void {
+    if (n > this.#catalog.maxBatchKeys)
+      refuse('ERR_PS_REQUEST_BATCH_TOO_LARGE', `${n} keys > ${this.#catalog.maxBatchKeys}`);
+  }
+
+  pull = (payload: Uint8Array): Uint8Array =>
+    this.#guard(() => {
+      const req = decodePullRequest(payload, this.#limits);
+      const t = this.#table(req.table);
+      this.#batch(req.keys.length);
+      const size = pullReplyLength(req.keys.length, t.dim);
+      if (size > this.#catalog.maxReplyBytes) {
+        refuse(
+          'ERR_PS_REQUEST_BATCH_TOO_LARGE',
+          `a reply of ${size} bytes > ${this.#catalog.maxReplyBytes}`,
+        );
+      }
+      const { bytes, rows } = allocatePullReply(req.keys.length, t.dim);
+      this.#store.pullInto(req.table, req.keys, rows);
+      this.counters.pulls++;
+      this.counters.keysPulled += req.keys.length;
+      return bytes;
+    });
+
+  push = (payload: Uint8Array): Promise<Uint8Array> => {
+    const run = this.#guard(() => {
+      const req = decodePushRequest(payload, this.#limits);
+      const t = this.#table(req.table);
+      if (req.dim !== t.dim)
+        refuse(
+          'ERR_PS_REQUEST_WRONG_DIM',
+          `table ${req.table} has dim ${t.dim}, push has ${req.dim}`,
+        );
+      this.#batch(req.keys.length);
+      if (t.nonFinite === 'reject') {
+        const i = firstNonFinite(req.grads);
+        if (i >= 0)
+          refuse(
+            'ERR_PS_REQUEST_NON_FINITE',
+            `gradient ${i} of the push to ${req.table} is not finite`,
+          );
+      }
+      // Applied in this tick (arrival order is application order); resolves when durable.
+      return this.#store.push(req.table, req.keys, req.grads, {
+        session: req.writer,
+        seq: req.seq,
+      });
+    });
+    return run.then((r) => {
+      this.counters.pushes++;
+      if (r.duplicate) this.counters.duplicates++;
+      else this.counters.keysPushed += r.rows;
+      return encodePushReply(r, PsMessageKind.PushReply);
+    });
+  };
+
+  pullDense = (payload: Uint8Array): Uint8Array =>
+    this.#guard(() => {
+      const req = decodePullDenseRequest(payload);
+      const d = this.#dense(req.name);
+      const { bytes, values } = allocatePullDenseReply(d.length);
+      this.#store.pullDense(req.name, values);
+      this.counters.pulls++;
+      return bytes;
+    });
+
+  pushDense = (payload: Uint8Array): Promise<Uint8Array> => {
+    const run = this.#guard(() => {
+      const req = decodePushDenseRequest(payload, this.#limits);
+      const d = this.#dense(req.name);
+      if (req.grads.length !== d.length) {
+        refuse(
+          'ERR_PS_REQUEST_LENGTH_MISMATCH',
+          `dense ${req.name} has ${d.length} elements, push has ${req.grads.length}`,
+        );
+      }
+      if (d.nonFinite === 'reject') {
+        const i = firstNonFinite(req.grads);
+        if (i >= 0)
+          refuse(
+            'ERR_PS_REQUEST_NON_FINITE',
+            `gradient ${i} of the push to ${req.name} is not finite`,
+          );
+      }
+      return this.#store.pushDense(req.name, req.grads, { session: req.writer, seq: req.seq });
+    });
+    return run.then((r) => {
+      this.counters.pushes++;
+      if (r.duplicate) this.counters.duplicates++;
+      return encodePushReply(r, PsMessageKind.PushDenseReply);
+    });
+  };
+
+  tableInfo = (payload: Uint8Array): Uint8Array =>
+    this.#guard(() => {
+      decodeTableInfoRequest(payload);
+      return encodeTableInfoReply(this.info());
+    });
+
+  info(): TableInfo {
+    const c = this.#catalog;
+    return {
+      shardId: c.shardId,
+      maxBatchKeys: c.maxBatchKeys,
+      tables: [...c.tables].map(([name, t]) => ({
+        name,
+        dim: t.dim,
+        rejectNonFinite: t.nonFinite === 'reject',
+        init: t.init,
+      })),
+      dense: [...c.dense].map(([name, d]) => ({
+        name,
+        length: d.length,
+        rejectNonFinite: d.nonFinite === 'reject',
+      })),
+    };
+  }
+}

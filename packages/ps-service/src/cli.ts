@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { MIN_SECRET_BYTES, type Transport } from '@rdmajs/mux';
+import { TcpTransport } from '@rdmajs/tcp';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { PsServiceError } from './errors.js';
+import { jsonLogger, type LogLevel } from './Logger.js';
+import { PsService } from './PsService.js';
+import { parseServiceTables } from './ServiceConfig.js';
+
+/** The environment variable that may hold the shared secret (never a command-line flag). */
+export const SECRET_ENV = 'RDMAJS_PS_SECRET';
+
+const int =
+  (what: string, min: number) =>
+  (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min)
+      throw new InvalidArgumentError(`${what} must be an integer ≥ ${min}`);
+    return n;
+  };
+
+function parseListen(v: string): { host: string; port: number } {
+  const m = /^(.*):(\d{1,5})$/.exec(v);
+  const port = Number(m?.[2]);
+  if (m === null || !(port >= 0 && port <= 65_535))
+    throw new InvalidArgumentError('expected host:port');
+  return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
+}
+
+function transportOf(name: string): Transport {
+  // RDMA plugs in here when its transport lands; every layer above takes any mux Transport.
+  if (name === 'tcp') return new TcpTransport();
+  throw new PsServiceError(
+    'ERR_PS_SERVICE_CONFIG',
+    `transport ${name} is not available in this build (tcp is)`,
+  );
+}
+
+function readSecret(file: string | undefined): string {
+  let s: string | undefined;
+  if (file !== undefined) s = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+  else s = process.env[SECRET_ENV];
+  if (s === undefined || s.length === 0) {
+    throw new PsServiceError(
+      'ERR_PS_SERVICE_CONFIG',
+      `no secret: give --secret-file or set ${SECRET_ENV}`,
+    );
+  }
+  if (Buffer.byteLength(s) < MIN_SECRET_BYTES) {
+    throw new PsServiceError(
+      'ERR_PS_SERVICE_CONFIG',
+      `the secret must be at least ${MIN_SECRET_BYTES} bytes`,
+    );
+  }
+  return s;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = new Command('rdmajs-ps-server')
+    .description('Serve a parameter-server shard (sparse tables and dense tensors) over rdmajs RPC')
+    .requiredOption('--tables <file>', 'table definitions (JSON, validated)')
+    .requiredOption('--shard-id <id>', 'this shard (1–64 of [A-Za-z0-9_-])')
+    .option('--listen <host:port>', 'address to listen on', parseListen, {
+      host: '127.0.0.1',
+      port: 0,
+    })
+    .addOption(new Option('--transport <name>', 'transport').choices(['tcp']).default('tcp'))
+    .option('--data-dir <dir>', 'snapshots + push log (restored at start); in memory without it')
+    .option(
+      '--snapshot-interval <ms>',
+      'snapshot period (needs --data-dir)',
+      int('--snapshot-interval', 1),
+    )
+    .option(
+      '--max-batch-keys <n>',
+      'largest batch one request may carry',
+      int('--max-batch-keys', 1),
+    )
+    .option(
+      '--metrics <host:port>',
+      'serve Prometheus metrics at http://host:port/metrics',
+      parseListen,
+    )
+    .option('--secret-file <file>', `file holding the shared secret (else $${SECRET_ENV})`)
+    .addOption(
+      new Option('--log-level <level>', 'log level')
+        .choices(['debug', 'info', 'warn', 'error'])
+        .default('info'),
+    )
+    .addHelpText(
+      'after',
+      `\nThe secret is never taken from the command line: use --secret-file or $${SECRET_ENV}.`,
+    )
+    .exitOverride()
+    .parse(argv);
+  const o = program.opts<{
+    tables: string;
+    shardId: string;
+    listen: { host: string; port: number };
+    transport: string;
+    dataDir?: string;
+    snapshotInterval?: number;
+    maxBatchKeys?: number;
+    secretFile?: string;
+    metrics?: { host: string; port: number };
+    etcd?: string;
+    etcdPrefix: string;
+    advertise?: string;
+    logLevel: LogLevel;
+  }>();
+  const logger = jsonLogger({
+    level: o.logLevel,
+    out: (line) => process.stdout.write(line),
+    base: { shard: o.shardId, pid: process.pid },
+  });
+  let tablesJson: unknown;
+  try {
+    tablesJson = JSON.parse(readFileSync(o.tables, 'utf8'));
+  } catch (err) {
+    throw new PsServiceError(
+      'ERR_PS_SERVICE_CONFIG',
+      `table file ${o.tables}: ${(err as Error).message}`,
+    );
+  }
+  const service = await PsService.start({
+    transport: transportOf(o.transport),
+    host: o.listen.host,
+    port: o.listen.port,
+    secret: readSecret(o.secretFile),
+    shardId: o.shardId,
+    tables: parseServiceTables(tablesJson),
+    ...(o.dataDir === undefined ? {} : { dir: o.dataDir }),
+    ...(o.snapshotInterval === undefined ? {} : { snapshotIntervalMs: o.snapshotInterval }),
+    ...(o.maxBatchKeys === undefined ? {} : { maxBatchKeys: o.maxBatchKeys }),
+    ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
+    ...(o.etcd === undefined
+      ? {}
+      : {
+          etcd: {
+            hosts: o.etcd.split(','),
+            prefix: o.etcdPrefix,
+            ...(o.advertise === undefined ? {} : { advertiseHost: o.advertise }),
+          },
+        }),
+    logger,
+  });
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.log('info', 'signal', { signal });
+    service.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.log('error', 'shutdown failed', { error: err });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main(process.argv).catch((err: unknown) => {
+  const e = err as { code?: string; message?: string; exitCode?: number };
+  // commander's own exits (help, version) carry exitCode; everything else is a failed start.
+  if (typeof e.code === 'string' && e.code.startsWith('commander.')) process.exit(e.exitCode ?? 1);
+  process.stdout.write(
+    `${JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: 'start failed', error: { code: e.code, message: e.message } })}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,21 @@
+export { PsServiceError, type PsServiceErrorCode } from './errors.js';
+export { jsonLogger, type Logger, type LogLevel, silentLogger } from './Logger.js';
+export {
+  PsService,
+  type PsServiceOptions,
+  type PsServiceState,
+  type PsServiceStats,
+} from './PsService.js';
+export type { HandlerCounters, ShardCatalog } from './RequestHandlers.js';
+export {
+  type NonFinitePolicy,
+  parseServiceTables,
+  type ServiceTables,
+  serviceTablesSchema,
+} from './ServiceConfig.js';
+export { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
+export {
+  DEFAULT_ETCD_PREFIX,
+  type EtcdRegistrationOptions,
+  ShardRegistration,
+} from './ShardRegistration.js';

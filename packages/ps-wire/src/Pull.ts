@@ -1,0 +1,155 @@
+import { PsWireError } from './errors.js';
+import {
+  asciiBytes,
+  exact,
+  header,
+  pad8,
+  readFloats,
+  readKeys,
+  readName,
+  viewOf,
+  writeFloats,
+  writeKeys,
+  writeName,
+  zero,
+} from './internal/bytes.js';
+import { checkDim, checkFloats, checkKeys, checkName, checkU32 } from './internal/check.js';
+import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
+import {
+  MAX_NAME_BYTES,
+  MAX_WIRE_DIM,
+  NAME_PATTERN,
+  PS_WIRE_VERSION,
+  PsMessageKind,
+  PULL_REPLY_FIXED,
+  PULL_REQUEST_FIXED,
+} from './Schema.js';
+
+/**
+ * Pull request (little-endian):
+ * ```
+ * 0 version u8 | 1 kind u8 (1) | 2 reserved u16 | 4 nameLength u16 | 6 reserved u16
+ * 8 count u32 | 12 reserved u32 | 16 name, zero-padded to 8 | keys u64 × count
+ * ```
+ */
+export interface PullRequest {
+  table: string;
+  keys: BigUint64Array;
+}
+
+/** Pull reply: `16 + 4·count·dim` bytes; rows in request order. */
+export interface PullReply {
+  dim: number;
+  count: number;
+  /** `count × dim` floats; a view of the input when aligned. */
+  rows: Float32Array;
+}
+
+export function pullRequestLength(table: string, count: number): number {
+  return PULL_REQUEST_FIXED + pad8(table.length) + 8 * count;
+}
+
+export function encodePullRequest(req: PullRequest): Uint8Array {
+  const name = asciiBytes(checkName(req.table, 'table'));
+  const keys = checkKeys(req.keys);
+  checkU32(keys.length, 'keys.length');
+  const out = new Uint8Array(pullRequestLength(req.table, keys.length));
+  const v = viewOf(out);
+  out[0] = PS_WIRE_VERSION;
+  out[1] = PsMessageKind.PullRequest;
+  v.setUint16(4, name.length, true);
+  v.setUint32(8, keys.length, true);
+  const at = writeName(out, PULL_REQUEST_FIXED, name);
+  writeKeys(out, at, keys);
+  return out;
+}
+
+export function decodePullRequest(
+  b: Uint8Array,
+  limits: PsWireLimits = DEFAULT_PS_WIRE_LIMITS,
+): PullRequest {
+  const what = 'pull request';
+  const v = header(b, PsMessageKind.PullRequest, PULL_REQUEST_FIXED, what);
+  zero(v, 2, 2, what);
+  const nameLen = v.getUint16(4, true);
+  if (nameLen < 1 || nameLen > MAX_NAME_BYTES) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: name length ${nameLen}`, { offset: 4 });
+  }
+  zero(v, 6, 2, what);
+  const count = v.getUint32(8, true);
+  if (count > limits.maxKeys) {
+    throw new PsWireError('ERR_PS_WIRE_TOO_LARGE', `${what}: ${count} keys > ${limits.maxKeys}`, {
+      offset: 8,
+    });
+  }
+  zero(v, 12, 4, what);
+  const keysAt = PULL_REQUEST_FIXED + pad8(nameLen);
+  exact(b, keysAt + 8 * count, what);
+  const table = readName(b, PULL_REQUEST_FIXED, nameLen, NAME_PATTERN, what);
+  return { table, keys: readKeys(b, keysAt, count) };
+}
+
+export function pullReplyLength(count: number, dim: number): number {
+  return PULL_REPLY_FIXED + 4 * count * dim;
+}
+
+/**
+ * A pull reply whose rows the caller fills in place (the server gathers straight into
+ * `rows`, a view of `bytes`): no second copy.
+ */
+export function allocatePullReply(
+  count: number,
+  dim: number,
+): { bytes: Uint8Array; rows: Float32Array } {
+  checkU32(count, 'count');
+  checkDim(dim);
+  const bytes = new Uint8Array(pullReplyLength(count, dim));
+  const v = viewOf(bytes);
+  bytes[0] = PS_WIRE_VERSION;
+  bytes[1] = PsMessageKind.PullReply;
+  v.setUint32(4, dim, true);
+  v.setUint32(8, count, true);
+  return { bytes, rows: new Float32Array(bytes.buffer, PULL_REPLY_FIXED, count * dim) };
+}
+
+export function encodePullReply(reply: { dim: number; rows: Float32Array }): Uint8Array {
+  const dim = checkDim(reply.dim);
+  const rows = checkFloats(reply.rows, 'rows');
+  if (rows.length % dim !== 0) {
+    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'rows.length must be a multiple of dim');
+  }
+  const { bytes } = allocatePullReply(rows.length / dim, dim);
+  writeFloats(bytes, PULL_REPLY_FIXED, rows);
+  return bytes;
+}
+
+export function decodePullReply(
+  b: Uint8Array,
+  limits: PsWireLimits = DEFAULT_PS_WIRE_LIMITS,
+): PullReply {
+  const what = 'pull reply';
+  const v = header(b, PsMessageKind.PullReply, PULL_REPLY_FIXED, what);
+  zero(v, 2, 2, what);
+  const dim = v.getUint32(4, true);
+  if (dim < 1 || dim > MAX_WIRE_DIM) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: dim ${dim}`, { offset: 4 });
+  }
+  const count = v.getUint32(8, true);
+  if (count > limits.maxKeys) {
+    throw new PsWireError('ERR_PS_WIRE_TOO_LARGE', `${what}: ${count} rows > ${limits.maxKeys}`, {
+      offset: 8,
+    });
+  }
+  if (count * dim > limits.maxFloats) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_TOO_LARGE',
+      `${what}: ${count * dim} floats > ${limits.maxFloats}`,
+      {
+        offset: 8,
+      },
+    );
+  }
+  zero(v, 12, 4, what);
+  exact(b, pullReplyLength(count, dim), what);
+  return { dim, count, rows: readFloats(b, PULL_REPLY_FIXED, count * dim) };
+}

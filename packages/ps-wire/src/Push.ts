@@ -1,0 +1,202 @@
+import { PsWireError } from './errors.js';
+import {
+  asciiBytes,
+  exact,
+  header,
+  pad8,
+  readFloats,
+  readKeys,
+  readName,
+  readSeq,
+  viewOf,
+  writeFloats,
+  writeKeys,
+  writeName,
+  zero,
+} from './internal/bytes.js';
+import {
+  checkDim,
+  checkFloats,
+  checkKeys,
+  checkName,
+  checkSeq,
+  checkU32,
+  checkWriter,
+} from './internal/check.js';
+import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
+import {
+  MAX_NAME_BYTES,
+  MAX_WIRE_DIM,
+  MAX_WRITER_BYTES,
+  NAME_PATTERN,
+  PS_WIRE_VERSION,
+  PsMessageKind,
+  PUSH_REPLY_BYTES,
+  PUSH_REQUEST_FIXED,
+  PushReplyFlags,
+  WRITER_PATTERN,
+} from './Schema.js';
+
+/**
+ * Push request (little-endian):
+ * ```
+ * 0 version u8 | 1 kind u8 (3) | 2 reserved u16 | 4 nameLength u16 | 6 writerLength u16
+ * 8 count u32 | 12 dim u32 | 16 seq u64 (≤ 2^53 − 1)
+ * 24 name, zero-padded to 8 | writer, zero-padded to 8 | keys u64 × count | grads f32 × count·dim
+ * ```
+ * (writer, seq) is the store's de-duplication key: a seq at or below the writer's last
+ * applied one is acknowledged, not applied again (exactly-once across server restarts).
+ */
+export interface PushRequest {
+  table: string;
+  writer: string;
+  seq: number;
+  dim: number;
+  keys: BigUint64Array;
+  /** `keys.length × dim` floats. */
+  grads: Float32Array;
+}
+
+/** Push (and dense push) reply: 16 bytes. */
+export interface PushReply {
+  applied: boolean;
+  duplicate: boolean;
+  /** Distinct rows updated. */
+  rows: number;
+  /** Keys not applied (unadmitted, or beyond the row limit). */
+  dropped: number;
+}
+
+export function pushRequestLength(
+  table: string,
+  writer: string,
+  count: number,
+  dim: number,
+): number {
+  return (
+    PUSH_REQUEST_FIXED + pad8(table.length) + pad8(writer.length) + 8 * count + 4 * count * dim
+  );
+}
+
+export function encodePushRequest(req: PushRequest): Uint8Array {
+  const name = asciiBytes(checkName(req.table, 'table'));
+  const writer = asciiBytes(checkWriter(req.writer));
+  const seq = checkSeq(req.seq);
+  const dim = checkDim(req.dim);
+  const keys = checkKeys(req.keys);
+  const grads = checkFloats(req.grads, 'grads');
+  checkU32(keys.length, 'keys.length');
+  if (grads.length !== keys.length * dim) {
+    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'grads.length must be keys.length × dim');
+  }
+  const out = new Uint8Array(pushRequestLength(req.table, req.writer, keys.length, dim));
+  const v = viewOf(out);
+  out[0] = PS_WIRE_VERSION;
+  out[1] = PsMessageKind.PushRequest;
+  v.setUint16(4, name.length, true);
+  v.setUint16(6, writer.length, true);
+  v.setUint32(8, keys.length, true);
+  v.setUint32(12, dim, true);
+  v.setBigUint64(16, BigInt(seq), true);
+  let at = writeName(out, PUSH_REQUEST_FIXED, name);
+  at = writeName(out, at, writer);
+  writeKeys(out, at, keys);
+  writeFloats(out, at + 8 * keys.length, grads);
+  return out;
+}
+
+export function decodePushRequest(
+  b: Uint8Array,
+  limits: PsWireLimits = DEFAULT_PS_WIRE_LIMITS,
+): PushRequest {
+  const what = 'push request';
+  const v = header(b, PsMessageKind.PushRequest, PUSH_REQUEST_FIXED, what);
+  zero(v, 2, 2, what);
+  const nameLen = v.getUint16(4, true);
+  if (nameLen < 1 || nameLen > MAX_NAME_BYTES) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: name length ${nameLen}`, { offset: 4 });
+  }
+  const writerLen = v.getUint16(6, true);
+  if (writerLen < 1 || writerLen > MAX_WRITER_BYTES) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: writer length ${writerLen}`, {
+      offset: 6,
+    });
+  }
+  const count = v.getUint32(8, true);
+  if (count > limits.maxKeys) {
+    throw new PsWireError('ERR_PS_WIRE_TOO_LARGE', `${what}: ${count} keys > ${limits.maxKeys}`, {
+      offset: 8,
+    });
+  }
+  const dim = v.getUint32(12, true);
+  if (dim < 1 || dim > MAX_WIRE_DIM) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: dim ${dim}`, { offset: 12 });
+  }
+  if (count * dim > limits.maxFloats) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_TOO_LARGE',
+      `${what}: ${count * dim} floats > ${limits.maxFloats}`,
+      {
+        offset: 8,
+      },
+    );
+  }
+  const seq = readSeq(v, 16, what);
+  const writerAt = PUSH_REQUEST_FIXED + pad8(nameLen);
+  const keysAt = writerAt + pad8(writerLen);
+  const gradsAt = keysAt + 8 * count;
+  exact(b, gradsAt + 4 * count * dim, what);
+  const table = readName(b, PUSH_REQUEST_FIXED, nameLen, NAME_PATTERN, what);
+  const writer = readName(b, writerAt, writerLen, WRITER_PATTERN, what);
+  return {
+    table,
+    writer,
+    seq,
+    dim,
+    keys: readKeys(b, keysAt, count),
+    grads: readFloats(b, gradsAt, count * dim),
+  };
+}
+
+/** Encodes a push reply; `kind` is PushReply or PushDenseReply. */
+export function encodePushReply(
+  reply: PushReply,
+  kind:
+    | typeof PsMessageKind.PushReply
+    | typeof PsMessageKind.PushDenseReply = PsMessageKind.PushReply,
+): Uint8Array {
+  const out = new Uint8Array(PUSH_REPLY_BYTES);
+  const v = viewOf(out);
+  out[0] = PS_WIRE_VERSION;
+  out[1] = kind;
+  v.setUint16(
+    2,
+    (reply.applied ? PushReplyFlags.applied : 0) | (reply.duplicate ? PushReplyFlags.duplicate : 0),
+    true,
+  );
+  v.setUint32(4, checkU32(reply.rows, 'rows'), true);
+  v.setUint32(8, checkU32(reply.dropped, 'dropped'), true);
+  return out;
+}
+
+export function decodePushReply(
+  b: Uint8Array,
+  kind:
+    | typeof PsMessageKind.PushReply
+    | typeof PsMessageKind.PushDenseReply = PsMessageKind.PushReply,
+): PushReply {
+  const what = kind === PsMessageKind.PushReply ? 'push reply' : 'dense push reply';
+  const v = header(b, kind, PUSH_REPLY_BYTES, what);
+  exact(b, PUSH_REPLY_BYTES, what);
+  const flags = v.getUint16(2, true);
+  if ((flags & ~3) !== 0 || flags === 3) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: flags ${flags}`, { offset: 2 });
+  }
+  zero(v, 12, 4, what);
+  return {
+    applied: (flags & PushReplyFlags.applied) !== 0,
+    duplicate: (flags & PushReplyFlags.duplicate) !== 0,
+    rows: v.getUint32(4, true),
+    dropped: v.getUint32(8, true),
+  };
+}

@@ -1,0 +1,69 @@
+export {
+  allocatePullDenseReply,
+  decodePullDenseReply,
+  decodePullDenseRequest,
+  decodePushDenseRequest,
+  encodePullDenseReply,
+  encodePullDenseRequest,
+  encodePushDenseRequest,
+  type PullDenseRequest,
+  type PushDenseRequest,
+  pullDenseReplyLength,
+} from './Dense.js';
+export { PsWireError, type PsWireErrorCode, type PsWireErrorOptions } from './errors.js';
+export {
+  counterU32,
+  INIT_DEFAULTS,
+  type InitConfig,
+  type InitFn,
+  initRowFn,
+  type ResolvedInit,
+  resolveInit,
+} from './KeyInit.js';
+export { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits, psWireLimits } from './Limits.js';
+export {
+  allocatePullReply,
+  decodePullReply,
+  decodePullRequest,
+  encodePullReply,
+  encodePullRequest,
+  type PullReply,
+  type PullRequest,
+  pullReplyLength,
+  pullRequestLength,
+} from './Pull.js';
+export {
+  decodePushReply,
+  decodePushRequest,
+  encodePushReply,
+  encodePushRequest,
+  type PushReply,
+  type PushRequest,
+  pushRequestLength,
+} from './Push.js';
+export {
+  MAX_MESSAGE_BYTES,
+  MAX_NAME_BYTES,
+  MAX_SHARD_ID_BYTES,
+  MAX_WIRE_DIM,
+  MAX_WIRE_SEQ,
+  MAX_WRITER_BYTES,
+  NAME_PATTERN,
+  PS_WIRE_VERSION,
+  PsMessageKind,
+  PsMethod,
+  PULL_REPLY_FIXED,
+  PUSH_REPLY_BYTES,
+  PushReplyFlags,
+  TableFlags,
+  WRITER_PATTERN,
+} from './Schema.js';
+export {
+  decodeTableInfoReply,
+  decodeTableInfoRequest,
+  encodeTableInfoReply,
+  encodeTableInfoRequest,
+  type TableInfo,
+  type WireDenseInfo,
+  type WireTableInfo,
+} from './TableInfo.js';
