@@ -58,6 +58,7 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'soft/send-pingpong-events-default-spin-link-tcp/4096',
       'tcp/throughput/1048576',
       'soft/write-throughput/1048576',
+      'soft/write-throughput-link-tcp/1048576',
       'soft/idle-wait/0',
       'soft/write-loop-delay/1073741824',
     ]);
