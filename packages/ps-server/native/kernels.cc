@@ -11,6 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "abi.h"
 #include "fp16.h"
 
@@ -162,6 +166,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       c.lastMsRef = Napi::Persistent(lastMs);
       c.lastMs = DataOf<double>(lastMs);
     }
+    rowsF32_.push_back(c.f32);
+    rowBytePtrs_.push_back(c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32) : reinterpret_cast<const char*>(c.f16));
     chunks_.push_back(std::move(c));
     return Napi::Number::New(env, static_cast<double>(chunks_.size()));
   }
@@ -206,6 +212,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
 
   Napi::Value Clear(const Napi::CallbackInfo& info) {
     chunks_.clear();
+    rowsF32_.clear();
+    rowBytePtrs_.clear();
     indexRef_.Reset();
     oldRef_.Reset();
     index_ = old_ = nullptr;
@@ -236,7 +244,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // Software prefetch kAhead keys ahead: a batch's probes and row reads are independent cache
   // misses (random keys over a table larger than the caches), so issuing them early overlaps
   // their DRAM latency. Hints only: no result depends on them.
-  static constexpr int64_t kAhead = 16;
+  #ifndef RDMAJS_PS_AHEAD
+#define RDMAJS_PS_AHEAD 16
+#endif
+  static constexpr int64_t kAhead = RDMAJS_PS_AHEAD;
 
   // Hashes of a batch's keys, computed in one tight loop before the probes (and their
   // prefetches) use them.
@@ -255,13 +266,18 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // The first lines of a row (and of its state); the hardware prefetcher follows the rest.
   void PrefetchRow(int32_t s, bool state) const {
     if (s < 0 || !SlotOk(s)) return;
-    const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
     const size_t r = static_cast<uint32_t>(s) & static_cast<uint32_t>(ChunkRows() - 1);
-    const char* row = c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32 + r * dim_)
-                                       : reinterpret_cast<const char*>(c.f16 + r * dim_);
-    const size_t bytes = static_cast<size_t>(dim_) * (c.f32 != nullptr ? 4 : 2);
-    for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 1);
+    const size_t elem = rowDtype_ == abi::ROW_F32 ? 4 : 2;
+    const size_t bytes = static_cast<size_t>(dim_) * elem;
+    const char* row = rowBytePtrs_[static_cast<uint32_t>(s) >> chunkShift_] + r * bytes;
+    // A gather only reads the row; an update writes it.
+    if (state) {
+      for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 1);
+    } else {
+      for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 0);
+    }
     if (state && stateDim_ > 0) {
+      const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
       const char* st = reinterpret_cast<const char*>(c.state + r * stateDim_);
       const size_t sb = static_cast<size_t>(stateDim_) * 4;
       for (size_t off = 0; off < sb && off < 256; off += 64) __builtin_prefetch(st + off, 1);
@@ -303,7 +319,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
     int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
-    // Probe everything first, then copy, so independent cache misses overlap.
+    // Probe everything first, then copy, so independent cache misses overlap (and nothing is
+    // written when the index names a slot beyond the chunks).
     slots_.resize(n);
     HashAll(k32, n);
     for (int64_t i = 0; i < n; i++) {
@@ -312,6 +329,49 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
       slots_[i] = s;
     }
+    int32_t misses;
+    // Plain f32 rows of the usual embedding dims copy with a constant size (inlined moves, no
+    // memcpy call per row); fp16 and TTL tables take the general loop.
+    if (rowDtype_ == abi::ROW_F32 && !hasTtl_) {
+      switch (dim_) {
+        case 8: misses = CopyF32<8>(n, out, miss); break;
+        case 16: misses = CopyF32<16>(n, out, miss); break;
+        case 32: misses = CopyF32<32>(n, out, miss); break;
+        case 64: misses = CopyF32<64>(n, out, miss); break;
+        case 128: misses = CopyF32<128>(n, out, miss); break;
+        default: misses = CopyF32<0>(n, out, miss); break;
+      }
+    } else {
+      misses = CopyRows(n, out, miss, nowMs);
+    }
+    return Napi::Number::New(env, misses);
+  }
+
+  // The copy pass of a gather over f32 rows without TTL: kDim, or dim_ when kDim is 0.
+  template <int64_t kDim>
+  int32_t CopyF32(int64_t n, float* out, int32_t* miss) const {
+    const int64_t dim = kDim != 0 ? kDim : dim_;
+    const size_t rowBytes = static_cast<size_t>(dim) * 4;
+    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
+    const int shift = chunkShift_;
+    float* const* base = rowsF32_.data();
+    const int32_t* slots = slots_.data();
+    int32_t misses = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (i + kAhead < n) PrefetchRow(slots[i + kAhead], false);
+      const int32_t s = slots[i];
+      if (s < 0) {
+        miss[misses++] = static_cast<int32_t>(i);
+        continue;
+      }
+      const float* src = base[static_cast<uint32_t>(s) >> shift] + (static_cast<uint32_t>(s) & cmask) * dim;
+      std::memcpy(out + i * dim, src, rowBytes);
+    }
+    return misses;
+  }
+
+  // The copy pass of a gather, any row type, TTL expiry included.
+  int32_t CopyRows(int64_t n, float* out, int32_t* miss, double nowMs) const {
     const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
     int32_t misses = 0;
     const size_t rowBytes = static_cast<size_t>(dim_) * 4;
@@ -338,7 +398,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         for (int64_t j = 0; j < dim_; j++) o[j] = HalfToFloat(h[j]);
       }
     }
-    return Napi::Number::New(env, misses);
+    return misses;
   }
 
   // lookup(k32, n, slots: Int32Array) → number of keys without a row (slot -1).
@@ -585,6 +645,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   double ttl_ = 0;
   std::vector<double> params_;
   std::vector<Chunk> chunks_;
+  // Each chunk's row data, flat (the hot loops index these, not the larger Chunk records).
+  std::vector<float*> rowsF32_;
+  std::vector<const char*> rowBytePtrs_;
   Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;
   const int32_t* index_ = nullptr;
   const int32_t* old_ = nullptr;
@@ -596,6 +659,28 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   std::vector<float> acc_, tmp_;
 };
 
+// adviseHugePages(view) → whether madvise(MADV_HUGEPAGE) was applied to the 2 MiB-aligned
+// interior of the view's memory. Called on fresh (unwritten) large arrays, so their first
+// writes fault in huge pages: random probes of a big index then miss the TLB far less. Only
+// a hint (THP may be off, or the range too small); it changes no contents.
+Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsTypedArray()) {
+    Napi::TypeError::New(env, "adviseHugePages(typedArray)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  auto a = info[0].As<Napi::TypedArray>();
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(DataOf<uint8_t>(a));
+  const uintptr_t lo = (start + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (start + a.ByteLength()) & ~(kHuge - 1);
+  if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0)
+    return Napi::Boolean::New(env, true);
+#endif
+  return Napi::Boolean::New(env, false);
+}
+
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   for (const auto& e : abi::kTable) o.Set(e.name, e.value);
@@ -605,6 +690,7 @@ Napi::Value AbiTable(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("abi", Napi::Function::New(env, AbiTable));
   exports.Set("TableKernels", TableKernels::Define(env));
+  exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   return exports;
 }
 

@@ -69,7 +69,6 @@ export interface SparseTableStats {
 }
 
 interface Chunk {
-  readonly block: RowBlock;
   readonly f32: Float32Array | null;
   readonly f16: Uint16Array | null;
   readonly state: Float32Array;
@@ -106,6 +105,13 @@ export interface TableCapture {
 
 const NONE = -1;
 const TARGET_CHUNK_BYTES = 512 << 10;
+/**
+ * Row memory is taken in slabs of several chunks, doubling with the table up to this size:
+ * a large table's rows then lie in few big blocks, which huge pages can back (random gathers
+ * over gigabytes of 4 KiB pages miss the TLB on nearly every row) and which the per-batch
+ * row-memory check walks quickly. The unused tail of the newest slab is at most this.
+ */
+const MAX_SLAB_BYTES = 16 << 20;
 const MAX_CHUNK_ROWS = 16384;
 export const MAX_DIM = 4096;
 
@@ -149,6 +155,11 @@ export class SparseTable {
   #tail = NONE;
   #tick = 0;
   #chunkBytes = 0;
+  // Row memory slabs (each block once), and the newest one's unused tail.
+  readonly #slabs: RowBlock[] = [];
+  #slab: { bytes: Uint8Array; next: number } | null = null;
+  #slabSpare = 0;
+  readonly #adviseHuge: ((a: Uint8Array) => void) | null;
   #stats = { admitted: 0, rejected: 0, evictedLru: 0, evictedTtl: 0 };
   // Push scratch: a per-batch open-addressing map slot → unique index, and summed grads.
   #mapSlot = new Int32Array(64);
@@ -231,6 +242,12 @@ export class SparseTable {
       MAX_CHUNK_ROWS,
       floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))),
     );
+    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
+      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
+    const kernels = kernelsChoice(config.kernels);
+    const addon = kernels === 'native' ? loadKernels() : null;
+    const advise = addon === null ? {} : { advise: (b: Int32Array) => addon.adviseHugePages(b) };
+    this.#adviseHuge = addon === null ? null : (b) => addon.adviseHugePages(b);
     if (Number.isFinite(budget)) {
       const sketchBytes = this.#sketch?.bytes ?? 0;
       const fit = (rows: number, cr: number) =>
@@ -249,21 +266,22 @@ export class SparseTable {
       rows = Math.floor(rows / chunkRows) * chunkRows || rows;
       while (!fit(rows, chunkRows)) rows--;
       this.#maxRows = rows;
-      this.#index = new HashIndex({ initialBuckets: HashIndex.bucketsFor(rows), fixed: true });
+      this.#index = new HashIndex({
+        initialBuckets: HashIndex.bucketsFor(rows),
+        fixed: true,
+        ...advise,
+      });
     } else {
       this.#maxRows = 2 ** 31 - 1;
-      this.#index = new HashIndex();
+      this.#index = new HashIndex(advise);
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
-    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
-      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
-    const kernels = kernelsChoice(config.kernels);
-    if (kernels === 'native') {
+    if (addon !== null) {
       const nk = this.optimizer.native;
       this.#kPush = nk !== null;
       // A table whose optimizer has no native kernel still gathers natively.
-      this.#k = new (loadKernels().TableKernels)(
+      this.#k = new addon.TableKernels(
         this.dim,
         dtype === 'f16' ? ABI.ROW_F16 : ABI.ROW_F32,
         this.#stateDim,
@@ -325,7 +343,7 @@ export class SparseTable {
   }
 
   get bytes(): number {
-    return this.#chunkBytes + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+    return this.#chunkBytes + this.#slabSpare + this.#index.bytes + (this.#sketch?.bytes ?? 0);
   }
 
   get stateDim(): number {
@@ -730,19 +748,40 @@ export class SparseTable {
   #addChunk(): void {
     const cr = this.#chunkRows;
     const rowBytes = cr * this.#rowStoreBytes;
-    const block = this.#memory.alloc(Math.max(8, rowBytes));
-    const b = block.bytes;
-    if (!(b instanceof Uint8Array) || b.byteLength < rowBytes || b.byteOffset % 8 !== 0)
-      throw new PsError(
-        'ERR_PS_INVALID_ARG',
-        'row memory returned a block that is too short or not 8-byte aligned',
+    const stride = Math.ceil(Math.max(8, rowBytes) / 8) * 8;
+    let slab = this.#slab;
+    if (slab === null || slab.next + stride > slab.bytes.byteLength) {
+      // A budgeted table never takes more chunks than its row limit needs.
+      const room = Number.isFinite(this.#budget)
+        ? Math.ceil(this.#maxRows / cr) - this.#chunks.length
+        : Number.POSITIVE_INFINITY;
+      const n = Math.max(
+        1,
+        Math.min(room, this.#chunks.length, Math.floor(MAX_SLAB_BYTES / stride)),
       );
+      const block = this.#memory.alloc(n * stride);
+      const sb = block.bytes;
+      if (!(sb instanceof Uint8Array) || sb.byteLength < n * stride || sb.byteOffset % 8 !== 0) {
+        block.release();
+        throw new PsError(
+          'ERR_PS_INVALID_ARG',
+          'row memory returned a block that is too short or not 8-byte aligned',
+        );
+      }
+      this.#adviseHuge?.(sb);
+      this.#slabs.push(block);
+      slab = { bytes: sb.subarray(0, n * stride), next: 0 };
+      this.#slab = slab;
+      this.#slabSpare = n * stride;
+    }
+    const b = slab.bytes.subarray(slab.next, slab.next + rowBytes);
+    slab.next += stride;
+    this.#slabSpare -= stride;
     const f32 =
       this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const f16 =
       this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const chunk: Chunk = {
-      block,
       f32,
       f16,
       state: new Float32Array(cr * this.#stateDim),
@@ -989,7 +1028,10 @@ export class SparseTable {
   close(): void {
     this.#closed = true;
     this.#k?.clear();
-    for (const c of this.#chunks) c.block.release();
+    for (const b of this.#slabs) b.release();
+    this.#slabs.length = 0;
+    this.#slab = null;
+    this.#slabSpare = 0;
     this.#chunks.length = 0;
     this.#rowBuffers.length = 0;
     this.#rowBufferEnds.length = 0;

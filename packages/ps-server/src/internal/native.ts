@@ -50,6 +50,11 @@ export interface NativeTableKernels {
 
 interface Addon {
   abi(): Record<string, number>;
+  /**
+   * Asks for transparent huge pages (madvise MADV_HUGEPAGE) over the 2 MiB-aligned part of a
+   * large array's memory, before it is first written. A hint: false where not applied.
+   */
+  adviseHugePages(a: ArrayBufferView): boolean;
   TableKernels: new (
     dim: number,
     rowDtype: number,
