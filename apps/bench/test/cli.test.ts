@@ -59,9 +59,12 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'tcp/throughput/1048576',
       'soft/write-throughput/1048576',
       'soft/idle-wait/0',
+      'soft/write-loop-delay/1073741824',
     ]);
     for (const r of json.results) {
-      for (const k of ['p50Us', 'meanUs', 'p99Us']) expect(r[k]).toBeGreaterThan(0);
+      // The loop-delay row holds stalls beyond the sampling interval: 0 on a quiet loop.
+      const floor = r.op === 'write-loop-delay' ? -1 : 0;
+      for (const k of ['p50Us', 'meanUs', 'p99Us']) expect(r[k]).toBeGreaterThan(floor);
       expect(r.cpuUsPerOp).toBeGreaterThanOrEqual(0);
       if (String(r.op).includes('pingpong') && r.transport === 'soft') {
         expect(r.heapBytesPerOp).toBeGreaterThanOrEqual(0);
@@ -69,6 +72,15 @@ describe('rdmajs-bench verbs-pingpong', () => {
       }
       if (String(r.op).includes('throughput')) expect(r.gibPerSec).toBeGreaterThan(0);
     }
+    const delay = json.results.find((r) => r.op === 'write-loop-delay') as Record<string, number>;
+    for (const k of [
+      'maxDelayUs',
+      'plainCopyMaxDelayUs',
+      'idleMaxDelayUs',
+      'gibPerSec',
+      'plainCopyGibPerSec',
+    ])
+      expect(delay[k]).toBeGreaterThanOrEqual(0);
     expect(stdout).toMatch(/p50 vs tcp/);
   });
 

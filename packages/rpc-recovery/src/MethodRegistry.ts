@@ -36,6 +36,13 @@ export interface DispatchScope {
   /** With `dedup`: non-idempotent requests run at most once per (session, sequence). */
   readonly sessionId?: string;
   readonly dedup?: DeduplicationTable;
+  /**
+   * Called synchronously once a non-idempotent call's reply is in `dedup`, before it is
+   * sent: where a service persists its state with `dedup.save()`. For a handler that
+   * returns its bytes synchronously, the handler, the table update and this call run in one
+   * tick, so no other call's effect is ever half-recorded in what is saved.
+   */
+  readonly onRecorded?: (sessionId: string, seq: number) => void;
 }
 
 interface Method {
@@ -100,6 +107,8 @@ export class MethodRegistry {
     const decoded = decodeRpcFrame(frame, this.#limits);
     if (decoded.kind !== 'request') return undefined;
     const h = decoded.header;
+    // A request of another epoch belongs to a connection that is gone: its caller has moved on.
+    if (h.epoch !== epoch) return undefined;
     const method = this.#methods.get(h.method);
     if (method === undefined) {
       return this.#reject(h, epoch, 'ERR_RPC_METHOD_UNKNOWN', `no method ${h.method}`);
@@ -134,54 +143,58 @@ export class MethodRegistry {
         }
         return this.#replay(stored, h, epoch);
       }
-      let parts: Uint8Array[];
-      try {
-        parts = await this.#run(method, h, decoded.payload, epoch);
-      } catch (err) {
-        // Never leave the entry running (its duplicates would wait forever); it may have applied.
-        parts = [this.#header(h, epoch, RpcStatus.Unknown, remoteErrorOf(err, this.#limits), 0)];
-      }
-      dedup.complete(sessionId, h.sessionSeq, concat(parts));
-      return parts;
+      const record = (parts: Uint8Array[]): Uint8Array[] => {
+        dedup.complete(sessionId, h.sessionSeq, concat(parts));
+        scope.onRecorded?.(sessionId, h.sessionSeq);
+        return parts;
+      };
+      const ran = this.#run(method, h, decoded.payload, epoch);
+      // A synchronous handler is recorded in the same tick it ran (see `onRecorded`).
+      return Array.isArray(ran) ? record(ran) : record(await ran);
     }
     return this.#run(method, h, decoded.payload, epoch);
   }
 
-  async #run(
+  /** Runs the handler; its outcome as response parts, synchronously when the handler is. */
+  #run(
     method: Method,
     h: RpcRequestHeader,
     payload: Uint8Array,
     epoch: number,
-  ): Promise<Uint8Array[]> {
+  ): Uint8Array[] | Promise<Uint8Array[]> {
     const context: CallContext = {
       method: h.method,
       requestId: h.requestId,
       idempotent: method.idempotent,
       deadlineMs: h.deadlineMs,
     };
-    let result: Uint8Array;
+    let result: Uint8Array | Promise<Uint8Array>;
     try {
-      result = await method.handler(payload, context);
-      if (!(result instanceof Uint8Array)) {
-        throw new RpcError('ERR_RPC_INVALID_ARG', `handler of ${h.method} returned no bytes`);
-      }
-      if (result.length > this.#limits.maxPayloadBytes) {
-        throw new RpcError('ERR_RPC_FRAME_TOO_LARGE', `reply of ${h.method} is too large`);
-      }
+      result = method.handler(payload, context);
     } catch (err) {
-      const { code, message } = remoteErrorOf(err, this.#limits);
-      const header = encodeResponseHeader(
-        {
-          requestId: h.requestId,
-          epoch,
-          status: RpcStatus.Error,
-          errorCode: code,
-          errorMessage: message,
-          payloadLength: 0,
-        },
-        this.#limits,
+      return this.#errorParts(h, epoch, err);
+    }
+    if (result instanceof Uint8Array) return this.#okParts(h, epoch, result);
+    return Promise.resolve(result).then(
+      (r) => this.#okParts(h, epoch, r),
+      (err: unknown) => this.#errorParts(h, epoch, err),
+    );
+  }
+
+  #okParts(h: RpcRequestHeader, epoch: number, result: unknown): Uint8Array[] {
+    if (!(result instanceof Uint8Array)) {
+      return this.#errorParts(
+        h,
+        epoch,
+        new RpcError('ERR_RPC_INVALID_ARG', `handler of ${h.method} returned no bytes`),
       );
-      return [header];
+    }
+    if (result.length > this.#limits.maxPayloadBytes) {
+      return this.#errorParts(
+        h,
+        epoch,
+        new RpcError('ERR_RPC_FRAME_TOO_LARGE', `reply of ${h.method} is too large`),
+      );
     }
     const header = encodeResponseHeader(
       {
@@ -195,6 +208,23 @@ export class MethodRegistry {
       this.#limits,
     );
     return [header, result];
+  }
+
+  #errorParts(h: RpcRequestHeader, epoch: number, err: unknown): Uint8Array[] {
+    const { code, message } = remoteErrorOf(err, this.#limits);
+    return [
+      encodeResponseHeader(
+        {
+          requestId: h.requestId,
+          epoch,
+          status: RpcStatus.Error,
+          errorCode: code,
+          errorMessage: message,
+          payloadLength: 0,
+        },
+        this.#limits,
+      ),
+    ];
   }
 
   /** A stored reply, sent again under the current epoch. */

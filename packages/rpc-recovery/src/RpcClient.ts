@@ -1,6 +1,8 @@
-import type { Channel, Connection } from '@rdmajs/mux';
+import type { Channel, Connection, SharedSecret, Transport } from '@rdmajs/mux';
+import { type BackoffPolicy, ExponentialBackoff } from './BackoffPolicy.js';
 import { CallSequencer } from './CallSequencer.js';
-import { RemoteError, RpcError } from './errors.js';
+import { RemoteError, RpcError, type RpcErrorCode } from './errors.js';
+import { checkInt } from './internal/validate.js';
 import {
   decodeRpcFrame,
   encodeRequestHeader,
@@ -8,38 +10,194 @@ import {
   RpcStatus,
   rpcFrameLimits,
 } from './RpcFrame.js';
+import { resumptionProof } from './SessionAuthority.js';
+import {
+  decodeSessionFrame,
+  encodeSessionFrame,
+  RPC_CONTROL_CHANNEL,
+  RPC_DATA_CHANNEL,
+  type SessionFrame,
+} from './SessionFrame.js';
+import { type SessionState, SessionStateMachine } from './SessionStateMachine.js';
 
 export interface CallOptions {
-  /** Budget for the whole call, ms. Default 30 000. */
+  /** Budget for the whole call, recovery included, ms. Default 30 000. */
   deadlineMs?: number;
   signal?: AbortSignal;
+  /**
+   * The method may run more than once: after a reconnection the call is simply sent again.
+   * Otherwise it carries (session, sequence) and the server runs it at most once.
+   */
   idempotent?: boolean;
 }
 
-interface Pending {
+export interface RpcClientOptions {
+  transport: Transport;
+  host?: string;
+  port: number;
+  secret: SharedSecret;
+  /** Budget of one connection attempt, session handshake included, ms. Default 5 000. */
+  connectTimeoutMs?: number;
+  /** A ping goes out on the control channel this often, ms. Default 1 000. */
+  heartbeatIntervalMs?: number;
+  /** Intervals without an answer before the connection is presumed dead. Default 3. */
+  heartbeatMisses?: number;
+  /** Delays between reconnection attempts; null gives the session up. Default `new ExponentialBackoff()`. */
+  backoff?: BackoffPolicy;
+  /** Calls pending at once; more are refused with ERR_RPC_OVERLOADED. Default 65 536. */
+  maxPendingCalls?: number;
+  /** Unsettled non-idempotent calls at once (keep <= the server's per-session bound). Default 1024. */
+  maxInFlightSequences?: number;
+  limits?: Partial<RpcFrameLimits>;
+}
+
+export interface RpcClientStats {
+  state: SessionState;
+  sessionId: string | undefined;
+  epoch: number;
+  pending: number;
+  /** Successful (re)connections after the first. */
+  reconnects: number;
+  /** Calls sent again on a new connection. */
+  replayed: number;
+  /** Replayed non-idempotent calls the server had already executed (answered from its table). */
+  answeredFromTable: number;
+  /** Replies dropped because their epoch is not the current one. */
+  staleDropped: number;
+  heartbeatTimeouts: number;
+}
+
+interface Call {
+  readonly requestId: number;
+  readonly method: string;
+  /** The caller's bytes, kept (not copied) until the call settles, for replay. */
+  readonly payload: Uint8Array;
+  readonly idempotent: boolean;
+  readonly seq: number;
+  readonly deadlineAt: number;
+  /** Epoch it was last sent in (0: not sent yet). */
+  sentEpoch: number;
   resolve(bytes: Uint8Array): void;
   reject(err: Error): void;
 }
 
+interface Link {
+  readonly conn: Connection;
+  readonly control: Channel;
+  readonly data: Channel;
+  readonly epoch: number;
+  lost: (reason: Error) => void;
+  readonly whenLost: Promise<Error>;
+}
+
+/** Session refusals that no retry can cure: the session fails. */
+const FATAL: ReadonlySet<string> = new Set([
+  'ERR_MUX_INVALID_ARG',
+  'ERR_RPC_INVALID_ARG',
+  'ERR_MUX_AUTH',
+  'ERR_MUX_VERSION',
+  'ERR_RPC_AUTH',
+  'ERR_RPC_SESSION_UNKNOWN',
+  'ERR_RPC_SESSION_EVICTED',
+  'ERR_RPC_SESSION_EXPIRED',
+  'ERR_RPC_INVALID_STATE',
+  'ERR_RPC_PROTOCOL',
+]);
+
+const codeOf = (err: unknown): string | undefined => {
+  const c = (err as { code?: unknown } | null)?.code;
+  return typeof c === 'string' ? c : undefined;
+};
+
 /**
- * Calls over one channel of a mux Connection (any Transport). Replies are matched by request
- * id; every call ends by its deadline, its signal, the reply, or the channel failing.
+ * Calls over a session that outlives its connections (any mux Transport). The client opens a
+ * session at connect, then keeps it: heartbeats on the control channel detect a silent peer;
+ * a lost connection moves the session to `recovering`, and it reconnects with backoff,
+ * proves its token to resume under a new epoch, learns what the server executed, and
+ * replays what is still pending. Replies of an old epoch are dropped. Every call ends by its
+ * reply, its deadline, its signal, or the session failing or closing — never later.
  */
 export class RpcClient {
-  readonly #channel: Channel;
+  readonly #o: Required<Omit<RpcClientOptions, 'limits' | 'host'>> & { host: string | undefined };
   readonly #limits: RpcFrameLimits;
-  readonly #pending = new Map<number, Pending>();
-  // Non-idempotent calls carry (session, sequence) so a de-duplicating server runs each once.
-  readonly #sequencer = new CallSequencer();
+  readonly #machine = new SessionStateMachine();
+  readonly #pending = new Map<number, Call>();
+  readonly #sequencer: CallSequencer;
+  #token: Uint8Array | undefined;
+  #link: Link | undefined;
   #nextId = 1;
-  #closed: RpcError | undefined;
+  #closing = false;
+  #wake: (() => void) | undefined;
+  readonly #ready: Promise<void>;
+  readonly #counts = { reconnects: 0, replayed: 0, answeredFromTable: 0, heartbeatTimeouts: 0 };
 
-  constructor(connection: Connection, limits?: Partial<RpcFrameLimits>) {
-    this.#limits = rpcFrameLimits(limits);
-    this.#channel = connection.openChannel('rpc');
-    void this.#readLoop();
+  /** Connects (see `ready`); prefer `RpcClient.connect`. */
+  constructor(options: RpcClientOptions) {
+    if (options === null || typeof options !== 'object' || options.transport === undefined) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'RpcClient needs { transport, port, secret }');
+    }
+    this.#o = {
+      transport: options.transport,
+      host: options.host,
+      port: options.port,
+      secret: options.secret,
+      connectTimeoutMs: checkInt('connectTimeoutMs', options.connectTimeoutMs ?? 5000, 1),
+      heartbeatIntervalMs: checkInt('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 1000, 1),
+      heartbeatMisses: checkInt('heartbeatMisses', options.heartbeatMisses ?? 3, 1, 1000),
+      backoff: options.backoff ?? new ExponentialBackoff(),
+      maxPendingCalls: checkInt('maxPendingCalls', options.maxPendingCalls ?? 65_536, 1),
+      maxInFlightSequences: options.maxInFlightSequences ?? 1024,
+    };
+    this.#limits = rpcFrameLimits(options.limits);
+    this.#sequencer = new CallSequencer({ maxInFlight: this.#o.maxInFlightSequences });
+    this.#ready = new Promise<void>((resolve, reject) => {
+      this.#machine.once('state', (c) => {
+        if (c.to === 'connected') resolve();
+        else reject(c.reason ?? new RpcError('ERR_RPC_CLOSED', 'client closed'));
+      });
+    });
+    this.#ready.catch(() => {});
+    void this.#run();
   }
 
+  /** A client whose session is open (rejects typed when the first connection cannot be made). */
+  static async connect(options: RpcClientOptions): Promise<RpcClient> {
+    const client = new RpcClient(options);
+    try {
+      await client.ready();
+    } catch (err) {
+      await client.close();
+      throw err;
+    }
+    return client;
+  }
+
+  /** Resolves at the first connection; rejects when the session failed or closed before. */
+  ready(): Promise<void> {
+    return this.#ready;
+  }
+
+  /** The session: its state, epoch, id, typed events and `EpochFilter`. */
+  get session(): SessionStateMachine {
+    return this.#machine;
+  }
+
+  stats(): RpcClientStats {
+    return {
+      state: this.#machine.state,
+      sessionId: this.#machine.sessionId,
+      epoch: this.#machine.epoch,
+      pending: this.#pending.size,
+      staleDropped: this.#machine.epochs.stats().stale + this.#machine.epochs.stats().future,
+      ...this.#counts,
+    };
+  }
+
+  /**
+   * Calls `method`. Rejects with ERR_RPC_DEADLINE, ERR_RPC_ABORTED, ERR_RPC_CLOSED,
+   * ERR_RPC_SESSION_FAILED, ERR_RPC_OVERLOADED, ERR_RPC_DEDUP_SESSION_FULL or a RemoteError.
+   * `payload` is not copied: leave it unchanged until the call settles (it may be replayed).
+   */
   call(method: string, payload: Uint8Array, options: CallOptions = {}): Promise<Uint8Array> {
     const deadlineMs = options.deadlineMs ?? 30_000;
     if (
@@ -52,7 +210,27 @@ export class RpcClient {
         'deadlineMs must be a positive integer within limits',
       );
     }
-    if (this.#closed !== undefined) return Promise.reject(this.#closed);
+    if (!(payload instanceof Uint8Array)) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'payload must be a Uint8Array');
+    }
+    const state = this.#machine.state;
+    if (state === 'closed' || this.#closing) {
+      return Promise.reject(new RpcError('ERR_RPC_CLOSED', 'client closed'));
+    }
+    if (state === 'failed') {
+      return Promise.reject(
+        new RpcError('ERR_RPC_SESSION_FAILED', 'session failed', {
+          cause: this.#failure,
+        }),
+      );
+    }
+    if (this.#pending.size >= this.#o.maxPendingCalls) {
+      return Promise.reject(
+        new RpcError('ERR_RPC_OVERLOADED', `${this.#pending.size} calls pending`, {
+          retryable: true,
+        }),
+      );
+    }
     const idempotent = options.idempotent === true;
     if (!idempotent && !this.#sequencer.canSend) {
       return Promise.reject(
@@ -61,14 +239,18 @@ export class RpcClient {
         }),
       );
     }
-    const sessionSeq = idempotent ? 0 : this.#sequencer.next();
-    const requestId = this.#nextId;
-    this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
-    const header = encodeRequestHeader(
+    const signal = options.signal;
+    if (signal?.aborted) {
+      return Promise.reject(
+        new RpcError('ERR_RPC_ABORTED', `call ${method} aborted`, { cause: signal.reason }),
+      );
+    }
+    // Validate the method name and sizes before anything is recorded.
+    encodeRequestHeader(
       {
-        requestId,
-        sessionSeq,
-        ackBelow: this.#sequencer.ackBelow,
+        requestId: 1,
+        sessionSeq: 0,
+        ackBelow: 0,
         epoch: 1,
         idempotent,
         deadlineMs,
@@ -77,13 +259,16 @@ export class RpcClient {
       },
       this.#limits,
     );
+    const seq = idempotent ? 0 : this.#sequencer.next();
+    const requestId = this.#nextId;
+    this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
     return new Promise<Uint8Array>((resolve, reject) => {
-      const signal = options.signal;
       const finish = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         this.#pending.delete(requestId);
-        if (!idempotent) this.#sequencer.settle(sessionSeq);
+        // Given up or answered: never sent again, so its sequence is settled.
+        if (!idempotent) this.#sequencer.settle(seq);
       };
       const onAbort = (): void => {
         finish();
@@ -94,15 +279,21 @@ export class RpcClient {
       const timer = setTimeout(() => {
         finish();
         reject(
-          new RpcError('ERR_RPC_DEADLINE', `call ${method} passed its ${deadlineMs} ms deadline`),
+          new RpcError(
+            'ERR_RPC_DEADLINE',
+            `call ${method} passed its ${deadlineMs} ms deadline (state ${this.#machine.state})`,
+          ),
         );
       }, deadlineMs);
-      if (signal?.aborted) {
-        onAbort();
-        return;
-      }
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#pending.set(requestId, {
+      const call: Call = {
+        requestId,
+        method,
+        payload,
+        idempotent,
+        seq,
+        deadlineAt: performance.now() + deadlineMs,
+        sentEpoch: 0,
         resolve: (b) => {
           finish();
           resolve(b);
@@ -111,32 +302,310 @@ export class RpcClient {
           finish();
           reject(e);
         },
-      });
-      this.#channel.send([header, payload], { timeoutMs: deadlineMs }).catch((err: unknown) => {
-        this.#pending
-          .get(requestId)
-          ?.reject(
-            new RpcError('ERR_RPC_CLOSED', `call ${method} could not be sent`, { cause: err }),
-          );
-      });
+      };
+      this.#pending.set(requestId, call);
+      if (this.#link !== undefined && this.#machine.state === 'connected') {
+        this.#send(this.#link, call);
+      }
     });
   }
 
-  async #readLoop(): Promise<void> {
+  /** Ends the session (the server forgets it), fails pending calls with ERR_RPC_CLOSED. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closing) return;
+    this.#closing = true;
+    this.#wake?.();
+    const link = this.#link;
+    const err = new RpcError('ERR_RPC_CLOSED', 'client closed');
+    for (const c of [...this.#pending.values()]) c.reject(err);
+    this.#machine.close();
+    if (link !== undefined) {
+      await link.control
+        .send(encodeSessionFrame({ kind: 'bye' }), { timeoutMs: 1000 })
+        .catch(() => {});
+      link.lost(err);
+      await link.conn.close({ timeoutMs: 1000 }).catch(() => {});
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #failure: Error | undefined;
+
+  #send(link: Link, call: Call): void {
+    const remaining = Math.ceil(call.deadlineAt - performance.now());
+    if (remaining <= 0) return; // its timer is about to fire
+    call.sentEpoch = link.epoch;
+    const header = encodeRequestHeader(
+      {
+        requestId: call.requestId,
+        sessionSeq: call.seq,
+        ackBelow: this.#sequencer.ackBelow,
+        epoch: link.epoch,
+        idempotent: call.idempotent,
+        deadlineMs: remaining,
+        method: call.method,
+        payloadLength: call.payload.length,
+      },
+      this.#limits,
+    );
+    link.data.send([header, call.payload], { timeoutMs: remaining }).catch((err: unknown) => {
+      const code = codeOf(err);
+      // A message the transport can never carry fails now; a lost link replays it later.
+      if (code === 'ERR_MUX_TOO_LARGE' || code === 'ERR_MUX_INVALID_ARG') {
+        this.#pending
+          .get(call.requestId)
+          ?.reject(
+            new RpcError('ERR_RPC_CLOSED', `call ${call.method} cannot be sent`, { cause: err }),
+          );
+      }
+    });
+  }
+
+  /** The session's life: connect, serve until the link is lost, reconnect with backoff. */
+  async #run(): Promise<void> {
+    let attempt = 0;
+    let failedAt = performance.now();
+    while (!this.#closing) {
+      let link: Link;
+      let welcome: Extract<SessionFrame, { kind: 'welcome' }>;
+      try {
+        [link, welcome] = await this.#establish();
+      } catch (err) {
+        if (this.#closing) return;
+        if (FATAL.has(codeOf(err) ?? '')) {
+          this.#fail(err as Error);
+          return;
+        }
+        attempt++;
+        const delay = this.#o.backoff.nextDelay(attempt, performance.now() - failedAt);
+        if (delay === null) {
+          this.#fail(
+            new RpcError('ERR_RPC_SESSION_FAILED', `gave up after ${attempt} attempts`, {
+              cause: err,
+            }),
+          );
+          return;
+        }
+        await this.#sleep(delay);
+        continue;
+      }
+      if (this.#closing) {
+        link.conn.destroy();
+        return;
+      }
+      if (this.#machine.state === 'recovering') this.#counts.reconnects++;
+      attempt = 0;
+      this.#link = link;
+      this.#machine.connected(welcome.epoch, welcome.sessionId);
+      this.#recover(link, welcome);
+      const reason = await link.whenLost;
+      this.#link = undefined;
+      link.conn.destroy();
+      if (this.#closing) return;
+      if (codeOf(reason) === 'ERR_RPC_HEARTBEAT_TIMEOUT') this.#counts.heartbeatTimeouts++;
+      failedAt = performance.now();
+      this.#machine.lost(reason);
+    }
+  }
+
+  /** What the server said it holds decides each pending call: replay, or fail it typed. */
+  #recover(link: Link, w: Extract<SessionFrame, { kind: 'welcome' }>): void {
+    const done = new Set(w.done);
+    for (const call of [...this.#pending.values()].sort((a, b) => a.requestId - b.requestId)) {
+      if (!call.idempotent && call.seq < w.floor) {
+        // Below what the server remembers: it may have run, and cannot be asked again.
+        call.reject(
+          new RpcError(
+            'ERR_RPC_DEDUP_EXPIRED',
+            `call ${call.method} (sequence ${call.seq}) is no longer known to the server; it may have run`,
+          ),
+        );
+        continue;
+      }
+      if (call.sentEpoch !== 0) this.#counts.replayed++;
+      if (!call.idempotent && done.has(call.seq)) this.#counts.answeredFromTable++;
+      this.#send(link, call);
+    }
+  }
+
+  #fail(reason: Error): void {
+    if (this.#machine.state === 'failed' || this.#machine.state === 'closed') return;
+    this.#failure = reason;
+    this.#machine.fail(reason);
+    const err = new RpcError('ERR_RPC_SESSION_FAILED', `session failed: ${reason.message}`, {
+      cause: reason,
+    });
+    for (const c of [...this.#pending.values()]) c.reject(err);
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(t);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  /** One connection attempt: mux connect, then open or resume the session on its control channel. */
+  async #establish(): Promise<[Link, Extract<SessionFrame, { kind: 'welcome' }>]> {
+    const until = performance.now() + this.#o.connectTimeoutMs;
+    const left = (): number => Math.max(1, Math.ceil(until - performance.now()));
+    const conn = await this.#o.transport.connect({
+      ...(this.#o.host === undefined ? {} : { host: this.#o.host }),
+      port: this.#o.port,
+      secret: this.#o.secret,
+      timeoutMs: left(),
+    });
     try {
+      conn.on('error', () => {});
+      const control = conn.openChannel(RPC_CONTROL_CHANNEL);
+      const send = (f: SessionFrame): Promise<void> =>
+        control.send(encodeSessionFrame(f), { timeoutMs: left() });
+      const next = async (): Promise<SessionFrame> => {
+        const m = await control.receive({ copy: true, timeoutMs: left() });
+        try {
+          const f = decodeSessionFrame(m.bytes);
+          if (f.kind === 'refused') {
+            throw new RpcError(f.code as RpcErrorCode, `server refused the session: ${f.message}`, {
+              retryable: !FATAL.has(f.code),
+            });
+          }
+          return f;
+        } finally {
+          m.release();
+        }
+      };
+      const sessionId = this.#machine.sessionId;
+      let f: SessionFrame;
+      if (sessionId === undefined || this.#token === undefined) {
+        await send({ kind: 'open' });
+        f = await next();
+      } else {
+        await send({ kind: 'resume', sessionId, lastEpoch: this.#machine.epoch });
+        const c = await next();
+        if (c.kind !== 'challenge') throw this.#protocol(`expected a challenge, got ${c.kind}`);
+        await send({
+          kind: 'proof',
+          proof: resumptionProof(this.#token, sessionId, c.challenge),
+        });
+        f = await next();
+      }
+      if (f.kind !== 'welcome') throw this.#protocol(`expected a welcome, got ${f.kind}`);
+      if (sessionId === undefined) {
+        if (f.token === undefined) throw this.#protocol('a new session without a token');
+        this.#token = f.token;
+      } else if (f.sessionId !== sessionId || f.token !== undefined) {
+        throw this.#protocol('the welcome names another session');
+      }
+      if (f.epoch <= this.#machine.epoch) throw this.#protocol(`epoch ${f.epoch} is not new`);
+      const data = conn.openChannel(RPC_DATA_CHANNEL);
+      const link = this.#watch(conn, control, data, f.epoch);
+      return [link, f];
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+  }
+
+  #protocol(message: string): RpcError {
+    return new RpcError('ERR_RPC_PROTOCOL', `session handshake: ${message}`);
+  }
+
+  /** Starts the link's readers and heartbeat; `whenLost` settles once, with the first fault. */
+  #watch(conn: Connection, control: Channel, data: Channel, epoch: number): Link {
+    let lost!: (reason: Error) => void;
+    const whenLost = new Promise<Error>((resolve) => {
+      lost = resolve;
+    });
+    let over = false;
+    const link: Link = {
+      conn,
+      control,
+      data,
+      epoch,
+      whenLost,
+      lost: (reason) => {
+        if (over) return;
+        over = true;
+        clearInterval(beat);
+        lost(reason);
+      },
+    };
+    const closed = (err: Error | undefined): void =>
+      link.lost(err ?? new RpcError('ERR_RPC_CLOSED', 'connection closed', { retryable: true }));
+    conn.once('close', closed);
+    if (conn.state === 'closed' || conn.state === 'failed') closed(conn.error);
+    let lastHeard = performance.now();
+    let nonce = 0;
+    const interval = this.#o.heartbeatIntervalMs;
+    const beat = setInterval(() => {
+      const silent = performance.now() - lastHeard;
+      if (silent > interval * this.#o.heartbeatMisses) {
+        link.lost(
+          new RpcError(
+            'ERR_RPC_HEARTBEAT_TIMEOUT',
+            `no heartbeat answer from ${conn.remoteAddress} for ${Math.round(silent)} ms`,
+            { retryable: true },
+          ),
+        );
+        return;
+      }
+      nonce = (nonce + 1) >>> 0;
+      control
+        .send(encodeSessionFrame({ kind: 'ping', nonce }), { timeoutMs: interval })
+        .catch(() => {});
+    }, interval);
+    beat.unref();
+    void (async () => {
       for (;;) {
-        const msg = await this.#channel.receive({ copy: true });
+        let f: SessionFrame;
+        try {
+          const m = await control.receive({ copy: true, timeoutMs: 60_000 });
+          try {
+            f = decodeSessionFrame(m.bytes);
+          } finally {
+            m.release();
+          }
+        } catch (err) {
+          if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
+          link.lost(err as Error);
+          return;
+        }
+        if (f.kind !== 'pong') {
+          link.lost(this.#protocol(`unexpected control frame ${f.kind}`));
+          return;
+        }
+        lastHeard = performance.now();
+      }
+    })();
+    void (async () => {
+      for (;;) {
         let frame: ReturnType<typeof decodeRpcFrame>;
         try {
-          frame = decodeRpcFrame(msg.bytes, this.#limits);
-        } finally {
-          msg.release();
+          const msg = await data.receive({ copy: true, timeoutMs: 60_000 });
+          try {
+            frame = decodeRpcFrame(msg.bytes, this.#limits);
+          } finally {
+            msg.release();
+          }
+        } catch (err) {
+          if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
+          link.lost(err as Error);
+          return;
         }
         if (frame.kind !== 'response') continue;
         const h = frame.header;
-        const p = this.#pending.get(h.requestId);
-        if (p === undefined) continue; // late reply of a call that already ended
-        if (h.status === RpcStatus.Ok) p.resolve(frame.payload);
+        // Only the current epoch's replies reach calls; a dead link's late ones are dropped.
+        if (!this.#machine.epochs.accept(h.epoch)) continue;
+        const call = this.#pending.get(h.requestId);
+        if (call === undefined) continue; // a call that already ended
+        if (h.status === RpcStatus.Ok) call.resolve(frame.payload);
         else {
           const outcome =
             h.status === RpcStatus.Error
@@ -144,23 +613,10 @@ export class RpcClient {
               : h.status === RpcStatus.Rejected
                 ? 'rejected'
                 : 'unknown';
-          p.reject(new RemoteError(h.errorCode, h.errorMessage, outcome));
+          call.reject(new RemoteError(h.errorCode, h.errorMessage, outcome));
         }
       }
-    } catch (err) {
-      this.#fail(new RpcError('ERR_RPC_CLOSED', 'rpc channel closed or failed', { cause: err }));
-    }
-  }
-
-  #fail(err: RpcError): void {
-    if (this.#closed !== undefined) return;
-    this.#closed = err;
-    for (const p of [...this.#pending.values()]) p.reject(err);
-  }
-
-  /** Fails pending calls with ERR_RPC_CLOSED and closes the channel. Idempotent. */
-  async close(): Promise<void> {
-    this.#fail(new RpcError('ERR_RPC_CLOSED', 'client closed'));
-    await this.#channel.close().catch(() => {});
+    })();
+    return link;
   }
 }

@@ -1,55 +1,329 @@
 import type { Channel, Connection } from '@rdmajs/mux';
-import type { DeduplicationTable } from './DeduplicationTable.js';
+import { DeduplicationTable } from './DeduplicationTable.js';
+import { RpcError } from './errors.js';
+import { checkFunction, checkInt } from './internal/validate.js';
 import type { MethodRegistry } from './MethodRegistry.js';
+import { SessionAuthority } from './SessionAuthority.js';
+import {
+  decodeSessionFrame,
+  encodeSessionFrame,
+  MAX_WELCOME_SEQS,
+  RPC_CONTROL_CHANNEL,
+  RPC_DATA_CHANNEL,
+  type SessionFrame,
+} from './SessionFrame.js';
 
 export interface RpcServerOptions {
-  /** Epoch stamped on replies. Default 1. */
-  epoch?: number;
-  /** With `sessionId`: non-idempotent calls run at most once per (session, sequence). */
+  /** Session authority (its key makes tokens survive a restart). One of `authority` or `key`. */
+  authority?: SessionAuthority;
+  /** The server key (>= 32 bytes) for a default SessionAuthority. */
+  key?: Uint8Array;
+  /**
+   * Non-idempotent calls run at most once per (session, sequence). Default a new table. A
+   * table restored from saved state re-admits its sessions, so their clients can resume.
+   */
   dedup?: DeduplicationTable;
-  sessionId?: string;
+  /** A connection that has not opened or resumed a session by then is dropped, ms. Default 10 000. */
+  handshakeTimeoutMs?: number;
+  /**
+   * A connection with no control frame (heartbeat) for this long is dropped, ms. Must exceed
+   * the clients' heartbeat interval × misses. Default 30 000.
+   */
+  idleTimeoutMs?: number;
+  /** See `DispatchScope.onRecorded`: persist the service's state with `dedup.save()` here. */
+  onRecorded?: (sessionId: string, seq: number) => void;
+  /**
+   * Called synchronously when a session is opened in `dedup` (before its client learns of
+   * it) or closed: persist `dedup.save()` here too, so a restart before the session's first
+   * call still lets it resume.
+   */
+  onSessionChange?: (sessionId: string, change: 'opened' | 'closed') => void;
+}
+
+export interface RpcServerStats {
+  connections: number;
+  opened: number;
+  resumed: number;
+  /** Session handshakes refused (bad proof, unknown or evicted session, busy). */
+  refused: number;
+  /** Connections dropped for a protocol error, a missed handshake deadline or idleness. */
+  dropped: number;
+}
+
+interface ConnState {
+  phase: 'hello' | 'challenged' | 'ready' | 'done';
+  sessionId: string | undefined;
+  lastEpoch: number;
+  challenge: Uint8Array | undefined;
+  epoch: number;
+  lastSeen: number;
+  control: Channel | undefined;
 }
 
 /**
- * Serves a MethodRegistry on every channel a peer opens on `connection`. A malformed frame
- * destroys that connection (its request ids cannot be trusted); nothing a peer sends throws.
+ * Serves a MethodRegistry on mux connections (any Transport). Each connection first opens
+ * or resumes a session on its control channel: open issues a session id and a
+ * secret-derived token; resume answers a fresh challenge with a proof of that token and
+ * gets the next epoch plus what the de-duplication table holds for the session (the
+ * recovery exchange). Only then are calls served, each tagged with the connection's epoch.
+ * The control channel also carries heartbeats. A malformed frame destroys its connection;
+ * nothing a peer sends throws.
  */
 export class RpcServer {
   readonly #registry: MethodRegistry;
-  readonly #options: RpcServerOptions;
+  readonly #authority: SessionAuthority;
+  readonly #dedup: DeduplicationTable;
+  readonly #handshakeTimeoutMs: number;
+  readonly #idleTimeoutMs: number;
+  readonly #onRecorded: ((sessionId: string, seq: number) => void) | undefined;
+  readonly #onSessionChange: ((sessionId: string, change: 'opened' | 'closed') => void) | undefined;
+  /** The connection each session is served on now; a resume elsewhere supersedes it. */
+  readonly #live = new Map<string, Connection>();
+  readonly #connections = new Set<Connection>();
+  readonly #stats = { opened: 0, resumed: 0, refused: 0, dropped: 0 };
 
-  constructor(registry: MethodRegistry, options: RpcServerOptions = {}) {
+  constructor(registry: MethodRegistry, options: RpcServerOptions) {
     this.#registry = registry;
-    this.#options = options;
+    if (options.authority !== undefined) {
+      if (!(options.authority instanceof SessionAuthority)) {
+        throw new RpcError('ERR_RPC_INVALID_ARG', 'authority must be a SessionAuthority');
+      }
+      this.#authority = options.authority;
+    } else if (options.key !== undefined) {
+      this.#authority = new SessionAuthority({ key: options.key });
+    } else {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'RpcServer needs an authority or a key');
+    }
+    this.#dedup = options.dedup ?? new DeduplicationTable();
+    this.#handshakeTimeoutMs = checkInt(
+      'handshakeTimeoutMs',
+      options.handshakeTimeoutMs ?? 10_000,
+      1,
+    );
+    this.#idleTimeoutMs = checkInt('idleTimeoutMs', options.idleTimeoutMs ?? 30_000, 1);
+    this.#onRecorded =
+      options.onRecorded === undefined
+        ? undefined
+        : checkFunction('onRecorded', options.onRecorded);
+    this.#onSessionChange =
+      options.onSessionChange === undefined
+        ? undefined
+        : checkFunction('onSessionChange', options.onSessionChange);
+    // Sessions restored with the table resume with the tokens their clients hold.
+    for (const id of this.#dedup.sessionIds()) {
+      if (!this.#authority.has(id)) this.#authority.adopt(id, 1);
+    }
+  }
+
+  get authority(): SessionAuthority {
+    return this.#authority;
+  }
+
+  get dedup(): DeduplicationTable {
+    return this.#dedup;
+  }
+
+  stats(): RpcServerStats {
+    return { connections: this.#connections.size, ...this.#stats };
   }
 
   serve(connection: Connection): void {
+    if (connection.state === 'closed' || connection.state === 'failed') return; // nothing to serve
+    const st: ConnState = {
+      phase: 'hello',
+      sessionId: undefined,
+      lastEpoch: 0,
+      challenge: undefined,
+      epoch: 0,
+      lastSeen: performance.now(),
+      control: undefined,
+    };
+    this.#connections.add(connection);
+    const drop = (why: string): void => {
+      if (st.phase === 'done') return;
+      this.#stats.dropped++;
+      connection.destroy(new RpcError('ERR_RPC_PROTOCOL', why));
+    };
+    const handshake = setTimeout(() => {
+      if (st.phase !== 'ready') drop('no session handshake in time');
+    }, this.#handshakeTimeoutMs);
+    const idle = setInterval(
+      () => {
+        if (performance.now() - st.lastSeen > this.#idleTimeoutMs) drop('peer idle');
+      },
+      Math.max(10, this.#idleTimeoutMs / 4),
+    );
+    handshake.unref();
+    idle.unref();
+    connection.on('error', () => {});
+    connection.once('close', () => {
+      clearTimeout(handshake);
+      clearInterval(idle);
+      this.#connections.delete(connection);
+      if (st.sessionId !== undefined && st.challenge !== undefined) {
+        this.#authority.withdraw(st.sessionId, st.challenge);
+      }
+      if (st.sessionId !== undefined && this.#live.get(st.sessionId) === connection) {
+        this.#live.delete(st.sessionId);
+      }
+      st.phase = 'done';
+    });
     connection.on('channel', (ch) => {
-      void this.#serveChannel(connection, ch);
+      if (ch.name === RPC_CONTROL_CHANNEL && st.control === undefined) {
+        st.control = ch;
+        void this.#control(connection, ch, st, drop);
+      } else if (ch.name === RPC_DATA_CHANNEL && st.phase === 'ready') {
+        void this.#serveData(connection, ch, st);
+      } else {
+        drop(`unexpected channel ${ch.name} in phase ${st.phase}`);
+      }
     });
   }
 
-  async #serveChannel(connection: Connection, ch: Channel): Promise<void> {
-    const scope = {
-      epoch: this.#options.epoch ?? 1,
-      ...(this.#options.sessionId === undefined ? {} : { sessionId: this.#options.sessionId }),
-      ...(this.#options.dedup === undefined ? {} : { dedup: this.#options.dedup }),
+  async #control(
+    connection: Connection,
+    ch: Channel,
+    st: ConnState,
+    drop: (why: string) => void,
+  ): Promise<void> {
+    const send = (f: SessionFrame): void => {
+      ch.send(encodeSessionFrame(f)).catch(() => {});
+    };
+    const refuse = (err: unknown): void => {
+      this.#stats.refused++;
+      const code = (err as { code?: unknown }).code;
+      send({
+        kind: 'refused',
+        code:
+          typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code) ? code : 'ERR_RPC_AUTH',
+        message: err instanceof Error ? (err.message.split('\n', 1)[0] ?? '') : 'refused',
+      });
+      st.phase = 'done';
+      void connection.close({ timeoutMs: 1000 }).catch(() => {});
     };
     try {
       for (;;) {
-        const msg = await ch.receive({ copy: true });
-        const bytes = msg.bytes;
-        msg.release();
-        // Requests run concurrently; each reply goes out when its handler settles.
-        this.#registry.dispatch(bytes, scope).then(
-          (parts) => {
-            if (parts !== undefined) ch.send(parts).catch(() => {});
-          },
-          (err: unknown) => connection.destroy(err instanceof Error ? err : undefined),
-        );
+        const msg = await ch.receive({ copy: true, timeoutMs: this.#idleTimeoutMs });
+        let f: SessionFrame;
+        try {
+          f = decodeSessionFrame(msg.bytes);
+        } finally {
+          msg.release();
+        }
+        st.lastSeen = performance.now();
+        if (st.phase === 'hello' && f.kind === 'open') {
+          const issued = this.#authority.issue();
+          this.#dedup.openSession(issued.sessionId);
+          this.#onSessionChange?.(issued.sessionId, 'opened');
+          this.#ready(connection, st, issued.sessionId, issued.epoch);
+          this.#stats.opened++;
+          send({
+            kind: 'welcome',
+            sessionId: issued.sessionId,
+            epoch: issued.epoch,
+            token: issued.token,
+            floor: 0,
+            done: [],
+            running: [],
+          });
+        } else if (st.phase === 'hello' && f.kind === 'resume') {
+          try {
+            st.challenge = this.#authority.challenge(f.sessionId);
+          } catch (err) {
+            refuse(err);
+            return;
+          }
+          st.sessionId = f.sessionId;
+          st.lastEpoch = f.lastEpoch;
+          st.phase = 'challenged';
+          send({ kind: 'challenge', challenge: st.challenge });
+        } else if (st.phase === 'challenged' && f.kind === 'proof') {
+          const id = st.sessionId as string;
+          const challenge = st.challenge as Uint8Array;
+          st.challenge = undefined;
+          let epoch: number;
+          let state: ReturnType<DeduplicationTable['resumeState']>;
+          try {
+            state = this.#dedup.resumeState(id);
+            epoch = this.#authority.resume(id, challenge, f.proof, st.lastEpoch).epoch;
+          } catch (err) {
+            this.#authority.withdraw(id, challenge);
+            refuse(err);
+            return;
+          }
+          // The session moved here: its old connection's calls have no one to answer.
+          this.#live.get(id)?.destroy(new RpcError('ERR_RPC_CLOSED', 'session resumed elsewhere'));
+          this.#ready(connection, st, id, epoch);
+          this.#stats.resumed++;
+          // The lists only inform the client (the floor decides); keep them within a frame.
+          const done = state.done.slice(0, MAX_WELCOME_SEQS);
+          const running = state.running.slice(0, MAX_WELCOME_SEQS - done.length);
+          send({
+            kind: 'welcome',
+            sessionId: id,
+            epoch,
+            token: undefined,
+            floor: state.floor,
+            done,
+            running,
+          });
+        } else if (st.phase === 'ready' && f.kind === 'ping') {
+          send({ kind: 'pong', nonce: f.nonce });
+          try {
+            this.#authority.touch(st.sessionId as string);
+          } catch {
+            // Expired meanwhile: the next resume will say so.
+          }
+        } else if (st.phase === 'ready' && f.kind === 'bye') {
+          const id = st.sessionId as string;
+          this.#authority.end(id);
+          if (this.#dedup.closeSession(id)) this.#onSessionChange?.(id, 'closed');
+          st.phase = 'done';
+          await connection.close({ timeoutMs: 1000 }).catch(() => {});
+          return;
+        } else {
+          drop(`control frame ${f.kind} in phase ${st.phase}`);
+          return;
+        }
       }
-    } catch {
-      // Channel closed or connection lost: nothing left to answer.
+    } catch (err) {
+      // Protocol error or idleness (a closed connection ends the loop too).
+      if ((err as { code?: string }).code === 'ERR_RPC_PROTOCOL') drop('malformed control frame');
+      else if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') drop('peer idle');
+    }
+  }
+
+  #ready(connection: Connection, st: ConnState, sessionId: string, epoch: number): void {
+    st.sessionId = sessionId;
+    st.epoch = epoch;
+    st.phase = 'ready';
+    this.#live.set(sessionId, connection);
+  }
+
+  async #serveData(connection: Connection, ch: Channel, st: ConnState): Promise<void> {
+    const scope = {
+      epoch: st.epoch,
+      sessionId: st.sessionId as string,
+      dedup: this.#dedup,
+      ...(this.#onRecorded === undefined ? {} : { onRecorded: this.#onRecorded }),
+    };
+    for (;;) {
+      let bytes: Uint8Array;
+      try {
+        const msg = await ch.receive({ copy: true, timeoutMs: 60_000 });
+        bytes = msg.bytes;
+        msg.release();
+      } catch (err) {
+        if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') continue; // just quiet
+        return; // channel closed or connection lost: nothing left to answer
+      }
+      // Requests run concurrently; each reply goes out when its handler settles.
+      this.#registry.dispatch(bytes, scope).then(
+        (parts) => {
+          if (parts !== undefined) ch.send(parts).catch(() => {});
+        },
+        (err: unknown) => connection.destroy(err instanceof Error ? err : undefined),
+      );
     }
   }
 }

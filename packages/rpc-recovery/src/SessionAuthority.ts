@@ -28,6 +28,12 @@ export interface SessionAuthorityOptions {
   sessionTtlMs?: number;
   /** A challenge unanswered this long expires. Default 10 s. */
   challengeTtlMs?: number;
+  /**
+   * Challenges outstanding per session at once (one per resume attempt, e.g. per connection).
+   * A new one beyond it is refused (ERR_RPC_SESSION_BUSY), never made by cancelling another:
+   * whoever knows a session id cannot spend the holder's challenge. Default 8.
+   */
+  maxChallengesPerSession?: number;
   /** Sessions kept; issuing one more first drops expired ones, then the least recently active. Default 65 536. */
   maxSessions?: number;
   /** Milliseconds on a monotonic line; default `performance.now`. */
@@ -51,6 +57,8 @@ export interface SessionAuthorityStats {
   resumed: number;
   /** Resumes refused for a wrong proof or a missing challenge. */
   badProofs: number;
+  /** Challenges refused because the session had `maxChallengesPerSession` outstanding. */
+  busy: number;
   expired: number;
   evicted: number;
 }
@@ -58,11 +66,19 @@ export interface SessionAuthorityStats {
 interface SessionRecord {
   epoch: number;
   lastActive: number;
-  challenge: Uint8Array | undefined;
-  challengeExpires: number;
+  /** Outstanding challenges (hex) → expiry time; at most maxChallengesPerSession. */
+  challenges: Map<string, number>;
 }
 
-const KEYS = ['key', 'sessionTtlMs', 'challengeTtlMs', 'maxSessions', 'now', 'randomBytes'];
+const KEYS = [
+  'key',
+  'sessionTtlMs',
+  'challengeTtlMs',
+  'maxChallengesPerSession',
+  'maxSessions',
+  'now',
+  'randomBytes',
+];
 
 function hmac(key: Uint8Array, label: string, ...parts: (string | Uint8Array)[]): Uint8Array {
   const h = createHmac('sha256', key).update(label);
@@ -92,18 +108,27 @@ export function resumptionProof(
  * `adopt` re-admits sessions it restored). Resuming takes a fresh single-use `challenge` and
  * the client's `resumptionProof` over it: a stolen session id alone resumes nothing, a
  * captured proof is useless for the next challenge, and each challenge allows one attempt.
+ * Challenges are per attempt (bounded, expiring), so asking for one cancels no other.
  * Proofs are compared in constant time. Each resume increments the session's epoch.
  */
 export class SessionAuthority {
   private readonly key: Uint8Array;
   private readonly sessionTtlMs: number;
   private readonly challengeTtlMs: number;
+  private readonly maxChallenges: number;
   private readonly maxSessions: number;
   private readonly now: () => number;
   private readonly randomBytes: (n: number) => Uint8Array;
   /** Insertion order is least recently active first (activity re-inserts). */
   private readonly sessions = new Map<string, SessionRecord>();
-  private readonly counters = { issued: 0, resumed: 0, badProofs: 0, expired: 0, evicted: 0 };
+  private readonly counters = {
+    issued: 0,
+    resumed: 0,
+    badProofs: 0,
+    busy: 0,
+    expired: 0,
+    evicted: 0,
+  };
 
   constructor(options: SessionAuthorityOptions) {
     const o = ownOptions('SessionAuthority options', options);
@@ -113,6 +138,10 @@ export class SessionAuthority {
       o.sessionTtlMs === undefined ? 600_000 : checkNumber('sessionTtlMs', o.sessionTtlMs, 1);
     this.challengeTtlMs =
       o.challengeTtlMs === undefined ? 10_000 : checkNumber('challengeTtlMs', o.challengeTtlMs, 1);
+    this.maxChallenges =
+      o.maxChallengesPerSession === undefined
+        ? 8
+        : checkInt('maxChallengesPerSession', o.maxChallengesPerSession, 1, 1024);
     this.maxSessions =
       o.maxSessions === undefined ? 65_536 : checkInt('maxSessions', o.maxSessions, 1);
     this.now = o.now === undefined ? () => performance.now() : checkFunction('now', o.now);
@@ -133,8 +162,7 @@ export class SessionAuthority {
     this.sessions.set(sessionId, {
       epoch: 1,
       lastActive: t,
-      challenge: undefined,
-      challengeExpires: 0,
+      challenges: new Map(),
     });
     this.counters.issued++;
     return { sessionId, token: this.tokenOf(sessionId), epoch: 1 };
@@ -157,46 +185,75 @@ export class SessionAuthority {
     this.sessions.set(sessionId, {
       epoch,
       lastActive: t,
-      challenge: undefined,
-      challengeExpires: 0,
+      challenges: new Map(),
     });
   }
 
   /**
-   * A fresh challenge for resuming `sessionId` (single use; replaces any earlier one).
-   * ERR_RPC_SESSION_UNKNOWN / ERR_RPC_SESSION_EXPIRED for a session that cannot resume.
+   * A fresh challenge for one attempt to resume `sessionId` (single use, expires after
+   * `challengeTtlMs`). Several may be outstanding (one per connection trying); asking for
+   * one never cancels another, so a third party who knows the id cannot break the holder's
+   * resume. ERR_RPC_SESSION_BUSY (retryable) when `maxChallengesPerSession` are outstanding
+   * and unexpired; ERR_RPC_SESSION_UNKNOWN / ERR_RPC_SESSION_EXPIRED for a session that
+   * cannot resume.
    */
   challenge(sessionId: string): Uint8Array {
     const t = this.time();
     const s = this.live(sessionId, t);
-    s.challenge = this.random(SESSION_SECRET_BYTES);
-    s.challengeExpires = t + this.challengeTtlMs;
-    return s.challenge.slice();
+    if (s.challenges.size >= this.maxChallenges) {
+      for (const [c, expires] of s.challenges) if (t > expires) s.challenges.delete(c);
+    }
+    if (s.challenges.size >= this.maxChallenges) {
+      this.counters.busy++;
+      throw new RpcError(
+        'ERR_RPC_SESSION_BUSY',
+        `session ${sessionId}: ${this.maxChallenges} resume attempts outstanding`,
+        { retryable: true },
+      );
+    }
+    const c = this.random(SESSION_SECRET_BYTES);
+    s.challenges.set(Buffer.from(c).toString('hex'), t + this.challengeTtlMs);
+    return c;
   }
 
   /**
-   * Verifies the client's proof over the outstanding challenge and moves the session to its
-   * next epoch, which it returns: above both the server's and `lastEpoch`, the last one the
-   * client saw (a server restarted from persisted state may not know it; a client claiming
-   * more only moves its own epochs). The challenge is spent either way. ERR_RPC_AUTH for a
-   * wrong proof or no outstanding challenge, ERR_RPC_SESSION_EXPIRED for an expired session
-   * or challenge, ERR_RPC_SESSION_UNKNOWN for a session not known here.
+   * Gives up an outstanding challenge (its connection went away before answering). Returns
+   * false when it was not outstanding.
+   */
+  withdraw(sessionId: string, challenge: Uint8Array): boolean {
+    checkSessionId(sessionId);
+    checkBytes('challenge', challenge);
+    const s = this.sessions.get(sessionId);
+    return s?.challenges.delete(Buffer.from(challenge).toString('hex')) ?? false;
+  }
+
+  /**
+   * Verifies the client's proof over `challenge` (one this authority issued for the session
+   * and that is still outstanding: the server passes the one it sent on this connection)
+   * and moves the session to its next epoch, which it returns: above both the server's and
+   * `lastEpoch`, the last one the client saw (a server restarted from persisted state may
+   * not know it; a client claiming more only moves its own epochs). That challenge is spent
+   * either way; others stay outstanding. ERR_RPC_AUTH for a wrong proof or a challenge not
+   * outstanding, ERR_RPC_SESSION_EXPIRED for an expired session or challenge,
+   * ERR_RPC_SESSION_UNKNOWN for a session not known here.
    */
   resume(
     sessionId: string,
+    challenge: Uint8Array,
     proof: Uint8Array,
     lastEpoch = 0,
   ): { sessionId: string; epoch: number } {
+    checkBytes('challenge', challenge);
     checkBytes('proof', proof);
     checkInt('lastEpoch', lastEpoch, 0, MAX_EPOCH);
     const t = this.time();
     const s = this.live(sessionId, t);
-    const challenge = s.challenge;
-    const expires = s.challengeExpires;
-    s.challenge = undefined;
-    if (challenge === undefined) {
+    const hex = Buffer.from(challenge).toString('hex');
+    const expires = s.challenges.get(hex);
+    s.challenges.delete(hex);
+    if (expires === undefined || challenge.length !== SESSION_SECRET_BYTES) {
       this.counters.badProofs++;
-      throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: no challenge outstanding`);
+      throw new RpcError('ERR_RPC_AUTH', `session ${sessionId}: no such challenge outstanding`);
     }
     if (t > expires) {
       throw new RpcError('ERR_RPC_SESSION_EXPIRED', `session ${sessionId}: challenge expired`);

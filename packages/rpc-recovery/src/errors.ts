@@ -30,6 +30,14 @@ export type RpcErrorCode =
   | 'ERR_RPC_SESSION_EVICTED'
   /** The session (or its resumption challenge) outlived its time to live. */
   | 'ERR_RPC_SESSION_EXPIRED'
+  /** The session has as many resume attempts (challenges) outstanding as allowed; retry later. */
+  | 'ERR_RPC_SESSION_BUSY'
+  /** The session failed for good (recovery impossible or given up); `cause` says why. */
+  | 'ERR_RPC_SESSION_FAILED'
+  /** No heartbeat answer from the peer within interval × misses: the connection is presumed dead. */
+  | 'ERR_RPC_HEARTBEAT_TIMEOUT'
+  /** Too many calls pending on this client (`maxPendingCalls`); retry when some settle. */
+  | 'ERR_RPC_OVERLOADED'
   /** A resumption proof did not match (or no challenge was outstanding). */
   | 'ERR_RPC_AUTH'
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */

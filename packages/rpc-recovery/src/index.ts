@@ -36,7 +36,12 @@ export {
   type MethodOptions,
   MethodRegistry,
 } from './MethodRegistry.js';
-export { type CallOptions, RpcClient } from './RpcClient.js';
+export {
+  type CallOptions,
+  RpcClient,
+  type RpcClientOptions,
+  type RpcClientStats,
+} from './RpcClient.js';
 export {
   decodeRpcFrame,
   encodeRequestHeader,
@@ -64,7 +69,7 @@ export {
   rpcFrameLength,
   rpcFrameLimits,
 } from './RpcFrame.js';
-export { RpcServer, type RpcServerOptions } from './RpcServer.js';
+export { RpcServer, type RpcServerOptions, type RpcServerStats } from './RpcServer.js';
 export {
   type IssuedSession,
   MAX_EPOCH,
@@ -75,6 +80,16 @@ export {
   type SessionAuthorityOptions,
   type SessionAuthorityStats,
 } from './SessionAuthority.js';
+export {
+  decodeSessionFrame,
+  encodeSessionFrame,
+  MAX_WELCOME_SEQS,
+  RPC_CONTROL_CHANNEL,
+  RPC_DATA_CHANNEL,
+  SESSION_FRAME_VERSION,
+  type SessionFrame,
+  SessionFrameKind,
+} from './SessionFrame.js';
 export {
   SESSION_TRANSITIONS,
   type SessionEvents,

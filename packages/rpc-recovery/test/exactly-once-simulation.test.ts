@@ -132,7 +132,7 @@ function simulate(seed: number, calls: number, dropP: number, crashP: number) {
     // Resumption over the control connection: challenge, proof, the next epoch.
     const c = server.authority.challenge(issued.sessionId);
     const proof = resumptionProof(issued.token, issued.sessionId, c);
-    const r = server.authority.resume(issued.sessionId, proof, session.epoch);
+    const r = server.authority.resume(issued.sessionId, c, proof, session.epoch);
     serverEpoch = r.epoch;
     session.connected(r.epoch);
   };

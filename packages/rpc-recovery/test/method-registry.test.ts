@@ -14,12 +14,13 @@ function request(
   idempotent = false,
   requestId = 7,
   sessionSeq = 0,
+  epoch = 1,
 ): Uint8Array {
   const header = encodeRequestHeader({
     requestId,
     sessionSeq,
     ackBelow: 0,
-    epoch: 1,
+    epoch,
     idempotent,
     deadlineMs: 1000,
     method,
@@ -54,7 +55,9 @@ describe('MethodRegistry', () => {
       return new TextEncoder().encode(new TextDecoder().decode(p).toUpperCase());
     });
     const r = response(
-      await reg.dispatch(request('echo.upper', new TextEncoder().encode('hi')), { epoch: 3 }),
+      await reg.dispatch(request('echo.upper', new TextEncoder().encode('hi'), false, 7, 0, 3), {
+        epoch: 3,
+      }),
     );
     expect(r.header.status).toBe(RpcStatus.Ok);
     expect(r.header.requestId).toBe(7);
@@ -117,6 +120,15 @@ describe('MethodRegistry', () => {
     );
   });
 
+  it('request_of_another_epoch_is_dropped_unrun', async () => {
+    const reg = new MethodRegistry();
+    let runs = 0;
+    reg.register('inc', () => new Uint8Array([++runs]));
+    const old = request('inc', new Uint8Array(0), false, 7, 0, 1);
+    expect(await reg.dispatch(old, { epoch: 2 })).toBeUndefined();
+    expect(runs).toBe(0);
+  });
+
   it('server_dedups_replayed_push', async () => {
     const reg = new MethodRegistry();
     const dedup = new DeduplicationTable();
@@ -130,7 +142,7 @@ describe('MethodRegistry', () => {
     // The same (session, sequence) resent under a new epoch and request id after recovery.
     const scope2 = { epoch: 2, sessionId: 's1', dedup };
     const again = response(
-      await reg.dispatch(request('inc', new Uint8Array(0), false, 11, 0), scope2),
+      await reg.dispatch(request('inc', new Uint8Array(0), false, 11, 0, 2), scope2),
     );
     expect(count).toBe(1);
     expect(first.header.status).toBe(RpcStatus.Ok);
@@ -139,7 +151,7 @@ describe('MethodRegistry', () => {
     expect(again.header.epoch).toBe(2);
     expect([...again.payload]).toEqual([1]);
     const next = response(
-      await reg.dispatch(request('inc', new Uint8Array(0), false, 12, 1), scope2),
+      await reg.dispatch(request('inc', new Uint8Array(0), false, 12, 1, 2), scope2),
     );
     expect([...next.payload]).toEqual([2]);
     expect(count).toBe(2);

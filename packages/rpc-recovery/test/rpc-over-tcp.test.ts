@@ -2,6 +2,7 @@ import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   DeduplicationTable,
+  ExponentialBackoff,
   MethodRegistry,
   RemoteError,
   RpcClient,
@@ -15,16 +16,16 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+const key = new Uint8Array(32).fill(7);
+
 async function pair(registry: MethodRegistry, dedup?: DeduplicationTable) {
   const transport = new TcpTransport();
   const listener = await transport.listen({ secret });
-  const server = new RpcServer(registry, dedup === undefined ? {} : { dedup, sessionId: 's1' });
+  const server = new RpcServer(registry, dedup === undefined ? { key } : { key, dedup });
   listener.on('connection', (c) => server.serve(c));
-  const conn = await transport.connect({ port: listener.port, secret });
-  const client = new RpcClient(conn);
+  const client = await RpcClient.connect({ transport, port: listener.port, secret });
   cleanups.push(async () => {
     await client.close();
-    conn.destroy();
     await listener.close();
   });
   return client;
@@ -102,45 +103,111 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
     let count = 0;
     reg.register('inc', () => new Uint8Array([++count]));
     const dedup = new DeduplicationTable();
-    dedup.openSession('s1');
     const client = await pair(reg, dedup);
     const a = await client.call('inc', new Uint8Array(0));
     const b = await client.call('inc', new Uint8Array(0));
     expect([a[0], b[0]]).toEqual([1, 2]);
     expect(count).toBe(2);
+    expect(dedup.sessionIds()).toEqual([client.session.sessionId]);
   });
 
-  it('control_connection_cut_fails_pending_call_typed_before_deadline', async () => {
-    const transport = new TcpTransport();
-    const listener = await transport.listen({ secret });
+  it('session_is_opened_at_connect_with_epoch_1', async () => {
     const reg = new MethodRegistry();
-    let started: () => void = () => {};
-    const running = new Promise<void>((r) => {
-      started = r;
-    });
-    reg.register('hang', () => {
-      started();
-      return new Promise<Uint8Array>(() => {});
-    });
-    const server = new RpcServer(reg);
-    listener.on('connection', (c) => {
-      server.serve(c);
-      void running.then(() => c.destroy());
-    });
-    const conn = await transport.connect({ port: listener.port, secret });
-    const client = new RpcClient(conn);
-    cleanups.push(async () => {
-      await client.close();
-      conn.destroy();
-      await listener.close();
-    });
-    // A long deadline: the cut, not the timer, must end the call.
-    const err = await client
-      .call('hang', new Uint8Array(0), { deadlineMs: 600_000 })
-      .catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'ERR_RPC_CLOSED' });
-    await expect(client.call('hang', new Uint8Array(0))).rejects.toMatchObject({
+    reg.register('echo', (p) => p, { idempotent: true });
+    const client = await pair(reg);
+    expect(client.session.state).toBe('connected');
+    expect(client.session.sessionId).toMatch(/^[0-9a-f]{32}$/);
+    expect(client.session.epoch).toBe(1);
+  });
+
+  it('closed_client_ends_its_session_on_the_server', async () => {
+    const reg = new MethodRegistry();
+    reg.register('inc', () => new Uint8Array([1]));
+    const dedup = new DeduplicationTable();
+    const client = await pair(reg, dedup);
+    await client.call('inc', new Uint8Array(0));
+    await client.close();
+    await expect(client.call('inc', new Uint8Array(0))).rejects.toMatchObject({
       code: 'ERR_RPC_CLOSED',
     });
+    for (let i = 0; i < 100 && dedup.sessionIds().length > 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(dedup.sessionIds()).toEqual([]);
+    expect(client.session.state).toBe('closed');
+  });
+
+  it('calls_made_while_recovering_wait_and_go_out_on_the_new_connection', async () => {
+    const transport = new TcpTransport();
+    const reg = new MethodRegistry();
+    reg.register('echo', (p) => p.slice(), { idempotent: true });
+    const server = new RpcServer(reg, { key });
+    const listener = await transport.listen({ secret });
+    const conns: import('@rdmajs/mux').Connection[] = [];
+    listener.on('connection', (c) => {
+      conns.push(c);
+      server.serve(c);
+    });
+    const client = await RpcClient.connect({ transport, port: listener.port, secret });
+    cleanups.push(async () => {
+      await client.close();
+      await listener.close();
+    });
+    const recovering = new Promise((r) => client.session.once('recovering', r));
+    conns[0]?.destroy();
+    await recovering;
+    const out = await client.call('echo', new Uint8Array([9]), { idempotent: true });
+    expect([...out]).toEqual([9]);
+    expect(client.stats()).toMatchObject({ state: 'connected', epoch: 2, replayed: 0 });
+  });
+
+  it('too_many_pending_calls_are_refused_typed', async () => {
+    const reg = new MethodRegistry();
+    reg.register('never', () => new Promise<Uint8Array>(() => {}), { idempotent: true });
+    const transport = new TcpTransport();
+    const server = new RpcServer(reg, { key });
+    const listener = await transport.listen({ secret });
+    listener.on('connection', (c) => server.serve(c));
+    const client = await RpcClient.connect({
+      transport,
+      port: listener.port,
+      secret,
+      maxPendingCalls: 2,
+    });
+    cleanups.push(async () => {
+      await client.close();
+      await listener.close();
+    });
+    const held = [1, 2].map(() =>
+      client.call('never', new Uint8Array(0), { idempotent: true }).catch((e: unknown) => e),
+    );
+    await expect(
+      client.call('never', new Uint8Array(0), { idempotent: true }),
+    ).rejects.toMatchObject({ code: 'ERR_RPC_OVERLOADED', retryable: true });
+    await client.close();
+    for (const p of held) expect(await p).toMatchObject({ code: 'ERR_RPC_CLOSED' });
+  });
+
+  it('connect_to_nobody_gives_up_typed_when_the_backoff_does', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const port = listener.port;
+    await listener.close();
+    const err = await RpcClient.connect({
+      transport,
+      port,
+      secret,
+      backoff: new ExponentialBackoff({ baseMs: 1, capMs: 5, maxAttempts: 3 }),
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+  });
+
+  it('bad_connect_options_fail_at_once_without_retrying', async () => {
+    const err = await RpcClient.connect({
+      transport: new TcpTransport(),
+      port: 70_000,
+      secret,
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_MUX_INVALID_ARG' });
   });
 });

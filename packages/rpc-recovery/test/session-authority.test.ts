@@ -29,7 +29,7 @@ describe('SessionAuthority', () => {
     expect(s.epoch).toBe(1);
     for (const epoch of [2, 3, 4]) {
       const c = a.challenge(s.sessionId);
-      expect(a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c))).toEqual({
+      expect(a.resume(s.sessionId, c, resumptionProof(s.token, s.sessionId, c))).toEqual({
         sessionId: s.sessionId,
         epoch,
       });
@@ -42,11 +42,11 @@ describe('SessionAuthority', () => {
     const a = new SessionAuthority({ key: KEY });
     const victim = a.issue();
     const thief = a.issue(); // a real token, but for another session
-    a.challenge(victim.sessionId);
-    expect(codeOf(() => a.resume(victim.sessionId, new Uint8Array(32)))).toBe('ERR_RPC_AUTH');
+    const c0 = a.challenge(victim.sessionId);
+    expect(codeOf(() => a.resume(victim.sessionId, c0, new Uint8Array(32)))).toBe('ERR_RPC_AUTH');
     const c = a.challenge(victim.sessionId);
     const wrongToken = resumptionProof(thief.token, victim.sessionId, c);
-    expect(codeOf(() => a.resume(victim.sessionId, wrongToken))).toBe('ERR_RPC_AUTH');
+    expect(codeOf(() => a.resume(victim.sessionId, c, wrongToken))).toBe('ERR_RPC_AUTH');
     expect(a.epochOf(victim.sessionId)).toBe(1);
     expect(a.stats().badProofs).toBe(2);
   });
@@ -56,18 +56,18 @@ describe('SessionAuthority', () => {
     const s = a.issue();
     const c = a.challenge(s.sessionId);
     const proof = resumptionProof(s.token, s.sessionId, c);
-    a.resume(s.sessionId, proof);
-    expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH'); // no challenge
-    a.challenge(s.sessionId);
-    expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH'); // old challenge
+    a.resume(s.sessionId, c, proof);
+    expect(codeOf(() => a.resume(s.sessionId, c, proof))).toBe('ERR_RPC_AUTH'); // spent
+    const fresh = a.challenge(s.sessionId);
+    expect(codeOf(() => a.resume(s.sessionId, fresh, proof))).toBe('ERR_RPC_AUTH'); // old proof
   });
 
   it('a_failed_attempt_spends_the_challenge', () => {
     const a = new SessionAuthority({ key: KEY });
     const s = a.issue();
     const c = a.challenge(s.sessionId);
-    expect(codeOf(() => a.resume(s.sessionId, new Uint8Array(3)))).toBe('ERR_RPC_AUTH');
-    expect(codeOf(() => a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c)))).toBe(
+    expect(codeOf(() => a.resume(s.sessionId, c, new Uint8Array(3)))).toBe('ERR_RPC_AUTH');
+    expect(codeOf(() => a.resume(s.sessionId, c, resumptionProof(s.token, s.sessionId, c)))).toBe(
       'ERR_RPC_AUTH',
     );
   });
@@ -77,11 +77,52 @@ describe('SessionAuthority', () => {
     const s = a.issue();
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 64 }), (proof) => {
-        a.challenge(s.sessionId);
-        expect(codeOf(() => a.resume(s.sessionId, proof))).toBe('ERR_RPC_AUTH');
+        const c = a.challenge(s.sessionId);
+        expect(codeOf(() => a.resume(s.sessionId, c, proof))).toBe('ERR_RPC_AUTH');
       }),
     );
     expect(a.epochOf(s.sessionId)).toBe(1);
+  });
+
+  it('a_third_party_asking_for_challenges_cannot_cancel_the_holders_resume', () => {
+    const a = new SessionAuthority({ key: KEY, maxChallengesPerSession: 4 });
+    const s = a.issue();
+    const mine = a.challenge(s.sessionId);
+    // Anyone who knows the id asks again and again, and answers badly.
+    const theirs = [a.challenge(s.sessionId), a.challenge(s.sessionId), a.challenge(s.sessionId)];
+    expect(codeOf(() => a.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_BUSY');
+    for (const c of theirs) {
+      expect(codeOf(() => a.resume(s.sessionId, c, new Uint8Array(32)))).toBe('ERR_RPC_AUTH');
+    }
+    // The holder's challenge is still outstanding and resumes.
+    expect(a.resume(s.sessionId, mine, resumptionProof(s.token, s.sessionId, mine)).epoch).toBe(2);
+    expect(a.stats()).toMatchObject({ busy: 1, badProofs: 3, resumed: 1 });
+  });
+
+  it('challenges_expire_and_withdrawn_ones_free_their_slot', () => {
+    const c = clock();
+    const a = new SessionAuthority({
+      key: KEY,
+      now: c.now,
+      challengeTtlMs: 10,
+      maxChallengesPerSession: 2,
+    });
+    const s = a.issue();
+    const first = a.challenge(s.sessionId);
+    a.challenge(s.sessionId);
+    expect(codeOf(() => a.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_BUSY');
+    expect(a.withdraw(s.sessionId, first)).toBe(true);
+    expect(a.withdraw(s.sessionId, first)).toBe(false);
+    const third = a.challenge(s.sessionId);
+    c.advance(11);
+    expect(
+      codeOf(() => a.resume(s.sessionId, third, resumptionProof(s.token, s.sessionId, third))),
+    ).toBe('ERR_RPC_SESSION_EXPIRED');
+    a.challenge(s.sessionId); // the other one expired too: its slot is reclaimed
+    const fresh = a.challenge(s.sessionId);
+    expect(a.resume(s.sessionId, fresh, resumptionProof(s.token, s.sessionId, fresh)).epoch).toBe(
+      2,
+    );
   });
 
   it('idle_sessions_and_slow_answers_expire', () => {
@@ -90,7 +131,7 @@ describe('SessionAuthority', () => {
     const s = a.issue();
     const ch = a.challenge(s.sessionId);
     c.advance(11);
-    expect(codeOf(() => a.resume(s.sessionId, resumptionProof(s.token, s.sessionId, ch)))).toBe(
+    expect(codeOf(() => a.resume(s.sessionId, ch, resumptionProof(s.token, s.sessionId, ch)))).toBe(
       'ERR_RPC_SESSION_EXPIRED',
     );
     c.advance(90); // idle for 101 ms
@@ -117,12 +158,12 @@ describe('SessionAuthority', () => {
     expect(codeOf(() => again.challenge(s.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
     again.adopt(s.sessionId, 5);
     const c = again.challenge(s.sessionId);
-    expect(again.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c)).epoch).toBe(6);
+    expect(again.resume(s.sessionId, c, resumptionProof(s.token, s.sessionId, c)).epoch).toBe(6);
     const otherKey = new SessionAuthority({ key: randomBytes(32) });
     otherKey.adopt(s.sessionId, 5);
     const c2 = otherKey.challenge(s.sessionId);
     expect(
-      codeOf(() => otherKey.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c2))),
+      codeOf(() => otherKey.resume(s.sessionId, c2, resumptionProof(s.token, s.sessionId, c2))),
     ).toBe('ERR_RPC_AUTH');
   });
 
@@ -131,25 +172,25 @@ describe('SessionAuthority', () => {
     const s = first.issue();
     for (let i = 0; i < 4; i++) {
       const c = first.challenge(s.sessionId);
-      first.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c));
+      first.resume(s.sessionId, c, resumptionProof(s.token, s.sessionId, c));
     }
     expect(first.epochOf(s.sessionId)).toBe(5);
     const restarted = new SessionAuthority({ key: KEY });
     restarted.adopt(s.sessionId, 1); // epochs were not persisted
     const c = restarted.challenge(s.sessionId);
-    expect(restarted.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c), 5).epoch).toBe(
-      6,
-    );
+    expect(
+      restarted.resume(s.sessionId, c, resumptionProof(s.token, s.sessionId, c), 5).epoch,
+    ).toBe(6);
     const c2 = restarted.challenge(s.sessionId);
-    expect(restarted.resume(s.sessionId, resumptionProof(s.token, s.sessionId, c2), 2).epoch).toBe(
-      7,
-    );
+    expect(
+      restarted.resume(s.sessionId, c2, resumptionProof(s.token, s.sessionId, c2), 2).epoch,
+    ).toBe(7);
     const c3 = restarted.challenge(s.sessionId);
     const proof = resumptionProof(s.token, s.sessionId, c3);
-    expect(codeOf(() => restarted.resume(s.sessionId, proof, 0xffff_ffff))).toBe(
+    expect(codeOf(() => restarted.resume(s.sessionId, c3, proof, 0xffff_ffff))).toBe(
       'ERR_RPC_INVALID_STATE',
     );
-    expect(codeOf(() => restarted.resume(s.sessionId, proof, -1))).toBe('ERR_RPC_INVALID_ARG');
+    expect(codeOf(() => restarted.resume(s.sessionId, c3, proof, -1))).toBe('ERR_RPC_INVALID_ARG');
   });
 
   it('max_sessions_drops_expired_then_least_recently_active', () => {

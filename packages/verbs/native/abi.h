@@ -10,13 +10,14 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 3;
+constexpr int kVersion = 5;
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
-// entries (one crossing per wake-up, however many CQs it has).
+// entries (one crossing per wake-up, however many CQs it has). EV_QP_LAST_WQE: a QP on an SRQ
+// went to ERR and no WQE it took is still in use (IBV_EVENT_QP_LAST_WQE_REACHED).
 constexpr int EV_DOORBELL = 0, EV_QP_FATAL = 1, EV_CQ_ERR = 2, EV_SRQ_LIMIT = 3, EV_LINK = 4, EV_PORT = 5,
-              EV_CQS_READY = 6;
+              EV_CQS_READY = 6, EV_QP_LAST_WQE = 7;
 constexpr int CQ_READY_BATCH = 1024;
 
 // Why a post stopped short. POST_BUSY: a queue lock is held by a process that does not let
@@ -69,11 +70,27 @@ constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3
               LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9,
               LINK_HEAD = 10;
 
+// What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
+// bytes, does not fit the buffer given (nothing was taken: call again with one that large).
+constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2;
+
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
 constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
 
-// Soft fault kinds (inject).
-constexpr int FAULT_BREAK_LINK = 0, FAULT_STALL_RECEIVER = 1, FAULT_DELAY = 2;
+// The respond record (Float64Array, RESPOND_WORDS words): the target's link writes a
+// request's fields (RESPOND_SLOT .. RESPOND_SRC_PID) and respond() writes its answer
+// (RESPOND_OUTCOME, a LINK_* outcome, also returned; RESPOND_STATUS, an ibv_wc_status;
+// RESPOND_RNR_TIMER, the target QP's min_rnr_timer for an RNR). One record per listener,
+// reused: answering allocates nothing.
+constexpr int RESPOND_WORDS = 11;
+constexpr int RESPOND_SLOT = 0, RESPOND_GEN = 1, RESPOND_OPCODE = 2, RESPOND_IMM = 3, RESPOND_REMOTE_ADDR = 4,
+              RESPOND_RKEY = 5, RESPOND_SRC_QPN = 6, RESPOND_SRC_PID = 7, RESPOND_OUTCOME = 8, RESPOND_STATUS = 9,
+              RESPOND_RNR_TIMER = 10;
+
+// Soft fault kinds (inject). The last four are for tests that model hostile or stuck peers
+// (@rdmajs/verbs/testing exposes the first three).
+constexpr int FAULT_BREAK_LINK = 0, FAULT_STALL_RECEIVER = 1, FAULT_DELAY = 2, FAULT_HOLD_PEER_LOCK = 3,
+              FAULT_PIN_PEER = 4, FAULT_UNPIN_PEER = 5, FAULT_PAUSE_IN_DELIVER = 6;
 
 // One row of the exported table.
 struct Entry {
@@ -90,6 +107,7 @@ constexpr Entry kTable[] = {
     {"EV_LINK", EV_LINK},
     {"EV_PORT", EV_PORT},
     {"EV_CQS_READY", EV_CQS_READY},
+    {"EV_QP_LAST_WQE", EV_QP_LAST_WQE},
     {"CQ_READY_BATCH", CQ_READY_BATCH},
     {"POST_OK", POST_OK},
     {"POST_EINVAL", POST_EINVAL},
@@ -149,13 +167,32 @@ constexpr Entry kTable[] = {
     {"LINK_SRC_PID", LINK_SRC_PID},
     {"LINK_TOKEN", LINK_TOKEN},
     {"LINK_HEAD", LINK_HEAD},
+    {"LINK_TAKE_NONE", LINK_TAKE_NONE},
+    {"LINK_TAKE_READY", LINK_TAKE_READY},
+    {"LINK_TAKE_NEEDS_BUFFER", LINK_TAKE_NEEDS_BUFFER},
     {"LINK_DONE", LINK_DONE},
     {"LINK_RNR", LINK_RNR},
     {"LINK_TRANSPORT", LINK_TRANSPORT},
     {"LINK_DISCARDED", LINK_DISCARDED},
+    {"RESPOND_WORDS", RESPOND_WORDS},
+    {"RESPOND_SLOT", RESPOND_SLOT},
+    {"RESPOND_GEN", RESPOND_GEN},
+    {"RESPOND_OPCODE", RESPOND_OPCODE},
+    {"RESPOND_IMM", RESPOND_IMM},
+    {"RESPOND_REMOTE_ADDR", RESPOND_REMOTE_ADDR},
+    {"RESPOND_RKEY", RESPOND_RKEY},
+    {"RESPOND_SRC_QPN", RESPOND_SRC_QPN},
+    {"RESPOND_SRC_PID", RESPOND_SRC_PID},
+    {"RESPOND_OUTCOME", RESPOND_OUTCOME},
+    {"RESPOND_STATUS", RESPOND_STATUS},
+    {"RESPOND_RNR_TIMER", RESPOND_RNR_TIMER},
     {"FAULT_BREAK_LINK", FAULT_BREAK_LINK},
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
     {"FAULT_DELAY", FAULT_DELAY},
+    {"FAULT_HOLD_PEER_LOCK", FAULT_HOLD_PEER_LOCK},
+    {"FAULT_PIN_PEER", FAULT_PIN_PEER},
+    {"FAULT_UNPIN_PEER", FAULT_UNPIN_PEER},
+    {"FAULT_PAUSE_IN_DELIVER", FAULT_PAUSE_IN_DELIVER},
 };
 
 // ---- what must hold for the numbers above to make sense (checked at compile time)
@@ -198,7 +235,8 @@ constexpr bool unique_names() {
 }  // namespace check
 
 static_assert(check::unique_names(), "each ABI field is exported once");
-static_assert(check::distinct({EV_DOORBELL, EV_QP_FATAL, EV_CQ_ERR, EV_SRQ_LIMIT, EV_LINK, EV_PORT, EV_CQS_READY}),
+static_assert(check::distinct({EV_DOORBELL, EV_QP_FATAL, EV_CQ_ERR, EV_SRQ_LIMIT, EV_LINK, EV_PORT, EV_CQS_READY,
+                                EV_QP_LAST_WQE}),
               "event kinds are distinct");
 static_assert(CQ_READY_BATCH > 0, "a wake-up hands over at least one CQ");
 static_assert(POST_OK == 0 &&
@@ -222,10 +260,17 @@ static_assert(check::distinct({WCO_SEND, WCO_RDMA_WRITE, WCO_RDMA_READ, WCO_COMP
                                WCO_RECV_RDMA_WITH_IMM}),
               "completion opcodes are distinct");
 static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY, LINK_LENGTH, LINK_DST_SLOT,
-                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN},
+                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD},
                             LINK_WORDS),
               "link header fields");
-static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT}), "link outcomes are distinct");
-static_assert(check::distinct({FAULT_BREAK_LINK, FAULT_STALL_RECEIVER, FAULT_DELAY}), "fault kinds are distinct");
+static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER}), "linkTake codes are distinct");
+static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
+static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
+                             RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER},
+                            RESPOND_WORDS),
+              "respond record fields");
+static_assert(check::dense({FAULT_BREAK_LINK, FAULT_STALL_RECEIVER, FAULT_DELAY, FAULT_HOLD_PEER_LOCK, FAULT_PIN_PEER,
+                            FAULT_UNPIN_PEER, FAULT_PAUSE_IN_DELIVER}),
+              "fault kinds are 0..6");
 
 }  // namespace rdmajs::abi

@@ -30,6 +30,10 @@ SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   uv_loop_t* loop = Loop(env);
   poll_ = StartPoll(loop, dev_->segment().eventfd(), &SoftDevice::OnReadable);
   timer_ = StartTimer(loop);
+  step_ = new uv_idle_t;
+  step_->data = this;
+  uv_idle_init(loop, step_);
+  uv_unref(reinterpret_cast<uv_handle_t*>(step_));
 }
 
 Napi::Function SoftDevice::Define(Napi::Env env) {
@@ -49,6 +53,11 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
 void SoftDevice::Teardown() {
   StopPoll(poll_);
   StopTimer(timer_);
+  if (step_) {
+    uv_idle_stop(step_);
+    uv_close(reinterpret_cast<uv_handle_t*>(step_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
+    step_ = nullptr;
+  }
   Retire();
   dev_.reset();  // revokes every registration, waiting for peers' copies
   for (auto& [h, o] : owned_) on_unregistered(o.mapping);

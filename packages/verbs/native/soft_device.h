@@ -57,10 +57,21 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
     double next = dev_->progressDue();
     if (next <= 0) return;
     double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+    // Due now (the next step of a large copy): once per turn of the loop, after its I/O. A
+    // 0 ms timer would not do: libuv 1.46 runs a timer re-armed from its own callback again
+    // in the same pass, and the whole copy would hold the loop.
+    if (wait == 0 && step_) {
+      uv_idle_start(step_, &SoftDevice::OnStep);
+      return;
+    }
     uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
   }
 
   static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
+  static void OnStep(uv_idle_t* h) {
+    uv_idle_stop(h);
+    static_cast<SoftDevice*>(h->data)->Schedule();
+  }
 
   static void OnReadable(uv_poll_t* p, int status, int);
 
@@ -136,18 +147,18 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // ptrace access check (Yama ptrace_scope, another user, a no-new-privileges sandbox).
   Napi::Value RtrError(const Napi::CallbackInfo& info, const soft::SysError& se);
 
-  // inject(h, kind, value): 0 break link, 1 stall receiver (value 0/1), 2 delay (ms),
-  // 3 hold the peer's receive-queue lock for good (a process stopped inside it), 4/5 take /
-  // drop a pin on the peer's MR named by rkey `value` (a copy that does not end), 6 the
-  // next operation stops `value` ms inside deliver() (a slow initiator mid-operation).
+  // inject(h, kind: FAULT_*, value): break link, stall receiver (value 0/1), delay (ms),
+  // hold the peer's receive-queue lock for good (a process stopped inside it), pin / unpin
+  // the peer's MR named by rkey `value` (a copy that does not end), pause `value` ms inside
+  // the next deliver() (a slow initiator mid-operation). Another kind: ERR_RDMA_INVALID_ARG.
   Napi::Value Inject(const Napi::CallbackInfo& info);
 
   // ---- TCP link (the sockets live in JS; these move WRs and answers across)
 
-  // toRtrLink(h, peerPid, peerSlot, peerGen, peerQpn, minRnrTimer) → errno
+  // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), payload: Uint8Array) → 1 taken, 0 none, -n: need n bytes
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), payload: Uint8Array) → LINK_TAKE_* (abi.h)
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
 
   // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array)
@@ -155,8 +166,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // linkProgress(h): bytes moved on the connection carrying this QP's frames
   Napi::Value LinkProgress(const Napi::CallbackInfo& info);
 
-  // respond(slot, gen, opcode, payload: Uint8Array, imm, remoteAddr, rkey, srcQpn, srcPid)
-  //   → (rnrTimer << 16) | (outcome << 8) | status. For READ, `payload` receives the data.
+  // respond(record: Float64Array(RESPOND_WORDS), payload: Uint8Array) → the LINK_* outcome;
+  //   the record's RESPOND_OUTCOME/STATUS/RNR_TIMER get the answer (abi.h). For READ,
+  //   `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info);
 
   std::unique_ptr<soft::Device> dev_;
@@ -164,6 +176,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Reference<Napi::Uint32Array> readyOut_;  // JS's view of them (CQ_READY_BATCH entries)
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
+  uv_idle_t* step_ = nullptr;  // active only while a large copy has a step due
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;
     Mapping* mapping;

@@ -17,7 +17,7 @@ import { describe, invalid, optInt, readOptions } from './internal/validate.js';
 import { ProtectionDomain } from './ProtectionDomain.js';
 import type { QueuePair } from './QueuePair.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
-import type { DeviceInfo, LinkAddress, ProviderName } from './types.js';
+import type { DeviceInfo, LinkListener, ProviderName } from './types.js';
 
 export interface OpenDeviceOptions {
   /** 'auto' (default) takes a real RDMA device when one exists, else soft. */
@@ -158,7 +158,7 @@ export class Device extends Resource {
   readonly #emitter = new EventEmitter();
   /** Soft: the CQs a wake-up found ready (EV_CQS_READY names how many), filled natively. */
   readonly #ready = new Uint32Array(ABI.CQ_READY_BATCH);
-  #listening: Promise<LinkAddress> | undefined;
+  #listening: Promise<LinkListener> | undefined;
 
   /** Devices come from `openDevice()`. */
   constructor(key: typeof kCreate, open: OpenDriver) {
@@ -181,9 +181,10 @@ export class Device extends Resource {
 
   /**
    * Soft: accepts peers over the TCP link (peers on other hosts, or `link: 'tcp'`).
-   * Endpoints made afterwards carry the advertised address. Resolves with it.
+   * Endpoints made afterwards carry the advertised address and their QP's link key.
+   * Resolves with the address.
    */
-  listen(options?: ListenOptions): Promise<LinkAddress> {
+  listen(options?: ListenOptions): Promise<LinkListener> {
     this.assertOpen();
     const o = readOptions('listen options', options, [
       'host',
@@ -255,6 +256,9 @@ export class Device extends Resource {
         break;
       case ABI.EV_QP_FATAL:
         ctx.qps.get(handle)?.[kNotify]('fatal');
+        break;
+      case ABI.EV_QP_LAST_WQE:
+        ctx.qps.get(handle)?.[kNotify]('lastWqe');
         break;
       case ABI.EV_SRQ_LIMIT:
         ctx.srqs.get(handle)?.[kNotify]('limit');

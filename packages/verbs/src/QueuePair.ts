@@ -39,7 +39,12 @@ export const DEFAULT_RETRY_COUNT = 6;
 /** Documented bound on detecting a dead peer with the defaults (soft and rxe), in ms. */
 export const DEAD_PEER_BOUND_MS = 2000;
 
-export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError };
+/**
+ * QP_FATAL: the QP was moved to error by the device (or, on soft, by its peer).
+ * LAST_WQE_REACHED: a QP on a shared receive queue entered error and no receive it took
+ * from the SRQ is still in use (after any QP_FATAL; once per error).
+ */
+export type QpAsyncEvent = { type: 'QP_FATAL'; error: RdmaError } | { type: 'LAST_WQE_REACHED' };
 
 /** What `pd.createQp()` hands its new queue pair. */
 export interface QpInit {
@@ -266,10 +271,14 @@ export class QueuePair extends Resource {
   }
 
   /** @internal notifications from the device */
-  [kNotify](what: 'fatal' | 'link'): void {
+  [kNotify](what: 'fatal' | 'lastWqe' | 'link'): void {
     if (this.closed) return;
     if (what === 'link') {
       this.#driver.onLink();
+      return;
+    }
+    if (what === 'lastWqe') {
+      this.#emitter.emit('asyncEvent', { type: 'LAST_WQE_REACHED' } satisfies QpAsyncEvent);
       return;
     }
     this.#emitter.emit('asyncEvent', {

@@ -42,6 +42,7 @@ export {
   type Endpoint,
   type IbvEndpoint,
   type LinkAddress,
+  type LinkListener,
   type PortInfo,
   type ProviderName,
   type QpCaps,

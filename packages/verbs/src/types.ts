@@ -177,14 +177,19 @@ export interface DeviceInfo {
   limits: DeviceLimits;
 }
 
-/**
- * A soft TCP-link listener (`device.listen()`). `key` is the listening device's link
- * secret (base64url): whoever holds it may use the link, so endpoints that carry it are
- * exchanged over an authenticated channel, as RDMA endpoints always are.
- */
-export interface LinkAddress {
+/** Where a soft device's TCP link listens (`device.listen()`): the address peers dial. */
+export interface LinkListener {
   host: string;
   port: number;
+}
+
+/**
+ * How a peer reaches one soft QP over the TCP link (in its endpoint). `key` is that QP's
+ * link key (base64url, derived from a secret that never leaves its device): whoever holds
+ * it may speak to this QP — and only to this QP — over the link, so endpoints are exchanged
+ * over an authenticated channel, as RDMA endpoints always are.
+ */
+export interface LinkAddress extends LinkListener {
   key: string;
 }
 

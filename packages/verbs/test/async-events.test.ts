@@ -2,7 +2,17 @@
 // does, matching rxe (../../shared/RC-SEMANTICS.md) or naming the documented difference.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CqAsyncEvent, ProviderName, QpAsyncEvent, QueuePair } from '../src/index.js';
-import { collect, nothingWithin, type Pair, pair, providers, until } from './harness/pair.js';
+import {
+  collect,
+  nothingWithin,
+  type Pair,
+  pair,
+  providers,
+  type Side,
+  side,
+  sleep,
+  until,
+} from './harness/pair.js';
 
 const isSoft = (provider: ProviderName) => provider === 'soft';
 
@@ -50,6 +60,70 @@ describe.each(providers)('async events on %s', (provider) => {
     expect(seen).toEqual([[], []]);
     expect(b.qp.state).toBe('rts');
   });
+
+  /** `p.b` gets a second QP on an SRQ, connected to a fresh sender (its device closes with p). */
+  function srqTarget(): { qp: QueuePair; sender: Side } {
+    const { b } = p;
+    const srq = b.pd.createSrq({ maxWr: 8, maxSge: 1 });
+    const qp = b.pd.createQp({ sendCq: b.cq, recvCq: b.cq, srq });
+    const sender = side(provider);
+    const close = p.close;
+    p.close = () => {
+      close();
+      sender.dev.close();
+    };
+    qp.connect(sender.qp.endpoint());
+    sender.qp.connect(qp.endpoint());
+    srq.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
+    return { qp, sender };
+  }
+
+  it('an application-driven error of a QP on an SRQ raises LAST_WQE_REACHED, once', async () => {
+    p = pair(provider);
+    const { qp } = srqTarget();
+    const seen = recordQpEvents(qp);
+    qp.toError();
+    await until(() => seen.length > 0, 'LAST_WQE_REACHED');
+    expect(seen).toEqual(['LAST_WQE_REACHED']);
+    qp.toError(); // ERR → ERR: the same error, no second event
+    await sleep(100);
+    expect(seen).toEqual(['LAST_WQE_REACHED']);
+  });
+
+  if (isSoft(provider)) {
+    // Not measured on rxe: these stay soft-only until the rxe lane confirms them.
+    it('a QP on an SRQ failed by its peer: QP_FATAL, then LAST_WQE_REACHED', async () => {
+      p = pair(provider);
+      const { qp, sender } = srqTarget();
+      const seen = recordQpEvents(qp);
+      sender.qp.postSend({
+        wrId: 9,
+        opcode: 'RDMA_WRITE',
+        sgList: [sender.mr.sge(0, 8)],
+        remoteAddr: p.b.mr.addr,
+        rkey: 0xbad00,
+      });
+      expect((await collect(sender.cq, 1))[0]?.status).toBe('REM_ACCESS_ERR');
+      await until(() => seen.length >= 2, 'both events on the target');
+      expect(seen).toEqual(['QP_FATAL', 'LAST_WQE_REACHED']);
+      // The error the application then confirms is the same one: nothing more.
+      qp.toError();
+      await sleep(50);
+      expect(seen).toEqual(['QP_FATAL', 'LAST_WQE_REACHED']);
+    });
+
+    it('after a reset, the next error of a QP on an SRQ reports again', async () => {
+      p = pair(provider);
+      const { qp } = srqTarget();
+      const seen = recordQpEvents(qp);
+      qp.toError();
+      await until(() => seen.length === 1, 'the first LAST_WQE_REACHED');
+      qp.reset();
+      qp.toError();
+      await until(() => seen.length === 2, 'the second LAST_WQE_REACHED');
+      expect(seen).toEqual(['LAST_WQE_REACHED', 'LAST_WQE_REACHED']);
+    });
+  }
 
   it('a send CQ overrun raises CQ_ERR and is never silent', async () => {
     p = pair(provider);

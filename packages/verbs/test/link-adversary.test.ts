@@ -1,5 +1,5 @@
-// The soft TCP link as an attacker meets it: a raw TCP client that does not know the
-// device's secret, or knows it and sends hostile frames. The device never acts on an
+// The soft TCP link as an attacker meets it: a raw TCP client that holds no link key, or
+// holds one QP's key and sends hostile frames, or names another QP. The device never acts on an
 // unauthenticated byte, never buffers more than a frame's header before checking it,
 // keeps its memory bounded, and keeps serving everyone else.
 import { execFile } from 'node:child_process';
@@ -8,14 +8,20 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SoftEndpoint } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
-import { FLAG_HEAD, REQ_HEADER, RES_HEADER } from '../src/internal/soft/link/frames.js';
+import {
+  FLAG_HEAD,
+  LINK_PROGRESS,
+  PROGRESS_BYTES,
+  REQ_HEADER,
+  RES_HEADER,
+} from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
   HELLO_BYTES,
   InitiatorHandshake,
   WELCOME_BYTES,
 } from '../src/internal/soft/link/handshake.js';
-import { collect, linkPair, type Pair, providers, sleep } from './harness/pair.js';
+import { collect, linkPair, type Pair, providers, sleep, until } from './harness/pair.js';
 
 interface Raw {
   sock: Socket;
@@ -36,10 +42,10 @@ function raw(port: number): Promise<Raw> {
   });
 }
 
-/** A raw client that completes the handshake with `key` (what a peer holding it can do). */
-async function authenticated(port: number, key: string): Promise<Raw> {
+/** A raw client that completes the handshake with `key` for QP `ep` (what its peer can do). */
+async function authenticated(port: number, key: string, ep: SoftEndpoint): Promise<Raw> {
   const r = await raw(port);
-  const hs = new InitiatorHandshake(Buffer.from(key, 'base64url'));
+  const hs = new InitiatorHandshake(Buffer.from(key, 'base64url'), ep);
   const deadline = Date.now() + 5000;
   while (r.received().length < HELLO_BYTES) {
     if (Date.now() > deadline) throw new Error('no HELLO');
@@ -163,7 +169,7 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
 
   it('oversized_frame_is_refused_before_buffering: a 1 GiB header is dropped before its payload', async () => {
     const { ep, port, key, pair } = await target();
-    const r = await authenticated(port, key);
+    const r = await authenticated(port, key, ep);
     const header = request(ep, { length: 1 << 30, payload: 0 });
     header.writeUInt32LE(REQ_HEADER + (1 << 30), 0); // claims a gigabyte follows
     r.sock.write(header);
@@ -187,7 +193,7 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
           flags: fc.oneof(fc.constant(FLAG_HEAD), fc.integer({ min: 0, max: 255 })),
         }),
         async (h) => {
-          const r = await authenticated(port, key);
+          const r = await authenticated(port, key, ep);
           const payload = Math.min(h.length, 64);
           const f = request(ep, { opcode: h.opcode, length: h.length, payload, flags: h.flags });
           f.writeUInt32LE(Math.max(0, f.length + h.lenDelta), 0);
@@ -212,7 +218,7 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     pair.b.qp.postRecv(
       [10, 11, 12].map((wrId) => ({ wrId, sgList: [pair.b.mr.sge(64 * wrId, 64)] })),
     );
-    const r = await authenticated(port, key);
+    const r = await authenticated(port, key, ep);
     const base = HELLO_BYTES + WELCOME_BYTES;
     let reqId = 0;
     /** Sends a SEND frame and returns its answer: [reqId, outcome, status]. */
@@ -255,9 +261,102 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 12, status: 'SUCCESS' });
   });
 
+  it("link_refuses_a_peer_speaking_for_another_qp: one QP's key reaches that QP only", async () => {
+    const { ep, port, pair } = await target();
+    // The attacker is a legitimate peer of another QP of b's device: it holds that QP's
+    // endpoint, so its key, and knows ep (b's QP connected to a) and a's QP number.
+    const other = pair.b.pd.createQp({ sendCq: pair.b.cq, recvCq: pair.b.cq });
+    const mine = other.endpoint() as SoftEndpoint;
+    const myKey = (mine.tcp as { key: string }).key;
+    expect(myKey).not.toBe((ep.tcp as { key: string }).key);
+    // Its key does not open a connection to ep's QP: no WELCOME, dropped.
+    const named = await raw(port);
+    const deadline = Date.now() + 5000;
+    while (named.received().length < HELLO_BYTES) {
+      if (Date.now() > deadline) throw new Error('no HELLO');
+      await sleep(1);
+    }
+    const hs = new InitiatorHandshake(Buffer.from(myKey, 'base64url'), ep);
+    named.sock.write(hs.answer(named.received().subarray(0, HELLO_BYTES)) as Buffer);
+    expect(await within(named.closed, 2000)).toBe(true);
+    expect(named.received().length).toBe(HELLO_BYTES);
+    // A connection bound to its own QP cannot address ep's: a SEND as a's QP, carrying the
+    // token a's next SEND will carry (so that a cached answer would swallow it), is dropped.
+    const r = await authenticated(port, myKey, mine);
+    const f = request(ep, { token: 1 });
+    f.writeUInt32LE(pair.a.qp.qpn, 40);
+    f.writeUInt32LE((pair.a.qp.endpoint() as SoftEndpoint).pid, 44);
+    r.sock.write(f);
+    expect(await within(r.closed, 2000)).toBe(true);
+    await sleep(20);
+    expect(pair.b.cq.pending()).toBe(0); // b's posted receive was not consumed
+    expect(pair.b.qp.state).toBe('rts');
+    // a's own first SEND runs and lands (not answered from anything the attacker caused).
+    await stillServes(pair);
+    other.close();
+  });
+
+  it('resend_that_differs_from_the_answered_wr_is_refused: a token answers one WR only', async () => {
+    const { ep, port, key, pair } = await target();
+    const r = await authenticated(port, key, ep);
+    const base = HELLO_BYTES + WELCOME_BYTES;
+    const first = request(ep, { token: 3 });
+    first.writeUInt32LE(pair.a.qp.qpn, 40);
+    r.sock.write(first);
+    const deadline = Date.now() + 5000;
+    while (r.received().length < base + RES_HEADER) {
+      if (Date.now() > deadline) throw new Error('no answer');
+      await sleep(1);
+    }
+    expect(r.received().readUInt8(base + 8)).toBe(ABI.LINK_DONE);
+    expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 9, byteLen: 8 });
+    // Same token, another WR (a WRITE): not a resend, so no cached answer — dropped.
+    const other = request(ep, { token: 3, opcode: ABI.OP_RDMA_WRITE, length: 4 });
+    other.writeUInt32LE(pair.a.qp.qpn, 40);
+    other.writeDoubleLE(pair.b.mr.addr, 16);
+    other.writeUInt32LE(pair.b.mr.rkey, 24);
+    r.sock.write(other);
+    expect(await within(r.closed, 2000)).toBe(true);
+    expect(r.received().length).toBe(base + RES_HEADER);
+  });
+
+  it('large_request_reports_progress_while_it_arrives: the ACK timer measures silence', async () => {
+    const { ep, port, key, pair } = await target();
+    const r = await authenticated(port, key, ep);
+    const base = HELLO_BYTES + WELCOME_BYTES;
+    const length = 4 * PROGRESS_BYTES;
+    const f = request(ep, { opcode: ABI.OP_RDMA_WRITE, length, token: 1 });
+    f.writeUInt32LE(7, 4); // reqId
+    f.writeUInt32LE(pair.a.qp.qpn, 40);
+    f.writeDoubleLE(pair.b.mr.addr, 16);
+    f.writeUInt32LE(pair.b.mr.rkey, 24);
+    const answers = () => {
+      const out: number[][] = [];
+      const got = r.received().subarray(base);
+      for (let o = 0; o + RES_HEADER <= got.length; o += got.readUInt32LE(o)) {
+        out.push([got.readUInt32LE(o + 4), got.readUInt8(o + 8)]);
+      }
+      return out;
+    };
+    // Sent a quarter at a time, waiting for the target to report each.
+    const quarter = (f.length - REQ_HEADER) / 4;
+    for (let q = 0; q < 4; q++) {
+      const end = q === 3 ? f.length : REQ_HEADER + (q + 1) * quarter;
+      r.sock.write(f.subarray(q === 0 ? 0 : REQ_HEADER + q * quarter, end));
+      if (q < 3) await until(() => answers().length >= q + 1, `progress report ${q + 1}`);
+    }
+    await until(() => answers().at(-1)?.[1] === ABI.LINK_DONE, 'the answer');
+    const all = answers();
+    expect(all.slice(0, -1).length).toBeGreaterThanOrEqual(3);
+    expect(all.slice(0, -1).every(([id, outcome]) => id === 7 && outcome === LINK_PROGRESS)).toBe(
+      true,
+    );
+    expect(all.at(-1)).toEqual([7, ABI.LINK_DONE]);
+  });
+
   it('read_flood_without_reading_replies_stays_bounded', async () => {
     const { ep, port, key, pair } = await target();
-    const r = await authenticated(port, key);
+    const r = await authenticated(port, key, ep);
     r.sock.pause(); // never read the answers
     const mr = pair.b.mr;
     const before = process.memoryUsage().arrayBuffers;
@@ -283,7 +382,7 @@ async function authenticatedWrongKey(port: number): Promise<Raw> {
     if (Date.now() > deadline) throw new Error('no HELLO');
     await sleep(1);
   }
-  const hs = new InitiatorHandshake(Buffer.alloc(32, 7));
+  const hs = new InitiatorHandshake(Buffer.alloc(32, 7), { slot: 0, gen: 0 });
   const auth = hs.answer(r.received().subarray(0, HELLO_BYTES)) as Buffer;
   expect(auth.length).toBe(AUTH_BYTES);
   r.sock.write(auth);

@@ -53,6 +53,43 @@ describe.each(providers)('state machine and bad input on %s', (provider) => {
     expect(() => s?.qp.postRecv(rwr)).not.toThrow();
   });
 
+  it('qp.caps are what the device granted: at least what was asked, every slot usable', async () => {
+    const asked = { maxSendWr: 4, maxRecvWr: 5, maxSge: 2, maxInlineData: 16 };
+    p = pair(provider, asked);
+    const { a, b } = p;
+    const c = a.qp.caps;
+    expect(c.maxSendWr).toBeGreaterThanOrEqual(asked.maxSendWr);
+    expect(c.maxRecvWr).toBeGreaterThanOrEqual(asked.maxRecvWr);
+    expect(c.maxSendSge).toBeGreaterThanOrEqual(asked.maxSge);
+    expect(c.maxRecvSge).toBeGreaterThanOrEqual(asked.maxSge);
+    expect(c.maxInlineData).toBeGreaterThanOrEqual(asked.maxInlineData);
+    // Soft allocates exactly what it is asked for (rxe rounds rings up: asked 4, got 7).
+    if (provider === 'soft')
+      expect(c).toEqual({
+        maxSendWr: 4,
+        maxRecvWr: 5,
+        maxSendSge: 2,
+        maxRecvSge: 2,
+        maxInlineData: 16,
+      });
+    // The whole granted ring takes one batch, and the receive queue as many receives.
+    b.qp.postRecv(
+      Array.from({ length: b.qp.caps.maxRecvWr }, (_, i) => ({
+        wrId: i,
+        sgList: [b.mr.sge(i * 8, 8)],
+      })),
+    );
+    a.qp.postSend(
+      Array.from({ length: c.maxSendWr }, (_, i) => ({
+        wrId: i,
+        opcode: 'SEND' as const,
+        signaled: i === c.maxSendWr - 1,
+        sgList: [a.mr.sge(0, 8)],
+      })),
+    );
+    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: c.maxSendWr - 1, status: 'SUCCESS' });
+  });
+
   it('a full send queue throws ERR_RDMA_QUEUE_FULL and says how many of the batch were posted', async () => {
     p = pair(provider, { maxSendWr: 4 });
     const { a, b } = p;

@@ -3,14 +3,15 @@ import type { Result, Transport } from '../report/Result.js';
 import { iterationsFor, warmupFor } from './iterations.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong, tcpThroughput } from './tcp.js';
-import { verbsIdle, verbsPingPong, verbsThroughput } from './verbs.js';
+import { verbsIdle, verbsLoopDelay, verbsPingPong, verbsThroughput } from './verbs.js';
 
 const MiB = 1 << 20;
+const GiB = 1 << 30;
 
 export const verbsPingPongScenario: Scenario = {
   name: 'verbs-pingpong',
   description:
-    'SEND/RECV and RDMA WRITE ping-pong + 1 MiB one-way throughput, verbs vs Node TCP loopback',
+    'SEND/RECV and RDMA WRITE ping-pong + 1 MiB one-way throughput, verbs vs Node TCP loopback, + event-loop delay during a 1 GiB WRITE',
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const results: Result[] = [];
     const peer = await EchoPeer.spawn();
@@ -57,6 +58,8 @@ export const verbsPingPongScenario: Scenario = {
         results.push(await verbsThroughput(peer, o.provider, MiB, count));
         progress(`${o.provider} idle wait`);
         results.push(await verbsIdle(o.provider, 1000));
+        progress(`${o.provider} event-loop delay during a 1 GiB WRITE`);
+        results.push(await verbsLoopDelay(o.provider, GiB));
       }
     } finally {
       await peer.close();

@@ -36,6 +36,8 @@ export function socketHandshake(
     const fail = (err: Error) => {
       if (settled) return;
       cleanup();
+      // The peer may reset the socket while our rejection drains: nobody listens any more.
+      socket.on('error', () => {});
       const r = hs.rejection;
       if (r !== undefined && !socket.destroyed) socket.end(r);
       // Give the rejection a moment to leave, then make sure the socket goes.

@@ -145,6 +145,9 @@ void IbvDevice::OnAsyncEvent(uv_poll_t* p, int status, int) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR: self->events_.push_back({EV_QP_FATAL, untag(e.element.qp->qp_context)}); break;
+      case IBV_EVENT_QP_LAST_WQE_REACHED:
+        self->events_.push_back({EV_QP_LAST_WQE, untag(e.element.qp->qp_context)});
+        break;
       case IBV_EVENT_CQ_ERR: self->events_.push_back({EV_CQ_ERR, untag(e.element.cq->cq_context)}); break;
       case IBV_EVENT_SRQ_LIMIT_REACHED:
         self->events_.push_back({EV_SRQ_LIMIT, untag(e.element.srq->srq_context)});

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -26,7 +27,7 @@ namespace rdmajs {
 using ibv::Api;
 
 // The numbers shared with JS are the contract's (native/abi.h).
-using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_SRQ_LIMIT;
+using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_QP_LAST_WQE, abi::EV_SRQ_LIMIT;
 using abi::FLAG_INLINE, abi::FLAG_SIGNALED;
 using abi::ATOMIC_BYTES, abi::ATOMIC_OPERAND_WORDS, abi::OP_ATOMIC_CMP_AND_SWP, abi::OP_ATOMIC_FETCH_AND_ADD, abi::OP_LAST;
 using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OK, abi::POST_OTHER;
@@ -105,9 +106,18 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
   // path MTU, link layer — for the device's default route or the port/GID a QP asked for.
   Napi::Value RouteInfo(const Napi::CallbackInfo& info);
 
+  // Argument 0 as a handle: a positive integer, or 0 for anything else (not a number, a
+  // fraction, out of range), which names no object — never an unchecked conversion.
+  static int HandleAt(const Napi::CallbackInfo& info) {
+    double d = 0;
+    if (info.Length() < 1 || napi_get_value_double(info.Env(), info[0], &d) != napi_ok) return 0;
+    return d >= 1 && d <= 2147483647.0 && d == std::floor(d) ? static_cast<int>(d) : 0;
+  }
+
   Cq* CqAt(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return nullptr;
-    auto it = cqs_.find(info[0].As<Napi::Number>().Int32Value());
+    int h = HandleAt(info);
+    auto it = h > 0 ? cqs_.find(h) : cqs_.end();
     if (it != cqs_.end()) return &it->second;
     system_error(info.Env(), kClassName, EBADF, "no such completion queue on this device", "ERR_RDMA_INVALID_ARG")
         .ThrowAsJavaScriptException();
@@ -123,7 +133,8 @@ class IbvDevice : public DeviceWrap<IbvDevice> {
 
   Qp* QpAt(const Napi::CallbackInfo& info) {
     if (!Alive(info)) return nullptr;
-    auto it = qps_.find(info[0].As<Napi::Number>().Int32Value());
+    int h = HandleAt(info);
+    auto it = h > 0 ? qps_.find(h) : qps_.end();
     if (it != qps_.end()) return &it->second;
     system_error(info.Env(), kClassName, EBADF, "no such queue pair on this device", "ERR_RDMA_INVALID_ARG")
         .ThrowAsJavaScriptException();

@@ -77,10 +77,23 @@ Napi::Value IbvDevice::CreateQp(const Napi::CallbackInfo& info) {
   a.cap.max_inline_data = static_cast<uint32_t>(num(7));
   ibv_qp* qp = api_->create_qp(pd_, &a);
   if (!qp) return (system_error(env, "ibv_create_qp", errno).ThrowAsJavaScriptException(), env.Undefined());
+  // What the device granted: ibv_create_qp's `cap` may still hold the request (as with rxe,
+  // which rounds rings up: asked 4, the ring takes 7), ibv_query_qp reports the real rings.
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  if (int rc = api_->query_qp(qp, &qa, IBV_QP_CAP, &qi)) {
+    api_->destroy_qp(qp);
+    return (system_error(env, "ibv_query_qp", rc).ThrowAsJavaScriptException(), env.Undefined());
+  }
+  ibv_qp_cap granted = qa.cap;
+  // Never below the request (a provider that leaves a field 0 has granted at least that).
+  granted.max_send_wr = std::max(granted.max_send_wr, a.cap.max_send_wr);
+  granted.max_recv_wr = srq ? 0 : std::max(granted.max_recv_wr, a.cap.max_recv_wr);
+  granted.max_inline_data = std::max(granted.max_inline_data, a.cap.max_inline_data);
   uint32_t psn = psnRng_() & 0xffffff;
-  qps_[h] = Qp{qp, psn, QPS_RESET, a.cap, static_cast<uint32_t>(num(5)), static_cast<uint32_t>(num(6))};
+  qps_[h] = Qp{qp, psn, QPS_RESET, granted, static_cast<uint32_t>(num(5)), static_cast<uint32_t>(num(6))};
   size_t sge = std::max<size_t>({static_cast<size_t>(num(5)), static_cast<size_t>(num(6)), 1});
-  size_t wr = std::max<size_t>({static_cast<size_t>(num(3)), static_cast<size_t>(num(4)), 1});
+  size_t wr = std::max<size_t>({static_cast<size_t>(granted.max_send_wr), static_cast<size_t>(granted.max_recv_wr), 1});
   if (sendWrs_.size() < wr) sendWrs_.resize(wr), recvWrs_.resize(wr);
   if (sges_.size() < wr * sge) sges_.resize(wr * sge);
   return Napi::Number::New(env, h);

@@ -82,6 +82,7 @@ void Device::onDoorbell(std::vector<std::pair<int, int>>& events, std::vector<ui
       if (failed && failed == s->state.load(std::memory_order_acquire)) {
         flushQp(*q);
         events.emplace_back(EV_QP_FATAL, h);
+        oweLastWqe(*q);
       }
     }
     for (auto& [h, c] : cqs_) {
@@ -93,6 +94,17 @@ void Device::onDoorbell(std::vector<std::pair<int, int>>& events, std::vector<ui
     }
     for (auto& [h, r] : srqs_) {
       if (rq(r.off)->limitReached.exchange(0)) events.emplace_back(EV_SRQ_LIMIT, h);
+    }
+  }
+  if (lastWqeAttention_) {
+    lastWqeAttention_ = false;
+    for (auto& [h, q] : qps_) {
+      if (!q->lastWqeOwed) continue;
+      q->lastWqeOwed = false;
+      // "Last WQE reached": a peer inside an operation on this QP may still be placing into
+      // a WQE it took from the SRQ; it finishes first (bounded, as on reset).
+      drainPins(qpShared(q->slot));
+      events.emplace_back(EV_QP_LAST_WQE, h);
     }
   }
   if (linkAttention_) {

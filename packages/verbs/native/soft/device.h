@@ -24,10 +24,23 @@ namespace soft {
 // Post results (how many WRs were posted, and the POST_* code) and event kinds are the
 // contract's (../abi.h).
 using rdmajs::abi::EV_DOORBELL, rdmajs::abi::EV_QP_FATAL, rdmajs::abi::EV_CQ_ERR, rdmajs::abi::EV_SRQ_LIMIT,
-    rdmajs::abi::EV_LINK;
+    rdmajs::abi::EV_LINK, rdmajs::abi::EV_QP_LAST_WQE;
 using rdmajs::abi::POST_OK, rdmajs::abi::POST_EINVAL, rdmajs::abi::POST_ENOMEM, rdmajs::abi::POST_BAD_INLINE,
     rdmajs::abi::POST_BUSY;
 using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the POST_* code
+// The TCP link's header words and linkTake's codes.
+using rdmajs::abi::LINK_OPCODE, rdmajs::abi::LINK_IMM, rdmajs::abi::LINK_REMOTE_ADDR, rdmajs::abi::LINK_RKEY,
+    rdmajs::abi::LINK_LENGTH, rdmajs::abi::LINK_DST_SLOT, rdmajs::abi::LINK_DST_GEN, rdmajs::abi::LINK_SRC_QPN,
+    rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD;
+using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER;
+
+// The target's answer to an operation that arrived over the TCP link (respond): a LINK_*
+// outcome, the ibv_wc_status of a done one, and the QP's min_rnr_timer for an RNR.
+struct Answer {
+  int outcome;
+  uint8_t status;
+  uint32_t rnrTimer;
+};
 
 struct SendEntry {
   uint64_t wrId;
@@ -46,6 +59,7 @@ struct SendEntry {
   bool started;       // retry counters initialised
   double readyAt;     // injected delay: not before this time (ms)
   uint32_t inlineLen;
+  uint64_t placed;    // a large WRITE/READ moves in steps: bytes already moved
 };
 
 struct Peer;
@@ -87,6 +101,9 @@ struct Qp {
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
   uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
+  // On an SRQ: LAST_WQE_REACHED is owed (entered ERR) / was raised for this error (once per
+  // ERR, until a reset).
+  bool lastWqeOwed = false, lastWqeRaised = false;
   bool linkOnWire() const { return linkSent != sqHead; }
 };
 
@@ -168,17 +185,18 @@ class Device {
   // TCP link. toRtrLink binds a QP to a peer reached over TCP (no segment mapping).
   int toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerGen, uint32_t peerQpn, uint32_t minRnrTimer);
   // Takes the next WR for the wire (the head, then up to kLinkWindow behind it): header
-  // doubles into `hdr` (op, imm, remoteAddr, rkey, length, peerSlot, peerGen, srcQpn,
-  // srcPid, token, head) and the gathered payload into `payload` (WRITE/SEND).
-  // 1 taken, 0 nothing ready, -n: `payload` must hold n bytes.
-  double linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // doubles into `hdr` (LINK_* words) and the gathered payload into `payload`
+  // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
+  // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
+  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
   void linkProgress(int h);
-  // Runs an operation that arrived over TCP against local QP `slot`: (outcome << 8) | status.
-  int respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-              uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer);
+  // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`
+  // receives the data; for an atomic, the prior value is written over its operands).
+  Answer respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid);
   PostResult postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.
@@ -213,7 +231,8 @@ class Device {
     TRANSPORT = rdmajs::abi::LINK_TRANSPORT,
     DISCARDED = rdmajs::abi::LINK_DISCARDED,
     DELAY = 4,
-    LINK = 5
+    LINK = 5,
+    PARTIAL = 6  // one step of a large WRITE/READ done: the rest after the event loop ran
   };
   struct CqRef {
     uint8_t* base;
@@ -234,7 +253,12 @@ class Device {
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
-                  const uint64_t* operands = nullptr);
+                  const uint64_t* operands = nullptr, uint64_t msgLen = 0);
+  // The next step (kCopyStep bytes) of a WRITE/READ larger than one, or an outcome that ends
+  // it; every step checks the whole remote range again (a region deregistered mid-way fails
+  // the operation, as on a NIC), and holds its pins only for that step.
+  Outcome step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl, uint64_t total,
+               uint8_t* status);
   // The target half of an atomic on memory checked by deliver: the prior value goes to `local`.
   Outcome atomic(PeerSegment* p, QpShared* t, uint32_t word, uint8_t opcode, iovec* local, size_t nl,
                  uint64_t remoteAddr, uint32_t rkey, MrPins& pins, const uint64_t* operands, uint8_t* status);
@@ -274,6 +298,8 @@ class Device {
   std::map<int, CqRec> cqs_;
   std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
   bool linkAttention_ = false;  // some QP may have its head WR ready for the link
+  bool lastWqeAttention_ = false;  // some QP on an SRQ owes LAST_WQE_REACHED
+  void oweLastWqe(Qp& q);
   std::map<int, SrqRec> srqs_;
   std::map<int, std::unique_ptr<Qp>> qps_;
   std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<PeerSegment>> peers_;  // by (pid, nonce)

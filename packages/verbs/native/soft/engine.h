@@ -36,6 +36,9 @@ inline uint8_t wc_opcode(uint8_t op) {
 }
 
 inline constexpr size_t kMaxIov = DeviceLimits::maxSge;
+// A WRITE or READ larger than this moves one step of it per turn of the event loop, so a
+// 1 GiB copy never holds the JS thread longer than one step (well under 1 ms of memcpy).
+inline constexpr uint64_t kCopyStep = 2ull << 20;
 // WRs of one QP on the TCP link at once (the head and those behind it).
 inline constexpr uint32_t kLinkWindow = 16;
 

@@ -22,33 +22,37 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
   return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
-double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   Qp& q = *qp(h);
-  if (!q.link || q.linkSent == q.sqTail) return 0;
+  if (!q.link || q.linkSent == q.sqTail) return LINK_TAKE_NONE;
   bool onWire = q.linkOnWire();
   // The head goes out once progress() found it ready; later WRs follow it while it is on
   // the wire, up to the window (one at a time under an injected per-operation delay).
-  if (!onWire && !q.linkReady) return 0;
+  if (!onWire && !q.linkReady) return LINK_TAKE_NONE;
   uint32_t window = q.delayMs > 0 ? 1 : kLinkWindow;
-  if (onWire && q.linkSent - q.sqHead >= window) return 0;
+  if (onWire && q.linkSent - q.sqHead >= window) return LINK_TAKE_NONE;
   QpShared* s = qpShared(q.slot);
-  if (onWire && (state_code(s->state.load()) != QPS_RTS || s->linkBroken.load(std::memory_order_relaxed))) return 0;
+  if (onWire && (state_code(s->state.load()) != QPS_RTS || s->linkBroken.load(std::memory_order_relaxed)))
+    return LINK_TAKE_NONE;
   SendEntry& e = q.sq[q.linkSent % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;
   uint64_t total = 0;
   uint8_t status = WC_SUCCESS;
   if (!gatherLocal(q, e, local, &nl, &total, &status)) {
-    if (onWire) return 0;  // completed with its local error once it is the head, in order
+    if (onWire) return LINK_TAKE_NONE;  // completed with its local error once it is the head, in order
     // Failed locally after all (e.g. its MR was deregistered): complete it here.
     q.linkReady = false;
     if (settle(q, e, DONE, status, 0, 12)) progress(q);
-    return 0;
+    return LINK_TAKE_NONE;
   }
   // An atomic's request carries its operands; its local SGE only receives the answer.
   bool atomic = is_atomic(e.opcode);
   uint64_t wire = atomic ? sizeof e.operands : total;
-  if (e.opcode != OP_RDMA_READ && wire > cap) return -static_cast<double>(wire);
+  if (e.opcode != OP_RDMA_READ && wire > cap) {
+    hdr[LINK_LENGTH] = static_cast<double>(wire);
+    return LINK_TAKE_NEEDS_BUFFER;
+  }
   if (!onWire) {
     q.linkReady = false;
     // Like an unacknowledged packet: no answer and no bytes moving within the ACK timeout
@@ -56,25 +60,25 @@ double Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     block(q, now_ms() + ack_timeout_ms(q.timeout));
   }
   q.linkSent++;
-  hdr[9] = e.seq + 1;  // the token names the WR, not the attempt: resends carry the same one
+  hdr[LINK_TOKEN] = e.seq + 1;  // the token names the WR, not the attempt: resends carry the same one
   // The head of the queue: the target takes it even after WRs it discarded.
-  hdr[10] = onWire ? 0 : 1;
-  hdr[0] = e.opcode;
-  hdr[1] = e.imm;
-  hdr[2] = static_cast<double>(e.remoteAddr);
-  hdr[3] = e.rkey;
-  hdr[4] = static_cast<double>(wire);
-  hdr[5] = q.peerSlot;
-  hdr[6] = q.peerGen;
-  hdr[7] = s->qpn;
-  hdr[8] = static_cast<double>(pid_);
+  hdr[LINK_HEAD] = onWire ? 0 : 1;
+  hdr[LINK_OPCODE] = e.opcode;
+  hdr[LINK_IMM] = e.imm;
+  hdr[LINK_REMOTE_ADDR] = static_cast<double>(e.remoteAddr);
+  hdr[LINK_RKEY] = e.rkey;
+  hdr[LINK_LENGTH] = static_cast<double>(wire);
+  hdr[LINK_DST_SLOT] = q.peerSlot;
+  hdr[LINK_DST_GEN] = q.peerGen;
+  hdr[LINK_SRC_QPN] = s->qpn;
+  hdr[LINK_SRC_PID] = static_cast<double>(pid_);
   if (atomic) {
     std::memcpy(payload, e.operands, sizeof e.operands);  // little-endian, as the wire says
   } else if (e.opcode != OP_RDMA_READ) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
-  return 1;
+  return LINK_TAKE_READY;
 }
 
 void Device::linkProgress(int h) {
@@ -127,36 +131,36 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   progress(q);
 }
 
-int Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-                    uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint32_t* rnrTimer) {
-  *rnrTimer = 12;
-  if (slot >= kQpSlots || opcode > OP_LAST) return TRANSPORT << 8;
+Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
+                       uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid) {
+  const Answer transport{TRANSPORT, WC_SUCCESS, 12};
+  const Answer invalid{DONE, WC_REM_INV_REQ_ERR, 12};
+  if (slot >= kQpSlots || opcode > OP_LAST) return transport;
   // An atomic arrives as its two operands; the prior value is written over them.
   bool atomic = is_atomic(opcode);
   uint64_t operands[ATOMIC_OPERAND_WORDS];
   if (atomic) {
-    if (len != sizeof operands) return (DONE << 8) | WC_REM_INV_REQ_ERR;
+    if (len != sizeof operands) return invalid;
     std::memcpy(operands, payload, sizeof operands);
     len = ATOMIC_BYTES;
   }
   // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
   // initiator's own post is refused before; this is a peer that did not).
-  if (len > DeviceLimits::maxMsg) return (DONE << 8) | WC_REM_INV_REQ_ERR;
+  if (len > DeviceLimits::maxMsg) return invalid;
   QpShared* t = qpShared(slot);
-  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return TRANSPORT << 8;
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return transport;
   if (!selfPeer_) {
     try {
       selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
     } catch (const SysError&) {
-      return TRANSPORT << 8;
+      return transport;
     }
   }
-  *rnrTimer = t->minRnrTimer;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
   Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
                       &status, atomic ? operands : nullptr);
-  return (static_cast<int>(o) << 8) | status;
+  return Answer{o, status, t->minRnrTimer};
 }
 
 }  // namespace soft

@@ -219,6 +219,7 @@ int Device::toReset(int h) {
   s->peerQpn = 0;
   q.delayMs = 0;
   q.link = q.linkReady = false;
+  q.lastWqeRaised = false;  // the next error reports again (an owed event is still delivered)
   q.peer.reset();
   return 0;
 }
@@ -226,6 +227,16 @@ int Device::toReset(int h) {
 void Device::moveToError(Qp& q) {
   transition(qpShared(q.slot), kAnyState, QPS_ERR);
   flushQp(q);
+  oweLastWqe(q);
+}
+
+void Device::oweLastWqe(Qp& q) {
+  // IB spec: a QP on an SRQ that enters ERR reports LAST_WQE_REACHED, once for that error.
+  // Delivered from the doorbell, after any QP_FATAL, once no peer is inside the QP.
+  if (q.srq < 0 || q.lastWqeRaised) return;
+  q.lastWqeRaised = q.lastWqeOwed = true;
+  lastWqeAttention_ = true;
+  ringSelf();
 }
 
 void Device::flushQp(Qp& q) {

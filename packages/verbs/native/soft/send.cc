@@ -89,6 +89,7 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
     // NICs (rxe alone treats it as infinite). timeout 0 is the spec's infinite timer.
     e.retryLeft = q.timeout == 0 ? -1 : static_cast<int32_t>(std::max<uint32_t>(q.retryCount, 1));
     e.readyAt = 0;
+    e.placed = 0;
     q.sqTail++;
   }
   if (st == QPS_ERR) {
@@ -182,6 +183,9 @@ bool Device::settle(Qp& q, SendEntry& e, Outcome o, uint8_t status, uint32_t len
     }
   } else if (o == DELAY) {
     block(q, e.readyAt);
+    return false;
+  } else if (o == PARTIAL) {
+    block(q, now_ms());  // due at once: the next step runs on the next turn of the loop, after its I/O
     return false;
   }
   // A WR that never went on the wire (shared memory, or failed before the link took it)
@@ -340,13 +344,49 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   if (q.link) return LINK;  // the TCP link carries it; linkDone() completes it
   pauseNextDeliverMs_ = q.pauseMs;
   q.pauseMs = 0;
+  bool rdma = e.opcode == OP_RDMA_WRITE || e.opcode == OP_RDMA_WRITE_WITH_IMM || e.opcode == OP_RDMA_READ;
+  if (rdma && total > kCopyStep) return step(q, e, p, t, local, nl, total, status);
   return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
                  static_cast<uint32_t>(pid_), status, e.operands);
 }
 
+Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl,
+                             uint64_t total, uint8_t* status) {
+  const uint32_t self = qpShared(q.slot)->qpn, pid = static_cast<uint32_t>(pid_);
+  const bool read = e.opcode == OP_RDMA_READ;
+  const uint32_t need = read ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
+  // The whole range, before any byte moves (out of bounds, even in part: nothing is
+  // written). Unpinned, only to decide: when it fails, the operation goes to deliver() in
+  // one piece, which checks again under pins and reports exactly as for a small one.
+  if ((t->access.load() & need) != need || check_mr(p->base(), p->layout(), e.rkey, e.remoteAddr, total, need) != 0)
+    return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self,
+                   pid, status);
+  const uint64_t off = e.placed, n = std::min(kCopyStep, total - off);
+  const bool last = off + n == total;
+  // This step's slice of the local list.
+  iovec part[kMaxIov];
+  size_t np = 0;
+  uint64_t pos = 0;
+  for (size_t k = 0; k < nl && pos < off + n; k++) {
+    uint64_t lo = pos, hi = pos + local[k].iov_len;
+    pos = hi;
+    if (hi <= off) continue;
+    uint64_t from = std::max(lo, off), to = std::min(hi, off + n);
+    part[np++] = iovec{static_cast<char*>(local[k].iov_base) + (from - lo), static_cast<size_t>(to - from)};
+  }
+  // Only the last step is the operation itself (a WITH_IMM takes its receive there, and its
+  // completion reports the whole length); the others are plain writes or reads.
+  uint8_t op = last ? e.opcode : (read ? OP_RDMA_READ : OP_RDMA_WRITE);
+  Outcome o = deliver(p, t, q.peerGen, op, part, np, n, e.imm, e.remoteAddr + off, e.rkey, self, pid, status, nullptr,
+                      total);
+  if (o != DONE || *status != WC_SUCCESS || last) return o;
+  e.placed = off + n;
+  return PARTIAL;
+}
+
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
-                                uint32_t srcPid, uint8_t* status, const uint64_t* operands) {
+                                uint32_t srcPid, uint8_t* status, const uint64_t* operands, uint64_t msgLen) {
   // Only the operations there are: an unknown opcode (a forged frame, a corrupt WR) is an
   // invalid request, never treated as one of them without its checks.
   if (opcode > OP_LAST || (is_atomic(opcode) && !operands)) {
@@ -480,7 +520,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     c.wrId = w.wrId;
     c.status = WC_SUCCESS;
     c.opcode = opcode == OP_RDMA_WRITE_WITH_IMM ? WCO_RECV_RDMA_WITH_IMM : WCO_RECV;
-    c.byteLen = static_cast<uint32_t>(total);
+    c.byteLen = static_cast<uint32_t>(msgLen ? msgLen : total);  // a stepped WRITE_WITH_IMM: all of it
     c.imm = withImm ? imm : 0;
     c.flags = withImm ? WC_FLAG_WITH_IMM : 0;
     c.qpNum = t->qpn;

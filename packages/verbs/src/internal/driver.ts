@@ -1,6 +1,6 @@
 // What a provider implements behind the public classes: chosen once when a device opens,
 // so Device, QueuePair and friends hold no provider logic.
-import type { DeviceInfo, Endpoint, LinkAddress, RouteOptions } from '../types.js';
+import type { DeviceInfo, Endpoint, LinkListener, RouteOptions } from '../types.js';
 import type { NativeDevice } from './native.js';
 
 /** The faults a test can inject (`@rdmajs/verbs/testing`). */
@@ -61,6 +61,6 @@ export interface DeviceDriver {
   /** Handles of the CQs a doorbell event names: one CQ (ibverbs) or every CQ (soft). */
   readonly doorbellWakesAll: boolean;
   /** Soft: accept peers over the TCP link. */
-  listen(host: string, port: number): Promise<LinkAddress>;
+  listen(host: string, port: number): Promise<LinkListener>;
   close(): void;
 }

@@ -105,6 +105,15 @@ export interface RtsAttr {
   rnrRetry: number;
 }
 
+/** The peer QP a soft QP reaches over the TCP link (from its endpoint). */
+export interface SoftLinkPeer {
+  pid: number;
+  slot: number;
+  gen: number;
+  qpn: number;
+  minRnrTimer: number;
+}
+
 /** The soft provider adds shared-memory endpoints, fault injection and the TCP link. */
 export interface SoftNativeDevice extends NativeDevice {
   qpInfo(handle: number): SoftQpInfo;
@@ -114,14 +123,9 @@ export interface SoftNativeDevice extends NativeDevice {
   modifyQp(handle: number, state: typeof ABI.QPS_RTS, attr: RtsAttr): number;
   endpointBase(): SoftEndpointBase;
   inject(handle: number, kind: number, value: number): void;
-  toRtrLink(
-    handle: number,
-    peerPid: number,
-    peerSlot: number,
-    peerGen: number,
-    peerQpn: number,
-    minRnrTimer: number,
-  ): number;
+  /** Binds a QP in INIT to a peer QP reached over the TCP link; an errno (0: now RTR). */
+  toRtrLink(handle: number, peer: SoftLinkPeer): number;
+  /** The next WR for the wire into `hdr` (LINK_* words) and `payload`: a LINK_TAKE_* code. */
   linkTake(handle: number, hdr: Float64Array, payload: Uint8Array): number;
   linkDone(
     handle: number,
@@ -133,17 +137,11 @@ export interface SoftNativeDevice extends NativeDevice {
   ): void;
   /** bytes moved on the connection carrying this QP's frames: its ACK timer restarts */
   linkProgress(handle: number): void;
-  respond(
-    slot: number,
-    gen: number,
-    opcode: number,
-    payload: Uint8Array,
-    imm: number,
-    remoteAddr: number,
-    rkey: number,
-    srcQpn: number,
-    srcPid: number,
-  ): number;
+  /**
+   * Runs the request whose fields are in `record` (RESPOND_* words) against this device's
+   * QP; writes the answer into the record and returns its LINK_* outcome.
+   */
+  respond(record: Float64Array, payload: Uint8Array): number;
 }
 
 /** The route an ibverbs QP uses: what its endpoint tells the peer. */

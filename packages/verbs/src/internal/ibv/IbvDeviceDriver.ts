@@ -1,6 +1,6 @@
 // An ibverbs device (a real NIC, or the kernel's rxe/siw) through libibverbs.
 import { RdmaError } from '../../errors.js';
-import type { DeviceInfo, LinkAddress } from '../../types.js';
+import type { DeviceInfo, LinkListener } from '../../types.js';
 import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import type { IbvDeviceStatus, IbvNativeDevice, IbvStatus } from '../native.js';
 import { exactU64 } from '../u64.js';
@@ -81,7 +81,7 @@ export class IbvDeviceDriver implements DeviceDriver {
     return new IbvQpDriver(host, this.native, path);
   }
 
-  listen(): Promise<LinkAddress> {
+  listen(): Promise<LinkListener> {
     return Promise.reject(
       invalid('listen() is for the soft provider: ibverbs QPs connect directly'),
     );

@@ -2,12 +2,12 @@
 // link across hosts).
 import { networkInterfaces } from 'node:os';
 import { RdmaError } from '../../errors.js';
-import type { DeviceInfo, LinkAddress } from '../../types.js';
+import type { DeviceInfo, LinkAddress, LinkListener } from '../../types.js';
 import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
 import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
-import { newSecret } from './link/handshake.js';
+import { type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
 import { LinkClient } from './link/LinkClient.js';
 import { LinkServer } from './link/LinkServer.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
@@ -66,9 +66,10 @@ export class SoftDeviceDriver implements DeviceDriver {
   readonly preferTcp: boolean;
   readonly #base: SoftEndpointBase;
   #server: LinkServer | undefined;
-  #address: LinkAddress | undefined;
+  /** where the link listens (without a key: each QP's endpoint carries its own) */
+  #listening: LinkListener | undefined;
   readonly #clients = new Map<string, LinkClient>();
-  /** The link's secret: peers prove it before anything they send is acted on. */
+  /** The link's secret: never leaves this process; each QP's link key derives from it. */
   readonly #secret = newSecret();
   #closed = false;
 
@@ -89,9 +90,16 @@ export class SoftDeviceDriver implements DeviceDriver {
     return this.#closed;
   }
 
-  /** This device's link listener, once `listen()` resolved. */
-  get linkAddress(): LinkAddress | undefined {
-    return this.#address;
+  /** Whether `listen()` resolved: QPs' endpoints then carry a link address. */
+  get listening(): boolean {
+    return this.#listening !== undefined;
+  }
+
+  /** Where peers reach the QP `target` of this device over the link, with its key. */
+  linkAddressFor(target: LinkTarget): LinkAddress | undefined {
+    const l = this.#listening;
+    if (!l) return undefined;
+    return { ...l, key: qpLinkKey(this.#secret, target).toString('base64url') };
   }
 
   checkPath(path: QpPath): QpPath {
@@ -113,7 +121,7 @@ export class SoftDeviceDriver implements DeviceDriver {
     port: number,
     advertise?: string,
     maxFrameBytes = SoftDeviceDriver.DEFAULT_MAX_FRAME,
-  ): Promise<LinkAddress> {
+  ): Promise<LinkListener> {
     const advertised = advertisedHost(host, advertise); // before listening: it may throw
     const { server, port: bound } = await LinkServer.listen(
       this.native,
@@ -127,15 +135,16 @@ export class SoftDeviceDriver implements DeviceDriver {
       throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
     }
     this.#server = server;
-    this.#address = { host: advertised, port: bound, key: this.#secret.toString('base64url') };
-    return { ...this.#address };
+    this.#listening = { host: advertised, port: bound };
+    return { ...this.#listening };
   }
 
-  linkClient(a: LinkAddress): LinkClient {
-    const id = `${a.host}:${a.port}:${a.key}`;
+  /** The connection to the remote QP `target` at `a` (one per remote QP incarnation). */
+  linkClient(a: LinkAddress, target: LinkTarget): LinkClient {
+    const id = `${a.host}:${a.port}:${target.slot}:${target.gen}:${a.key}`;
     let c = this.#clients.get(id);
     if (!c || c.dead) {
-      c = new LinkClient(a, Buffer.from(a.key, 'base64url'));
+      c = new LinkClient(a, target);
       this.#clients.set(id, c);
     }
     return c;

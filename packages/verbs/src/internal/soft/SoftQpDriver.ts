@@ -6,6 +6,7 @@ import type { Fault, QpDriver, QpHost } from '../driver.js';
 import type { SoftEndpointBase, SoftNativeDevice } from '../native.js';
 import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
+import type { LinkTarget } from './link/handshake.js';
 import type { LinkClient, LinkOwner } from './link/LinkClient.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 
@@ -24,7 +25,9 @@ export class SoftQpDriver implements QpDriver {
   readonly #slot: number;
   readonly #gen: number;
   #link: LinkClient | undefined;
+  /** the remote QP's link address and identity, to reconnect after a failed connection */
   #linkAddress: LinkAddress | undefined;
+  #linkTarget: LinkTarget | undefined;
   #linkHdr: Float64Array | undefined;
   /** payload buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
   readonly #linkFree: Uint8Array[] = [];
@@ -64,7 +67,7 @@ export class SoftQpDriver implements QpDriver {
 
   endpoint(): SoftEndpoint {
     const b = this.#base;
-    const tcp = this.#device.linkAddress;
+    const tcp = this.#device.linkAddressFor({ slot: this.#slot, gen: this.#gen });
     return {
       provider: 'soft',
       transport: 'shm',
@@ -77,7 +80,7 @@ export class SoftQpDriver implements QpDriver {
       nonce: b.nonce,
       slot: this.#slot,
       gen: this.#gen,
-      ...(tcp ? { tcp: { ...tcp } } : {}),
+      ...(tcp ? { tcp } : {}),
     };
   }
 
@@ -96,12 +99,20 @@ export class SoftQpDriver implements QpDriver {
     if (this.#device.preferTcp || ep.bootId !== this.#base.bootId) {
       const tcp = ep.tcp;
       if (!tcp) throw notListening();
+      const target = { slot: ep.slot, gen: ep.gen };
       return () => {
-        const link = this.#device.linkClient(tcp); // before the transition: it may throw
-        const rc = this.#native.toRtrLink(h, ep.pid, ep.slot, ep.gen, ep.qpn, minRnr);
+        const link = this.#device.linkClient(tcp, target); // before the transition: it may throw
+        const rc = this.#native.toRtrLink(h, {
+          pid: ep.pid,
+          slot: ep.slot,
+          gen: ep.gen,
+          qpn: ep.qpn,
+          minRnrTimer: minRnr,
+        });
         this.#host.transitioned('rtr', rc);
         this.#link = link;
         this.#linkAddress = tcp;
+        this.#linkTarget = target;
         this.#linkHdr ??= new Float64Array(ABI.LINK_WORDS);
       };
     }
@@ -148,29 +159,30 @@ export class SoftQpDriver implements QpDriver {
     const hdr = this.#linkHdr;
     let link = this.#link;
     if (!link || !hdr || this.#host.closed || this.#device.closed) return;
-    if (link.dead && this.#linkAddress) {
+    if (link.dead && this.#linkAddress && this.#linkTarget) {
       // Resent after a failed connection go over a new one (the target answers WRs it
       // already ran from memory).
-      link = this.#device.linkClient(this.#linkAddress);
+      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
       this.#link = link;
     }
     for (;;) {
       const buf = this.#linkFree.pop() ?? EMPTY;
-      const r = this.#native.linkTake(this.#host.handle, hdr, buf);
-      if (r < 0) {
+      const taken = this.#native.linkTake(this.#host.handle, hdr, buf);
+      if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
+        const need = hdr[ABI.LINK_LENGTH] as number;
         this.#linkPoolBytes -= buf.length;
-        if (this.#linkInUse > 0 && this.#linkPoolBytes + -r > LINK_POOL_BYTES) {
+        if (this.#linkInUse > 0 && this.#linkPoolBytes + need > LINK_POOL_BYTES) {
           this.#linkPoolBytes += buf.length;
           if (buf.length) this.#linkFree.push(buf);
           return; // taken when a frame in flight leaves the socket
         }
-        this.#linkPoolBytes += -r;
-        this.#linkFree.push(new Uint8Array(-r));
+        this.#linkPoolBytes += need;
+        this.#linkFree.push(new Uint8Array(need));
         continue;
       }
-      if (r === 0 || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
+      if (taken === ABI.LINK_TAKE_NONE || hdr[ABI.LINK_OPCODE] === ABI.OP_RDMA_READ) {
         if (buf.length) this.#linkFree.push(buf);
-        if (r === 0) return;
+        if (taken === ABI.LINK_TAKE_NONE) return;
         link.send(hdr, undefined, this.#linkOwner);
         continue;
       }

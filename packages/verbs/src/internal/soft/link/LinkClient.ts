@@ -1,14 +1,23 @@
-// The initiator side of the soft TCP link: one authenticated connection to a peer
-// device's LinkServer, shared by this device's QPs. Answers are untrusted too: each is
+// The initiator side of the soft TCP link: one connection to a peer device's LinkServer,
+// authenticated for the one remote QP a local QP is connected to (its key comes from that
+// QP's endpoint), so one QP's large WRs never hold up another's. Answers are untrusted too: each is
 // checked against the request it claims to answer before its data is used.
 import { connect, type Socket } from 'node:net';
 import type { LinkAddress } from '../../../types.js';
 import { ABI } from '../../abi.js';
-import { answerDataBytes, FrameReader, RES_HEADER, writeRequestHeader } from './frames.js';
+import {
+  answerDataBytes,
+  FrameReader,
+  LINK_PROGRESS,
+  PROGRESS_BYTES,
+  RES_HEADER,
+  writeRequestHeader,
+} from './frames.js';
 import {
   HANDSHAKE_DEADLINE_MS,
   HELLO_BYTES,
   InitiatorHandshake,
+  type LinkTarget,
   WELCOME_BYTES,
 } from './handshake.js';
 
@@ -34,6 +43,8 @@ interface Pending {
   token: number;
   /** bytes a successful answer must carry (READ, atomics); -1 for other opcodes */
   dataLength: number;
+  /** PROGRESS reports the target may still send: one per PROGRESS_BYTES of payload */
+  progressLeft: number;
 }
 
 export class LinkClient {
@@ -50,8 +61,8 @@ export class LinkClient {
   #nextId = 1;
   #dead = false;
 
-  constructor(address: LinkAddress, secret: Buffer) {
-    this.#handshake = new InitiatorHandshake(secret);
+  constructor(address: LinkAddress, target: LinkTarget) {
+    this.#handshake = new InitiatorHandshake(Buffer.from(address.key, 'base64url'), target);
     this.#sock = connect({ host: address.host, port: address.port, noDelay: true });
     this.#sock.unref();
     const deadline = setTimeout(() => this.#sock.destroy(), HANDSHAKE_DEADLINE_MS);
@@ -113,7 +124,7 @@ export class LinkClient {
       return undefined;
     }
     if (!this.#handshake.verify(pre.subarray(HELLO_BYTES, needed))) {
-      this.#sock.destroy(); // not the device the endpoint named
+      this.#sock.destroy(); // not the device (or QP) the endpoint named
       return undefined;
     }
     clearTimeout(deadline);
@@ -131,6 +142,12 @@ export class LinkClient {
     const p = this.#pending.get(h.readUInt32LE(4));
     const outcome = h.readUInt8(8);
     const status = h.readUInt8(9);
+    if (outcome === LINK_PROGRESS) {
+      // More reports than the request has payload for: a target stalling us on purpose.
+      if (len !== RES_HEADER || !p || p.progressLeft <= 0) return -1;
+      p.progressLeft--;
+      return len;
+    }
     if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
     if (len === RES_HEADER) return len;
     // Data only for a successful READ or atomic we asked for, and exactly its length.
@@ -142,6 +159,7 @@ export class LinkClient {
     const id = f.readUInt32LE(4);
     const p = this.#pending.get(id);
     if (!p) return; // not a request of ours (or of this connection)
+    if (f.readUInt8(8) === LINK_PROGRESS) return; // its bytes already counted as progress
     this.#pending.delete(id);
     this.#untrack(p.owner);
     const data =
@@ -192,7 +210,13 @@ export class LinkClient {
     // The header is built now: `hdr` is the QP's, rewritten by its next take.
     const head = writeRequestHeader(id, hdr, payload?.length ?? 0);
     const data = answerDataBytes(hdr[ABI.LINK_OPCODE] as number, length);
-    this.#pending.set(id, { owner, token, dataLength: data > 0 || isRead ? data : -1 });
+    const bytes = payload?.length ?? 0;
+    this.#pending.set(id, {
+      owner,
+      token,
+      dataLength: data > 0 || isRead ? data : -1,
+      progressLeft: Math.floor(bytes / PROGRESS_BYTES),
+    });
     this.#owners.set(owner, (this.#owners.get(owner) ?? 0) + 1);
     const go = () => this.#write(id, token, head, payload, owner, length);
     if (this.#open) go();

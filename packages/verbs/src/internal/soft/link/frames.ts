@@ -12,7 +12,10 @@
 // response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16;
 //                            data only for a successful READ, exactly its length, or a
 //                            successful atomic, its 8-byte prior value. Outcome DISCARDED:
-//                            not run (an earlier WR was not), send it again.
+//                            not run (an earlier WR was not), send it again. Outcome
+//                            PROGRESS (header only): not an answer — the target has received
+//                            another PROGRESS_BYTES of that request, so the initiator's ACK
+//                            timer measures silence, not the size of one large WR.
 //
 // Every header is validated as soon as its bytes are in, before any payload is buffered:
 // a frame longer than the connection's limit is refused without reading it.
@@ -33,6 +36,10 @@ export function answerDataBytes(opcode: number, length: number): number {
   return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
 }
 export const FLAG_HEAD = 1;
+/** Response outcome (link-only, beyond the engine's LINK_* outcomes): bytes arrived. */
+export const LINK_PROGRESS = 0xff;
+/** A target reports progress each time this much more of one request has arrived. */
+export const PROGRESS_BYTES = 1 << 20;
 
 export interface RequestHeader {
   len: number;
@@ -103,15 +110,30 @@ export function writeRequestHeader(
   return h;
 }
 
-export function writeResponse(reqId: number, r: number, data: Uint8Array | undefined): Buffer {
+export function writeResponse(
+  reqId: number,
+  outcome: number,
+  status: number,
+  rnrTimer: number,
+  data: Uint8Array | undefined,
+): Buffer {
   const answer = Buffer.allocUnsafe(RES_HEADER + (data ? data.length : 0));
   answer.writeUInt32LE(answer.length, 0);
   answer.writeUInt32LE(reqId, 4);
-  answer.writeUInt8((r >> 8) & 0xff, 8); // outcome
-  answer.writeUInt8(r & 0xff, 9); // status
-  answer.writeUInt16LE((r >>> 16) & 0xffff, 10); // rnrTimer
+  answer.writeUInt8(outcome, 8);
+  answer.writeUInt8(status, 9);
+  answer.writeUInt16LE(rnrTimer, 10);
   if (data) answer.set(data, RES_HEADER);
   return answer;
+}
+
+/** The header-only PROGRESS response for request `reqId`. */
+export function writeProgress(reqId: number): Buffer {
+  const b = Buffer.alloc(RES_HEADER);
+  b.writeUInt32LE(RES_HEADER, 0);
+  b.writeUInt32LE(reqId, 4);
+  b.writeUInt8(LINK_PROGRESS, 8);
+  return b;
 }
 
 /**
@@ -135,6 +157,11 @@ export class FrameReader {
   /** Bytes held for frames not complete yet. */
   get buffered(): number {
     return this.#have;
+  }
+
+  /** The checked header of the frame being read, while it is incomplete. */
+  get partialHeader(): Buffer | undefined {
+    return this.#need < 0 ? undefined : (this.#chunks[0] as Buffer).subarray(0, this.#headerBytes);
   }
 
   /** Returns false on a malformed stream. */

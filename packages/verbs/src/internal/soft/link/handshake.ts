@@ -1,26 +1,45 @@
-// Mutual authentication of a soft TCP link: HMAC-SHA256 challenge–response over the
-// listening device's secret, which travels only out of band inside its endpoints (never
-// on this wire). Nothing a peer sends is acted on before it has proven the secret, and
-// the initiator sends nothing of its QPs' data before the target has proven it too.
+// Mutual authentication of a soft TCP link connection, bound to one target QP. The
+// listening device keeps a secret that never leaves it; each of its QPs' endpoints
+// carries that QP's link key, K = HMAC(secret, "rdmajs-link-2 qp" | slot | gen), out of
+// band (never on this wire). A connection proves K for one (slot, gen) and may then speak
+// only to that QP incarnation: a peer given the endpoint of one QP cannot reach another
+// QP of the device, nor speak for the peer that QP is connected to. Nothing a peer sends
+// is acted on before it has proven K, and the initiator sends nothing of its QP's data
+// before the target has proven K too.
 //
 //   target → initiator  HELLO   magic u32, version u16, pad u16, maxPayload u32, nonceT[32]
-//   initiator → target  AUTH    magic u32, version u16, pad u16, nonceI[32], mac[32]
-//                               mac = HMAC(secret, "rdmajs-link-1 initiator" | nonceT | nonceI)
+//   initiator → target  AUTH    magic u32, version u16, pad u16, slot u32, gen u32,
+//                               nonceI[32], mac[32]
+//                               mac = HMAC(K, "rdmajs-link-2 initiator" | nonceT | nonceI)
 //   target → initiator  WELCOME magic u32, version u16, pad u16, mac[32]
-//                               mac = HMAC(secret, "rdmajs-link-1 target" | nonceI | nonceT)
+//                               mac = HMAC(K, "rdmajs-link-2 target" | nonceI | nonceT)
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const LINK_MAGIC = 0x4b4c4452; // 'RDLK'
-export const LINK_VERSION = 1;
+export const LINK_VERSION = 2;
 export const HELLO_BYTES = 44;
-export const AUTH_BYTES = 72;
+export const AUTH_BYTES = 80;
 export const WELCOME_BYTES = 40;
 /** A peer that has not authenticated within this is dropped. */
 export const HANDSHAKE_DEADLINE_MS = 5000;
 export const SECRET_BYTES = 32;
 
-function mac(secret: Buffer, role: 'initiator' | 'target', a: Buffer, b: Buffer): Buffer {
-  return createHmac('sha256', secret).update(`rdmajs-link-1 ${role}`).update(a).update(b).digest();
+function mac(key: Buffer, role: 'initiator' | 'target', a: Buffer, b: Buffer): Buffer {
+  return createHmac('sha256', key).update(`rdmajs-link-2 ${role}`).update(a).update(b).digest();
+}
+
+/** The QP the connection speaks to: its descriptor slot and generation. */
+export interface LinkTarget {
+  slot: number;
+  gen: number;
+}
+
+/** The link key of one QP incarnation of the device whose secret is `secret`. */
+export function qpLinkKey(secret: Buffer, target: LinkTarget): Buffer {
+  const id = Buffer.alloc(8);
+  id.writeUInt32LE(target.slot, 0);
+  id.writeUInt32LE(target.gen, 4);
+  return createHmac('sha256', secret).update('rdmajs-link-2 qp').update(id).digest();
 }
 
 function preamble(b: Buffer): void {
@@ -43,11 +62,18 @@ export function newSecret(): Buffer {
   return randomBytes(SECRET_BYTES);
 }
 
+/** What a target accepts: the WELCOME to send, and the one QP the connection may reach. */
+export interface Accepted {
+  welcome: Buffer;
+  target: LinkTarget;
+}
+
 /** The target's side: a challenge, then the check of the initiator's answer. */
 export class TargetHandshake {
   readonly #secret: Buffer;
   readonly #nonce = randomBytes(32);
 
+  /** `secret`: the listening device's, from which every QP's key is derived. */
   constructor(secret: Buffer) {
     this.#secret = secret;
   }
@@ -60,29 +86,34 @@ export class TargetHandshake {
     return b;
   }
 
-  /** The WELCOME to send when `auth` proves the secret; undefined otherwise. */
-  verify(auth: Buffer): Buffer | undefined {
+  /** Accepted when `auth` proves the key of the QP it names; undefined otherwise. */
+  verify(auth: Buffer): Accepted | undefined {
     if (auth.length !== AUTH_BYTES || !hasPreamble(auth)) return undefined;
-    const nonceI = auth.subarray(8, 40);
-    const expected = mac(this.#secret, 'initiator', this.#nonce, nonceI);
-    if (!timingSafeEqual(expected, auth.subarray(40, 72))) return undefined;
-    const w = Buffer.alloc(WELCOME_BYTES);
-    preamble(w);
-    mac(this.#secret, 'target', nonceI, this.#nonce).copy(w, 8);
-    return w;
+    const target = { slot: auth.readUInt32LE(8), gen: auth.readUInt32LE(12) };
+    const key = qpLinkKey(this.#secret, target);
+    const nonceI = auth.subarray(16, 48);
+    const expected = mac(key, 'initiator', this.#nonce, nonceI);
+    if (!timingSafeEqual(expected, auth.subarray(48, 80))) return undefined;
+    const welcome = Buffer.alloc(WELCOME_BYTES);
+    preamble(welcome);
+    mac(key, 'target', nonceI, this.#nonce).copy(welcome, 8);
+    return { welcome, target };
   }
 }
 
 /** The initiator's side: the answer to a HELLO, then the check of the WELCOME. */
 export class InitiatorHandshake {
-  readonly #secret: Buffer;
+  readonly #key: Buffer;
+  readonly #target: LinkTarget;
   readonly #nonce = randomBytes(32);
   #nonceT: Buffer | undefined;
   /** What the target accepts per frame, from its HELLO. */
   maxPayload = 0;
 
-  constructor(secret: Buffer) {
-    this.#secret = secret;
+  /** `key`: the target QP's link key, from its endpoint (`tcp.key`). */
+  constructor(key: Buffer, target: LinkTarget) {
+    this.#key = key;
+    this.#target = target;
   }
 
   /** The AUTH answering `hello`; undefined when it is no HELLO of this protocol. */
@@ -92,15 +123,17 @@ export class InitiatorHandshake {
     this.#nonceT = Buffer.from(hello.subarray(12, 44));
     const a = Buffer.alloc(AUTH_BYTES);
     preamble(a);
-    this.#nonce.copy(a, 8);
-    mac(this.#secret, 'initiator', this.#nonceT, this.#nonce).copy(a, 40);
+    a.writeUInt32LE(this.#target.slot, 8);
+    a.writeUInt32LE(this.#target.gen, 12);
+    this.#nonce.copy(a, 16);
+    mac(this.#key, 'initiator', this.#nonceT, this.#nonce).copy(a, 48);
     return a;
   }
 
   /** True when `welcome` proves the target knows the secret. */
   verify(welcome: Buffer): boolean {
     if (!this.#nonceT || welcome.length !== WELCOME_BYTES || !hasPreamble(welcome)) return false;
-    const expected = mac(this.#secret, 'target', this.#nonce, this.#nonceT);
+    const expected = mac(this.#key, 'target', this.#nonce, this.#nonceT);
     return timingSafeEqual(expected, welcome.subarray(8, 40));
   }
 }

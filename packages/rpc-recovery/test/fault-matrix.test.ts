@@ -1,0 +1,327 @@
+// The state × fault matrix over TcpTransport with real processes: servers (and a client)
+// forked, killed, stopped and restarted on the same address. Every call either succeeds
+// exactly once or fails with a typed error before its deadline.
+import diagnostics_channel from 'node:diagnostics_channel';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Connection } from '@rdmajs/mux';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  DIAGNOSTICS_CHANNELS,
+  ExponentialBackoff,
+  RpcClient,
+  type RpcClientOptions,
+  type SessionStateChange,
+  type StaleEpochDrop,
+} from '../src/index.js';
+import { counterService } from './fixtures/counter-service.js';
+import { type Peer, spawnClient, spawnServer } from './support/spawn.js';
+
+const secret = 'rpc-fault-secret-0123456789';
+const keyHex = '11'.repeat(32);
+const key = new Uint8Array(Buffer.from(keyHex, 'hex'));
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const u32 = (n: number): Uint8Array => {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, n);
+  return b;
+};
+const readU32 = (b: Uint8Array): number => new DataView(b.buffer, b.byteOffset, 4).getUint32(0);
+
+function stateDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rpc-fault-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function server(args: { port?: number; stateFile?: string; cutAfterRecord?: number }) {
+  const peer = await spawnServer({ port: args.port ?? 0, secret, key: keyHex, ...args });
+  cleanups.push(() => peer.kill());
+  return peer;
+}
+
+async function client(port: number, extra: Partial<RpcClientOptions> = {}): Promise<RpcClient> {
+  const c = await RpcClient.connect({
+    transport: new TcpTransport({ peerTimeoutMs: 60_000 }),
+    port,
+    secret,
+    heartbeatIntervalMs: 100,
+    heartbeatMisses: 5,
+    connectTimeoutMs: 2000,
+    backoff: new ExponentialBackoff({ baseMs: 20, capMs: 200, deadlineMs: 20_000 }),
+    ...extra,
+  });
+  cleanups.push(() => c.close());
+  return c;
+}
+
+function nextState(c: RpcClient, to: SessionStateChange['to']): Promise<SessionStateChange> {
+  return new Promise((resolve) => {
+    const on = (s: SessionStateChange): void => {
+      if (s.to !== to) return;
+      c.session.off('state', on);
+      resolve(s);
+    };
+    c.session.on('state', on);
+  });
+}
+
+async function restart(peer: Peer, stateFile?: string): Promise<Peer> {
+  await peer.kill();
+  return server({ port: peer.port, ...(stateFile === undefined ? {} : { stateFile }) });
+}
+
+describe('fault matrix over TcpTransport, real processes', () => {
+  it('client_reconnects_after_server_kill_during_call', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    const epoch1 = c.session.epoch;
+    // The server dies while the call runs (before it applied anything): it runs once, later.
+    const call = c.call('slowInc', u32(400), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    const s2 = await restart(s1, file);
+    expect(readU32(await call)).toBe(1);
+    expect(await s2.ask('count')).toBe(1);
+    expect(c.session.epoch).toBeGreaterThan(epoch1);
+    expect(c.stats()).toMatchObject({ state: 'connected', reconnects: 1, replayed: 1 });
+  });
+
+  it('server_killed_again_during_replay_still_runs_the_call_once', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    const call = c.call('slowInc', u32(500), { deadlineMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    const reconnected = nextState(c, 'connected');
+    const s2 = await restart(s1, file);
+    await reconnected; // the replay is running on s2 now
+    await new Promise((r) => setTimeout(r, 100));
+    const s3 = await restart(s2, file);
+    expect(readU32(await call)).toBe(1);
+    expect(await s3.ask('count')).toBe(1);
+    expect(c.stats()).toMatchObject({ reconnects: 2, replayed: 2 });
+  });
+
+  it('server_dedups_replayed_push', async () => {
+    // The server executes and records the push, then its connection is cut before the reply.
+    const s = await server({ cutAfterRecord: 1 });
+    const c = await client(s.port);
+    const recovering = nextState(c, 'recovering');
+    expect(readU32(await c.call('inc', new Uint8Array(0), { deadlineMs: 20_000 }))).toBe(1);
+    await recovering;
+    expect(await s.ask('count')).toBe(1);
+    expect(c.stats()).toMatchObject({ replayed: 1, answeredFromTable: 1 });
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(2);
+  });
+
+  it('handshake_rejects_bad_secret', async () => {
+    const s = await server({});
+    const err = await RpcClient.connect({
+      transport: new TcpTransport(),
+      port: s.port,
+      secret: 'not-the-secret-0123456789',
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_MUX_AUTH' });
+  });
+
+  it('server_sigstopped_heartbeat_fails_then_recovers', async () => {
+    const s = await server({});
+    const c = await client(s.port);
+    const recovering = nextState(c, 'recovering');
+    s.signal('SIGSTOP');
+    const call = c.call('echo', u32(42), { idempotent: true, deadlineMs: 20_000 });
+    const change = await recovering;
+    expect(change.reason).toMatchObject({ code: 'ERR_RPC_HEARTBEAT_TIMEOUT' });
+    const connected = nextState(c, 'connected');
+    s.signal('SIGCONT');
+    expect(readU32(await call)).toBe(42);
+    expect((await connected).epoch).toBeGreaterThan(1);
+    expect(c.stats().heartbeatTimeouts).toBeGreaterThanOrEqual(1);
+  });
+
+  it('server_killed_during_the_reconnect_handshake_then_restarted_resumes', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(1);
+    const recovering = nextState(c, 'recovering');
+    s1.signal('SIGSTOP'); // its kernel still accepts: the client's next handshake hangs on it
+    await recovering;
+    const call = c.call('inc', new Uint8Array(0), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 300));
+    const connected = nextState(c, 'connected');
+    const s2 = await restart(s1, file); // SIGKILL mid-handshake, then the same address again
+    expect((await connected).sessionId).toBe(c.session.sessionId);
+    expect(readU32(await call)).toBe(2);
+    expect(await s2.ask('count')).toBe(2);
+  });
+
+  it('server_sigstopped_past_the_deadline_fails_the_call_typed', async () => {
+    const s = await server({});
+    const c = await client(s.port);
+    s.signal('SIGSTOP');
+    cleanups.push(() => s.signal('SIGCONT'));
+    await expect(c.call('inc', new Uint8Array(0), { deadlineMs: 300 })).rejects.toMatchObject({
+      code: 'ERR_RPC_DEADLINE',
+    });
+  });
+
+  it('server_restarted_on_same_address_resumes_the_session', async () => {
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    const id = c.session.sessionId;
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(1);
+    const connected = nextState(c, 'connected');
+    await restart(s1, file);
+    const change = await connected;
+    expect(change.sessionId).toBe(id);
+    expect(change.epoch).toBeGreaterThan(1);
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(2);
+  });
+
+  it('server_restarted_without_its_state_fails_the_session_typed', async () => {
+    const s1 = await server({});
+    const c = await client(s1.port);
+    const failed = nextState(c, 'failed');
+    const call = c.call('slowInc', u32(2000), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    await restart(s1);
+    expect((await failed).reason).toMatchObject({ code: 'ERR_RPC_SESSION_UNKNOWN' });
+    await expect(call).rejects.toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+    await expect(c.call('echo', u32(1), { idempotent: true })).rejects.toMatchObject({
+      code: 'ERR_RPC_SESSION_FAILED',
+    });
+  });
+
+  it('server_gone_for_good_fails_calls_typed_and_gives_the_session_up', async () => {
+    const s = await server({});
+    const c = await client(s.port, {
+      backoff: new ExponentialBackoff({ baseMs: 10, capMs: 50, maxAttempts: 5 }),
+    });
+    const failed = nextState(c, 'failed');
+    const call = c.call('echo', u32(1), { idempotent: true, deadlineMs: 20_000 });
+    await s.kill();
+    expect((await failed).reason).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+    await expect(call).rejects.toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+  });
+
+  it('client_killed_mid_call_leaves_the_server_serving', async () => {
+    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const svc = counterService({ key });
+    const listener = await transport.listen({ secret });
+    listener.on('connection', (conn) => svc.server.serve(conn));
+    cleanups.push(() => listener.close());
+    const peer = await spawnClient({ port: listener.port, secret });
+    cleanups.push(() => peer.kill());
+    expect(svc.server.stats().connections).toBe(1);
+    await peer.kill();
+    for (let i = 0; i < 200 && svc.server.stats().connections > 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(svc.server.stats().connections).toBe(0);
+    // Its call still ran once (the reply had nowhere to go); others are served as before.
+    for (let i = 0; i < 500 && svc.count() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(svc.count()).toBe(1);
+    const c = await client(listener.port);
+    expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(2);
+  });
+
+  it('control_connection_cut_recovers_and_replays_the_call', async () => {
+    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const svc = counterService({ key });
+    const listener = await transport.listen({ secret });
+    const conns: Connection[] = [];
+    listener.on('connection', (conn) => {
+      conns.push(conn);
+      svc.server.serve(conn);
+    });
+    cleanups.push(() => listener.close());
+    const c = await client(listener.port);
+    const call = c.call('slowInc', u32(200), { deadlineMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    conns[0]?.destroy(); // cut while the call runs
+    expect(readU32(await call)).toBe(1);
+    expect(svc.count()).toBe(1);
+    expect(c.stats()).toMatchObject({ reconnects: 1, replayed: 1 });
+  });
+
+  it('stale_epoch_completion_is_dropped', async () => {
+    const transport = new TcpTransport({ peerTimeoutMs: 60_000 });
+    const svc = counterService({ key });
+    const listener = await transport.listen({ secret });
+    const conns: Connection[] = [];
+    listener.on('connection', (conn) => {
+      conns.push(conn);
+      // Every reply also goes out once more, first, as if from the previous epoch.
+      conn.on('channel', (ch) => {
+        if (ch.name !== 'rpc') return;
+        const send = ch.send.bind(ch);
+        ch.send = (msg, opts) => {
+          const parts = msg as Uint8Array[];
+          const header = (parts[0] as Uint8Array).slice();
+          const v = new DataView(header.buffer);
+          v.setUint32(8, v.getUint32(8) - 1);
+          void send([header, new Uint8Array(parts[1]?.length ?? 0).fill(0xee)], opts);
+          return send(msg, opts);
+        };
+      });
+      svc.server.serve(conn);
+    });
+    cleanups.push(() => listener.close());
+    const c = await client(listener.port);
+    const connected = nextState(c, 'connected');
+    conns[0]?.destroy(); // epoch 2 next, so a stale copy says epoch 1
+    await connected;
+    const drops: StaleEpochDrop[] = [];
+    const onDrop = (m: unknown): void => {
+      drops.push(m as StaleEpochDrop);
+    };
+    diagnostics_channel.subscribe(DIAGNOSTICS_CHANNELS.staleEpoch, onDrop);
+    cleanups.push(() => {
+      diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.staleEpoch, onDrop);
+    });
+    expect(readU32(await c.call('echo', u32(7), { idempotent: true }))).toBe(7);
+    expect(c.stats().staleDropped).toBe(1);
+    expect(drops).toEqual([
+      {
+        sessionId: c.session.sessionId,
+        epoch: c.session.epoch - 1,
+        current: c.session.epoch,
+        kind: 'stale',
+      },
+    ]);
+  });
+
+  it('session_states_are_published_on_diagnostics_channel', async () => {
+    const seen: string[] = [];
+    const on = (m: unknown): void => {
+      const s = m as SessionStateChange;
+      seen.push(`${s.from}>${s.to}`);
+    };
+    diagnostics_channel.subscribe(DIAGNOSTICS_CHANNELS.sessionState, on);
+    cleanups.push(() => {
+      diagnostics_channel.unsubscribe(DIAGNOSTICS_CHANNELS.sessionState, on);
+    });
+    const file = join(stateDir(), 'state.json');
+    const s1 = await server({ stateFile: file });
+    const c = await client(s1.port);
+    const connected = nextState(c, 'connected');
+    await restart(s1, file);
+    await connected;
+    await c.close();
+    expect(seen).toEqual([
+      'connecting>connected',
+      'connected>recovering',
+      'recovering>connected',
+      'connected>closed',
+    ]);
+  });
+});
