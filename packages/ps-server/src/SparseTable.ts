@@ -53,9 +53,14 @@ export interface SparseTableStats {
   /** Row limit from the budget (Infinity when unbounded). */
   maxRows: number;
   budgetBytes: number;
-  /** Bytes held now: chunks + index + sketch (exact typed-array sizes). */
+  /** Bytes held now: chunks + spare + index + sketch (exact typed-array sizes). */
   bytes: number;
   chunkBytes: number;
+  /**
+   * Row memory taken from the table's RowMemory that holds no chunk's rows (yet): the unused
+   * part of the newest slab and 8-byte alignment padding. Counted in `bytes` and the budget.
+   */
+  spareBytes: number;
   indexBytes: number;
   sketchBytes: number;
   /** Chunk bytes per row slot: row + optimizer state + per-row metadata. */
@@ -113,6 +118,11 @@ const TARGET_CHUNK_BYTES = 512 << 10;
  */
 const MAX_SLAB_BYTES = 16 << 20;
 const MAX_CHUNK_ROWS = 16384;
+
+/** Bytes a chunk's rows take in a slab: each chunk starts 8-byte aligned. */
+function slabStride(rowBytes: number): number {
+  return Math.ceil(Math.max(8, rowBytes) / 8) * 8;
+}
 export const MAX_DIM = 4096;
 
 function floorPow2(n: number): number {
@@ -155,10 +165,11 @@ export class SparseTable {
   #tail = NONE;
   #tick = 0;
   #chunkBytes = 0;
-  // Row memory slabs (each block once), and the newest one's unused tail.
+  // Row memory slabs (each block once, released once by close), the newest one's fill point,
+  // and the bytes asked of the RowMemory for all of them.
   readonly #slabs: RowBlock[] = [];
   #slab: { bytes: Uint8Array; next: number } | null = null;
-  #slabSpare = 0;
+  #slabBytes = 0;
   readonly #adviseHuge: ((a: Uint8Array) => void) | null;
   #stats = { admitted: 0, rejected: 0, evictedLru: 0, evictedTtl: 0 };
   // Push scratch: a per-batch open-addressing map slot → unique index, and summed grads.
@@ -250,10 +261,13 @@ export class SparseTable {
     this.#adviseHuge = addon === null ? null : (b) => addon.adviseHugePages(b);
     if (Number.isFinite(budget)) {
       const sketchBytes = this.#sketch?.bytes ?? 0;
+      // A chunk's rows take their slab stride (8-byte aligned), the rest of a slot beside it.
+      const chunkCost = (cr: number) =>
+        cr * (this.#slotBytes - this.#rowStoreBytes) + slabStride(cr * this.#rowStoreBytes);
       const fit = (rows: number, cr: number) =>
         sketchBytes +
           HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
-          Math.ceil(rows / cr) * cr * this.#slotBytes <=
+          Math.ceil(rows / cr) * chunkCost(cr) <=
         budget;
       const guess = Math.floor((budget - sketchBytes) / (this.#slotBytes + 12));
       chunkRows = Math.min(chunkRows, floorPow2(Math.max(1, Math.floor(guess / 8))));
@@ -343,7 +357,12 @@ export class SparseTable {
   }
 
   get bytes(): number {
-    return this.#chunkBytes + this.#slabSpare + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+    return this.#chunkBytes + this.#spareBytes + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+  }
+
+  // Slab bytes not holding a chunk's rows.
+  get #spareBytes(): number {
+    return this.#slabBytes - this.#chunks.length * this.#chunkRows * this.#rowStoreBytes;
   }
 
   get stateDim(): number {
@@ -372,6 +391,7 @@ export class SparseTable {
       budgetBytes: this.#budget,
       bytes: this.bytes,
       chunkBytes: this.#chunkBytes,
+      spareBytes: this.#spareBytes,
       indexBytes: this.#index.bytes,
       sketchBytes: this.#sketch?.bytes ?? 0,
       slotBytes: this.#slotBytes,
@@ -748,7 +768,7 @@ export class SparseTable {
   #addChunk(): void {
     const cr = this.#chunkRows;
     const rowBytes = cr * this.#rowStoreBytes;
-    const stride = Math.ceil(Math.max(8, rowBytes) / 8) * 8;
+    const stride = slabStride(rowBytes);
     let slab = this.#slab;
     if (slab === null || slab.next + stride > slab.bytes.byteLength) {
       // A budgeted table never takes more chunks than its row limit needs.
@@ -772,11 +792,10 @@ export class SparseTable {
       this.#slabs.push(block);
       slab = { bytes: sb.subarray(0, n * stride), next: 0 };
       this.#slab = slab;
-      this.#slabSpare = n * stride;
+      this.#slabBytes += n * stride;
     }
     const b = slab.bytes.subarray(slab.next, slab.next + rowBytes);
     slab.next += stride;
-    this.#slabSpare -= stride;
     const f32 =
       this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const f16 =
@@ -1031,7 +1050,7 @@ export class SparseTable {
     for (const b of this.#slabs) b.release();
     this.#slabs.length = 0;
     this.#slab = null;
-    this.#slabSpare = 0;
+    this.#slabBytes = 0;
     this.#chunks.length = 0;
     this.#rowBuffers.length = 0;
     this.#rowBufferEnds.length = 0;
