@@ -244,10 +244,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // Software prefetch kAhead keys ahead: a batch's probes and row reads are independent cache
   // misses (random keys over a table larger than the caches), so issuing them early overlaps
   // their DRAM latency. Hints only: no result depends on them.
-  #ifndef RDMAJS_PS_AHEAD
-#define RDMAJS_PS_AHEAD 16
-#endif
-  static constexpr int64_t kAhead = RDMAJS_PS_AHEAD;
+  static constexpr int64_t kAhead = 16;
 
   // Hashes of a batch's keys, computed in one tight loop before the probes (and their
   // prefetches) use them.
@@ -327,6 +324,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       if (i + kAhead < n) PrefetchBucket(hashes_[i + kAhead]);
       const int32_t s = Get(k32[2 * i], k32[2 * i + 1], hashes_[i]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
+      // The row's address is known now: its read overlaps the later probes' misses (a
+      // batch's rows fit in L2, so they are still there for the copy pass).
+      PrefetchRow(s, false);
       slots_[i] = s;
     }
     int32_t misses;
@@ -358,7 +358,6 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     const int32_t* slots = slots_.data();
     int32_t misses = 0;
     for (int64_t i = 0; i < n; i++) {
-      if (i + kAhead < n) PrefetchRow(slots[i + kAhead], false);
       const int32_t s = slots[i];
       if (s < 0) {
         miss[misses++] = static_cast<int32_t>(i);
@@ -376,7 +375,6 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     int32_t misses = 0;
     const size_t rowBytes = static_cast<size_t>(dim_) * 4;
     for (int64_t i = 0; i < n; i++) {
-      if (i + kAhead < n) PrefetchRow(slots_[i + kAhead], false);
       const int32_t s = slots_[i];
       float* o = out + i * dim_;
       if (s < 0) {
@@ -681,6 +679,19 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(env, false);
 }
 
+// bytesToAlign(view) → bytes from the view's first byte to its first ROW_ALIGN-aligned one
+// (JS cannot see addresses): where SparseTable starts a slab's rows.
+Napi::Value BytesToAlign(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsTypedArray()) {
+    Napi::TypeError::New(env, "bytesToAlign(typedArray)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  const uintptr_t a = reinterpret_cast<uintptr_t>(DataOf<uint8_t>(info[0].As<Napi::TypedArray>()));
+  constexpr uintptr_t kAlign = abi::ROW_ALIGN;
+  return Napi::Number::New(env, static_cast<double>((kAlign - a % kAlign) % kAlign));
+}
+
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   for (const auto& e : abi::kTable) o.Set(e.name, e.value);
@@ -691,6 +702,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("abi", Napi::Function::New(env, AbiTable));
   exports.Set("TableKernels", TableKernels::Define(env));
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
+  exports.Set("bytesToAlign", Napi::Function::New(env, BytesToAlign));
   return exports;
 }
 

@@ -119,9 +119,30 @@ const TARGET_CHUNK_BYTES = 512 << 10;
 const MAX_SLAB_BYTES = 16 << 20;
 const MAX_CHUNK_ROWS = 16384;
 
-/** Bytes a chunk's rows take in a slab: each chunk starts 8-byte aligned. */
+/** Bytes a chunk's rows take in a slab: each chunk starts ROW_ALIGN-aligned. */
 function slabStride(rowBytes: number): number {
-  return Math.ceil(Math.max(8, rowBytes) / 8) * 8;
+  return Math.ceil(Math.max(1, rowBytes) / ABI.ROW_ALIGN) * ABI.ROW_ALIGN;
+}
+
+/**
+ * Extra bytes asked per slab so its rows can start ROW_ALIGN-aligned (blocks are 8-byte
+ * aligned). Asked on both kernel paths, so native and JS tables account alike.
+ */
+const SLAB_ALIGN_PAD = ABI.ROW_ALIGN - 8;
+
+/**
+ * Chunks the next slab holds: as many as the table has (so slabs double), at most
+ * MAX_SLAB_BYTES of rows, never more than `room` (a budgeted table's remaining chunks).
+ */
+function slabChunks(chunks: number, room: number, stride: number): number {
+  return Math.max(1, Math.min(room, chunks, Math.floor(MAX_SLAB_BYTES / stride)));
+}
+
+/** Slabs that hold `chunks` chunks of rows taken as #addChunk takes them. */
+function slabsFor(chunks: number, stride: number): number {
+  let slabs = 0;
+  for (let have = 0; have < chunks; slabs++) have += slabChunks(have, chunks - have, stride);
+  return slabs;
 }
 export const MAX_DIM = 4096;
 
@@ -171,6 +192,7 @@ export class SparseTable {
   #slab: { bytes: Uint8Array; next: number } | null = null;
   #slabBytes = 0;
   readonly #adviseHuge: ((a: Uint8Array) => void) | null;
+  readonly #bytesToAlign: ((a: Uint8Array) => number) | null;
   #stats = { admitted: 0, rejected: 0, evictedLru: 0, evictedTtl: 0 };
   // Push scratch: a per-batch open-addressing map slot → unique index, and summed grads.
   #mapSlot = new Int32Array(64);
@@ -259,16 +281,24 @@ export class SparseTable {
     const addon = kernels === 'native' ? loadKernels() : null;
     const advise = addon === null ? {} : { advise: (b: Int32Array) => addon.adviseHugePages(b) };
     this.#adviseHuge = addon === null ? null : (b) => addon.adviseHugePages(b);
+    this.#bytesToAlign = addon === null ? null : (b) => addon.bytesToAlign(b);
     if (Number.isFinite(budget)) {
       const sketchBytes = this.#sketch?.bytes ?? 0;
       // A chunk's rows take their slab stride (8-byte aligned), the rest of a slot beside it.
+      // Each slab also asks SLAB_ALIGN_PAD bytes more.
       const chunkCost = (cr: number) =>
         cr * (this.#slotBytes - this.#rowStoreBytes) + slabStride(cr * this.#rowStoreBytes);
-      const fit = (rows: number, cr: number) =>
-        sketchBytes +
-          HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
-          Math.ceil(rows / cr) * chunkCost(cr) <=
-        budget;
+      const fit = (rows: number, cr: number) => {
+        const chunks = Math.ceil(rows / cr);
+        const stride = slabStride(cr * this.#rowStoreBytes);
+        return (
+          sketchBytes +
+            HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
+            chunks * chunkCost(cr) +
+            slabsFor(chunks, stride) * SLAB_ALIGN_PAD <=
+          budget
+        );
+      };
       const guess = Math.floor((budget - sketchBytes) / (this.#slotBytes + 12));
       chunkRows = Math.min(chunkRows, floorPow2(Math.max(1, Math.floor(guess / 8))));
       let rows = Math.max(0, guess);
@@ -775,13 +805,11 @@ export class SparseTable {
       const room = Number.isFinite(this.#budget)
         ? Math.ceil(this.#maxRows / cr) - this.#chunks.length
         : Number.POSITIVE_INFINITY;
-      const n = Math.max(
-        1,
-        Math.min(room, this.#chunks.length, Math.floor(MAX_SLAB_BYTES / stride)),
-      );
-      const block = this.#memory.alloc(n * stride);
+      const n = slabChunks(this.#chunks.length, room, stride);
+      const want = n * stride + SLAB_ALIGN_PAD;
+      const block = this.#memory.alloc(want);
       const sb = block.bytes;
-      if (!(sb instanceof Uint8Array) || sb.byteLength < n * stride || sb.byteOffset % 8 !== 0) {
+      if (!(sb instanceof Uint8Array) || sb.byteLength < want || sb.byteOffset % 8 !== 0) {
         block.release();
         throw new PsError(
           'ERR_PS_INVALID_ARG',
@@ -790,9 +818,11 @@ export class SparseTable {
       }
       this.#adviseHuge?.(sb);
       this.#slabs.push(block);
-      slab = { bytes: sb.subarray(0, n * stride), next: 0 };
+      // JS kernels cannot see addresses: their rows start at the block (8-byte aligned).
+      const skew = this.#bytesToAlign?.(sb) ?? 0;
+      slab = { bytes: sb.subarray(skew, skew + n * stride), next: 0 };
       this.#slab = slab;
-      this.#slabBytes += n * stride;
+      this.#slabBytes += want;
     }
     const b = slab.bytes.subarray(slab.next, slab.next + rowBytes);
     slab.next += stride;

@@ -10,6 +10,8 @@ import {
   type RowMemory,
   SparseTable,
 } from '../src/index.js';
+import { ABI } from '../src/internal/abi.js';
+import { loadKernels } from '../src/internal/native.js';
 import { tmpDir } from './helpers.js';
 
 v8.setFlagsFromString('--expose-gc');
@@ -72,8 +74,10 @@ describe('row memory slabs', () => {
         expect(st.bytes).toBe(st.chunkBytes + st.spareBytes + st.indexBytes + st.sketchBytes);
         expect(blocks.every((b) => b.released === 0)).toBe(true);
       }
-      // 1, 1, 2, 4 … chunks per slab, then slabs of at most 16 MiB.
-      const sizes = blocks.map((b) => b.bytes);
+      // 1, 1, 2, 4 … chunks per slab, then slabs of at most 16 MiB of rows; each slab asks
+      // 56 bytes more so its rows can start 64-byte aligned.
+      const pad = 56;
+      const sizes = blocks.map((b) => b.bytes - pad);
       const chunkRowBytes = sizes[0] as number;
       for (let i = 1; i < sizes.length; i++) {
         const want = Math.min(2 ** (i - 1), Math.floor((16 << 20) / chunkRowBytes));
@@ -86,6 +90,18 @@ describe('row memory slabs', () => {
       expect(blocks.map((b) => b.released)).toEqual(blocks.map(() => 1));
       expect(t.stats().spareBytes).toBe(0);
     }
+  });
+
+  it('bytes_to_align_names_the_first_row_aligned_byte_of_a_view', () => {
+    const { bytesToAlign } = loadKernels();
+    const ab = new ArrayBuffer(4 * ABI.ROW_ALIGN);
+    const base = bytesToAlign(new Uint8Array(ab));
+    expect(base).toBeGreaterThanOrEqual(0);
+    expect(base).toBeLessThan(ABI.ROW_ALIGN);
+    for (let k = 0; k < 2 * ABI.ROW_ALIGN; k++)
+      expect(bytesToAlign(new Uint8Array(ab, k))).toBe(
+        (((base - k) % ABI.ROW_ALIGN) + ABI.ROW_ALIGN) % ABI.ROW_ALIGN,
+      );
   });
 
   it('a_budgeted_table_never_takes_row_memory_beyond_its_budget', () => {

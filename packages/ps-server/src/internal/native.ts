@@ -55,6 +55,8 @@ interface Addon {
    * large array's memory, before it is first written. A hint: false where not applied.
    */
   adviseHugePages(a: ArrayBufferView): boolean;
+  /** Bytes from the view's first byte to its first ABI.ROW_ALIGN-aligned address. */
+  bytesToAlign(a: ArrayBufferView): number;
   TableKernels: new (
     dim: number,
     rowDtype: number,
