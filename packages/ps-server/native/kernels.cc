@@ -285,14 +285,23 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return slot >= 0 && (static_cast<size_t>(slot) >> chunkShift_) < chunks_.size();
   }
 
-  // Checks (typed array of type t, at least `need` elements) and returns its data.
+  // Checks (typed array of type t, at least `need` elements) and returns its data. One
+  // napi_get_typedarray_info call (type, length and data, byte offset applied): the wrapper's
+  // TypedArrayType/ElementLength/ArrayBuffer/ByteOffset each make a call of their own, and
+  // those dominated a small batch. A non-typed-array is napi_invalid_arg: not ok.
   template <typename T>
-  static T* Arg(const Napi::Value& v, napi_typedarray_type t, int64_t need, bool* ok) {
-    if (!IsType(v, t) || static_cast<int64_t>(v.As<Napi::TypedArray>().ElementLength()) < need) {
+  static T* Arg(napi_env env, const Napi::Value& v, napi_typedarray_type t, int64_t need, bool* ok,
+                int64_t* length = nullptr) {
+    napi_typedarray_type type;
+    size_t len = 0;
+    void* data = nullptr;
+    if (napi_get_typedarray_info(env, v, &type, &len, &data, nullptr, nullptr) != napi_ok || type != t ||
+        static_cast<int64_t>(len) < need) {
       *ok = false;
       return nullptr;
     }
-    return DataOf<T>(v.As<Napi::TypedArray>());
+    if (length != nullptr) *length = static_cast<int64_t>(len);
+    return static_cast<T*>(data);
   }
 
   // The batch size argument (info[1]); -1 when missing or out of range, or (probes) before
@@ -312,9 +321,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     const int64_t n = BatchN(info, 5);
     bool ok = n >= 0 && info[4].IsNumber();
     const double nowMs = ok ? info[4].As<Napi::Number>().DoubleValue() : 0;
-    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
-    float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
-    int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(env, info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    float* out = ok ? Arg<float>(env, info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* miss = ok ? Arg<int32_t>(env, info[3], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     // Probe everything first, then copy, so independent cache misses overlap (and nothing is
     // written when the index names a slot beyond the chunks).
@@ -404,8 +413,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t n = BatchN(info, 3);
     bool ok = n >= 0;
-    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
-    int32_t* slots = ok ? Arg<int32_t>(info[2], napi_int32_array, n, &ok) : nullptr;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(env, info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    int32_t* slots = ok ? Arg<int32_t>(env, info[2], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     int32_t misses = 0;
     HashAll(k32, n);
@@ -427,12 +436,12 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t n = BatchN(info, 5);
     bool ok = n >= 0;
-    const int32_t* slots = ok ? Arg<int32_t>(info[0], napi_int32_array, n, &ok) : nullptr;
-    const float* grads = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
-    int32_t* uniq = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    const int32_t* slots = ok ? Arg<int32_t>(env, info[0], napi_int32_array, n, &ok) : nullptr;
+    const float* grads = ok ? Arg<float>(env, info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* uniq = ok ? Arg<int32_t>(env, info[3], napi_int32_array, n, &ok) : nullptr;
     const float* scalars = nullptr;
     if (ok && scalarsPerKey_ > 0)
-      scalars = Arg<float>(info[4], napi_float32_array, n * scalarsPerKey_, &ok);
+      scalars = Arg<float>(env, info[4], napi_float32_array, n * scalarsPerKey_, &ok);
     else if (ok && !info[4].IsNull())
       ok = false;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
@@ -487,19 +496,18 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t u = BatchN(info, 6, false);
     bool ok = u >= 0;
-    const int32_t* uniq = ok ? Arg<int32_t>(info[0], napi_int32_array, u, &ok) : nullptr;
-    const int32_t* src = ok ? Arg<int32_t>(info[2], napi_int32_array, u, &ok) : nullptr;
-    const float* grads = ok ? Arg<float>(info[3], napi_float32_array, 0, &ok) : nullptr;
-    const float* acc = ok ? Arg<float>(info[4], napi_float32_array, 0, &ok) : nullptr;
+    const int32_t* uniq = ok ? Arg<int32_t>(env, info[0], napi_int32_array, u, &ok) : nullptr;
+    const int32_t* src = ok ? Arg<int32_t>(env, info[2], napi_int32_array, u, &ok) : nullptr;
+    int64_t gLen = 0, aLen = 0;
+    const float* grads = ok ? Arg<float>(env, info[3], napi_float32_array, 0, &ok, &gLen) : nullptr;
+    const float* acc = ok ? Arg<float>(env, info[4], napi_float32_array, 0, &ok, &aLen) : nullptr;
     const float* scalars = nullptr;
     if (ok && scalarsPerKey_ > 0)
-      scalars = Arg<float>(info[5], napi_float32_array, u * scalarsPerKey_, &ok);
+      scalars = Arg<float>(env, info[5], napi_float32_array, u * scalarsPerKey_, &ok);
     else if (ok && !info[5].IsNull())
       ok = false;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     // Every offset checked before anything is written.
-    const int64_t gLen = static_cast<int64_t>(info[3].As<Napi::TypedArray>().ElementLength());
-    const int64_t aLen = static_cast<int64_t>(info[4].As<Napi::TypedArray>().ElementLength());
     for (int64_t k = 0; k < u; k++) {
       if (!SlotOk(uniq[k])) return Napi::Number::New(env, abi::K_BAD_SLOT);
       if (src[k] >= 0 ? int64_t{src[k]} + dim_ > gLen : (k + 1) * dim_ > aLen)
