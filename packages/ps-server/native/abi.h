@@ -6,7 +6,7 @@
 namespace rdmajs_ps::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 3;
+constexpr int kVersion = 4;
 
 // Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
 constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5,
@@ -18,8 +18,9 @@ constexpr int OPT_SGD_PARAMS = 2, OPT_SGD_MOMENTUM_PARAMS = 5, OPT_ADAGRAD_PARAM
 // (Adam/AdamW: step size and √(1−β2^t)), passed to apply() beside the gradients.
 constexpr int OPT_ADAM_STEP_SCALARS = 2;
 
-// Row storage.
-constexpr int ROW_F32 = 0, ROW_F16 = 1;
+// Row storage. Each chunk's rows start ROW_ALIGN-aligned in their slab (bytesToAlign()), so
+// a row of a multiple of 64 bytes spans no more cache lines than it must.
+constexpr int ROW_F32 = 0, ROW_F16 = 1, ROW_ALIGN = 64;
 
 // Hash index bucket marks (HashIndex.ts): empty, and moved/deleted in the old table.
 constexpr int IDX_EMPTY = -1, IDX_GONE = -2;
@@ -35,6 +36,7 @@ struct Entry {
 
 constexpr Entry kTable[] = {
     {"version", kVersion},
+    {"ROW_ALIGN", ROW_ALIGN},
     {"OPT_SGD", OPT_SGD},
     {"OPT_SGD_MOMENTUM", OPT_SGD_MOMENTUM},
     {"OPT_ADAGRAD", OPT_ADAGRAD},

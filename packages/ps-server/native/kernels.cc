@@ -11,6 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "abi.h"
 #include "fp16.h"
 
@@ -162,6 +166,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       c.lastMsRef = Napi::Persistent(lastMs);
       c.lastMs = DataOf<double>(lastMs);
     }
+    rowsF32_.push_back(c.f32);
+    rowBytePtrs_.push_back(c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32) : reinterpret_cast<const char*>(c.f16));
     chunks_.push_back(std::move(c));
     return Napi::Number::New(env, static_cast<double>(chunks_.size()));
   }
@@ -206,6 +212,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
 
   Napi::Value Clear(const Napi::CallbackInfo& info) {
     chunks_.clear();
+    rowsF32_.clear();
+    rowBytePtrs_.clear();
     indexRef_.Reset();
     oldRef_.Reset();
     index_ = old_ = nullptr;
@@ -255,13 +263,18 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // The first lines of a row (and of its state); the hardware prefetcher follows the rest.
   void PrefetchRow(int32_t s, bool state) const {
     if (s < 0 || !SlotOk(s)) return;
-    const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
     const size_t r = static_cast<uint32_t>(s) & static_cast<uint32_t>(ChunkRows() - 1);
-    const char* row = c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32 + r * dim_)
-                                       : reinterpret_cast<const char*>(c.f16 + r * dim_);
-    const size_t bytes = static_cast<size_t>(dim_) * (c.f32 != nullptr ? 4 : 2);
-    for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 1);
+    const size_t elem = rowDtype_ == abi::ROW_F32 ? 4 : 2;
+    const size_t bytes = static_cast<size_t>(dim_) * elem;
+    const char* row = rowBytePtrs_[static_cast<uint32_t>(s) >> chunkShift_] + r * bytes;
+    // A gather only reads the row; an update writes it.
+    if (state) {
+      for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 1);
+    } else {
+      for (size_t off = 0; off < bytes && off < 256; off += 64) __builtin_prefetch(row + off, 0);
+    }
     if (state && stateDim_ > 0) {
+      const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
       const char* st = reinterpret_cast<const char*>(c.state + r * stateDim_);
       const size_t sb = static_cast<size_t>(stateDim_) * 4;
       for (size_t off = 0; off < sb && off < 256; off += 64) __builtin_prefetch(st + off, 1);
@@ -272,14 +285,23 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return slot >= 0 && (static_cast<size_t>(slot) >> chunkShift_) < chunks_.size();
   }
 
-  // Checks (typed array of type t, at least `need` elements) and returns its data.
+  // Checks (typed array of type t, at least `need` elements) and returns its data. One
+  // napi_get_typedarray_info call (type, length and data, byte offset applied): the wrapper's
+  // TypedArrayType/ElementLength/ArrayBuffer/ByteOffset each make a call of their own, and
+  // those dominated a small batch. A non-typed-array is napi_invalid_arg: not ok.
   template <typename T>
-  static T* Arg(const Napi::Value& v, napi_typedarray_type t, int64_t need, bool* ok) {
-    if (!IsType(v, t) || static_cast<int64_t>(v.As<Napi::TypedArray>().ElementLength()) < need) {
+  static T* Arg(napi_env env, const Napi::Value& v, napi_typedarray_type t, int64_t need, bool* ok,
+                int64_t* length = nullptr) {
+    napi_typedarray_type type;
+    size_t len = 0;
+    void* data = nullptr;
+    if (napi_get_typedarray_info(env, v, &type, &len, &data, nullptr, nullptr) != napi_ok || type != t ||
+        static_cast<int64_t>(len) < need) {
       *ok = false;
       return nullptr;
     }
-    return DataOf<T>(v.As<Napi::TypedArray>());
+    if (length != nullptr) *length = static_cast<int64_t>(len);
+    return static_cast<T*>(data);
   }
 
   // The batch size argument (info[1]); -1 when missing or out of range, or (probes) before
@@ -299,24 +321,69 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     const int64_t n = BatchN(info, 5);
     bool ok = n >= 0 && info[4].IsNumber();
     const double nowMs = ok ? info[4].As<Napi::Number>().DoubleValue() : 0;
-    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
-    float* out = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
-    int32_t* miss = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(env, info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    float* out = ok ? Arg<float>(env, info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* miss = ok ? Arg<int32_t>(env, info[3], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
-    // Probe everything first, then copy, so independent cache misses overlap.
+    // Probe everything first, then copy, so independent cache misses overlap (and nothing is
+    // written when the index names a slot beyond the chunks).
     slots_.resize(n);
     HashAll(k32, n);
     for (int64_t i = 0; i < n; i++) {
       if (i + kAhead < n) PrefetchBucket(hashes_[i + kAhead]);
       const int32_t s = Get(k32[2 * i], k32[2 * i + 1], hashes_[i]);
       if (s >= 0 && !SlotOk(s)) return Napi::Number::New(env, abi::K_BAD_SLOT);
+      // The row's address is known now: its read overlaps the later probes' misses (a
+      // batch's rows fit in L2, so they are still there for the copy pass).
+      PrefetchRow(s, false);
       slots_[i] = s;
     }
+    int32_t misses;
+    // Plain f32 rows of the usual embedding dims copy with a constant size (inlined moves, no
+    // memcpy call per row); fp16 and TTL tables take the general loop.
+    if (rowDtype_ == abi::ROW_F32 && !hasTtl_) {
+      switch (dim_) {
+        case 8: misses = CopyF32<8>(n, out, miss); break;
+        case 16: misses = CopyF32<16>(n, out, miss); break;
+        case 32: misses = CopyF32<32>(n, out, miss); break;
+        case 64: misses = CopyF32<64>(n, out, miss); break;
+        case 128: misses = CopyF32<128>(n, out, miss); break;
+        default: misses = CopyF32<0>(n, out, miss); break;
+      }
+    } else {
+      misses = CopyRows(n, out, miss, nowMs);
+    }
+    return Napi::Number::New(env, misses);
+  }
+
+  // The copy pass of a gather over f32 rows without TTL: kDim, or dim_ when kDim is 0.
+  template <int64_t kDim>
+  int32_t CopyF32(int64_t n, float* out, int32_t* miss) const {
+    const int64_t dim = kDim != 0 ? kDim : dim_;
+    const size_t rowBytes = static_cast<size_t>(dim) * 4;
+    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
+    const int shift = chunkShift_;
+    float* const* base = rowsF32_.data();
+    const int32_t* slots = slots_.data();
+    int32_t misses = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t s = slots[i];
+      if (s < 0) {
+        miss[misses++] = static_cast<int32_t>(i);
+        continue;
+      }
+      const float* src = base[static_cast<uint32_t>(s) >> shift] + (static_cast<uint32_t>(s) & cmask) * dim;
+      std::memcpy(out + i * dim, src, rowBytes);
+    }
+    return misses;
+  }
+
+  // The copy pass of a gather, any row type, TTL expiry included.
+  int32_t CopyRows(int64_t n, float* out, int32_t* miss, double nowMs) const {
     const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
     int32_t misses = 0;
     const size_t rowBytes = static_cast<size_t>(dim_) * 4;
     for (int64_t i = 0; i < n; i++) {
-      if (i + kAhead < n) PrefetchRow(slots_[i + kAhead], false);
       const int32_t s = slots_[i];
       float* o = out + i * dim_;
       if (s < 0) {
@@ -338,7 +405,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         for (int64_t j = 0; j < dim_; j++) o[j] = HalfToFloat(h[j]);
       }
     }
-    return Napi::Number::New(env, misses);
+    return misses;
   }
 
   // lookup(k32, n, slots: Int32Array) → number of keys without a row (slot -1).
@@ -346,8 +413,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t n = BatchN(info, 3);
     bool ok = n >= 0;
-    const uint32_t* k32 = ok ? Arg<uint32_t>(info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
-    int32_t* slots = ok ? Arg<int32_t>(info[2], napi_int32_array, n, &ok) : nullptr;
+    const uint32_t* k32 = ok ? Arg<uint32_t>(env, info[0], napi_uint32_array, 2 * n, &ok) : nullptr;
+    int32_t* slots = ok ? Arg<int32_t>(env, info[2], napi_int32_array, n, &ok) : nullptr;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     int32_t misses = 0;
     HashAll(k32, n);
@@ -369,12 +436,12 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t n = BatchN(info, 5);
     bool ok = n >= 0;
-    const int32_t* slots = ok ? Arg<int32_t>(info[0], napi_int32_array, n, &ok) : nullptr;
-    const float* grads = ok ? Arg<float>(info[2], napi_float32_array, n * dim_, &ok) : nullptr;
-    int32_t* uniq = ok ? Arg<int32_t>(info[3], napi_int32_array, n, &ok) : nullptr;
+    const int32_t* slots = ok ? Arg<int32_t>(env, info[0], napi_int32_array, n, &ok) : nullptr;
+    const float* grads = ok ? Arg<float>(env, info[2], napi_float32_array, n * dim_, &ok) : nullptr;
+    int32_t* uniq = ok ? Arg<int32_t>(env, info[3], napi_int32_array, n, &ok) : nullptr;
     const float* scalars = nullptr;
     if (ok && scalarsPerKey_ > 0)
-      scalars = Arg<float>(info[4], napi_float32_array, n * scalarsPerKey_, &ok);
+      scalars = Arg<float>(env, info[4], napi_float32_array, n * scalarsPerKey_, &ok);
     else if (ok && !info[4].IsNull())
       ok = false;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
@@ -429,19 +496,18 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     Napi::Env env = info.Env();
     const int64_t u = BatchN(info, 6, false);
     bool ok = u >= 0;
-    const int32_t* uniq = ok ? Arg<int32_t>(info[0], napi_int32_array, u, &ok) : nullptr;
-    const int32_t* src = ok ? Arg<int32_t>(info[2], napi_int32_array, u, &ok) : nullptr;
-    const float* grads = ok ? Arg<float>(info[3], napi_float32_array, 0, &ok) : nullptr;
-    const float* acc = ok ? Arg<float>(info[4], napi_float32_array, 0, &ok) : nullptr;
+    const int32_t* uniq = ok ? Arg<int32_t>(env, info[0], napi_int32_array, u, &ok) : nullptr;
+    const int32_t* src = ok ? Arg<int32_t>(env, info[2], napi_int32_array, u, &ok) : nullptr;
+    int64_t gLen = 0, aLen = 0;
+    const float* grads = ok ? Arg<float>(env, info[3], napi_float32_array, 0, &ok, &gLen) : nullptr;
+    const float* acc = ok ? Arg<float>(env, info[4], napi_float32_array, 0, &ok, &aLen) : nullptr;
     const float* scalars = nullptr;
     if (ok && scalarsPerKey_ > 0)
-      scalars = Arg<float>(info[5], napi_float32_array, u * scalarsPerKey_, &ok);
+      scalars = Arg<float>(env, info[5], napi_float32_array, u * scalarsPerKey_, &ok);
     else if (ok && !info[5].IsNull())
       ok = false;
     if (!ok) return Napi::Number::New(env, abi::K_BAD_LENGTH);
     // Every offset checked before anything is written.
-    const int64_t gLen = static_cast<int64_t>(info[3].As<Napi::TypedArray>().ElementLength());
-    const int64_t aLen = static_cast<int64_t>(info[4].As<Napi::TypedArray>().ElementLength());
     for (int64_t k = 0; k < u; k++) {
       if (!SlotOk(uniq[k])) return Napi::Number::New(env, abi::K_BAD_SLOT);
       if (src[k] >= 0 ? int64_t{src[k]} + dim_ > gLen : (k + 1) * dim_ > aLen)
@@ -585,6 +651,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   double ttl_ = 0;
   std::vector<double> params_;
   std::vector<Chunk> chunks_;
+  // Each chunk's row data, flat (the hot loops index these, not the larger Chunk records).
+  std::vector<float*> rowsF32_;
+  std::vector<const char*> rowBytePtrs_;
   Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;
   const int32_t* index_ = nullptr;
   const int32_t* old_ = nullptr;
@@ -596,6 +665,41 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   std::vector<float> acc_, tmp_;
 };
 
+// adviseHugePages(view) → whether madvise(MADV_HUGEPAGE) was applied to the 2 MiB-aligned
+// interior of the view's memory. Called on fresh (unwritten) large arrays, so their first
+// writes fault in huge pages: random probes of a big index then miss the TLB far less. Only
+// a hint (THP may be off, or the range too small); it changes no contents.
+Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsTypedArray()) {
+    Napi::TypeError::New(env, "adviseHugePages(typedArray)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  auto a = info[0].As<Napi::TypedArray>();
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(DataOf<uint8_t>(a));
+  const uintptr_t lo = (start + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (start + a.ByteLength()) & ~(kHuge - 1);
+  if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0)
+    return Napi::Boolean::New(env, true);
+#endif
+  return Napi::Boolean::New(env, false);
+}
+
+// bytesToAlign(view) → bytes from the view's first byte to its first ROW_ALIGN-aligned one
+// (JS cannot see addresses): where SparseTable starts a slab's rows.
+Napi::Value BytesToAlign(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsTypedArray()) {
+    Napi::TypeError::New(env, "bytesToAlign(typedArray)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  const uintptr_t a = reinterpret_cast<uintptr_t>(DataOf<uint8_t>(info[0].As<Napi::TypedArray>()));
+  constexpr uintptr_t kAlign = abi::ROW_ALIGN;
+  return Napi::Number::New(env, static_cast<double>((kAlign - a % kAlign) % kAlign));
+}
+
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   for (const auto& e : abi::kTable) o.Set(e.name, e.value);
@@ -605,6 +709,8 @@ Napi::Value AbiTable(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("abi", Napi::Function::New(env, AbiTable));
   exports.Set("TableKernels", TableKernels::Define(env));
+  exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
+  exports.Set("bytesToAlign", Napi::Function::New(env, BytesToAlign));
   return exports;
 }
 

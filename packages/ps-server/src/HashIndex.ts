@@ -19,6 +19,11 @@ export interface HashIndexOptions {
   fixed?: boolean;
   /** Hash salt; random by default so peers cannot aim keys at one probe chain. */
   salt?: number;
+  /**
+   * Called with each new bucket array before it is first written: SparseTable asks the
+   * kernels addon for transparent huge pages there (probes of a large index are TLB misses).
+   */
+  advise?: (fresh: Int32Array) => void;
 }
 
 function pow2AtLeast(n: number): number {
@@ -27,8 +32,9 @@ function pow2AtLeast(n: number): number {
   return p;
 }
 
-function table(buckets: number): Int32Array {
+function table(buckets: number, advise: ((fresh: Int32Array) => void) | undefined): Int32Array {
   const b = new Int32Array(buckets * 3);
+  advise?.(b);
   for (let i = 2; i < b.length; i += 3) b[i] = EMPTY;
   return b;
 }
@@ -50,6 +56,7 @@ export class HashIndex {
   readonly #maxLoad: number;
   readonly #fixed: boolean;
   readonly #salt: number;
+  readonly #advise: ((fresh: Int32Array) => void) | undefined;
 
   constructor(options: HashIndexOptions = {}) {
     const buckets = pow2AtLeast(Math.max(2, options.initialBuckets ?? 16));
@@ -59,7 +66,8 @@ export class HashIndex {
     this.#maxLoad = maxLoad;
     this.#fixed = options.fixed ?? false;
     this.#salt = (options.salt ?? Math.floor(Math.random() * 2 ** 32)) >>> 0;
-    this.#b = table(buckets);
+    this.#advise = options.advise;
+    this.#b = table(buckets, this.#advise);
     this.#mask = buckets - 1;
   }
 
@@ -252,7 +260,7 @@ export class HashIndex {
     this.#old = this.#b;
     this.#oldMask = this.#mask;
     this.#migratePos = 0;
-    this.#b = table(buckets);
+    this.#b = table(buckets, this.#advise);
     this.#mask = buckets - 1;
     this.#generation++;
   }

@@ -53,9 +53,14 @@ export interface SparseTableStats {
   /** Row limit from the budget (Infinity when unbounded). */
   maxRows: number;
   budgetBytes: number;
-  /** Bytes held now: chunks + index + sketch (exact typed-array sizes). */
+  /** Bytes held now: chunks + spare + index + sketch (exact typed-array sizes). */
   bytes: number;
   chunkBytes: number;
+  /**
+   * Row memory taken from the table's RowMemory that holds no chunk's rows (yet): the unused
+   * part of the newest slab and 8-byte alignment padding. Counted in `bytes` and the budget.
+   */
+  spareBytes: number;
   indexBytes: number;
   sketchBytes: number;
   /** Chunk bytes per row slot: row + optimizer state + per-row metadata. */
@@ -69,7 +74,6 @@ export interface SparseTableStats {
 }
 
 interface Chunk {
-  readonly block: RowBlock;
   readonly f32: Float32Array | null;
   readonly f16: Uint16Array | null;
   readonly state: Float32Array;
@@ -106,7 +110,40 @@ export interface TableCapture {
 
 const NONE = -1;
 const TARGET_CHUNK_BYTES = 512 << 10;
+/**
+ * Row memory is taken in slabs of several chunks, doubling with the table up to this size:
+ * a large table's rows then lie in few big blocks, which huge pages can back (random gathers
+ * over gigabytes of 4 KiB pages miss the TLB on nearly every row) and which the per-batch
+ * row-memory check walks quickly. The unused tail of the newest slab is at most this.
+ */
+const MAX_SLAB_BYTES = 16 << 20;
 const MAX_CHUNK_ROWS = 16384;
+
+/** Bytes a chunk's rows take in a slab: each chunk starts ROW_ALIGN-aligned. */
+function slabStride(rowBytes: number): number {
+  return Math.ceil(Math.max(1, rowBytes) / ABI.ROW_ALIGN) * ABI.ROW_ALIGN;
+}
+
+/**
+ * Extra bytes asked per slab so its rows can start ROW_ALIGN-aligned (blocks are 8-byte
+ * aligned). Asked on both kernel paths, so native and JS tables account alike.
+ */
+const SLAB_ALIGN_PAD = ABI.ROW_ALIGN - 8;
+
+/**
+ * Chunks the next slab holds: as many as the table has (so slabs double), at most
+ * MAX_SLAB_BYTES of rows, never more than `room` (a budgeted table's remaining chunks).
+ */
+function slabChunks(chunks: number, room: number, stride: number): number {
+  return Math.max(1, Math.min(room, chunks, Math.floor(MAX_SLAB_BYTES / stride)));
+}
+
+/** Slabs that hold `chunks` chunks of rows taken as #addChunk takes them. */
+function slabsFor(chunks: number, stride: number): number {
+  let slabs = 0;
+  for (let have = 0; have < chunks; slabs++) have += slabChunks(have, chunks - have, stride);
+  return slabs;
+}
 export const MAX_DIM = 4096;
 
 function floorPow2(n: number): number {
@@ -149,6 +186,13 @@ export class SparseTable {
   #tail = NONE;
   #tick = 0;
   #chunkBytes = 0;
+  // Row memory slabs (each block once, released once by close), the newest one's fill point,
+  // and the bytes asked of the RowMemory for all of them.
+  readonly #slabs: RowBlock[] = [];
+  #slab: { bytes: Uint8Array; next: number } | null = null;
+  #slabBytes = 0;
+  readonly #adviseHuge: ((a: Uint8Array) => void) | null;
+  readonly #bytesToAlign: ((a: Uint8Array) => number) | null;
   #stats = { admitted: 0, rejected: 0, evictedLru: 0, evictedTtl: 0 };
   // Push scratch: a per-batch open-addressing map slot → unique index, and summed grads.
   #mapSlot = new Int32Array(64);
@@ -231,13 +275,30 @@ export class SparseTable {
       MAX_CHUNK_ROWS,
       floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))),
     );
+    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
+      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
+    const kernels = kernelsChoice(config.kernels);
+    const addon = kernels === 'native' ? loadKernels() : null;
+    const advise = addon === null ? {} : { advise: (b: Int32Array) => addon.adviseHugePages(b) };
+    this.#adviseHuge = addon === null ? null : (b) => addon.adviseHugePages(b);
+    this.#bytesToAlign = addon === null ? null : (b) => addon.bytesToAlign(b);
     if (Number.isFinite(budget)) {
       const sketchBytes = this.#sketch?.bytes ?? 0;
-      const fit = (rows: number, cr: number) =>
-        sketchBytes +
-          HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
-          Math.ceil(rows / cr) * cr * this.#slotBytes <=
-        budget;
+      // A chunk's rows take their slab stride (8-byte aligned), the rest of a slot beside it.
+      // Each slab also asks SLAB_ALIGN_PAD bytes more.
+      const chunkCost = (cr: number) =>
+        cr * (this.#slotBytes - this.#rowStoreBytes) + slabStride(cr * this.#rowStoreBytes);
+      const fit = (rows: number, cr: number) => {
+        const chunks = Math.ceil(rows / cr);
+        const stride = slabStride(cr * this.#rowStoreBytes);
+        return (
+          sketchBytes +
+            HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
+            chunks * chunkCost(cr) +
+            slabsFor(chunks, stride) * SLAB_ALIGN_PAD <=
+          budget
+        );
+      };
       const guess = Math.floor((budget - sketchBytes) / (this.#slotBytes + 12));
       chunkRows = Math.min(chunkRows, floorPow2(Math.max(1, Math.floor(guess / 8))));
       let rows = Math.max(0, guess);
@@ -249,21 +310,22 @@ export class SparseTable {
       rows = Math.floor(rows / chunkRows) * chunkRows || rows;
       while (!fit(rows, chunkRows)) rows--;
       this.#maxRows = rows;
-      this.#index = new HashIndex({ initialBuckets: HashIndex.bucketsFor(rows), fixed: true });
+      this.#index = new HashIndex({
+        initialBuckets: HashIndex.bucketsFor(rows),
+        fixed: true,
+        ...advise,
+      });
     } else {
       this.#maxRows = 2 ** 31 - 1;
-      this.#index = new HashIndex();
+      this.#index = new HashIndex(advise);
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
-    if (config.kernels !== undefined && config.kernels !== 'native' && config.kernels !== 'js')
-      throw invalidArg(`table ${config.name}: kernels must be 'native' or 'js'`);
-    const kernels = kernelsChoice(config.kernels);
-    if (kernels === 'native') {
+    if (addon !== null) {
       const nk = this.optimizer.native;
       this.#kPush = nk !== null;
       // A table whose optimizer has no native kernel still gathers natively.
-      this.#k = new (loadKernels().TableKernels)(
+      this.#k = new addon.TableKernels(
         this.dim,
         dtype === 'f16' ? ABI.ROW_F16 : ABI.ROW_F32,
         this.#stateDim,
@@ -325,7 +387,12 @@ export class SparseTable {
   }
 
   get bytes(): number {
-    return this.#chunkBytes + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+    return this.#chunkBytes + this.#spareBytes + this.#index.bytes + (this.#sketch?.bytes ?? 0);
+  }
+
+  // Slab bytes not holding a chunk's rows.
+  get #spareBytes(): number {
+    return this.#slabBytes - this.#chunks.length * this.#chunkRows * this.#rowStoreBytes;
   }
 
   get stateDim(): number {
@@ -354,6 +421,7 @@ export class SparseTable {
       budgetBytes: this.#budget,
       bytes: this.bytes,
       chunkBytes: this.#chunkBytes,
+      spareBytes: this.#spareBytes,
       indexBytes: this.#index.bytes,
       sketchBytes: this.#sketch?.bytes ?? 0,
       slotBytes: this.#slotBytes,
@@ -730,19 +798,39 @@ export class SparseTable {
   #addChunk(): void {
     const cr = this.#chunkRows;
     const rowBytes = cr * this.#rowStoreBytes;
-    const block = this.#memory.alloc(Math.max(8, rowBytes));
-    const b = block.bytes;
-    if (!(b instanceof Uint8Array) || b.byteLength < rowBytes || b.byteOffset % 8 !== 0)
-      throw new PsError(
-        'ERR_PS_INVALID_ARG',
-        'row memory returned a block that is too short or not 8-byte aligned',
-      );
+    const stride = slabStride(rowBytes);
+    let slab = this.#slab;
+    if (slab === null || slab.next + stride > slab.bytes.byteLength) {
+      // A budgeted table never takes more chunks than its row limit needs.
+      const room = Number.isFinite(this.#budget)
+        ? Math.ceil(this.#maxRows / cr) - this.#chunks.length
+        : Number.POSITIVE_INFINITY;
+      const n = slabChunks(this.#chunks.length, room, stride);
+      const want = n * stride + SLAB_ALIGN_PAD;
+      const block = this.#memory.alloc(want);
+      const sb = block.bytes;
+      if (!(sb instanceof Uint8Array) || sb.byteLength < want || sb.byteOffset % 8 !== 0) {
+        block.release();
+        throw new PsError(
+          'ERR_PS_INVALID_ARG',
+          'row memory returned a block that is too short or not 8-byte aligned',
+        );
+      }
+      this.#adviseHuge?.(sb);
+      this.#slabs.push(block);
+      // JS kernels cannot see addresses: their rows start at the block (8-byte aligned).
+      const skew = this.#bytesToAlign?.(sb) ?? 0;
+      slab = { bytes: sb.subarray(skew, skew + n * stride), next: 0 };
+      this.#slab = slab;
+      this.#slabBytes += want;
+    }
+    const b = slab.bytes.subarray(slab.next, slab.next + rowBytes);
+    slab.next += stride;
     const f32 =
       this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const f16 =
       this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
     const chunk: Chunk = {
-      block,
       f32,
       f16,
       state: new Float32Array(cr * this.#stateDim),
@@ -989,7 +1077,10 @@ export class SparseTable {
   close(): void {
     this.#closed = true;
     this.#k?.clear();
-    for (const c of this.#chunks) c.block.release();
+    for (const b of this.#slabs) b.release();
+    this.#slabs.length = 0;
+    this.#slab = null;
+    this.#slabBytes = 0;
     this.#chunks.length = 0;
     this.#rowBuffers.length = 0;
     this.#rowBufferEnds.length = 0;

@@ -104,7 +104,7 @@ describe('memory-budgeted tables', () => {
     // row 32 B + Adagrad sum 32 B + key 8 + live 1 + step 4 + LRU links 8 + tick 8
     expect(st.slotBytes).toBe(32 + 32 + 8 + 1 + 4 + 8 + 8);
     expect(st.rawRowBytes).toBe(64);
-    expect(st.bytes).toBe(st.chunkBytes + st.indexBytes + st.sketchBytes);
+    expect(st.bytes).toBe(st.chunkBytes + st.spareBytes + st.indexBytes + st.sketchBytes);
     expect(st.bytes).toBeLessThanOrEqual(1 << 20);
     expect(st.rejected).toBe(1);
     expect(st.admitted).toBe(1);

@@ -60,6 +60,22 @@ v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
 
 /**
+ * A full GC, then waits (at most 2 s) until this process is idle: V8 sweeps and unmaps the
+ * previous cell's heap (a Map of 10^7 Float32Arrays, a store's GiB of rows) on background
+ * threads after gc(), and that work would otherwise run inside the next cell's timed rounds
+ * (it did: the 10^4-row cell after the 10^7-row ones measured at a fifth of its rate).
+ * Called before every cell, store and Map alike.
+ */
+async function settle(): Promise<void> {
+  gc();
+  for (let i = 0; i < 40; i++) {
+    const c0 = cpuNowUs();
+    await new Promise((r) => setTimeout(r, 50));
+    if (cpuNowUs() - c0 < 5000) return; // under 10 % of a core: the GC threads are done
+  }
+}
+
+/**
  * Runs fn over the batches for ~MEASURE_MS, three times after a warm-up pass, and keeps the
  * fastest round (the machine is shared: the best round is the least disturbed one).
  */
@@ -193,6 +209,17 @@ export const storeScenario: Scenario = {
           ),
       ),
     );
+    // The same ratio per CPU-second of each loop: less sensitive to other jobs on the machine.
+    const ratio32Cpu = Math.min(
+      ...p32.map(
+        (r) =>
+          Number(r.rowsPerCpuSec) /
+          Number(
+            results.find((m) => m.op === 'pull-map' && m.dim === 32 && m.rows === r.rows)
+              ?.rowsPerCpuSec,
+          ),
+      ),
+    );
     const pull32 = Math.min(...p32.map((r) => Number(r.rowsPerSec)));
     const pull32Cpu = Math.min(...p32.map((r) => Number(r.rowsPerCpuSec)));
     const ada32Cpu = results
@@ -213,7 +240,9 @@ export const storeScenario: Scenario = {
     const mem = results.find((r) => r.op === 'memory');
     const v = (ok: boolean) => (ok ? 'met' : 'NOT met');
     lines.push('targets:');
-    lines.push(`  pull ≥ 10× Map at dim 32: worst ${ratio32.toFixed(1)}× — ${v(ratio32 >= 10)}`);
+    lines.push(
+      `  pull ≥ 10× Map at dim 32: worst ${ratio32.toFixed(1)}× wall, ${ratio32Cpu.toFixed(1)}× per CPU-second — ${v(ratio32 >= 10)}`,
+    );
     lines.push(
       `  pull ≥ 10 M rows/s at dim 32: worst ${(pull32 / 1e6).toFixed(2)} M/s wall, ${(pull32Cpu / 1e6).toFixed(2)} M per CPU-second — ${v(pull32 >= 10e6)}`,
     );
@@ -263,6 +292,7 @@ export const storeScenario: Scenario = {
         await fill(store, 't', rows, dim);
         const bs = batches(rows, 16, dim + rows);
         const out = new Float32Array(BATCH * dim);
+        await settle();
         results.push(
           result(
             'pull',
@@ -279,6 +309,7 @@ export const storeScenario: Scenario = {
             tables: [{ name: 't', dim, optimizer: { kind: 'sum' }, kernels: 'js' }],
           });
           await fill(js, 't', rows, dim);
+          await settle();
           results.push(
             result(
               'pull-js',
@@ -292,6 +323,7 @@ export const storeScenario: Scenario = {
         }
         const map = new Map<bigint, Float32Array>();
         for (let i = 0; i < rows; i++) map.set(keyOf(i), new Float32Array(dim).fill(0.001));
+        await settle();
         results.push(
           result(
             'pull-map',
@@ -334,6 +366,7 @@ export const storeScenario: Scenario = {
       });
       const g = new Float32Array(BATCH * dim).fill(0.01);
       let seq = 0;
+      await settle();
       results.push(
         result(
           `push-${name}`,

@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 3,
+  version: 4,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,
@@ -21,6 +21,7 @@ export const ABI = {
   OPT_ADAM_STEP_SCALARS: 2,
   ROW_F32: 0,
   ROW_F16: 1,
+  ROW_ALIGN: 64,
   IDX_EMPTY: -1,
   IDX_GONE: -2,
   K_BAD_LENGTH: -1,

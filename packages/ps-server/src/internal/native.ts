@@ -50,6 +50,13 @@ export interface NativeTableKernels {
 
 interface Addon {
   abi(): Record<string, number>;
+  /**
+   * Asks for transparent huge pages (madvise MADV_HUGEPAGE) over the 2 MiB-aligned part of a
+   * large array's memory, before it is first written. A hint: false where not applied.
+   */
+  adviseHugePages(a: ArrayBufferView): boolean;
+  /** Bytes from the view's first byte to its first ABI.ROW_ALIGN-aligned address. */
+  bytesToAlign(a: ArrayBufferView): number;
   TableKernels: new (
     dim: number,
     rowDtype: number,
