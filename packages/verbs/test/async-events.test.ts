@@ -78,11 +78,19 @@ describe.each(providers)('async events on %s', (provider) => {
     return { qp, sender };
   }
 
-  it('an application-driven error of a QP on an SRQ raises LAST_WQE_REACHED, once', async () => {
+  it('an application-driven error of a QP on an SRQ raises LAST_WQE_REACHED, once (rxe: never)', async () => {
     p = pair(provider);
     const { qp } = srqTarget();
     const seen = recordQpEvents(qp);
     qp.toError();
+    if (p.b.dev.info.name.startsWith('rxe')) {
+      // Measured in the rxe lane (Linux 6.1): rxe raises no LAST_WQE_REACHED for a QP the
+      // application moves to error (5 s waited). A documented difference; soft follows the
+      // specification, as hardware NICs do.
+      await sleep(300);
+      expect(seen).toEqual([]);
+      return;
+    }
     await until(() => seen.length > 0, 'LAST_WQE_REACHED');
     expect(seen).toEqual(['LAST_WQE_REACHED']);
     qp.toError(); // ERR → ERR: the same error, no second event
