@@ -297,10 +297,14 @@ export class RegistrationCache {
       );
     }
     const pi = policyIndex(access);
-    const stale = this.#byBuffer.get(ab)?.[pi]?.filter((e) => e.bufferLength !== ab.byteLength);
-    if (stale !== undefined && stale.length > 0) {
-      this.#invalidations += stale.length;
-      this.#dropAll(stale); // detached or resized since it was registered
+    const list = this.#byBuffer.get(ab)?.[pi];
+    // A loop, not filter/find: a hit is the data path and allocates nothing here.
+    let stale = false;
+    if (list !== undefined) for (const e of list) stale ||= e.bufferLength !== ab.byteLength;
+    if (stale) {
+      const gone = (list as Entry[]).filter((e) => e.bufferLength !== ab.byteLength);
+      this.#invalidations += gone.length;
+      this.#dropAll(gone); // detached or resized since it was registered
     }
     if (length === 0) throw invalidArg('cannot register an empty (or detached) buffer');
     if (access !== 'local' && isBufferPoolSlice(buffer, ab)) {
@@ -310,7 +314,16 @@ export class RegistrationCache {
       );
     }
     const view = buffer instanceof Uint8Array ? buffer : new Uint8Array(ab, offset, length);
-    let entry = this.#byBuffer.get(ab)?.[pi]?.find((e) => e.covers(offset, length));
+    let entry: Entry | undefined;
+    const current = this.#byBuffer.get(ab)?.[pi];
+    if (current !== undefined) {
+      for (const e of current) {
+        if (e.covers(offset, length)) {
+          entry = e;
+          break;
+        }
+      }
+    }
     if (entry !== undefined) {
       this.#hits++;
       if (entry.refs === 0) this.#unlink(entry);

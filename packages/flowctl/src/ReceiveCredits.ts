@@ -236,7 +236,12 @@ export class ReceiveCredits {
    */
   releaseUpdate(): void {
     this.checkOpen('releaseUpdate');
-    checkInt('count', 1, 1, this.used);
+    if (this.used === 0) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_INVALID_ARG',
+        'releaseUpdate: no received buffer is in use',
+      );
+    }
     const wasNeeded = this.updateNeeded;
     this.used--;
     this.owed++;

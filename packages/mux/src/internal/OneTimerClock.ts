@@ -1,4 +1,4 @@
-import type { Clock } from '@rdmajs/flowctl';
+import { type Clock, systemClock } from '@rdmajs/flowctl';
 
 /**
  * A flowctl Clock for one user that keeps at most one timer pending (ReceiveCredits' flush
@@ -21,7 +21,7 @@ export class OneTimerClock implements Clock {
   }
 
   now(): number {
-    return performance.now();
+    return systemClock.now();
   }
 
   setTimer(callback: () => void, delayMs: number): unknown {
