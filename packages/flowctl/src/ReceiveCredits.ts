@@ -204,7 +204,9 @@ export class ReceiveCredits {
       this.violations++;
       if (this.owed > 0) {
         this.owed--;
-        if (this.owedData > this.owed) this.dataReturned(this.owedData - this.owed);
+        // Nothing left owed: no update (and no flush) is due for a credit that no longer exists.
+        if (this.owed === 0) this.echoArmed = false;
+        this.dataReturned(Math.max(0, this.owedData - this.owed));
       }
     }
     this.used++;

@@ -83,6 +83,32 @@ describe('ReceiveCredits', () => {
     expect(rc.updateNeeded).toBe(false);
   });
 
+  it('an update credit forfeited by a message sent without credit leaves no flush behind', () => {
+    // Found by the model fuzz (seed 1120162263): the forfeit emptied `owed` but left the echo
+    // armed, so the delay later asked for an update that had nothing to carry.
+    const clock = new ManualClock();
+    let signalled = 0;
+    const rc = new ReceiveCredits({
+      initialCredits: 3,
+      returnThreshold: 2,
+      maxGrantPerMessage: 2,
+      clock,
+      onUpdateNeeded: () => signalled++,
+    });
+    rc.onReceive();
+    rc.onReceive();
+    rc.onReceive(); // the peer's update, spending its last credit
+    rc.releaseUpdate(); // its credit owed, the echo armed
+    expect(clock.pendingTimers).toBe(1);
+    expect(rc.onReceive()).toBe(true); // sent without a credit: the owed one is forfeited
+    expect(rc.unreturned).toBe(0);
+    expect(clock.pendingTimers).toBe(0);
+    clock.advance(10);
+    expect(rc.updateNeeded).toBe(false);
+    expect(signalled).toBe(0);
+    expect(rc.stats().creditViolations).toBe(1);
+  });
+
   it('a data credit owed beside update credits flushes them all after the delay', () => {
     const clock = new ManualClock();
     const rc = new ReceiveCredits({ initialCredits: 8, returnThreshold: 4, clock });

@@ -824,7 +824,8 @@ class ReceiveCmd implements Cmd {
         // A message sent without a credit forfeits one owed credit (never more credits than buffers).
         if (cfg.initialCredits + mr.returned - mr.received <= 0 && mr.owed > 0) {
           mr.owed--;
-          if (mr.owedData > mr.owed) dataReturned(mr, mr.owedData - mr.owed);
+          if (mr.owed === 0) mr.echoArmed = false;
+          dataReturned(mr, Math.max(0, mr.owedData - mr.owed));
         }
         mr.used++;
         mr.received++;
