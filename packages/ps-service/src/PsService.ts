@@ -17,12 +17,35 @@ import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
 import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
 
-export interface PsServiceOptions {
+/** One address the shard listens on, over one transport. */
+export interface ListenSpec {
   transport: Transport;
+  /** Default '127.0.0.1'. */
+  host?: string;
+  /** Default 0 (any free port: see `listeners`). */
+  port?: number;
+}
+
+/** Where the shard listens, as it ended up (the ports chosen). */
+export interface ListenerInfo {
+  /** The transport's name (`'rdma'`, `'tcp'`). */
+  readonly transport: string;
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface PsServiceOptions {
+  /**
+   * One transport (with `host`, `port`), or give `listen` instead: several at once, each on
+   * its own port (an RDMA listener's port is its TCP control port), and clients choose.
+   */
+  transport?: Transport;
   /** Default '127.0.0.1'. */
   host?: string;
   /** Default 0 (any free port: see `port`). */
   port?: number;
+  /** Several listeners served by one store and one RPC server (sessions move between them). */
+  listen?: readonly ListenSpec[];
   secret: SharedSecret;
   /** This shard's id (in table info and logs): 1–64 of [A-Za-z0-9_-]. */
   shardId: string;
@@ -71,7 +94,7 @@ export class PsService {
   readonly #store: ParameterStore;
   readonly #handlers: RequestHandlers;
   readonly #rpc: RpcServer;
-  readonly #listener: Listener;
+  readonly #listeners: readonly { transport: Transport; listener: Listener }[];
   readonly #connections = new Set<Connection>();
   readonly #inFlight: Set<Promise<unknown>>;
   readonly #metrics: ServiceMetrics;
@@ -91,7 +114,7 @@ export class PsService {
     store: ParameterStore,
     handlers: RequestHandlers,
     rpc: RpcServer,
-    listener: Listener,
+    listeners: readonly { transport: Transport; listener: Listener }[],
     inFlight: Set<Promise<unknown>>,
     metrics: ServiceMetrics,
     metricsPort: number | undefined,
@@ -103,7 +126,7 @@ export class PsService {
     this.#store = store;
     this.#handlers = handlers;
     this.#rpc = rpc;
-    this.#listener = listener;
+    this.#listeners = listeners;
     this.#log = o.logger ?? silentLogger;
   }
 
@@ -133,6 +156,7 @@ export class PsService {
         'snapshotIntervalMs needs a dir and must be ≥ 1',
       );
     }
+    const specs = listenSpecsOf(o);
     // The wire bound guards allocation; the batch bound below gives the caller its own code.
     const limits = psWireLimits(o.wireLimits);
     for (const d of o.tables.dense) {
@@ -276,29 +300,38 @@ export class PsService {
       PsMethod.pushDense,
       serve(PsMethod.pushDense, (p) => track(handlers.pushDense(p)), none),
     );
-    let listener: Listener | undefined;
+    const listeners: { transport: Transport; listener: Listener }[] = [];
     let metricsPort: number | undefined;
     try {
-      listener = await o.transport.listen({
-        ...(o.host === undefined ? {} : { host: o.host }),
-        port: o.port ?? 0,
-        secret: o.secret,
-      });
+      for (const spec of specs) {
+        const listener = await spec.transport.listen({
+          ...(spec.host === undefined ? {} : { host: spec.host }),
+          port: spec.port ?? 0,
+          secret: o.secret,
+        });
+        listeners.push({ transport: spec.transport, listener });
+      }
       if (o.metrics !== undefined)
         metricsPort = await metrics.serve(o.metrics.host ?? '127.0.0.1', o.metrics.port);
     } catch (err) {
-      await listener?.close().catch(() => {});
+      await Promise.allSettled(listeners.map((l) => l.listener.close()));
       await metrics.close();
       await store.close();
       throw err;
     }
-    service = new PsService(o, store, handlers, rpc, listener, inFlight, metrics, metricsPort);
-    service.#accept();
+    service = new PsService(o, store, handlers, rpc, listeners, inFlight, metrics, metricsPort);
+    for (const l of listeners) service.#accept(l.listener);
+    const first = (listeners[0] as { listener: Listener }).listener;
     if (o.etcd !== undefined) {
       try {
         service.#registration = await ShardRegistration.register(
           o.etcd,
-          { id: o.shardId, host: listener.host, port: listener.port },
+          {
+            id: o.shardId,
+            host: first.host,
+            port: first.port,
+            ports: Object.fromEntries(service.listeners.map((l) => [l.transport, l.port])),
+          },
           log,
         );
       } catch (err) {
@@ -308,9 +341,10 @@ export class PsService {
     }
     log.log('info', 'serving', {
       shard: o.shardId,
-      transport: o.transport.name,
-      host: listener.host,
-      port: listener.port,
+      transport: service.listeners.map((l) => l.transport).join(','),
+      host: first.host,
+      port: first.port,
+      listeners: service.listeners,
       tables: o.tables.tables.map((t) => ({
         name: t.name,
         dim: t.dim,
@@ -334,8 +368,8 @@ export class PsService {
     return service;
   }
 
-  #accept(): void {
-    this.#listener.on('connection', (c) => {
+  #accept(listener: Listener): void {
+    listener.on('connection', (c) => {
       if (this.#state !== 'serving') {
         c.destroy();
         return;
@@ -345,20 +379,36 @@ export class PsService {
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
       this.#rpc.serve(c);
     });
-    this.#listener.on('reject', (err, peer) => {
+    listener.on('reject', (err, peer) => {
       this.#log.log('warn', 'handshake refused', { shard: this.#o.shardId, peer, error: err });
     });
-    this.#listener.on('error', (err) => {
+    listener.on('error', (err) => {
       this.#log.log('error', 'listener error', { shard: this.#o.shardId, error: err });
     });
   }
 
+  /** The first listener's host. */
   get host(): string {
-    return this.#listener.host;
+    return (this.#listeners[0] as { listener: Listener }).listener.host;
   }
 
+  /** The first listener's port. */
   get port(): number {
-    return this.#listener.port;
+    return (this.#listeners[0] as { listener: Listener }).listener.port;
+  }
+
+  /** Every listener, in the order given: transport name, host, port. */
+  get listeners(): readonly ListenerInfo[] {
+    return this.#listeners.map(({ transport, listener }) => ({
+      transport: transport.name,
+      host: listener.host,
+      port: listener.port,
+    }));
+  }
+
+  /** The port of the listener over the transport named `name` (`'rdma'`, `'tcp'`), if any. */
+  portOf(name: string): number | undefined {
+    return this.#listeners.find((l) => l.transport.name === name)?.listener.port;
   }
 
   get state(): PsServiceState {
@@ -442,7 +492,7 @@ export class PsService {
     }
     this.#state = 'draining';
     this.#log.log('info', 'draining', { shard: this.#o.shardId, inFlight: this.#inFlight.size });
-    await this.#listener.close().catch(() => {});
+    await Promise.allSettled(this.#listeners.map((l) => l.listener.close()));
     const deadline = this.#o.drainTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -465,4 +515,42 @@ export class PsService {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** The listeners to open: `listen`, or the one of `transport` / `host` / `port`. */
+function listenSpecsOf(o: PsServiceOptions): readonly ListenSpec[] {
+  const one = o.transport !== undefined;
+  if (one === (o.listen !== undefined)) {
+    throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'give either transport or listen');
+  }
+  const specs: readonly ListenSpec[] = one
+    ? [
+        {
+          transport: o.transport as Transport,
+          ...(o.host === undefined ? {} : { host: o.host }),
+          ...(o.port === undefined ? {} : { port: o.port }),
+        },
+      ]
+    : (o.listen as readonly ListenSpec[]);
+  if (!Array.isArray(specs) || specs.length === 0) {
+    throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'listen must be a non-empty list');
+  }
+  const names = new Set<string>();
+  for (const [i, s] of specs.entries()) {
+    if (typeof s?.transport?.listen !== 'function' || typeof s.transport.name !== 'string') {
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `listen[${i}].transport is not a Transport`,
+      );
+    }
+    if (names.has(s.transport.name)) {
+      // Clients pick a listener by transport name: two of one name would be ambiguous.
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `listen[${i}]: a second ${s.transport.name} listener`,
+      );
+    }
+    names.add(s.transport.name);
+  }
+  return specs;
 }
