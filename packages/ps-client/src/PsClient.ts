@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { SharedSecret, Transport } from '@rdmajs/mux';
+import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import {
   decodePullDenseReply,
   decodePullReply,
@@ -21,6 +21,7 @@ import {
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { dedupe, halvesOf } from './internal/dedupe.js';
@@ -35,7 +36,11 @@ type LinkBase = Omit<ShardLinkOptions, 'address' | 'label' | 'firstSeq'>;
 
 import { ShardRouter } from './ShardRouter.js';
 
-export interface ShardSpec extends ShardAddress {
+export interface ShardSpec extends Omit<ShardAddress, 'port'> {
+  /** The port for a transport `ports` does not name (default: `ports.rdma ?? ports.tcp`). */
+  port?: number;
+  /** Per transport, for a shard listening on several (`rdmajs-ps-server --transport rdma,tcp`). */
+  ports?: TransportPorts;
   /** The shard id the server must report (checked at connect). Default: whatever it reports. */
   id?: string;
 }
@@ -45,7 +50,18 @@ export interface PsClientOptions {
   servers?: readonly (ShardSpec | string)[];
   /** Or the shard map in etcd (read, then watched: shards join and leave during traffic). */
   etcd?: EtcdShardMapOptions;
-  transport: Transport;
+  /**
+   * `'rdma'` (soft provider unless `rdma.device` names another device), `'tcp'`, `'auto'`
+   * (RDMA; a connection whose RDMA setup fails goes over TCP instead — rpc-recovery's
+   * fallback — and RDMA is probed again every `probeIntervalMs`; see `stats().shards`), or a
+   * mux Transport of your own (not closed by the client). A shard's port for each is
+   * `ports[name] ?? port`.
+   */
+  transport: TransportChoice | Transport;
+  /** Options of the RdmaTransport made for `'rdma'` / `'auto'`. */
+  rdma?: RdmaTransportOptions;
+  /** `'auto'`: while on TCP, RDMA is tried again this often, ms (0: never). Default 30 000. */
+  probeIntervalMs?: number;
   secret: SharedSecret;
   /** Per connection attempt, ms. Default 5 000. */
   connectTimeoutMs?: number;
@@ -107,6 +123,8 @@ export interface PushSummary {
 }
 
 export interface PsClientStats {
+  /** The `transport` option (`'custom'` for a Transport object). */
+  transport: TransportChoice | 'custom';
   shards: ShardLinkStats[];
   pulls: number;
   pushes: number;
@@ -124,7 +142,10 @@ interface TableShape {
 
 const MAX_SAFE_DEADLINE = 86_400_000;
 
-function parseServer(s: ShardSpec | string, i: number): ShardSpec {
+const isPort = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 65_535;
+
+function parseServer(s: ShardSpec | string, i: number): ShardSpec & { port: number } {
   if (typeof s === 'string') {
     const m = /^(.*):(\d{1,5})$/.exec(s);
     const port = Number(m?.[2]);
@@ -133,16 +154,28 @@ function parseServer(s: ShardSpec | string, i: number): ShardSpec {
     }
     return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
   }
-  if (
-    s === null ||
-    typeof s !== 'object' ||
-    !Number.isInteger(s.port) ||
-    s.port < 1 ||
-    s.port > 65_535
-  ) {
+  if (s === null || typeof s !== 'object') {
+    throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: expected host:port`);
+  }
+  const ports = s.ports;
+  if (ports !== undefined) {
+    const bad =
+      ports === null ||
+      typeof ports !== 'object' ||
+      Object.keys(ports).some((k) => k !== 'rdma' && k !== 'tcp') ||
+      Object.values(ports).some((v) => v !== undefined && !isPort(v));
+    if (bad) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        `servers[${i}].ports: { rdma?, tcp? } of ports 1–65535`,
+      );
+    }
+  }
+  const port = s.port ?? ports?.rdma ?? ports?.tcp;
+  if (!isPort(port)) {
     throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: port must be 1–65535`);
   }
-  return s;
+  return { ...s, port };
 }
 
 function checkPositiveInt(
@@ -212,8 +245,16 @@ export class PsClient {
   readonly #deadlineMs: number;
   #closed = false;
   readonly #counts = { pulls: 0, pushes: 0, keysRequested: 0, keysFetched: 0, denseCalls: 0 };
+  readonly #transports: ClientTransports;
 
-  private constructor(links: ShardLink[], infos: TableInfo[], writer: string, deadlineMs: number) {
+  private constructor(
+    links: ShardLink[],
+    infos: TableInfo[],
+    writer: string,
+    deadlineMs: number,
+    transports: ClientTransports,
+  ) {
+    this.#transports = transports;
     this.#links = links;
     this.#writer = writer;
     this.#deadlineMs = deadlineMs;
@@ -253,8 +294,17 @@ export class PsClient {
         'PsClient.connect needs { servers or etcd, transport, secret }',
       );
     }
+    const probeIntervalMs = options.probeIntervalMs ?? 30_000;
+    if (!Number.isInteger(probeIntervalMs) || probeIntervalMs < 0) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'probeIntervalMs must be an integer ≥ 0',
+      );
+    }
+    // Checked before anything is made; the transports are made last (they own resources).
+    ClientTransports.check(options.transport);
     let shardMap: EtcdShardMap | undefined;
-    let specs: ShardSpec[];
+    let specs: (ShardSpec & { port: number })[];
     if (options.etcd !== undefined) {
       shardMap = await EtcdShardMap.open(options.etcd);
       specs = [...shardMap.shards]
@@ -270,17 +320,24 @@ export class PsClient {
       }
       specs = options.servers.map(parseServer);
     }
+    let transports: ClientTransports | undefined;
     try {
-      const client = await PsClient.#connectTo(options, specs);
+      transports = ClientTransports.of(options.transport, options.rdma, probeIntervalMs);
+      const client = await PsClient.#connectTo(options, specs, transports);
       if (shardMap !== undefined) client.#follow(shardMap);
       return client;
     } catch (err) {
       await shardMap?.close();
+      transports?.close();
       throw err;
     }
   }
 
-  static async #connectTo(options: PsClientOptions, specs: ShardSpec[]): Promise<PsClient> {
+  static async #connectTo(
+    options: PsClientOptions,
+    specs: (ShardSpec & { port: number })[],
+    transports: ClientTransports,
+  ): Promise<PsClient> {
     const writer = options.writerId ?? `w${randomBytes(12).toString('base64url')}`;
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(writer)) {
       throw new PsClientError(
@@ -295,7 +352,7 @@ export class PsClient {
       MAX_SAFE_DEADLINE,
     );
     const base = {
-      transport: options.transport,
+      transport: transports.link,
       secret: options.secret,
       connectTimeoutMs: checkPositiveInt('connectTimeoutMs', options.connectTimeoutMs, 5000),
       reconnectBudgetMs: checkPositiveInt('reconnectBudgetMs', options.reconnectBudgetMs, 60_000),
@@ -318,7 +375,11 @@ export class PsClient {
       specs.map((s) =>
         ShardLink.open({
           ...base,
-          address: { ...(s.host === undefined ? {} : { host: s.host }), port: s.port },
+          address: {
+            ...(s.host === undefined ? {} : { host: s.host }),
+            port: s.port,
+            ...(s.ports === undefined ? {} : { ports: s.ports }),
+          },
           label: s.id ?? `${s.host ?? '127.0.0.1'}:${s.port}`,
         }),
       ),
@@ -363,7 +424,7 @@ export class PsClient {
           'two servers report the same shard id',
         );
       }
-      const client = new PsClient(links, infos, writer, deadlineMs);
+      const client = new PsClient(links, infos, writer, deadlineMs, transports);
       client.#base = base;
       return client;
     } catch (err) {
@@ -815,6 +876,7 @@ export class PsClient {
 
   stats(): PsClientStats {
     return {
+      transport: this.#transports.choice,
       shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
       ...this.#counts,
     };
@@ -826,6 +888,7 @@ export class PsClient {
     this.#closed = true;
     await this.#shardMap?.close();
     await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
+    this.#transports.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -1,3 +1,4 @@
+export type { TransportChoice, TransportPorts } from './ClientTransports.js';
 export { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 export { PsClientError, type PsClientErrorCode } from './errors.js';
 export {

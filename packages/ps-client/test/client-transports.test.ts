@@ -1,0 +1,143 @@
+import { RdmaTransport } from '@rdmajs/mux';
+import { PsService, parseServiceTables } from '@rdmajs/ps-service';
+import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PsClient, type PsClientOptions } from '../src/index.js';
+
+const secret = 'ps-client-transport-secret-0123456789';
+const spec = {
+  tables: [
+    {
+      name: 'emb',
+      dim: 8,
+      optimizer: { kind: 'adagrad', lr: 0.1 },
+      init: { kind: 'normal', seed: 5, std: 0.1 },
+    },
+  ],
+};
+const serverRdma: RdmaTransport[] = [];
+const both: PsService[] = [];
+let tcpOnly: PsService;
+
+beforeAll(async () => {
+  for (const id of ['a', 'b']) {
+    const r = new RdmaTransport();
+    serverRdma.push(r);
+    both.push(
+      await PsService.start({
+        listen: [{ transport: r }, { transport: new TcpTransport() }],
+        secret,
+        shardId: id,
+        tables: parseServiceTables(spec),
+      }),
+    );
+  }
+  // A shard that speaks TCP only: an 'auto' client's RDMA setup to it fails.
+  tcpOnly = await PsService.start({
+    transport: new TcpTransport(),
+    secret,
+    shardId: 'a',
+    tables: parseServiceTables(spec),
+  });
+});
+
+afterAll(async () => {
+  await Promise.all([...both, tcpOnly].map((s) => s?.close()));
+  for (const r of serverRdma) r.close();
+});
+
+const servers = () =>
+  both.map((s) => ({ host: '127.0.0.1', ports: { rdma: s.portOf('rdma'), tcp: s.portOf('tcp') } }));
+const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length));
+/** The rows of a pull (a Float32Array, or a result holding them in `rows`). */
+const rowsOf = async (p: Promise<unknown>): Promise<Float32Array> => {
+  const r = (await p) as Float32Array | { rows: Float32Array };
+  return r instanceof Float32Array ? r : r.rows;
+};
+const keys = BigUint64Array.from([3n, 1n << 40n, 3n, 77n, 12345n, 9n]);
+
+describe('PsClient transport choice', () => {
+  it("'rdma', 'tcp' and 'auto' reach the same shards and read the same rows", async () => {
+    const grads = new Float32Array(keys.length * 8).map((_, i) => ((i % 7) - 3) / 8);
+    let reference: number[] | undefined;
+    for (const transport of ['rdma', 'tcp', 'auto'] as const) {
+      await using ps = await PsClient.connect({
+        servers: servers() as PsClientOptions['servers'],
+        transport,
+        secret,
+        probeIntervalMs: 0,
+      });
+      const st = ps.stats();
+      expect(st.transport).toBe(transport);
+      const wire = transport === 'tcp' ? 'tcp' : 'rdma';
+      expect(st.shards.map((s) => [s.transport, s.onFallback, s.fallbacks])).toEqual([
+        [wire, false, 0],
+        [wire, false, 0],
+      ]);
+      await ps.push('emb', keys, grads);
+      const rows = await rowsOf(ps.pull('emb', keys));
+      // Each client pushed once more: rows differ per round, but every transport gets what the
+      // shards hold, so read them back over TCP too and compare bit for bit.
+      await using check = await PsClient.connect({
+        servers: servers() as PsClientOptions['servers'],
+        transport: 'tcp',
+        secret,
+      });
+      expect(bits(rows)).toEqual(bits(await rowsOf(check.pull('emb', keys))));
+      if (reference !== undefined) expect(bits(rows)).not.toEqual(reference);
+      reference = bits(rows);
+    }
+  });
+
+  it("'auto' falls back to TCP when the shard refuses RDMA, visible in stats()", async () => {
+    await using ps = await PsClient.connect({
+      servers: [`127.0.0.1:${tcpOnly.port}`],
+      transport: 'auto',
+      secret,
+      probeIntervalMs: 0,
+      // The RDMA attempt waits this long for a setup answer a TCP-only listener never sends.
+      connectTimeoutMs: 2000,
+    });
+    const s = ps.stats().shards[0];
+    expect(s?.transport).toBe('tcp');
+    expect(s?.onFallback).toBe(true);
+    expect(s?.fallbacks).toBeGreaterThanOrEqual(1);
+    await ps.push('emb', BigUint64Array.of(1n), new Float32Array(8).fill(1));
+    expect((await rowsOf(ps.pull('emb', BigUint64Array.of(1n)))).length).toBe(8);
+  });
+
+  it("'rdma' to a TCP-only shard fails typed (no silent downgrade)", async () => {
+    const err = await PsClient.connect({
+      servers: [`127.0.0.1:${tcpOnly.port}`],
+      transport: 'rdma',
+      secret,
+      connectTimeoutMs: 2000,
+      backoff: () => new ExponentialBackoff({ baseMs: 10, maxAttempts: 2, deadlineMs: 3000 }),
+    }).then(
+      () => undefined,
+      (e: { code?: string }) => e,
+    );
+    expect(err?.code).toBe('ERR_PS_CLIENT_UNAVAILABLE');
+  });
+
+  it('refuses bad transport values and bad ports before connecting', async () => {
+    const code = (o: unknown) =>
+      PsClient.connect(o as PsClientOptions).then(
+        () => 'resolved',
+        (e: { code?: string }) => e.code,
+      );
+    const base = { servers: ['127.0.0.1:1'], secret };
+    for (const transport of ['udp', 'RDMA', 7, null, {}, { name: 'x' }]) {
+      expect(await code({ ...base, transport })).toBe('ERR_PS_CLIENT_INVALID_ARG');
+    }
+    expect(await code({ ...base, transport: 'tcp', probeIntervalMs: -1 })).toBe(
+      'ERR_PS_CLIENT_INVALID_ARG',
+    );
+    for (const ports of [{ rdma: 0 }, { tcp: 70_000 }, { udp: 5 }, null]) {
+      expect(await code({ servers: [{ ports }], secret, transport: 'tcp' })).toBe(
+        'ERR_PS_CLIENT_INVALID_ARG',
+      );
+    }
+  });
+});
