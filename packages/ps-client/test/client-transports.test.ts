@@ -3,7 +3,7 @@ import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PsClient, type PsClientOptions } from '../src/index.js';
+import { PsClient, type PsClientOptions, type ShardSpec } from '../src/index.js';
 
 const secret = 'ps-client-transport-secret-0123456789';
 const spec = {
@@ -47,8 +47,11 @@ afterAll(async () => {
   for (const r of serverRdma) r.close();
 });
 
-const servers = () =>
-  both.map((s) => ({ host: '127.0.0.1', ports: { rdma: s.portOf('rdma'), tcp: s.portOf('tcp') } }));
+const servers = (): ShardSpec[] =>
+  both.map((s) => ({
+    host: '127.0.0.1',
+    ports: { rdma: s.portOf('rdma') as number, tcp: s.portOf('tcp') as number },
+  }));
 const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length));
 /** The rows of a pull (a Float32Array, or a result holding them in `rows`). */
 const rowsOf = async (p: Promise<unknown>): Promise<Float32Array> => {
@@ -63,7 +66,7 @@ describe('PsClient transport choice', () => {
     let reference: number[] | undefined;
     for (const transport of ['rdma', 'tcp', 'auto'] as const) {
       await using ps = await PsClient.connect({
-        servers: servers() as PsClientOptions['servers'],
+        servers: servers(),
         transport,
         secret,
         probeIntervalMs: 0,
@@ -80,7 +83,7 @@ describe('PsClient transport choice', () => {
       // Each client pushed once more: rows differ per round, but every transport gets what the
       // shards hold, so read them back over TCP too and compare bit for bit.
       await using check = await PsClient.connect({
-        servers: servers() as PsClientOptions['servers'],
+        servers: servers(),
         transport: 'tcp',
         secret,
       });
