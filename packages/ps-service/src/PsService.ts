@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import type { Connection, Listener, SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  type Connection,
+  type Listener,
+  RdmaTransport,
+  type SharedSecret,
+  type Transport,
+} from '@rdmajs/mux';
 import { MAX_BATCH_KEYS, ParameterStore, type PushLogOptions } from '@rdmajs/ps-server';
 import {
   MAX_MESSAGE_BYTES,
@@ -9,7 +15,13 @@ import {
   pullDenseReplyLength,
   resolveInit,
 } from '@rdmajs/ps-wire';
-import { MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
+import {
+  type CallContext,
+  MethodRegistry,
+  ReplyBuffer,
+  type ReplyMemory,
+  RpcServer,
+} from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
@@ -241,10 +253,11 @@ export class PsService {
       const code = (err as { code?: unknown } | null)?.code;
       return typeof code === 'string' && /^ERR_PS_(REQUEST|WIRE)_/.test(code) ? 'refused' : 'error';
     };
-    type Handler = (p: Uint8Array) => Uint8Array | Promise<Uint8Array>;
+    type Reply = Uint8Array | ReplyBuffer;
+    type Handler = (p: Uint8Array, ctx: CallContext) => Reply | Promise<Reply>;
     const serve =
       (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler =>
-      (payload) => {
+      (payload, ctx) => {
         if (service !== undefined && service.#state !== 'serving') {
           metrics.requests.inc({ method, outcome: 'refused' });
           throw new PsServiceError('ERR_PS_REQUEST_DRAINING', 'shard is shutting down', {
@@ -254,24 +267,26 @@ export class PsService {
         const t0 = performance.now();
         const size = payload.length;
         const keys = keysOf(payload); // read now: the payload view ends with the call
-        const ok = (reply: Uint8Array): Uint8Array => {
+        const ok = (reply: Reply): Reply => {
+          const bytes = reply instanceof Uint8Array ? reply : reply.payload;
           metrics.latency.observe({ method }, (performance.now() - t0) / 1000);
           metrics.requests.inc({ method, outcome: 'ok' });
           metrics.bytes.inc({ method, direction: 'in' }, size);
-          metrics.bytes.inc({ method, direction: 'out' }, reply.length);
+          metrics.bytes.inc({ method, direction: 'out' }, bytes.length);
           if (keys > 0) metrics.keys.inc({ method }, keys);
           if (method === PsMethod.push || method === PsMethod.pushDense) {
-            if (((reply[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
+            if (((bytes[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
           }
+          if (reply instanceof ReplyBuffer && reply.registered) metrics.registeredReplies.inc();
           return reply;
         };
         const fail = (err: unknown): never => {
           metrics.requests.inc({ method, outcome: outcomeOf(err) });
           throw err;
         };
-        let r: Uint8Array | Promise<Uint8Array>;
+        let r: Reply | Promise<Reply>;
         try {
-          r = fn(payload);
+          r = fn(payload, ctx);
         } catch (err) {
           return fail(err);
         }
@@ -320,7 +335,7 @@ export class PsService {
       throw err;
     }
     service = new PsService(o, store, handlers, rpc, listeners, inFlight, metrics, metricsPort);
-    for (const l of listeners) service.#accept(l.listener);
+    for (const l of listeners) service.#accept(l.listener, l.transport);
     const first = (listeners[0] as { listener: Listener }).listener;
     if (o.etcd !== undefined) {
       try {
@@ -368,7 +383,15 @@ export class PsService {
     return service;
   }
 
-  #accept(listener: Listener): void {
+  #accept(listener: Listener, transport: Transport): void {
+    // Replies to RDMA peers are built in the transport's registered memory and go out from
+    // there (eager SEND gather or rendezvous READ): remote-read, since a large one is READ
+    // by the peer straight from its block. That exposes those arenas (reply blocks only) to
+    // authenticated peers, who may read every row anyway.
+    const replyMemory: ReplyMemory | undefined =
+      transport instanceof RdmaTransport
+        ? (n) => transport.allocator.alloc(n, 'remote-read')
+        : undefined;
     listener.on('connection', (c) => {
       if (this.#state !== 'serving') {
         c.destroy();
@@ -377,7 +400,7 @@ export class PsService {
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
-      this.#rpc.serve(c);
+      this.#rpc.serve(c, replyMemory === undefined ? {} : { replyMemory });
     });
     listener.on('reject', (err, peer) => {
       this.#log.log('warn', 'handshake refused', { shard: this.#o.shardId, peer, error: err });

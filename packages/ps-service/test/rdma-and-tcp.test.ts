@@ -92,6 +92,9 @@ describe('one shard listening on RDMA and TCP at once', () => {
       expect(decodePushReply(await push(overTcp, 1, 2)).rows).toBe(1);
       expect([...(await pullRows(overRdma, [7n, 8n]))]).toEqual([3.5, 3.5, 3.5, 3.5, 0, 0, 0, 0]);
       expect(service.stats().connections).toBe(2);
+      // The RDMA pull's reply was built in registered memory; the TCP one on the heap.
+      const registered = (await service.metrics.registeredReplies.get()).values[0]?.value;
+      expect(registered).toBe(1);
     } finally {
       await overRdma.close();
       await overTcp.close();
