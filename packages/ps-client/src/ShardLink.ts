@@ -1,5 +1,10 @@
 import type { SharedSecret } from '@rdmajs/mux';
-import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
+import {
+  type BackoffPolicy,
+  ExponentialBackoff,
+  RpcClient,
+  type RpcReply,
+} from '@rdmajs/rpc-recovery';
 import type { LinkTransport, TransportPorts } from './ClientTransports.js';
 import { PsClientError } from './errors.js';
 
@@ -243,7 +248,23 @@ export class ShardLink {
   }
 
   /** An idempotent call, sent again on a new session if the old one fails. */
-  async call(method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+  call(method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+    return this.#idempotent(method, deadlineMs, (c, o) => c.call(method, payload, o));
+  }
+
+  /**
+   * As `call`, but the reply stays in the transport's receive memory (registered memory on
+   * RDMA): release it when done. Held replies count against the shard's send window.
+   */
+  callView(method: string, payload: Uint8Array, deadlineMs: number): Promise<RpcReply> {
+    return this.#idempotent(method, deadlineMs, (c, o) => c.callView(method, payload, o));
+  }
+
+  async #idempotent<T>(
+    method: string,
+    deadlineMs: number,
+    send: (client: RpcClient, o: { idempotent: true; deadlineMs: number }) => Promise<T>,
+  ): Promise<T> {
     const deadlineAt = performance.now() + deadlineMs;
     for (;;) {
       const client = await this.#ready(deadlineAt);
@@ -251,7 +272,7 @@ export class ShardLink {
       const left = Math.ceil(deadlineAt - performance.now());
       if (left <= 0) throw this.#deadline(method, false);
       try {
-        return await client.call(method, payload, { idempotent: true, deadlineMs: left });
+        return await send(client, { idempotent: true, deadlineMs: left });
       } catch (err) {
         if (this.#state === 'closed') throw this.#closedError();
         if (!isLinkFailure(err)) throw this.#remote(err);

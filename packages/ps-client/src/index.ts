@@ -12,5 +12,6 @@ export {
   type PushSummary,
   type ShardSpec,
 } from './PsClient.js';
+export { PulledRows } from './PulledRows.js';
 export type { ShardAddress, ShardLinkState, ShardLinkStats } from './ShardLink.js';
 export { rendezvousScore, ShardRouter, shardSeed } from './ShardRouter.js';

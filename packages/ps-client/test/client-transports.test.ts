@@ -143,4 +143,44 @@ describe('PsClient transport choice', () => {
       );
     }
   });
+
+  it('pull() over RDMA returns views of the replies, built in registered memory on the server', async () => {
+    await using ps = await PsClient.connect({ servers: servers(), transport: 'rdma', secret });
+    const registered = async () =>
+      (
+        await Promise.all(both.map(async (s) => (await s.metrics.registeredReplies.get()).values))
+      ).reduce((n, v) => n + (v[0]?.value ?? 0), 0);
+    const before = await registered();
+    // Distinct keys of shard 'a' only: one reply holds exactly the request.
+    const onA = BigUint64Array.from(
+      Array.from({ length: 400 }, (_, i) => BigInt(i * 7919 + 1)).filter(
+        (k) => ps.shardOf(k) === 'a',
+      ),
+    ).subarray(0, 64);
+    const single = await ps.pull('emb', onA);
+    expect(single.contiguous).toBe(true);
+    const rows = single.rows;
+    expect(single.rows).toBe(rows); // the same view, not a fresh copy
+    expect(single.row(3).buffer).toBe(rows.buffer);
+    expect(single.row(3).byteOffset).toBe(rows.byteOffset + 3 * 8 * 4);
+    const copy = rows.slice();
+    // Several shards and duplicates: rows of both replies, in request order.
+    const mixed = BigUint64Array.from([...onA.subarray(0, 4), 5n, 6n, 7n, onA[0] as bigint]);
+    const many = await ps.pull('emb', mixed);
+    expect(many.contiguous).toBe(false);
+    expect(bits(many.row(7))).toEqual(bits(copy.subarray(0, 8)));
+    expect(bits(many.row(2))).toEqual(bits(copy.subarray(16, 24)));
+    expect(await registered()).toBe(before + 1 + 2); // one reply, then one per shard
+    single.release();
+    many.release();
+    single.release(); // idempotent
+    expect(() => single.row(0)).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_CLIENT_RELEASED' }),
+    );
+    expect(() => many.rows).toThrow(expect.objectContaining({ code: 'ERR_PS_CLIENT_RELEASED' }));
+    // pullInto copies into the caller's array (and releases at once).
+    const out = new Float32Array(onA.length * 8);
+    await ps.pullInto('emb', onA, out);
+    expect(bits(out)).toEqual(bits(copy));
+  });
 });

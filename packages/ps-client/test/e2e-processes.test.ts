@@ -6,6 +6,7 @@ import { parseServiceTables } from '@rdmajs/ps-service';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PsClient } from '../src/index.js';
+import { pulledRows } from './support/pulled.js';
 import { RemoteClient } from './support/remoteClient.js';
 import { killStragglers, type ShardProcess, startShard } from './support/shardProcess.js';
 
@@ -68,6 +69,10 @@ const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOff
 
 type WorkloadClient = Pick<PsClient, 'pull' | 'push' | 'pullDense' | 'pushDense'> | RemoteClient;
 
+/** A pull's rows as a private array (views checked and released for an in-process client). */
+const rowsOf = (client: WorkloadClient, table: string, keys: BigUint64Array) =>
+  client instanceof RemoteClient ? client.pull(table, keys) : pulledRows(client.pull(table, keys));
+
 async function expectSameAsReference(
   client: WorkloadClient,
   ref: ParameterStore,
@@ -78,7 +83,7 @@ async function expectSameAsReference(
       const keys = BigUint64Array.from(pool.slice(at, at + 500));
       const want = new Float32Array(keys.length * dim);
       ref.pullInto(table, keys, want);
-      expect(bits(await client.pull(table, keys)), `table ${table}`).toEqual(bits(want));
+      expect(bits(await rowsOf(client, table, keys)), `table ${table}`).toEqual(bits(want));
     }
   }
   for (const d of SPEC.dense) {
@@ -151,7 +156,7 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
       );
       const want = new Float32Array(n * dim);
       ref.pullInto(table, keys, want);
-      expect(bits(await client.pull(table, keys)), `step ${step} pull ${table}`).toEqual(
+      expect(bits(await rowsOf(client, table, keys)), `step ${step} pull ${table}`).toEqual(
         bits(want),
       );
       const grads = Float32Array.from({ length: n * dim }, () => rand() * 2 - 1);
@@ -194,7 +199,7 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
         const initRows = new Float32Array(all.length * dim);
         init.pullInto(table, all, initRows);
         for (let round = 0; round < 2; round++) {
-          const r = await client.pull(table, all, { deadlineMs: 400, partial: true });
+          using r = await client.pull(table, all, { deadlineMs: 400, partial: true });
           expect(Array.from(r.missing)).toEqual(onStopped);
           expect(r.missingCount).toBe(onStopped.filter((x) => x === 1).length);
           expect(r.missingShards).toEqual([stopped.id]);
@@ -225,7 +230,9 @@ describe('3 shard processes + 2 clients, seeded workload', () => {
     // Resumed: full pulls answer again, the same rows as before.
     const want = new Float32Array(all.length * 8);
     ref.pullInto('adagrad', all, want);
-    expect(bits(await client.pull('adagrad', all, { deadlineMs: 30_000 }))).toEqual(bits(want));
+    expect(bits(await pulledRows(client.pull('adagrad', all, { deadlineMs: 30_000 })))).toEqual(
+      bits(want),
+    );
   });
 });
 
