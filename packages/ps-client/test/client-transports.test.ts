@@ -183,4 +183,56 @@ describe('PsClient transport choice', () => {
     await ps.pullInto('emb', onA, out);
     expect(bits(out)).toEqual(bits(copy));
   });
+
+  it('over RDMA no JS code copies the rows of a pull used as views; pullInto copies them once', async () => {
+    await using ps = await PsClient.connect({ servers: servers(), transport: 'rdma', secret });
+    const dim = 8;
+    const n = 256;
+    const rowBytes = dim * 4;
+    const keysOf = (k: number) =>
+      BigUint64Array.from({ length: n }, (_, i) => BigInt(k * 1000 + i + 1));
+    // Bytes copied by typed-array set/slice calls of at least one row (keys and rows alike).
+    let copied = 0;
+    const proto = Object.getPrototypeOf(Uint8Array.prototype) as {
+      set: (this: Uint8Array, src: ArrayLike<number>, offset?: number) => void;
+      slice: (this: Uint8Array, ...a: number[]) => Uint8Array;
+    };
+    const { set, slice } = proto;
+    const measure = async (run: (k: number) => Promise<void>): Promise<number> => {
+      for (let k = 0; k < 3; k++) await run(k); // warm
+      copied = 0;
+      proto.set = function (src, offset) {
+        const b =
+          (src as { byteLength?: number }).byteLength ?? src.length * this.BYTES_PER_ELEMENT;
+        if (b >= rowBytes) copied += b;
+        return set.call(this, src, offset);
+      };
+      proto.slice = function (...a) {
+        const r = slice.apply(this, a);
+        if (r.byteLength >= rowBytes) copied += r.byteLength;
+        return r;
+      };
+      try {
+        for (let k = 0; k < 20; k++) await run(k);
+      } finally {
+        proto.set = set;
+        proto.slice = slice;
+      }
+      return copied / 20 / (n * rowBytes);
+    };
+    const views = await measure(async (k) => {
+      using rows = await ps.pull('emb', keysOf(k));
+      expect(rows.row(n - 1).length).toBe(dim);
+    });
+    const out = new Float32Array(n * dim);
+    const into = await measure((k) => ps.pullInto('emb', keysOf(k), out));
+    // What is left in `views` is the request's keys, 8 bytes per 32-byte row, copied twice
+    // (encoded by the client, copied out of the request by the server): 0.5, no row bytes.
+    const keyShare = (2 * 8) / rowBytes;
+    expect(views).toBeGreaterThanOrEqual(keyShare);
+    expect(views).toBeLessThan(keyShare + 0.1);
+    // pullInto: exactly one copy of the rows more.
+    expect(into - views).toBeGreaterThan(0.95);
+    expect(into - views).toBeLessThan(1.05);
+  });
 });
