@@ -62,17 +62,25 @@ function portsFor(names: TransportName[], ports: number[]): number[] {
   );
 }
 
-function transportOf(
-  name: TransportName,
-  rdma: { provider: 'auto' | 'soft' | 'ibverbs'; device?: string },
-): Transport {
+interface RdmaCliOptions {
+  provider: 'auto' | 'soft' | 'ibverbs';
+  device?: string;
+  eagerThreshold?: number;
+  poll: 'event' | 'adaptive' | 'busy';
+}
+
+function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
   if (name === 'tcp') return new TcpTransport();
   // Soft provider by default: RDMA semantics over the kernel, no NIC needed.
   const device = openDevice({
     provider: rdma.provider,
     ...(rdma.device === undefined ? {} : { name: rdma.device }),
   });
-  return new RdmaTransport({ device });
+  return new RdmaTransport({
+    device,
+    pollPolicy: rdma.poll,
+    ...(rdma.eagerThreshold === undefined ? {} : { eagerThreshold: rdma.eagerThreshold }),
+  });
 }
 
 function readSecret(file: string | undefined): string {
@@ -117,6 +125,16 @@ async function main(argv: string[]): Promise<void> {
         .default('soft'),
     )
     .option('--rdma-device <name>', 'verbs device of the rdma transport (default: the first)')
+    .option(
+      '--rdma-eager-threshold <bytes>',
+      'rdma: messages up to this size go by SEND, larger by READ (default 8192; both sides: the smaller wins)',
+      int('--rdma-eager-threshold', 64),
+    )
+    .addOption(
+      new Option('--rdma-poll <policy>', 'rdma completion polling')
+        .choices(['event', 'adaptive', 'busy'])
+        .default('event'),
+    )
     .option('--data-dir <dir>', 'snapshots + push log (restored at start); in memory without it')
     .option(
       '--snapshot-interval <ms>',
@@ -155,6 +173,8 @@ async function main(argv: string[]): Promise<void> {
     transport: TransportName[];
     rdmaProvider: 'auto' | 'soft' | 'ibverbs';
     rdmaDevice?: string;
+    rdmaEagerThreshold?: number;
+    rdmaPoll: 'event' | 'adaptive' | 'busy';
     dataDir?: string;
     snapshotInterval?: number;
     maxBatchKeys?: number;
@@ -180,9 +200,11 @@ async function main(argv: string[]): Promise<void> {
     );
   }
   const ports = portsFor(o.transport, o.listen.ports);
-  const rdmaOptions = {
+  const rdmaOptions: RdmaCliOptions = {
     provider: o.rdmaProvider,
+    poll: o.rdmaPoll,
     ...(o.rdmaDevice === undefined ? {} : { device: o.rdmaDevice }),
+    ...(o.rdmaEagerThreshold === undefined ? {} : { eagerThreshold: o.rdmaEagerThreshold }),
   };
   const service = await PsService.start({
     listen: o.transport.map((name, i) => ({

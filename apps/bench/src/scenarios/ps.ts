@@ -11,13 +11,24 @@ import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { callsFor } from './grpc-store.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 
+/** `PS_BENCH_BATCHES=1,256` / `PS_BENCH_DIMS=64`: a part of the grid (quick looks). */
+const listEnv = (name: string): number[] | undefined =>
+  process.env[name]?.split(',').map((x) => {
+    const n = Number(x);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: ${x} is not a positive integer`);
+    return n;
+  });
+
 /** Keys per call and row widths measured (the issue's grid, first version). */
-export const PS_BATCHES: readonly number[] = [1, 16, 256, 4096];
-export const PS_DIMS: readonly number[] = [8, 64, 256];
+export const PS_BATCHES: readonly number[] = listEnv('PS_BENCH_BATCHES') ?? [1, 16, 256, 4096];
+export const PS_DIMS: readonly number[] = listEnv('PS_BENCH_DIMS') ?? [8, 64, 256];
 const SHARDS = 3;
 const KEY_SPACE = 1_000_000;
 const DISTINCT_BATCHES = 16;
 const SECRET = 'rdmajs-bench-ps-secret-0123456789';
+/** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 8 KiB). */
+const EAGER =
+  process.env.PS_BENCH_EAGER === undefined ? undefined : Number(process.env.PS_BENCH_EAGER);
 
 const require = createRequire(import.meta.url);
 const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
@@ -58,6 +69,7 @@ function startShard(
       transports,
       '--rdma-provider',
       provider,
+      ...(EAGER === undefined ? [] : ['--rdma-eager-threshold', String(EAGER)]),
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -147,8 +159,15 @@ export const psScenario: Scenario = {
           await PsClient.connect({
             servers: shards.map((s) => ({ host: '127.0.0.1', port: s.ports[side] as number })),
             transport: side,
-            ...(side === 'rdma' && o.provider !== 'soft'
-              ? { rdma: { device: openDevice({ provider: o.provider }) } }
+            ...(side === 'rdma'
+              ? {
+                  rdma: {
+                    ...(o.provider === 'soft'
+                      ? {}
+                      : { device: openDevice({ provider: o.provider }) }),
+                    ...(EAGER === undefined ? {} : { eagerThreshold: EAGER }),
+                  },
+                }
               : {}),
             secret: SECRET,
           }),
