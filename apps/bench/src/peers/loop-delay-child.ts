@@ -51,11 +51,11 @@ async function main(): Promise<Result> {
     obs.disconnect();
     const warm = await loopStallsDuring(write);
     // References: plain Node's best for the same bytes (one Uint8Array.set holds the loop
-    // for the whole copy), and the loop left idle (what the host alone adds).
+    // for the whole copy), and the loop left idle, up to 2 s (what the host alone adds).
     const plain = await loopStallsDuring(async () => {
       b.mr.bytes.set(a.mr.bytes.subarray(0, size));
     });
-    const idle = await loopStallsDuring(() => sleep(Math.min(first.wallUs / 1000, 5000)));
+    const idle = await loopStallsDuring(() => sleep(Math.min(first.wallUs / 1000, 2000)));
     return {
       transport: provider,
       op: 'write-loop-delay',
