@@ -14,6 +14,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "abi.h"
 #include "fp16.h"
@@ -35,6 +38,38 @@ inline uint32_t Fmix32(uint32_t h) {
 }
 
 inline uint32_t Hash64(uint32_t lo, uint32_t hi, uint32_t salt) { return Fmix32(lo ^ Fmix32(hi ^ salt)); }
+
+// A bucket's tag: HashIndex.ts tagOf.
+inline uint8_t TagOf(uint32_t hash) {
+  const uint32_t t = hash >> 24;
+  return static_cast<uint8_t>(t == abi::IDX_TAG_EMPTY ? 1 : t);
+}
+
+static_assert(abi::IDX_TAG_PAD == 16, "TagGroup compares 16 tags");
+
+// The 16 tags from g: bit k of *match is set where g[k] == tag, of *empty where g[k] is the
+// empty tag.
+inline void TagGroup(const uint8_t* g, uint8_t tag, uint32_t* match, uint32_t* empty) {
+#if defined(__SSE2__)
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g));
+  *match = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
+  *empty = static_cast<uint32_t>(
+      _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(abi::IDX_TAG_EMPTY)))));
+#else
+  // SWAR: exact zero-byte masks of 8 bytes, packed to 8 bits.
+  constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full, k01 = 0x0101010101010101ull;
+  auto zeros = [](uint64_t x) {
+    const uint64_t hi = ~(((x & k7f) + k7f) | x | k7f);  // 0x80 in each zero byte
+    return static_cast<uint32_t>(((hi >> 7) * 0x0102040810204080ull) >> 56);
+  };
+  uint64_t a, b;
+  std::memcpy(&a, g, 8);
+  std::memcpy(&b, g + 8, 8);
+  const uint64_t t = k01 * tag, e = k01 * static_cast<uint8_t>(abi::IDX_TAG_EMPTY);
+  *match = zeros(a ^ t) | (zeros(b ^ t) << 8);
+  *empty = zeros(a ^ e) | (zeros(b ^ e) << 8);
+#endif
+}
 
 struct Chunk {
   Napi::Reference<Napi::TypedArray> rowsRef, stateRef, stepsRef, lastMsRef;
@@ -172,12 +207,13 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return Napi::Number::New(env, static_cast<double>(chunks_.size()));
   }
 
-  // setIndex(buckets: Int32Array, old: Int32Array | null, salt): the HashIndex's live arrays.
+  // setIndex(buckets: Int32Array, tags: Uint8Array, old: Int32Array | null, salt): the
+  // HashIndex's live arrays (probeTables()).
   Napi::Value SetIndex(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (info.Length() != 3 || !IsType(info[0], napi_int32_array) ||
-        !(info[1].IsNull() || IsType(info[1], napi_int32_array)) || !info[2].IsNumber()) {
-      Napi::TypeError::New(env, "setIndex(buckets, old, salt)").ThrowAsJavaScriptException();
+    if (info.Length() != 4 || !IsType(info[0], napi_int32_array) || !IsType(info[1], napi_uint8_array) ||
+        !(info[2].IsNull() || IsType(info[2], napi_int32_array)) || !info[3].IsNumber()) {
+      Napi::TypeError::New(env, "setIndex(buckets, tags, old, salt)").ThrowAsJavaScriptException();
       return env.Undefined();
     }
     auto pow2Buckets = [](size_t len, uint32_t* mask) {
@@ -188,25 +224,33 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       return true;
     };
     auto b = info[0].As<Napi::TypedArray>();
+    auto t = info[1].As<Napi::TypedArray>();
     uint32_t mask = 0, oldMask = 0;
     if (!pow2Buckets(b.ElementLength(), &mask) ||
-        (!info[1].IsNull() && !pow2Buckets(info[1].As<Napi::TypedArray>().ElementLength(), &oldMask))) {
+        (!info[2].IsNull() && !pow2Buckets(info[2].As<Napi::TypedArray>().ElementLength(), &oldMask))) {
       Napi::RangeError::New(env, "setIndex: a bucket array is not 3 × a power of two").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (t.ElementLength() != size_t{mask} + 1 + abi::IDX_TAG_PAD) {
+      Napi::RangeError::New(env, "setIndex: the tag array is not buckets + IDX_TAG_PAD bytes")
+          .ThrowAsJavaScriptException();
       return env.Undefined();
     }
     indexRef_ = Napi::Persistent(b);
     index_ = DataOf<int32_t>(b);
+    tagsRef_ = Napi::Persistent(t);
+    tags_ = DataOf<uint8_t>(t);
     mask_ = mask;
-    if (info[1].IsNull()) {
+    if (info[2].IsNull()) {
       oldRef_.Reset();
       old_ = nullptr;
     } else {
-      auto o = info[1].As<Napi::TypedArray>();
+      auto o = info[2].As<Napi::TypedArray>();
       oldRef_ = Napi::Persistent(o);
       old_ = DataOf<int32_t>(o);
       oldMask_ = oldMask;
     }
-    salt_ = info[2].As<Napi::Number>().Uint32Value();
+    salt_ = info[3].As<Napi::Number>().Uint32Value();
     return env.Undefined();
   }
 
@@ -215,20 +259,30 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     rowsF32_.clear();
     rowBytePtrs_.clear();
     indexRef_.Reset();
+    tagsRef_.Reset();
     oldRef_.Reset();
     index_ = old_ = nullptr;
+    tags_ = nullptr;
     return info.Env().Undefined();
   }
 
-  // Slot of key (lo, hi) or -1: HashIndex.get. Each probe is bounded by its table's size.
+  // Slot of key (lo, hi) or -1: HashIndex.get. The live table is probed 16 tags at a time,
+  // reading only buckets whose tag matches, up to the chain's first empty bucket; the old one
+  // (growing) bucket by bucket. Each probe is bounded by its table's size.
   int32_t Get(uint32_t lo, uint32_t hi, uint32_t hash) const {
     const int32_t l = static_cast<int32_t>(lo), h = static_cast<int32_t>(hi);
+    const uint8_t tag = TagOf(hash);
     uint32_t i = hash & mask_;
-    for (uint32_t n = 0; n <= mask_; n++) {
-      const int32_t* p = index_ + size_t{i} * 3;
-      if (p[2] == abi::IDX_EMPTY) break;
-      if (p[0] == l && p[1] == h) return p[2];
-      i = (i + 1) & mask_;
+    for (uint32_t n = 0; n <= mask_; n += abi::IDX_TAG_PAD) {
+      uint32_t match, empty;
+      TagGroup(tags_ + i, tag, &match, &empty);
+      if (empty != 0) match &= empty ^ (empty - 1);  // buckets before the first empty one
+      for (; match != 0; match &= match - 1) {
+        const int32_t* p = index_ + size_t{(i + static_cast<uint32_t>(__builtin_ctz(match))) & mask_} * 3;
+        if (p[0] == l && p[1] == h) return p[2];
+      }
+      if (empty != 0) break;
+      i = (i + abi::IDX_TAG_PAD) & mask_;
     }
     if (old_ == nullptr) return -1;
     i = hash & oldMask_;
@@ -255,6 +309,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   void PrefetchBucket(uint32_t hash) const {
+    __builtin_prefetch(tags_ + (hash & mask_));
     const int32_t* p = index_ + size_t{hash & mask_} * 3;
     __builtin_prefetch(p);
     __builtin_prefetch(p + 2);  // a 12-byte bucket may straddle two lines
@@ -654,8 +709,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // Each chunk's row data, flat (the hot loops index these, not the larger Chunk records).
   std::vector<float*> rowsF32_;
   std::vector<const char*> rowBytePtrs_;
-  Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;
+  Napi::Reference<Napi::TypedArray> indexRef_, tagsRef_, oldRef_;
   const int32_t* index_ = nullptr;
+  const uint8_t* tags_ = nullptr;
   const int32_t* old_ = nullptr;
   uint32_t mask_ = 0, oldMask_ = 0, salt_ = 0;
   // Per-batch scratch, reused.
