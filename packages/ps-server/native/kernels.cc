@@ -81,6 +81,50 @@ const HashKeysFn kHashKeys = __builtin_cpu_supports("avx2") ? HashKeysAvx2 : Has
 constexpr auto kHashKeys = HashKeys;
 #endif
 
+// What a gather's copy pass reads: each chunk's f32 rows and the batch's slots.
+struct F32Rows {
+  float* const* base;
+  const int32_t* slots;
+  int shift;
+  uint32_t cmask;
+  int64_t dim;
+};
+
+// Rows of the n slots into out[i·dim …] (constant-size copies when kDim is not 0: inlined
+// moves, no memcpy call per row); the request positions of slots < 0 into miss. Misses.
+template <int64_t kDim>
+inline int32_t CopyF32RowsBody(const F32Rows& r, int64_t n, float* out, int32_t* miss) {
+  const int64_t dim = kDim != 0 ? kDim : r.dim;
+  const size_t rowBytes = static_cast<size_t>(dim) * 4;
+  int32_t misses = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t s = r.slots[i];
+    if (s < 0) {
+      miss[misses++] = static_cast<int32_t>(i);
+      continue;
+    }
+    const float* src = r.base[static_cast<uint32_t>(s) >> r.shift] + (static_cast<uint32_t>(s) & r.cmask) * dim;
+    std::memcpy(out + i * dim, src, rowBytes);
+  }
+  return misses;
+}
+
+template <int64_t kDim>
+int32_t CopyF32Rows(const F32Rows& r, int64_t n, float* out, int32_t* miss) {
+  return CopyF32RowsBody<kDim>(r, n, out, miss);
+}
+
+#if defined(RDMAJS_PS_AVX2)
+// The same with 64-byte moves where the CPU has AVX-512 (a 128-byte row is two, not eight).
+template <int64_t kDim>
+__attribute__((target("avx512f"))) int32_t CopyF32RowsAvx512(const F32Rows& r, int64_t n, float* out,
+                                                             int32_t* miss) {
+  return CopyF32RowsBody<kDim>(r, n, out, miss);
+}
+
+const bool kAvx512 = __builtin_cpu_supports("avx512f");
+#endif
+
 // A bucket's tag: HashIndex.ts tagOf.
 inline uint8_t TagOf(uint32_t hash) {
   const uint32_t t = hash >> 24;
@@ -455,23 +499,12 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // The copy pass of a gather over f32 rows without TTL: kDim, or dim_ when kDim is 0.
   template <int64_t kDim>
   int32_t CopyF32(int64_t n, float* out, int32_t* miss) const {
-    const int64_t dim = kDim != 0 ? kDim : dim_;
-    const size_t rowBytes = static_cast<size_t>(dim) * 4;
-    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
-    const int shift = chunkShift_;
-    float* const* base = rowsF32_.data();
-    const int32_t* slots = slots_.data();
-    int32_t misses = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const int32_t s = slots[i];
-      if (s < 0) {
-        miss[misses++] = static_cast<int32_t>(i);
-        continue;
-      }
-      const float* src = base[static_cast<uint32_t>(s) >> shift] + (static_cast<uint32_t>(s) & cmask) * dim;
-      std::memcpy(out + i * dim, src, rowBytes);
-    }
-    return misses;
+    const F32Rows r{rowsF32_.data(), slots_.data(), chunkShift_, static_cast<uint32_t>(ChunkRows() - 1),
+                    kDim != 0 ? kDim : dim_};
+#if defined(RDMAJS_PS_AVX2)
+    if (kAvx512) return CopyF32RowsAvx512<kDim>(r, n, out, miss);
+#endif
+    return CopyF32Rows<kDim>(r, n, out, miss);
   }
 
   // The copy pass of a gather, any row type, TTL expiry included.
