@@ -75,8 +75,20 @@ __attribute__((target("avx2"))) void HashKeysAvx2(const uint32_t* k32, int64_t n
   HashKeys(k32 + 2 * i, n - i, salt, h + i);
 }
 
+// The CPU's features, read when the addon loads (__builtin_cpu_init first: these run as static
+// initializers, possibly before libgcc's own).
+bool CpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+
+bool CpuHasAvx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
 using HashKeysFn = void (*)(const uint32_t*, int64_t, uint32_t, uint32_t*);
-const HashKeysFn kHashKeys = __builtin_cpu_supports("avx2") ? HashKeysAvx2 : HashKeys;
+const HashKeysFn kHashKeys = CpuHasAvx2() ? HashKeysAvx2 : HashKeys;
 #else
 constexpr auto kHashKeys = HashKeys;
 #endif
@@ -122,7 +134,7 @@ __attribute__((target("avx512f"))) int32_t CopyF32RowsAvx512(const F32Rows& r, i
   return CopyF32RowsBody<kDim>(r, n, out, miss);
 }
 
-const bool kAvx512 = __builtin_cpu_supports("avx512f");
+const bool kAvx512 = CpuHasAvx512f();
 #endif
 
 // A bucket's tag: HashIndex.ts tagOf.
