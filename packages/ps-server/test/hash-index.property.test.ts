@@ -154,4 +154,45 @@ describe('HashIndex against a Map', () => {
       { numRuns: 150 },
     );
   });
+
+  it('native_probes_of_a_table_past_the_tag_limit_agree_with_the_map', () => {
+    // 2^22 buckets: beyond kernels.cc kTagProbeMaxBuckets, so probes go bucket by bucket.
+    const h = new HashIndex({ initialBuckets: 2 ** 22, salt: 7 });
+    const k = new (loadKernels().TableKernels)(
+      1,
+      ABI.ROW_F32,
+      0,
+      12,
+      false,
+      ABI.OPT_SUM,
+      new Float64Array(0),
+      Number.POSITIVE_INFINITY,
+    );
+    k.addChunk(new Float32Array(4096), new Float32Array(0), null, null);
+    const m = new Map<bigint, number>();
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(key, fc.nat(4095), fc.boolean()), { maxLength: 300 }),
+        (ops) => {
+          for (const [x, v, del] of ops) {
+            const [lo, hi] = split(x);
+            if (del) {
+              h.delete(lo, hi);
+              m.delete(x);
+            } else {
+              h.set(lo, hi, v);
+              m.set(x, v);
+            }
+          }
+          const t = h.probeTables();
+          k.setIndex(t.buckets, t.tags, t.old, t.salt);
+          const ks = [...m.keys(), ...ops.map(([x]) => x ^ 0x5555n)];
+          const slots = new Int32Array(ks.length);
+          k.lookup(new Uint32Array(BigUint64Array.from(ks).buffer), ks.length, slots);
+          expect(Array.from(slots)).toEqual(ks.map((x) => m.get(x) ?? -1));
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
 });
