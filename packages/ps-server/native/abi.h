@@ -6,7 +6,7 @@
 namespace rdmajs_ps::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 4;
+constexpr int kVersion = 5;
 
 // Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
 constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5,
@@ -24,6 +24,10 @@ constexpr int ROW_F32 = 0, ROW_F16 = 1, ROW_ALIGN = 64;
 
 // Hash index bucket marks (HashIndex.ts): empty, and moved/deleted in the old table.
 constexpr int IDX_EMPTY = -1, IDX_GONE = -2;
+// Hash index tags (HashIndex.ts tagOf): one byte per bucket of the live table, the empty
+// bucket's tag, and the tag bytes mirrored past the last bucket (a 16-tag group load from any
+// bucket stays inside the array).
+constexpr int IDX_TAG_EMPTY = 0, IDX_TAG_PAD = 16;
 
 // Kernel results below zero: a length/offset that does not fit, or an index slot beyond
 // the registered chunks. Nothing was written.
@@ -55,6 +59,8 @@ constexpr Entry kTable[] = {
     {"ROW_F16", ROW_F16},
     {"IDX_EMPTY", IDX_EMPTY},
     {"IDX_GONE", IDX_GONE},
+    {"IDX_TAG_EMPTY", IDX_TAG_EMPTY},
+    {"IDX_TAG_PAD", IDX_TAG_PAD},
     {"K_BAD_LENGTH", K_BAD_LENGTH},
     {"K_BAD_SLOT", K_BAD_SLOT},
 };

@@ -14,6 +14,13 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RDMAJS_PS_AVX2 1
+#endif
 
 #include "abi.h"
 #include "fp16.h"
@@ -35,6 +42,135 @@ inline uint32_t Fmix32(uint32_t h) {
 }
 
 inline uint32_t Hash64(uint32_t lo, uint32_t hi, uint32_t salt) { return Fmix32(lo ^ Fmix32(hi ^ salt)); }
+
+// Hashes of n keys (lo/hi pairs in k32) into h.
+void HashKeys(const uint32_t* k32, int64_t n, uint32_t salt, uint32_t* h) {
+  for (int64_t i = 0; i < n; i++) h[i] = Hash64(k32[2 * i], k32[2 * i + 1], salt);
+}
+
+#if defined(RDMAJS_PS_AVX2)
+// The same hashes 8 keys at a time (the baseline x86-64 target has no 32-bit vector multiply,
+// so the compiler leaves HashKeys scalar). Chosen at load time where the CPU has AVX2.
+__attribute__((target("avx2"))) inline __m256i Fmix32x8(__m256i h) {
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85ebca6bu)));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xc2b2ae35u)));
+  return _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+}
+
+__attribute__((target("avx2"))) void HashKeysAvx2(const uint32_t* k32, int64_t n, uint32_t salt, uint32_t* h) {
+  const __m256i s = _mm256_set1_epi32(static_cast<int>(salt));
+  const __m256i evensOdds = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // Keys i … i+7: [lo hi lo hi …] → lo × 8 and hi × 8.
+    const __m256i a = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k32 + 2 * i)), evensOdds);
+    const __m256i b = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k32 + 2 * i + 8)), evensOdds);
+    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), Fmix32x8(_mm256_xor_si256(lo, Fmix32x8(_mm256_xor_si256(hi, s)))));
+  }
+  // Clean upper register halves before SSE code runs again: GCC 12 leaves them dirty before
+  // the tail call below, and the SSE optimizer kernels after it then ran 5× slower (measured).
+  _mm256_zeroupper();
+  HashKeys(k32 + 2 * i, n - i, salt, h + i);
+}
+
+// The CPU's features, read when the addon loads (__builtin_cpu_init first: these run as static
+// initializers, possibly before libgcc's own).
+bool CpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+
+bool CpuHasAvx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+using HashKeysFn = void (*)(const uint32_t*, int64_t, uint32_t, uint32_t*);
+const HashKeysFn kHashKeys = CpuHasAvx2() ? HashKeysAvx2 : HashKeys;
+#else
+constexpr auto kHashKeys = HashKeys;
+#endif
+
+// What a gather's copy pass reads: each chunk's f32 rows and the batch's slots.
+struct F32Rows {
+  float* const* base;
+  const int32_t* slots;
+  int shift;
+  uint32_t cmask;
+  int64_t dim;
+};
+
+// Rows of the n slots into out[i·dim …] (constant-size copies when kDim is not 0: inlined
+// moves, no memcpy call per row); the request positions of slots < 0 into miss. Misses.
+template <int64_t kDim>
+inline int32_t CopyF32RowsBody(const F32Rows& r, int64_t n, float* out, int32_t* miss) {
+  const int64_t dim = kDim != 0 ? kDim : r.dim;
+  const size_t rowBytes = static_cast<size_t>(dim) * 4;
+  int32_t misses = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t s = r.slots[i];
+    if (s < 0) {
+      miss[misses++] = static_cast<int32_t>(i);
+      continue;
+    }
+    const float* src = r.base[static_cast<uint32_t>(s) >> r.shift] + (static_cast<uint32_t>(s) & r.cmask) * dim;
+    std::memcpy(out + i * dim, src, rowBytes);
+  }
+  return misses;
+}
+
+template <int64_t kDim>
+int32_t CopyF32Rows(const F32Rows& r, int64_t n, float* out, int32_t* miss) {
+  return CopyF32RowsBody<kDim>(r, n, out, miss);
+}
+
+#if defined(RDMAJS_PS_AVX2)
+// The same with 64-byte moves where the CPU has AVX-512 (a 128-byte row is two, not eight).
+template <int64_t kDim>
+__attribute__((target("avx512f"))) int32_t CopyF32RowsAvx512(const F32Rows& r, int64_t n, float* out,
+                                                             int32_t* miss) {
+  return CopyF32RowsBody<kDim>(r, n, out, miss);
+}
+
+const bool kAvx512 = CpuHasAvx512f();
+#endif
+
+// A bucket's tag: HashIndex.ts tagOf.
+inline uint8_t TagOf(uint32_t hash) {
+  const uint32_t t = hash >> 24;
+  return static_cast<uint8_t>(t == abi::IDX_TAG_EMPTY ? 1 : t);
+}
+
+static_assert(abi::IDX_TAG_PAD == 16, "TagGroup compares 16 tags");
+
+// The 16 tags from g: bit k of *match is set where g[k] == tag, of *empty where g[k] is the
+// empty tag.
+inline void TagGroup(const uint8_t* g, uint8_t tag, uint32_t* match, uint32_t* empty) {
+#if defined(__SSE2__)
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g));
+  *match = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
+  *empty = static_cast<uint32_t>(
+      _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(abi::IDX_TAG_EMPTY)))));
+#else
+  // SWAR: exact zero-byte masks of 8 bytes, packed to 8 bits.
+  constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full, k01 = 0x0101010101010101ull;
+  auto zeros = [](uint64_t x) {
+    const uint64_t hi = ~(((x & k7f) + k7f) | x | k7f);  // 0x80 in each zero byte
+    return static_cast<uint32_t>(((hi >> 7) * 0x0102040810204080ull) >> 56);
+  };
+  uint64_t a, b;
+  std::memcpy(&a, g, 8);
+  std::memcpy(&b, g + 8, 8);
+  const uint64_t t = k01 * tag, e = k01 * static_cast<uint8_t>(abi::IDX_TAG_EMPTY);
+  *match = zeros(a ^ t) | (zeros(b ^ t) << 8);
+  *empty = zeros(a ^ e) | (zeros(b ^ e) << 8);
+#endif
+}
 
 struct Chunk {
   Napi::Reference<Napi::TypedArray> rowsRef, stateRef, stepsRef, lastMsRef;
@@ -172,12 +308,13 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     return Napi::Number::New(env, static_cast<double>(chunks_.size()));
   }
 
-  // setIndex(buckets: Int32Array, old: Int32Array | null, salt): the HashIndex's live arrays.
+  // setIndex(buckets: Int32Array, tags: Uint8Array, old: Int32Array | null, salt): the
+  // HashIndex's live arrays (probeTables()).
   Napi::Value SetIndex(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (info.Length() != 3 || !IsType(info[0], napi_int32_array) ||
-        !(info[1].IsNull() || IsType(info[1], napi_int32_array)) || !info[2].IsNumber()) {
-      Napi::TypeError::New(env, "setIndex(buckets, old, salt)").ThrowAsJavaScriptException();
+    if (info.Length() != 4 || !IsType(info[0], napi_int32_array) || !IsType(info[1], napi_uint8_array) ||
+        !(info[2].IsNull() || IsType(info[2], napi_int32_array)) || !info[3].IsNumber()) {
+      Napi::TypeError::New(env, "setIndex(buckets, tags, old, salt)").ThrowAsJavaScriptException();
       return env.Undefined();
     }
     auto pow2Buckets = [](size_t len, uint32_t* mask) {
@@ -188,25 +325,34 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       return true;
     };
     auto b = info[0].As<Napi::TypedArray>();
+    auto t = info[1].As<Napi::TypedArray>();
     uint32_t mask = 0, oldMask = 0;
     if (!pow2Buckets(b.ElementLength(), &mask) ||
-        (!info[1].IsNull() && !pow2Buckets(info[1].As<Napi::TypedArray>().ElementLength(), &oldMask))) {
+        (!info[2].IsNull() && !pow2Buckets(info[2].As<Napi::TypedArray>().ElementLength(), &oldMask))) {
       Napi::RangeError::New(env, "setIndex: a bucket array is not 3 × a power of two").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (t.ElementLength() != size_t{mask} + 1 + abi::IDX_TAG_PAD) {
+      Napi::RangeError::New(env, "setIndex: the tag array is not buckets + IDX_TAG_PAD bytes")
+          .ThrowAsJavaScriptException();
       return env.Undefined();
     }
     indexRef_ = Napi::Persistent(b);
     index_ = DataOf<int32_t>(b);
+    tagsRef_ = Napi::Persistent(t);
+    tags_ = DataOf<uint8_t>(t);
     mask_ = mask;
-    if (info[1].IsNull()) {
+    useTags_ = mask + 1 <= kTagProbeMaxBuckets;
+    if (info[2].IsNull()) {
       oldRef_.Reset();
       old_ = nullptr;
     } else {
-      auto o = info[1].As<Napi::TypedArray>();
+      auto o = info[2].As<Napi::TypedArray>();
       oldRef_ = Napi::Persistent(o);
       old_ = DataOf<int32_t>(o);
       oldMask_ = oldMask;
     }
-    salt_ = info[2].As<Napi::Number>().Uint32Value();
+    salt_ = info[3].As<Napi::Number>().Uint32Value();
     return env.Undefined();
   }
 
@@ -215,20 +361,39 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     rowsF32_.clear();
     rowBytePtrs_.clear();
     indexRef_.Reset();
+    tagsRef_.Reset();
     oldRef_.Reset();
     index_ = old_ = nullptr;
+    tags_ = nullptr;
     return info.Env().Undefined();
   }
 
-  // Slot of key (lo, hi) or -1: HashIndex.get. Each probe is bounded by its table's size.
+  // Slot of key (lo, hi) or -1: HashIndex.get. The live table is probed 16 tags at a time,
+  // reading only buckets whose tag matches, up to the chain's first empty bucket (up to
+  // kTagProbeMaxBuckets; larger ones, and the old one while growing, bucket by bucket). Each probe is bounded by its table's size.
   int32_t Get(uint32_t lo, uint32_t hi, uint32_t hash) const {
     const int32_t l = static_cast<int32_t>(lo), h = static_cast<int32_t>(hi);
+    const uint8_t tag = TagOf(hash);
     uint32_t i = hash & mask_;
-    for (uint32_t n = 0; n <= mask_; n++) {
-      const int32_t* p = index_ + size_t{i} * 3;
-      if (p[2] == abi::IDX_EMPTY) break;
-      if (p[0] == l && p[1] == h) return p[2];
-      i = (i + 1) & mask_;
+    if (useTags_) {
+      for (uint32_t n = 0; n <= mask_; n += abi::IDX_TAG_PAD) {
+        uint32_t match, empty;
+        TagGroup(tags_ + i, tag, &match, &empty);
+        if (empty != 0) match &= empty ^ (empty - 1);  // buckets before the first empty one
+        for (; match != 0; match &= match - 1) {
+          const int32_t* p = index_ + size_t{(i + static_cast<uint32_t>(__builtin_ctz(match))) & mask_} * 3;
+          if (p[0] == l && p[1] == h) return p[2];
+        }
+        if (empty != 0) break;
+        i = (i + abi::IDX_TAG_PAD) & mask_;
+      }
+    } else {
+      for (uint32_t n = 0; n <= mask_; n++) {
+        const int32_t* p = index_ + size_t{i} * 3;
+        if (p[2] == abi::IDX_EMPTY) break;
+        if (p[0] == l && p[1] == h) return p[2];
+        i = (i + 1) & mask_;
+      }
     }
     if (old_ == nullptr) return -1;
     i = hash & oldMask_;
@@ -250,11 +415,11 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // prefetches) use them.
   void HashAll(const uint32_t* k32, int64_t n) {
     hashes_.resize(n);
-    uint32_t* h = hashes_.data();
-    for (int64_t i = 0; i < n; i++) h[i] = Hash64(k32[2 * i], k32[2 * i + 1], salt_);
+    kHashKeys(k32, n, salt_, hashes_.data());
   }
 
   void PrefetchBucket(uint32_t hash) const {
+    if (useTags_) __builtin_prefetch(tags_ + (hash & mask_));
     const int32_t* p = index_ + size_t{hash & mask_} * 3;
     __builtin_prefetch(p);
     __builtin_prefetch(p + 2);  // a 12-byte bucket may straddle two lines
@@ -359,23 +524,12 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // The copy pass of a gather over f32 rows without TTL: kDim, or dim_ when kDim is 0.
   template <int64_t kDim>
   int32_t CopyF32(int64_t n, float* out, int32_t* miss) const {
-    const int64_t dim = kDim != 0 ? kDim : dim_;
-    const size_t rowBytes = static_cast<size_t>(dim) * 4;
-    const uint32_t cmask = static_cast<uint32_t>(ChunkRows() - 1);
-    const int shift = chunkShift_;
-    float* const* base = rowsF32_.data();
-    const int32_t* slots = slots_.data();
-    int32_t misses = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const int32_t s = slots[i];
-      if (s < 0) {
-        miss[misses++] = static_cast<int32_t>(i);
-        continue;
-      }
-      const float* src = base[static_cast<uint32_t>(s) >> shift] + (static_cast<uint32_t>(s) & cmask) * dim;
-      std::memcpy(out + i * dim, src, rowBytes);
-    }
-    return misses;
+    const F32Rows r{rowsF32_.data(), slots_.data(), chunkShift_, static_cast<uint32_t>(ChunkRows() - 1),
+                    kDim != 0 ? kDim : dim_};
+#if defined(RDMAJS_PS_AVX2)
+    if (kAvx512) return CopyF32RowsAvx512<kDim>(r, n, out, miss);
+#endif
+    return CopyF32Rows<kDim>(r, n, out, miss);
   }
 
   // The copy pass of a gather, any row type, TTL expiry included.
@@ -654,8 +808,14 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // Each chunk's row data, flat (the hot loops index these, not the larger Chunk records).
   std::vector<float*> rowsF32_;
   std::vector<const char*> rowBytePtrs_;
-  Napi::Reference<Napi::TypedArray> indexRef_, oldRef_;
+  Napi::Reference<Napi::TypedArray> indexRef_, tagsRef_, oldRef_;
   const int32_t* index_ = nullptr;
+  const uint8_t* tags_ = nullptr;
+  // Tags pay where the index is cache-resident (a probe's mispredicted branches dominate);
+  // beyond that each probe's extra tag line costs more than the branches (10^7 rows: ~25 %
+  // slower with tags, measured), so larger tables probe bucket by bucket as before.
+  static constexpr uint32_t kTagProbeMaxBuckets = uint32_t{1} << 21;
+  bool useTags_ = true;
   const int32_t* old_ = nullptr;
   uint32_t mask_ = 0, oldMask_ = 0, salt_ = 0;
   // Per-batch scratch, reused.

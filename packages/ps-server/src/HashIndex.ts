@@ -1,9 +1,23 @@
 import { invalidArg } from './errors.js';
+import { ABI } from './internal/abi.js';
 import { hash64 } from './internal/mix.js';
 
-const EMPTY = -1;
+const EMPTY = ABI.IDX_EMPTY;
 /** A bucket of the old table whose entry moved or was deleted; probes pass over it. */
-const GONE = -2;
+const GONE = ABI.IDX_GONE;
+/** Tag bytes mirrored past the last bucket, so a native probe reads 16 tags from any bucket. */
+const TAG_PAD = ABI.IDX_TAG_PAD;
+
+/**
+ * A bucket's tag: a byte of its key's hash that the bucket position does not use (for tables
+ * under 2^24 buckets), never IDX_TAG_EMPTY. The native probe compares 16 tags at once and
+ * reads a bucket only where its tag matches: one predictable branch per lookup instead of one
+ * per bucket of a linear-probe chain (kernels.cc TagOf is the same function).
+ */
+export function tagOf(hash: number): number {
+  const t = hash >>> 24;
+  return t === ABI.IDX_TAG_EMPTY ? 1 : t;
+}
 /**
  * Old buckets visited per insert while growing. A grow at load 0.7 leaves 0.7·B inserts
  * before the next one and B old buckets to visit, so 4 per insert always finishes first.
@@ -39,14 +53,28 @@ function table(buckets: number, advise: ((fresh: Int32Array) => void) | undefine
   return b;
 }
 
+/** Tag bytes of a table of `buckets` buckets: one per bucket, then the mirror. */
+function tagTable(buckets: number): Uint8Array {
+  return new Uint8Array(buckets + TAG_PAD);
+}
+
+/** Sets bucket i's tag and its mirrors (tags[p] equals tags[p & mask] for every p). */
+function putTag(tags: Uint8Array, i: number, buckets: number, tag: number): void {
+  tags[i] = tag;
+  for (let p = i + buckets; p < tags.length; p += buckets) tags[p] = tag;
+}
+
 /**
  * u64 key → non-negative int32 value, open addressing with linear probing over one typed
- * array of [lo, hi, value] buckets (12 bytes each, so a probe is one cache line). Growth is
- * incremental: a doubled table is allocated and the old buckets move a few per insert, so no
- * call pays for a whole rehash. While moving, lookups try the new table, then the old one.
+ * array of [lo, hi, value] buckets (12 bytes each, so a probe is one cache line), with a tag
+ * byte per bucket beside it (tagOf; IDX_TAG_EMPTY for an empty bucket) for the native probes.
+ * Growth is incremental: a doubled table is allocated and the old buckets move a few per
+ * insert, so no call pays for a whole rehash. While moving, lookups try the new table, then
+ * the old one (whose probes are plain: it has no tags).
  */
 export class HashIndex {
   #b: Int32Array;
+  #tags: Uint8Array;
   #mask: number;
   #old: Int32Array | null = null;
   #oldMask = 0;
@@ -68,6 +96,7 @@ export class HashIndex {
     this.#salt = (options.salt ?? Math.floor(Math.random() * 2 ** 32)) >>> 0;
     this.#advise = options.advise;
     this.#b = table(buckets, this.#advise);
+    this.#tags = tagTable(buckets);
     this.#mask = buckets - 1;
   }
 
@@ -76,9 +105,9 @@ export class HashIndex {
     return pow2AtLeast(Math.max(2, Math.floor(entries / maxLoad) + 1));
   }
 
-  /** Bytes of a table of `buckets` buckets. */
+  /** Bytes of a table of `buckets` buckets (buckets and tags). */
   static bytesFor(buckets: number): number {
-    return buckets * 12;
+    return buckets * 13 + TAG_PAD;
   }
 
   get size(): number {
@@ -99,16 +128,19 @@ export class HashIndex {
   }
 
   /**
-   * The live bucket arrays ([lo, hi, value] × buckets, EMPTY -1, GONE -2 in the old one) and
-   * the salt, for native probes (SparseTable's kernels); valid until `generation` changes.
+   * The live bucket arrays ([lo, hi, value] × buckets, EMPTY -1, GONE -2 in the old one), the
+   * new table's tags (buckets + IDX_TAG_PAD bytes) and the salt, for native probes
+   * (SparseTable's kernels); valid until `generation` changes.
    */
-  probeTables(): { buckets: Int32Array; old: Int32Array | null; salt: number } {
-    return { buckets: this.#b, old: this.#old, salt: this.#salt };
+  probeTables(): { buckets: Int32Array; tags: Uint8Array; old: Int32Array | null; salt: number } {
+    return { buckets: this.#b, tags: this.#tags, old: this.#old, salt: this.#salt };
   }
 
   /** Bytes of the typed arrays held now (both tables while growing). */
   get bytes(): number {
-    return this.#b.byteLength + (this.#old === null ? 0 : this.#old.byteLength);
+    return (
+      this.#b.byteLength + this.#tags.byteLength + (this.#old === null ? 0 : this.#old.byteLength)
+    );
   }
 
   /** The value of key (lo, hi), or -1. */
@@ -178,6 +210,7 @@ export class HashIndex {
     b[p] = l;
     b[p + 1] = h;
     b[p + 2] = value;
+    putTag(this.#tags, i, mask + 1, tagOf(hash));
     this.#size++;
     if (this.#old !== null) this.#migrate(MIGRATE_STEP);
   }
@@ -233,6 +266,7 @@ export class HashIndex {
   // Backward-shift deletion keeps linear-probe chains intact without tombstones.
   #backShift(hole: number): void {
     const b = this.#b;
+    const tags = this.#tags;
     const mask = this.#mask;
     let i = hole;
     let j = hole;
@@ -247,10 +281,12 @@ export class HashIndex {
         b[p] = b[q] as number;
         b[p + 1] = b[q + 1] as number;
         b[p + 2] = b[q + 2] as number;
+        putTag(tags, i, mask + 1, tags[j] as number);
         i = j;
       }
     }
     b[i * 3 + 2] = EMPTY;
+    putTag(tags, i, mask + 1, ABI.IDX_TAG_EMPTY);
   }
 
   #grow(): void {
@@ -261,6 +297,7 @@ export class HashIndex {
     this.#oldMask = this.#mask;
     this.#migratePos = 0;
     this.#b = table(buckets, this.#advise);
+    this.#tags = tagTable(buckets);
     this.#mask = buckets - 1;
     this.#generation++;
   }
@@ -268,6 +305,7 @@ export class HashIndex {
   #migrate(steps: number): void {
     const old = this.#old as Int32Array;
     const b = this.#b;
+    const tags = this.#tags;
     const mask = this.#mask;
     const end = old.length / 3;
     let n = 0;
@@ -278,12 +316,14 @@ export class HashIndex {
       if (v < 0) continue;
       const l = old[o] as number;
       const h = old[o + 1] as number;
-      let i = hash64(l >>> 0, h >>> 0, this.#salt) & mask;
+      const hash = hash64(l >>> 0, h >>> 0, this.#salt);
+      let i = hash & mask;
       while (b[i * 3 + 2] !== EMPTY) i = (i + 1) & mask;
       const p = i * 3;
       b[p] = l;
       b[p + 1] = h;
       b[p + 2] = v;
+      putTag(tags, i, mask + 1, tagOf(hash));
       old[o + 2] = GONE;
     }
     if (this.#migratePos >= end) {

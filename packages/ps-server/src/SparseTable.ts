@@ -351,7 +351,7 @@ export class SparseTable {
     const index = this.#index;
     if (index.generation === this.#kGen) return;
     const t = index.probeTables();
-    k.setIndex(t.buckets, t.old, t.salt);
+    k.setIndex(t.buckets, t.tags, t.old, t.salt);
     this.#kGen = index.generation;
   }
 

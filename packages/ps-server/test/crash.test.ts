@@ -103,5 +103,7 @@ describe('crash safety under fsync', () => {
     expect(outcomes).toHaveLength(KILLS);
     // Kill points past 40 pushes restore from a snapshot plus the log after it.
     expect(fromSnapshot).toBeGreaterThan(0);
-  }, 120_000);
+    // 30 s normally; under the sanitizer lane at load 16 on 2 cores it took 97 s alone and
+    // over 120 s beside the rest of the suite.
+  }, 300_000);
 });

@@ -75,17 +75,28 @@ async function settle(): Promise<void> {
   }
 }
 
+/** Batch durations kept per cell for the median (preallocated: nothing allocated while timing). */
+const batchMs = new Float64Array(1 << 16);
+
+interface Rate {
+  rowsPerSec: number;
+  cpuUs: number;
+  seconds: number;
+  /** BATCH / the median duration of one batch, over every timed round. */
+  rowsPerSecMedianBatch: number;
+}
+
 /**
  * Runs fn over the batches for ~MEASURE_MS, three times after a warm-up pass, and keeps the
- * fastest round (the machine is shared: the best round is the least disturbed one).
+ * fastest round (the machine is shared: the best round is the least disturbed one). Also
+ * times every batch: on a loaded machine most batches still run without being descheduled,
+ * so the median batch measures the code, where a round's wall rate measures the machine too.
  */
-function rate(
-  bs: BigUint64Array[],
-  fn: (b: BigUint64Array) => void,
-): { rowsPerSec: number; cpuUs: number; seconds: number } {
+function rate(bs: BigUint64Array[], fn: (b: BigUint64Array) => void): Rate {
   for (const b of bs.slice(0, 4)) fn(b);
   gc();
   let best = { rowsPerSec: 0, cpuUs: 0, seconds: 0 };
+  let timed = 0;
   for (let round = 0; round < 3; round++) {
     let rows = 0;
     const cpu0 = cpuNowUs();
@@ -94,9 +105,10 @@ function rate(
     for (let k = 0; t - t0 < MEASURE_MS; k++) {
       fn(bs[k % bs.length] as BigUint64Array);
       rows += BATCH;
-      if ((k & 3) === 3) t = performance.now();
+      const now = performance.now();
+      if (timed < batchMs.length) batchMs[timed++] = now - t;
+      t = now;
     }
-    t = performance.now();
     const r = {
       rowsPerSec: rows / ((t - t0) / 1000),
       cpuUs: cpuNowUs() - cpu0,
@@ -104,14 +116,16 @@ function rate(
     };
     if (r.rowsPerSec > best.rowsPerSec) best = r;
   }
-  return best;
+  const sorted = batchMs.subarray(0, timed).sort();
+  const median = sorted[Math.floor((timed - 1) / 2)] as number;
+  return { ...best, rowsPerSecMedianBatch: BATCH / (median / 1000) };
 }
 
 function result(
   op: string,
   dim: number,
   rows: number,
-  r: { rowsPerSec: number; cpuUs: number; seconds: number },
+  r: Rate,
   extra: Record<string, unknown>,
 ): Result {
   const usPerRow = 1e6 / r.rowsPerSec;
@@ -130,6 +144,7 @@ function result(
     rowsPerSec: r.rowsPerSec,
     // Per CPU-second of this process: less sensitive to other jobs on a shared machine.
     rowsPerCpuSec: n / (r.cpuUs / 1e6),
+    rowsPerSecMedianBatch: r.rowsPerSecMedianBatch,
     ...extra,
   };
 }
@@ -169,21 +184,37 @@ function memcpyBytesPerSec(): number {
 export const storeScenario: Scenario = {
   name: 'store',
   description:
-    'parameter store: pull gather and per-optimizer push rows/s vs a Map<bigint, Float32Array> and memcpy; snapshot pause; bytes per row',
+    'parameter store: pull gather and per-optimizer push rows/s vs the faster of two plain-JS Maps and memcpy; snapshot pause; bytes per row',
   summarize(results) {
     const lines: string[] = [];
+    // The faster plain-JS baseline of a pull cell (by wall rate, or per CPU-second).
+    const bestMap = (
+      dim: unknown,
+      rows: unknown,
+      by: 'rowsPerSec' | 'rowsPerCpuSec' | 'rowsPerSecMedianBatch' = 'rowsPerSec',
+    ) =>
+      results
+        .filter(
+          (m) =>
+            (m.op === 'pull-map' || m.op === 'pull-map-flat') && m.dim === dim && m.rows === rows,
+        )
+        .sort((a, b) => Number(b[by]) - Number(a[by]))[0];
     const memcpy = results.find((r) => r.op === 'memcpy');
     const pulls = results.filter((r) => r.op === 'pull');
     lines.push('pull rows/s (store vs Map vs memcpy limit):');
     for (const r of pulls) {
-      const map = results.find((m) => m.op === 'pull-map' && m.dim === r.dim && m.rows === r.rows);
+      const map = bestMap(r.dim, r.rows);
+      const mapBatch = bestMap(r.dim, r.rows, 'rowsPerSecMedianBatch');
       const lim = memcpy ? (Number(memcpy.gibPerSec) * 2 ** 30) / (Number(r.dim) * 4) : Number.NaN;
       lines.push(
         `  dim ${String(r.dim).padStart(3)} rows ${Number(r.rows).toExponential(0)}: store ${(Number(r.rowsPerSec) / 1e6).toFixed(2)} M/s` +
           (map
-            ? `, Map ${(Number(map.rowsPerSec) / 1e6).toFixed(2)} M/s (${(Number(r.rowsPerSec) / Number(map.rowsPerSec)).toFixed(1)}×)`
+            ? `, best Map (${map.op === 'pull-map' ? 'Float32Array per row' : 'offsets into one array'}) ${(Number(map.rowsPerSec) / 1e6).toFixed(2)} M/s (${(Number(r.rowsPerSec) / Number(map.rowsPerSec)).toFixed(1)}×)`
             : '') +
-          `, memcpy limit ${(lim / 1e6).toFixed(1)} M/s (${((100 * Number(r.rowsPerSec)) / lim).toFixed(0)} %); ${(Number(r.rowsPerCpuSec) / 1e6).toFixed(2)} M per CPU-s`,
+          `, memcpy limit ${(lim / 1e6).toFixed(1)} M/s (${((100 * Number(r.rowsPerSec)) / lim).toFixed(0)} %); ${(Number(r.rowsPerCpuSec) / 1e6).toFixed(2)} M per CPU-s` +
+          (mapBatch
+            ? `; median batch ${(Number(r.rowsPerSecMedianBatch) / 1e6).toFixed(2)} M/s vs Map ${(Number(mapBatch.rowsPerSecMedianBatch) / 1e6).toFixed(2)} (${(Number(r.rowsPerSecMedianBatch) / Number(mapBatch.rowsPerSecMedianBatch)).toFixed(1)}×)`
+            : ''),
       );
     }
     for (const r of results.filter((x) => x.op === 'pull-js')) {
@@ -200,24 +231,21 @@ export const storeScenario: Scenario = {
       );
     const p32 = pulls.filter((r) => r.dim === 32);
     const ratio32 = Math.min(
-      ...p32.map(
-        (r) =>
-          Number(r.rowsPerSec) /
-          Number(
-            results.find((m) => m.op === 'pull-map' && m.dim === 32 && m.rows === r.rows)
-              ?.rowsPerSec,
-          ),
-      ),
+      ...p32.map((r) => Number(r.rowsPerSec) / Number(bestMap(32, r.rows)?.rowsPerSec)),
     );
     // The same ratio per CPU-second of each loop: less sensitive to other jobs on the machine.
     const ratio32Cpu = Math.min(
       ...p32.map(
         (r) =>
-          Number(r.rowsPerCpuSec) /
-          Number(
-            results.find((m) => m.op === 'pull-map' && m.dim === 32 && m.rows === r.rows)
-              ?.rowsPerCpuSec,
-          ),
+          Number(r.rowsPerCpuSec) / Number(bestMap(32, r.rows, 'rowsPerCpuSec')?.rowsPerCpuSec),
+      ),
+    );
+    // And per median batch (rate()): what the code does between the machine's interruptions.
+    const ratio32Batch = Math.min(
+      ...p32.map(
+        (r) =>
+          Number(r.rowsPerSecMedianBatch) /
+          Number(bestMap(32, r.rows, 'rowsPerSecMedianBatch')?.rowsPerSecMedianBatch),
       ),
     );
     const pull32 = Math.min(...p32.map((r) => Number(r.rowsPerSec)));
@@ -241,7 +269,7 @@ export const storeScenario: Scenario = {
     const v = (ok: boolean) => (ok ? 'met' : 'NOT met');
     lines.push('targets:');
     lines.push(
-      `  pull ≥ 10× Map at dim 32: worst ${ratio32.toFixed(1)}× wall, ${ratio32Cpu.toFixed(1)}× per CPU-second — ${v(ratio32 >= 10)}`,
+      `  pull ≥ 10× Map at dim 32: worst ${ratio32.toFixed(1)}× wall, ${ratio32Cpu.toFixed(1)}× per CPU-second, ${ratio32Batch.toFixed(1)}× per median batch — ${v(ratio32 >= 10)} (wall), ${v(ratio32Batch >= 10)} (median batch)`,
     );
     lines.push(
       `  pull ≥ 10 M rows/s at dim 32: worst ${(pull32 / 1e6).toFixed(2)} M/s wall, ${(pull32Cpu / 1e6).toFixed(2)} M per CPU-second — ${v(pull32 >= 10e6)}`,
@@ -321,6 +349,10 @@ export const storeScenario: Scenario = {
           );
           await js.close();
         }
+        // Two plain-JS baselines; the summary compares the store with the faster one, cell by
+        // cell: a Map of one Float32Array per row (copied with set), and a Map of row offsets
+        // into one Float32Array (copied element by element: faster than set(subarray), which
+        // allocates a view per row).
         const map = new Map<bigint, Float32Array>();
         for (let i = 0; i < rows; i++) map.set(keyOf(i), new Float32Array(dim).fill(0.001));
         await settle();
@@ -337,6 +369,26 @@ export const storeScenario: Scenario = {
           ),
         );
         map.clear();
+        const flat = new Float32Array(rows * dim).fill(0.001);
+        const offsets = new Map<bigint, number>();
+        for (let i = 0; i < rows; i++) offsets.set(keyOf(i), i * dim);
+        await settle();
+        results.push(
+          result(
+            'pull-map-flat',
+            dim,
+            rows,
+            rate(bs, (b) => {
+              for (let i = 0; i < b.length; i++) {
+                const o = offsets.get(b[i] as bigint) as number;
+                const d = i * dim;
+                for (let j = 0; j < dim; j++) out[d + j] = flat[o + j] as number;
+              }
+            }),
+            {},
+          ),
+        );
+        offsets.clear();
       }
     }
 

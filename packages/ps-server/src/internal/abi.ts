@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 4,
+  version: 5,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,
@@ -24,6 +24,8 @@ export const ABI = {
   ROW_ALIGN: 64,
   IDX_EMPTY: -1,
   IDX_GONE: -2,
+  IDX_TAG_EMPTY: 0,
+  IDX_TAG_PAD: 16,
   K_BAD_LENGTH: -1,
   K_BAD_SLOT: -2,
 } as const;

@@ -14,7 +14,7 @@ export interface NativeTableKernels {
     steps: Uint32Array | null,
     lastMs: Float64Array | null,
   ): number;
-  setIndex(buckets: Int32Array, old: Int32Array | null, salt: number): void;
+  setIndex(buckets: Int32Array, tags: Uint8Array, old: Int32Array | null, salt: number): void;
   /**
    * Rows of hits into out; request positions of misses (no row, or expired at nowMs) into
    * miss. Misses, or a K_ code.
