@@ -263,6 +263,11 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #creditArmed = false;
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
+  /**
+   * This side sent its goaway (or ended the link after the peer's): it posts nothing more, so
+   * the peer, once it drained its CQ, has everything of ours; credits owed from now on stay.
+   */
+  #quiet = false;
   readonly #stats = {
     messagesSent: 0,
     bytesSent: 0,
@@ -674,6 +679,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #enqueue(lane: number, item: OutItem): void {
+    if (this.#quiet || this.#terminal()) {
+      // After our goaway nothing goes to the peer (teardown frees what is never posted).
+      if (item.slot !== undefined) this.#putSlot(item.slot);
+      item.settle(this.#error ?? new MuxClosedError(`connection to ${this.remoteAddress}`));
+      this.#putItem(item);
+      return;
+    }
     this.#inFlight++;
     const l = this.#lanes[lane] as Lane;
     l.fifo[l.tail++] = item;
@@ -833,7 +845,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /** An explicit update when credits or window space are owed and nothing carries them. */
   #maybeCreditUpdate(timerFired: boolean): void {
-    if (this.#terminal()) return;
+    // After either side's goaway the peer sends nothing that credits could be waiting for.
+    if (this.#terminal() || this.#quiet || this.#peerGoAway) return;
     const rc = this.#recvCredits;
     const local = this.#s.local;
     const windowPressing =
@@ -1023,7 +1036,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.framesIn++;
     const bytes = block.bytes;
     const h = decodeWireHeader(bytes, byteLen, this.#s.eagerLimit, this.#hdr);
-    if (this.#peerGoAway) throw new MuxProtocolError('message after goaway');
+    if (this.#peerGoAway) throw new MuxProtocolError(`message (type ${h.type}) after goaway`);
     if (h.credits > 0) {
       try {
         this.#sendCredits.grant(h.credits);
@@ -1081,6 +1094,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           throw new MuxProtocolError('ready: address beyond 2^53');
         const charge = this.#charge(h.length);
         this.#repost(idx, true);
+        if (this.#quiet) {
+          // Offered before the peer saw our goaway, for a channel closed here: never read (the
+          // peer gives the source up on our goaway, which says all our READs are done).
+          this.#released(charge);
+          return;
+        }
         // Checked above against the window and the announced limit before allocating.
         const dst = this.#alloc.alloc(n.length);
         const op: ReadOp = {
@@ -1311,7 +1330,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       if (this.#peerGoAway) return;
       // What the peer sent before its goaway completed, so it is in our CQ: take it first.
       this.#drain();
+      if (this.#terminal()) return;
       this.#peerGoAway = true;
+      this.#abandonForPeer();
       for (const ch of this.#channels.values()) if (!ch.closeReceived) ch.arriveClose();
       void this.#peerClosing();
     } else if (type === ControlType.Setup || type === ControlType.Ready) {
@@ -1337,12 +1358,56 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     );
   }
 
+  /**
+   * The peer's goaway says it closed every channel, completed every READ and will post
+   * nothing more: what is still queued for it (not posted) would only be discarded there, and
+   * rendezvous sources it did not read will never see a Done. Both end here, so closing waits
+   * only for what is already posted.
+   */
+  #abandonForPeer(): void {
+    const err = new MuxClosedError(`connection to ${this.remoteAddress} (the peer went away)`);
+    for (const lane of this.#lanes) {
+      // A READ partly posted (only the head can be) keeps going: its chunks write into dst.
+      const head = lane.fifo[lane.head];
+      const keep = head !== undefined && head.kind === KIND_READ && head.posted > 0 ? 1 : 0;
+      for (let i = lane.head + keep; i < lane.tail; i++) {
+        const item = lane.fifo[i] as OutItem;
+        lane.fifo[i] = undefined;
+        if (item.kind === KIND_READ) {
+          const op = item.read as ReadOp;
+          this.#reads.delete(op);
+          quietly(op.dst);
+          this.#held -= op.charge;
+        } else if (item.slot !== undefined) {
+          this.#putSlot(item.slot);
+        }
+        item.settle(err);
+        this.#putItem(item);
+        this.#inFlight--;
+      }
+      lane.tail = lane.head + keep;
+      if (keep === 0) {
+        lane.head = 0;
+        lane.tail = 0;
+      }
+    }
+    for (const src of this.#sources.values()) {
+      if (src.own) quietly(src.block);
+      src.settle?.(err);
+    }
+    this.#sources.clear();
+    this.#checkIdle();
+  }
+
   async #peerClosing(): Promise<void> {
     if (this.#state !== 'open') return;
     this.#setState('closing');
     this.#window.close();
     await this.#whenIdle();
-    if (this.#now() === 'closing') this.#link.end();
+    if (this.#now() === 'closing') {
+      this.#quiet = true;
+      this.#link.end();
+    }
   }
 
   #whenIdle(): Promise<void> {
@@ -1376,7 +1441,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /** A channel closed on this side: its Close follows its data on its QP. */
   channelClosed(ch: RdmaChannel): void {
-    if (this.#state === 'open' || this.#state === 'closing') {
+    // After the peer's goaway it needs no Close: its goaway ended every channel.
+    if ((this.#state === 'open' || this.#state === 'closing') && !this.#peerGoAway) {
       const item = this.#sendItem(WIRE_HEADER_BYTES);
       encodeWireHeader((item.slot as SendSlot).bytes, WireType.Close, ch.id, 0, 0);
       this.#enqueue(ch.lane, item);
@@ -1420,6 +1486,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         // Every SEND completed (so it is in the peer's CQ) and every block was read.
         if (this.#now() === 'closing') await this.#whenIdle();
         if (this.#now() === 'closing') {
+          // From here nothing more is posted: the peer drains its CQ on our goaway and then
+          // takes any later message for a protocol violation.
+          this.#quiet = true;
           if (!this.#peerGoAway) this.#link.send(ControlType.GoAway);
           this.#link.end();
         }
@@ -1447,7 +1516,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     for (const ch of this.#channels.values()) ch.finish();
     this.#channels.clear();
     this.#open = 0;
+    // Space the peer did not return (it releases nothing after its goaway) goes back to the
+    // transport's shared budget: nothing is in flight on a closed connection.
     this.#window.close();
+    this.#window.destroy();
     this.emit('state', 'closed');
     this.emit('close', undefined);
   }

@@ -251,6 +251,38 @@ describe('RdmaTransport', () => {
     expect(client.allocator.leakReport().blocks).toEqual([]);
   });
 
+  it('nothing_is_posted_after_goaway_even_when_held_messages_are_released_while_closing', async () => {
+    // A window return that is due at once (a quarter of a small window) released after this
+    // side's goaway: the peer takes any message after the goaway for a protocol violation.
+    const { client, conn, serverConns } = await pair({
+      maxMessageBytes: 1 * MiB,
+      windowBytes: 1 * MiB + 16,
+    });
+    const ch = conn.openChannel('echo');
+    const kept: InboundMessage[] = [];
+    for (const n of [300_000, 10, 400_000]) {
+      await ch.send(fillPattern(new Uint8Array(n), n), LONG);
+      kept.push(await ch.receive(LONG));
+    }
+    const sc = serverConns[0] as RdmaConnection;
+    let framesAtGoAway = -1;
+    // The server enters 'closing' on the client's goaway (client and server share this process).
+    sc.on('state', (st) => {
+      if (st !== 'closing') return;
+      framesAtGoAway = conn.stats().framesOut;
+      for (const m of kept.splice(0)) m.release();
+    });
+    const serverClosed = new Promise((resolve) => sc.once('close', resolve));
+    await conn.close(LONG);
+    await serverClosed;
+    expect(framesAtGoAway).toBeGreaterThan(0);
+    expect(conn.stats().framesOut).toBe(framesAtGoAway);
+    expect(sc.state).toBe('closed');
+    expect(sc.error).toBeUndefined();
+    expect(conn.state).toBe('closed');
+    expect(client.allocator.leakReport().blocks).toEqual([]);
+  });
+
   it('a_SIGKILLed_peer_fails_the_connection_and_releases_every_block_here', async () => {
     const peer = await spawnContractPeer(rdmaTarget.peerScript, SECRET);
     cleanups.push(() => peer.kill());
