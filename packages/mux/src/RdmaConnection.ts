@@ -353,6 +353,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     link.setHandlers({
       message: (type) => this.#onControl(type),
       closed: (cause) => this.#onLinkClosed(cause),
+      // Ended without a goaway while open: the peer went away (its close would say goaway).
+      ended: () => {
+        if (this.#state === 'open' && !this.#peerGoAway) this.#onLinkClosed(undefined);
+      },
     });
     resources.cq.on('completion', this.#onCq);
     // After the caller's continuation, so its 'channel' listener sees the first messages.

@@ -138,6 +138,7 @@ describe('RdmaTransport', () => {
         role: 'client',
         secret,
         limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+        transport: 'rdma',
         ...(version === undefined ? {} : { version }),
       });
       const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
@@ -190,6 +191,7 @@ describe('RdmaTransport', () => {
         role: 'client',
         secret: SECRET,
         limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+        transport: 'rdma',
       });
       const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
       let buffered = Buffer.alloc(0);
