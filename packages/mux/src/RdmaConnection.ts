@@ -213,7 +213,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #creditClock: OneTimerClock;
   /** ReceiveCredits says an update is due (threshold reached or its flush delay passed). */
   readonly #onCreditsDue = (): void => {
-    if (!this.#draining && !this.#terminal()) this.#maybeCreditUpdate(false);
+    if (!this.#draining && !this.#terminal()) this.#maybeCreditUpdate();
   };
   readonly #lanes: Lane[] = [];
   readonly #laneByQpn = new Map<number, Lane>();
@@ -257,10 +257,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #maxHeld = 0;
   #creditBytes = 0;
   #creditMessages = 0;
-  /** Owed buffer credits or window space from data: the bounded-delay flush returns them. */
-  #owedFromData = false;
-  #creditTimer: NodeJS.Timeout | undefined;
-  #creditArmed = false;
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
   /**
@@ -714,7 +710,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #flushAll(): void {
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
-    this.#maybeCreditUpdate(false);
+    this.#maybeCreditUpdate();
   }
 
   /** Posts what the lane's queue holds, in order, as far as credits and send slots allow. */
@@ -774,7 +770,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
     this.#creditBytes = 0;
-    if (this.#recvCredits.unreturned === 0) this.#owedFromData = false;
     const wrId = lane.nextWrId++;
     slot.sge.length = item.sendBytes;
     const list = slot.sgList;
@@ -847,8 +842,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /** An explicit update when credits or window space are owed and nothing carries them. */
-  #maybeCreditUpdate(timerFired: boolean): void {
+  /**
+   * An explicit update when credits or window space are owed and nothing carries them: at
+   * ReceiveCredits' threshold or flush delay (which also covers window returns, see
+   * `oweReturn`: one delay, one timer), or at once when the window runs low.
+   */
+  #maybeCreditUpdate(): void {
     // After either side's goaway the peer sends nothing that credits could be waiting for.
     if (this.#terminal() || this.#quiet || this.#peerGoAway) return;
     const rc = this.#recvCredits;
@@ -859,11 +858,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
         this.#creditBytes >= local.windowBytes / 4 ||
         this.#creditMessages >= local.windowMessages / 4);
-    const due = rc.updateNeeded || windowPressing || (timerFired && this.#owedFromData);
-    if (!due) {
-      if (this.#owedFromData && !this.#creditArmed) this.#armCreditTimer();
-      return;
-    }
+    if (!rc.updateNeeded && !windowPressing) return;
     if (rc.unreturned === 0 && this.#creditMessages === 0) return;
     // A queued send that can go now carries them anyway.
     if (this.#sendCredits.usable > 0) {
@@ -879,7 +874,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
     this.#creditBytes = 0;
-    this.#owedFromData = false;
     this.#inFlight++;
     this.#stats.creditUpdates++;
     this.#stats.framesOut++;
@@ -892,22 +886,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#batch[0] = slot.wr;
     this.#post(lane, 1);
   }
-
-  /** One timer for the connection's life, restarted (not re-created) for each flush delay. */
-  #armCreditTimer(): void {
-    this.#creditArmed = true;
-    if (this.#creditTimer === undefined) {
-      this.#creditTimer = setTimeout(this.#onCreditTimer, this.#s.creditFlushMs);
-    } else {
-      this.#creditTimer.refresh();
-    }
-  }
-
-  readonly #onCreditTimer = (): void => {
-    if (!this.#creditArmed) return;
-    this.#creditArmed = false;
-    this.#maybeCreditUpdate(true);
-  };
 
   async #acquire(
     ch: RdmaChannel,
@@ -1289,10 +1267,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     // threshold or the next message, or every update would answer the last one forever.
     if (fromData) this.#recvCredits.release(1);
     else this.#recvCredits.releaseUpdate();
-    if (fromData) this.#owedFromData = true;
     // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
     // due, else the flush timer or the next send carries the credits. A drain ends with this.
-    if (!this.#draining) this.#maybeCreditUpdate(false);
+    if (!this.#draining) this.#maybeCreditUpdate();
   }
 
   /** The peer released `messages` messages of `bytes` (headers included) in total. */
@@ -1323,8 +1300,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#creditMessages++;
     this.#peerBytes -= charge;
     this.#peerMessages--;
-    this.#owedFromData = true;
-    if (!this.#draining) this.#maybeCreditUpdate(false);
+    // The window space goes back with the next message, or by the credits' flush delay.
+    this.#recvCredits.oweReturn();
+    if (!this.#draining) this.#maybeCreditUpdate();
   }
 
   // ---- control connection, lifecycle ----
@@ -1548,9 +1526,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** QPs go first (nothing touches memory after), then every block this connection holds. */
   #teardown(err: Error): void {
     clearInterval(this.#heartbeat);
-    if (this.#creditTimer !== undefined) clearTimeout(this.#creditTimer);
-    this.#creditTimer = undefined;
-    this.#creditArmed = false;
     this.#res.cq.off('completion', this.#onCq);
     for (const lane of this.#lanes) {
       try {

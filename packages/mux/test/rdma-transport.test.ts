@@ -285,6 +285,36 @@ describe('RdmaTransport', () => {
     expect(client.allocator.leakReport().blocks).toEqual([]);
   });
 
+  it('window_space_of_a_released_rendezvous_message_reaches_a_stalled_sender_without_other_traffic', async () => {
+    // A's buffer credit went back when its notice arrived; the application releases A later,
+    // too little to make a return due at once (< a quarter of the window, < half in flight).
+    // Only the credits' flush delay can return its window space, and B waits for it.
+    const { conn, serverConns } = await pair({
+      maxMessageBytes: 1 * MiB,
+      windowBytes: 1 * MiB + 16,
+    });
+    const ch = conn.openChannel('echo');
+    await ch.send(fillPattern(new Uint8Array(200_000), 1), LONG);
+    const a = await ch.receive(LONG);
+    const big = fillPattern(new Uint8Array(900_000), 2);
+    await ch.send(big, LONG);
+    const b = ch.receive(LONG);
+    // The echo of B cannot fit beside A in this side's window: the server waits for A.
+    const sc = serverConns[0] as RdmaConnection;
+    await expect.poll(() => sc.stats().sendStalls, LONG).toBe(1);
+    // Let what the last messages owe go first (several flush delays), so nothing but A's
+    // release is left to return: no message of this side is due to carry it.
+    await new Promise((r) => setTimeout(r, 100));
+    const before = conn.stats();
+    a.release();
+    const m = await b;
+    expect(Buffer.compare(m.bytes, big)).toBe(0);
+    m.release();
+    const after = conn.stats();
+    expect(after.rendezvousReceived).toBe(2);
+    expect(after.creditUpdates).toBeGreaterThan(before.creditUpdates);
+  });
+
   it('a_SIGKILLed_peer_fails_the_connection_and_releases_every_block_here', async () => {
     const peer = await spawnContractPeer(rdmaTarget.peerScript, SECRET);
     cleanups.push(() => peer.kill());
