@@ -301,7 +301,7 @@ describe('RdmaTransport', () => {
     const b = ch.receive(LONG);
     // The echo of B cannot fit beside A in this side's window: the server waits for A.
     const sc = serverConns[0] as RdmaConnection;
-    await expect.poll(() => sc.stats().sendStalls, LONG).toBe(1);
+    await expect.poll(() => sc.stats().sendStalls, { timeout: 60_000 }).toBe(1);
     // Let what the last messages owe go first (several flush delays), so nothing but A's
     // release is left to return: no message of this side is due to carry it.
     await new Promise((r) => setTimeout(r, 100));
