@@ -7,5 +7,8 @@ export default defineProject({
     name: 'mux',
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
+    // Hooks fork contract peers, whose start is bounded by spawnContractPeer's own 30 s
+    // deadline: vitest's 10 s default failed a loaded run's beforeAll before that deadline.
+    hookTimeout: 120_000,
   },
 });

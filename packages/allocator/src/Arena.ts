@@ -50,6 +50,8 @@ export class Arena {
   liveBlocks = 0;
   pinned = false;
   retired = false;
+  /** When it last became empty (the allocator's counter): the oldest empty arena goes first. */
+  emptiedSeq = 0;
   /** Slabs carved from this arena. */
   readonly slabs = new Set<Slab>();
   /**

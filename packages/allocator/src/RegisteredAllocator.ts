@@ -168,6 +168,8 @@ export class RegisteredAllocator {
   readonly #maxArenaBytes: number;
   readonly #maxRegistered: number;
   readonly #retainEmpty: number;
+  /** Counts arenas becoming empty (their `emptiedSeq`). */
+  #emptiedSeq = 0;
   readonly #defaultAccess: AccessPolicy;
   readonly #debug: boolean;
   readonly #cache: RegistrationCache;
@@ -775,12 +777,23 @@ export class RegisteredAllocator {
     }
   }
 
-  /** HeapHost.arenaEmptied: keeps `retainEmptyArenas` empty arenas per policy, retires the rest. */
+  /**
+   * HeapHost.arenaEmptied: keeps `retainEmptyArenas` empty arenas per policy, retires the
+   * one empty the longest. Not the one that just emptied: it is the one in use (a 16 MiB
+   * block's own arena, emptied after every 16 MiB message, was re-registered per message
+   * while an idle small arena stayed), and an empty arena takes blocks of any size again.
+   */
   #arenaEmptied(heap: Heap, arena: Arena): void {
     if (this.#state !== 'open' || arena.pinned) return;
+    arena.emptiedSeq = ++this.#emptiedSeq;
     let empty = 0;
-    for (const a of heap.arenas) if (a.usedPages === 0 && !a.pinned) empty++;
-    if (empty > this.#retainEmpty) this.#deferred ??= this.#retire(arena);
+    let oldest: Arena | undefined;
+    for (const a of heap.arenas) {
+      if (a.usedPages !== 0 || a.pinned) continue;
+      empty++;
+      if (oldest === undefined || a.emptiedSeq < oldest.emptiedSeq) oldest = a;
+    }
+    if (empty > this.#retainEmpty && oldest !== undefined) this.#deferred ??= this.#retire(oldest);
   }
 
   /** Takes an arena without live blocks out of its heap and deregisters it (unless told not to). */

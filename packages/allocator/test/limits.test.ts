@@ -63,6 +63,46 @@ describe('limits and registration', () => {
     }
   });
 
+  it('a_large_block_after_smaller_ones_reuses_its_arena_at_the_retention_boundary', () => {
+    // One more empty arena than retained after each message: a small arena and a large
+    // block's own arena. Retiring the arena that just emptied re-registered the large one
+    // per message; retiring the one empty the longest registers each arena once.
+    for (const retain of [0, 1, 2]) {
+      const { a, reg } = setup({ arenaBytes: 1 * MiB, retainEmptyArenas: retain });
+      for (let i = 0; i < 50; i++) {
+        a.alloc(100 * 1024).release();
+        a.alloc(4 * MiB).release();
+      }
+      const s = a.stats();
+      // retain 0 keeps nothing: both arenas come and go each round, as asked.
+      if (retain === 0) expect(s.registrations).toBe(100);
+      else expect(s.registrations).toBeLessThanOrEqual(2);
+      // Bounded: at most `retain` empty arenas stay registered, the largest one here.
+      expect(s.arenas.length).toBe(retain === 0 ? 0 : Math.min(retain, 2));
+      expect(reg.liveBytes).toBeLessThanOrEqual(retain * 4 * MiB);
+      expect(s.registrations - s.deregistrations).toBe(s.arenas.length);
+    }
+  });
+
+  it('small_and_large_blocks_interleaved_register_no_arena_in_steady_state', () => {
+    // A small block held while large ones come and go (a header and its payload): both
+    // arenas are the working set, so both must be retained (one would go with 1: a count
+    // bound is a count bound).
+    const { a } = setup({ arenaBytes: 1 * MiB, retainEmptyArenas: 2 });
+    for (let i = 0; i < 3; i++) {
+      const small = a.alloc(100 * 1024);
+      a.alloc(4 * MiB).release();
+      small.release();
+    }
+    const warm = a.stats().registrations;
+    for (let i = 0; i < 50; i++) {
+      const small = a.alloc(100 * 1024);
+      a.alloc(4 * MiB).release();
+      small.release();
+    }
+    expect(a.stats().registrations).toBe(warm);
+  });
+
   it('wraps a registrar failure as ERR_ALLOC_REGISTRATION and leaves the allocator unchanged', () => {
     const { a, reg } = setup();
     a.alloc(10);

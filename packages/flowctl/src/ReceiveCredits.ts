@@ -104,6 +104,8 @@ export class ReceiveCredits {
   private owedData = 0;
   /** Update credits are owed while the peer looked stalled: the flush delay returns them too. */
   private echoArmed = false;
+  /** The transport owes the peer something else with its next message (`oweReturn`). */
+  private owedOther = false;
   private flushDue = false;
   private flushTimer: unknown;
   private delayedFlushes = 0;
@@ -256,6 +258,23 @@ export class ReceiveCredits {
     if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
   }
 
+  /**
+   * The transport owes the peer a return that is not a buffer credit (send-window space of a
+   * message the application released after its buffer's credit went back, as a rendezvous
+   * message's). The flush delay covers it as it covers data credits: `updateNeeded` turns
+   * true within `flushDelayMs` unless a message to the peer carries it first. Any
+   * `takePiggyback` or `takeUpdate` counts as carrying it, so the transport stamps what it
+   * owes into the same message. One delay, one timer, for everything a peer waits for.
+   */
+  oweReturn(): void {
+    this.checkOpen('oweReturn');
+    if (this.owedOther) return;
+    this.owedOther = true;
+    if (this.flushTimer === undefined && !this.flushDue) {
+      this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
+    }
+  }
+
   /** Credits to carry in the header of any message to the peer (0 when none are owed). */
   takePiggyback(): number {
     this.checkOpen('takePiggyback');
@@ -292,6 +311,7 @@ export class ReceiveCredits {
     this.currentState = 'closed';
     this.stopFlushTimer();
     this.flushDue = false;
+    this.owedOther = false;
   }
 
   stats(): ReceiveCreditsStats {
@@ -314,6 +334,10 @@ export class ReceiveCredits {
 
   /** Takes up to `maxGrant` owed credits, data credits first (they are what the timer waits for). */
   private take(): number {
+    if (this.owedOther) {
+      this.owedOther = false;
+      this.dataReturned(0);
+    }
     const n = Math.min(this.owed, this.maxGrant);
     if (n === 0) return 0;
     this.owed -= n;
@@ -332,7 +356,7 @@ export class ReceiveCredits {
   /** `n` data credits left the owed count: the flush delay is over once none are left. */
   private dataReturned(n: number): void {
     this.owedData -= n;
-    if (this.owedData === 0 && !this.echoArmed) {
+    if (this.owedData === 0 && !this.echoArmed && !this.owedOther) {
       this.stopFlushTimer();
       this.flushDue = false;
     }
@@ -340,7 +364,8 @@ export class ReceiveCredits {
 
   private flushTimerFired(): void {
     this.flushTimer = undefined;
-    if (this.currentState !== 'open' || (this.owedData === 0 && !this.echoArmed)) return;
+    if (this.currentState !== 'open' || (this.owedData === 0 && !this.echoArmed && !this.owedOther))
+      return;
     const wasNeeded = this.updateNeeded;
     this.flushDue = true;
     this.delayedFlushes++;

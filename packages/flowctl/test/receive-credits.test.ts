@@ -29,6 +29,50 @@ describe('ReceiveCredits', () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it('a return owed besides credits is due after the same flush delay, on the same timer', () => {
+    // A rendezvous message: its buffer's credit went back long ago; the application releases
+    // the message later, and the send-window space it frees must reach a stalled peer too.
+    const clock = new ManualClock();
+    let signalled = 0;
+    const rc = new ReceiveCredits({
+      initialCredits: 8,
+      returnThreshold: 4,
+      flushDelayMs: 3,
+      clock,
+      onUpdateNeeded: () => signalled++,
+    });
+    rc.oweReturn();
+    rc.oweReturn(); // idempotent: one timer
+    expect(clock.pendingTimers).toBe(1);
+    clock.advance(2);
+    expect(rc.updateNeeded).toBe(false);
+    rc.onReceive();
+    rc.release(1); // a data credit joins the same pending delay
+    expect(clock.pendingTimers).toBe(1);
+    clock.advance(1);
+    expect(rc.updateNeeded).toBe(true);
+    expect(signalled).toBe(1);
+    expect(rc.takeUpdate()).toBe(1);
+    expect(rc.updateNeeded).toBe(false);
+    expect(clock.pendingTimers).toBe(0);
+    // Alone, taken by any message (0 credits carried) before the delay: nothing is due.
+    rc.oweReturn();
+    expect(rc.takePiggyback()).toBe(0);
+    expect(clock.pendingTimers).toBe(0);
+    clock.advance(10);
+    expect(rc.updateNeeded).toBe(false);
+    // Alone, not taken: due after the delay with no credit owed.
+    rc.oweReturn();
+    clock.advance(3);
+    expect(rc.updateNeeded).toBe(true);
+    expect(rc.unreturned).toBe(0);
+    expect(rc.takeUpdate()).toBe(0);
+    expect(rc.updateNeeded).toBe(false);
+    expect(signalled).toBe(2);
+    rc.close();
+    expectCode(() => rc.oweReturn(), 'ERR_FLOWCTL_CLOSED');
+  });
+
   it('a piggyback before the delay cancels the flush', () => {
     const clock = new ManualClock();
     const rc = new ReceiveCredits({ initialCredits: 8, returnThreshold: 4, clock });

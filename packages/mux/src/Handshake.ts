@@ -8,6 +8,15 @@ export const HANDSHAKE_MAGIC = 0x52444d58;
 export const PROTOCOL_VERSION = 1;
 /** Every handshake message has this fixed size, so it is validated before it is parsed. */
 export const HANDSHAKE_MESSAGE_BYTES = 88;
+/**
+ * What the connection carries after the handshake, in the last word of every handshake
+ * message: frames on this socket (TcpTransport: 0, as when the word was reserved), or RDMA
+ * setup then QPs (RdmaTransport). A listener refuses the other kind at its first message.
+ */
+export const HANDSHAKE_TRANSPORTS = { tcp: 0, rdma: 1 } as const;
+export type HandshakeTransport = keyof typeof HANDSHAKE_TRANSPORTS;
+const TRANSPORT_NAMES: readonly HandshakeTransport[] = ['tcp', 'rdma'];
+const MAGIC_BYTES = [0x52, 0x44, 0x4d, 0x58] as const;
 export const MIN_SECRET_BYTES = 16;
 
 /** Message types. */
@@ -20,6 +29,7 @@ const REJECT = 5;
 const R_VERSION = 1;
 const R_AUTH = 2;
 const R_MALFORMED = 3;
+const R_TRANSPORT = 4;
 
 const NONCE = 32;
 const LABEL_SERVER = Buffer.from('rdmajs-mux/server-proof');
@@ -49,6 +59,8 @@ export interface HandshakeOptions {
   limits: HandshakeLimits;
   /** Protocol version to speak. Default PROTOCOL_VERSION; others only to test rejection. */
   version?: number;
+  /** What follows the handshake on this connection. Default 'tcp'. */
+  transport?: HandshakeTransport;
 }
 
 /**
@@ -67,12 +79,14 @@ export interface HandshakeOptions {
  * it can use; the client sends nothing but its proof before it has verified the server,
  * and nothing at all (no frames, no memory keys) before ACCEPT. A side that rejects puts
  * the reason in `rejection` to send before closing, then throws a typed error:
- * ERR_MUX_VERSION, ERR_MUX_AUTH or ERR_MUX_HANDSHAKE.
+ * ERR_MUX_VERSION, ERR_MUX_AUTH, ERR_MUX_TRANSPORT (the peer is another transport's
+ * listener or client: refused at its first message, before any proof) or ERR_MUX_HANDSHAKE.
  */
 export class Handshake {
   readonly role: 'client' | 'server';
   readonly version: number;
   readonly limits: HandshakeLimits;
+  readonly transport: HandshakeTransport;
   #key: Buffer;
   #state: HandshakeState = 'initial';
   #nonce: Buffer = randomBytes(NONCE);
@@ -91,6 +105,11 @@ export class Handshake {
       throw new MuxError('ERR_MUX_INVALID_ARG', `version must be a u16, got ${this.version}`);
     }
     this.limits = checkLimits(options.limits, 'limits', MuxError);
+    const t = options.transport ?? 'tcp';
+    if (t !== 'tcp' && t !== 'rdma') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', `transport must be 'tcp' or 'rdma'`);
+    }
+    this.transport = t;
   }
 
   get state(): HandshakeState {
@@ -117,6 +136,20 @@ export class Handshake {
   }
 
   /**
+   * Checks the first `length` bytes of a message still arriving: a peer whose first bytes
+   * are not the magic is no rdmajs peer, and fails at once (ERR_MUX_HANDSHAKE) rather than
+   * after a whole message, which such a peer may never send.
+   */
+  checkPrefix(bytes: Uint8Array, length: number): void {
+    const n = Math.min(length, MAGIC_BYTES.length, bytes.length);
+    for (let i = 0; i < n; i++) {
+      if (bytes[i] !== MAGIC_BYTES[i]) {
+        this.#fail('ERR_MUX_HANDSHAKE', 'bad magic: not an rdmajs peer', R_MALFORMED);
+      }
+    }
+  }
+
+  /**
    * Takes one message from the peer (exactly HANDSHAKE_MESSAGE_BYTES); returns the reply to
    * send, if any. `state` is 'done' once the handshake succeeded.
    */
@@ -135,7 +168,16 @@ export class Handshake {
     const version = v.getUint16(4);
     const type = v.getUint8(6);
     const status = v.getUint8(7);
-    if (type === REJECT) return this.#rejected(status, version);
+    const transport = v.getUint32(84);
+    if (type === REJECT) return this.#rejected(status, version, transport);
+    if (transport !== HANDSHAKE_TRANSPORTS[this.transport]) {
+      // Before the version: a listener of the other transport says so, whatever it speaks.
+      return this.#fail(
+        'ERR_MUX_TRANSPORT',
+        `the peer speaks rdmajs over ${transportName(transport)}, this side over ${this.transport}`,
+        R_TRANSPORT,
+      );
+    }
     if (version !== this.version) {
       return this.#fail(
         'ERR_MUX_VERSION',
@@ -144,7 +186,7 @@ export class Handshake {
         version,
       );
     }
-    if (v.getUint32(84) !== 0 || status !== 0) {
+    if (status !== 0) {
       return this.#fail('ERR_MUX_HANDSHAKE', 'reserved fields set', R_MALFORMED);
     }
     const nonce = msg.subarray(8, 8 + NONCE);
@@ -193,7 +235,7 @@ export class Handshake {
 
   /** Marks the handshake failed with `err` (e.g. a timeout) and throws it. */
   #fail(
-    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH',
+    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH' | 'ERR_MUX_TRANSPORT',
     message: string,
     reason?: number,
     peerVersion?: number,
@@ -204,8 +246,14 @@ export class Handshake {
     throw new MuxHandshakeError(code, `handshake (${this.role}): ${message}`, peerVersion);
   }
 
-  #rejected(status: number, version: number): never {
+  #rejected(status: number, version: number, transport: number): never {
     this.#state = 'failed';
+    if (status === R_TRANSPORT) {
+      throw new MuxHandshakeError(
+        'ERR_MUX_TRANSPORT',
+        `handshake (${this.role}): the peer speaks rdmajs over ${transportName(transport)}, not ${this.transport}`,
+      );
+    }
     if (status === R_VERSION) {
       throw new MuxHandshakeError(
         'ERR_MUX_VERSION',
@@ -262,8 +310,13 @@ export class Handshake {
       v.setUint32(76, limits.windowBytes);
       v.setUint32(80, limits.windowMessages);
     }
+    v.setUint32(84, HANDSHAKE_TRANSPORTS[this.transport]);
     return out;
   }
+}
+
+function transportName(id: number): string {
+  return TRANSPORT_NAMES[id] ?? `an unknown transport (${id})`;
 }
 
 /** Smallest window and largest frame a side may announce. */

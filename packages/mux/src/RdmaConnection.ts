@@ -213,7 +213,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #creditClock: OneTimerClock;
   /** ReceiveCredits says an update is due (threshold reached or its flush delay passed). */
   readonly #onCreditsDue = (): void => {
-    if (!this.#draining && !this.#terminal()) this.#maybeCreditUpdate(false);
+    if (!this.#draining && !this.#terminal()) this.#maybeCreditUpdate();
   };
   readonly #lanes: Lane[] = [];
   readonly #laneByQpn = new Map<number, Lane>();
@@ -257,12 +257,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #maxHeld = 0;
   #creditBytes = 0;
   #creditMessages = 0;
-  /** Owed buffer credits or window space from data: the bounded-delay flush returns them. */
-  #owedFromData = false;
-  #creditTimer: NodeJS.Timeout | undefined;
-  #creditArmed = false;
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
+  /**
+   * This side sent its goaway (or ended the link after the peer's): it posts nothing more, so
+   * the peer, once it drained its CQ, has everything of ours; credits owed from now on stay.
+   */
+  #quiet = false;
   readonly #stats = {
     messagesSent: 0,
     bytesSent: 0,
@@ -348,6 +349,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     link.setHandlers({
       message: (type) => this.#onControl(type),
       closed: (cause) => this.#onLinkClosed(cause),
+      // Ended without a goaway while open: the peer went away (its close would say goaway).
+      ended: () => {
+        if (this.#state === 'open' && !this.#peerGoAway) this.#onLinkClosed(undefined);
+      },
     });
     resources.cq.on('completion', this.#onCq);
     // After the caller's continuation, so its 'channel' listener sees the first messages.
@@ -674,6 +679,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #enqueue(lane: number, item: OutItem): void {
+    if (this.#quiet || this.#terminal()) {
+      // After our goaway nothing goes to the peer (teardown frees what is never posted).
+      if (item.slot !== undefined) this.#putSlot(item.slot);
+      item.settle(this.#error ?? new MuxClosedError(`connection to ${this.remoteAddress}`));
+      this.#putItem(item);
+      return;
+    }
     this.#inFlight++;
     const l = this.#lanes[lane] as Lane;
     l.fifo[l.tail++] = item;
@@ -698,7 +710,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #flushAll(): void {
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
-    this.#maybeCreditUpdate(false);
+    this.#maybeCreditUpdate();
   }
 
   /** Posts what the lane's queue holds, in order, as far as credits and send slots allow. */
@@ -758,7 +770,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
     this.#creditBytes = 0;
-    if (this.#recvCredits.unreturned === 0) this.#owedFromData = false;
     const wrId = lane.nextWrId++;
     slot.sge.length = item.sendBytes;
     const list = slot.sgList;
@@ -831,9 +842,14 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /** An explicit update when credits or window space are owed and nothing carries them. */
-  #maybeCreditUpdate(timerFired: boolean): void {
-    if (this.#terminal()) return;
+  /**
+   * An explicit update when credits or window space are owed and nothing carries them: at
+   * ReceiveCredits' threshold or flush delay (which also covers window returns, see
+   * `oweReturn`: one delay, one timer), or at once when the window runs low.
+   */
+  #maybeCreditUpdate(): void {
+    // After either side's goaway the peer sends nothing that credits could be waiting for.
+    if (this.#terminal() || this.#quiet || this.#peerGoAway) return;
     const rc = this.#recvCredits;
     const local = this.#s.local;
     const windowPressing =
@@ -842,11 +858,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
         this.#creditBytes >= local.windowBytes / 4 ||
         this.#creditMessages >= local.windowMessages / 4);
-    const due = rc.updateNeeded || windowPressing || (timerFired && this.#owedFromData);
-    if (!due) {
-      if (this.#owedFromData && !this.#creditArmed) this.#armCreditTimer();
-      return;
-    }
+    if (!rc.updateNeeded && !windowPressing) return;
     if (rc.unreturned === 0 && this.#creditMessages === 0) return;
     // A queued send that can go now carries them anyway.
     if (this.#sendCredits.usable > 0) {
@@ -862,7 +874,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
     this.#creditMessages = 0;
     this.#creditBytes = 0;
-    this.#owedFromData = false;
     this.#inFlight++;
     this.#stats.creditUpdates++;
     this.#stats.framesOut++;
@@ -875,22 +886,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#batch[0] = slot.wr;
     this.#post(lane, 1);
   }
-
-  /** One timer for the connection's life, restarted (not re-created) for each flush delay. */
-  #armCreditTimer(): void {
-    this.#creditArmed = true;
-    if (this.#creditTimer === undefined) {
-      this.#creditTimer = setTimeout(this.#onCreditTimer, this.#s.creditFlushMs);
-    } else {
-      this.#creditTimer.refresh();
-    }
-  }
-
-  readonly #onCreditTimer = (): void => {
-    if (!this.#creditArmed) return;
-    this.#creditArmed = false;
-    this.#maybeCreditUpdate(true);
-  };
 
   async #acquire(
     ch: RdmaChannel,
@@ -1023,7 +1018,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.framesIn++;
     const bytes = block.bytes;
     const h = decodeWireHeader(bytes, byteLen, this.#s.eagerLimit, this.#hdr);
-    if (this.#peerGoAway) throw new MuxProtocolError('message after goaway');
+    if (this.#peerGoAway) throw new MuxProtocolError(`message (type ${h.type}) after goaway`);
     if (h.credits > 0) {
       try {
         this.#sendCredits.grant(h.credits);
@@ -1081,6 +1076,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           throw new MuxProtocolError('ready: address beyond 2^53');
         const charge = this.#charge(h.length);
         this.#repost(idx, true);
+        if (this.#quiet) {
+          // Offered before the peer saw our goaway, for a channel closed here: never read (the
+          // peer gives the source up on our goaway, which says all our READs are done).
+          this.#released(charge);
+          return;
+        }
         // Checked above against the window and the announced limit before allocating.
         const dst = this.#alloc.alloc(n.length);
         const op: ReadOp = {
@@ -1266,10 +1267,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     // threshold or the next message, or every update would answer the last one forever.
     if (fromData) this.#recvCredits.release(1);
     else this.#recvCredits.releaseUpdate();
-    if (fromData) this.#owedFromData = true;
     // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
     // due, else the flush timer or the next send carries the credits. A drain ends with this.
-    if (!this.#draining) this.#maybeCreditUpdate(false);
+    if (!this.#draining) this.#maybeCreditUpdate();
   }
 
   /** The peer released `messages` messages of `bytes` (headers included) in total. */
@@ -1300,8 +1300,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#creditMessages++;
     this.#peerBytes -= charge;
     this.#peerMessages--;
-    this.#owedFromData = true;
-    if (!this.#draining) this.#maybeCreditUpdate(false);
+    // The window space goes back with the next message, or by the credits' flush delay.
+    this.#recvCredits.oweReturn();
+    if (!this.#draining) this.#maybeCreditUpdate();
   }
 
   // ---- control connection, lifecycle ----
@@ -1311,7 +1312,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       if (this.#peerGoAway) return;
       // What the peer sent before its goaway completed, so it is in our CQ: take it first.
       this.#drain();
+      if (this.#terminal()) return;
       this.#peerGoAway = true;
+      this.#abandonForPeer();
       for (const ch of this.#channels.values()) if (!ch.closeReceived) ch.arriveClose();
       void this.#peerClosing();
     } else if (type === ControlType.Setup || type === ControlType.Ready) {
@@ -1337,12 +1340,56 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     );
   }
 
+  /**
+   * The peer's goaway says it closed every channel, completed every READ and will post
+   * nothing more: what is still queued for it (not posted) would only be discarded there, and
+   * rendezvous sources it did not read will never see a Done. Both end here, so closing waits
+   * only for what is already posted.
+   */
+  #abandonForPeer(): void {
+    const err = new MuxClosedError(`connection to ${this.remoteAddress} (the peer went away)`);
+    for (const lane of this.#lanes) {
+      // A READ partly posted (only the head can be) keeps going: its chunks write into dst.
+      const head = lane.fifo[lane.head];
+      const keep = head !== undefined && head.kind === KIND_READ && head.posted > 0 ? 1 : 0;
+      for (let i = lane.head + keep; i < lane.tail; i++) {
+        const item = lane.fifo[i] as OutItem;
+        lane.fifo[i] = undefined;
+        if (item.kind === KIND_READ) {
+          const op = item.read as ReadOp;
+          this.#reads.delete(op);
+          quietly(op.dst);
+          this.#held -= op.charge;
+        } else if (item.slot !== undefined) {
+          this.#putSlot(item.slot);
+        }
+        item.settle(err);
+        this.#putItem(item);
+        this.#inFlight--;
+      }
+      lane.tail = lane.head + keep;
+      if (keep === 0) {
+        lane.head = 0;
+        lane.tail = 0;
+      }
+    }
+    for (const src of this.#sources.values()) {
+      if (src.own) quietly(src.block);
+      src.settle?.(err);
+    }
+    this.#sources.clear();
+    this.#checkIdle();
+  }
+
   async #peerClosing(): Promise<void> {
     if (this.#state !== 'open') return;
     this.#setState('closing');
     this.#window.close();
     await this.#whenIdle();
-    if (this.#now() === 'closing') this.#link.end();
+    if (this.#now() === 'closing') {
+      this.#quiet = true;
+      this.#link.end();
+    }
   }
 
   #whenIdle(): Promise<void> {
@@ -1376,7 +1423,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /** A channel closed on this side: its Close follows its data on its QP. */
   channelClosed(ch: RdmaChannel): void {
-    if (this.#state === 'open' || this.#state === 'closing') {
+    // After the peer's goaway it needs no Close: its goaway ended every channel.
+    if ((this.#state === 'open' || this.#state === 'closing') && !this.#peerGoAway) {
       const item = this.#sendItem(WIRE_HEADER_BYTES);
       encodeWireHeader((item.slot as SendSlot).bytes, WireType.Close, ch.id, 0, 0);
       this.#enqueue(ch.lane, item);
@@ -1420,6 +1468,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         // Every SEND completed (so it is in the peer's CQ) and every block was read.
         if (this.#now() === 'closing') await this.#whenIdle();
         if (this.#now() === 'closing') {
+          // From here nothing more is posted: the peer drains its CQ on our goaway and then
+          // takes any later message for a protocol violation.
+          this.#quiet = true;
           if (!this.#peerGoAway) this.#link.send(ControlType.GoAway);
           this.#link.end();
         }
@@ -1447,7 +1498,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     for (const ch of this.#channels.values()) ch.finish();
     this.#channels.clear();
     this.#open = 0;
+    // Space the peer did not return (it releases nothing after its goaway) goes back to the
+    // transport's shared budget: nothing is in flight on a closed connection.
     this.#window.close();
+    this.#window.destroy();
     this.emit('state', 'closed');
     this.emit('close', undefined);
   }
@@ -1472,9 +1526,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** QPs go first (nothing touches memory after), then every block this connection holds. */
   #teardown(err: Error): void {
     clearInterval(this.#heartbeat);
-    if (this.#creditTimer !== undefined) clearTimeout(this.#creditTimer);
-    this.#creditTimer = undefined;
-    this.#creditArmed = false;
     this.#res.cq.off('completion', this.#onCq);
     for (const lane of this.#lanes) {
       try {

@@ -11,13 +11,14 @@ import {
   MIN_WINDOW_BYTES,
   PROTOCOL_VERSION,
 } from './Handshake.js';
-import { ControlLink, controlHandshake } from './internal/ControlLink.js';
+import { ControlLink } from './internal/ControlLink.js';
 import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
 import { RdmaConnection, type RdmaConnectionSettings } from './RdmaConnection.js';
 import { RdmaListener } from './RdmaListener.js';
+import { socketHandshake } from './socketHandshake.js';
 import type { ConnectOptions, ListenOptions, SharedSecret, Transport } from './Transport.js';
 import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
 
@@ -187,6 +188,7 @@ export class RdmaTransport implements Transport {
       secret,
       limits: this.#limits(),
       version: this.#o.protocolVersion,
+      transport: 'rdma',
     });
   }
 
@@ -320,7 +322,7 @@ export class RdmaTransport implements Transport {
       signal?.addEventListener('abort', onAbort, { once: true });
     });
     const left = () => Math.max(1, timeoutMs - (Date.now() - started));
-    const leftover = await controlHandshake(socket, hs, left(), signal);
+    const leftover = await socketHandshake(socket, hs, left(), signal);
     return this.#establish(socket, leftover, 'client', hs, left(), signal);
   }
 
@@ -356,7 +358,7 @@ export class RdmaTransport implements Transport {
       const hs = this.#handshake('server', options.secret);
       const started = Date.now();
       const budget = this.#o.handshakeTimeoutMs;
-      controlHandshake(socket, hs, budget, undefined)
+      socketHandshake(socket, hs, budget, undefined)
         .then((leftover) =>
           this.#establish(
             socket,

@@ -26,6 +26,8 @@ export type MuxErrorCode =
   | 'ERR_MUX_VERSION'
   /** Mutual authentication failed: the peer does not hold the shared secret (or we do not). */
   | 'ERR_MUX_AUTH'
+  /** The peer is an rdmajs peer of another transport (e.g. an RDMA client at a TCP listener). */
+  | 'ERR_MUX_TRANSPORT'
   /** The peer went away: the connection closed, reset or could not be established. */
   | 'ERR_MUX_CONNECTION_LOST'
   /** The peer stopped answering heartbeats within the configured deadline. */
@@ -76,13 +78,16 @@ export class MuxProtocolError extends MuxError {
   }
 }
 
-/** The handshake failed; `code` tells why (ERR_MUX_HANDSHAKE, ERR_MUX_VERSION, ERR_MUX_AUTH). */
+/**
+ * The handshake failed; `code` tells why (ERR_MUX_HANDSHAKE, ERR_MUX_VERSION, ERR_MUX_AUTH,
+ * ERR_MUX_TRANSPORT).
+ */
 export class MuxHandshakeError extends MuxError {
   /** The peer's protocol version, when it told us (ERR_MUX_VERSION). */
   readonly peerVersion: number | undefined;
 
   constructor(
-    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH',
+    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH' | 'ERR_MUX_TRANSPORT',
     message: string,
     peerVersion?: number,
   ) {

@@ -28,10 +28,12 @@ export {
 export {
   HANDSHAKE_MAGIC,
   HANDSHAKE_MESSAGE_BYTES,
+  HANDSHAKE_TRANSPORTS,
   Handshake,
   type HandshakeLimits,
   type HandshakeOptions,
   type HandshakeState,
+  type HandshakeTransport,
   MAX_FRAME_LIMIT,
   MIN_SECRET_BYTES,
   MIN_WINDOW_BYTES,
@@ -51,6 +53,7 @@ export { RdmaListener } from './RdmaListener.js';
 export type { RdmaConnectionStats } from './RdmaStats.js';
 export { RdmaTransport, type RdmaTransportOptions } from './RdmaTransport.js';
 export type { ChannelStats, ConnectionStats } from './Stats.js';
+export { socketHandshake } from './socketHandshake.js';
 export type {
   ConnectOptions,
   Listener,

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   HANDSHAKE_MAGIC,
   HANDSHAKE_MESSAGE_BYTES,
+  HANDSHAKE_TRANSPORTS,
   Handshake,
   type HandshakeLimits,
   PROTOCOL_VERSION,
@@ -54,6 +55,7 @@ describe('handshake', () => {
     expect(v.getUint32(72)).toBe(limits.maxFrameBytes);
     expect(v.getUint32(76)).toBe(limits.windowBytes);
     expect(v.getUint32(80)).toBe(limits.windowMessages);
+    expect(v.getUint32(84)).toBe(HANDSHAKE_TRANSPORTS.tcp);
   });
 
   it('the_secret_never_appears_on_the_wire', () => {
@@ -139,6 +141,62 @@ describe('handshake', () => {
     new DataView(hello.buffer).setUint32(76, 10);
     const s4 = new Handshake({ role: 'server', secret, limits });
     expect(() => s4.receive(hello)).toThrow(expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }));
+  });
+
+  it('a_peer_of_the_other_transport_is_refused_at_its_first_message_on_both_sides', () => {
+    for (const [mine, theirs] of [
+      ['rdma', 'tcp'],
+      ['tcp', 'rdma'],
+    ] as const) {
+      const client = new Handshake({ role: 'client', secret, limits, transport: mine });
+      const server = new Handshake({ role: 'server', secret, limits, transport: theirs });
+      const hello = client.start();
+      expect(new DataView(hello.buffer).getUint32(84)).toBe(HANDSHAKE_TRANSPORTS[mine]);
+      // Refused before any proof: the listener answers with REJECT, nothing else.
+      expect(() => server.receive(hello)).toThrow(
+        expect.objectContaining({ code: 'ERR_MUX_TRANSPORT' }),
+      );
+      const reject = server.rejection as Uint8Array;
+      expect(reject.length).toBe(HANDSHAKE_MESSAGE_BYTES);
+      expect(reject.subarray(8, 72).every((b) => b === 0)).toBe(true);
+      let clientErr: unknown;
+      try {
+        client.receive(reject);
+      } catch (err) {
+        clientErr = err;
+      }
+      expect(clientErr).toMatchObject({ code: 'ERR_MUX_TRANSPORT' });
+      expect(String((clientErr as Error).message)).toContain(`over ${theirs}`);
+      expect(client.state).toBe('failed');
+    }
+    // A server whose CHALLENGE names another transport (say, an older build) is refused too.
+    const c = new Handshake({ role: 'client', secret, limits, transport: 'rdma' });
+    const s = new Handshake({ role: 'server', secret, limits, transport: 'rdma' });
+    const challenge = s.receive(c.start()) as Uint8Array;
+    new DataView(challenge.buffer).setUint32(84, HANDSHAKE_TRANSPORTS.tcp);
+    expect(() => c.receive(challenge)).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_TRANSPORT' }),
+    );
+    expect(
+      () => new Handshake({ role: 'client', secret, limits, transport: 'udp' as 'tcp' }),
+    ).toThrow(expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }));
+  });
+
+  it('bytes_that_do_not_start_with_the_magic_fail_before_a_whole_message_arrived', () => {
+    const server = new Handshake({ role: 'server', secret, limits });
+    const hello = new Handshake({ role: 'client', secret, limits }).start();
+    // Every prefix of a real message passes.
+    for (let n = 0; n <= 8; n++) server.checkPrefix(hello, n);
+    expect(server.state).toBe('initial');
+    const http = new TextEncoder().encode('HTTP/1.1 400 Bad Request\r\n');
+    for (const n of [1, 3, 4]) {
+      const s = new Handshake({ role: 'client', secret, limits });
+      s.start();
+      expect(() => s.checkPrefix(http, n)).toThrow(
+        expect.objectContaining({ code: 'ERR_MUX_HANDSHAKE' }),
+      );
+      expect(s.state).toBe('failed');
+    }
   });
 
   it('a_replayed_proof_does_not_authenticate_a_new_handshake', () => {

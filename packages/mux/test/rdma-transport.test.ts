@@ -138,6 +138,7 @@ describe('RdmaTransport', () => {
         role: 'client',
         secret,
         limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+        transport: 'rdma',
         ...(version === undefined ? {} : { version }),
       });
       const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
@@ -190,6 +191,7 @@ describe('RdmaTransport', () => {
         role: 'client',
         secret: SECRET,
         limits: { maxFrameBytes: 1 << 20, windowBytes: 1 << 20, windowMessages: 16 },
+        transport: 'rdma',
       });
       const socket = net.connect({ port: listener.port, host: '127.0.0.1' });
       let buffered = Buffer.alloc(0);
@@ -249,6 +251,68 @@ describe('RdmaTransport', () => {
       m.release();
     }
     expect(client.allocator.leakReport().blocks).toEqual([]);
+  });
+
+  it('nothing_is_posted_after_goaway_even_when_held_messages_are_released_while_closing', async () => {
+    // A window return that is due at once (a quarter of a small window) released after this
+    // side's goaway: the peer takes any message after the goaway for a protocol violation.
+    const { client, conn, serverConns } = await pair({
+      maxMessageBytes: 1 * MiB,
+      windowBytes: 1 * MiB + 16,
+    });
+    const ch = conn.openChannel('echo');
+    const kept: InboundMessage[] = [];
+    for (const n of [300_000, 10, 400_000]) {
+      await ch.send(fillPattern(new Uint8Array(n), n), LONG);
+      kept.push(await ch.receive(LONG));
+    }
+    const sc = serverConns[0] as RdmaConnection;
+    let framesAtGoAway = -1;
+    // The server enters 'closing' on the client's goaway (client and server share this process).
+    sc.on('state', (st) => {
+      if (st !== 'closing') return;
+      framesAtGoAway = conn.stats().framesOut;
+      for (const m of kept.splice(0)) m.release();
+    });
+    const serverClosed = new Promise((resolve) => sc.once('close', resolve));
+    await conn.close(LONG);
+    await serverClosed;
+    expect(framesAtGoAway).toBeGreaterThan(0);
+    expect(conn.stats().framesOut).toBe(framesAtGoAway);
+    expect(sc.state).toBe('closed');
+    expect(sc.error).toBeUndefined();
+    expect(conn.state).toBe('closed');
+    expect(client.allocator.leakReport().blocks).toEqual([]);
+  });
+
+  it('window_space_of_a_released_rendezvous_message_reaches_a_stalled_sender_without_other_traffic', async () => {
+    // A's buffer credit went back when its notice arrived; the application releases A later,
+    // too little to make a return due at once (< a quarter of the window, < half in flight).
+    // Only the credits' flush delay can return its window space, and B waits for it.
+    const { conn, serverConns } = await pair({
+      maxMessageBytes: 1 * MiB,
+      windowBytes: 1 * MiB + 16,
+    });
+    const ch = conn.openChannel('echo');
+    await ch.send(fillPattern(new Uint8Array(200_000), 1), LONG);
+    const a = await ch.receive(LONG);
+    const big = fillPattern(new Uint8Array(900_000), 2);
+    await ch.send(big, LONG);
+    const b = ch.receive(LONG);
+    // The echo of B cannot fit beside A in this side's window: the server waits for A.
+    const sc = serverConns[0] as RdmaConnection;
+    await expect.poll(() => sc.stats().sendStalls, { timeout: 60_000 }).toBe(1);
+    // Let what the last messages owe go first (several flush delays), so nothing but A's
+    // release is left to return: no message of this side is due to carry it.
+    await new Promise((r) => setTimeout(r, 100));
+    const before = conn.stats();
+    a.release();
+    const m = await b;
+    expect(Buffer.compare(m.bytes, big)).toBe(0);
+    m.release();
+    const after = conn.stats();
+    expect(after.rendezvousReceived).toBe(2);
+    expect(after.creditUpdates).toBeGreaterThan(before.creditUpdates);
   });
 
   it('a_SIGKILLed_peer_fails_the_connection_and_releases_every_block_here', async () => {

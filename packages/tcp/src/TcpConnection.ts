@@ -93,6 +93,8 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   #lastWrite = Date.now();
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
+  /** This side ended its socket (after its goaway, or the peer's): nothing more is written. */
+  #ended = false;
   #stats = {
     messagesSent: 0,
     bytesSent: 0,
@@ -334,6 +336,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     seq: number,
     payload: Uint8Array | undefined,
   ): void {
+    // A credit or Close after our end would fail the socket (write after end), and after
+    // our goaway the peer takes any frame for a protocol violation.
+    if (this.#ended) return;
     const header = this.#headerSpace();
     encodeFrameHeader(header, 0, type, channel, seq, payload?.length ?? 0);
     this.#cork();
@@ -616,7 +621,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         this.#writesIdle = resolve;
       });
     }
-    if (this.state === 'closing') this.#socket.end();
+    if (this.state === 'closing') this.#end();
   }
 
   #onSocketClose(): void {
@@ -638,9 +643,15 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     );
   }
 
-  /** A channel closed on this side. */
+  /** Ends the socket once: the frames written before it still go. */
+  #end(): void {
+    this.#ended = true;
+    this.#socket.end();
+  }
+
+  /** A channel closed on this side (after the peer's goaway it needs no Close: that ended all). */
   channelClosed(ch: TcpChannel): void {
-    if (this.#state === 'open' || this.#state === 'closing')
+    if ((this.#state === 'open' || this.#state === 'closing') && !this.#peerGoAway)
       this.#writeFrame(FrameType.Close, ch.id, 0, undefined);
     this.#maybeForget(ch);
   }
@@ -691,7 +702,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         this.#flushCredit();
         if (this.#now() === 'closing') {
           if (!this.#peerGoAway) this.#writeFrame(FrameType.GoAway, 0, 0, undefined);
-          this.#socket.end();
+          this.#end();
         }
       }
       await this.#closed();

@@ -18,10 +18,10 @@ import {
   MuxHandshakeError,
   PROTOCOL_VERSION,
   signalOf,
+  socketHandshake,
   type Transport,
   timeoutOf,
 } from '@rdmajs/mux';
-import { socketHandshake } from './internal/socketHandshake.js';
 import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 
 const MiB = 1024 * 1024;
@@ -162,6 +162,7 @@ export class TcpTransport implements Transport {
       secret,
       limits: this.#limits(),
       version: this.#o.protocolVersion,
+      transport: 'tcp',
     });
   }
 

@@ -1,13 +1,5 @@
 import type { Socket } from 'node:net';
-import {
-  MuxAbortError,
-  MuxConnectionError,
-  MuxDeadlineError,
-  MuxError,
-  MuxHandshakeError,
-  MuxProtocolError,
-} from '../errors.js';
-import { HANDSHAKE_MESSAGE_BYTES, type Handshake } from '../Handshake.js';
+import { MuxProtocolError } from '../errors.js';
 import { MAX_SETUP_BYTES } from './RdmaSetup.js';
 
 /**
@@ -24,6 +16,11 @@ export interface ControlHandlers {
   message(type: ControlType, payload: Uint8Array): void;
   /** The socket closed or failed; `graceful` when it ended after the peer's end(). */
   closed(cause: Error | undefined): void;
+  /**
+   * The peer ended its side (sockets are half-open: 'close' waits for ours). A graceful close
+   * ends after a GoAway; any other end is a peer going away.
+   */
+  ended?(): void;
 }
 
 /**
@@ -41,6 +38,7 @@ export class ControlLink {
   #closed = false;
   #backlog: Array<[ControlType, Uint8Array]> = [];
   #closeCause: { cause: Error | undefined } | undefined;
+  #ended = false;
 
   constructor(socket: Socket, leftover: Uint8Array) {
     this.socket = socket;
@@ -48,6 +46,10 @@ export class ControlLink {
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', (err) => this.#onClose(err));
     socket.on('close', () => this.#onClose(undefined));
+    socket.on('end', () => {
+      this.#ended = true;
+      this.#handlers?.ended?.();
+    });
     if (leftover.length > 0) this.#onData(leftover);
     socket.resume();
   }
@@ -56,6 +58,7 @@ export class ControlLink {
   setHandlers(h: ControlHandlers): void {
     this.#handlers = h;
     for (const [t, p] of this.#backlog.splice(0)) h.message(t, p);
+    if (this.#ended) h.ended?.();
     if (this.#closeCause !== undefined) h.closed(this.#closeCause.cause);
   }
 
@@ -125,93 +128,4 @@ export class ControlLink {
     this.#closeCause = { cause };
     this.#handlers?.closed(cause);
   }
-}
-
-/**
- * Runs the Handshake over the control socket: fixed-size messages only (nothing else is
- * buffered before the peer is authenticated). Resolves with the bytes that followed the last
- * handshake message. On failure the rejection goes out, the socket is destroyed and the
- * promise rejects with a typed error.
- */
-export function controlHandshake(
-  socket: Socket,
-  hs: Handshake,
-  timeoutMs: number,
-  signal: AbortSignal | undefined,
-): Promise<Uint8Array> {
-  return new Promise<Uint8Array>((resolve, reject) => {
-    const buf = Buffer.alloc(HANDSHAKE_MESSAGE_BYTES);
-    let fill = 0;
-    let settled = false;
-    const cleanup = () => {
-      settled = true;
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.off('close', onClose);
-      socket.off('error', onError);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const fail = (err: Error) => {
-      if (settled) return;
-      cleanup();
-      const r = hs.rejection;
-      if (r !== undefined && !socket.destroyed) socket.end(r);
-      setTimeout(() => socket.destroy(), 100).unref();
-      if (r === undefined) socket.destroy();
-      reject(err);
-    };
-    const onData = (chunk: Buffer) => {
-      let off = 0;
-      try {
-        while (off < chunk.length && !settled) {
-          const take = Math.min(HANDSHAKE_MESSAGE_BYTES - fill, chunk.length - off);
-          chunk.copy(buf, fill, off, off + take);
-          fill += take;
-          off += take;
-          if (fill < HANDSHAKE_MESSAGE_BYTES) return;
-          fill = 0;
-          const reply = hs.receive(buf);
-          if (reply !== undefined) socket.write(reply);
-          if (hs.state === 'done') {
-            cleanup();
-            socket.pause();
-            resolve(Uint8Array.prototype.slice.call(chunk.subarray(off)));
-            return;
-          }
-        }
-      } catch (err) {
-        fail(
-          err instanceof MuxError ? err : new MuxHandshakeError('ERR_MUX_HANDSHAKE', String(err)),
-        );
-      }
-    };
-    const onClose = () =>
-      fail(
-        new MuxConnectionError(
-          'ERR_MUX_CONNECTION_LOST',
-          `handshake (${hs.role}): the peer closed the connection (state ${hs.state})`,
-        ),
-      );
-    const onError = (err: Error) =>
-      fail(
-        new MuxConnectionError(
-          'ERR_MUX_CONNECTION_LOST',
-          `handshake (${hs.role}): ${err.message}`,
-          err,
-        ),
-      );
-    const onAbort = () => fail(new MuxAbortError(`handshake (${hs.role})`, signal?.reason));
-    const timer = setTimeout(
-      () => fail(new MuxDeadlineError(`handshake (${hs.role})`, timeoutMs)),
-      timeoutMs,
-    );
-    socket.on('data', onData);
-    socket.on('close', onClose);
-    socket.on('error', onError);
-    if (signal !== undefined) {
-      if (signal.aborted) return onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-    if (hs.role === 'client') socket.write(hs.start());
-  });
 }

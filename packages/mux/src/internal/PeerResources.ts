@@ -65,10 +65,6 @@ export class PeerResources {
         arenaBytes: 4 << 20,
         maxArenaBytes: 64 << 20,
         defaultAccess: 'remote-read',
-        // Kept registered when empty: the allocator retires the arena that just emptied once
-        // more are empty, so with 1 keeping a small arena, every 16 MiB message after smaller
-        // ones re-registered 16 MiB (≈ 500 ms a round trip instead of ≈ 10 ms on soft).
-        retainEmptyArenas: 4,
       });
     } catch (err) {
       this.close();

@@ -64,6 +64,13 @@ export async function establish(
             );
       wake?.();
     },
+    ended: () => {
+      failure ??= new MuxConnectionError(
+        'ERR_MUX_CONNECTION_LOST',
+        `setup (${role}): the peer ended the connection`,
+      );
+      wake?.();
+    },
   });
   const timer = setTimeout(() => {
     failure ??= new MuxDeadlineError(`rdma setup (${role})`, timeoutMs);

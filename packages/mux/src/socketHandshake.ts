@@ -1,19 +1,20 @@
 import type { Socket } from 'node:net';
 import {
-  HANDSHAKE_MESSAGE_BYTES,
-  type Handshake,
   MuxAbortError,
   MuxConnectionError,
   MuxDeadlineError,
   MuxError,
   MuxHandshakeError,
-} from '@rdmajs/mux';
+} from './errors.js';
+import { HANDSHAKE_MESSAGE_BYTES, type Handshake } from './Handshake.js';
 
 /**
- * Runs a Handshake over a socket: reads fixed-size messages (nothing else is buffered before
- * the handshake is done), writes the replies. Resolves with any bytes that followed the last
- * handshake message (the first frames). On failure the rejection reason is sent, the socket
- * destroyed, and the promise rejects with a typed error.
+ * Runs a Handshake over a socket, for every transport: reads fixed-size messages (nothing
+ * else is buffered before the peer is authenticated), writes the replies, and resolves with
+ * the bytes that followed the last handshake message. Fails as soon as it can tell: the
+ * first bytes of a message are not the magic (no rdmajs peer), the peer rejects or ends, the
+ * deadline passes or the signal aborts. On failure the rejection (if any) goes out, the
+ * socket is destroyed and the promise rejects with a typed error.
  */
 export function socketHandshake(
   socket: Socket,
@@ -29,6 +30,7 @@ export function socketHandshake(
       settled = true;
       clearTimeout(timer);
       socket.off('data', onData);
+      socket.off('end', onEnd);
       socket.off('close', onClose);
       socket.off('error', onError);
       signal?.removeEventListener('abort', onAbort);
@@ -51,17 +53,19 @@ export function socketHandshake(
         while (off < chunk.length && !settled) {
           const take = Math.min(HANDSHAKE_MESSAGE_BYTES - fill, chunk.length - off);
           chunk.copy(buf, fill, off, off + take);
+          const before = fill;
           fill += take;
           off += take;
+          if (before < 4) hs.checkPrefix(buf, fill);
           if (fill < HANDSHAKE_MESSAGE_BYTES) return;
           fill = 0;
           const reply = hs.receive(buf);
           if (reply !== undefined) socket.write(reply);
           if (hs.state === 'done') {
             cleanup();
-            // Pause so no frame is lost between this listener and the connection's.
+            // Paused so no byte is lost between this listener and the connection's.
             socket.pause();
-            resolve(chunk.subarray(off));
+            resolve(Uint8Array.prototype.slice.call(chunk.subarray(off)));
             return;
           }
         }
@@ -71,13 +75,15 @@ export function socketHandshake(
         );
       }
     };
-    const onClose = () =>
-      fail(
-        new MuxConnectionError(
-          'ERR_MUX_CONNECTION_LOST',
-          `handshake (${hs.role}): the peer closed the connection (state ${hs.state})`,
-        ),
+    const lost = (how: string) =>
+      new MuxConnectionError(
+        'ERR_MUX_CONNECTION_LOST',
+        `handshake (${hs.role}): the peer ${how} (state ${hs.state}${fill > 0 ? `, ${fill} bytes of a message` : ''})`,
       );
+    // Sockets are half-open: a peer that ends (as a non-rdmajs server may after its own
+    // error reply) never closes by itself, so its end fails the handshake at once.
+    const onEnd = () => fail(lost('ended the connection'));
+    const onClose = () => fail(lost('closed the connection'));
     const onError = (err: Error) =>
       fail(
         new MuxConnectionError(
@@ -92,6 +98,7 @@ export function socketHandshake(
       timeoutMs,
     );
     socket.on('data', onData);
+    socket.on('end', onEnd);
     socket.on('close', onClose);
     socket.on('error', onError);
     if (signal !== undefined) {
