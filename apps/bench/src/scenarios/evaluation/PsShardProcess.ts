@@ -11,8 +11,8 @@ export interface PsShardOptions {
   id: string;
   tablesFile: string;
   secretFile: string;
-  /** 0 picks a free port; a restart passes the port it had. */
-  port?: number;
+  /** Ports, one per transport (0 picks a free one); a restart passes the ports it had. */
+  listen?: readonly number[];
   /** Snapshots + push log: a shard restarted on the same directory has every acknowledged push. */
   dataDir?: string;
   /** Further CLI arguments (e.g. a transport). */
@@ -24,8 +24,14 @@ export class PsShardProcess {
   private constructor(
     readonly options: PsShardOptions,
     readonly proc: ChildProcess,
-    readonly port: number,
+    /** The port of each transport it listens on (`tcp`, `rdma`). */
+    readonly ports: Readonly<Record<string, number>>,
   ) {}
+
+  /** The first listener's port (what `--listen` is given back on a restart). */
+  get port(): number {
+    return Object.values(this.ports)[0] as number;
+  }
 
   get pid(): number {
     return this.proc.pid as number;
@@ -48,7 +54,7 @@ export class PsShardProcess {
       '--secret-file',
       options.secretFile,
       '--listen',
-      `127.0.0.1:${options.port ?? 0}`,
+      `127.0.0.1:${(options.listen ?? [0]).join(',')}`,
       '--log-level',
       'info', // `serving` (with the port) is an info line
       ...(options.dataDir === undefined ? [] : ['--data-dir', options.dataDir]),
@@ -69,21 +75,21 @@ export class PsShardProcess {
       proc.once('exit', (c, s) => fail(new Error(`ps shard ${options.id} exited (${c ?? s})`)));
       const onData = (d: Buffer) => {
         buf += d.toString();
-        const m = /"msg":"serving".*?"port":(\d+)/.exec(buf);
-        if (!m) return;
+        const ports = servingPorts(buf);
+        if (ports === undefined) return;
         clearTimeout(timer);
         proc.removeAllListeners('exit');
         proc.stdout?.off('data', onData);
         proc.stdout?.resume(); // later log lines are not read
-        resolve(new PsShardProcess(options, proc, Number(m[1])));
+        resolve(new PsShardProcess(options, proc, ports));
       };
       proc.stdout?.on('data', onData);
     });
   }
 
-  /** The same shard again, on the same port and data directory. */
+  /** The same shard again, on the same ports and data directory. */
   restart(): Promise<PsShardProcess> {
-    return PsShardProcess.start({ ...this.options, port: this.port });
+    return PsShardProcess.start({ ...this.options, listen: Object.values(this.ports) });
   }
 
   /** SIGKILL: the process dies with whatever it had not written. */
@@ -107,4 +113,22 @@ export class PsShardProcess {
       this.proc.kill(signal);
     });
   }
+}
+
+/** The ports of the CLI's `serving` log line (JSON), once a whole one has arrived. */
+function servingPorts(out: string): Record<string, number> | undefined {
+  for (const line of out.split('\n')) {
+    if (!line.includes('"serving"')) continue;
+    let entry: { msg?: string; port?: number; listeners?: { transport: string; port: number }[] };
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue; // not a whole line yet
+    }
+    if (entry.msg !== 'serving') continue;
+    if (Array.isArray(entry.listeners))
+      return Object.fromEntries(entry.listeners.map((l) => [l.transport, l.port]));
+    if (typeof entry.port === 'number') return { tcp: entry.port };
+  }
+  return undefined;
 }
