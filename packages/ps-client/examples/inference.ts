@@ -57,7 +57,9 @@ export async function rankBatch(
   const keys = BigUint64Array.from(
     requests.flatMap((r) => [featureKey(USER, r.user), ...r.items.map((i) => featureKey(ITEM, i))]),
   );
-  const { rows, missing } = await ps.pull('emb', keys, { deadlineMs, partial: true });
+  // Views of the replies (registered memory over RDMA), released when this scope ends.
+  using pulled = await ps.pull('emb', keys, { deadlineMs, partial: true });
+  const missing = pulled.missing;
   let k = 0;
   return requests.map((r) => {
     const u = k++;
@@ -69,9 +71,11 @@ export async function rankBatch(
         lost++;
         continue;
       }
+      const user = pulled.row(u);
+      const cand = pulled.row(v);
       let z = model.b;
       for (let j = 0; j < DIM; j++) {
-        z += (model.w[j] as number) * (rows[u * DIM + j] as number) * (rows[v * DIM + j] as number);
+        z += (model.w[j] as number) * (user[j] as number) * (cand[j] as number);
       }
       ranked.push({ item, score: 1 / (1 + Math.exp(-z)) });
     }

@@ -50,8 +50,10 @@ const sigmoid = (z: number): number => 1 / (1 + Math.exp(-z));
 /** Forward pass of a batch: the feature rows, then p = σ(w · concat(rows) + b). */
 async function forward(ps: PsClient, batch: Example[]) {
   const keys = BigUint64Array.from(batch.flatMap((e) => e.ids.map((id, f) => featureKey(f, id))));
-  const [rows, w, b] = await Promise.all([
-    ps.pull('ctr_emb', keys),
+  // The rows are kept for the backward pass: copied into our own array (pullInto).
+  const rows = new Float32Array(batch.length * WIDTH);
+  const [, w, b] = await Promise.all([
+    ps.pullInto('ctr_emb', keys, rows),
     ps.pullDense('ctr_w'),
     ps.pullDense('ctr_b'),
   ]);

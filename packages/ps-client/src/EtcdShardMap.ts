@@ -1,26 +1,31 @@
 import { EventEmitter } from 'node:events';
 import { Etcd3 } from 'etcd3';
+import type { TransportPorts } from './ClientTransports.js';
 import { PsClientError } from './errors.js';
 import type { ShardAddress } from './ShardLink.js';
 
 export interface EtcdShardMapOptions {
   /** etcd client URLs, e.g. `['http://127.0.0.1:2379']`. */
   hosts: string[];
-  /** Where shards register (`<prefix><shardId>` → `{"host","port"}`). Default `rdmajs/ps/shards/`. */
+  /** Where shards register (`<prefix><shardId>` → `{"host","port","ports"?}`). Default `rdmajs/ps/shards/`. */
   prefix?: string;
 }
 
+const isPort = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 65_535;
+
 function parseEntry(id: string, value: string): ShardAddress | undefined {
   try {
-    const v = JSON.parse(value) as { host?: unknown; port?: unknown };
-    if (
-      typeof v.host === 'string' &&
-      Number.isInteger(v.port) &&
-      (v.port as number) >= 1 &&
-      (v.port as number) <= 65_535 &&
-      /^[A-Za-z0-9_-]{1,64}$/.test(id)
-    ) {
-      return { host: v.host, port: v.port as number };
+    const v = JSON.parse(value) as { host?: unknown; port?: unknown; ports?: unknown };
+    if (typeof v.host === 'string' && isPort(v.port) && /^[A-Za-z0-9_-]{1,64}$/.test(id)) {
+      // Ports per transport (a shard on RDMA and TCP at once); anything else in it is ignored.
+      const ports: TransportPorts = {};
+      const p = v.ports as Record<string, unknown> | null | undefined;
+      if (p !== null && typeof p === 'object') {
+        if (isPort(p.rdma)) ports.rdma = p.rdma;
+        if (isPort(p.tcp)) ports.tcp = p.tcp;
+      }
+      return { host: v.host, port: v.port, ports };
     }
   } catch {
     // not ours: ignored

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { SharedSecret, Transport } from '@rdmajs/mux';
+import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import {
   decodePullDenseReply,
   decodePullReply,
@@ -21,9 +21,11 @@ import {
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { dedupe, halvesOf } from './internal/dedupe.js';
+import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
   ShardLink,
@@ -35,7 +37,11 @@ type LinkBase = Omit<ShardLinkOptions, 'address' | 'label' | 'firstSeq'>;
 
 import { ShardRouter } from './ShardRouter.js';
 
-export interface ShardSpec extends ShardAddress {
+export interface ShardSpec extends Omit<ShardAddress, 'port'> {
+  /** The port for a transport `ports` does not name (default: `ports.rdma ?? ports.tcp`). */
+  port?: number;
+  /** Per transport, for a shard listening on several (`rdmajs-ps-server --transport rdma,tcp`). */
+  ports?: TransportPorts;
   /** The shard id the server must report (checked at connect). Default: whatever it reports. */
   id?: string;
 }
@@ -45,7 +51,18 @@ export interface PsClientOptions {
   servers?: readonly (ShardSpec | string)[];
   /** Or the shard map in etcd (read, then watched: shards join and leave during traffic). */
   etcd?: EtcdShardMapOptions;
-  transport: Transport;
+  /**
+   * `'rdma'` (soft provider unless `rdma.device` names another device), `'tcp'`, `'auto'`
+   * (RDMA; a connection whose RDMA setup fails goes over TCP instead — rpc-recovery's
+   * fallback — and RDMA is probed again every `probeIntervalMs`; see `stats().shards`), or a
+   * mux Transport of your own (not closed by the client). A shard's port for each is
+   * `ports[name] ?? port`.
+   */
+  transport: TransportChoice | Transport;
+  /** Options of the RdmaTransport made for `'rdma'` / `'auto'`. */
+  rdma?: RdmaTransportOptions;
+  /** `'auto'`: while on TCP, RDMA is tried again this often, ms (0: never). Default 30 000. */
+  probeIntervalMs?: number;
   secret: SharedSecret;
   /** Per connection attempt, ms. Default 5 000. */
   connectTimeoutMs?: number;
@@ -93,9 +110,8 @@ export interface MissingRows {
   missingShards: string[];
 }
 
-export interface PartialPull extends MissingRows {
-  rows: Float32Array;
-}
+/** A partial pull's rows: `missing` is set. */
+export type PartialPull = PulledRows & { readonly missing: Uint8Array };
 
 export interface PushSummary {
   /** Distinct rows updated, summed over shards. */
@@ -107,6 +123,8 @@ export interface PushSummary {
 }
 
 export interface PsClientStats {
+  /** The `transport` option (`'custom'` for a Transport object). */
+  transport: TransportChoice | 'custom';
   shards: ShardLinkStats[];
   pulls: number;
   pushes: number;
@@ -124,7 +142,10 @@ interface TableShape {
 
 const MAX_SAFE_DEADLINE = 86_400_000;
 
-function parseServer(s: ShardSpec | string, i: number): ShardSpec {
+const isPort = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 65_535;
+
+function parseServer(s: ShardSpec | string, i: number): ShardSpec & { port: number } {
   if (typeof s === 'string') {
     const m = /^(.*):(\d{1,5})$/.exec(s);
     const port = Number(m?.[2]);
@@ -133,16 +154,28 @@ function parseServer(s: ShardSpec | string, i: number): ShardSpec {
     }
     return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
   }
-  if (
-    s === null ||
-    typeof s !== 'object' ||
-    !Number.isInteger(s.port) ||
-    s.port < 1 ||
-    s.port > 65_535
-  ) {
+  if (s === null || typeof s !== 'object') {
+    throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: expected host:port`);
+  }
+  const ports = s.ports;
+  if (ports !== undefined) {
+    const bad =
+      ports === null ||
+      typeof ports !== 'object' ||
+      Object.keys(ports).some((k) => k !== 'rdma' && k !== 'tcp') ||
+      Object.values(ports).some((v) => v !== undefined && !isPort(v));
+    if (bad) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        `servers[${i}].ports: { rdma?, tcp? } of ports 1–65535`,
+      );
+    }
+  }
+  const port = s.port ?? ports?.rdma ?? ports?.tcp;
+  if (!isPort(port)) {
     throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `servers[${i}]: port must be 1–65535`);
   }
-  return s;
+  return { ...s, port };
 }
 
 function checkPositiveInt(
@@ -212,8 +245,16 @@ export class PsClient {
   readonly #deadlineMs: number;
   #closed = false;
   readonly #counts = { pulls: 0, pushes: 0, keysRequested: 0, keysFetched: 0, denseCalls: 0 };
+  readonly #transports: ClientTransports;
 
-  private constructor(links: ShardLink[], infos: TableInfo[], writer: string, deadlineMs: number) {
+  private constructor(
+    links: ShardLink[],
+    infos: TableInfo[],
+    writer: string,
+    deadlineMs: number,
+    transports: ClientTransports,
+  ) {
+    this.#transports = transports;
     this.#links = links;
     this.#writer = writer;
     this.#deadlineMs = deadlineMs;
@@ -253,8 +294,17 @@ export class PsClient {
         'PsClient.connect needs { servers or etcd, transport, secret }',
       );
     }
+    const probeIntervalMs = options.probeIntervalMs ?? 30_000;
+    if (!Number.isInteger(probeIntervalMs) || probeIntervalMs < 0) {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_INVALID_ARG',
+        'probeIntervalMs must be an integer ≥ 0',
+      );
+    }
+    // Checked before anything is made; the transports are made last (they own resources).
+    ClientTransports.check(options.transport);
     let shardMap: EtcdShardMap | undefined;
-    let specs: ShardSpec[];
+    let specs: (ShardSpec & { port: number })[];
     if (options.etcd !== undefined) {
       shardMap = await EtcdShardMap.open(options.etcd);
       specs = [...shardMap.shards]
@@ -270,17 +320,24 @@ export class PsClient {
       }
       specs = options.servers.map(parseServer);
     }
+    let transports: ClientTransports | undefined;
     try {
-      const client = await PsClient.#connectTo(options, specs);
+      transports = ClientTransports.of(options.transport, options.rdma, probeIntervalMs);
+      const client = await PsClient.#connectTo(options, specs, transports);
       if (shardMap !== undefined) client.#follow(shardMap);
       return client;
     } catch (err) {
       await shardMap?.close();
+      transports?.close();
       throw err;
     }
   }
 
-  static async #connectTo(options: PsClientOptions, specs: ShardSpec[]): Promise<PsClient> {
+  static async #connectTo(
+    options: PsClientOptions,
+    specs: (ShardSpec & { port: number })[],
+    transports: ClientTransports,
+  ): Promise<PsClient> {
     const writer = options.writerId ?? `w${randomBytes(12).toString('base64url')}`;
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(writer)) {
       throw new PsClientError(
@@ -295,7 +352,7 @@ export class PsClient {
       MAX_SAFE_DEADLINE,
     );
     const base = {
-      transport: options.transport,
+      transport: transports.link,
       secret: options.secret,
       connectTimeoutMs: checkPositiveInt('connectTimeoutMs', options.connectTimeoutMs, 5000),
       reconnectBudgetMs: checkPositiveInt('reconnectBudgetMs', options.reconnectBudgetMs, 60_000),
@@ -318,7 +375,11 @@ export class PsClient {
       specs.map((s) =>
         ShardLink.open({
           ...base,
-          address: { ...(s.host === undefined ? {} : { host: s.host }), port: s.port },
+          address: {
+            ...(s.host === undefined ? {} : { host: s.host }),
+            port: s.port,
+            ...(s.ports === undefined ? {} : { ports: s.ports }),
+          },
           label: s.id ?? `${s.host ?? '127.0.0.1'}:${s.port}`,
         }),
       ),
@@ -363,7 +424,7 @@ export class PsClient {
           'two servers report the same shard id',
         );
       }
-      const client = new PsClient(links, infos, writer, deadlineMs);
+      const client = new PsClient(links, infos, writer, deadlineMs, transports);
       client.#base = base;
       return client;
     } catch (err) {
@@ -494,8 +555,10 @@ export class PsClient {
   }
 
   /**
-   * Rows of `keys` (`keys.length × dim` floats, in request order). With `partial: true`,
-   * resolves by the deadline with the rows that arrived and a mask of the missing ones.
+   * Rows of `keys`, in request order, as views of the replies where they arrived (registered
+   * memory on RDMA): see PulledRows; `release()` it when done (`using rows = await …`). With
+   * `partial: true`, resolves by the deadline with the rows that arrived and a mask of the
+   * missing ones (filled with the table's init).
    */
   pull(
     table: string,
@@ -506,21 +569,21 @@ export class PsClient {
     table: string,
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
-  ): Promise<Float32Array>;
+  ): Promise<PulledRows>;
   async pull(
     table: string,
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
-  ): Promise<Float32Array | PartialPull> {
+  ): Promise<PulledRows> {
     this.#open();
     const t = this.#table(table);
-    const k = keysOf(keys);
-    const out = new Float32Array(k.length * t.dim);
-    const mask = await this.#pullInto(table, t, k, out, options);
-    return mask === undefined ? out : { rows: out, ...mask };
+    return this.#fetch(table, t, keysOf(keys), options);
   }
 
-  /** Gathers the rows of `keys` into `out` (`keys.length × dim` floats); `partial` as for `pull`. */
+  /**
+   * Copies the rows of `keys` into `out` (`keys.length × dim` floats) — the one copy, by
+   * design: the replies are released at once. `partial` as for `pull`.
+   */
   pullInto(
     table: string,
     keys: BigUint64Array | readonly bigint[],
@@ -549,16 +612,26 @@ export class PsClient {
         `out must be a Float32Array of ${k.length} × ${t.dim}`,
       );
     }
-    return this.#pullInto(table, t, k, out, options);
+    const pulled = await this.#fetch(table, t, k, options);
+    try {
+      pulled.copyInto(out);
+    } finally {
+      pulled.release();
+    }
+    if (pulled.missing === undefined) return undefined;
+    return {
+      missing: pulled.missing,
+      missingCount: pulled.missingCount,
+      missingShards: [...pulled.missingShards],
+    };
   }
 
-  async #pullInto(
+  async #fetch(
     table: string,
     t: TableShape,
     keys: BigUint64Array,
-    out: Float32Array,
     o: PullOptions | undefined,
-  ): Promise<MissingRows | undefined> {
+  ): Promise<PulledRows> {
     this.#batch(keys.length);
     const deadlineMs = this.#deadline(o);
     const partial = o?.partial === true;
@@ -587,12 +660,28 @@ export class PsClient {
           timer = setTimeout(() => resolve('late'), deadlineMs);
         })
       : undefined;
-    // A shard's part goes in requests whose replies fit in one message, fetched in parallel.
+    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
+    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
     const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
+    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
+    const segBase = new Uint32Array(S + 1);
+    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
+    const segments = new Array<Float32Array>(segBase[S] as number);
+    // Replies that arrived; released here if the pull fails, else by the PulledRows.
+    const held: HeldReply[] = [];
+    let abandoned = false;
     const fetchChunk = async (p: BigUint64Array, link: ShardLink): Promise<Float32Array> => {
-      const r = decodePullReply(
-        await link.call(PsMethod.pull, encodePullRequest({ table, keys: p }), deadlineMs),
+      const reply = await link.callView(
+        PsMethod.pull,
+        encodePullRequest({ table, keys: p }),
+        deadlineMs,
       );
+      if (abandoned) {
+        reply.release(); // a failed or past-deadline pull: nobody will read it
+        return new Float32Array(0);
+      }
+      held.push(reply);
+      const r = decodePullReply(reply.bytes);
       if (r.dim !== dim || r.count !== p.length) {
         throw new PsClientError(
           'ERR_PS_CLIENT_SHARD_MISMATCH',
@@ -602,63 +691,99 @@ export class PsClient {
       }
       return r.rows;
     };
-    const fetchPart = async (p: BigUint64Array, s: number): Promise<Float32Array> => {
+    const fetchPart = async (p: BigUint64Array, s: number): Promise<void> => {
       const link = links[s] as ShardLink;
-      if (p.length <= perRequest) return fetchChunk(p, link);
-      const rows = new Float32Array(p.length * dim);
-      await Promise.all(
-        Array.from({ length: Math.ceil(p.length / perRequest) }, async (_, c) => {
-          const part = p.subarray(c * perRequest, (c + 1) * perRequest);
-          rows.set(await fetchChunk(part, link), c * perRequest * dim);
-        }),
+      const base = segBase[s] as number;
+      const got = await Promise.all(
+        Array.from({ length: chunksOf(s) }, (_, c) =>
+          fetchChunk(p.subarray(c * perRequest, (c + 1) * perRequest), link),
+        ),
       );
-      return rows;
+      for (let c = 0; c < got.length; c++) segments[base + c] = got[c] as Float32Array;
     };
-    let replies: (Float32Array | null | undefined)[];
+    const answered = new Uint8Array(S);
     try {
-      replies = await Promise.all(
+      await Promise.all(
         parts.map(async (p, s) => {
-          if (p.length === 0) return undefined;
+          if (p.length === 0) return;
           const call = fetchPart(p, s);
-          if (late === undefined) return call;
+          if (late === undefined) {
+            await call;
+            answered[s] = 1;
+            return;
+          }
           const r = await Promise.race([
             call.then(
-              (rows) => ({ rows }),
-              (err: unknown) => ({ err }),
+              () => ({ ok: true as const }),
+              (err: unknown) => ({ ok: false as const, err }),
             ),
             late,
           ]);
-          if (r === 'late') return null;
-          if ('rows' in r) return r.rows;
+          if (r === 'late') return; // its replies are released on arrival (see fetchChunk)
+          if (r.ok) {
+            answered[s] = 1;
+            return;
+          }
           // Slow or unreachable shards are what partial pulls are for; refusals are not.
           const code = (r.err as { code?: unknown }).code;
-          if (code === 'ERR_PS_CLIENT_DEADLINE' || code === 'ERR_PS_CLIENT_UNAVAILABLE')
-            return null;
+          if (code === 'ERR_PS_CLIENT_DEADLINE' || code === 'ERR_PS_CLIENT_UNAVAILABLE') return;
           throw r.err;
         }),
       );
+    } catch (err) {
+      abandoned = true;
+      for (const r of held) r.release();
+      throw err;
     } finally {
       clearTimeout(timer);
     }
+    // From here on, replies of shards that missed the deadline are released on arrival.
+    abandoned = true;
     const missing = partial ? new Uint8Array(n) : undefined;
     let missingCount = 0;
-    const halves = halvesOf(keys);
+    const missedSet = new Set<number>();
+    for (let s = 0; s < S; s++) {
+      if ((counts[s] as number) === 0 || answered[s] === 1) continue;
+      missedSet.add(s);
+      // The table's init, as the store would give for an unseen key, one segment per chunk.
+      const h = halvesOf(parts[s] as BigUint64Array);
+      for (let c = 0; c < chunksOf(s); c++) {
+        const len = Math.min(perRequest, (counts[s] as number) - c * perRequest);
+        const seg = new Float32Array(len * dim);
+        for (let j = 0; j < len; j++) {
+          const k = c * perRequest + j;
+          t.init(seg, j * dim, dim, h[2 * k] as number, h[2 * k + 1] as number);
+        }
+        segments[(segBase[s] as number) + c] = seg;
+      }
+    }
+    const segOf = new Uint32Array(n);
+    const offOf = new Uint32Array(n);
     for (let i = 0; i < n; i++) {
       const u = uniqueOf[i] as number;
-      const rows = replies[shardOf[u] as number];
-      if (rows === null || rows === undefined) {
-        // Only a partial pull gets here: the table's init, as the store would for an unseen key.
-        t.init(out, i * dim, dim, halves[2 * i] as number, halves[2 * i + 1] as number);
-        (missing as Uint8Array)[i] = 1;
+      const s = shardOf[u] as number;
+      const p = posOf[u] as number;
+      const c = Math.floor(p / perRequest);
+      segOf[i] = (segBase[s] as number) + c;
+      offOf[i] = (p - c * perRequest) * dim;
+      if (missing !== undefined && missedSet.has(s)) {
+        missing[i] = 1;
         missingCount++;
-        continue;
       }
-      const at = (posOf[u] as number) * dim;
-      out.set(rows.subarray(at, at + dim), i * dim);
     }
-    if (missing === undefined) return undefined;
-    const missingShards = replies.flatMap((r, s) => (r === null ? [router.ids[s] as string] : []));
-    return { missing, missingCount, missingShards };
+    // One segment holding exactly the distinct keys, which are the request: a view as it is.
+    const whole =
+      segments.length === 1 && ukeys.length === n ? (segments[0] as Float32Array) : undefined;
+    const missingShards = router.ids.filter((_, s) => missedSet.has(s));
+    return new PulledRows(
+      dim,
+      segments,
+      segOf,
+      offOf,
+      held,
+      whole,
+      missing === undefined ? undefined : { missing, missingCount, missingShards },
+    );
   }
 
   /**
@@ -815,6 +940,7 @@ export class PsClient {
 
   stats(): PsClientStats {
     return {
+      transport: this.#transports.choice,
       shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
       ...this.#counts,
     };
@@ -826,6 +952,7 @@ export class PsClient {
     this.#closed = true;
     await this.#shardMap?.close();
     await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
+    this.#transports.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -1,14 +1,23 @@
-import type { SharedSecret, Transport } from '@rdmajs/mux';
-import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
+import type { SharedSecret } from '@rdmajs/mux';
+import {
+  type BackoffPolicy,
+  ExponentialBackoff,
+  RpcClient,
+  type RpcReply,
+} from '@rdmajs/rpc-recovery';
+import type { LinkTransport, TransportPorts } from './ClientTransports.js';
 import { PsClientError } from './errors.js';
 
 export interface ShardAddress {
   host?: string;
+  /** The port used for a transport that `ports` does not name. */
   port: number;
+  /** Per transport, when the shard listens on several (e.g. `{ rdma: 7000, tcp: 7001 }`). */
+  ports?: TransportPorts;
 }
 
 export interface ShardLinkOptions {
-  transport: Transport;
+  transport: LinkTransport;
   secret: SharedSecret;
   address: ShardAddress;
   /** Label for errors and stats until the shard reports its id. */
@@ -38,6 +47,12 @@ export interface ShardLinkStats {
   relinks: number;
   resent: number;
   rpcReconnects: number;
+  /** The transport of the session's current connection (`'rdma'`, `'tcp'`), if connected. */
+  transport: string | undefined;
+  /** True while the session runs on the TCP fallback of `transport: 'auto'`. */
+  onFallback: boolean;
+  /** Connections made over the fallback, over this link's sessions. */
+  fallbacks: number;
 }
 
 interface QueuedPush {
@@ -100,7 +115,7 @@ export class ShardLink {
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
   #idle: (() => void)[] = [];
   #label: string;
-  readonly #counts = { relinks: 0, resent: 0, rpcReconnects: 0 };
+  readonly #counts = { relinks: 0, resent: 0, rpcReconnects: 0, fallbacks: 0 };
 
   private constructor(o: ShardLinkOptions) {
     this.#o = o;
@@ -129,22 +144,38 @@ export class ShardLink {
   }
 
   stats(): ShardLinkStats {
+    const rpc = this.#client?.stats();
     return {
       shard: this.#label,
       state: this.#state,
       queuedPushes: this.#queue.size,
       relinks: this.#counts.relinks,
       resent: this.#counts.resent,
-      rpcReconnects: this.#counts.rpcReconnects + (this.#client?.stats().reconnects ?? 0),
+      rpcReconnects: this.#counts.rpcReconnects + (rpc?.reconnects ?? 0),
+      transport: rpc?.transport,
+      onFallback: rpc?.onFallback ?? false,
+      fallbacks: this.#counts.fallbacks + (rpc?.fallbacks ?? 0),
     };
   }
 
   #connect(): Promise<RpcClient> {
     const a = this.#o.address;
+    const t = this.#o.transport;
+    const portOf = (name: string): number =>
+      (a.ports as Record<string, number | undefined> | undefined)?.[name] ?? a.port;
     return RpcClient.connect({
-      transport: this.#o.transport,
+      transport: t.primary,
       ...(a.host === undefined ? {} : { host: a.host }),
-      port: a.port,
+      port: portOf(t.primaryName),
+      ...(t.fallback === undefined
+        ? {}
+        : {
+            fallback: {
+              transport: t.fallback,
+              port: portOf(t.fallback.name),
+              probeIntervalMs: t.probeIntervalMs,
+            },
+          }),
       secret: this.#o.secret,
       connectTimeoutMs: this.#o.connectTimeoutMs,
       heartbeatIntervalMs: this.#o.heartbeatIntervalMs,
@@ -217,7 +248,23 @@ export class ShardLink {
   }
 
   /** An idempotent call, sent again on a new session if the old one fails. */
-  async call(method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+  call(method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+    return this.#idempotent(method, deadlineMs, (c, o) => c.call(method, payload, o));
+  }
+
+  /**
+   * As `call`, but the reply stays in the transport's receive memory (registered memory on
+   * RDMA): release it when done. Held replies count against the shard's send window.
+   */
+  callView(method: string, payload: Uint8Array, deadlineMs: number): Promise<RpcReply> {
+    return this.#idempotent(method, deadlineMs, (c, o) => c.callView(method, payload, o));
+  }
+
+  async #idempotent<T>(
+    method: string,
+    deadlineMs: number,
+    send: (client: RpcClient, o: { idempotent: true; deadlineMs: number }) => Promise<T>,
+  ): Promise<T> {
     const deadlineAt = performance.now() + deadlineMs;
     for (;;) {
       const client = await this.#ready(deadlineAt);
@@ -225,7 +272,7 @@ export class ShardLink {
       const left = Math.ceil(deadlineAt - performance.now());
       if (left <= 0) throw this.#deadline(method, false);
       try {
-        return await client.call(method, payload, { idempotent: true, deadlineMs: left });
+        return await send(client, { idempotent: true, deadlineMs: left });
       } catch (err) {
         if (this.#state === 'closed') throw this.#closedError();
         if (!isLinkFailure(err)) throw this.#remote(err);
@@ -363,6 +410,7 @@ export class ShardLink {
     const old = this.#client;
     this.#client = undefined;
     this.#counts.rpcReconnects += old?.stats().reconnects ?? 0;
+    this.#counts.fallbacks += old?.stats().fallbacks ?? 0;
     // Its pending calls are superseded: their errors are ignored by generation.
     void old?.close().catch(() => {});
     this.#relinking = this.#reopen().finally(() => {

@@ -21,7 +21,9 @@ export type PsClientErrorCode =
   /** Too many pushes queued for a shard: retry after some settle. */
   | 'ERR_PS_CLIENT_OVERLOADED'
   /** The client was closed. */
-  | 'ERR_PS_CLIENT_CLOSED';
+  | 'ERR_PS_CLIENT_CLOSED'
+  /** Pulled rows used after their `release()`. */
+  | 'ERR_PS_CLIENT_RELEASED';
 
 export class PsClientError extends Error {
   readonly code: PsClientErrorCode;

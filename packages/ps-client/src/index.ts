@@ -1,3 +1,4 @@
+export type { TransportChoice, TransportPorts } from './ClientTransports.js';
 export { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 export { PsClientError, type PsClientErrorCode } from './errors.js';
 export {
@@ -11,5 +12,6 @@ export {
   type PushSummary,
   type ShardSpec,
 } from './PsClient.js';
+export { PulledRows } from './PulledRows.js';
 export type { ShardAddress, ShardLinkState, ShardLinkStats } from './ShardLink.js';
 export { rendezvousScore, ShardRouter, shardSeed } from './ShardRouter.js';

@@ -3,6 +3,7 @@ import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PsClient } from '../src/index.js';
+import { pulledRows } from './support/pulled.js';
 
 const secret = 'ps-client-test-secret-0123456789';
 const spec = {
@@ -60,7 +61,7 @@ describe('PsClient against three in-process shards', () => {
     const keys = BigUint64Array.from([7n, 2n ** 64n - 1n, 7n, 123456789n, 0n, 99n, 7n, 5n]);
     const out = new Float32Array(keys.length * 4);
     ref.pullInto('emb', keys, out);
-    expect(bits(await client.pull('emb', keys))).toEqual(bits(out));
+    expect(bits(await pulledRows(client.pull('emb', keys)))).toEqual(bits(out));
     const before = client.stats();
     expect(before.keysRequested - before.keysFetched).toBe(2);
     expect(new Set(Array.from(keys, (k) => client.shardOf(k))).size).toBeGreaterThan(1);
@@ -108,7 +109,7 @@ describe('PsClient against three in-process shards', () => {
     await Promise.all(all);
     const want = new Float32Array(128);
     ref.pullInto('raw', keys, want);
-    expect(bits(await client.pull('raw', keys))).toEqual(bits(want));
+    expect(bits(await pulledRows(client.pull('raw', keys)))).toEqual(bits(want));
   });
 
   it('refuses bad input before anything is sent', async () => {
@@ -159,7 +160,7 @@ describe('PsClient against three in-process shards', () => {
     });
     try {
       const keys = BigUint64Array.from({ length: 30 }, (_, i) => BigInt(i + 5000));
-      const before = await c.pull('raw', keys);
+      const before = await pulledRows(c.pull('raw', keys));
       const g = new Float32Array(60).fill(1);
       const outcomes = await Promise.allSettled(
         Array.from({ length: 6 }, () => c.push('raw', keys, g)),
@@ -172,7 +173,7 @@ describe('PsClient against three in-process shards', () => {
       ).length;
       expect(ok).toBe(2);
       expect(refused).toBe(4);
-      const after = await c.pull('raw', keys);
+      const after = await pulledRows(c.pull('raw', keys));
       // Each applied push adds 1 in float32 (the table is `sum`).
       for (let i = 0; i < after.length; i++) {
         let want = before[i] as number;

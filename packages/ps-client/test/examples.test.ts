@@ -4,6 +4,7 @@ import * as inference from '../examples/inference.js';
 import { featureKey, startLocalShards } from '../examples/localShards.js';
 import * as training from '../examples/training.js';
 import { PsClient } from '../src/index.js';
+import { pulledRows } from './support/pulled.js';
 
 const secret = 'examples-test-secret-0123456789';
 
@@ -53,7 +54,7 @@ it('the inference example: rankings match the model over the loaded rows', async
         ...req.items.map((x) => featureKey(1, x)),
       ]);
       // Every score is the model over the rows the servers hold.
-      const rows = await ps.pull('emb', keys);
+      const rows = await pulledRows(ps.pull('emb', keys));
       for (const { item, score } of r.ranked) {
         const v = 1 + req.items.indexOf(item);
         let z = inference.model.b;

@@ -5,6 +5,7 @@ import { RpcClient } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { expect, it } from 'vitest';
 import { PsClient } from '../src/index.js';
+import { pulledRows } from './support/pulled.js';
 
 const secret = 'ps-client-bounds-secret-0123456789';
 const spec = {
@@ -45,7 +46,7 @@ it('pulls beyond one message are split; the server refuses them unsplit; such pu
     });
     const want = new Float32Array(1100 * 4096);
     ref.pullInto('wide', keys, want);
-    const got = await client.pull('wide', keys);
+    const got = await pulledRows(client.pull('wide', keys));
     expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
   } finally {
     await raw.close();

@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import type { Connection, Listener, SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  type Connection,
+  type Listener,
+  RdmaTransport,
+  type SharedSecret,
+  type Transport,
+} from '@rdmajs/mux';
 import { MAX_BATCH_KEYS, ParameterStore, type PushLogOptions } from '@rdmajs/ps-server';
 import {
   MAX_MESSAGE_BYTES,
@@ -9,7 +15,13 @@ import {
   pullDenseReplyLength,
   resolveInit,
 } from '@rdmajs/ps-wire';
-import { MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
+import {
+  type CallContext,
+  MethodRegistry,
+  ReplyBuffer,
+  type ReplyMemory,
+  RpcServer,
+} from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
@@ -17,12 +29,35 @@ import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
 import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
 
-export interface PsServiceOptions {
+/** One address the shard listens on, over one transport. */
+export interface ListenSpec {
   transport: Transport;
+  /** Default '127.0.0.1'. */
+  host?: string;
+  /** Default 0 (any free port: see `listeners`). */
+  port?: number;
+}
+
+/** Where the shard listens, as it ended up (the ports chosen). */
+export interface ListenerInfo {
+  /** The transport's name (`'rdma'`, `'tcp'`). */
+  readonly transport: string;
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface PsServiceOptions {
+  /**
+   * One transport (with `host`, `port`), or give `listen` instead: several at once, each on
+   * its own port (an RDMA listener's port is its TCP control port), and clients choose.
+   */
+  transport?: Transport;
   /** Default '127.0.0.1'. */
   host?: string;
   /** Default 0 (any free port: see `port`). */
   port?: number;
+  /** Several listeners served by one store and one RPC server (sessions move between them). */
+  listen?: readonly ListenSpec[];
   secret: SharedSecret;
   /** This shard's id (in table info and logs): 1–64 of [A-Za-z0-9_-]. */
   shardId: string;
@@ -71,7 +106,7 @@ export class PsService {
   readonly #store: ParameterStore;
   readonly #handlers: RequestHandlers;
   readonly #rpc: RpcServer;
-  readonly #listener: Listener;
+  readonly #listeners: readonly { transport: Transport; listener: Listener }[];
   readonly #connections = new Set<Connection>();
   readonly #inFlight: Set<Promise<unknown>>;
   readonly #metrics: ServiceMetrics;
@@ -91,7 +126,7 @@ export class PsService {
     store: ParameterStore,
     handlers: RequestHandlers,
     rpc: RpcServer,
-    listener: Listener,
+    listeners: readonly { transport: Transport; listener: Listener }[],
     inFlight: Set<Promise<unknown>>,
     metrics: ServiceMetrics,
     metricsPort: number | undefined,
@@ -103,7 +138,7 @@ export class PsService {
     this.#store = store;
     this.#handlers = handlers;
     this.#rpc = rpc;
-    this.#listener = listener;
+    this.#listeners = listeners;
     this.#log = o.logger ?? silentLogger;
   }
 
@@ -133,6 +168,7 @@ export class PsService {
         'snapshotIntervalMs needs a dir and must be ≥ 1',
       );
     }
+    const specs = listenSpecsOf(o);
     // The wire bound guards allocation; the batch bound below gives the caller its own code.
     const limits = psWireLimits(o.wireLimits);
     for (const d of o.tables.dense) {
@@ -217,10 +253,11 @@ export class PsService {
       const code = (err as { code?: unknown } | null)?.code;
       return typeof code === 'string' && /^ERR_PS_(REQUEST|WIRE)_/.test(code) ? 'refused' : 'error';
     };
-    type Handler = (p: Uint8Array) => Uint8Array | Promise<Uint8Array>;
+    type Reply = Uint8Array | ReplyBuffer;
+    type Handler = (p: Uint8Array, ctx: CallContext) => Reply | Promise<Reply>;
     const serve =
       (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler =>
-      (payload) => {
+      (payload, ctx) => {
         if (service !== undefined && service.#state !== 'serving') {
           metrics.requests.inc({ method, outcome: 'refused' });
           throw new PsServiceError('ERR_PS_REQUEST_DRAINING', 'shard is shutting down', {
@@ -230,24 +267,26 @@ export class PsService {
         const t0 = performance.now();
         const size = payload.length;
         const keys = keysOf(payload); // read now: the payload view ends with the call
-        const ok = (reply: Uint8Array): Uint8Array => {
+        const ok = (reply: Reply): Reply => {
+          const bytes = reply instanceof Uint8Array ? reply : reply.payload;
           metrics.latency.observe({ method }, (performance.now() - t0) / 1000);
           metrics.requests.inc({ method, outcome: 'ok' });
           metrics.bytes.inc({ method, direction: 'in' }, size);
-          metrics.bytes.inc({ method, direction: 'out' }, reply.length);
+          metrics.bytes.inc({ method, direction: 'out' }, bytes.length);
           if (keys > 0) metrics.keys.inc({ method }, keys);
           if (method === PsMethod.push || method === PsMethod.pushDense) {
-            if (((reply[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
+            if (((bytes[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
           }
+          if (reply instanceof ReplyBuffer && reply.registered) metrics.registeredReplies.inc();
           return reply;
         };
         const fail = (err: unknown): never => {
           metrics.requests.inc({ method, outcome: outcomeOf(err) });
           throw err;
         };
-        let r: Uint8Array | Promise<Uint8Array>;
+        let r: Reply | Promise<Reply>;
         try {
-          r = fn(payload);
+          r = fn(payload, ctx);
         } catch (err) {
           return fail(err);
         }
@@ -276,29 +315,38 @@ export class PsService {
       PsMethod.pushDense,
       serve(PsMethod.pushDense, (p) => track(handlers.pushDense(p)), none),
     );
-    let listener: Listener | undefined;
+    const listeners: { transport: Transport; listener: Listener }[] = [];
     let metricsPort: number | undefined;
     try {
-      listener = await o.transport.listen({
-        ...(o.host === undefined ? {} : { host: o.host }),
-        port: o.port ?? 0,
-        secret: o.secret,
-      });
+      for (const spec of specs) {
+        const listener = await spec.transport.listen({
+          ...(spec.host === undefined ? {} : { host: spec.host }),
+          port: spec.port ?? 0,
+          secret: o.secret,
+        });
+        listeners.push({ transport: spec.transport, listener });
+      }
       if (o.metrics !== undefined)
         metricsPort = await metrics.serve(o.metrics.host ?? '127.0.0.1', o.metrics.port);
     } catch (err) {
-      await listener?.close().catch(() => {});
+      await Promise.allSettled(listeners.map((l) => l.listener.close()));
       await metrics.close();
       await store.close();
       throw err;
     }
-    service = new PsService(o, store, handlers, rpc, listener, inFlight, metrics, metricsPort);
-    service.#accept();
+    service = new PsService(o, store, handlers, rpc, listeners, inFlight, metrics, metricsPort);
+    for (const l of listeners) service.#accept(l.listener, l.transport);
+    const first = (listeners[0] as { listener: Listener }).listener;
     if (o.etcd !== undefined) {
       try {
         service.#registration = await ShardRegistration.register(
           o.etcd,
-          { id: o.shardId, host: listener.host, port: listener.port },
+          {
+            id: o.shardId,
+            host: first.host,
+            port: first.port,
+            ports: Object.fromEntries(service.listeners.map((l) => [l.transport, l.port])),
+          },
           log,
         );
       } catch (err) {
@@ -308,9 +356,10 @@ export class PsService {
     }
     log.log('info', 'serving', {
       shard: o.shardId,
-      transport: o.transport.name,
-      host: listener.host,
-      port: listener.port,
+      transport: service.listeners.map((l) => l.transport).join(','),
+      host: first.host,
+      port: first.port,
+      listeners: service.listeners,
       tables: o.tables.tables.map((t) => ({
         name: t.name,
         dim: t.dim,
@@ -334,8 +383,16 @@ export class PsService {
     return service;
   }
 
-  #accept(): void {
-    this.#listener.on('connection', (c) => {
+  #accept(listener: Listener, transport: Transport): void {
+    // Replies to RDMA peers are built in the transport's registered memory and go out from
+    // there (eager SEND gather or rendezvous READ): remote-read, since a large one is READ
+    // by the peer straight from its block. That exposes those arenas (reply blocks only) to
+    // authenticated peers, who may read every row anyway.
+    const replyMemory: ReplyMemory | undefined =
+      transport instanceof RdmaTransport
+        ? (n) => transport.allocator.alloc(n, 'remote-read')
+        : undefined;
+    listener.on('connection', (c) => {
       if (this.#state !== 'serving') {
         c.destroy();
         return;
@@ -343,22 +400,38 @@ export class PsService {
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
-      this.#rpc.serve(c);
+      this.#rpc.serve(c, replyMemory === undefined ? {} : { replyMemory });
     });
-    this.#listener.on('reject', (err, peer) => {
+    listener.on('reject', (err, peer) => {
       this.#log.log('warn', 'handshake refused', { shard: this.#o.shardId, peer, error: err });
     });
-    this.#listener.on('error', (err) => {
+    listener.on('error', (err) => {
       this.#log.log('error', 'listener error', { shard: this.#o.shardId, error: err });
     });
   }
 
+  /** The first listener's host. */
   get host(): string {
-    return this.#listener.host;
+    return (this.#listeners[0] as { listener: Listener }).listener.host;
   }
 
+  /** The first listener's port. */
   get port(): number {
-    return this.#listener.port;
+    return (this.#listeners[0] as { listener: Listener }).listener.port;
+  }
+
+  /** Every listener, in the order given: transport name, host, port. */
+  get listeners(): readonly ListenerInfo[] {
+    return this.#listeners.map(({ transport, listener }) => ({
+      transport: transport.name,
+      host: listener.host,
+      port: listener.port,
+    }));
+  }
+
+  /** The port of the listener over the transport named `name` (`'rdma'`, `'tcp'`), if any. */
+  portOf(name: string): number | undefined {
+    return this.#listeners.find((l) => l.transport.name === name)?.listener.port;
   }
 
   get state(): PsServiceState {
@@ -442,7 +515,7 @@ export class PsService {
     }
     this.#state = 'draining';
     this.#log.log('info', 'draining', { shard: this.#o.shardId, inFlight: this.#inFlight.size });
-    await this.#listener.close().catch(() => {});
+    await Promise.allSettled(this.#listeners.map((l) => l.listener.close()));
     const deadline = this.#o.drainTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -465,4 +538,42 @@ export class PsService {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** The listeners to open: `listen`, or the one of `transport` / `host` / `port`. */
+function listenSpecsOf(o: PsServiceOptions): readonly ListenSpec[] {
+  const one = o.transport !== undefined;
+  if (one === (o.listen !== undefined)) {
+    throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'give either transport or listen');
+  }
+  const specs: readonly ListenSpec[] = one
+    ? [
+        {
+          transport: o.transport as Transport,
+          ...(o.host === undefined ? {} : { host: o.host }),
+          ...(o.port === undefined ? {} : { port: o.port }),
+        },
+      ]
+    : (o.listen as readonly ListenSpec[]);
+  if (!Array.isArray(specs) || specs.length === 0) {
+    throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'listen must be a non-empty list');
+  }
+  const names = new Set<string>();
+  for (const [i, s] of specs.entries()) {
+    if (typeof s?.transport?.listen !== 'function' || typeof s.transport.name !== 'string') {
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `listen[${i}].transport is not a Transport`,
+      );
+    }
+    if (names.has(s.transport.name)) {
+      // Clients pick a listener by transport name: two of one name would be ambiguous.
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `listen[${i}]: a second ${s.transport.name} listener`,
+      );
+    }
+    names.add(s.transport.name);
+  }
+  return specs;
 }

@@ -1,7 +1,5 @@
 import type { ParameterStore } from '@rdmajs/ps-server';
 import {
-  allocatePullDenseReply,
-  allocatePullReply,
   decodePullDenseRequest,
   decodePullRequest,
   decodePushDenseRequest,
@@ -11,10 +9,14 @@ import {
   encodeTableInfoReply,
   PsMessageKind,
   type PsWireLimits,
+  pullDenseReplyInto,
+  pullDenseReplyLength,
+  pullReplyInto,
   pullReplyLength,
   type ResolvedInit,
   type TableInfo,
 } from '@rdmajs/ps-wire';
+import type { CallContext, ReplyBuffer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import type { NonFinitePolicy } from './ServiceConfig.js';
 
@@ -49,7 +51,9 @@ function firstNonFinite(f: Float32Array): number {
 /**
  * The request handlers: each validates its whole request against the shard's catalog
  * before the store sees it (so a refused request applies nothing and only its caller
- * hears about it), then runs it. Pull replies are gathered straight into the reply bytes.
+ * hears about it), then runs it. Pull replies are gathered once, by the store, straight into
+ * the reply the RPC layer sends (`context.allocateReply`: the connection's registered memory
+ * on RDMA, so nothing copies the rows again on this side).
  */
 export class RequestHandlers {
   readonly counters: HandlerCounters = {
@@ -101,7 +105,7 @@ export class RequestHandlers {
       refuse('ERR_PS_REQUEST_BATCH_TOO_LARGE', `${n} keys > ${this.#catalog.maxBatchKeys}`);
   }
 
-  pull = (payload: Uint8Array): Uint8Array =>
+  pull = (payload: Uint8Array, ctx: CallContext): ReplyBuffer =>
     this.#guard(() => {
       const req = decodePullRequest(payload, this.#limits);
       const t = this.#table(req.table);
@@ -113,11 +117,15 @@ export class RequestHandlers {
           `a reply of ${size} bytes > ${this.#catalog.maxReplyBytes}`,
         );
       }
-      const { bytes, rows } = allocatePullReply(req.keys.length, t.dim);
-      this.#store.pullInto(req.table, req.keys, rows);
+      const reply = ctx.allocateReply(size);
+      this.#store.pullInto(
+        req.table,
+        req.keys,
+        pullReplyInto(reply.payload, req.keys.length, t.dim),
+      );
       this.counters.pulls++;
       this.counters.keysPulled += req.keys.length;
-      return bytes;
+      return reply;
     });
 
   push = (payload: Uint8Array): Promise<Uint8Array> => {
@@ -152,14 +160,14 @@ export class RequestHandlers {
     });
   };
 
-  pullDense = (payload: Uint8Array): Uint8Array =>
+  pullDense = (payload: Uint8Array, ctx: CallContext): ReplyBuffer =>
     this.#guard(() => {
       const req = decodePullDenseRequest(payload);
       const d = this.#dense(req.name);
-      const { bytes, values } = allocatePullDenseReply(d.length);
-      this.#store.pullDense(req.name, values);
+      const reply = ctx.allocateReply(pullDenseReplyLength(d.length));
+      this.#store.pullDense(req.name, pullDenseReplyInto(reply.payload, d.length));
       this.counters.pulls++;
-      return bytes;
+      return reply;
     });
 
   pushDense = (payload: Uint8Array): Promise<Uint8Array> => {

@@ -15,6 +15,7 @@ export class ServiceMetrics {
   readonly keys: Counter<'method'>;
   readonly snapshots: Counter<'outcome'>;
   readonly duplicates: Counter;
+  readonly registeredReplies: Counter;
   #server: Server | undefined;
 
   constructor(
@@ -57,6 +58,11 @@ export class ServiceMetrics {
     this.duplicates = new Counter({
       name: 'rdmajs_ps_push_duplicates_total',
       help: 'Pushes answered as duplicates (resends of applied pushes, not applied again)',
+      registers,
+    });
+    this.registeredReplies = new Counter({
+      name: 'rdmajs_ps_registered_replies_total',
+      help: 'Replies built in registered memory and sent from there without a copy (RDMA)',
       registers,
     });
     new Gauge({

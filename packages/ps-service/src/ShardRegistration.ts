@@ -1,7 +1,10 @@
 import { Etcd3 } from 'etcd3';
 import type { Logger } from './Logger.js';
 
-/** Where shards register in etcd by default: `<prefix><shardId>` → `{"host","port"}`. */
+/**
+ * Where shards register in etcd by default: `<prefix><shardId>` → `{"host","port","ports"}`
+ * (`port`: the first listener's; `ports`: transport name → port, e.g. `{"rdma":…,"tcp":…}`).
+ */
 export const DEFAULT_ETCD_PREFIX = 'rdmajs/ps/shards/';
 
 export interface EtcdRegistrationOptions {
@@ -38,7 +41,7 @@ export class ShardRegistration {
 
   static async register(
     o: EtcdRegistrationOptions,
-    shard: { id: string; host: string; port: number },
+    shard: { id: string; host: string; port: number; ports?: Record<string, number> },
     log: Logger,
   ): Promise<ShardRegistration> {
     const client = new Etcd3({ hosts: o.hosts, dialTimeout: 5000 });
@@ -46,9 +49,13 @@ export class ShardRegistration {
     const key = `${o.prefix ?? DEFAULT_ETCD_PREFIX}${shard.id}`;
     lease.on('lost', (err) => log.log('error', 'etcd lease lost', { shard: shard.id, error: err }));
     try {
-      await lease
-        .put(key)
-        .value(JSON.stringify({ host: o.advertiseHost ?? shard.host, port: shard.port }));
+      await lease.put(key).value(
+        JSON.stringify({
+          host: o.advertiseHost ?? shard.host,
+          port: shard.port,
+          ...(shard.ports === undefined ? {} : { ports: shard.ports }),
+        }),
+      );
     } catch (err) {
       lease.release();
       client.close();

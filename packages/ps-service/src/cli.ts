@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { MIN_SECRET_BYTES, type Transport } from '@rdmajs/mux';
+import { MIN_SECRET_BYTES, RdmaTransport, type Transport } from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
+import { openDevice } from '@rdmajs/verbs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { PsServiceError } from './errors.js';
 import { jsonLogger, type LogLevel } from './Logger.js';
 import { PsService } from './PsService.js';
 import { parseServiceTables } from './ServiceConfig.js';
+import { DEFAULT_ETCD_PREFIX } from './ShardRegistration.js';
 
 /** The environment variable that may hold the shared secret (never a command-line flag). */
 export const SECRET_ENV = 'RDMAJS_PS_SECRET';
@@ -28,13 +30,57 @@ function parseListen(v: string): { host: string; port: number } {
   return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
 }
 
-function transportOf(name: string): Transport {
-  // RDMA plugs in here when its transport lands; every layer above takes any mux Transport.
-  if (name === 'tcp') return new TcpTransport();
+/** `host:port[,port…]`: one port per transport of `--transport`, in its order. */
+function parseListenPorts(v: string): { host: string; ports: number[] } {
+  const m = /^(.*):(\d{1,5}(?:,\d{1,5})*)$/.exec(v);
+  const ports = (m?.[2] ?? '').split(',').map(Number);
+  if (m === null || !ports.every((p) => p >= 0 && p <= 65_535))
+    throw new InvalidArgumentError('expected host:port or host:port,port');
+  return { host: (m[1] ?? '').replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', ports };
+}
+
+const TRANSPORTS = ['rdma', 'tcp'] as const;
+type TransportName = (typeof TRANSPORTS)[number];
+
+function parseTransports(v: string): TransportName[] {
+  const names = v.split(',');
+  for (const n of names) {
+    if (!(TRANSPORTS as readonly string[]).includes(n))
+      throw new InvalidArgumentError(`transports are ${TRANSPORTS.join(', ')}; got ${n}`);
+  }
+  if (new Set(names).size !== names.length) throw new InvalidArgumentError('a transport twice');
+  return names as TransportName[];
+}
+
+/** The ports of `--listen` matched to the transports (port 0 alone: any free port for each). */
+function portsFor(names: TransportName[], ports: number[]): number[] {
+  if (ports.length === names.length) return ports;
+  if (ports.length === 1 && ports[0] === 0) return names.map(() => 0);
   throw new PsServiceError(
     'ERR_PS_SERVICE_CONFIG',
-    `transport ${name} is not available in this build (tcp is)`,
+    `--listen gives ${ports.length} port(s) for ${names.length} transports (${names.join(',')}): one each, or :0`,
   );
+}
+
+interface RdmaCliOptions {
+  provider: 'auto' | 'soft' | 'ibverbs';
+  device?: string;
+  eagerThreshold?: number;
+  poll: 'event' | 'adaptive' | 'busy';
+}
+
+function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
+  if (name === 'tcp') return new TcpTransport();
+  // Soft provider by default: RDMA semantics over the kernel, no NIC needed.
+  const device = openDevice({
+    provider: rdma.provider,
+    ...(rdma.device === undefined ? {} : { name: rdma.device }),
+  });
+  return new RdmaTransport({
+    device,
+    pollPolicy: rdma.poll,
+    ...(rdma.eagerThreshold === undefined ? {} : { eagerThreshold: rdma.eagerThreshold }),
+  });
 }
 
 function readSecret(file: string | undefined): string {
@@ -61,11 +107,34 @@ async function main(argv: string[]): Promise<void> {
     .description('Serve a parameter-server shard (sparse tables and dense tensors) over rdmajs RPC')
     .requiredOption('--tables <file>', 'table definitions (JSON, validated)')
     .requiredOption('--shard-id <id>', 'this shard (1–64 of [A-Za-z0-9_-])')
-    .option('--listen <host:port>', 'address to listen on', parseListen, {
-      host: '127.0.0.1',
-      port: 0,
-    })
-    .addOption(new Option('--transport <name>', 'transport').choices(['tcp']).default('tcp'))
+    .option(
+      '--listen <host:port[,port]>',
+      'address to listen on: one port per transport, in --transport order (:0 any free ports)',
+      parseListenPorts,
+      { host: '127.0.0.1', ports: [0] },
+    )
+    .option(
+      '--transport <names>',
+      'transports to listen on at once, comma-separated: rdma, tcp (clients choose)',
+      parseTransports,
+      ['tcp'] as TransportName[],
+    )
+    .addOption(
+      new Option('--rdma-provider <provider>', 'verbs provider of the rdma transport')
+        .choices(['soft', 'ibverbs', 'auto'])
+        .default('soft'),
+    )
+    .option('--rdma-device <name>', 'verbs device of the rdma transport (default: the first)')
+    .option(
+      '--rdma-eager-threshold <bytes>',
+      'rdma: messages up to this size go by SEND, larger by READ (default 8192; both sides: the smaller wins)',
+      int('--rdma-eager-threshold', 64),
+    )
+    .addOption(
+      new Option('--rdma-poll <policy>', 'rdma completion polling')
+        .choices(['event', 'adaptive', 'busy'])
+        .default('event'),
+    )
     .option('--data-dir <dir>', 'snapshots + push log (restored at start); in memory without it')
     .option(
       '--snapshot-interval <ms>',
@@ -82,6 +151,9 @@ async function main(argv: string[]): Promise<void> {
       'serve Prometheus metrics at http://host:port/metrics',
       parseListen,
     )
+    .option('--etcd <urls>', 'register in the etcd shard map (comma-separated endpoints)')
+    .option('--etcd-prefix <prefix>', 'the shard map key prefix', DEFAULT_ETCD_PREFIX)
+    .option('--advertise <host>', 'the host clients reach this shard at (etcd entry)')
     .option('--secret-file <file>', `file holding the shared secret (else $${SECRET_ENV})`)
     .addOption(
       new Option('--log-level <level>', 'log level')
@@ -97,8 +169,12 @@ async function main(argv: string[]): Promise<void> {
   const o = program.opts<{
     tables: string;
     shardId: string;
-    listen: { host: string; port: number };
-    transport: string;
+    listen: { host: string; ports: number[] };
+    transport: TransportName[];
+    rdmaProvider: 'auto' | 'soft' | 'ibverbs';
+    rdmaDevice?: string;
+    rdmaEagerThreshold?: number;
+    rdmaPoll: 'event' | 'adaptive' | 'busy';
     dataDir?: string;
     snapshotInterval?: number;
     maxBatchKeys?: number;
@@ -123,10 +199,19 @@ async function main(argv: string[]): Promise<void> {
       `table file ${o.tables}: ${(err as Error).message}`,
     );
   }
+  const ports = portsFor(o.transport, o.listen.ports);
+  const rdmaOptions: RdmaCliOptions = {
+    provider: o.rdmaProvider,
+    poll: o.rdmaPoll,
+    ...(o.rdmaDevice === undefined ? {} : { device: o.rdmaDevice }),
+    ...(o.rdmaEagerThreshold === undefined ? {} : { eagerThreshold: o.rdmaEagerThreshold }),
+  };
   const service = await PsService.start({
-    transport: transportOf(o.transport),
-    host: o.listen.host,
-    port: o.listen.port,
+    listen: o.transport.map((name, i) => ({
+      transport: transportOf(name, rdmaOptions),
+      host: o.listen.host,
+      port: ports[i] as number,
+    })),
     secret: readSecret(o.secretFile),
     shardId: o.shardId,
     tables: parseServiceTables(tablesJson),

@@ -1,6 +1,8 @@
 export { PsServiceError, type PsServiceErrorCode } from './errors.js';
 export { jsonLogger, type Logger, type LogLevel, silentLogger } from './Logger.js';
 export {
+  type ListenerInfo,
+  type ListenSpec,
   PsService,
   type PsServiceOptions,
   type PsServiceState,

@@ -107,4 +107,17 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
       error: { code: 'ERR_PS_SERVICE_CONFIG' },
     });
   });
+
+  it('with a port count that does not match --transport, or an unknown transport', async () => {
+    const common = ['--tables', tables, '--shard-id', 's0', '--secret-file', secretFile];
+    const r1 = await run([...common, '--transport', 'rdma,tcp', '--listen', '127.0.0.1:7001']);
+    expect(r1.code).toBe(1);
+    expect(r1.logs.at(-1)).toMatchObject({
+      msg: 'start failed',
+      error: { code: 'ERR_PS_SERVICE_CONFIG' },
+    });
+    const r2 = await run([...common, '--transport', 'udp']);
+    expect(r2.code).not.toBe(0);
+    expect(r2.out).toMatch(/transports are rdma, tcp; got udp/);
+  });
 });

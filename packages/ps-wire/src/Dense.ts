@@ -100,6 +100,24 @@ export function allocatePullDenseReply(count: number): { bytes: Uint8Array; valu
   return { bytes, values: new Float32Array(bytes.buffer, PULL_DENSE_REPLY_FIXED, count) };
 }
 
+/** As `pullReplyInto`, for a dense pull reply of `count` values. */
+export function pullDenseReplyInto(bytes: Uint8Array, count: number): Float32Array {
+  if (!(bytes instanceof Uint8Array) || bytes.length !== pullDenseReplyLength(count)) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `a dense pull reply of ${count} values needs exactly ${pullDenseReplyLength(count)} bytes`,
+    );
+  }
+  if ((bytes.byteOffset + PULL_DENSE_REPLY_FIXED) % 4 !== 0) {
+    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'dense pull reply bytes must be 4-aligned');
+  }
+  bytes.fill(0, 0, PULL_DENSE_REPLY_FIXED);
+  bytes[0] = PS_WIRE_VERSION;
+  bytes[1] = PsMessageKind.PullDenseReply;
+  viewOf(bytes).setUint32(4, count, true);
+  return new Float32Array(bytes.buffer, bytes.byteOffset + PULL_DENSE_REPLY_FIXED, count);
+}
+
 export function encodePullDenseReply(values: Float32Array): Uint8Array {
   const f = checkFloats(values, 'values');
   const { bytes } = allocatePullDenseReply(f.length);

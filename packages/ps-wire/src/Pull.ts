@@ -112,6 +112,32 @@ export function allocatePullReply(
   return { bytes, rows: new Float32Array(bytes.buffer, PULL_REPLY_FIXED, count * dim) };
 }
 
+/**
+ * Writes a pull reply's fixed part into `bytes` (exactly `pullReplyLength(count, dim)`
+ * bytes, 4-aligned, e.g. a registered reply block) and returns its rows as a view for the
+ * server to gather into: the reply is built where it is sent from.
+ */
+export function pullReplyInto(bytes: Uint8Array, count: number, dim: number): Float32Array {
+  checkU32(count, 'count');
+  checkDim(dim);
+  if (!(bytes instanceof Uint8Array) || bytes.length !== pullReplyLength(count, dim)) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `a pull reply of ${count} × ${dim} needs exactly ${pullReplyLength(count, dim)} bytes`,
+    );
+  }
+  if ((bytes.byteOffset + PULL_REPLY_FIXED) % 4 !== 0) {
+    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'pull reply bytes must be 4-aligned');
+  }
+  bytes.fill(0, 0, PULL_REPLY_FIXED);
+  const v = viewOf(bytes);
+  bytes[0] = PS_WIRE_VERSION;
+  bytes[1] = PsMessageKind.PullReply;
+  v.setUint32(4, dim, true);
+  v.setUint32(8, count, true);
+  return new Float32Array(bytes.buffer, bytes.byteOffset + PULL_REPLY_FIXED, count * dim);
+}
+
 export function encodePullReply(reply: { dim: number; rows: Float32Array }): Uint8Array {
   const dim = checkDim(reply.dim);
   const rows = checkFloats(reply.rows, 'rows');

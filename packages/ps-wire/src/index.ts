@@ -8,6 +8,7 @@ export {
   encodePushDenseRequest,
   type PullDenseRequest,
   type PushDenseRequest,
+  pullDenseReplyInto,
   pullDenseReplyLength,
 } from './Dense.js';
 export { PsWireError, type PsWireErrorCode, type PsWireErrorOptions } from './errors.js';
@@ -29,6 +30,7 @@ export {
   encodePullRequest,
   type PullReply,
   type PullRequest,
+  pullReplyInto,
   pullReplyLength,
   pullRequestLength,
 } from './Pull.js';

@@ -21,6 +21,10 @@ import {
   encodeTableInfoRequest,
   PsMessageKind,
   PsWireError,
+  pullDenseReplyInto,
+  pullDenseReplyLength,
+  pullReplyInto,
+  pullReplyLength,
 } from '../src/index.js';
 
 const nameArb = fc.stringMatching(/^[A-Za-z0-9_.-]{1,40}$/);
@@ -70,6 +74,32 @@ describe('ps-wire round trips', () => {
             expect([d.dim, d.count]).toEqual([dim, count]);
             expect(bits(d.rows)).toEqual(bits(rows));
           }
+        },
+      ),
+    );
+  });
+
+  it('pull replies built in place (at an offset of a larger buffer) equal the encoded ones', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 0, max: 16 }),
+        fc.integer({ min: 0, max: 8 }),
+        (dim, count, slot) => {
+          const rows = new Float32Array(count * dim).map((_, i) => i * 0.25 - 1);
+          // Garbage around and under it: the fixed part must be written whole.
+          const big = new Uint8Array(8 + 4 * slot + pullReplyLength(count, dim) + 8).fill(0xab);
+          const at = 4 * slot + 4; // 4-aligned, as a reply payload 20 bytes into a block is
+          const bytes = big.subarray(at, at + pullReplyLength(count, dim));
+          pullReplyInto(bytes, count, dim).set(rows);
+          expect(Buffer.from(bytes).equals(Buffer.from(encodePullReply({ dim, rows })))).toBe(true);
+          const dense = big.subarray(at, at + pullDenseReplyLength(rows.length));
+          pullDenseReplyInto(dense, rows.length).set(rows);
+          expect(bits(decodePullDenseReply(dense))).toEqual(bits(rows));
+          expect(() =>
+            pullReplyInto(big.subarray(at + 1, at + 1 + bytes.length), count, dim),
+          ).toThrow(/4-aligned/);
+          expect(() => pullReplyInto(bytes.subarray(1), count, dim)).toThrow(/exactly/);
         },
       ),
     );

@@ -1,8 +1,17 @@
+import { type MessagePart, partBytes } from '@rdmajs/mux';
 import type { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
 import {
+  ReplyBuffer,
+  type ReplyMemory,
+  releaseReplyBuffer,
+  replyFrame,
+  replyFrameBytes,
+} from './ReplyBuffer.js';
+import {
   decodeRpcFrame,
   encodeResponseHeader,
+  encodeResponseHeaderInto,
   type RpcFrameLimits,
   type RpcRequestHeader,
   RpcStatus,
@@ -17,13 +26,23 @@ export interface CallContext {
   readonly idempotent: boolean;
   /** The caller's remaining budget when the request was sent, ms (0: none). */
   readonly deadlineMs: number;
+  /**
+   * Room for a reply payload of `length` bytes, in the connection's reply memory (registered
+   * memory on RDMA: the reply then goes out without a copy) or on the heap. Write the payload
+   * into its `payload` and return the ReplyBuffer; it is released once sent, or when the
+   * handler fails.
+   */
+  allocateReply(length: number): ReplyBuffer;
 }
 
-/** Gets a view of the request payload (valid only until it returns or settles) and returns the reply bytes. */
+/**
+ * Gets a view of the request payload (valid only until it returns or settles) and returns
+ * the reply bytes, or a ReplyBuffer of `context.allocateReply()` built in place.
+ */
 export type MethodHandler = (
   payload: Uint8Array,
   context: CallContext,
-) => Uint8Array | Promise<Uint8Array>;
+) => Uint8Array | ReplyBuffer | Promise<Uint8Array | ReplyBuffer>;
 
 export interface MethodOptions {
   /** Safe to run more than once: replayed after recovery instead of de-duplicated. Default false. */
@@ -43,6 +62,11 @@ export interface DispatchScope {
    * tick, so no other call's effect is ever half-recorded in what is saved.
    */
   readonly onRecorded?: (sessionId: string, seq: number) => void;
+  /**
+   * Where `context.allocateReply` builds replies (default: the heap). Parts of the response
+   * that are blocks from it belong to the response: send them with `{ transfer: true }`.
+   */
+  readonly replyMemory?: ReplyMemory;
 }
 
 interface Method {
@@ -102,7 +126,7 @@ export class MethodRegistry {
    * Throws RpcDecodeError for a malformed frame: the caller drops the connection, since its
    * request id cannot be trusted.
    */
-  async dispatch(frame: Uint8Array, scope: DispatchScope): Promise<Uint8Array[] | undefined> {
+  async dispatch(frame: Uint8Array, scope: DispatchScope): Promise<MessagePart[] | undefined> {
     const epoch = scope.epoch;
     const decoded = decodeRpcFrame(frame, this.#limits);
     if (decoded.kind !== 'request') return undefined;
@@ -143,16 +167,16 @@ export class MethodRegistry {
         }
         return this.#replay(stored, h, epoch);
       }
-      const record = (parts: Uint8Array[]): Uint8Array[] => {
+      const record = (parts: MessagePart[]): MessagePart[] => {
         dedup.complete(sessionId, h.sessionSeq, concat(parts));
         scope.onRecorded?.(sessionId, h.sessionSeq);
         return parts;
       };
-      const ran = this.#run(method, h, decoded.payload, epoch);
+      const ran = this.#run(method, h, decoded.payload, epoch, scope.replyMemory);
       // A synchronous handler is recorded in the same tick it ran (see `onRecorded`).
       return Array.isArray(ran) ? record(ran) : record(await ran);
     }
-    return this.#run(method, h, decoded.payload, epoch);
+    return this.#run(method, h, decoded.payload, epoch, scope.replyMemory);
   }
 
   /** Runs the handler; its outcome as response parts, synchronously when the handler is. */
@@ -161,27 +185,88 @@ export class MethodRegistry {
     h: RpcRequestHeader,
     payload: Uint8Array,
     epoch: number,
-  ): Uint8Array[] | Promise<Uint8Array[]> {
+    memory: ReplyMemory | undefined,
+  ): MessagePart[] | Promise<MessagePart[]> {
+    // Reply buffers this call made: one may become the response, the rest are released.
+    let made: ReplyBuffer[] | undefined;
     const context: CallContext = {
       method: h.method,
       requestId: h.requestId,
       idempotent: method.idempotent,
       deadlineMs: h.deadlineMs,
+      allocateReply: (length: number): ReplyBuffer => {
+        if (!Number.isInteger(length) || length < 0 || length > this.#limits.maxPayloadBytes) {
+          throw new RpcError(
+            'ERR_RPC_FRAME_TOO_LARGE',
+            `a reply of ${length} bytes exceeds the payload limit`,
+          );
+        }
+        const r = new ReplyBuffer(length, memory);
+        if (made === undefined) made = [r];
+        else made.push(r);
+        return r;
+      },
     };
-    let result: Uint8Array | Promise<Uint8Array>;
+    const settle = (result: unknown): void => {
+      if (made === undefined) return;
+      for (const r of made) if (r !== result) releaseReplyBuffer(r);
+    };
+    let result: Uint8Array | ReplyBuffer | Promise<Uint8Array | ReplyBuffer>;
     try {
       result = method.handler(payload, context);
     } catch (err) {
+      settle(undefined);
       return this.#errorParts(h, epoch, err);
     }
-    if (result instanceof Uint8Array) return this.#okParts(h, epoch, result);
+    if (result instanceof Uint8Array || result instanceof ReplyBuffer) {
+      settle(result);
+      return this.#okParts(h, epoch, result, made);
+    }
     return Promise.resolve(result).then(
-      (r) => this.#okParts(h, epoch, r),
-      (err: unknown) => this.#errorParts(h, epoch, err),
+      (r) => {
+        settle(r);
+        return this.#okParts(h, epoch, r, made);
+      },
+      (err: unknown) => {
+        settle(undefined);
+        return this.#errorParts(h, epoch, err);
+      },
     );
   }
 
-  #okParts(h: RpcRequestHeader, epoch: number, result: unknown): Uint8Array[] {
+  #okParts(
+    h: RpcRequestHeader,
+    epoch: number,
+    result: unknown,
+    made: ReplyBuffer[] | undefined,
+  ): MessagePart[] {
+    if (result instanceof ReplyBuffer) {
+      if (made?.includes(result) !== true) {
+        return this.#errorParts(
+          h,
+          epoch,
+          new RpcError(
+            'ERR_RPC_INVALID_ARG',
+            `handler of ${h.method} returned another call's reply`,
+          ),
+        );
+      }
+      // The header goes into the room left in front of the payload: no copy of the payload.
+      encodeResponseHeaderInto(
+        replyFrameBytes(result),
+        0,
+        {
+          requestId: h.requestId,
+          epoch,
+          status: RpcStatus.Ok,
+          errorCode: '',
+          errorMessage: '',
+          payloadLength: result.payload.length,
+        },
+        this.#limits,
+      );
+      return [replyFrame(result)];
+    }
     if (!(result instanceof Uint8Array)) {
       return this.#errorParts(
         h,
@@ -283,14 +368,15 @@ export class MethodRegistry {
   }
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
+function concat(parts: readonly MessagePart[]): Uint8Array {
   let n = 0;
-  for (const p of parts) n += p.length;
+  for (const p of parts) n += partBytes(p).length;
   const out = new Uint8Array(n);
   let o = 0;
   for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
+    const b = partBytes(p);
+    out.set(b, o);
+    o += b.length;
   }
   return out;
 }

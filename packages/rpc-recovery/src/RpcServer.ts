@@ -3,6 +3,7 @@ import { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
 import { checkFunction, checkInt } from './internal/validate.js';
 import type { MethodRegistry } from './MethodRegistry.js';
+import type { ReplyMemory } from './ReplyBuffer.js';
 import { SessionAuthority } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
@@ -48,6 +49,15 @@ export interface RpcServerStats {
   refused: number;
   /** Connections dropped for a protocol error, a missed handshake deadline or idleness. */
   dropped: number;
+}
+
+/** Per connection: see `RpcServer.serve`. */
+export interface ServeOptions {
+  /**
+   * Where handlers' `context.allocateReply` builds this connection's replies: e.g. the RDMA
+   * transport's registered memory, so replies go out without a copy. Default the heap.
+   */
+  replyMemory?: ReplyMemory;
 }
 
 interface ConnState {
@@ -135,7 +145,11 @@ export class RpcServer {
     return { connections: this.#connections.size, ...this.#stats };
   }
 
-  serve(connection: Connection): void {
+  serve(connection: Connection, options: ServeOptions = {}): void {
+    const replyMemory =
+      options.replyMemory === undefined
+        ? undefined
+        : checkFunction<ReplyMemory>('replyMemory', options.replyMemory);
     if (connection.state === 'closed' || connection.state === 'failed') return; // nothing to serve
     const st: ConnState = {
       phase: 'hello',
@@ -181,7 +195,7 @@ export class RpcServer {
         st.control = ch;
         void this.#control(connection, ch, st, drop);
       } else if (ch.name === RPC_DATA_CHANNEL && st.phase === 'ready') {
-        void this.#serveData(connection, ch, st);
+        void this.#serveData(connection, ch, st, replyMemory);
       } else {
         drop(`unexpected channel ${ch.name} in phase ${st.phase}`);
       }
@@ -314,12 +328,18 @@ export class RpcServer {
     this.#live.set(sessionId, connection);
   }
 
-  async #serveData(connection: Connection, ch: Channel, st: ConnState): Promise<void> {
+  async #serveData(
+    connection: Connection,
+    ch: Channel,
+    st: ConnState,
+    replyMemory: ReplyMemory | undefined,
+  ): Promise<void> {
     const scope = {
       epoch: st.epoch,
       sessionId: st.sessionId as string,
       dedup: this.#dedup,
       ...(this.#onRecorded === undefined ? {} : { onRecorded: this.#onRecorded }),
+      ...(replyMemory === undefined ? {} : { replyMemory }),
     };
     for (;;) {
       let msg: InboundMessage;
@@ -338,7 +358,8 @@ export class RpcServer {
       this.#registry.dispatch(msg.bytes, scope).then(
         (parts) => {
           if (parts === undefined) release();
-          else ch.send(parts).then(release, release);
+          // Reply blocks belong to the response: the transport releases them once sent.
+          else ch.send(parts, { transfer: true }).then(release, release);
         },
         (err: unknown) => {
           release();

@@ -36,6 +36,7 @@ export {
   type MethodOptions,
   MethodRegistry,
 } from './MethodRegistry.js';
+export { type ReplyBlock, ReplyBuffer, type ReplyMemory } from './ReplyBuffer.js';
 export {
   type CallOptions,
   RpcClient,
@@ -71,7 +72,12 @@ export {
   rpcFrameLimits,
 } from './RpcFrame.js';
 export { RpcReply } from './RpcReply.js';
-export { RpcServer, type RpcServerOptions, type RpcServerStats } from './RpcServer.js';
+export {
+  RpcServer,
+  type RpcServerOptions,
+  type RpcServerStats,
+  type ServeOptions,
+} from './RpcServer.js';
 export {
   type IssuedSession,
   MAX_EPOCH,

@@ -1,3 +1,4 @@
+import { type MessagePart, partBytes } from '@rdmajs/mux';
 import { describe, expect, it } from 'vitest';
 import {
   DeduplicationTable,
@@ -32,12 +33,13 @@ function request(
   return out;
 }
 
-function response(parts: Uint8Array[] | undefined) {
+function response(parts: MessagePart[] | undefined) {
   expect(parts).toBeDefined();
-  const total = (parts ?? []).reduce((n, p) => n + p.length, 0);
+  const bytes = (parts ?? []).map(partBytes);
+  const total = bytes.reduce((n, p) => n + p.length, 0);
   const out = new Uint8Array(total);
   let o = 0;
-  for (const p of parts ?? []) {
+  for (const p of bytes) {
     out.set(p, o);
     o += p.length;
   }

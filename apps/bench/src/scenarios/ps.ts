@@ -4,31 +4,52 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { PsClient } from '@rdmajs/ps-client';
-import { TcpTransport } from '@rdmajs/tcp';
+import { openDevice } from '@rdmajs/verbs';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { callsFor } from './grpc-store.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 
+/** `PS_BENCH_BATCHES=1,256` / `PS_BENCH_DIMS=64`: a part of the grid (quick looks). */
+const listEnv = (name: string): number[] | undefined =>
+  process.env[name]?.split(',').map((x) => {
+    const n = Number(x);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: ${x} is not a positive integer`);
+    return n;
+  });
+
 /** Keys per call and row widths measured (the issue's grid, first version). */
-export const PS_BATCHES: readonly number[] = [1, 16, 256, 4096];
-export const PS_DIMS: readonly number[] = [8, 64, 256];
+export const PS_BATCHES: readonly number[] = listEnv('PS_BENCH_BATCHES') ?? [1, 16, 256, 4096];
+export const PS_DIMS: readonly number[] = listEnv('PS_BENCH_DIMS') ?? [8, 64, 256];
 const SHARDS = 3;
 const KEY_SPACE = 1_000_000;
 const DISTINCT_BATCHES = 16;
 const SECRET = 'rdmajs-bench-ps-secret-0123456789';
+/** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 8 KiB). */
+const EAGER =
+  process.env.PS_BENCH_EAGER === undefined ? undefined : Number(process.env.PS_BENCH_EAGER);
 
 const require = createRequire(import.meta.url);
 const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
 
 interface Shard {
   proc: ChildProcess;
-  port: number;
+  /** Port per transport name (`rdma`, `tcp`). */
+  ports: Record<string, number>;
 }
 
-/** One `rdmajs-ps-server` process (the CLI from source), resolved once it logs `serving`. */
-function startShard(id: string, tablesFile: string, secretFile: string): Promise<Shard> {
+/**
+ * One `rdmajs-ps-server` process (the CLI from source) listening on `transports` at once,
+ * resolved once it logs `serving`.
+ */
+function startShard(
+  id: string,
+  tablesFile: string,
+  secretFile: string,
+  transports: string,
+  provider: 'soft' | 'ibverbs',
+): Promise<Shard> {
   const proc = spawn(
     process.execPath,
     [
@@ -44,6 +65,11 @@ function startShard(id: string, tablesFile: string, secretFile: string): Promise
       secretFile,
       '--log-level',
       'info',
+      '--transport',
+      transports,
+      '--rdma-provider',
+      provider,
+      ...(EAGER === undefined ? [] : ['--rdma-eager-threshold', String(EAGER)]),
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -53,10 +79,16 @@ function startShard(id: string, tablesFile: string, secretFile: string): Promise
     proc.once('exit', (c) => reject(new Error(`ps shard ${id} exited ${c}`)));
     proc.stdout?.on('data', (d: Buffer) => {
       buf += d.toString();
-      const m = /"msg":"serving".*?"port":(\d+)/.exec(buf);
-      if (m) {
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.includes('"serving"')) continue;
+        const rec = JSON.parse(line) as { listeners: { transport: string; port: number }[] };
         clearTimeout(timer);
-        resolve({ proc, port: Number(m[1]) });
+        resolve({
+          proc,
+          ports: Object.fromEntries(rec.listeners.map((l) => [l.transport, l.port])),
+        });
       }
     });
   });
@@ -83,10 +115,16 @@ function keyBatches(batch: number, seed: number): BigUint64Array[] {
   );
 }
 
+type Side = 'tcp' | 'rdma';
+
+/** Rounds per row: each side runs a quarter of its calls in turn, so load drifts hit both alike. */
+const ROUNDS = 4;
+
 export const psScenario: Scenario = {
   name: 'ps',
-  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes + one PsClient, pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}; TCP (the RDMA column comes with the RDMA transport)`,
+  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
+    const sides: Side[] = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     const work = mkdtempSync(join(tmpdir(), 'rdmajs-bench-ps-'));
     const tablesFile = join(work, 'tables.json');
     const secretFile = join(work, 'secret');
@@ -104,67 +142,105 @@ export const psScenario: Scenario = {
     writeFileSync(secretFile, SECRET, { mode: 0o600 });
     const shards: Shard[] = [];
     const results: Result[] = [];
-    let client: PsClient | undefined;
+    const clients = new Map<Side, PsClient>();
     try {
+      if (sides.length === 0) return results;
       progress('starting ps shards');
       shards.push(
         ...(await Promise.all(
-          Array.from({ length: SHARDS }, (_, i) => startShard(`b${i}`, tablesFile, secretFile)),
+          Array.from({ length: SHARDS }, (_, i) =>
+            startShard(`b${i}`, tablesFile, secretFile, sides.join(','), o.provider),
+          ),
         )),
       );
-      client = await PsClient.connect({
-        servers: shards.map((s) => `127.0.0.1:${s.port}`),
-        transport: new TcpTransport(),
-        secret: SECRET,
-      });
-      const c = client;
+      for (const side of sides) {
+        clients.set(
+          side,
+          await PsClient.connect({
+            servers: shards.map((s) => ({ host: '127.0.0.1', port: s.ports[side] as number })),
+            transport: side,
+            ...(side === 'rdma'
+              ? {
+                  rdma: {
+                    ...(o.provider === 'soft'
+                      ? {}
+                      : { device: openDevice({ provider: o.provider }) }),
+                    ...(EAGER === undefined ? {} : { eagerThreshold: EAGER }),
+                  },
+                }
+              : {}),
+            secret: SECRET,
+          }),
+        );
+      }
       const allCpu = () =>
         cpuNowUs() + shards.reduce((a, s) => a + procCpuUs(s.proc.pid as number), 0);
-      if (!o.transports.includes('tcp')) return results;
       // Warm every path once (JIT, connections, first rows) so the first rows measured are not
       // the slowest; each row still has its own warm-up below.
       progress('ps warm-up');
-      for (let k = 0; k < 200; k++) {
-        const dim = PS_DIMS[k % PS_DIMS.length] as number;
-        const keys = BigUint64Array.from({ length: 16 }, (_, i) => BigInt(k * 16 + i + 1));
-        await c.pull(`emb${dim}`, keys);
-        await c.push(`emb${dim}`, keys, new Float32Array(16 * dim));
+      for (const c of clients.values()) {
+        for (let k = 0; k < 200; k++) {
+          const dim = PS_DIMS[k % PS_DIMS.length] as number;
+          const keys = BigUint64Array.from({ length: 16 }, (_, i) => BigInt(k * 16 + i + 1));
+          (await c.pull(`emb${dim}`, keys)).release();
+          await c.push(`emb${dim}`, keys, new Float32Array(16 * dim));
+        }
       }
       for (const dim of PS_DIMS) {
         for (const batch of PS_BATCHES) {
           const batches = keyBatches(batch, batch * 7919 + dim);
           const grads = new Float32Array(batch * dim).fill(0.001);
           const calls = callsFor(batch, o.iterations);
+          const perRound = Math.max(1, Math.ceil(calls / ROUNDS));
           for (const op of ['pull', 'push'] as const) {
             progress(`ps ${op} ${batch} keys × dim ${dim}`);
-            const call = async (k: number) => {
+            const call = async (c: PsClient, k: number) => {
               const keys = batches[k % DISTINCT_BATCHES] as BigUint64Array;
-              if (op === 'pull') await c.pull(`emb${dim}`, keys);
+              // A pull hands out views of the replies; releasing them is part of the call.
+              if (op === 'pull') (await c.pull(`emb${dim}`, keys)).release();
               else await c.push(`emb${dim}`, keys, grads);
             };
             const warmup = Math.max(10, Math.floor(calls / 10));
-            for (let k = 0; k < warmup; k++) await call(k);
-            const rec = new LatencyRecorder();
-            const cpu0 = allCpu();
-            for (let k = 0; k < calls; k++) {
-              const t0 = performance.now();
-              await call(warmup + k);
-              rec.record((performance.now() - t0) * 1000);
+            const recs = new Map(sides.map((s) => [s, new LatencyRecorder()]));
+            const cpu = new Map(sides.map((s) => [s, 0]));
+            const done = new Map(sides.map((s) => [s, 0]));
+            for (const side of sides) {
+              const c = clients.get(side) as PsClient;
+              for (let k = 0; k < warmup; k++) await call(c, k);
             }
-            results.push({
-              transport: 'tcp',
-              op: `ps-${op}/d${dim}`,
-              sizeBytes: batch * dim * 4,
-              batchKeys: batch,
-              dim,
-              ...rec.summary(),
-              cpuUsPerOp: (allCpu() - cpu0) / calls,
-            });
+            for (let round = 0; round < ROUNDS; round++) {
+              for (const side of sides) {
+                const c = clients.get(side) as PsClient;
+                const rec = recs.get(side) as LatencyRecorder;
+                const n = Math.min(perRound, calls - round * perRound);
+                const cpu0 = allCpu();
+                for (let k = 0; k < n; k++) {
+                  const t0 = performance.now();
+                  await call(c, warmup + round * perRound + k);
+                  rec.record((performance.now() - t0) * 1000);
+                }
+                cpu.set(side, (cpu.get(side) as number) + allCpu() - cpu0);
+                done.set(side, (done.get(side) as number) + n);
+              }
+            }
+            for (const side of sides) {
+              const row = `ps-${op}/d${dim}`;
+              results.push({
+                transport: side === 'tcp' ? 'tcp' : o.provider,
+                op: row,
+                ...(side === 'rdma' ? { baselineOp: row } : {}),
+                sizeBytes: batch * dim * 4,
+                batchKeys: batch,
+                dim,
+                ...(recs.get(side) as LatencyRecorder).summary(),
+                cpuUsPerOp: (cpu.get(side) as number) / Math.max(1, done.get(side) as number),
+              });
+            }
           }
         }
       }
     } finally {
-      await client?.close();
+      await Promise.allSettled([...clients.values()].map((c) => c.close()));
       await Promise.all(
         shards.map(
           (s) =>
@@ -178,5 +254,26 @@ export const psScenario: Scenario = {
       rmSync(work, { recursive: true, force: true });
     }
     return results;
+  },
+  summarize(results: Result[]): string {
+    const lines: string[] = [];
+    const find = (t: string, op: string, batch: number, dim: number) =>
+      results.find(
+        (r) => r.transport === t && r.op === op && r.batchKeys === batch && r.dim === dim,
+      );
+    for (const r of results.filter((x) => x.transport !== 'tcp')) {
+      const b = find('tcp', r.op, r.batchKeys as number, r.dim as number);
+      if (b === undefined) continue;
+      const mean = r.meanUs / b.meanUs;
+      const p99 = r.p99Us / b.p99Us;
+      const headline = r.op === 'ps-pull/d64' && r.batchKeys === 256;
+      const target = headline
+        ? ` (targets mean ≤ 0.5×: ${mean <= 0.5 ? 'met' : 'missed'}, p99 ≤ 0.4×: ${p99 <= 0.4 ? 'met' : 'missed'})`
+        : '';
+      lines.push(
+        `${r.op} ${r.batchKeys} keys, ${r.transport} / tcp: mean ${mean.toFixed(2)}x, p50 ${(r.p50Us / b.p50Us).toFixed(2)}x, p99 ${p99.toFixed(2)}x, CPU/call ${(r.cpuUsPerOp / b.cpuUsPerOp).toFixed(2)}x${target}`,
+      );
+    }
+    return lines.join('\n');
   },
 };

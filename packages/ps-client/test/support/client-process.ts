@@ -1,11 +1,16 @@
 // A PsClient in its own process, driven over IPC by the end-to-end test: the second of the
 // two clients. Floats travel as their u32 bit patterns, keys as decimal strings, so nothing
 // is rounded on the way.
-import { TcpTransport } from '@rdmajs/tcp';
-import { PsClient } from '../../src/index.js';
+import { PsClient, type ShardSpec } from '../../src/index.js';
 
 type Request =
-  | { id: number; op: 'connect'; servers: { port: number; id: string }[]; secret: string }
+  | {
+      id: number;
+      op: 'connect';
+      servers: ShardSpec[];
+      secret: string;
+      transport?: 'rdma' | 'tcp' | 'auto';
+    }
   | { id: number; op: 'pull'; table: string; keys: string[] }
   | { id: number; op: 'push'; table: string; keys: string[]; grads: number[] }
   | { id: number; op: 'pullDense'; name: string }
@@ -24,12 +29,14 @@ async function handle(m: Request): Promise<unknown> {
     case 'connect':
       client = await PsClient.connect({
         servers: m.servers,
-        transport: new TcpTransport(),
+        transport: m.transport ?? 'tcp',
         secret: m.secret,
       });
       return client.writerId;
-    case 'pull':
-      return toBits(await (client as PsClient).pull(m.table, keysOf(m.keys)));
+    case 'pull': {
+      using rows = await (client as PsClient).pull(m.table, keysOf(m.keys));
+      return toBits(rows.rows);
+    }
     case 'push':
       return (client as PsClient).push(m.table, keysOf(m.keys), fromBits(m.grads));
     case 'pullDense':

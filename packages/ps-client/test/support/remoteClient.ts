@@ -1,5 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { ShardSpec } from '../../src/index.js';
 
 const entry = fileURLToPath(new URL('./client-process.ts', import.meta.url));
 const toBits = (f: Float32Array): number[] =>
@@ -32,8 +33,9 @@ export class RemoteClient {
   }
 
   static async connect(
-    servers: { port: number; id: string }[],
+    servers: ShardSpec[],
     secret: string,
+    transport: 'rdma' | 'tcp' | 'auto' = 'tcp',
   ): Promise<RemoteClient> {
     const proc = fork(entry, [], {
       execArgv: ['--conditions=@rdmajs/source', '--import', 'tsx'],
@@ -44,7 +46,7 @@ export class RemoteClient {
       proc.once('exit', (c) => reject(new Error(`client process exited ${c} before it was ready`)));
     });
     const c = new RemoteClient(proc);
-    await c.#call({ op: 'connect', servers, secret });
+    await c.#call({ op: 'connect', servers, secret, transport });
     return c;
   }
 

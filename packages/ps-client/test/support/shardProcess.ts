@@ -17,7 +17,10 @@ export function killStragglers(): void {
 
 export interface ShardProcess {
   readonly id: string;
+  /** The first listener's port. */
   readonly port: number;
+  /** Port per transport name (`rdma`, `tcp`). */
+  readonly ports: Readonly<Record<string, number>>;
   readonly proc: ChildProcess;
   /** Every JSON log line so far. */
   readonly logs: Record<string, unknown>[];
@@ -31,6 +34,9 @@ export interface ShardProcessOptions {
   secret: string;
   /** Default 0 (any free port). */
   port?: number;
+  /** `--transport`, e.g. `'rdma,tcp'` (default the CLI's: tcp). With `ports`, one port each. */
+  transports?: string;
+  ports?: number[];
   dataDir?: string;
   extraArgs?: string[];
 }
@@ -52,7 +58,8 @@ export function startShard(o: ShardProcessOptions): Promise<ShardProcess> {
     '--shard-id',
     o.id,
     '--listen',
-    `127.0.0.1:${o.port ?? 0}`,
+    `127.0.0.1:${o.ports?.join(',') ?? o.port ?? 0}`,
+    ...(o.transports === undefined ? [] : ['--transport', o.transports]),
     '--secret-file',
     secretFile,
     ...(o.dataDir === undefined ? [] : ['--data-dir', o.dataDir]),
@@ -88,7 +95,9 @@ export function startShard(o: ShardProcessOptions): Promise<ShardProcess> {
         logs.push(rec);
         if (rec.msg === 'serving') {
           clearTimeout(timer);
-          resolve({ id: o.id, port: rec.port as number, proc, logs, exited });
+          const listeners = rec.listeners as { transport: string; port: number }[];
+          const ports = Object.fromEntries(listeners.map((l) => [l.transport, l.port]));
+          resolve({ id: o.id, port: rec.port as number, ports, proc, logs, exited });
         }
       }
     });

@@ -1,0 +1,130 @@
+import { RdmaTransport } from '@rdmajs/mux';
+import {
+  decodePullReply,
+  decodePushReply,
+  decodeTableInfoReply,
+  encodePullRequest,
+  encodePushRequest,
+  encodeTableInfoRequest,
+  PsMethod,
+} from '@rdmajs/ps-wire';
+import { RpcClient } from '@rdmajs/rpc-recovery';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PsService, parseServiceTables } from '../src/index.js';
+
+const secret = 'ps-service-rdma-secret-0123456789';
+const serverRdma = new RdmaTransport();
+const clientRdma = new RdmaTransport();
+let service: PsService;
+
+beforeAll(async () => {
+  service = await PsService.start({
+    listen: [{ transport: serverRdma }, { transport: new TcpTransport() }],
+    secret,
+    shardId: 's0',
+    tables: parseServiceTables({
+      tables: [{ name: 'emb', dim: 4, optimizer: { kind: 'sum' } }],
+    }),
+  });
+});
+
+afterAll(async () => {
+  await service?.close();
+  await serverRdma.close();
+  await clientRdma.close();
+});
+
+const pullRows = async (client: RpcClient, keys: bigint[]) =>
+  decodePullReply(
+    await client.call(
+      PsMethod.pull,
+      encodePullRequest({ table: 'emb', keys: BigUint64Array.from(keys) }),
+      { idempotent: true },
+    ),
+  ).rows;
+
+describe('one shard listening on RDMA and TCP at once', () => {
+  it('reports both listeners, each on its own port', () => {
+    const l = service.listeners;
+    expect(l.map((x) => x.transport)).toEqual(['rdma', 'tcp']);
+    expect(l[0]?.port).toBeGreaterThan(0);
+    expect(l[1]?.port).toBeGreaterThan(0);
+    expect(l[0]?.port).not.toBe(l[1]?.port);
+    expect(service.portOf('rdma')).toBe(l[0]?.port);
+    expect(service.portOf('tcp')).toBe(l[1]?.port);
+    expect(service.port).toBe(l[0]?.port);
+  });
+
+  it('serves the same store to a client on each transport', async () => {
+    const overRdma = await RpcClient.connect({
+      transport: clientRdma,
+      port: service.portOf('rdma') as number,
+      secret,
+    });
+    const overTcp = await RpcClient.connect({
+      transport: new TcpTransport(),
+      port: service.portOf('tcp') as number,
+      secret,
+    });
+    try {
+      expect(overRdma.stats().transport).toBe('rdma');
+      expect(overTcp.stats().transport).toBe('tcp');
+      const info = decodeTableInfoReply(
+        await overRdma.call(PsMethod.tableInfo, encodeTableInfoRequest(), { idempotent: true }),
+      );
+      expect(info.tables.map((t) => t.name)).toEqual(['emb']);
+      // A push over RDMA is seen by a pull over TCP, and the reverse.
+      const push = (client: RpcClient, seq: number, g: number) =>
+        client.call(
+          PsMethod.push,
+          encodePushRequest({
+            table: 'emb',
+            writer: `w-${client.stats().transport}`,
+            seq,
+            dim: 4,
+            keys: BigUint64Array.of(7n),
+            grads: Float32Array.of(g, g, g, g),
+          }),
+        );
+      expect(decodePushReply(await push(overRdma, 1, 1.5)).rows).toBe(1);
+      expect([...(await pullRows(overTcp, [7n]))]).toEqual([1.5, 1.5, 1.5, 1.5]);
+      expect(decodePushReply(await push(overTcp, 1, 2)).rows).toBe(1);
+      expect([...(await pullRows(overRdma, [7n, 8n]))]).toEqual([3.5, 3.5, 3.5, 3.5, 0, 0, 0, 0]);
+      expect(service.stats().connections).toBe(2);
+      // The RDMA pull's reply was built in registered memory; the TCP one on the heap.
+      const registered = (await service.metrics.registeredReplies.get()).values[0]?.value;
+      expect(registered).toBe(1);
+    } finally {
+      await overRdma.close();
+      await overTcp.close();
+    }
+  });
+
+  it('refuses a configuration that names no listener, both forms, or two of one transport', async () => {
+    const base = {
+      secret,
+      shardId: 's1',
+      tables: parseServiceTables({ tables: [] }),
+    };
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'resolved',
+        (e: { code?: string }) => e.code,
+      );
+    expect(await code(PsService.start(base))).toBe('ERR_PS_SERVICE_CONFIG');
+    expect(await code(PsService.start({ ...base, listen: [] }))).toBe('ERR_PS_SERVICE_CONFIG');
+    const tcp = new TcpTransport();
+    expect(
+      await code(PsService.start({ ...base, transport: tcp, listen: [{ transport: tcp }] })),
+    ).toBe('ERR_PS_SERVICE_CONFIG');
+    expect(
+      await code(
+        PsService.start({
+          ...base,
+          listen: [{ transport: tcp }, { transport: new TcpTransport() }],
+        }),
+      ),
+    ).toBe('ERR_PS_SERVICE_CONFIG');
+  });
+});
