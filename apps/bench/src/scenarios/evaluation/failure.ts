@@ -1,5 +1,6 @@
 import type { Result } from '../../report/Result.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
+import type { PsShardSet } from './PsShardSet.js';
 import { COUNTER_TABLE, type RdmajsPsTarget } from './PsTarget.js';
 
 export interface FailureOptions {
@@ -21,14 +22,14 @@ export interface FailureOptions {
  * client's recovery itself costs).
  */
 export async function runFailure(
+  set: PsShardSet,
   target: RdmajsPsTarget,
   o: FailureOptions,
   progress: (label: string) => void,
 ): Promise<Result> {
   const keys = BigUint64Array.from({ length: o.keys }, (_, i) => BigInt(i + 1));
   const grads = new Float32Array(o.keys).fill(-1);
-  const client = target.clients[0];
-  if (client === undefined) throw new Error('failure scenario: no client');
+  const client = target.client;
   const rec = new LatencyRecorder();
   let acked = 0;
   let failed = 0;
@@ -48,16 +49,15 @@ export async function runFailure(
       }
     }
   };
-  progress('failure: pushing');
+  progress(`failure (${target.transport}): pushing`);
   const pushers = Array.from({ length: o.concurrency }, pusher);
   await new Promise((r) => setTimeout(r, o.beforeMs));
-  const victim = 1 % target.shards.length;
-  progress(`failure: SIGKILL shard ${victim}, restart from its data directory`);
-  const shard = target.shards[victim];
-  if (shard === undefined) throw new Error('failure scenario: no shard to kill');
+  const victim = 1 % set.shards.length;
+  progress(
+    `failure (${target.transport}): SIGKILL shard ${victim}, restart from its data directory`,
+  );
   const killedAt = performance.now();
-  await shard.kill();
-  target.replaceShard(victim, await shard.restart());
+  await set.killAndRestart(victim);
   const readyAt = performance.now();
   await new Promise((r) => setTimeout(r, o.afterMs));
   stop = true;
@@ -65,11 +65,11 @@ export async function runFailure(
   // Every push needs every shard, so none is acknowledged while the victim is down.
   const ackBeforeKill = ackTimes.filter((t) => t < killedAt).pop() ?? killedAt;
   const firstAckAfterKill = ackTimes.find((t) => t >= readyAt) ?? 0;
-  progress('failure: counting applied pushes');
-  const rows = await client.pull(COUNTER_TABLE, keys);
+  progress(`failure (${target.transport}): counting applied pushes`);
+  using rows = await client.pull(COUNTER_TABLE, keys);
   let lost = 0;
   let duplicated = 0;
-  for (const v of rows) {
+  for (const v of rows.rows) {
     // Acknowledged pushes must all be there; a failed one may or may not have been applied.
     if (v < acked) lost = Math.max(lost, acked - v);
     if (v > acked + failed) duplicated = Math.max(duplicated, v - acked - failed);

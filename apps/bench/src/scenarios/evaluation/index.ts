@@ -1,17 +1,35 @@
 import type { HeadlineKey } from '../../report/paper.js';
 import type { Result } from '../../report/Result.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
-import { runFailure } from './failure.js';
+import { type FailureOptions, runFailure } from './failure.js';
 import { HEADLINE_LOAD, type InferenceOptions, runInference } from './inference.js';
-import { GrpcPsTarget, type PsTarget, RdmajsPsTarget } from './PsTarget.js';
+import { PsShardSet } from './PsShardSet.js';
+import {
+  EVAL_SECRET,
+  EVAL_SHARDS,
+  EVAL_TABLES,
+  GrpcPsTarget,
+  type PsTarget,
+  RdmajsPsTarget,
+} from './PsTarget.js';
 import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
 
 const KEY_SPACE = 1_000_000;
 const ZIPF = 0.99;
 
 /** How long each part runs: the default fits the issue's ≤ 3 minutes on 2 cores, --quick seconds. */
-function plan(quick: boolean): { inference: InferenceOptions; training: TrainingOptions } {
+function plan(quick: boolean): {
+  inference: InferenceOptions;
+  training: TrainingOptions;
+  failure: FailureOptions;
+} {
   return {
+    failure: {
+      beforeMs: quick ? 500 : 1500,
+      afterMs: quick ? 500 : 1500,
+      keys: 24,
+      concurrency: 4,
+    },
     inference: {
       loads: quick ? [0.5] : [0.25, 0.5, 0.75, 1],
       durationMs: quick ? 1000 : 5000,
@@ -55,39 +73,53 @@ export function evaluationHeadlines(results: Result[]): Partial<Record<HeadlineK
 
 export const evaluationScenario: Scenario = {
   name: 'evaluation',
-  description: `the paper's evaluation on the parameter server (3 shards): inference fetch (Zipf keys, mixed batches, open-loop loads up to the TCP capacity) and training push incast (1 … 256 clients), our server over TCP and RDMA and the same service over gRPC, CPU of every process; then a shard SIGKILLed mid-stream`,
+  description: `the paper's evaluation on the parameter server (${EVAL_SHARDS} shards): inference fetch (Zipf keys, mixed batches, open-loop loads up to the TCP capacity) and training push incast (1 … 256 clients), our server over TCP and RDMA (the same shard processes) and the same service over gRPC, CPU of every process; then a shard SIGKILLed mid-stream under each transport`,
   headlines: evaluationHeadlines,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const p = plan(o.quick === true);
-    const targets: PsTarget[] = [];
+    const sides = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     const results: Result[] = [];
+    const targets: PsTarget[] = [];
+    let set: PsShardSet | undefined;
     try {
-      progress('starting shards (tcp, grpc)');
-      if (o.transports.includes('tcp')) targets.push(await RdmajsPsTarget.start('tcp'));
+      progress(`starting shards (${sides.join(', ')}, grpc)`);
+      if (sides.length > 0) {
+        set = await PsShardSet.start({
+          shards: EVAL_SHARDS,
+          tables: EVAL_TABLES,
+          secret: EVAL_SECRET,
+          transports: sides,
+          provider: o.provider,
+        });
+        for (const side of sides) targets.push(await RdmajsPsTarget.connect(set, side, o.provider));
+      }
       targets.push(await GrpcPsTarget.start());
       results.push(...(await runInference(targets, p.inference, progress)));
       results.push(...(await runTraining(targets, p.training, progress)));
     } finally {
       await Promise.all(targets.splice(0).map((t) => t.close()));
+      await set?.stop();
     }
-    if (o.transports.includes('tcp')) {
-      progress('failure scenario (tcp)');
-      const t = await RdmajsPsTarget.start('tcp', { dataDir: true });
+    // --quick kills a shard under the last transport only (RDMA when it runs).
+    for (const side of o.quick ? sides.slice(-1) : sides) {
+      progress(`failure scenario (${side})`);
+      const durable = await PsShardSet.start({
+        shards: EVAL_SHARDS,
+        tables: EVAL_TABLES,
+        secret: EVAL_SECRET,
+        transports: [side],
+        provider: o.provider,
+        durable: true,
+      });
       try {
-        results.push(
-          await runFailure(
-            t,
-            {
-              beforeMs: o.quick ? 500 : 1500,
-              afterMs: o.quick ? 500 : 1500,
-              keys: 24,
-              concurrency: 4,
-            },
-            progress,
-          ),
-        );
+        const t = await RdmajsPsTarget.connect(durable, side, o.provider);
+        try {
+          results.push(await runFailure(durable, t, p.failure, progress));
+        } finally {
+          await t.close();
+        }
       } finally {
-        await t.close();
+        await durable.stop();
       }
     }
     return results;
