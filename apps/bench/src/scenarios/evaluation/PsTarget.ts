@@ -2,9 +2,9 @@ import { PsClient } from '@rdmajs/ps-client';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
+import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Transport } from '../../report/Result.js';
 import { cpuNowUs, procCpuUs, procRssBytes } from '../../stats/cpu.js';
-import type { PsShardSet } from './PsShardSet.js';
 
 /** The embedding table every evaluation scenario uses. */
 export const EVAL_TABLE = 'emb';

@@ -1,6 +1,6 @@
+import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Result } from '../../report/Result.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
-import type { PsShardSet } from './PsShardSet.js';
 import { COUNTER_TABLE, type RdmajsPsTarget } from './PsTarget.js';
 
 export interface FailureOptions {

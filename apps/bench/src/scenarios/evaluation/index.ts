@@ -1,9 +1,9 @@
+import { PsShardSet } from '../../peers/PsShardSet.js';
 import type { HeadlineKey } from '../../report/paper.js';
 import type { Result } from '../../report/Result.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
 import { type FailureOptions, runFailure } from './failure.js';
 import { HEADLINE_LOAD, type InferenceOptions, runInference } from './inference.js';
-import { PsShardSet } from './PsShardSet.js';
 import {
   EVAL_SECRET,
   EVAL_SHARDS,

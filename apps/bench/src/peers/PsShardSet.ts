@@ -13,6 +13,10 @@ export interface PsShardSetOptions {
   provider: 'soft' | 'ibverbs';
   /** Give each shard a data directory and log pushes (group commit): needed to survive a kill. */
   durable?: boolean;
+  /** Id prefix of the shards (`<prefix>0`, `<prefix>1`, …). */
+  idPrefix?: string;
+  /** Further CLI arguments for every shard. */
+  args?: readonly string[];
 }
 
 /**
@@ -35,11 +39,17 @@ export class PsShardSet {
       : { tables: o.tables.map((t) => ({ ...t, log: false })) };
     writeFileSync(tablesFile, JSON.stringify(file));
     writeFileSync(secretFile, o.secret, { mode: 0o600 });
-    const args = ['--transport', o.transports.join(','), '--rdma-provider', o.provider];
+    const args = [
+      '--transport',
+      o.transports.join(','),
+      '--rdma-provider',
+      o.provider,
+      ...(o.args ?? []),
+    ];
     const started = await Promise.allSettled(
       Array.from({ length: o.shards }, (_, i) =>
         PsShardProcess.start({
-          id: `e${i}`,
+          id: `${o.idPrefix ?? 'e'}${i}`,
           tablesFile,
           secretFile,
           listen: o.transports.map(() => 0),
