@@ -33,7 +33,7 @@ function sizeList(v: string): number[] {
 
 const program = new Command('rdmajs-bench')
   .description('latency and CPU of rdmajs against Node TCP loopback, in one run')
-  .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'verbs-pingpong')
+  .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'evaluation')
   .addOption(
     new Option('--provider <name>', 'verbs provider').choices(['soft', 'ibverbs']).default('soft'),
   )
