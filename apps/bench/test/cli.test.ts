@@ -79,6 +79,12 @@ describe('rdmajs-bench verbs-pingpong', () => {
     const delay = json.results.find((r) => r.op === 'write-loop-delay') as Record<string, number>;
     for (const k of [
       'maxDelayUs',
+      'cpuHeldMaxUs',
+      'gcDuringWrite',
+      'warmMaxDelayUs',
+      'warmGibPerSec',
+      'registerUs',
+      'fillUs',
       'plainCopyMaxDelayUs',
       'idleMaxDelayUs',
       'gibPerSec',
@@ -86,6 +92,10 @@ describe('rdmajs-bench verbs-pingpong', () => {
     ])
       expect(delay[k]).toBeGreaterThanOrEqual(0);
     expect(stdout).toMatch(/p50 vs tcp/);
+    // The row in words, in ms, with the target (the table's columns are µs).
+    expect(stdout).toMatch(
+      /event-loop delay during a 1024 MiB WRITE, fresh process.*target ≤ 10 ms/,
+    );
   });
 
   it('runs TCP alone with --transports tcp', () => {

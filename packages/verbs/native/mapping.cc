@@ -30,6 +30,13 @@ void on_unregistered(Mapping* m) {
   delete m;
 }
 
+void counted_again(Napi::Env env, Mapping* m) {
+  if (m->uncounted == 0) return;
+  int64_t ignored = 0;
+  napi_adjust_external_memory(env, m->uncounted, &ignored);
+  m->uncounted = 0;
+}
+
 namespace {
 
 // The finalizer's hint. Node builds an external ArrayBuffer as a Buffer and, past
@@ -50,7 +57,10 @@ void finalize_link(napi_env env, void*, void* hint) {
     link->finalized = true;
     return;
   }
-  if (link->mapping) on_buffer_collected(Napi::Env(env), nullptr, link->mapping);
+  if (link->mapping) {
+    counted_again(Napi::Env(env), link->mapping);  // collected without a detach (worker exit)
+    on_buffer_collected(Napi::Env(env), nullptr, link->mapping);
+  }
   delete link;
 }
 
@@ -58,17 +68,28 @@ void finalize_link(napi_env env, void*, void* hint) {
 
 bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out) {
   auto* link = new BufferLink{m};
+  // V8 counts an external backing store as memory a GC may give back, and 1 GiB of it sets
+  // off full collections ("external memory pressure" at once, then the memory reducer's),
+  // each a pause of the JS thread (13–43 ms measured on a loaded host). A GC never gives
+  // these pages back: the device holds the buffer while the memory is registered, and
+  // deregistration detaches it first. So they are off the count until the store goes, taken
+  // off before V8 adds them (adding them first would set off the collection it avoids).
+  int64_t ignored = 0;
+  auto bytes = static_cast<int64_t>(m->length);
+  if (napi_adjust_external_memory(env, -bytes, &ignored) == napi_ok) m->uncounted = bytes;
   napi_value value = nullptr;
   napi_status status = napi_create_external_arraybuffer(env, m->base, m->length, finalize_link, link, &value);
   link->creating = false;
   if (status == napi_ok) {
     if (link->finalized) {  // not seen in practice; the buffer would then own nothing
+      counted_again(env, m);
       delete link;
       return false;
     }
     *out = Napi::ArrayBuffer(env, value);
     return true;
   }
+  counted_again(env, m);  // V8 never added them
   if (link->finalized) {
     delete link;
   } else {

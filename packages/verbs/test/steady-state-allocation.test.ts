@@ -55,4 +55,5 @@ it.runIf(providers.includes('soft'))(
     for (const op of ['SEND', 'RDMA_WRITE', 'RDMA_READ'])
       expect((perOp[op] as number) - floor, op).toBeLessThan(320);
   },
+  130_000, // the child's own bound (120 s): under ASan on a loaded host it ran 40–46 s
 );

@@ -71,4 +71,26 @@ export const verbsPingPongScenario: Scenario = {
     }
     return results;
   },
+  summarize(results: Result[]): string {
+    const r = results.find((x) => x.op === 'write-loop-delay');
+    return r ? loopDelayVerdict(r) : '';
+  },
 };
+
+/** Issue 10's bound on the event loop's delay during a 1 GiB WRITE. */
+export const LOOP_DELAY_TARGET_MS = 10;
+
+const ms = (us: unknown) => (typeof us === 'number' ? `${(us / 1000).toFixed(1)} ms` : '—');
+
+/** The write-loop-delay row in words and milliseconds (the table's columns are µs). */
+export function loopDelayVerdict(r: Result): string {
+  const max = typeof r.maxDelayUs === 'number' ? r.maxDelayUs : Number.NaN;
+  const held = typeof r.cpuHeldMaxUs === 'number' ? r.cpuHeldMaxUs : Number.NaN;
+  const verdict = (v: number) => (v <= LOOP_DELAY_TARGET_MS * 1000 ? 'met' : 'missed');
+  return [
+    `event-loop delay during a ${r.sizeBytes >> 20} MiB WRITE, fresh process, first WRITE into untouched memory (target ≤ ${LOOP_DELAY_TARGET_MS} ms):`,
+    `  p50 ${ms(r.p50Us)}, p99 ${ms(r.p99Us)}, max ${ms(max)} (${verdict(max)}); CPU used between two ticks at most ${ms(held)} (${verdict(held)}: what the code held, the rest is the host); ${String(r.gcDuringWrite)} GCs, longest ${ms(r.gcMaxPauseUs)}`,
+    `  warm WRITE: max ${ms(r.warmMaxDelayUs)}, CPU between ticks at most ${ms(r.warmCpuHeldMaxUs)}; the idle loop alone: max ${ms(r.idleMaxDelayUs)} (CPU between ticks ${ms(r.idleCpuHeldMaxUs)}); plain Uint8Array.set: max ${ms(r.plainCopyMaxDelayUs)}`,
+    `  registration of 2 regions (synchronous, no page touched): ${ms(r.registerUs)}; the application's own fill of its source: ${ms(r.fillUs)}`,
+  ].join('\n');
+}

@@ -1,4 +1,5 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { SendWr } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
 import { pingPongWr, type VerbsSetup, type WaitMode } from '../peers/protocol.js';
@@ -215,88 +216,35 @@ export async function verbsIdle(provider: Provider, ms: number): Promise<Result>
 
 /**
  * Event-loop delay while one large RDMA WRITE runs (`monitorEventLoopDelay`, 1 ms
- * resolution), between two devices of this process. References in the same run: the best
- * plain Node does for the same bytes, one `Uint8Array.set` between the same buffers (it
- * holds the loop for the whole copy), and the loop left idle as long as the WRITE took (what
- * the machine alone adds: other processes on a shared host). Delays are the loop's stalls
- * beyond its 1 ms sampling interval, in µs; CPU is this process's (it is both ends).
+ * resolution), between two devices of a process started for this cell alone
+ * (`peers/loop-delay-child.ts`): the first WRITE into registered memory never touched, in a
+ * fresh process, is the row's p50/mean/p99/max; a second WRITE (`warm*`), the registration
+ * (`registerUs`, synchronous), the application's own fill of its source (`fillUs`), a plain
+ * `Uint8Array.set` and the idle loop (what the host alone adds) are stated beside it. Delays
+ * are the loop's stalls beyond its 1 ms sampling interval, in µs; `cpuHeldMaxUs` is the
+ * longest the JS thread ran on a CPU between two ticks (the stall the code caused, without the
+ * time a shared host gave to other processes); CPU is that process's (it is both ends).
  */
-export async function verbsLoopDelay(provider: Provider, bytes: number): Promise<Result> {
-  const a = new VerbsSide(provider, bytes);
-  const b = new VerbsSide(provider, bytes);
-  try {
-    const size = Math.min(bytes, a.dev.info.limits.maxMsgSize);
-    a.qp.connect(b.qp.endpoint());
-    b.qp.connect(a.qp.endpoint());
-    a.mr.bytes.fill(0x5a, 0, size); // touch every page first: page faults are not the point
-    b.mr.bytes.fill(0, 0, size);
-    const plain = await loopDelayDuring(async () => {
-      b.mr.bytes.set(a.mr.bytes.subarray(0, size));
+export function verbsLoopDelay(provider: Provider, bytes: number): Promise<Result> {
+  const script = fileURLToPath(new URL('../peers/loop-delay-child.ts', import.meta.url));
+  const proc = fork(script, [provider, String(bytes)], {
+    execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return new Promise<Result>((resolve, reject) => {
+    // Page faults of 2 GiB on a loaded 2-core host took 20–30 s: a generous bound.
+    const t = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error('the write-loop-delay cell took more than 600 s'));
+    }, 600_000);
+    proc.once('message', (m: { result?: Result; error?: string }) => {
+      clearTimeout(t);
+      if (m.result) resolve(m.result);
+      else reject(new Error(`write-loop-delay: ${m.error ?? 'no result'}`));
     });
-    const cpu0 = cpuNowUs();
-    const rdma = await loopDelayDuring(async () => {
-      a.qp.postSend({
-        wrId: 1,
-        opcode: 'RDMA_WRITE',
-        sgList: [a.mr.sge(0, size)],
-        remoteAddr: b.mr.addr,
-        rkey: b.mr.rkey,
-      });
-      while (a.cq.poll(a.wcs, 1) === 0) await a.cq.waitForCompletion({ timeoutMs: 60_000 });
-      const wc = a.wcs[0];
-      if (wc?.status !== 'SUCCESS') throw new Error(`large WRITE: ${wc?.status}`);
+    proc.once('exit', (code) => {
+      clearTimeout(t);
+      reject(new Error(`the write-loop-delay process exited (${code}) without a result`));
     });
-    const cpu = cpuNowUs() - cpu0;
-    const idle = await loopDelayDuring(() => sleep(rdma.wallUs / 1000));
-    return {
-      transport: provider,
-      op: 'write-loop-delay',
-      sizeBytes: size,
-      p50Us: rdma.p50Us,
-      meanUs: rdma.meanUs,
-      p99Us: rdma.p99Us,
-      maxDelayUs: rdma.maxUs,
-      cpuUsPerOp: cpu,
-      gibPerSec: size / 2 ** 30 / (rdma.wallUs / 1e6),
-      plainCopyMaxDelayUs: plain.maxUs,
-      plainCopyGibPerSec: size / 2 ** 30 / (plain.wallUs / 1e6),
-      idleMaxDelayUs: idle.maxUs,
-      idleP99DelayUs: idle.p99Us,
-    };
-  } finally {
-    a.close();
-    b.close();
-  }
-}
-
-interface LoopDelay {
-  p50Us: number;
-  meanUs: number;
-  p99Us: number;
-  maxUs: number;
-  /** how long `work` took */
-  wallUs: number;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** The event loop's stalls while `work` runs, sampled every millisecond. */
-async function loopDelayDuring(work: () => Promise<void>): Promise<LoopDelay> {
-  const h = monitorEventLoopDelay({ resolution: 1 });
-  h.enable();
-  await sleep(10); // samples under way before the work starts
-  const t0 = performance.now();
-  await work();
-  const wallUs = (performance.now() - t0) * 1000;
-  await sleep(10); // a stall that ended with `work` is recorded at the next sample
-  h.disable();
-  // The histogram holds the time between samples (ns): beyond 1 ms, the loop was held.
-  const stall = (ns: number) => (Number.isFinite(ns) ? Math.max(0, ns / 1000 - 1000) : 0);
-  return {
-    p50Us: stall(h.percentile(50)),
-    meanUs: stall(h.mean),
-    p99Us: stall(h.percentile(99)),
-    maxUs: stall(h.max),
-    wallUs,
-  };
+  });
 }

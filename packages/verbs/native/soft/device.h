@@ -264,9 +264,10 @@ class Device {
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
                   const uint64_t* operands = nullptr, uint64_t msgLen = 0);
-  // The next step (kCopyStep bytes) of a WRITE/READ larger than one, or an outcome that ends
-  // it; every step checks the whole remote range again (a region deregistered mid-way fails
-  // the operation, as on a NIC), and holds its pins only for that step.
+  // The next step of a WRITE/READ larger than kCopyStep (pieces of kCopyStep bytes until
+  // copyTurnUntil_), or an outcome that ends it; every step checks the whole remote range
+  // again (a region deregistered mid-way fails the operation, as on a NIC), and every piece
+  // holds its pins only while it moves.
   Outcome step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl, uint64_t total,
                uint8_t* status);
   // The target half of an atomic on memory checked by deliver: the prior value goes to `local`.
@@ -334,6 +335,7 @@ class Device {
   std::vector<Quarantined> quarantined_;
   int blockedCount_ = 0;
   double nextDeadline_ = 0;
+  double copyTurnUntil_ = 0;  // end of this turn's share for large copies (see kCopyTurnMs)
   double pauseNextDeliverMs_ = 0;  // earliest blockedUntil (a lower bound while blocked)
   uint64_t regionCounter_ = 0;
 };

@@ -97,6 +97,7 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
   if (st == QPS_ERR) {
     flushQp(q);  // posting in ERR succeeds and flushes at once, as on real devices
   } else if (q.blockedUntil == 0) {
+    copyTurnUntil_ = now_ms() + kCopyTurnMs;  // the post's share of this turn for a large copy
     progress(q);
   }
   return rc;
@@ -118,6 +119,7 @@ double Device::progressDue() {
   if (!blockedCount_) return 0;
   double now = now_ms();
   if (now < nextDeadline_) return nextDeadline_;  // nothing due: skip the scan
+  copyTurnUntil_ = now + kCopyTurnMs;  // one share of this turn for all large copies due
   double next = 0;
   for (auto& [h, qp] : qps_) {
     Qp& q = *qp;
@@ -364,27 +366,31 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
   if ((t->access.load() & need) != need || check_mr(p->base(), p->layout(), e.rkey, e.remoteAddr, total, need) != 0)
     return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self,
                    pid, status);
-  const uint64_t off = e.placed, n = std::min(kCopyStep, total - off);
-  const bool last = off + n == total;
-  // This step's slice of the local list.
-  iovec part[kMaxIov];
-  size_t np = 0;
-  uint64_t pos = 0;
-  for (size_t k = 0; k < nl && pos < off + n; k++) {
-    uint64_t lo = pos, hi = pos + local[k].iov_len;
-    pos = hi;
-    if (hi <= off) continue;
-    uint64_t from = std::max(lo, off), to = std::min(hi, off + n);
-    part[np++] = iovec{static_cast<char*>(local[k].iov_base) + (from - lo), static_cast<size_t>(to - from)};
+  // Pieces until this turn's share is used, shared by every QP copying (at least one piece
+  // each: a post or a turn always moves).
+  for (;;) {
+    const uint64_t off = e.placed, n = std::min(kCopyStep, total - off);
+    const bool last = off + n == total;
+    // This piece's slice of the local list.
+    iovec part[kMaxIov];
+    size_t np = 0;
+    uint64_t pos = 0;
+    for (size_t k = 0; k < nl && pos < off + n; k++) {
+      uint64_t lo = pos, hi = pos + local[k].iov_len;
+      pos = hi;
+      if (hi <= off) continue;
+      uint64_t from = std::max(lo, off), to = std::min(hi, off + n);
+      part[np++] = iovec{static_cast<char*>(local[k].iov_base) + (from - lo), static_cast<size_t>(to - from)};
+    }
+    // Only the last piece is the operation itself (a WITH_IMM takes its receive there, and
+    // its completion reports the whole length); the others are plain writes or reads.
+    uint8_t op = last ? e.opcode : (read ? OP_RDMA_READ : OP_RDMA_WRITE);
+    Outcome o = deliver(p, t, q.peerGen, op, part, np, n, e.imm, e.remoteAddr + off, e.rkey, self, pid, status,
+                        nullptr, total);
+    if (o != DONE || *status != WC_SUCCESS || last) return o;
+    e.placed = off + n;
+    if (now_ms() >= copyTurnUntil_) return PARTIAL;
   }
-  // Only the last step is the operation itself (a WITH_IMM takes its receive there, and its
-  // completion reports the whole length); the others are plain writes or reads.
-  uint8_t op = last ? e.opcode : (read ? OP_RDMA_READ : OP_RDMA_WRITE);
-  Outcome o = deliver(p, t, q.peerGen, op, part, np, n, e.imm, e.remoteAddr + off, e.rkey, self, pid, status, nullptr,
-                      total);
-  if (o != DONE || *status != WC_SUCCESS || last) return o;
-  e.placed = off + n;
-  return PARTIAL;
 }
 
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
