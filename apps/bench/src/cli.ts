@@ -33,7 +33,7 @@ function sizeList(v: string): number[] {
 
 const program = new Command('rdmajs-bench')
   .description('latency and CPU of rdmajs against Node TCP loopback, in one run')
-  .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'verbs-pingpong')
+  .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'evaluation')
   .addOption(
     new Option('--provider <name>', 'verbs provider').choices(['soft', 'ibverbs']).default('soft'),
   )
@@ -118,6 +118,7 @@ const program = new Command('rdmajs-bench')
           iterations: opts.iterations,
           sizes: opts.sizes,
           transports: opts.transports,
+          quick: opts.quick === true,
         },
         (label) => {
           if (bar) bar.update(0, { label });
@@ -125,7 +126,7 @@ const program = new Command('rdmajs-bench')
         },
       );
       bar?.stop();
-      const summary = summarize(results);
+      const summary = { ...summarize(results), ...scenario.headlines?.(results) };
       const report: Report = {
         scenario: scenario.name,
         machine: machineInfo(

@@ -7,7 +7,10 @@ import { describe, expect, it } from 'vitest';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 
-function runBench(args: string[]): {
+function runBench(
+  args: string[],
+  timeout = 120_000,
+): {
   stdout: string;
   json: { scenario: string; machine: Record<string, unknown>; results: Record<string, unknown>[] };
 } {
@@ -17,7 +20,7 @@ function runBench(args: string[]): {
     ['--import', 'tsx', '--conditions=@rdmajs/source', cli, ...args, '--json', file],
     {
       encoding: 'utf8',
-      timeout: 120_000,
+      timeout,
       env: { ...process.env, CI: '1' },
     },
   );
@@ -129,4 +132,38 @@ describe('rdmajs-bench allocator', () => {
     expect(a.memoryOverhead).toBeGreaterThanOrEqual(1);
     expect(stdout).toMatch(/memory overhead/);
   });
+});
+
+describe('rdmajs-bench evaluation', () => {
+  it('--quick measures fetch and incast push on every target and loses no push to a killed shard', () => {
+    const { stdout, json } = runBench(['evaluation', '--quick'], 280_000);
+    const rows = json.results as { transport: string; op: string; [k: string]: unknown }[];
+    const ops = rows.map((r) => `${r.transport}/${r.op}`);
+    for (const t of ['tcp', 'soft', 'grpc']) {
+      expect(ops).toContain(`${t}/fetch@50%`);
+      expect(ops).toContain(`${t}/push-incast×64`);
+    }
+    for (const r of rows.filter((x) => x.op.startsWith('fetch@'))) {
+      expect(r.failed, `${r.transport} ${r.op}`).toBe(0);
+      expect(r.offeredRps).toBeGreaterThan(0);
+      expect(r.cdf).toBeInstanceOf(Array);
+    }
+    const killed = rows.find((r) => r.op === 'push-shard-killed' && r.transport === 'soft');
+    expect(killed).toBeDefined();
+    expect(killed?.acked).toBeGreaterThan(0);
+    expect(killed?.lost).toBe(0);
+    expect(killed?.duplicated).toBe(0);
+    expect(killed?.recoveryMs).toBeGreaterThan(0);
+    expect(stdout).toContain('headline ratios');
+    // Every headline is measured (its value depends on the machine; that it exists does not).
+    const summary = (json as unknown as { summary: Record<string, unknown> }).summary;
+    for (const k of [
+      'fetchMeanRatio',
+      'fetchP99Ratio',
+      'fetchCpuRatio',
+      'pushP99Ratio',
+      'grpcFetchMeanRatio',
+    ])
+      expect(summary[k], k).toBeGreaterThan(0);
+  }, 300_000);
 });

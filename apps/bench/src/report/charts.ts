@@ -91,6 +91,7 @@ export function chartsFor(report: Report): Chart[] {
       },
     },
   });
+  charts.push(...evaluationCharts(report.results));
   const headlines = HEADLINES.flatMap((h) => {
     const ours = report.summary?.[h.key];
     const rows = [];
@@ -117,5 +118,66 @@ export function chartsFor(report: Report): Chart[] {
       },
     },
   });
+  return charts;
+}
+
+/** The evaluation's own charts: fetch latency against offered load, push p99 against fan-in. */
+function evaluationCharts(results: readonly Result[]): Chart[] {
+  const charts: Chart[] = [];
+  const fetch = results.filter((r) => typeof r.offeredRps === 'number');
+  if (fetch.length > 0) {
+    charts.push({
+      id: 'fetch-vs-load',
+      title: 'Inference fetch: mean and p99 latency vs offered load',
+      spec: {
+        $schema: SCHEMA,
+        width: WIDTH,
+        height: HEIGHT,
+        data: {
+          values: fetch.flatMap((r) => [
+            { transport: r.transport, stat: 'p99', load: r.offeredRps, us: r.p99Us },
+            { transport: r.transport, stat: 'mean', load: r.offeredRps, us: r.meanUs },
+          ]),
+        },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: { field: 'load', type: 'quantitative', title: 'offered load (requests/s)' },
+          y: { field: 'us', type: 'quantitative', scale: { type: 'log' }, title: 'latency (µs)' },
+          color: { field: 'transport', type: 'nominal', title: 'transport' },
+          strokeDash: { field: 'stat', type: 'nominal', title: 'statistic' },
+        },
+      },
+    });
+  }
+  const push = results.filter((r) => typeof r.concurrency === 'number');
+  if (push.length > 0) {
+    charts.push({
+      id: 'push-vs-fanin',
+      title: 'Training push incast: p99 latency vs clients pushing at once',
+      spec: {
+        $schema: SCHEMA,
+        width: WIDTH,
+        height: HEIGHT,
+        data: {
+          values: push.map((r) => ({
+            transport: r.transport,
+            clients: r.concurrency,
+            p99: r.p99Us,
+          })),
+        },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: {
+            field: 'clients',
+            type: 'quantitative',
+            scale: { type: 'log', base: 2 },
+            title: 'clients pushing at once',
+          },
+          y: { field: 'p99', type: 'quantitative', scale: { type: 'log' }, title: 'push p99 (µs)' },
+          color: { field: 'transport', type: 'nominal', title: 'transport' },
+        },
+      },
+    });
+  }
   return charts;
 }

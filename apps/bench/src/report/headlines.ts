@@ -8,10 +8,11 @@ export function renderHeadlines(summary: Summary): string {
   ];
   for (const h of HEADLINES) {
     const v = summary[h.key];
-    const ours = v === null ? 'not measured yet (needs the PS scenarios)' : `${v.toFixed(2)}×`;
+    const ours =
+      v === null ? 'not measured in this run (see the evaluation scenario)' : `${v.toFixed(2)}×`;
     const paper = h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`;
     lines.push(
-      `  ${h.label.padEnd(30)} ${ours.padEnd(42)} ≤ ${h.target.toFixed(2)}×   paper: ${paper}`,
+      `  ${h.label.padEnd(30)} ${ours.padEnd(56)} ≤ ${h.target.toFixed(2)}×   paper: ${paper}`,
     );
   }
   return lines.join('\n');

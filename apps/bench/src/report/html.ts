@@ -45,7 +45,7 @@ export async function renderHtml(report: Report): Promise<string> {
       const v = report.summary?.[h.key];
       return [
         h.label,
-        typeof v === 'number' ? `${v.toFixed(2)}×` : 'not measured yet (needs the PS scenarios)',
+        typeof v === 'number' ? `${v.toFixed(2)}×` : 'not measured in this run',
         `≤ ${h.target.toFixed(2)}×`,
         h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`,
       ];

@@ -1,3 +1,4 @@
+import type { HeadlineKey } from '../report/paper.js';
 import type { Result } from '../report/Result.js';
 
 export interface ScenarioOptions {
@@ -7,6 +8,8 @@ export interface ScenarioOptions {
   sizes: number[];
   /** Which sides to run: 'tcp', 'rdma' (the chosen verbs provider). */
   transports: ('tcp' | 'rdma')[];
+  /** Seconds instead of minutes (CI, smoke tests). */
+  quick?: boolean;
 }
 
 export interface Scenario {
@@ -15,4 +18,6 @@ export interface Scenario {
   run(options: ScenarioOptions, progress: (label: string) => void): Promise<Result[]>;
   /** Lines printed under the table: the scenario's own verdicts. */
   summarize?(results: Result[]): string;
+  /** The headline ratios this scenario measures (the others stay null in the summary). */
+  headlines?(results: Result[]): Partial<Record<HeadlineKey, number>>;
 }

@@ -1,4 +1,5 @@
 import { allocatorScenario } from './allocator.js';
+import { evaluationScenario } from './evaluation/index.js';
 import { grpcStoreScenario } from './grpc-store.js';
 import { muxScenario } from './mux.js';
 import { psScenario } from './ps.js';
@@ -9,6 +10,7 @@ import { verbsPingPongScenario } from './verbs-pingpong.js';
 
 /** Every scenario `rdmajs-bench <name>` can run; new ones register here. */
 export const scenarios: ReadonlyMap<string, Scenario> = new Map([
+  [evaluationScenario.name, evaluationScenario],
   [verbsPingPongScenario.name, verbsPingPongScenario],
   [allocatorScenario.name, allocatorScenario],
   [storeScenario.name, storeScenario],

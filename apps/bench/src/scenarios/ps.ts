@@ -1,12 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { PsClient } from '@rdmajs/ps-client';
 import { openDevice } from '@rdmajs/verbs';
+import { PsShardSet } from '../peers/PsShardSet.js';
 import type { Result } from '../report/Result.js';
-import { cpuNowUs } from '../stats/cpu.js';
+import { cpuNowUs, procCpuUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { callsFor } from './grpc-store.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
@@ -29,78 +25,6 @@ const SECRET = 'rdmajs-bench-ps-secret-0123456789';
 /** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 8 KiB). */
 const EAGER =
   process.env.PS_BENCH_EAGER === undefined ? undefined : Number(process.env.PS_BENCH_EAGER);
-
-const require = createRequire(import.meta.url);
-const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
-
-interface Shard {
-  proc: ChildProcess;
-  /** Port per transport name (`rdma`, `tcp`). */
-  ports: Record<string, number>;
-}
-
-/**
- * One `rdmajs-ps-server` process (the CLI from source) listening on `transports` at once,
- * resolved once it logs `serving`.
- */
-function startShard(
-  id: string,
-  tablesFile: string,
-  secretFile: string,
-  transports: string,
-  provider: 'soft' | 'ibverbs',
-): Promise<Shard> {
-  const proc = spawn(
-    process.execPath,
-    [
-      '--conditions=@rdmajs/source',
-      '--import',
-      'tsx',
-      cli,
-      '--tables',
-      tablesFile,
-      '--shard-id',
-      id,
-      '--secret-file',
-      secretFile,
-      '--log-level',
-      'info',
-      '--transport',
-      transports,
-      '--rdma-provider',
-      provider,
-      ...(EAGER === undefined ? [] : ['--rdma-eager-threshold', String(EAGER)]),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`ps shard ${id} did not start`)), 60_000);
-    proc.once('exit', (c) => reject(new Error(`ps shard ${id} exited ${c}`)));
-    proc.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (!line.includes('"serving"')) continue;
-        const rec = JSON.parse(line) as { listeners: { transport: string; port: number }[] };
-        clearTimeout(timer);
-        resolve({
-          proc,
-          ports: Object.fromEntries(rec.listeners.map((l) => [l.transport, l.port])),
-        });
-      }
-    });
-  });
-}
-
-/** CPU (user + system) of another process, µs, from /proc (Linux). */
-function procCpuUs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime
-  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
-}
 
 function keyBatches(batch: number, seed: number): BigUint64Array[] {
   let x = seed >>> 0 || 1;
@@ -125,39 +49,31 @@ export const psScenario: Scenario = {
   description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const sides: Side[] = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
-    const work = mkdtempSync(join(tmpdir(), 'rdmajs-bench-ps-'));
-    const tablesFile = join(work, 'tables.json');
-    const secretFile = join(work, 'secret');
-    writeFileSync(
-      tablesFile,
-      JSON.stringify({
-        tables: PS_DIMS.map((dim) => ({
-          name: `emb${dim}`,
-          dim,
-          optimizer: { kind: 'adagrad', lr: 0.01 },
-          log: false,
-        })),
-      }),
-    );
-    writeFileSync(secretFile, SECRET, { mode: 0o600 });
-    const shards: Shard[] = [];
+    let set: PsShardSet | undefined;
     const results: Result[] = [];
     const clients = new Map<Side, PsClient>();
     try {
       if (sides.length === 0) return results;
       progress('starting ps shards');
-      shards.push(
-        ...(await Promise.all(
-          Array.from({ length: SHARDS }, (_, i) =>
-            startShard(`b${i}`, tablesFile, secretFile, sides.join(','), o.provider),
-          ),
-        )),
-      );
+      set = await PsShardSet.start({
+        shards: SHARDS,
+        tables: PS_DIMS.map((dim) => ({
+          name: `emb${dim}`,
+          dim,
+          optimizer: { kind: 'adagrad', lr: 0.01 },
+        })),
+        secret: SECRET,
+        transports: sides,
+        provider: o.provider,
+        idPrefix: 'b',
+        args: EAGER === undefined ? [] : ['--rdma-eager-threshold', String(EAGER)],
+      });
+      const shards = set;
       for (const side of sides) {
         clients.set(
           side,
           await PsClient.connect({
-            servers: shards.map((s) => ({ host: '127.0.0.1', port: s.ports[side] as number })),
+            servers: shards.servers(side),
             transport: side,
             ...(side === 'rdma'
               ? {
@@ -173,8 +89,7 @@ export const psScenario: Scenario = {
           }),
         );
       }
-      const allCpu = () =>
-        cpuNowUs() + shards.reduce((a, s) => a + procCpuUs(s.proc.pid as number), 0);
+      const allCpu = () => cpuNowUs() + shards.pids.reduce((a, pid) => a + procCpuUs(pid), 0);
       // Warm every path once (JIT, connections, first rows) so the first rows measured are not
       // the slowest; each row still has its own warm-up below.
       progress('ps warm-up');
@@ -241,17 +156,7 @@ export const psScenario: Scenario = {
       }
     } finally {
       await Promise.allSettled([...clients.values()].map((c) => c.close()));
-      await Promise.all(
-        shards.map(
-          (s) =>
-            new Promise<void>((resolve) => {
-              if (s.proc.exitCode !== null) return resolve();
-              s.proc.once('exit', () => resolve());
-              s.proc.kill('SIGTERM');
-            }),
-        ),
-      );
-      rmSync(work, { recursive: true, force: true });
+      await set?.stop();
     }
     return results;
   },

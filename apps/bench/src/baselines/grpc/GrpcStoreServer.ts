@@ -33,6 +33,11 @@ export class GrpcStoreServer {
     return this.#port;
   }
 
+  /** The server process (its CPU and RSS are read from /proc by the evaluation). */
+  get pid(): number {
+    return this.#proc.pid as number;
+  }
+
   static async start(tables: SparseTableConfig[]): Promise<GrpcStoreServer> {
     const script = fileURLToPath(new URL('./grpc-server.ts', import.meta.url));
     const proc = fork(script, [], {

@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
+const START_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 10_000;
+
+export interface PsShardOptions {
+  id: string;
+  tablesFile: string;
+  secretFile: string;
+  /** Ports, one per transport (0 picks a free one); a restart passes the ports it had. */
+  listen?: readonly number[];
+  /** Snapshots + push log: a shard restarted on the same directory has every acknowledged push. */
+  dataDir?: string;
+  /** Further CLI arguments (e.g. a transport). */
+  args?: readonly string[];
+}
+
+/** One `rdmajs-ps-server` process run from source, ready once it logs `serving`. */
+export class PsShardProcess {
+  private constructor(
+    readonly options: PsShardOptions,
+    readonly proc: ChildProcess,
+    /** The port of each transport it listens on (`tcp`, `rdma`). */
+    readonly ports: Readonly<Record<string, number>>,
+  ) {}
+
+  /** The first listener's port (what `--listen` is given back on a restart). */
+  get port(): number {
+    return Object.values(this.ports)[0] as number;
+  }
+
+  get pid(): number {
+    return this.proc.pid as number;
+  }
+
+  get running(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  static start(options: PsShardOptions): Promise<PsShardProcess> {
+    const args = [
+      '--conditions=@rdmajs/source',
+      '--import',
+      'tsx',
+      cli,
+      '--tables',
+      options.tablesFile,
+      '--shard-id',
+      options.id,
+      '--secret-file',
+      options.secretFile,
+      '--listen',
+      `127.0.0.1:${(options.listen ?? [0]).join(',')}`,
+      '--log-level',
+      'info', // `serving` (with the port) is an info line
+      ...(options.dataDir === undefined ? [] : ['--data-dir', options.dataDir]),
+      ...(options.args ?? []),
+    ];
+    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    return new Promise((resolve, reject) => {
+      let buf = '';
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        proc.kill('SIGKILL');
+        reject(err);
+      };
+      const timer = setTimeout(
+        () => fail(new Error(`ps shard ${options.id} did not start in ${START_TIMEOUT_MS} ms`)),
+        START_TIMEOUT_MS,
+      );
+      proc.once('exit', (c, s) => fail(new Error(`ps shard ${options.id} exited (${c ?? s})`)));
+      const onData = (d: Buffer) => {
+        buf += d.toString();
+        const ports = servingPorts(buf);
+        if (ports === undefined) return;
+        clearTimeout(timer);
+        proc.removeAllListeners('exit');
+        proc.stdout?.off('data', onData);
+        proc.stdout?.resume(); // later log lines are not read
+        resolve(new PsShardProcess(options, proc, ports));
+      };
+      proc.stdout?.on('data', onData);
+    });
+  }
+
+  /** The same shard again, on the same ports and data directory. */
+  restart(): Promise<PsShardProcess> {
+    return PsShardProcess.start({ ...this.options, listen: Object.values(this.ports) });
+  }
+
+  /** SIGKILL: the process dies with whatever it had not written. */
+  async kill(): Promise<void> {
+    await this.#stop('SIGKILL');
+  }
+
+  /** SIGTERM (drain, snapshot, exit 0), SIGKILL if it takes too long. */
+  async stop(): Promise<void> {
+    await this.#stop('SIGTERM');
+  }
+
+  #stop(signal: NodeJS.Signals): Promise<void> {
+    if (!this.running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(() => this.proc.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      this.proc.once('exit', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      this.proc.kill(signal);
+    });
+  }
+}
+
+/** The ports of the CLI's `serving` log line (JSON), once a whole one has arrived. */
+function servingPorts(out: string): Record<string, number> | undefined {
+  for (const line of out.split('\n')) {
+    if (!line.includes('"serving"')) continue;
+    let entry: { msg?: string; port?: number; listeners?: { transport: string; port: number }[] };
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue; // not a whole line yet
+    }
+    if (entry.msg !== 'serving') continue;
+    if (Array.isArray(entry.listeners))
+      return Object.fromEntries(entry.listeners.map((l) => [l.transport, l.port]));
+    if (typeof entry.port === 'number') return { tcp: entry.port };
+  }
+  return undefined;
+}

@@ -1,0 +1,90 @@
+import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
+import { exponential, xorshift32 } from './random.js';
+
+export interface OpenLoopOptions {
+  /** Offered load, requests per second (Poisson arrivals). */
+  rate: number;
+  durationMs: number;
+  /** Requests in flight beyond which an arrival is dropped and counted (the client is saturated). */
+  maxOutstanding: number;
+  seed: number;
+}
+
+export interface OpenLoopResult {
+  /** Issue → completion of each request. */
+  latency: LatencyRecorder;
+  /** Scheduled arrival → issue: how far the client fell behind the offered load. */
+  lag: LatencyRecorder;
+  completed: number;
+  dropped: number;
+  failed: number;
+  seconds: number;
+}
+
+/**
+ * Drives `request` with open-loop Poisson arrivals at `rate` for `durationMs`: arrivals do not
+ * wait for earlier requests, so a slow transport queues up instead of being offered less. Node
+ * timers have millisecond resolution, so arrivals due within the same millisecond are issued
+ * together when the timer fires; each request's latency is measured from its issue, and the
+ * scheduling lag (arrival → issue) is reported beside it, so the timer's granularity does not
+ * count as transport latency while a client that cannot keep up still shows.
+ */
+export async function runOpenLoop(
+  request: (k: number) => Promise<void>,
+  o: OpenLoopOptions,
+): Promise<OpenLoopResult> {
+  const next = xorshift32(o.seed);
+  const meanGapMs = 1000 / o.rate;
+  const latency = new LatencyRecorder();
+  const lag = new LatencyRecorder();
+  let outstanding = 0;
+  let completed = 0;
+  let dropped = 0;
+  let failed = 0;
+  let k = 0;
+  const start = performance.now();
+  const end = start + o.durationMs;
+  let due = start + exponential(next, meanGapMs);
+  let drained: (() => void) | undefined;
+  const issue = (scheduled: number) => {
+    if (outstanding >= o.maxOutstanding) {
+      dropped++;
+      return;
+    }
+    outstanding++;
+    const t0 = performance.now();
+    lag.record((t0 - scheduled) * 1000);
+    request(k++).then(
+      () => {
+        latency.record((performance.now() - t0) * 1000);
+        completed++;
+        if (--outstanding === 0) drained?.();
+      },
+      () => {
+        failed++;
+        if (--outstanding === 0) drained?.();
+      },
+    );
+  };
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (due <= now && due < end) {
+        issue(due);
+        due += exponential(next, meanGapMs);
+      }
+      if (due >= end) return resolve();
+      setTimeout(tick, Math.max(0, Math.floor(due - performance.now())));
+    };
+    tick();
+  });
+  if (outstanding > 0) await new Promise<void>((r) => (drained = r));
+  return {
+    latency,
+    lag,
+    completed,
+    dropped,
+    failed,
+    seconds: (performance.now() - start) / 1000,
+  };
+}
