@@ -1589,10 +1589,13 @@ function quietly(b: Block | undefined): void {
   }
 }
 
-/** A block the peer may READ: remote-read access. */
+/**
+ * A block the peer may READ in place: remote-read access only. A `remote-read-write` block
+ * is copied like a local one: its arena's rkey would also let the peer WRITE that arena.
+ */
 function readable(part: Block | BlockSlice): boolean {
   const b = part instanceof BlockSlice ? part.block : part;
-  return b.access === 'remote-read' || b.access === 'remote-read-write';
+  return b.access === 'remote-read';
 }
 
 function releaseParts(message: OutboundMessage): void {
