@@ -16,7 +16,11 @@ import {
   MuxConnectionError,
   MuxError,
   MuxHandshakeError,
+  type PendingHandshakeLimits,
+  type PendingHandshakeOptions,
+  PendingHandshakes,
   PROTOCOL_VERSION,
+  pendingHandshakeLimits,
   signalOf,
   type Transport,
   timeoutOf,
@@ -26,7 +30,7 @@ import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 
 const MiB = 1024 * 1024;
 
-export interface TcpTransportOptions {
+export interface TcpTransportOptions extends PendingHandshakeOptions {
   /** Largest message this side accepts, bytes. Default 16 MiB. */
   maxMessageBytes?: number;
   /**
@@ -44,8 +48,10 @@ export interface TcpTransportOptions {
   /** Handshake deadline on the listening side. Default 10 000. */
   handshakeTimeoutMs?: number;
   /**
-   * Handshakes a listener runs at once; peers beyond it are refused at once (a flood of
-   * silent connections cannot hold unbounded sockets). Default 256.
+   * Unauthenticated sockets a listener holds at once; beyond it the oldest is dropped for the
+   * new one (a flood of silent connections can neither hold unbounded sockets nor lock real
+   * clients out). Per host see `maxPendingHandshakesPerHost` (default 8), the first
+   * message's deadline `firstMessageTimeoutMs` (default 2 000). Default 256.
    */
   maxPendingHandshakes?: number;
   /** A ping goes out when nothing was written for half of this. Default 1 000. */
@@ -60,8 +66,10 @@ export interface TcpTransportOptions {
   protocolVersion?: number;
 }
 
-interface Resolved extends Omit<Required<TcpTransportOptions>, 'receiveAllocator'> {
+interface Resolved
+  extends Omit<Required<TcpTransportOptions>, 'receiveAllocator' | keyof PendingHandshakeOptions> {
   receiveAllocator: RegisteredAllocator | undefined;
+  pending: PendingHandshakeLimits;
 }
 
 /**
@@ -82,6 +90,18 @@ export class TcpTransport implements Transport {
       0,
       MAX_FRAME_LIMIT,
     );
+    const handshakeTimeoutMs = checkInt(
+      'handshakeTimeoutMs',
+      o.handshakeTimeoutMs ?? 10_000,
+      1,
+      2_147_483_647,
+    );
+    const maxPendingHandshakes = checkInt(
+      'maxPendingHandshakes',
+      o.maxPendingHandshakes ?? 256,
+      1,
+      1 << 20,
+    );
     this.#o = {
       maxMessageBytes,
       windowBytes: checkInt(
@@ -98,18 +118,9 @@ export class TcpTransport implements Transport {
         1,
         2_147_483_647,
       ),
-      handshakeTimeoutMs: checkInt(
-        'handshakeTimeoutMs',
-        o.handshakeTimeoutMs ?? 10_000,
-        1,
-        2_147_483_647,
-      ),
-      maxPendingHandshakes: checkInt(
-        'maxPendingHandshakes',
-        o.maxPendingHandshakes ?? 256,
-        1,
-        1 << 20,
-      ),
+      handshakeTimeoutMs,
+      maxPendingHandshakes,
+      pending: pendingHandshakeLimits(o, maxPendingHandshakes, handshakeTimeoutMs),
       heartbeatIntervalMs: checkInt(
         'heartbeatIntervalMs',
         o.heartbeatIntervalMs ?? 1_000,
@@ -233,23 +244,24 @@ export class TcpTransport implements Transport {
     const port = checkInt('port', options.port ?? 0, 0, 65_535);
     const server = net.createServer({ allowHalfOpen: true, noDelay: true });
     const listener = new TcpListener(server, host);
+    const admission = new PendingHandshakes(this.#o.pending);
     server.on('connection', (socket) => {
       const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-      if (listener.closed || listener.handshaking.size >= this.#o.maxPendingHandshakes) {
+      if (listener.closed) {
         socket.destroy();
         const err = new MuxHandshakeError(
           'ERR_MUX_HANDSHAKE',
-          listener.closed
-            ? 'handshake (server): the listener is closed'
-            : `handshake (server): more than ${this.#o.maxPendingHandshakes} in progress`,
+          'handshake (server): the listener is closed',
         );
         if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         return;
       }
+      admission.admit(socket); // may drop the oldest unauthenticated socket
       listener.handshaking.add(socket);
       const hs = this.#handshake('server', options.secret);
       socketHandshake(socket, hs, this.#o.handshakeTimeoutMs, undefined).then(
         (leftover) => {
+          admission.settle(socket);
           listener.handshaking.delete(socket);
           if (listener.closed) {
             socket.destroy();
@@ -264,6 +276,7 @@ export class TcpTransport implements Transport {
           listener.emit('connection', conn);
         },
         (err: Error) => {
+          admission.settle(socket);
           listener.handshaking.delete(socket);
           if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         },

@@ -30,6 +30,7 @@ export function socketHandshake(
       clearTimeout(timer);
       socket.off('data', onData);
       socket.off('close', onClose);
+      socket.off('end', onClose);
       socket.off('error', onError);
       signal?.removeEventListener('abort', onAbort);
     };
@@ -78,13 +79,16 @@ export function socketHandshake(
           `handshake (${hs.role}): the peer closed the connection (state ${hs.state})`,
         ),
       );
+    // A typed error is ours (a listener dropping or timing out the socket): kept as is.
     const onError = (err: Error) =>
       fail(
-        new MuxConnectionError(
-          'ERR_MUX_CONNECTION_LOST',
-          `handshake (${hs.role}): ${err.message}`,
-          err,
-        ),
+        err instanceof MuxError
+          ? err
+          : new MuxConnectionError(
+              'ERR_MUX_CONNECTION_LOST',
+              `handshake (${hs.role}): ${err.message}`,
+              err,
+            ),
       );
     const onAbort = () => fail(new MuxAbortError(`handshake (${hs.role})`, signal?.reason));
     const timer = setTimeout(
@@ -93,6 +97,9 @@ export function socketHandshake(
     );
     socket.on('data', onData);
     socket.on('close', onClose);
+    // allowHalfOpen sockets emit no 'close' on the peer's FIN: a peer that ended (or a
+    // server that dropped us at once) must not look like a deadline.
+    socket.on('end', onClose);
     socket.on('error', onError);
     if (signal !== undefined) {
       if (signal.aborted) return onAbort();
