@@ -64,6 +64,15 @@ export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOption
   budget?: { maxBytes: number; maxMessages: number };
   /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
   readChunkBytes?: number;
+  /**
+   * Send window cap per connection, whatever the peer announces (so one peer that never
+   * releases cannot hold the whole budget). Default budget / 8 bytes (at least
+   * maxMessageBytes + 16) and budget / 8 messages.
+   */
+  maxSendWindowBytes?: number;
+  maxSendWindowMessages?: number;
+  /** A peer must answer Done for a block offered by rendezvous within this. Default `defaultTimeoutMs`. */
+  doneTimeoutMs?: number;
   /** Protocol version to announce. For tests of version rejection only. */
   protocolVersion?: number;
 }
@@ -84,6 +93,8 @@ interface Resolved {
   readChunkBytes: number;
   protocolVersion: number;
   tuning: ParsedRdmaTuning;
+  maxSendWindow: { maxBytes: number; maxMessages: number };
+  doneTimeoutMs: number;
 }
 
 /**
@@ -150,6 +161,7 @@ export class RdmaTransport implements Transport {
         0xffff,
       ),
       tuning: parseRdmaTuning(o),
+      ...sendLimits(o, maxMessageBytes, big),
     };
     if (this.#o.peerTimeoutMs <= this.#o.heartbeatIntervalMs) {
       throw new MuxError(
@@ -281,6 +293,8 @@ export class RdmaTransport implements Transport {
       },
       readChunkBytes: o.readChunkBytes,
       budget: this.#budget,
+      maxSendWindow: o.maxSendWindow,
+      doneTimeoutMs: o.doneTimeoutMs,
     };
     const conn = new RdmaConnection(link, role, settings, resources);
     this.#connections.add(conn);
@@ -418,4 +432,36 @@ export class RdmaTransport implements Transport {
     void listener.port;
     return listener;
   }
+}
+
+/** The per-connection send caps, from the options and the budget they are a share of. */
+function sendLimits(
+  o: RdmaTransportOptions,
+  maxMessageBytes: number,
+  big: number,
+): Pick<Resolved, 'maxSendWindow' | 'doneTimeoutMs'> {
+  const b = o.budget ?? { maxBytes: 1024 * MiB, maxMessages: 1 << 20 };
+  const floor = maxMessageBytes + FRAME_HEADER_BYTES;
+  return {
+    maxSendWindow: {
+      maxBytes: checkInt(
+        'maxSendWindowBytes',
+        o.maxSendWindowBytes ?? Math.max(floor, Math.floor(b.maxBytes / 8)),
+        1,
+        0xffffffff,
+      ),
+      maxMessages: checkInt(
+        'maxSendWindowMessages',
+        o.maxSendWindowMessages ?? Math.max(1, Math.floor(b.maxMessages / 8)),
+        1,
+        0xffffffff,
+      ),
+    },
+    doneTimeoutMs: checkInt(
+      'doneTimeoutMs',
+      o.doneTimeoutMs ?? o.defaultTimeoutMs ?? 30_000,
+      1,
+      big,
+    ),
+  };
 }

@@ -62,6 +62,14 @@ export interface TcpTransportOptions extends PendingHandshakeOptions {
   creditFlushMs?: number;
   /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
   receiveAllocator?: RegisteredAllocator;
+  /**
+   * Send window cap, whatever the peer announces (a peer that stops reading cannot make us
+   * queue gigabytes). Default this side's own `windowBytes` and `windowMessages`.
+   */
+  maxSendWindowBytes?: number;
+  maxSendWindowMessages?: number;
+  /** Sends wait for 'drain' while the socket holds more than this unwritten. Default 4 MiB. */
+  maxSocketBacklogBytes?: number;
   /** Protocol version to announce. For tests of version rejection only. */
   protocolVersion?: number;
 }
@@ -90,6 +98,13 @@ export class TcpTransport implements Transport {
       0,
       MAX_FRAME_LIMIT,
     );
+    const windowBytes = checkInt(
+      'windowBytes',
+      o.windowBytes ?? Math.max(64 * MiB, maxMessageBytes + FRAME_HEADER_BYTES),
+      Math.max(MIN_WINDOW_BYTES, maxMessageBytes + FRAME_HEADER_BYTES),
+      0xffffffff,
+    );
+    const windowMessages = checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff);
     const handshakeTimeoutMs = checkInt(
       'handshakeTimeoutMs',
       o.handshakeTimeoutMs ?? 10_000,
@@ -104,13 +119,26 @@ export class TcpTransport implements Transport {
     );
     this.#o = {
       maxMessageBytes,
-      windowBytes: checkInt(
-        'windowBytes',
-        o.windowBytes ?? Math.max(64 * MiB, maxMessageBytes + FRAME_HEADER_BYTES),
-        Math.max(MIN_WINDOW_BYTES, maxMessageBytes + FRAME_HEADER_BYTES),
+      windowBytes,
+      windowMessages,
+      maxSendWindowBytes: checkInt(
+        'maxSendWindowBytes',
+        o.maxSendWindowBytes ?? windowBytes,
+        1,
         0xffffffff,
       ),
-      windowMessages: checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff),
+      maxSendWindowMessages: checkInt(
+        'maxSendWindowMessages',
+        o.maxSendWindowMessages ?? windowMessages,
+        1,
+        0xffffffff,
+      ),
+      maxSocketBacklogBytes: checkInt(
+        'maxSocketBacklogBytes',
+        o.maxSocketBacklogBytes ?? 4 * MiB,
+        0,
+        0xffffffff,
+      ),
       maxChannels: checkInt('maxChannels', o.maxChannels ?? 65_536, 1, 1 << 30),
       defaultTimeoutMs: checkInt(
         'defaultTimeoutMs',
@@ -164,6 +192,8 @@ export class TcpTransport implements Transport {
       peerTimeoutMs: o.peerTimeoutMs,
       creditFlushMs: o.creditFlushMs,
       receiveAllocator: o.receiveAllocator,
+      maxSendWindow: { maxBytes: o.maxSendWindowBytes, maxMessages: o.maxSendWindowMessages },
+      maxSocketBacklogBytes: o.maxSocketBacklogBytes,
     };
   }
 
