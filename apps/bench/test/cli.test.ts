@@ -111,10 +111,31 @@ describe('rdmajs-bench verbs-pingpong', () => {
     expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
   });
 
-  it('accepts the `--` pnpm passes on (`pnpm bench -- --transports tcp`)', () => {
-    const { json } = runBench(['--', '--iterations', '50', '--sizes', '64', '--transports', 'tcp']);
+  it('accepts the `--` pnpm passes on (`pnpm bench -- verbs-pingpong --transports tcp`)', () => {
+    const { json } = runBench([
+      '--',
+      'verbs-pingpong',
+      '--iterations',
+      '50',
+      '--sizes',
+      '64',
+      '--transports',
+      'tcp',
+    ]);
     expect(json.scenario).toBe('verbs-pingpong');
     expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
+  });
+});
+
+describe('rdmajs-bench without a scenario', () => {
+  it("runs the evaluation (the README's main job)", () => {
+    const help = execFileSync(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=@rdmajs/source', cli, '--help'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    // Commander wraps the argument's help: compare with the whitespace collapsed.
+    expect(help.replace(/\s+/g, ' ')).toMatch(/ scenario one of: [^()]*\(default: "evaluation"\)/);
   });
 });
 

@@ -81,6 +81,10 @@ export interface RdmaConnectionSettings {
   /** Largest RDMA READ work request (bigger messages are read in chunks). */
   readChunkBytes: number;
   budget: SharedBudget | undefined;
+  /** This side's cap on the send window (the peer's announced window is only an upper bound). */
+  maxSendWindow: { maxBytes: number; maxMessages: number };
+  /** A peer must answer Done for an offered block within this, else ERR_MUX_PEER_TIMEOUT. */
+  doneTimeoutMs: number;
 }
 
 /** The most benefit adaptive polling remembers (so a few misses after a run of hits stop it). */
@@ -188,6 +192,8 @@ interface Source {
   /** This connection copied the message into it (else it is the application's block). */
   own: boolean;
   settle: ((err?: Error) => void) | undefined;
+  /** When the Ready went out (Date.now()): the Done deadline counts from it. */
+  since: number;
 }
 
 /**
@@ -299,9 +305,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.defaultTimeoutMs = settings.defaultTimeoutMs;
     this.remoteAddress = link.remoteAddress;
     this.#nextId = role === 'client' ? 1 : 2;
+    // One peer must not hold the transport's shared budget with a huge announced window.
     this.#window = new SendWindow({
-      maxBytes: settings.peer.windowBytes,
-      maxMessages: settings.peer.windowMessages,
+      maxBytes: Math.min(settings.peer.windowBytes, settings.maxSendWindow.maxBytes),
+      maxMessages: Math.min(settings.peer.windowMessages, settings.maxSendWindow.maxMessages),
       defaultTimeoutMs: settings.defaultTimeoutMs,
       maxQueued: 1 << 20,
       ...(settings.budget === undefined ? {} : { budget: settings.budget }),
@@ -609,7 +616,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     let token = this.#nextToken;
     while (this.#sources.has(token) || token === 0) token = (token + 1) >>> 0;
     this.#nextToken = (token + 1) >>> 0;
-    const source: Source = { block: src, own, settle: undefined };
+    const source: Source = { block: src, own, settle: undefined, since: Date.now() };
     let done: Promise<void> | undefined;
     if (!own) {
       done = new Promise<void>((resolve, reject) => {
@@ -1385,7 +1392,14 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     if (this.#state !== 'open') return;
     this.#setState('closing');
     this.#window.close();
+    // Bounded: a peer that said GoAway but never completes what we sent is dropped.
+    const ms = this.defaultTimeoutMs;
+    const timer = setTimeout(
+      () => this.destroy(new MuxDeadlineError(`graceful end of ${this.remoteAddress}`, ms)),
+      ms,
+    );
     await this.#whenIdle();
+    clearTimeout(timer);
     if (this.#now() === 'closing') {
       this.#quiet = true;
       this.#link.end();
@@ -1405,6 +1419,17 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   #tick(): void {
     const now = Date.now();
+    // Sources are kept in offer order: the first is the oldest.
+    const oldest = this.#sources.values().next().value;
+    if (oldest !== undefined && now - oldest.since > this.#s.doneTimeoutMs) {
+      this.destroy(
+        new MuxConnectionError(
+          'ERR_MUX_PEER_TIMEOUT',
+          `${this.remoteAddress} did not read an offered block within ${this.#s.doneTimeoutMs} ms`,
+        ),
+      );
+      return;
+    }
     if (now - this.#link.lastRead > this.#s.peerTimeoutMs) {
       setImmediate(() => {
         if (Date.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
@@ -1640,10 +1665,13 @@ function quietly(b: Block | undefined): void {
   }
 }
 
-/** A block the peer may READ: remote-read access. */
+/**
+ * A block the peer may READ in place: remote-read access only. A `remote-read-write` block
+ * is copied like a local one: its arena's rkey would also let the peer WRITE that arena.
+ */
 function readable(part: Block | BlockSlice): boolean {
   const b = part instanceof BlockSlice ? part.block : part;
-  return b.access === 'remote-read' || b.access === 'remote-read-write';
+  return b.access === 'remote-read';
 }
 
 function releaseParts(message: OutboundMessage): void {

@@ -16,6 +16,12 @@ import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
+import {
+  type PendingHandshakeLimits,
+  type PendingHandshakeOptions,
+  PendingHandshakes,
+  pendingHandshakeLimits,
+} from './PendingHandshakes.js';
 import { RdmaConnection, type RdmaConnectionSettings } from './RdmaConnection.js';
 import { RdmaListener } from './RdmaListener.js';
 import { socketHandshake } from './socketHandshake.js';
@@ -24,7 +30,7 @@ import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
 
 const MiB = 1024 * 1024;
 
-export interface RdmaTransportOptions extends RdmaTuning {
+export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOptions {
   /** The device to use (its PD and allocator are made here). Default: a soft device opened on first use. */
   device?: Device;
   /** Largest message this side accepts, bytes. Default 16 MiB. */
@@ -39,8 +45,14 @@ export interface RdmaTransportOptions extends RdmaTuning {
   defaultTimeoutMs?: number;
   /** Handshake and setup deadline on the listening side. Default 10 000. */
   handshakeTimeoutMs?: number;
-  /** Handshakes a listener runs at once; more are refused. Default 256. */
+  /** Unauthenticated sockets a listener holds; when full, the oldest is dropped for a new one. Default 256. */
   maxPendingHandshakes?: number;
+  /** Unauthenticated sockets per remote host (IPv4 address, IPv6 /64); its oldest is dropped beyond. Default 8. */
+  maxPendingHandshakesPerHost?: number;
+  /** The same for a loopback host (127/8, ::1: local processes, tests). Default `maxPendingHandshakes`. */
+  maxPendingHandshakesPerLoopbackHost?: number;
+  /** The peer's first handshake message must arrive within this. Default 2 000 (at most `handshakeTimeoutMs`). */
+  firstMessageTimeoutMs?: number;
   /** A ping goes on the control connection when it was silent for half of this. Default 1 000. */
   heartbeatIntervalMs?: number;
   /** Fails the connection with ERR_MUX_PEER_TIMEOUT after this long without a control message. Default 5 000. */
@@ -53,6 +65,15 @@ export interface RdmaTransportOptions extends RdmaTuning {
   budget?: { maxBytes: number; maxMessages: number };
   /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
   readChunkBytes?: number;
+  /**
+   * Send window cap per connection, whatever the peer announces (so one peer that never
+   * releases cannot hold the whole budget). Default budget / 8 bytes (at least
+   * maxMessageBytes + 16) and budget / 8 messages.
+   */
+  maxSendWindowBytes?: number;
+  maxSendWindowMessages?: number;
+  /** A peer must answer Done for a block offered by rendezvous within this. Default `defaultTimeoutMs`. */
+  doneTimeoutMs?: number;
   /** Protocol version to announce. For tests of version rejection only. */
   protocolVersion?: number;
 }
@@ -65,6 +86,7 @@ interface Resolved {
   defaultTimeoutMs: number;
   handshakeTimeoutMs: number;
   maxPendingHandshakes: number;
+  pending: PendingHandshakeLimits;
   heartbeatIntervalMs: number;
   peerTimeoutMs: number;
   creditFlushMs: number;
@@ -72,6 +94,8 @@ interface Resolved {
   readChunkBytes: number;
   protocolVersion: number;
   tuning: ParsedRdmaTuning;
+  maxSendWindow: { maxBytes: number; maxMessages: number };
+  doneTimeoutMs: number;
 }
 
 /**
@@ -100,6 +124,18 @@ export class RdmaTransport implements Transport {
       MAX_FRAME_LIMIT,
     );
     const big = 2_147_483_647;
+    const handshakeTimeoutMs = checkInt(
+      'handshakeTimeoutMs',
+      o.handshakeTimeoutMs ?? 10_000,
+      1,
+      big,
+    );
+    const maxPendingHandshakes = checkInt(
+      'maxPendingHandshakes',
+      o.maxPendingHandshakes ?? 256,
+      1,
+      1 << 20,
+    );
     this.#o = {
       maxMessageBytes,
       windowBytes: checkInt(
@@ -111,13 +147,9 @@ export class RdmaTransport implements Transport {
       windowMessages: checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff),
       maxChannels: checkInt('maxChannels', o.maxChannels ?? 65_536, 1, 1 << 30),
       defaultTimeoutMs: checkInt('defaultTimeoutMs', o.defaultTimeoutMs ?? 30_000, 1, big),
-      handshakeTimeoutMs: checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs ?? 10_000, 1, big),
-      maxPendingHandshakes: checkInt(
-        'maxPendingHandshakes',
-        o.maxPendingHandshakes ?? 256,
-        1,
-        1 << 20,
-      ),
+      handshakeTimeoutMs,
+      maxPendingHandshakes,
+      pending: pendingHandshakeLimits(o, maxPendingHandshakes, handshakeTimeoutMs),
       heartbeatIntervalMs: checkInt('heartbeatIntervalMs', o.heartbeatIntervalMs ?? 1_000, 10, big),
       peerTimeoutMs: checkInt('peerTimeoutMs', o.peerTimeoutMs ?? 5_000, 20, big),
       creditFlushMs: checkInt('creditFlushMs', o.creditFlushMs ?? 5, 0, 60_000),
@@ -130,6 +162,7 @@ export class RdmaTransport implements Transport {
         0xffff,
       ),
       tuning: parseRdmaTuning(o),
+      ...sendLimits(o, maxMessageBytes, big),
     };
     if (this.#o.peerTimeoutMs <= this.#o.heartbeatIntervalMs) {
       throw new MuxError(
@@ -262,6 +295,8 @@ export class RdmaTransport implements Transport {
       },
       readChunkBytes: o.readChunkBytes,
       budget: this.#budget,
+      maxSendWindow: o.maxSendWindow,
+      doneTimeoutMs: o.doneTimeoutMs,
     };
     const conn = new RdmaConnection(link, role, settings, resources);
     this.#connections.add(conn);
@@ -339,36 +374,34 @@ export class RdmaTransport implements Transport {
     const reject = (err: Error, remote: string) => {
       if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
     };
+    const admission = new PendingHandshakes(this.#o.pending);
     server.on('connection', (socket) => {
       const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-      if (listener.closed || listener.pending.size >= this.#o.maxPendingHandshakes) {
+      if (listener.closed) {
         socket.destroy();
         reject(
-          new MuxHandshakeError(
-            'ERR_MUX_HANDSHAKE',
-            listener.closed
-              ? 'handshake (server): the listener is closed'
-              : `handshake (server): more than ${this.#o.maxPendingHandshakes} in progress`,
-          ),
+          new MuxHandshakeError('ERR_MUX_HANDSHAKE', 'handshake (server): the listener is closed'),
           remote,
         );
         return;
       }
+      admission.admit(socket); // may drop the oldest unauthenticated socket
       listener.pending.add(socket);
       const hs = this.#handshake('server', options.secret);
       const started = Date.now();
       const budget = this.#o.handshakeTimeoutMs;
       socketHandshake(socket, hs, budget, undefined)
-        .then((leftover) =>
-          this.#establish(
+        .then((leftover) => {
+          admission.settle(socket); // authenticated: the setup has its own deadline
+          return this.#establish(
             socket,
             leftover,
             'server',
             hs,
             Math.max(1, budget - (Date.now() - started)),
             undefined,
-          ),
-        )
+          );
+        })
         .then(
           (conn) => {
             listener.pending.delete(socket);
@@ -379,6 +412,7 @@ export class RdmaTransport implements Transport {
             listener.emit('connection', conn);
           },
           (err: Error) => {
+            admission.settle(socket);
             listener.pending.delete(socket);
             reject(err, remote);
           },
@@ -400,4 +434,36 @@ export class RdmaTransport implements Transport {
     void listener.port;
     return listener;
   }
+}
+
+/** The per-connection send caps, from the options and the budget they are a share of. */
+function sendLimits(
+  o: RdmaTransportOptions,
+  maxMessageBytes: number,
+  big: number,
+): Pick<Resolved, 'maxSendWindow' | 'doneTimeoutMs'> {
+  const b = o.budget ?? { maxBytes: 1024 * MiB, maxMessages: 1 << 20 };
+  const floor = maxMessageBytes + FRAME_HEADER_BYTES;
+  return {
+    maxSendWindow: {
+      maxBytes: checkInt(
+        'maxSendWindowBytes',
+        o.maxSendWindowBytes ?? Math.max(floor, Math.floor(b.maxBytes / 8)),
+        1,
+        0xffffffff,
+      ),
+      maxMessages: checkInt(
+        'maxSendWindowMessages',
+        o.maxSendWindowMessages ?? Math.max(1, Math.floor(b.maxMessages / 8)),
+        1,
+        0xffffffff,
+      ),
+    },
+    doneTimeoutMs: checkInt(
+      'doneTimeoutMs',
+      o.doneTimeoutMs ?? o.defaultTimeoutMs ?? 30_000,
+      1,
+      big,
+    ),
+  };
 }

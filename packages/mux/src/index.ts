@@ -47,6 +47,13 @@ export {
   type OutboundMessage,
   partBytes,
 } from './Message.js';
+export {
+  hostKey,
+  type PendingHandshakeLimits,
+  type PendingHandshakeOptions,
+  PendingHandshakes,
+  pendingHandshakeLimits,
+} from './PendingHandshakes.js';
 export { RdmaChannel } from './RdmaChannel.js';
 export { RdmaConnection } from './RdmaConnection.js';
 export { RdmaListener } from './RdmaListener.js';

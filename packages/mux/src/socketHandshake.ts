@@ -84,13 +84,16 @@ export function socketHandshake(
     // error reply) never closes by itself, so its end fails the handshake at once.
     const onEnd = () => fail(lost('ended the connection'));
     const onClose = () => fail(lost('closed the connection'));
+    // A typed error is ours (a listener dropping or timing out the socket): kept as is.
     const onError = (err: Error) =>
       fail(
-        new MuxConnectionError(
-          'ERR_MUX_CONNECTION_LOST',
-          `handshake (${hs.role}): ${err.message}`,
-          err,
-        ),
+        err instanceof MuxError
+          ? err
+          : new MuxConnectionError(
+              'ERR_MUX_CONNECTION_LOST',
+              `handshake (${hs.role}): ${err.message}`,
+              err,
+            ),
       );
     const onAbort = () => fail(new MuxAbortError(`handshake (${hs.role})`, signal?.reason));
     const timer = setTimeout(

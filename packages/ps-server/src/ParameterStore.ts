@@ -28,6 +28,12 @@ export interface StoreOptions {
   memory?: RowMemory;
   /** Clock for TTL (ms). Default Date.now. Logged with every push, so replay sees the same time. */
   now?: () => number;
+  /**
+   * A push whose seq is more than this above its session's last applied seq is refused
+   * (`ERR_PS_SEQ_GAP`, nothing applied), so one forged push cannot mark a session's future
+   * pushes as duplicates. Sessions not seen yet take any seq. Default 65 536.
+   */
+  maxSeqGap?: number;
 }
 
 export interface DurableStoreOptions extends StoreOptions {
@@ -118,6 +124,7 @@ export class ParameterStore {
   readonly #dense = new Map<string, DenseTensor>();
   readonly #now: () => number;
   readonly #sessions = new Map<string, { seq: number; lsn: number }>();
+  readonly #maxSeqGap: number;
   #lsn = 0;
   #state: StoreState = 'open';
   #dir: string | null = null;
@@ -134,6 +141,10 @@ export class ParameterStore {
     const memory = options.memory ?? heapRowMemory;
     if (typeof memory?.alloc !== 'function') throw invalidArg('memory must have alloc(bytes)');
     this.#now = options.now ?? Date.now;
+    const gap = options.maxSeqGap ?? 65_536;
+    if (!Number.isSafeInteger(gap) || gap < 1)
+      throw invalidArg('maxSeqGap must be a positive integer');
+    this.#maxSeqGap = gap;
     for (const c of options.tables ?? []) {
       if (this.#tables.has(c?.name) || this.#dense.has(c?.name))
         throw invalidArg(`duplicate table name ${c.name}`);
@@ -256,6 +267,11 @@ export class ParameterStore {
 
   #duplicate(opts: PushOptions): Promise<PushResult> | null {
     const s = this.#sessions.get(opts.session);
+    if (s !== undefined && opts.seq - s.seq > this.#maxSeqGap)
+      throw new PsError(
+        'ERR_PS_SEQ_GAP',
+        `seq ${opts.seq} is more than ${this.#maxSeqGap} above the session's last applied seq ${s.seq}`,
+      );
     if (s === undefined || opts.seq > s.seq) return null;
     const r: PushResult = { applied: false, duplicate: true, rows: 0, dropped: 0 };
     // The original may not be durable yet: a duplicate is acknowledged no earlier than it.

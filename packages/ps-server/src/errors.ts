@@ -14,7 +14,9 @@ export type PsErrorCode =
   | 'ERR_PS_NO_VALID_SNAPSHOT'
   | 'ERR_PS_CONFIG_MISMATCH'
   | 'ERR_PS_IO'
-  | 'ERR_PS_NATIVE_LOAD';
+  | 'ERR_PS_NATIVE_LOAD'
+  /** A push seq too far above its session's last applied one (see StoreOptions.maxSeqGap). */
+  | 'ERR_PS_SEQ_GAP';
 
 export interface PsErrorOptions {
   cause?: unknown;

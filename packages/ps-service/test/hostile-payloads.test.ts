@@ -98,7 +98,7 @@ it('thousands of seeded malformed payloads: typed refusals, the shard keeps serv
       } catch (err) {
         const e = err as { code?: string; remoteCode?: string };
         expect(e.code).toBe('ERR_RPC_REMOTE');
-        expect(e.remoteCode).toMatch(/^ERR_PS_(WIRE|REQUEST|INVALID_ARG|UNKNOWN_TABLE)/);
+        expect(e.remoteCode).toMatch(/^ERR_PS_(WIRE|REQUEST|INVALID_ARG|UNKNOWN_TABLE|SEQ_GAP)/);
         codes.set(e.remoteCode as string, (codes.get(e.remoteCode as string) ?? 0) + 1);
       }
     });

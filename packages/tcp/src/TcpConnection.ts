@@ -48,6 +48,10 @@ export interface TcpConnectionSettings {
   creditFlushMs: number;
   /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
   receiveAllocator: RegisteredAllocator | undefined;
+  /** This side's cap on the send window (the peer's announced window is only an upper bound). */
+  maxSendWindow: { maxBytes: number; maxMessages: number };
+  /** A send waits for 'drain' while the socket holds more than this, unwritten. */
+  maxSocketBacklogBytes: number;
 }
 
 /** Frame headers are cut from slabs: one allocation per 4096 frames, not one per frame. */
@@ -78,6 +82,8 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   readonly #views: Uint8Array[] = [];
   /** Writes handed to the socket whose callback has not run. */
   #pendingWrites = 0;
+  /** Settles at the socket's next 'drain' (or close): sends over the backlog bound wait on it. */
+  #drained: Promise<void> | undefined;
   #writesIdle: (() => void) | undefined;
   // Receive window accounting (what the peer has sent and the application not released).
   #peerBytes = 0;
@@ -122,9 +128,10 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.maxFrameBytes = settings.local.maxFrameBytes;
     this.remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
     this.#nextId = role === 'client' ? 1 : 2;
+    // What we queue for a peer is bounded by us, not by what it announces.
     this.#window = new SendWindow({
-      maxBytes: settings.peer.windowBytes,
-      maxMessages: settings.peer.windowMessages,
+      maxBytes: Math.min(settings.peer.windowBytes, settings.maxSendWindow.maxBytes),
+      maxMessages: Math.min(settings.peer.windowMessages, settings.maxSendWindow.maxMessages),
       defaultTimeoutMs: settings.defaultTimeoutMs,
       maxQueued: 1 << 20,
     });
@@ -244,6 +251,16 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
             throw this.#error ?? new MuxClosedError(`channel ${ch.id}`);
           }
         }
+        // A peer that stops reading must not make us queue its whole window in the socket.
+        const deadline = Date.now() + timeoutMs;
+        while (this.#socket.writableLength > this.#settings.maxSocketBacklogBytes) {
+          try {
+            await this.#drainOnce(deadline, timeoutMs, signal);
+          } catch (err) {
+            this.#window.release(charge); // nothing went on the wire
+            throw err;
+          }
+        }
         // Views are taken again after the wait (cheap, no copies): #views is shared.
         const parts = messageViews(message, this.#views);
         const done = this.#writeData(ch, parts, length);
@@ -261,6 +278,44 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     } finally {
       if (transfer) releaseParts(message);
     }
+  }
+
+  /**
+   * One wait for the socket's next 'drain' (or close), bounded by the send's deadline. The
+   * caller re-checks the backlog and writes in the same microtask, so the senders woken by
+   * one drain go one by one, not all at once.
+   */
+  async #drainOnce(deadline: number, timeoutMs: number, signal: AbortSignal | undefined) {
+    const s = this.#socket;
+    this.#drained ??= new Promise<void>((resolve) => {
+      const done = () => {
+        s.off('drain', done);
+        s.off('close', done);
+        this.#drained = undefined;
+        resolve();
+      };
+      s.on('drain', done);
+      s.on('close', done);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new MuxDeadlineError('send (socket backlog)', timeoutMs)),
+        Math.max(0, deadline - Date.now()),
+      );
+      onAbort = () => reject(new MuxAbortError('send', signal?.reason));
+      if (signal?.aborted === true) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      await Promise.race([this.#drained, stop]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+    }
+    if (this.#state === 'failed' || this.#state === 'closed')
+      throw this.#error ?? new MuxClosedError('send');
   }
 
   async #acquire(

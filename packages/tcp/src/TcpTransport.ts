@@ -16,7 +16,11 @@ import {
   MuxConnectionError,
   MuxError,
   MuxHandshakeError,
+  type PendingHandshakeLimits,
+  type PendingHandshakeOptions,
+  PendingHandshakes,
   PROTOCOL_VERSION,
+  pendingHandshakeLimits,
   signalOf,
   socketHandshake,
   type Transport,
@@ -26,7 +30,7 @@ import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 
 const MiB = 1024 * 1024;
 
-export interface TcpTransportOptions {
+export interface TcpTransportOptions extends PendingHandshakeOptions {
   /** Largest message this side accepts, bytes. Default 16 MiB. */
   maxMessageBytes?: number;
   /**
@@ -44,8 +48,10 @@ export interface TcpTransportOptions {
   /** Handshake deadline on the listening side. Default 10 000. */
   handshakeTimeoutMs?: number;
   /**
-   * Handshakes a listener runs at once; peers beyond it are refused at once (a flood of
-   * silent connections cannot hold unbounded sockets). Default 256.
+   * Unauthenticated sockets a listener holds at once; beyond it the oldest is dropped for the
+   * new one (a flood of silent connections can neither hold unbounded sockets nor lock real
+   * clients out). Per host see `maxPendingHandshakesPerHost` (default 8), the first
+   * message's deadline `firstMessageTimeoutMs` (default 2 000). Default 256.
    */
   maxPendingHandshakes?: number;
   /** A ping goes out when nothing was written for half of this. Default 1 000. */
@@ -56,12 +62,22 @@ export interface TcpTransportOptions {
   creditFlushMs?: number;
   /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
   receiveAllocator?: RegisteredAllocator;
+  /**
+   * Send window cap, whatever the peer announces (a peer that stops reading cannot make us
+   * queue gigabytes). Default this side's own `windowBytes` and `windowMessages`.
+   */
+  maxSendWindowBytes?: number;
+  maxSendWindowMessages?: number;
+  /** Sends wait for 'drain' while the socket holds more than this unwritten. Default 4 MiB. */
+  maxSocketBacklogBytes?: number;
   /** Protocol version to announce. For tests of version rejection only. */
   protocolVersion?: number;
 }
 
-interface Resolved extends Omit<Required<TcpTransportOptions>, 'receiveAllocator'> {
+interface Resolved
+  extends Omit<Required<TcpTransportOptions>, 'receiveAllocator' | keyof PendingHandshakeOptions> {
   receiveAllocator: RegisteredAllocator | undefined;
+  pending: PendingHandshakeLimits;
 }
 
 /**
@@ -82,15 +98,47 @@ export class TcpTransport implements Transport {
       0,
       MAX_FRAME_LIMIT,
     );
+    const windowBytes = checkInt(
+      'windowBytes',
+      o.windowBytes ?? Math.max(64 * MiB, maxMessageBytes + FRAME_HEADER_BYTES),
+      Math.max(MIN_WINDOW_BYTES, maxMessageBytes + FRAME_HEADER_BYTES),
+      0xffffffff,
+    );
+    const windowMessages = checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff);
+    const handshakeTimeoutMs = checkInt(
+      'handshakeTimeoutMs',
+      o.handshakeTimeoutMs ?? 10_000,
+      1,
+      2_147_483_647,
+    );
+    const maxPendingHandshakes = checkInt(
+      'maxPendingHandshakes',
+      o.maxPendingHandshakes ?? 256,
+      1,
+      1 << 20,
+    );
     this.#o = {
       maxMessageBytes,
-      windowBytes: checkInt(
-        'windowBytes',
-        o.windowBytes ?? Math.max(64 * MiB, maxMessageBytes + FRAME_HEADER_BYTES),
-        Math.max(MIN_WINDOW_BYTES, maxMessageBytes + FRAME_HEADER_BYTES),
+      windowBytes,
+      windowMessages,
+      maxSendWindowBytes: checkInt(
+        'maxSendWindowBytes',
+        o.maxSendWindowBytes ?? windowBytes,
+        1,
         0xffffffff,
       ),
-      windowMessages: checkInt('windowMessages', o.windowMessages ?? 65_536, 1, 0xffffffff),
+      maxSendWindowMessages: checkInt(
+        'maxSendWindowMessages',
+        o.maxSendWindowMessages ?? windowMessages,
+        1,
+        0xffffffff,
+      ),
+      maxSocketBacklogBytes: checkInt(
+        'maxSocketBacklogBytes',
+        o.maxSocketBacklogBytes ?? 4 * MiB,
+        0,
+        0xffffffff,
+      ),
       maxChannels: checkInt('maxChannels', o.maxChannels ?? 65_536, 1, 1 << 30),
       defaultTimeoutMs: checkInt(
         'defaultTimeoutMs',
@@ -98,18 +146,9 @@ export class TcpTransport implements Transport {
         1,
         2_147_483_647,
       ),
-      handshakeTimeoutMs: checkInt(
-        'handshakeTimeoutMs',
-        o.handshakeTimeoutMs ?? 10_000,
-        1,
-        2_147_483_647,
-      ),
-      maxPendingHandshakes: checkInt(
-        'maxPendingHandshakes',
-        o.maxPendingHandshakes ?? 256,
-        1,
-        1 << 20,
-      ),
+      handshakeTimeoutMs,
+      maxPendingHandshakes,
+      pending: pendingHandshakeLimits(o, maxPendingHandshakes, handshakeTimeoutMs),
       heartbeatIntervalMs: checkInt(
         'heartbeatIntervalMs',
         o.heartbeatIntervalMs ?? 1_000,
@@ -153,6 +192,8 @@ export class TcpTransport implements Transport {
       peerTimeoutMs: o.peerTimeoutMs,
       creditFlushMs: o.creditFlushMs,
       receiveAllocator: o.receiveAllocator,
+      maxSendWindow: { maxBytes: o.maxSendWindowBytes, maxMessages: o.maxSendWindowMessages },
+      maxSocketBacklogBytes: o.maxSocketBacklogBytes,
     };
   }
 
@@ -234,23 +275,24 @@ export class TcpTransport implements Transport {
     const port = checkInt('port', options.port ?? 0, 0, 65_535);
     const server = net.createServer({ allowHalfOpen: true, noDelay: true });
     const listener = new TcpListener(server, host);
+    const admission = new PendingHandshakes(this.#o.pending);
     server.on('connection', (socket) => {
       const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-      if (listener.closed || listener.handshaking.size >= this.#o.maxPendingHandshakes) {
+      if (listener.closed) {
         socket.destroy();
         const err = new MuxHandshakeError(
           'ERR_MUX_HANDSHAKE',
-          listener.closed
-            ? 'handshake (server): the listener is closed'
-            : `handshake (server): more than ${this.#o.maxPendingHandshakes} in progress`,
+          'handshake (server): the listener is closed',
         );
         if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         return;
       }
+      admission.admit(socket); // may drop the oldest unauthenticated socket
       listener.handshaking.add(socket);
       const hs = this.#handshake('server', options.secret);
       socketHandshake(socket, hs, this.#o.handshakeTimeoutMs, undefined).then(
         (leftover) => {
+          admission.settle(socket);
           listener.handshaking.delete(socket);
           if (listener.closed) {
             socket.destroy();
@@ -265,6 +307,7 @@ export class TcpTransport implements Transport {
           listener.emit('connection', conn);
         },
         (err: Error) => {
+          admission.settle(socket);
           listener.handshaking.delete(socket);
           if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         },

@@ -9,6 +9,7 @@ import type {
   Sge,
   SharedReceiveQueue,
 } from '@rdmajs/verbs';
+import { Access } from '@rdmajs/verbs';
 
 /** Send work requests per QP (the software queue in front of it holds the rest). */
 export const MAX_SEND_WR = 512;
@@ -17,7 +18,9 @@ export const MAX_SEND_SGE = 4;
 /**
  * The verbs objects of one peer: a CQ for everything, an SRQ of registered receive buffers
  * (allocator blocks), the RC QP pool, and an allocator of its own for the memory this peer
- * may READ (rendezvous sources), so a peer's rkeys reach only arenas of its own messages.
+ * may READ (rendezvous copies), so the rkeys of copied messages reach only arenas of this
+ * peer's own messages. A zero-copy source (an application block of the transport allocator)
+ * carries the rkey of a shared arena instead: the peer can READ that whole arena.
  */
 export class PeerResources {
   readonly cq: CompletionQueue;
@@ -80,10 +83,13 @@ export class PeerResources {
     return this.qps.map((qp) => qp.endpoint() as unknown as Record<string, unknown>);
   }
 
-  /** RC connect of every QP; rnrRetry 0: a SEND without a posted buffer fails at once. */
+  /**
+   * RC connect of every QP; rnrRetry 0: a SEND without a posted buffer fails at once. The
+   * peer may only READ through them (mux posts SEND and RDMA_READ, never WRITE or atomics).
+   */
   connect(remote: readonly Record<string, unknown>[]): void {
     for (const [i, qp] of this.qps.entries()) {
-      qp.connect(remote[i] as unknown as Endpoint, { rnrRetry: 0 });
+      qp.connect(remote[i] as unknown as Endpoint, { rnrRetry: 0, access: Access.RemoteRead });
     }
   }
 

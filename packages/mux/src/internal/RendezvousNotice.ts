@@ -6,8 +6,9 @@ import { MuxError } from '../errors.js';
  * ```
  * 0 kind u8 | 1 reserved u8 (0) | 2 reserved u16 (0) | 4 token u32 | 8 addr u64 | 16 length u32 | 20 rkey u32
  * ```
- * `Ready` offers one registered block of the sender (address, length and the rkey of just
- * that block) for the receiver to RDMA READ; `Done` (addr, length, rkey zero) tells the
+ * `Ready` offers one registered block of the sender (address, length and the rkey of the
+ * arena holding it: the key reaches the whole arena, not just the block) for the receiver
+ * to RDMA READ; `Done` (addr, length, rkey zero) tells the
  * sender that `token`'s block was read and may be released. The receiver checks a Ready
  * against its declared limits before it allocates anything for it.
  */
