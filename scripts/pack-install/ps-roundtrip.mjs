@@ -20,7 +20,10 @@ const client = await PsClient.connect({
   secret,
 });
 await client.push('t', [7n], Float32Array.of(1, 2));
-const row = await client.pull('t', [7n]);
+// pull() returns views of the reply (PulledRows): copy the row out, then release the reply.
+const pulled = await client.pull('t', [7n]);
+const row = Float32Array.from(pulled.rows);
+pulled.release();
 await client.pushDense('d', Float32Array.of(1, 2, 3));
 const d = await client.pullDense('d');
 await client.close();
