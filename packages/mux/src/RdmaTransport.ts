@@ -29,6 +29,8 @@ import type { ConnectOptions, ListenOptions, SharedSecret, Transport } from './T
 import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
 
 const MiB = 1024 * 1024;
+/** What every connection of a transport may have in flight together, unless `budget` says. */
+const DEFAULT_BUDGET = { maxBytes: 1024 * MiB, maxMessages: 1 << 20 } as const;
 
 export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOptions {
   /** The device to use (its PD and allocator are made here). Default: a soft device opened on first use. */
@@ -170,7 +172,7 @@ export class RdmaTransport implements Transport {
         'peerTimeoutMs must be longer than heartbeatIntervalMs',
       );
     }
-    const b = o.budget ?? { maxBytes: 1024 * MiB, maxMessages: 1 << 20 };
+    const b = o.budget ?? DEFAULT_BUDGET;
     this.#budget = new SharedBudget({ maxBytes: b.maxBytes, maxMessages: b.maxMessages });
     this.#device = o.device;
     this.#ownDevice = o.device === undefined;
@@ -442,7 +444,7 @@ function sendLimits(
   maxMessageBytes: number,
   big: number,
 ): Pick<Resolved, 'maxSendWindow' | 'doneTimeoutMs'> {
-  const b = o.budget ?? { maxBytes: 1024 * MiB, maxMessages: 1 << 20 };
+  const b = o.budget ?? DEFAULT_BUDGET;
   const floor = maxMessageBytes + FRAME_HEADER_BYTES;
   return {
     maxSendWindow: {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ParameterStore } from '../src/index.js';
 import { CRASH_DENSE, CRASH_TABLES, PROBE_KEYS, pushAt } from './fixtures/workload.js';
 import { bits, tmpDir } from './helpers.js';
@@ -10,6 +10,15 @@ import { bits, tmpDir } from './helpers.js';
 const WRITER = fileURLToPath(new URL('./fixtures/crash-writer.ts', import.meta.url));
 const KILLS = 20;
 const PARALLEL = 4;
+/** A writer that has not reached its kill point by then is killed and fails the test. */
+const WRITER_DEADLINE_MS = 240_000;
+
+// Writers still running when the test ends (it timed out, or failed part-way) are killed, so a
+// failed run never leaves fsync-heavy processes behind to slow everything after it.
+const live = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of live) child.kill('SIGKILL');
+});
 
 function lastAck(file: string): number {
   const lines = fs.existsSync(file)
@@ -52,7 +61,13 @@ function runAndKill(seed: number, target: number): Promise<{ dir: string; acked:
         stdio: ['ignore', 'ignore', 'pipe'],
       },
     );
+    live.add(child);
     let stderr = '';
+    let overdue = false;
+    const deadline = setTimeout(() => {
+      overdue = true;
+      child.kill('SIGKILL');
+    }, WRITER_DEADLINE_MS);
     child.stderr?.on('data', (d) => {
       stderr += String(d);
     });
@@ -64,7 +79,12 @@ function runAndKill(seed: number, target: number): Promise<{ dir: string; acked:
     }, 1);
     child.on('exit', (code, signal) => {
       clearInterval(poll);
-      if (signal !== 'SIGKILL') reject(new Error(`writer exited ${code} ${signal}: ${stderr}`));
+      clearTimeout(deadline);
+      live.delete(child);
+      if (overdue)
+        reject(new Error(`writer ${seed} reached no kill point in ${WRITER_DEADLINE_MS} ms`));
+      else if (signal !== 'SIGKILL')
+        reject(new Error(`writer exited ${code} ${signal}: ${stderr}`));
       else resolve({ dir, acked: lastAck(ackFile) + 1 });
     });
   });

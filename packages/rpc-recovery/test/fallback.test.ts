@@ -142,7 +142,8 @@ describe('fallback to TCP', () => {
     const listener = await new TcpTransport({ peerTimeoutMs: 60_000 }).listen({ secret });
     listener.on('connection', (conn) => svc.server.serve(conn));
     cleanups.push(() => listener.close());
-    // The RDMA client meets a TCP-only listener: handshake ok, RDMA setup refused.
+    // The RDMA client meets a TCP-only listener: refused at HELLO (ERR_MUX_TRANSPORT, the
+    // handshake names the transport), then falls back to TCP on the same port.
     const c = await client(listener.port, {
       fallback: { transport: new TcpTransport(), probeIntervalMs: 0 },
     });
