@@ -1,11 +1,14 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { MuxError, MuxHandshakeError } from './errors.js';
 import type { SharedSecret } from './Transport.js';
 
 /** 'RDMX', big-endian, at the start of every handshake message. */
 export const HANDSHAKE_MAGIC = 0x52444d58;
-/** The wire protocol this package speaks (handshake and frames). */
-export const PROTOCOL_VERSION = 1;
+/**
+ * The wire protocol this package speaks (handshake and frames). 2: proofs bind the whole
+ * transcript (limits included) and the RDMA control connection is sealed with session keys.
+ */
+export const PROTOCOL_VERSION = 2;
 /** Every handshake message has this fixed size, so it is validated before it is parsed. */
 export const HANDSHAKE_MESSAGE_BYTES = 88;
 /**
@@ -32,8 +35,25 @@ const R_MALFORMED = 3;
 const R_TRANSPORT = 4;
 
 const NONCE = 32;
+/** Where the proof sits in a message; zeroed in the transcript hash. */
+const PROOF_OFFSET = 40;
 const LABEL_SERVER = Buffer.from('rdmajs-mux/server-proof');
 const LABEL_CLIENT = Buffer.from('rdmajs-mux/client-proof');
+const INFO_CLIENT_TO_SERVER = Buffer.from('rdmajs-mux/c2s');
+const INFO_SERVER_TO_CLIENT = Buffer.from('rdmajs-mux/s2c');
+/** Length of each session key (AES-256). */
+export const SESSION_KEY_BYTES = 32;
+
+/**
+ * Keys for protecting what follows the handshake, one per direction, derived from the secret
+ * and the transcript: fresh for every connection, and known only to the two sides.
+ */
+export interface SessionKeys {
+  /** Key for what this side sends. */
+  send: Buffer;
+  /** Key for what this side receives (the peer's `send`). */
+  receive: Buffer;
+}
 
 /** What each side tells the other it accepts (its receive limits). */
 export interface HandshakeLimits {
@@ -70,12 +90,16 @@ export interface HandshakeOptions {
  * ```
  * client                                   server
  * HELLO     nonceC, limitsC        ──►
- *                                  ◄──     CHALLENGE nonceS, HMAC(k, S|nonceC|nonceS), limitsS
- * PROOF     HMAC(k, C|nonceS|nonceC) ──►
+ *                                  ◄──     CHALLENGE nonceS, limitsS, HMAC(k, S|th)
+ * PROOF     HMAC(k, C|th)          ──►
  *                                  ◄──     ACCEPT              (or REJECT reason)
+ *
+ * th = SHA-256(HELLO | CHALLENGE with its proof field zeroed)
+ * sessionKeys: HKDF-SHA256(k, salt th, info 'rdmajs-mux/c2s' | 'rdmajs-mux/s2c')
  * ```
- * The secret never goes on the wire; proofs are bound to both fresh nonces and to the role,
- * so neither a replay nor a reflection passes. The server proves first but learns nothing
+ * The secret never goes on the wire; proofs are bound to the whole transcript (both fresh
+ * nonces, both sides' limits, version and transport) and to the role, so neither a replay,
+ * a reflection nor a relay that rewrites a field passes. The server proves first but learns nothing
  * it can use; the client sends nothing but its proof before it has verified the server,
  * and nothing at all (no frames, no memory keys) before ACCEPT. A side that rejects puts
  * the reason in `rejection` to send before closing, then throws a typed error:
@@ -90,9 +114,12 @@ export class Handshake {
   #key: Buffer;
   #state: HandshakeState = 'initial';
   #nonce: Buffer = randomBytes(NONCE);
-  #peerNonce: Buffer | undefined;
   #peerLimits: HandshakeLimits | undefined;
   #rejection: Uint8Array | undefined;
+  /** The client's HELLO as sent / the server's as received: the transcript's first half. */
+  #hello: Uint8Array | undefined;
+  #transcript: Buffer | undefined;
+  #sessionKeys: SessionKeys | undefined;
 
   constructor(options: HandshakeOptions) {
     if (options.role !== 'client' && options.role !== 'server') {
@@ -121,6 +148,22 @@ export class Handshake {
     return this.#state === 'done' ? this.#peerLimits : undefined;
   }
 
+  /**
+   * Once done: this connection's keys, one per direction, for the transport to protect what
+   * follows the handshake. Derived when first asked for.
+   */
+  get sessionKeys(): SessionKeys | undefined {
+    if (this.#state !== 'done') return undefined;
+    if (this.#sessionKeys === undefined) {
+      const th = this.#transcript as Buffer;
+      const c2s = this.#deriveKey(th, INFO_CLIENT_TO_SERVER);
+      const s2c = this.#deriveKey(th, INFO_SERVER_TO_CLIENT);
+      this.#sessionKeys =
+        this.role === 'client' ? { send: c2s, receive: s2c } : { send: s2c, receive: c2s };
+    }
+    return this.#sessionKeys;
+  }
+
   /** After a failure: the REJECT message to send the peer before closing, if any. */
   get rejection(): Uint8Array | undefined {
     return this.#rejection;
@@ -132,7 +175,8 @@ export class Handshake {
       throw new MuxError('ERR_MUX_INVALID_ARG', 'start() is for a new client handshake');
     }
     this.#state = 'hello-sent';
-    return this.#message(HELLO, 0, this.#nonce, undefined, this.limits);
+    this.#hello = this.#message(HELLO, 0, this.#nonce, undefined, this.limits);
+    return this.#hello;
   }
 
   /**
@@ -189,35 +233,39 @@ export class Handshake {
     if (status !== 0) {
       return this.#fail('ERR_MUX_HANDSHAKE', 'reserved fields set', R_MALFORMED);
     }
-    const nonce = msg.subarray(8, 8 + NONCE);
-    const proof = msg.subarray(40, 40 + NONCE);
+    const proof = msg.subarray(PROOF_OFFSET, PROOF_OFFSET + NONCE);
     if (this.role === 'server' && this.#state === 'initial') {
       if (type !== HELLO)
         return this.#fail('ERR_MUX_HANDSHAKE', `expected HELLO, got ${type}`, R_MALFORMED);
       this.#peerLimits = this.#readLimits(v);
-      this.#peerNonce = Buffer.from(nonce);
       this.#state = 'challenge-sent';
-      const myProof = this.#hmac(LABEL_SERVER, this.#peerNonce, this.#nonce);
-      return this.#message(CHALLENGE, 0, this.#nonce, myProof, this.limits);
+      const challenge = this.#message(CHALLENGE, 0, this.#nonce, undefined, this.limits);
+      this.#transcript = transcriptHash(msg, challenge);
+      challenge.set(this.#hmac(LABEL_SERVER, this.#transcript), PROOF_OFFSET);
+      return challenge;
     }
     if (this.role === 'client' && this.#state === 'hello-sent') {
       if (type !== CHALLENGE) {
         return this.#fail('ERR_MUX_HANDSHAKE', `expected CHALLENGE, got ${type}`, R_MALFORMED);
       }
-      this.#peerNonce = Buffer.from(nonce);
-      const expected = this.#hmac(LABEL_SERVER, this.#nonce, this.#peerNonce);
+      this.#transcript = transcriptHash(this.#hello as Uint8Array, msg);
+      const expected = this.#hmac(LABEL_SERVER, this.#transcript);
       if (!timingSafeEqual(expected, proof)) {
-        return this.#fail('ERR_MUX_AUTH', 'the server does not hold the shared secret', R_AUTH);
+        return this.#fail(
+          'ERR_MUX_AUTH',
+          'the server does not hold the shared secret, or the messages were altered on the way',
+          R_AUTH,
+        );
       }
       this.#peerLimits = this.#readLimits(v);
       this.#state = 'proof-sent';
-      const myProof = this.#hmac(LABEL_CLIENT, this.#peerNonce, this.#nonce);
+      const myProof = this.#hmac(LABEL_CLIENT, this.#transcript);
       return this.#message(PROOF, 0, undefined, myProof, undefined);
     }
     if (this.role === 'server' && this.#state === 'challenge-sent') {
       if (type !== PROOF)
         return this.#fail('ERR_MUX_HANDSHAKE', `expected PROOF, got ${type}`, R_MALFORMED);
-      const expected = this.#hmac(LABEL_CLIENT, this.#nonce, this.#peerNonce as Buffer);
+      const expected = this.#hmac(LABEL_CLIENT, this.#transcript as Buffer);
       if (!timingSafeEqual(expected, proof)) {
         return this.#fail('ERR_MUX_AUTH', 'the client does not hold the shared secret', R_AUTH);
       }
@@ -273,8 +321,12 @@ export class Handshake {
     );
   }
 
-  #hmac(label: Buffer, a: Buffer, b: Buffer): Buffer {
-    return createHmac('sha256', this.#key).update(label).update(a).update(b).digest();
+  #hmac(label: Buffer, transcript: Buffer): Buffer {
+    return createHmac('sha256', this.#key).update(label).update(transcript).digest();
+  }
+
+  #deriveKey(transcript: Buffer, info: Buffer): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.#key, transcript, info, SESSION_KEY_BYTES));
   }
 
   #readLimits(v: DataView): HandshakeLimits {
@@ -313,6 +365,13 @@ export class Handshake {
     v.setUint32(84, HANDSHAKE_TRANSPORTS[this.transport]);
     return out;
   }
+}
+
+/** SHA-256 of HELLO then CHALLENGE, the CHALLENGE's proof field read as zeros. */
+function transcriptHash(hello: Uint8Array, challenge: Uint8Array): Buffer {
+  const unproved = Uint8Array.prototype.slice.call(challenge) as Uint8Array;
+  unproved.fill(0, PROOF_OFFSET, PROOF_OFFSET + NONCE);
+  return createHash('sha256').update(hello).update(unproved).digest();
 }
 
 function transportName(id: number): string {

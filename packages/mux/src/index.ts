@@ -38,6 +38,8 @@ export {
   MIN_SECRET_BYTES,
   MIN_WINDOW_BYTES,
   PROTOCOL_VERSION,
+  SESSION_KEY_BYTES,
+  type SessionKeys,
 } from './Handshake.js';
 export type { PollPolicy, RdmaTuning } from './internal/RdmaOptions.js';
 export {

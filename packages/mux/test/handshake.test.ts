@@ -6,6 +6,8 @@ import {
   Handshake,
   type HandshakeLimits,
   PROTOCOL_VERSION,
+  SESSION_KEY_BYTES,
+  type SessionKeys,
 } from '../src/index.js';
 
 const limits: HandshakeLimits = {
@@ -219,5 +221,77 @@ describe('handshake', () => {
     expect(
       () => new Handshake({ role: 'client', secret, limits: { ...limits, maxFrameBytes: 0 } }),
     ).toThrow(expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }));
+  });
+});
+
+/** Runs the exchange through `relay`, which may rewrite each message on the way. */
+function relayed(relay: (msg: Uint8Array, index: number) => Uint8Array) {
+  const { client, server } = pair();
+  let i = 0;
+  const via = (m: Uint8Array) => relay(Uint8Array.prototype.slice.call(m) as Uint8Array, i++);
+  const challenge = server.receive(via(client.start())) as Uint8Array;
+  const proof = client.receive(via(challenge)) as Uint8Array;
+  const accept = server.receive(via(proof)) as Uint8Array;
+  client.receive(via(accept));
+  return { client, server };
+}
+
+function rewriteU32(msg: Uint8Array, offset: number, value: number): Uint8Array {
+  new DataView(msg.buffer, msg.byteOffset, msg.length).setUint32(offset, value);
+  return msg;
+}
+
+describe('handshake transcript binding', () => {
+  it('a_relay_that_rewrites_the_client_limits_is_caught', () => {
+    // A relay that shrinks the client's window in HELLO: the server's proof covers the HELLO
+    // it saw, so the client fails to verify it.
+    expect(() => relayed((m, i) => (i === 0 ? rewriteU32(m, 76, 1 << 30) : m))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_AUTH' }),
+    );
+  });
+
+  it('a_relay_that_rewrites_the_server_limits_is_caught', () => {
+    expect(() => relayed((m, i) => (i === 1 ? rewriteU32(m, 72, 1) : m))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_AUTH' }),
+    );
+  });
+
+  it('a_relay_that_rewrites_the_server_nonce_is_caught', () => {
+    expect(() => relayed((m, i) => (i === 1 ? rewriteU32(m, 8, 0xdeadbeef) : m))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_AUTH' }),
+    );
+  });
+
+  it('a_relay_that_rewrites_the_client_nonce_is_caught', () => {
+    expect(() => relayed((m, i) => (i === 0 ? rewriteU32(m, 8, 0xdeadbeef) : m))).toThrow(
+      expect.objectContaining({ code: 'ERR_MUX_AUTH' }),
+    );
+  });
+
+  it('an_untouched_exchange_gives_matching_per_direction_session_keys', () => {
+    const { client, server } = relayed((m) => m);
+    const c = client.sessionKeys;
+    const s = server.sessionKeys;
+    expect(c?.send.length).toBe(SESSION_KEY_BYTES);
+    expect(c?.send.equals(s?.receive as Buffer)).toBe(true);
+    expect(c?.receive.equals(s?.send as Buffer)).toBe(true);
+    expect(c?.send.equals(c.receive)).toBe(false);
+    const wire = Buffer.concat([c?.send as Buffer, c?.receive as Buffer]);
+    expect(wire.includes(Buffer.from(secret).subarray(0, 16))).toBe(false);
+  });
+
+  it('session_keys_differ_between_connections_with_the_same_secret', () => {
+    const a = relayed((m) => m).client.sessionKeys as SessionKeys;
+    const b = relayed((m) => m).client.sessionKeys as SessionKeys;
+    expect(a.send.equals(b.send)).toBe(false);
+    expect(a.receive.equals(b.receive)).toBe(false);
+  });
+
+  it('session_keys_are_undefined_until_done', () => {
+    const { client, server } = pair();
+    const challenge = server.receive(client.start()) as Uint8Array;
+    expect(server.sessionKeys).toBeUndefined();
+    client.receive(challenge);
+    expect(client.sessionKeys).toBeUndefined();
   });
 });
