@@ -10,6 +10,7 @@ import {
   MAX_FRAME_LIMIT,
   MIN_WINDOW_BYTES,
   PROTOCOL_VERSION,
+  type SessionKeys,
 } from './Handshake.js';
 import { ControlLink } from './internal/ControlLink.js';
 import { establish, type LocalSetup } from './internal/establish.js';
@@ -255,7 +256,7 @@ export class RdmaTransport implements Transport {
     signal: AbortSignal | undefined,
   ): Promise<RdmaConnection> {
     this.#open();
-    const link = new ControlLink(socket, leftover);
+    const link = new ControlLink(socket, leftover, hs.sessionKeys as SessionKeys);
     const local = this.#localSetup();
     const { peer, resources } = await establish(
       link,

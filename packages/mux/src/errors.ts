@@ -26,6 +26,11 @@ export type MuxErrorCode =
   | 'ERR_MUX_VERSION'
   /** Mutual authentication failed: the peer does not hold the shared secret (or we do not). */
   | 'ERR_MUX_AUTH'
+  /**
+   * A protected message failed authentication: altered, replayed, reordered or forged on the
+   * way (the connection is destroyed with this error).
+   */
+  | 'ERR_MUX_INTEGRITY'
   /** The peer is an rdmajs peer of another transport (e.g. an RDMA client at a TCP listener). */
   | 'ERR_MUX_TRANSPORT'
   /** The peer went away: the connection closed, reset or could not be established. */

@@ -12,7 +12,9 @@ import {
   type RdmaConnection,
   RdmaTransport,
   type RdmaTransportOptions,
+  type SessionKeys,
 } from '../src/index.js';
+import { ControlSealer } from '../src/internal/ControlSeal.js';
 import { fillPattern, prng, sizeMix } from './contract/pattern.js';
 import { spawnContractPeer } from './contract/spawnPeer.js';
 import { rdmaTarget } from './rdmaTarget.js';
@@ -203,11 +205,10 @@ describe('RdmaTransport', () => {
           buffered = buffered.subarray(HANDSHAKE_MESSAGE_BYTES);
           if (reply !== undefined) socket.write(reply);
           if (done()) {
-            // A control frame: u32 length, type 1 (Setup), then bytes that are no setup.
-            const head = Buffer.alloc(5);
-            head.writeUInt32BE(payload.length, 0);
-            head.writeUInt8(1, 4);
-            socket.write(Buffer.concat([head, payload]));
+            // A control frame, sealed with this connection's key: type 1 (Setup), then
+            // bytes that are no setup.
+            const keys = hs.sessionKeys as SessionKeys;
+            socket.write(new ControlSealer(keys.send).seal(1, payload));
           }
         }
       });

@@ -1,16 +1,25 @@
 import type { Socket } from 'node:net';
 import { MuxProtocolError } from '../errors.js';
+import type { SessionKeys } from '../Handshake.js';
+import {
+  CONTROL_HEADER_BYTES,
+  CONTROL_TAG_BYTES,
+  ControlOpener,
+  ControlSealer,
+} from './ControlSeal.js';
 import { MAX_SETUP_BYTES } from './RdmaSetup.js';
 
 /**
- * Messages on the control connection after the handshake: `u32 length | u8 type | payload`.
+ * Messages on the control connection after the handshake:
+ * `u32 length | u8 type | payload sealed with AES-256-GCM | 16-byte tag`, under the session
+ * keys of the handshake (the header is authenticated too).
  * Setup carries the RdmaSetup; Ready says this side's QPs are connected (the peer may post
  * to them); Ping is liveness; GoAway ends the connection gracefully (sent after every RDMA
  * message of this side completed).
  */
 export const ControlType = { Setup: 1, Ready: 2, Ping: 3, GoAway: 4 } as const;
 export type ControlType = (typeof ControlType)[keyof typeof ControlType];
-const PREFIX = 5;
+const PREFIX = CONTROL_HEADER_BYTES;
 
 export interface ControlHandlers {
   message(type: ControlType, payload: Uint8Array): void;
@@ -25,7 +34,9 @@ export interface ControlHandlers {
 
 /**
  * The control TCP connection of one RDMA peer. Lengths are checked against the type before
- * anything is buffered, and only Setup has a payload (at most MAX_SETUP_BYTES).
+ * anything is buffered, and only Setup has a payload (at most MAX_SETUP_BYTES). Every message
+ * is authenticated before it is delivered: the setup it carries names memory keys and QPs,
+ * so a relay that altered it, or injected one, would steer our RDMA traffic.
  */
 export class ControlLink {
   readonly socket: Socket;
@@ -33,15 +44,21 @@ export class ControlLink {
   lastRead = Date.now();
   lastWrite = Date.now();
   #handlers: ControlHandlers | undefined;
-  #buf = Buffer.alloc(PREFIX + MAX_SETUP_BYTES);
+  #buf = Buffer.alloc(PREFIX + MAX_SETUP_BYTES + CONTROL_TAG_BYTES);
   #fill = 0;
   #closed = false;
   #backlog: Array<[ControlType, Uint8Array]> = [];
   #closeCause: { cause: Error | undefined } | undefined;
   #ended = false;
 
-  constructor(socket: Socket, leftover: Uint8Array) {
+  readonly #sealer: ControlSealer;
+  readonly #opener: ControlOpener;
+
+  /** `keys`: the handshake's session keys (Handshake.sessionKeys). */
+  constructor(socket: Socket, leftover: Uint8Array, keys: SessionKeys) {
     this.socket = socket;
+    this.#sealer = new ControlSealer(keys.send);
+    this.#opener = new ControlOpener(keys.receive);
     this.remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`;
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', (err) => this.#onClose(err));
@@ -64,14 +81,8 @@ export class ControlLink {
 
   send(type: ControlType, payload?: Uint8Array): void {
     if (this.#closed || this.socket.destroyed) return;
-    const head = Buffer.allocUnsafe(PREFIX);
-    head.writeUInt32BE(payload?.length ?? 0, 0);
-    head.writeUInt8(type, 4);
     this.lastWrite = Date.now();
-    this.socket.cork();
-    this.socket.write(head);
-    if (payload !== undefined && payload.length > 0) this.socket.write(payload);
-    this.socket.uncork();
+    this.socket.write(this.#sealer.seal(type, payload));
   }
 
   end(): void {
@@ -89,7 +100,8 @@ export class ControlLink {
     let off = 0;
     try {
       while (off < chunk.length) {
-        const need = this.#fill < PREFIX ? PREFIX : PREFIX + this.#buf.readUInt32BE(0);
+        const need =
+          this.#fill < PREFIX ? PREFIX : PREFIX + this.#buf.readUInt32BE(0) + CONTROL_TAG_BYTES;
         const take = Math.min(need - this.#fill, chunk.length - off);
         this.#buf.set(chunk.subarray(off, off + take), this.#fill);
         this.#fill += take;
@@ -102,9 +114,14 @@ export class ControlLink {
           if (type === ControlType.Setup ? len > MAX_SETUP_BYTES || len === 0 : len !== 0)
             throw new MuxProtocolError(`control: type ${type} with ${len} bytes`);
         }
-        if (this.#fill >= PREFIX && this.#fill === PREFIX + this.#buf.readUInt32BE(0)) {
+        const end = PREFIX + this.#buf.readUInt32BE(0);
+        if (this.#fill >= PREFIX && this.#fill === end + CONTROL_TAG_BYTES) {
           const type = this.#buf.readUInt8(4) as ControlType;
-          const payload = Uint8Array.prototype.slice.call(this.#buf.subarray(PREFIX, this.#fill));
+          const payload = this.#opener.open(
+            this.#buf.subarray(0, PREFIX),
+            this.#buf.subarray(PREFIX, end),
+            this.#buf.subarray(end, this.#fill),
+          );
           this.#fill = 0;
           if (this.#handlers === undefined) this.#backlog.push([type, payload]);
           else this.#handlers.message(type, payload);

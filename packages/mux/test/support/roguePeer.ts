@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { fromProtectionDomain, type RegisteredAllocator } from '@rdmajs/allocator';
 import { allocCompletions, openDevice, type WorkCompletion } from '@rdmajs/verbs';
-import { Handshake, socketHandshake } from '../../src/index.js';
+import { Handshake, type SessionKeys, socketHandshake } from '../../src/index.js';
 import { ControlLink } from '../../src/internal/ControlLink.js';
 import { establish } from '../../src/internal/establish.js';
 import { PeerResources } from '../../src/internal/PeerResources.js';
@@ -31,7 +31,8 @@ export async function roguePeer(port: number, secret: string): Promise<RoguePeer
   await new Promise<void>((r) => socket.once('connect', () => r()));
   const limits = { maxFrameBytes: 16 << 20, windowBytes: 64 << 20, windowMessages: 65536 };
   const hs = new Handshake({ role: 'client', secret, limits, transport: 'rdma' });
-  const link = new ControlLink(socket, await socketHandshake(socket, hs, 10_000, undefined));
+  const leftover = await socketHandshake(socket, hs, 10_000, undefined);
+  const link = new ControlLink(socket, leftover, hs.sessionKeys as SessionKeys);
   const recvBytes = WIRE_HEADER_BYTES + 8192;
   const flow = {
     version: 1,
