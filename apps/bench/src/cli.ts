@@ -9,7 +9,6 @@ import { BASELINE_TOLERANCE, renderComparison } from './baselines/tcpBaseline.js
 import { machineInfo } from './machine.js';
 import { parseReport, renderCompare } from './report/compare.js';
 import { renderHeadlines } from './report/headlines.js';
-import { writeHtml } from './report/html.js';
 import { writeJson } from './report/json.js';
 import type { Report } from './report/Result.js';
 import { summarize } from './report/summary.js';
@@ -144,7 +143,12 @@ const program = new Command('rdmajs-bench')
       if (verdict) process.stdout.write(`\n${verdict}\n`);
       process.stdout.write(`\n${renderHeadlines(summary)}\n`);
       if (old) process.stdout.write(`\n${renderCompare(old, report)}\n`);
-      if (opts.html) await writeHtml(opts.html, report);
+      if (opts.html) {
+        // Loaded only when asked for: the charting library is large, and runs that only
+        // print or write JSON (the rxe lane's VM reads node_modules over 9p) skip it.
+        const { writeHtml } = await import('./report/html.js');
+        await writeHtml(opts.html, report);
+      }
       if (opts.checkBaselines) {
         const rows = await checkBaselines(
           opts.sizes,
