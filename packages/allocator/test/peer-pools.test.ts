@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { type AllocLimitError, type Block, RegisteredAllocator } from '../src/index.js';
 import { FakeRegistrar } from './fakes/FakeRegistrar.js';
-import { expectCode, KiB, MiB, setup } from './helpers.js';
+import { expectCode, KiB, MiB, mixSize, rng, setup } from './helpers.js';
 
 /** The registered region (arena) a block lies in, by address. */
 function regionOf(reg: FakeRegistrar, b: Block) {
@@ -156,5 +156,56 @@ describe('allocator.forPeer()', () => {
     expect(pool.state).toBe('closed');
     expect(a.state).toBe('closed');
     expect(a.leakReport().blocks).toEqual([]);
+  });
+});
+
+describe('allocator.forPeer() under a random mix', () => {
+  it('keeps every pool in arenas of its own and the family under one limit', () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const random = rng(seed);
+      const { a, reg } = setup({ maxRegisteredBytes: 12 * MiB, retainEmptyArenas: 1 });
+      const owners: RegisteredAllocator[] = [a, a.forPeer(), a.forPeer(), a.forPeer()];
+      const live: { owner: RegisteredAllocator; block: Block }[] = [];
+      const policies = ['local', 'remote-read', 'remote-write'] as const;
+      let limited = 0;
+      for (let step = 0; step < 600; step++) {
+        if (live.length > 0 && random() < 0.45) {
+          const [x] = live.splice(Math.floor(random() * live.length), 1);
+          x?.block.release();
+        } else {
+          const owner = owners[Math.floor(random() * owners.length)] as RegisteredAllocator;
+          const n = Math.min(mixSize(random), 3 * MiB);
+          const access = policies[Math.floor(random() * 3)];
+          try {
+            live.push({ owner, block: owner.alloc(n, access) });
+          } catch (err) {
+            expect((err as AllocLimitError).code).toBe('ERR_ALLOC_LIMIT');
+            limited++;
+          }
+        }
+        const s = a.stats();
+        // One limit for the family; the registrar's books agree with the allocators'.
+        expect(s.registeredBytes + s.peerPools.registeredBytes).toBeLessThanOrEqual(12 * MiB);
+        expect(reg.liveBytes).toBe(s.registeredBytes + s.peerPools.registeredBytes);
+      }
+      // The limit was in the way, and pools gave back empty arenas for one another.
+      expect(limited).toBeGreaterThan(0);
+      expect(reg.count('deregister')).toBeGreaterThan(0);
+      // No registered region holds blocks of two allocators.
+      const ownerOfRegion = new Map<unknown, RegisteredAllocator>();
+      for (const { owner, block } of live) {
+        const region = regionOf(reg, block);
+        expect(region).toBeDefined();
+        const seen = ownerOfRegion.get(region);
+        if (seen !== undefined) expect(seen).toBe(owner);
+        ownerOfRegion.set(region, owner);
+        expect(owner.owns(block)).toBe(true);
+      }
+      expect(a.leakReport().liveBlocks).toBe(live.length);
+      a.close();
+      for (const { block } of live) block.release();
+      expect(reg.live.size).toBe(0);
+      for (const o of owners) expect(o.state).toBe('closed');
+    }
   });
 });
