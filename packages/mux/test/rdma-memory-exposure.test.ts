@@ -124,13 +124,18 @@ it('a remote-read block of connection.allocator goes out in place; its key reach
     const b = conn.allocator.alloc(64 * 1024, 'remote-read');
     b.bytes.fill(0x40 + offered.length);
     offered.push(b);
-    return [b];
+    // The second connection is also handed the first one's block: it must get a copy.
+    return offered.length === 1 ? [b] : [b, offered[0] as Block];
   });
   const first = await connect();
   const n1 = await readyNotice(first);
   const second = await connect();
   const n2 = await readyNotice(second);
   const [b1, b2] = offered as [Block, Block];
+  const foreign = await readyNotice(second);
+  expect(foreign.addr).not.toBe(BigInt(b1.addr));
+  expect(foreign.rkey).not.toBe(b1.rkey);
+  expect(foreign.rkey).toBe(b2.rkey); // the copy is in the second connection's pool
   // zero-copy: the application's own blocks, with their pools' keys
   expect([n1.addr, n1.rkey]).toEqual([BigInt(b1.addr), b1.rkey]);
   expect([n2.addr, n2.rkey]).toEqual([BigInt(b2.addr), b2.rkey]);
