@@ -15,6 +15,7 @@ import {
 import { DedicatedRegion } from './internal/DedicatedRegion.js';
 import { captureStack, poison } from './internal/debug.js';
 import { Heap, type HeapHost } from './internal/Heap.js';
+import { RegistrationBudget } from './internal/RegistrationBudget.js';
 import {
   MAX_SLAB_BYTES,
   PAGE_BYTES,
@@ -74,6 +75,26 @@ export interface RegisteredAllocatorOptions {
   cache?: Omit<RegistrationCacheOptions, 'registrar'>;
 }
 
+/**
+ * Options of `allocator.forPeer()`: what a peer's pool may do differently from its owner.
+ * Everything else (registrar, size classes, `maxArenaBytes`, debug, cache limits) is the owner's.
+ */
+export interface PeerPoolOptions {
+  /** Names the pool in leak reports and stats (e.g. the peer's address). */
+  label?: string;
+  /** Arena size of the pool (default: the owner's). Smaller arenas suit many peers. */
+  arenaBytes?: number;
+  /**
+   * Registered bytes this pool may hold (default: the owner's limit). The owner's
+   * `maxRegisteredBytes` bounds the owner and all its pools together either way.
+   */
+  maxRegisteredBytes?: number;
+  /** Empty arenas the pool keeps registered per access policy (default: the owner's). */
+  retainEmptyArenas?: number;
+  /** Access policy of the pool's `alloc` calls that name none (default: the owner's). */
+  defaultAccess?: AccessPolicy;
+}
+
 /** Why the allocator is closed: its own close()/destroy(), or its registrar went away. */
 const GONE = 'its registrar (protection domain) is closed';
 
@@ -131,6 +152,16 @@ export interface AllocatorStats {
   readonly dedicated: { readonly liveBlocks: number; readonly inUseBytes: number };
   readonly arenas: readonly ArenaStats[];
   readonly cache: RegistrationCacheStats;
+  /**
+   * The peer pools made by `forPeer()` that are not closed yet, summed (their own stats say
+   * more). The fields above count this allocator's own arenas only.
+   */
+  readonly peerPools: {
+    readonly pools: number;
+    readonly registeredBytes: number;
+    readonly inUseBytes: number;
+    readonly liveBlocks: number;
+  };
 }
 
 export interface LiveBlockInfo {
@@ -141,6 +172,8 @@ export interface LiveBlockInfo {
   readonly kind: 'small' | 'large' | 'dedicated';
   /** Allocation stack (debug mode only). */
   readonly allocatedAt: string | undefined;
+  /** The label of the peer pool (`forPeer()`) the block is from; undefined for the owner's own. */
+  readonly pool: string | undefined;
 }
 
 export interface LeakReport {
@@ -168,6 +201,15 @@ export class RegisteredAllocator {
   readonly #maxArenaBytes: number;
   readonly #maxRegistered: number;
   readonly #retainEmpty: number;
+  /** The options `forPeer()` passes on (validated once here). */
+  readonly #cacheOptions: Omit<RegistrationCacheOptions, 'registrar'>;
+  /** Registered bytes of this allocator and its peer pools together (the owner's limit). */
+  #budget: RegistrationBudget<RegisteredAllocator>;
+  /** The allocator this pool was made from by `forPeer()` (closes it), if any. */
+  #parent: RegisteredAllocator | undefined = undefined;
+  /** Peer pools made by `forPeer()` that are not closed yet. */
+  readonly #children = new Set<RegisteredAllocator>();
+  #label: string | undefined = undefined;
   /** Counts arenas becoming empty (their `emptiedSeq`). */
   #emptiedSeq = 0;
   readonly #defaultAccess: AccessPolicy;
@@ -245,7 +287,10 @@ export class RegisteredAllocator {
     }
     this.#debug = o.debug === true;
     const cache = ownOptions('cache options', o.cache);
+    this.#cacheOptions = cache;
     this.#cache = new RegistrationCache({ ...cache, registrar: this.#registrar });
+    this.#budget = new RegistrationBudget(this.#maxRegistered);
+    this.#budget.members.add(this);
     const registrar = this.#registrar;
     this.#owner = {
       releaseBlock: (block) => this.#releaseBlock(block),
@@ -291,6 +336,50 @@ export class RegisteredAllocator {
   /** Registration cache for buffers the application owns (shares the registrar). */
   get cache(): RegistrationCache {
     return this.#cache;
+  }
+
+  /** The label given to `forPeer()`; undefined for an allocator made with `new`. */
+  get label(): string | undefined {
+    return this.#label;
+  }
+
+  /**
+   * A pool for the memory of one peer (or connection): an allocator with the same registrar,
+   * size classes and options, whose arenas hold nothing but its own blocks. An rkey reaches
+   * its whole registration, so a key handed out for a remote-access block of this pool
+   * reaches only this pool's memory, never the owner's or another pool's. The owner's
+   * `maxRegisteredBytes` bounds the owner and all its pools together (empty arenas of any
+   * of them are given back when the limit is in the way); `close()`/`destroy()` of the
+   * owner close its pools first; the owner's `leakReport()` lists their live blocks too.
+   * Close the pool when its peer goes away (its arenas are deregistered as their blocks
+   * are released). Blocks belong to the pool: `owner.owns(block)` is false for them.
+   */
+  forPeer(options: PeerPoolOptions = {}): RegisteredAllocator {
+    if (this.#gone()) throw closedError('RegisteredAllocator.forPeer', GONE);
+    if (this.#state !== 'open') throw closedError('RegisteredAllocator.forPeer');
+    const o = ownOptions('forPeer options', options) as Partial<PeerPoolOptions>;
+    if (o.label !== undefined && o.label !== null && typeof o.label !== 'string') {
+      throw new AllocError(
+        'ERR_ALLOC_INVALID_ARG',
+        `label must be a string, got ${describeValue(o.label)}`,
+      );
+    }
+    const pool = new RegisteredAllocator({
+      registrar: this.#registrar,
+      arenaBytes: o.arenaBytes ?? this.#arenaBytes,
+      maxArenaBytes: this.#maxArenaBytes,
+      maxRegisteredBytes: o.maxRegisteredBytes ?? this.#budget.max,
+      retainEmptyArenas: o.retainEmptyArenas ?? this.#retainEmpty,
+      defaultAccess: o.defaultAccess ?? this.#defaultAccess,
+      debug: this.#debug,
+      cache: this.#cacheOptions,
+    });
+    pool.#label = o.label ?? undefined;
+    pool.#parent = this;
+    pool.#budget = this.#budget;
+    this.#budget.members.add(pool);
+    this.#children.add(pool);
+    return pool;
   }
 
   /**
@@ -369,7 +458,7 @@ export class RegisteredAllocator {
       if (dedicated.block !== block || !this.#dedicated.has(dedicated)) throw foreign();
       this.#dedicated.delete(dedicated);
       dedicated.block = undefined;
-      this.#registered -= dedicated.byteLength;
+      this.#account(-dedicated.byteLength);
       this.#dedicatedBytes -= dedicated.byteLength;
       this.#dedicatedInUse -= block.length;
     }
@@ -404,10 +493,11 @@ export class RegisteredAllocator {
     const heap = this.#heaps[pi] ?? this.#makeHeap(pi);
     let free = heap.freeBytes();
     if (free >= bytes) return;
-    if (bytes > this.#maxRegistered) {
+    const limit = Math.min(this.#maxRegistered, this.#budget.max);
+    if (bytes > limit) {
       throw new AllocLimitError(
-        `reserving ${bytes} bytes can never fit maxRegisteredBytes (${this.#maxRegistered})`,
-        this.#maxRegistered,
+        `reserving ${bytes} bytes can never fit maxRegisteredBytes (${limit})`,
+        limit,
         bytes,
         false,
       );
@@ -421,7 +511,7 @@ export class RegisteredAllocator {
       while (free < bytes) {
         const rest = roundUpPage(bytes - free);
         // Arenas of arenaBytes, but never more than the limit leaves (nor less than the rest).
-        const room = floorPage(this.#maxRegistered - this.#registered);
+        const room = floorPage(this.#room());
         const want = Math.min(
           this.#maxArenaBytes,
           Math.max(rest, Math.min(this.#arenaBytes, room)),
@@ -511,10 +601,32 @@ export class RegisteredAllocator {
       dedicated: { liveBlocks: this.#dedicated.size, inUseBytes: this.#dedicatedInUse },
       arenas,
       cache: this.#cache.stats(),
+      peerPools: this.#poolTotals({ pools: 0, registeredBytes: 0, inUseBytes: 0, liveBlocks: 0 }),
     };
   }
 
-  /** Every live block, with its allocation stack in debug mode. */
+  /** Adds up the peer pools below this allocator (pools of pools too). */
+  #poolTotals(t: {
+    pools: number;
+    registeredBytes: number;
+    inUseBytes: number;
+    liveBlocks: number;
+  }): AllocatorStats['peerPools'] {
+    for (const c of this.#children) {
+      c.#gone();
+      t.pools++;
+      t.registeredBytes += c.#registered;
+      t.inUseBytes += c.#inUse;
+      t.liveBlocks += c.#liveBlocks;
+      c.#poolTotals(t);
+    }
+    return t;
+  }
+
+  /**
+   * Every live block, with its allocation stack in debug mode; the blocks of the peer pools
+   * made by `forPeer()` (not closed yet) too, with their pool's label.
+   */
   leakReport(): LeakReport {
     this.#gone();
     const blocks: LiveBlockInfo[] = [];
@@ -528,6 +640,7 @@ export class RegisteredAllocator {
           access: b.access,
           kind: I.kind(b) === BlockKind.Small ? 'small' : 'large',
           allocatedAt: b.allocatedAt,
+          pool: this.#label,
         });
       }
     }
@@ -540,8 +653,10 @@ export class RegisteredAllocator {
         access: b.access,
         kind: 'dedicated',
         allocatedAt: b.allocatedAt,
+        pool: this.#label,
       });
     }
+    for (const c of this.#children) blocks.push(...c.leakReport().blocks);
     blocks.sort((a, b) => a.addr - b.addr);
     let inUseBytes = 0;
     for (const b of blocks) inUseBytes += b.length;
@@ -557,10 +672,17 @@ export class RegisteredAllocator {
     if (this.#gone() || this.#state !== 'open') return;
     this.#state = 'closing';
     let first: unknown;
+    for (const pool of [...this.#children]) {
+      try {
+        pool.close();
+      } catch (err) {
+        first ??= err;
+      }
+    }
     try {
       this.#cache.close();
     } catch (err) {
-      first = err;
+      first ??= err;
     }
     for (const heap of this.#heaps) {
       if (heap === undefined) continue;
@@ -580,12 +702,24 @@ export class RegisteredAllocator {
    */
   destroy(): void {
     // Closed with buffers still pinned in the cache: those are deregistered now too.
-    if (this.#gone() || (this.#state === 'closed' && this.#cache.state === 'closed')) return;
+    if (
+      this.#gone() ||
+      (this.#state === 'closed' && this.#cache.state === 'closed' && this.#children.size === 0)
+    ) {
+      return;
+    }
     let first: unknown;
     try {
       this.close();
     } catch (err) {
       first = err;
+    }
+    for (const pool of [...this.#children]) {
+      try {
+        pool.destroy();
+      } catch (err) {
+        first ??= err;
+      }
     }
     first ??= this.#teardown(true);
     if (first !== undefined) throw first;
@@ -637,7 +771,7 @@ export class RegisteredAllocator {
     for (const d of [...this.#dedicated]) {
       if (d.block !== undefined) I.revoke(d.block);
       this.#dedicated.delete(d);
-      this.#registered -= d.byteLength;
+      this.#account(-d.byteLength);
       this.#dedicatedBytes -= d.byteLength;
       if (deregister) first ??= this.#deregister(d.region, d.byteLength);
     }
@@ -647,6 +781,22 @@ export class RegisteredAllocator {
     this.#dedicatedInUse = 0;
     this.#finishClose();
     return first;
+  }
+
+  /** Registered bytes changed by `delta`: this allocator's count and its family's budget. */
+  #account(delta: number): void {
+    this.#registered += delta;
+    this.#budget.used += delta;
+  }
+
+  /** True when `need` more bytes fit under this allocator's limit and its family's. */
+  #fits(need: number): boolean {
+    return this.#registered + need <= this.#maxRegistered && this.#budget.fits(need);
+  }
+
+  /** Bytes this allocator may still register (its own limit and its family's). */
+  #room(): number {
+    return Math.min(this.#maxRegistered - this.#registered, this.#budget.room);
   }
 
   #makeHeap(pi: number): Heap {
@@ -667,10 +817,7 @@ export class RegisteredAllocator {
     // Fixed-size arenas (a block larger than arenaBytes gets an arena of its own size):
     // measured on a 64 B–4 MiB mix, growing arenas with the heap left more slack than it
     // saved registrations. Near the limit the arena shrinks to what is left (≥ need).
-    const size = Math.max(
-      need,
-      Math.min(this.#arenaBytes, floorPage(this.#maxRegistered - this.#registered)),
-    );
+    const size = Math.max(need, Math.min(this.#arenaBytes, floorPage(this.#room())));
     this.#newArena(heap, size);
   }
 
@@ -680,17 +827,27 @@ export class RegisteredAllocator {
    * (no registration needed then). Throws ERR_ALLOC_LIMIT when it cannot make room.
    */
   #checkRoom(need: number, heap: Heap, pages: number): boolean {
-    if (this.#registered + need <= this.#maxRegistered) return false;
+    if (this.#fits(need)) return false;
     const err = this.#reclaim(need);
     if (err !== undefined) throw err;
     if (pages > 0 && heap.index.findBest(pages) !== undefined) return true;
-    if (this.#registered + need <= this.#maxRegistered) return false;
+    // The family's limit in the way: the owner's and the other pools' empty arenas go too.
+    for (const m of this.#budget.members) {
+      if (this.#registered + need > this.#maxRegistered || this.#budget.fits(need)) break;
+      if (m === this) continue;
+      const e = m.#reclaim(need, this.#budget);
+      if (e !== undefined) throw e;
+    }
+    if (this.#fits(need)) return false;
+    const own = this.#registered + need > this.#maxRegistered;
+    const limit = own ? this.#maxRegistered : this.#budget.max;
+    const used = own ? this.#registered : this.#budget.used;
     throw new AllocLimitError(
       `registering ${need} more bytes would exceed maxRegisteredBytes ` +
-        `(${this.#registered} of ${this.#maxRegistered} registered)`,
-      this.#maxRegistered,
-      this.#registered + need,
-      need <= this.#maxRegistered,
+        `(${used} of ${limit} registered${own ? '' : ' by the allocator and its peer pools'})`,
+      limit,
+      used + need,
+      need <= Math.min(this.#maxRegistered, this.#budget.max),
     );
   }
 
@@ -705,7 +862,7 @@ export class RegisteredAllocator {
     );
     if (this.#debug) poison(arena.bytes, 0, size);
     heap.addArena(arena);
-    this.#registered += size;
+    this.#account(size);
     return arena;
   }
 
@@ -716,7 +873,7 @@ export class RegisteredAllocator {
     const block = new Block(this.#owner, d, BlockKind.Dedicated, d, 0, 0, n, n, stack);
     d.block = block;
     this.#dedicated.add(d);
-    this.#registered += n;
+    this.#account(n);
     this.#dedicatedBytes += n;
     this.#dedicatedInUse += n;
     return block;
@@ -800,21 +957,25 @@ export class RegisteredAllocator {
   #retire(arena: Arena, deregister = true): AllocError | undefined {
     if (arena.retired) return undefined;
     this.#heapOf(arena).removeArena(arena);
-    this.#registered -= arena.byteLength;
+    this.#account(-arena.byteLength);
     return deregister ? this.#deregister(arena.region, arena.byteLength) : undefined;
   }
 
   /**
    * Empty slabs back to arenas, then empty arenas deregistered: with `need`, unpinned ones
-   * until `need` more bytes fit under the limit; without, all of them, pinned too.
+   * until `need` more bytes fit under the limit (the family's, with `forFamily`: a pool
+   * giving back for another); without, all of them, pinned too.
    */
-  #reclaim(need?: number): AllocError | undefined {
+  #reclaim(
+    need?: number,
+    forFamily?: RegistrationBudget<RegisteredAllocator>,
+  ): AllocError | undefined {
     let first: AllocError | undefined;
     for (const heap of this.#heaps) heap?.trimSlabs();
     for (const heap of this.#heaps) {
       if (heap === undefined) continue;
       for (const arena of [...heap.arenas]) {
-        if (need !== undefined && this.#registered + need <= this.#maxRegistered) return first;
+        if (need !== undefined && (forFamily?.fits(need) ?? this.#fits(need))) return first;
         if (arena.usedPages !== 0 || (arena.pinned && need !== undefined)) continue;
         first ??= this.#retire(arena);
       }
@@ -830,6 +991,9 @@ export class RegisteredAllocator {
 
   #finishClose(): void {
     this.#state = 'closed';
+    // Out of the family once nothing is registered: the owner forgets a closed pool.
+    this.#budget.members.delete(this);
+    if (this.#parent !== undefined) this.#parent.#children.delete(this);
     for (let i = 0; i < this.#heaps.length; i++) this.#heaps[i] = undefined;
     this.#released.length = 0;
   }

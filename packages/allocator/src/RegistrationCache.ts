@@ -96,8 +96,9 @@ class Entry {
     this.bufferLength = buffer.byteLength;
   }
 
-  covers(offset: number, length: number): boolean {
-    return this.start <= offset && offset + length <= this.start + this.length;
+  /** True when this is the registration of exactly [start, end). */
+  spans(start: number, end: number): boolean {
+    return this.start === start && this.start + this.length === end;
   }
 }
 
@@ -202,8 +203,8 @@ let lost: (cache: RegistrationCache) => boolean;
  * policy is served by one registration of the whole ArrayBuffer, so user-provided data is
  * sent in place, without copies and without a registration per message. The remote
  * policies register only the 4 KiB pages (counted from the buffer's start) around the
- * acquired view, reused by later views inside them, so a peer's rkey reaches no more of the
- * buffer than that; views of Node's shared Buffer pool, which holds unrelated allocations,
+ * acquired view, reused only by later views around exactly those pages, so a peer's rkey
+ * reaches no more of the buffer than the pages of the view it was given for; views of Node's shared Buffer pool, which holds unrelated allocations,
  * are refused for remote access (ERR_ALLOC_INVALID_ARG).
  *
  * Acquired buffers are pinned until released; idle registrations are evicted least
@@ -269,8 +270,10 @@ export class RegistrationCache {
   }
 
   /**
-   * Pins a registration covering `buffer` (an ArrayBuffer, or any view of one: the whole
-   * underlying ArrayBuffer is registered once), registering it on first use.
+   * Pins a registration covering `buffer` (an ArrayBuffer, or any view of one), registering
+   * it on first use: for 'local' the whole underlying ArrayBuffer, once; for the remote
+   * policies the 4 KiB pages around the view. A Buffer of Node's shared pool is refused for
+   * the remote policies (ERR_ALLOC_INVALID_ARG).
    * Throws ERR_ALLOC_LIMIT when it cannot fit (retryable while other buffers are pinned).
    */
   acquire(
@@ -314,11 +317,20 @@ export class RegistrationCache {
       );
     }
     const view = buffer instanceof Uint8Array ? buffer : new Uint8Array(ab, offset, length);
+    // What this acquire registers: the whole buffer for 'local'; for the remote policies
+    // only the pages around the view, and a registration is reused only for exactly those
+    // pages (a wider one, made for a bigger view, would hand this view's peer a key to more).
+    let start = 0;
+    let end = ab.byteLength;
+    if (access !== 'local') {
+      start = offset - (offset % REMOTE_PAGE_BYTES);
+      end = Math.min(end, Math.ceil((offset + length) / REMOTE_PAGE_BYTES) * REMOTE_PAGE_BYTES);
+    }
     let entry: Entry | undefined;
     const current = this.#byBuffer.get(ab)?.[pi];
     if (current !== undefined) {
       for (const e of current) {
-        if (e.covers(offset, length)) {
+        if (e.spans(start, end)) {
           entry = e;
           break;
         }
@@ -328,8 +340,6 @@ export class RegistrationCache {
       this.#hits++;
       if (entry.refs === 0) this.#unlink(entry);
     } else {
-      const [start, end] =
-        access === 'local' ? [0, ab.byteLength] : pagesAround(ab, offset, length);
       entry = this.#register(ab, access, start, end - start);
       this.#misses++;
       let slots = this.#byBuffer.get(ab);
@@ -596,16 +606,6 @@ export class RegistrationCache {
     entry.prev = undefined;
     entry.next = undefined;
   }
-}
-
-/** [start, end) of the REMOTE_PAGE_BYTES pages of `ab` that hold [offset, offset + length). */
-function pagesAround(ab: ArrayBufferLike, offset: number, length: number): [number, number] {
-  const start = offset - (offset % REMOTE_PAGE_BYTES);
-  const end = Math.min(
-    ab.byteLength,
-    Math.ceil((offset + length) / REMOTE_PAGE_BYTES) * REMOTE_PAGE_BYTES,
-  );
-  return [start, end];
 }
 
 /**

@@ -20,6 +20,7 @@ export {
   type AllocatorStats,
   type LeakReport,
   type LiveBlockInfo,
+  type PeerPoolOptions,
   RegisteredAllocator,
   type RegisteredAllocatorOptions,
   type SizeClassStats,

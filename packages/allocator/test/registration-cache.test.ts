@@ -91,6 +91,24 @@ describe('RegistrationCache', () => {
     for (const r of [mid, inside, across, tail, local]) r.release();
   });
 
+  it('never hands a view the key of a wider registration made for a bigger view', () => {
+    const { reg, cache } = setupCache(256 * KiB);
+    const buf = new ArrayBuffer(64 * KiB);
+    const wide = cache.acquire(new Uint8Array(buf, 8 * KiB, 16 * KiB), 'remote-read');
+    expect(reg.regionByKey(wide.lkey)?.bytes.byteLength).toBe(16 * KiB);
+    // a view in one page of it: its own registration of that page, not the 16 KiB one
+    const narrow = cache.acquire(new Uint8Array(buf, 12 * KiB + 10, 100), 'remote-read');
+    expect(narrow.rkey).not.toBe(wide.rkey);
+    const region = reg.regionByKey(narrow.lkey);
+    expect(region?.bytes.byteOffset).toBe(12 * KiB);
+    expect(region?.bytes.byteLength).toBe(4 * KiB);
+    // the same pages again: a hit
+    const again = cache.acquire(new Uint8Array(buf, 12 * KiB, 4 * KiB), 'remote-read');
+    expect(again.rkey).toBe(narrow.rkey);
+    expect(reg.count('register')).toBe(2);
+    for (const r of [wide, narrow, again]) r.release();
+  });
+
   it('refuses remote access to a Buffer from Node’s shared pool, which holds other data', () => {
     const { reg, cache } = setupCache();
     const pooled = Buffer.from('secret neighbour');
@@ -101,6 +119,13 @@ describe('RegistrationCache', () => {
     // local access is fine (no key leaves the process), as is a Buffer of its own memory
     cache.acquire(pooled).release();
     cache.acquire(Buffer.alloc(16), 'remote-read').release();
+    // every way of getting a pooled Buffer, and a subarray of one
+    const unsafe = Buffer.allocUnsafe(100);
+    for (const b of [unsafe, Buffer.concat([pooled, pooled]), unsafe.subarray(10, 20)]) {
+      expect(b.buffer.byteLength).not.toBe(b.byteLength);
+      expectCode(() => cache.acquire(b, 'remote-read-write'), 'ERR_ALLOC_INVALID_ARG');
+    }
+    expect(reg.count('register')).toBe(2);
   });
 
   it('evicts idle registrations least recently used first when bytes would exceed maxBytes', () => {

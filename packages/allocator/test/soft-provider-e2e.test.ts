@@ -151,4 +151,60 @@ describe('allocator blocks over the soft provider', () => {
     });
     expect((await collect(a.cq, 1))[0]?.status).toBe('REM_ACCESS_ERR');
   });
+
+  /**
+   * A peer's RDMA READ of `length` bytes at `addr` of `target` with `rkey`, over a fresh QP
+   * pair (a failed READ moves its QP to the error state): the completion status.
+   */
+  async function peerRead(target: Host, addr: number, rkey: number, length: number) {
+    const peer = host();
+    hosts.push(peer);
+    const qp = target.pd.createQp({ sendCq: target.cq, recvCq: target.cq });
+    qp.connect(peer.qp.endpoint());
+    peer.qp.connect(qp.endpoint());
+    const dst = peer.allocator.alloc(length);
+    peer.qp.postSend({ wrId: 9, opcode: 'RDMA_READ', sgList: [dst.sge()], remoteAddr: addr, rkey });
+    return (await collect(peer.cq, 1))[0]?.status;
+  }
+
+  it('a peer pool’s key reaches its own arena only, not the shared arena nor another pool', async () => {
+    const a = host();
+    hosts.push(a);
+    const mine = a.allocator.forPeer({ label: 'peer' });
+    const theirs = a.allocator.forPeer({ label: 'other peer' });
+    const block = mine.alloc(4 * 1024, 'remote-read');
+    const shared = a.allocator.alloc(4 * 1024, 'remote-read'); // e.g. messages for others
+    const other = theirs.alloc(4 * 1024, 'remote-read');
+    expectZeroCopy(a, block);
+    expect(await peerRead(a, block.addr, block.rkey, 4096)).toBe('SUCCESS');
+    // Past the block, inside the pool's arena: memory of this peer's pool, reachable.
+    expect(await peerRead(a, block.addr + 4096, block.rkey, 4096)).toBe('SUCCESS');
+    // With the shared allocator, one block's key reads its neighbours: the exposure pools end.
+    const neighbour = a.allocator.alloc(4 * 1024, 'remote-read');
+    expect(await peerRead(a, neighbour.addr, shared.rkey, 64)).toBe('SUCCESS');
+    // The pool's key does not open the owner's arena nor another pool's.
+    expect(await peerRead(a, shared.addr, block.rkey, 64)).toBe('REM_ACCESS_ERR');
+    expect(await peerRead(a, other.addr, block.rkey, 64)).toBe('REM_ACCESS_ERR');
+    // Nor anything past the pool's arena (1 MiB here).
+    const arena = mine.stats().arenas[0];
+    expect(arena?.bytes).toBe(1 << 20);
+    const end = (arena?.addr ?? 0) + (arena?.bytes ?? 0);
+    expect(await peerRead(a, end - 64, block.rkey, 64)).toBe('SUCCESS');
+    expect(await peerRead(a, end - 32, block.rkey, 64)).toBe('REM_ACCESS_ERR');
+    for (const b of [block, shared, other, neighbour]) b.release();
+  });
+
+  it('a cached application buffer exposes only the pages around the acquired view', async () => {
+    const a = host();
+    hosts.push(a);
+    const app = new Uint8Array(64 * 1024).fill(7);
+    const view = a.allocator.cache.acquire(app.subarray(20_000, 20_100), 'remote-read');
+    const page = 20_000 - (20_000 % 4096);
+    const start = view.addr - (20_000 - page);
+    expect(await peerRead(a, view.addr, view.rkey, 100)).toBe('SUCCESS');
+    expect(await peerRead(a, start, view.rkey, 4096)).toBe('SUCCESS');
+    expect(await peerRead(a, start - 1, view.rkey, 1)).toBe('REM_ACCESS_ERR');
+    expect(await peerRead(a, start + 4096, view.rkey, 1)).toBe('REM_ACCESS_ERR');
+    view.release();
+  });
 });

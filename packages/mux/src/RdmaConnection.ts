@@ -378,9 +378,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return this.#open;
   }
 
-  /** The allocator whose blocks this connection sends without copying. */
+  /**
+   * Registered memory for this peer only (a pool of `transport.allocator`, closed with the
+   * connection): build a message here and it goes out without a copy, a `remote-read` block
+   * by rendezvous READ in place, with a key that reaches this pool and nothing else.
+   */
   get allocator(): RegisteredAllocator {
-    return this.#alloc;
+    return this.#res.rendezvous;
   }
 
   openChannel(name = ''): RdmaChannel {
@@ -534,7 +538,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /** True when every part (at most `maxParts`) is a block of our allocator: gathered, not copied. */
+  /**
+   * True when every part (at most `maxParts`) is a block of the transport allocator or of
+   * this peer's pool: gathered, not copied (a SEND needs the local key only).
+   */
   #gatherable(message: OutboundMessage, maxParts: number): boolean {
     if (!Array.isArray(message)) return this.#ownBlock(message as MessagePart);
     const parts = message as readonly MessagePart[];
@@ -545,7 +552,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   #ownBlock(p: MessagePart): boolean {
     if (p instanceof Uint8Array) return false;
-    return this.#alloc.owns(p instanceof BlockSlice ? p.block : p);
+    const b = p instanceof BlockSlice ? p.block : p;
+    return this.#alloc.owns(b) || this.#res.rendezvous.owns(b);
   }
 
   /** Queues an eager SEND; returns a promise when the caller's blocks are used in place. */
@@ -588,7 +596,11 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.gathered++;
   }
 
-  /** Offers a registered block for the peer to READ (copied once unless it is ours and readable). */
+  /**
+   * Offers a registered block for the peer to READ: in place when it is a `remote-read`
+   * block of this peer's pool, else copied once into that pool (a block of the shared
+   * transport allocator too: its arena's key would reach other peers' memory).
+   */
   #sendRendezvous(
     ch: RdmaChannel,
     message: OutboundMessage,
@@ -601,7 +613,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     let addr: number;
     let rkey: number;
     let own: boolean;
-    if (part !== undefined && readable(part)) {
+    if (part !== undefined && readable(part, this.#res.rendezvous)) {
       src = part instanceof BlockSlice ? part.block : part;
       addr = part.addr;
       rkey = part.rkey;
@@ -1666,12 +1678,13 @@ function quietly(b: Block | undefined): void {
 }
 
 /**
- * A block the peer may READ in place: remote-read access only. A `remote-read-write` block
- * is copied like a local one: its arena's rkey would also let the peer WRITE that arena.
+ * A block the peer may READ in place: a `remote-read` block of its own pool. Anything else
+ * is copied: a `remote-read-write` block's key would also let the peer WRITE its arena, and
+ * a block of the shared transport allocator's key would reach the whole shared arena.
  */
-function readable(part: Block | BlockSlice): boolean {
+function readable(part: Block | BlockSlice, pool: RegisteredAllocator): boolean {
   const b = part instanceof BlockSlice ? part.block : part;
-  return b.access === 'remote-read';
+  return b.access === 'remote-read' && pool.owns(b);
 }
 
 function releaseParts(message: OutboundMessage): void {

@@ -270,6 +270,7 @@ export class RdmaTransport implements Transport {
           qps,
           local.recvBufferCount,
           local.recvBufferBytes,
+          link.remoteAddress,
         ),
       this.#o.tuning.qpPoolSize,
       timeoutMs,

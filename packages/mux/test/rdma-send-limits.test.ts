@@ -95,7 +95,6 @@ async function offeredToRogue(
     await listener.close();
     server.close();
   });
-  const block = server.allocator.alloc(64 * 1024, 'remote-read');
   // Wrapped: a promise resolved with a promise would wait for the send itself.
   let resolveSent: (s: { p: Promise<void> }) => void = () => {};
   const sentP = new Promise<{ p: Promise<void> }>((r) => {
@@ -105,7 +104,10 @@ async function offeredToRogue(
     const conn = c as RdmaConnection;
     conn.on('error', () => {});
     cleanups.push(() => conn.destroy());
-    conn.on('channel', (ch) => resolveSent({ p: ch.send(block) }));
+    // Built in the connection's pool: sent in place, settled by the peer's Done.
+    conn.on('channel', (ch) =>
+      resolveSent({ p: ch.send(conn.allocator.alloc(64 * 1024, 'remote-read')) }),
+    );
   });
   const rogue = await roguePeer(listener.port, SECRET);
   cleanups.push(() => rogue.close());

@@ -111,7 +111,8 @@ describe('RdmaTransport', () => {
     const r = prng(7);
     for (const n of sizeMix(11, 24, 16 * MiB)) {
       const expected = fillPattern(new Uint8Array(n), n);
-      const block = alloc.alloc(n, r() < 0.5 ? 'remote-read' : 'local');
+      // The connection's pool (a remote-read block goes by READ in place) or the transport's.
+      const block = r() < 0.5 ? conn.allocator.alloc(n, 'remote-read') : alloc.alloc(n, 'local');
       block.bytes.set(expected);
       if (n >= 2 && r() < 0.5) {
         const cut = n >> 1;

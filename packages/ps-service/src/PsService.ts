@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import {
   type Connection,
   type Listener,
-  RdmaTransport,
+  RdmaConnection,
   type SharedSecret,
   type Transport,
 } from '@rdmajs/mux';
@@ -335,7 +335,7 @@ export class PsService {
       throw err;
     }
     service = new PsService(o, store, handlers, rpc, listeners, inFlight, metrics, metricsPort);
-    for (const l of listeners) service.#accept(l.listener, l.transport);
+    for (const l of listeners) service.#accept(l.listener);
     const first = (listeners[0] as { listener: Listener }).listener;
     if (o.etcd !== undefined) {
       try {
@@ -383,20 +383,18 @@ export class PsService {
     return service;
   }
 
-  #accept(listener: Listener, transport: Transport): void {
-    // Replies to RDMA peers are built in the transport's registered memory and go out from
-    // there (eager SEND gather or rendezvous READ): remote-read, since a large one is READ
-    // by the peer straight from its block. That exposes those arenas (reply blocks only) to
-    // authenticated peers, who may read every row anyway.
-    const replyMemory: ReplyMemory | undefined =
-      transport instanceof RdmaTransport
-        ? (n) => transport.allocator.alloc(n, 'remote-read')
-        : undefined;
+  #accept(listener: Listener): void {
     listener.on('connection', (c) => {
       if (this.#state !== 'serving') {
         c.destroy();
         return;
       }
+      // Replies to an RDMA peer are built in that connection's own registered pool and go
+      // out from there (eager SEND gather or rendezvous READ): remote-read, since a large one
+      // is READ by the peer straight from its block, with a key that reaches this peer's
+      // pool only (its own replies), never another client's.
+      const replyMemory: ReplyMemory | undefined =
+        c instanceof RdmaConnection ? (n) => c.allocator.alloc(n, 'remote-read') : undefined;
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });

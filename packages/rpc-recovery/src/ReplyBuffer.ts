@@ -6,9 +6,11 @@ import { RESPONSE_HEADER_BYTES } from './RpcFrame.js';
 export type ReplyBlock = Extract<MessagePart, { release(): void }>;
 
 /**
- * Where a server builds reply frames for one connection, e.g. the RDMA transport's
- * registered memory: `(n) => transport.allocator.alloc(n, 'remote-read')` (remote-read, so a
- * reply above the eager size goes by rendezvous READ from this very block).
+ * Where a server builds reply frames for one connection, e.g. that RDMA connection's own
+ * registered pool: `(n) => connection.allocator.alloc(n, 'remote-read')` (remote-read, so a
+ * reply above the eager size goes by rendezvous READ from this very block, with a key that
+ * reaches that connection's pool only; a block of the shared `transport.allocator` would be
+ * copied first).
  */
 export type ReplyMemory = (frameBytes: number) => ReplyBlock;
 

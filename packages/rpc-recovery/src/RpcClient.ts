@@ -259,8 +259,10 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
   /**
    * Calls `method`. Rejects with ERR_RPC_DEADLINE, ERR_RPC_ABORTED, ERR_RPC_CLOSED,
    * ERR_RPC_SESSION_FAILED, ERR_RPC_OVERLOADED, ERR_RPC_DEDUP_SESSION_FULL or a RemoteError.
-   * `payload` (bytes, or a block of the transport's allocator: sent without a copy) is not
-   * copied: leave it unchanged until the call settles (it may be replayed). The reply is
+   * `payload` (bytes, or a block of the transport's allocator: gathered by an eager send
+   * without a copy; above the eager size RDMA copies it into the connection's own pool for
+   * the server to READ) is kept, not copied, for replay: leave it unchanged until the call
+   * settles. The reply is
    * copied out of the receive buffer; `callView` hands out the buffer itself.
    */
   call(method: string, payload: MessagePart, options: CallOptions = {}): Promise<Uint8Array> {

@@ -1,5 +1,14 @@
-import { type MessagePart, partBytes, RdmaChannel, RdmaTransport } from '@rdmajs/mux';
+import {
+  type MessagePart,
+  partBytes,
+  RdmaChannel,
+  type RdmaConnection,
+  RdmaTransport,
+} from '@rdmajs/mux';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+
+type RegisteredAllocator = RdmaConnection['allocator'];
+
 import {
   decodeRpcFrame,
   encodeRequestHeader,
@@ -52,13 +61,19 @@ afterAll(() => {
   client.close();
 });
 
-/** Reply memory over the server's registered allocator that remembers every block it gave. */
-function countingMemory(): { memory: (n: number) => ReplyBlock; given: ReplyBlock[] } {
+/**
+ * Reply memory over registered memory (the server transport's allocator, or what `from()`
+ * names when called: a connection's pool) that remembers every block it gave.
+ */
+function countingMemory(from: () => RegisteredAllocator = () => server.allocator): {
+  memory: (n: number) => ReplyBlock;
+  given: ReplyBlock[];
+} {
   const given: ReplyBlock[] = [];
   return {
     given,
     memory: (n) => {
-      const b = server.allocator.alloc(n, 'remote-read');
+      const b = from().alloc(n, 'remote-read');
       given.push(b);
       return b;
     },
@@ -144,7 +159,9 @@ describe('ReplyBuffer: replies built in place', () => {
   });
 
   it('over RDMA: eager and rendezvous replies go from their blocks, and every block is released', async () => {
-    const { memory, given } = countingMemory();
+    // Built in the connection's own pool, as PsService does: sent in place, even by READ.
+    let pool: RegisteredAllocator | undefined;
+    const { memory, given } = countingMemory(() => pool as RegisteredAllocator);
     const reg = new MethodRegistry();
     reg.register(
       'blob',
@@ -158,7 +175,10 @@ describe('ReplyBuffer: replies built in place', () => {
     );
     const rpc = new RpcServer(reg, { key: new Uint8Array(32).fill(9) });
     await using listener = await server.listen({ port: 0, secret });
-    listener.on('connection', (c) => rpc.serve(c, { replyMemory: memory }));
+    listener.on('connection', (c) => {
+      pool = (c as RdmaConnection).allocator;
+      rpc.serve(c, { replyMemory: memory });
+    });
     // What the server hands its channel: the parts of each reply.
     const sent: MessagePart[][] = [];
     const send = RdmaChannel.prototype.send;
@@ -185,7 +205,7 @@ describe('ReplyBuffer: replies built in place', () => {
       const p = parts[0] as MessagePart;
       expect(p).not.toBeInstanceOf(Uint8Array);
       const block = 'block' in p ? (p as { block: ReplyBlock }).block : (p as ReplyBlock);
-      expect(server.allocator.owns(block)).toBe(true);
+      expect(pool?.owns(block)).toBe(true);
     }
     expect(given).toHaveLength(5);
     // Released by the transport at each send's completion (reaped asynchronously).

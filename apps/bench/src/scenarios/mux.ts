@@ -222,11 +222,12 @@ async function rdmaRows(
     }
     if (ablations) {
       // Zero-copy from the application's registered blocks against the bounce-buffer copy
-      // the rows above pay for plain bytes.
+      // the rows above pay for plain bytes: built in the connection's own pool, so a
+      // rendezvous is READ in place (a block of the shared transport allocator is copied).
       for (const size of sizes.filter((s) => s >= 4096)) {
         const iterations = iterationsFor(size, o.iterations);
         const warmup = warmupFor(size, iterations);
-        const block: Block = client.allocator.alloc(size, 'remote-read');
+        const block: Block = conn.allocator.alloc(size, 'remote-read');
         block.bytes.fill(1);
         progress(`rdma ${policy} round trip from an allocator block ${size} B`);
         const r = await muxRoundTrip(

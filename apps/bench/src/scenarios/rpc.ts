@@ -112,7 +112,11 @@ async function calls(
   }
 }
 
-/** The request payload: a block of the RDMA transport's allocator (gathered, not copied), else bytes. */
+/**
+ * The request payload: a block of the RDMA transport's allocator (gathered by an eager SEND,
+ * not copied; above the eager size copied into the connection's pool, since RpcClient does
+ * not hand out its connection's own allocator), else bytes.
+ */
 function payloadOf(transport: Transport, size: number): { part: MessagePart; free: () => void } {
   if (transport instanceof RdmaTransport && size > 0) {
     const block = transport.allocator.alloc(size, 'remote-read');

@@ -1,5 +1,4 @@
 import type { Block, RegisteredAllocator } from '@rdmajs/allocator';
-import { fromProtectionDomain } from '@rdmajs/allocator';
 import type {
   CompletionQueue,
   Device,
@@ -17,10 +16,10 @@ export const MAX_SEND_SGE = 4;
 
 /**
  * The verbs objects of one peer: a CQ for everything, an SRQ of registered receive buffers
- * (allocator blocks), the RC QP pool, and an allocator of its own for the memory this peer
- * may READ (rendezvous copies), so the rkeys of copied messages reach only arenas of this
- * peer's own messages. A zero-copy source (an application block of the transport allocator)
- * carries the rkey of a shared arena instead: the peer can READ that whole arena.
+ * (allocator blocks), the RC QP pool, and a pool of its own (`allocator.forPeer()`) for the
+ * memory this peer may READ: mux's rendezvous copies and the application's blocks built for
+ * this peer (`connection.allocator`). Its arenas hold nothing else, so every rkey the peer
+ * is given reaches only memory meant for it.
  */
 export class PeerResources {
   readonly cq: CompletionQueue;
@@ -29,6 +28,7 @@ export class PeerResources {
   readonly recvBlocks: Block[] = [];
   /** Receive buffers handed to the application (released by it, not by close()). */
   readonly recvHeld: Uint8Array;
+  /** The peer's pool: the only memory whose keys it gets (see the class comment). */
   readonly rendezvous: RegisteredAllocator;
   /** One receive WR per buffer, built once (reposting allocates nothing). */
   readonly #recvWrs: { wrId: number; sgList: Sge[] }[] = [];
@@ -41,6 +41,7 @@ export class PeerResources {
     qpCount: number,
     readonly recvCount: number,
     readonly recvBufferBytes: number,
+    label?: string,
   ) {
     this.cq = device.createCq({ capacity: recvCount + qpCount * MAX_SEND_WR + 64 });
     try {
@@ -64,10 +65,11 @@ export class PeerResources {
       }
       // Posted before the peer learns of the QPs: its first SEND finds a buffer.
       for (let i = 0; i < recvCount; i++) this.postRecv(i);
-      this.rendezvous = fromProtectionDomain(pd, {
+      // Under the transport allocator's limit, closed with it at the latest.
+      this.rendezvous = allocator.forPeer({
         arenaBytes: 4 << 20,
-        maxArenaBytes: 64 << 20,
         defaultAccess: 'remote-read',
+        ...(label === undefined ? {} : { label }),
       });
     } catch (err) {
       this.close();
