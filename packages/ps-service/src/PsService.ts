@@ -77,6 +77,12 @@ export interface PsServiceOptions {
   metrics?: { host?: string; port: number };
   /** Register in an etcd shard map (under a lease) once listening. */
   etcd?: EtcdRegistrationOptions;
+  /**
+   * Build replies to RDMA peers in the transport's registered memory and send them from
+   * there (default true). `false` builds them on the heap, so the transport copies each into
+   * a registered bounce buffer first: the zero-copy ablation of `pnpm bench`.
+   */
+  zeroCopyReplies?: boolean;
 }
 
 export type PsServiceState = 'serving' | 'draining' | 'closed';
@@ -167,6 +173,9 @@ export class PsService {
         'ERR_PS_SERVICE_CONFIG',
         'snapshotIntervalMs needs a dir and must be ≥ 1',
       );
+    }
+    if (o.zeroCopyReplies !== undefined && typeof o.zeroCopyReplies !== 'boolean') {
+      throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'zeroCopyReplies must be a boolean');
     }
     const specs = listenSpecsOf(o);
     // The wire bound guards allocation; the batch bound below gives the caller its own code.
@@ -389,7 +398,7 @@ export class PsService {
     // by the peer straight from its block. That exposes those arenas (reply blocks only) to
     // authenticated peers, who may read every row anyway.
     const replyMemory: ReplyMemory | undefined =
-      transport instanceof RdmaTransport
+      transport instanceof RdmaTransport && this.#o.zeroCopyReplies !== false
         ? (n) => transport.allocator.alloc(n, 'remote-read')
         : undefined;
     listener.on('connection', (c) => {
