@@ -5,7 +5,7 @@ import { compile } from 'vega-lite';
 import { chartsFor } from './charts.js';
 import { HEADLINES } from './paper.js';
 import type { Report } from './Result.js';
-import { formatSize } from './table.js';
+import { formatRatio, formatSize } from './table.js';
 
 const esc = (s: unknown) =>
   String(s).replace(
@@ -45,7 +45,7 @@ export async function renderHtml(report: Report): Promise<string> {
       const v = report.summary?.[h.key];
       return [
         h.label,
-        typeof v === 'number' ? `${v.toFixed(2)}×` : 'not measured in this run',
+        typeof v === 'number' ? formatRatio(v) : 'not measured in this run',
         `≤ ${h.target.toFixed(2)}×`,
         h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`,
       ];

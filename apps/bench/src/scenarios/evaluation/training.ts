@@ -67,7 +67,7 @@ export async function runTraining(
       const op = `push-incast×${c}`;
       results.push({
         transport: t.transport,
-        op,
+        op: t.variant === undefined ? op : `${op} ${t.variant}`,
         baselineOp: op,
         sizeBytes: o.keysPerPush * EVAL_DIM * 4,
         concurrency: c,
