@@ -133,6 +133,29 @@ describe('evaluation ablations: report', () => {
     for (const n of NOT_MEASURED) expect(text).toContain(`−${n.name}`);
   });
 
+  it('the recovery row reports pushes failed and torn across shards, not latency ratios', () => {
+    const rec = ABLATIONS.find((a) => a.name === 'recovery') as (typeof ABLATIONS)[number];
+    const ref = row('push-shard-killed', 100, { acked: 900, failed: 0, recoveryMs: 1500 });
+    const off = compareWithReference(
+      rec,
+      row('push-shard-killed −recovery', 50, {
+        acked: 700,
+        failed: 40,
+        failedAppliedMin: 0,
+        failedAppliedMax: 40,
+        lost: 0,
+        duplicated: 0,
+        recoveryMs: 1400,
+      }),
+      ref,
+    );
+    const text = renderAblations([ref, off]);
+    expect(text).toContain('acked 700 vs 900');
+    expect(text).toContain('40 failed vs 0 (0–40 of them applied anyway, per shard)');
+    expect(text).toContain('kill → first ack 1400 ms vs 1500 ms');
+    expect(text).not.toMatch(/−recovery.*mean 0\.50×/);
+  });
+
   it('prints tiny ratios with significant digits', () => {
     expect(formatRatio(0.0042)).toBe('0.0042×');
     expect(formatRatio(0.00004321)).toBe('0.000043×');
