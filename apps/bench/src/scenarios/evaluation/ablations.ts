@@ -59,7 +59,7 @@ export const NOT_MEASURED: readonly NotMeasured[] = [
     name: 'credits',
     lesson: 'receive credits: never SEND without a posted receive buffer (no RNR)',
     reason:
-      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. With the default 256 receive buffers per connection and at most 64 pushes in flight per shard, the workload never runs out of buffers either, so credits never stall here",
+      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. Besides, the open loop caps requests in flight at 256 and PsClient pushes at 64 per shard, against 256 receive buffers per connection: credits could only stall at the very edge of saturation here, so RNR would rarely happen even without them",
   },
   {
     name: 'send-window',
