@@ -30,6 +30,13 @@ function sizeList(v: string): number[] {
   });
 }
 
+function oneSize(v: string): number {
+  const sizes = sizeList(v);
+  if (sizes.length !== 1 || !((sizes[0] as number) > 0))
+    throw new InvalidArgumentError('one size, e.g. 8192, 16k or 64m');
+  return sizes[0] as number;
+}
+
 const program = new Command('rdmajs-bench')
   .description('latency and CPU of rdmajs against Node TCP loopback, in one run')
   .argument('[scenario]', `one of: ${[...scenarios.keys()].join(', ')}`, 'evaluation')
@@ -52,6 +59,32 @@ const program = new Command('rdmajs-bench')
   .option(
     '--quick',
     'seconds, for CI and smoke tests: 300 iterations at 64 B and 4 KiB unless given',
+  )
+  .addOption(
+    new Option(
+      '--rdma-poll <policy>',
+      "evaluation: completion polling of the RDMA client and shards (default: mux's, event)",
+    ).choices(['event', 'adaptive', 'busy']),
+  )
+  .option(
+    '--rdma-qp-pool <n>',
+    "evaluation: RC QPs per connection, client and shards (default: mux's, 1)",
+    positiveInt,
+  )
+  .option(
+    '--rdma-eager <size>',
+    "evaluation: eager (SEND) threshold, larger messages by READ, e.g. 16k (default: mux's, 8 KiB)",
+    oneSize,
+  )
+  .option(
+    '--rdma-recv-buffers <n>',
+    "evaluation: receive buffers (credits) per connection (default: mux's, 256)",
+    positiveInt,
+  )
+  .option(
+    '--rdma-window <size>',
+    "evaluation: receive window per connection, e.g. 64m (default: mux's, 64 MiB)",
+    oneSize,
   )
   .option('--json <file>', 'also write the results as JSON')
   .option('--html <file>', 'also write an offline HTML report with charts')
@@ -80,6 +113,11 @@ const program = new Command('rdmajs-bench')
         checkBaselines?: boolean;
         baselineRounds: number;
         quick?: boolean;
+        rdmaPoll?: 'event' | 'adaptive' | 'busy';
+        rdmaQpPool?: number;
+        rdmaEager?: number;
+        rdmaRecvBuffers?: number;
+        rdmaWindow?: number;
       },
     ) => {
       // --quick only changes what the user left at its default.
@@ -118,6 +156,15 @@ const program = new Command('rdmajs-bench')
           sizes: opts.sizes,
           transports: opts.transports,
           quick: opts.quick === true,
+          rdma: {
+            ...(opts.rdmaPoll === undefined ? {} : { pollPolicy: opts.rdmaPoll }),
+            ...(opts.rdmaQpPool === undefined ? {} : { qpPoolSize: opts.rdmaQpPool }),
+            ...(opts.rdmaEager === undefined ? {} : { eagerThreshold: opts.rdmaEager }),
+            ...(opts.rdmaRecvBuffers === undefined
+              ? {}
+              : { recvBufferCount: opts.rdmaRecvBuffers }),
+            ...(opts.rdmaWindow === undefined ? {} : { windowBytes: opts.rdmaWindow }),
+          },
         },
         (label) => {
           if (bar) bar.update(0, { label });
@@ -132,7 +179,16 @@ const program = new Command('rdmajs-bench')
           opts.provider,
           ibv?.devices.map((d) => d.name),
         ),
-        config: { scenario: scenario.name, ...opts },
+        // The RDMA knobs with mux's defaults named (null: not given, mux's default applies).
+        config: {
+          scenario: scenario.name,
+          ...opts,
+          rdmaPoll: opts.rdmaPoll ?? null,
+          rdmaQpPool: opts.rdmaQpPool ?? null,
+          rdmaEager: opts.rdmaEager ?? null,
+          rdmaRecvBuffers: opts.rdmaRecvBuffers ?? null,
+          rdmaWindow: opts.rdmaWindow ?? null,
+        },
         summary,
         results,
       };

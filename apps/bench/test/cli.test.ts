@@ -164,11 +164,23 @@ describe('rdmajs-bench evaluation', () => {
       expect(ops).toContain(`${t}/fetch@50%`);
       expect(ops).toContain(`${t}/push-incast×64`);
     }
+    // gRPC and RDMA also at half their own capacity.
+    expect(ops).toContain('grpc/fetch@50%own');
+    expect(ops).toContain('soft/fetch@50%own');
     for (const r of rows.filter((x) => x.op.startsWith('fetch@'))) {
       expect(r.failed, `${r.transport} ${r.op}`).toBe(0);
       expect(r.offeredRps).toBeGreaterThan(0);
       expect(r.cdf).toBeInstanceOf(Array);
+      // From the scheduled arrival is issue latency plus a lag ≥ 0, sample by sample.
+      expect(r.coP99Us as number).toBeGreaterThanOrEqual(r.p99Us as number);
+      expect(r.coMeanUs as number).toBeGreaterThanOrEqual(r.meanUs as number);
     }
+    // --quick runs the zero-copy ablation beside its reference.
+    const zc = rows.find((r) => r.op === 'fetch@50% −zero-copy');
+    expect(zc?.referenceOp).toBe('fetch@50% ref');
+    expect(zc?.meanVsRef).toBeGreaterThan(0);
+    expect(ops).toContain('soft/fetch@50% ref');
+    expect(stdout).toContain('not measured');
     const killed = rows.find((r) => r.op === 'push-shard-killed' && r.transport === 'soft');
     expect(killed).toBeDefined();
     expect(killed?.acked).toBeGreaterThan(0);
@@ -184,7 +196,9 @@ describe('rdmajs-bench evaluation', () => {
       'fetchCpuRatio',
       'pushP99Ratio',
       'grpcFetchMeanRatio',
+      'grpcFetchMeanRatioSameLoad',
     ])
       expect(summary[k], k).toBeGreaterThan(0);
+    expect(Object.keys(summary.definitions as object)).toContain('grpcFetchMeanRatio');
   }, 300_000);
 });

@@ -77,6 +77,12 @@ export interface PsServiceOptions {
   metrics?: { host?: string; port: number };
   /** Register in an etcd shard map (under a lease) once listening. */
   etcd?: EtcdRegistrationOptions;
+  /**
+   * Build replies to RDMA peers in the transport's registered memory and send them from
+   * there (default true). `false` builds them on the heap, so the transport copies each into
+   * a registered bounce buffer first: the zero-copy ablation of `pnpm bench`.
+   */
+  zeroCopyReplies?: boolean;
 }
 
 export type PsServiceState = 'serving' | 'draining' | 'closed';
@@ -167,6 +173,9 @@ export class PsService {
         'ERR_PS_SERVICE_CONFIG',
         'snapshotIntervalMs needs a dir and must be ≥ 1',
       );
+    }
+    if (o.zeroCopyReplies !== undefined && typeof o.zeroCopyReplies !== 'boolean') {
+      throw new PsServiceError('ERR_PS_SERVICE_CONFIG', 'zeroCopyReplies must be a boolean');
     }
     const specs = listenSpecsOf(o);
     // The wire bound guards allocation; the batch bound below gives the caller its own code.
@@ -393,8 +402,11 @@ export class PsService {
       // out from there (eager SEND gather or rendezvous READ): remote-read, since a large one
       // is READ by the peer straight from its block, with a key that reaches this peer's
       // pool only (its own replies), never another client's.
+      // With zeroCopyReplies off (an ablation) replies are built on the heap and copied.
       const replyMemory: ReplyMemory | undefined =
-        c instanceof RdmaConnection ? (n) => c.allocator.alloc(n, 'remote-read') : undefined;
+        c instanceof RdmaConnection && this.#o.zeroCopyReplies !== false
+          ? (n) => c.allocator.alloc(n, 'remote-read')
+          : undefined;
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });

@@ -67,6 +67,9 @@ interface RdmaCliOptions {
   device?: string;
   eagerThreshold?: number;
   poll: 'event' | 'adaptive' | 'busy';
+  qpPoolSize?: number;
+  recvBufferCount?: number;
+  windowBytes?: number;
 }
 
 function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
@@ -76,10 +79,14 @@ function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
     provider: rdma.provider,
     ...(rdma.device === undefined ? {} : { name: rdma.device }),
   });
+  // Only what was given: RdmaTransport's defaults (and its validation) apply otherwise.
   return new RdmaTransport({
     device,
     pollPolicy: rdma.poll,
     ...(rdma.eagerThreshold === undefined ? {} : { eagerThreshold: rdma.eagerThreshold }),
+    ...(rdma.qpPoolSize === undefined ? {} : { qpPoolSize: rdma.qpPoolSize }),
+    ...(rdma.recvBufferCount === undefined ? {} : { recvBufferCount: rdma.recvBufferCount }),
+    ...(rdma.windowBytes === undefined ? {} : { windowBytes: rdma.windowBytes }),
   });
 }
 
@@ -135,6 +142,29 @@ async function main(argv: string[]): Promise<void> {
         .choices(['event', 'adaptive', 'busy'])
         .default('event'),
     )
+    .option(
+      '--rdma-qp-pool <n>',
+      'rdma: RC QPs per client connection carrying its channels (default 1)',
+      int('--rdma-qp-pool', 1),
+    )
+    .option(
+      '--rdma-recv-buffers <n>',
+      "rdma: receive buffers posted per connection, the client's credits (default 256)",
+      int('--rdma-recv-buffers', 1),
+    )
+    .option(
+      '--rdma-window-bytes <bytes>',
+      'rdma: receive window a client may fill before its sends wait (default 64 MiB)',
+      int('--rdma-window-bytes', 1),
+    )
+    .addOption(
+      new Option(
+        '--rdma-zero-copy <on|off>',
+        'rdma: build replies in registered memory (on) or on the heap, copied by the transport into a bounce buffer (off)',
+      )
+        .choices(['on', 'off'])
+        .default('on'),
+    )
     .option('--data-dir <dir>', 'snapshots + push log (restored at start); in memory without it')
     .option(
       '--snapshot-interval <ms>',
@@ -175,6 +205,10 @@ async function main(argv: string[]): Promise<void> {
     rdmaDevice?: string;
     rdmaEagerThreshold?: number;
     rdmaPoll: 'event' | 'adaptive' | 'busy';
+    rdmaQpPool?: number;
+    rdmaRecvBuffers?: number;
+    rdmaWindowBytes?: number;
+    rdmaZeroCopy: 'on' | 'off';
     dataDir?: string;
     snapshotInterval?: number;
     maxBatchKeys?: number;
@@ -205,6 +239,9 @@ async function main(argv: string[]): Promise<void> {
     poll: o.rdmaPoll,
     ...(o.rdmaDevice === undefined ? {} : { device: o.rdmaDevice }),
     ...(o.rdmaEagerThreshold === undefined ? {} : { eagerThreshold: o.rdmaEagerThreshold }),
+    ...(o.rdmaQpPool === undefined ? {} : { qpPoolSize: o.rdmaQpPool }),
+    ...(o.rdmaRecvBuffers === undefined ? {} : { recvBufferCount: o.rdmaRecvBuffers }),
+    ...(o.rdmaWindowBytes === undefined ? {} : { windowBytes: o.rdmaWindowBytes }),
   };
   const service = await PsService.start({
     listen: o.transport.map((name, i) => ({
@@ -218,6 +255,7 @@ async function main(argv: string[]): Promise<void> {
     ...(o.dataDir === undefined ? {} : { dir: o.dataDir }),
     ...(o.snapshotInterval === undefined ? {} : { snapshotIntervalMs: o.snapshotInterval }),
     ...(o.maxBatchKeys === undefined ? {} : { maxBatchKeys: o.maxBatchKeys }),
+    zeroCopyReplies: o.rdmaZeroCopy === 'on',
     ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
     ...(o.etcd === undefined
       ? {}

@@ -120,4 +120,21 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
     expect(r2.code).not.toBe(0);
     expect(r2.out).toMatch(/transports are rdma, tcp; got udp/);
   });
+
+  it('with an RDMA tuning flag out of range or a bad --rdma-zero-copy', async () => {
+    const common = ['--tables', tables, '--shard-id', 's0', '--secret-file', secretFile];
+    // RdmaTransport's own bound (at most 8 QPs) applies: the start fails with mux's code.
+    const r1 = await run([...common, '--transport', 'rdma', '--rdma-qp-pool', '9']);
+    expect(r1.code).toBe(1);
+    expect(r1.logs.at(-1)).toMatchObject({
+      msg: 'start failed',
+      error: { code: 'ERR_MUX_INVALID_ARG' },
+    });
+    const r2 = await run([...common, '--transport', 'rdma', '--rdma-zero-copy', 'maybe']);
+    expect(r2.code).not.toBe(0);
+    expect(r2.out).toMatch(/--rdma-zero-copy/);
+    const r3 = await run([...common, '--rdma-window-bytes', '0']);
+    expect(r3.code).not.toBe(0);
+    expect(r3.out).toMatch(/--rdma-window-bytes must be an integer/);
+  });
 });

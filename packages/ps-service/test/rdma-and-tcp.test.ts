@@ -127,4 +127,43 @@ describe('one shard listening on RDMA and TCP at once', () => {
       ),
     ).toBe('ERR_PS_SERVICE_CONFIG');
   });
+
+  it('zeroCopyReplies: false builds RDMA replies on the heap (the transport copies them) and serves the same rows', async () => {
+    const server = new RdmaTransport();
+    const client = new RdmaTransport();
+    const copying = await PsService.start({
+      transport: server,
+      secret,
+      shardId: 's2',
+      tables: parseServiceTables({ tables: [{ name: 'emb', dim: 4, optimizer: { kind: 'sum' } }] }),
+      zeroCopyReplies: false,
+    });
+    const rpc = await RpcClient.connect({ transport: client, port: copying.port, secret });
+    try {
+      // One key goes back eager (SEND), 4096 keys × 16 B by rendezvous (READ).
+      expect([...(await pullRows(rpc, [1n]))]).toEqual([0, 0, 0, 0]);
+      const many = Array.from({ length: 4096 }, (_, i) => BigInt(i + 1));
+      expect((await pullRows(rpc, many)).length).toBe(4096 * 4);
+
+      expect(copying.stats().connections).toBe(1);
+      const registered = (await copying.metrics.registeredReplies.get()).values[0]?.value ?? 0;
+      expect(registered).toBe(0);
+    } finally {
+      await rpc.close();
+      await copying.close();
+      server.close();
+      client.close();
+    }
+    const code = await PsService.start({
+      transport: new TcpTransport(),
+      secret,
+      shardId: 's3',
+      tables: parseServiceTables({ tables: [] }),
+      zeroCopyReplies: 'no' as unknown as boolean,
+    }).then(
+      () => 'resolved',
+      (e: { code?: string }) => e.code,
+    );
+    expect(code).toBe('ERR_PS_SERVICE_CONFIG');
+  });
 });

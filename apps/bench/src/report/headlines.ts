@@ -1,5 +1,6 @@
 import { HEADLINES } from './paper.js';
 import type { Summary } from './summary.js';
+import { formatRatio } from './table.js';
 
 /** The headline ratios: ours (or why there is none yet), our target, the paper's figure. */
 export function renderHeadlines(summary: Summary): string {
@@ -9,11 +10,16 @@ export function renderHeadlines(summary: Summary): string {
   for (const h of HEADLINES) {
     const v = summary[h.key];
     const ours =
-      v === null ? 'not measured in this run (see the evaluation scenario)' : `${v.toFixed(2)}×`;
+      v === null ? 'not measured in this run (see the evaluation scenario)' : formatRatio(v);
     const paper = h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`;
     lines.push(
-      `  ${h.label.padEnd(30)} ${ours.padEnd(56)} ≤ ${h.target.toFixed(2)}×   paper: ${paper}`,
+      `  ${h.label.padEnd(36)} ${ours.padEnd(56)} ≤ ${h.target.toFixed(2)}×   paper: ${paper}`,
     );
   }
+  const same = summary.grpcFetchMeanRatioSameLoad;
+  if (typeof same === 'number')
+    lines.push(
+      `  ${'  (same offered load as TCP rows)'.padEnd(36)} ${formatRatio(same)}  — gRPC past its own capacity there: queueing, not transport`,
+    );
   return lines.join('\n');
 }

@@ -5,7 +5,7 @@ import { compile } from 'vega-lite';
 import { chartsFor } from './charts.js';
 import { HEADLINES } from './paper.js';
 import type { Report } from './Result.js';
-import { formatSize } from './table.js';
+import { formatRatio, formatSize } from './table.js';
 
 const esc = (s: unknown) =>
   String(s).replace(
@@ -45,14 +45,39 @@ export async function renderHtml(report: Report): Promise<string> {
       const v = report.summary?.[h.key];
       return [
         h.label,
-        typeof v === 'number' ? `${v.toFixed(2)}×` : 'not measured in this run',
+        typeof v === 'number' ? formatRatio(v) : 'not measured in this run',
         `≤ ${h.target.toFixed(2)}×`,
         h.paper === undefined ? h.paperText : `${h.paper.toFixed(2)}× (${h.paperText})`,
       ];
-    }),
+    }).concat(
+      typeof report.summary?.grpcFetchMeanRatioSameLoad === 'number'
+        ? [
+            [
+              'fetch mean, RDMA ÷ gRPC at the same offered load (gRPC saturated: queueing)',
+              formatRatio(report.summary.grpcFetchMeanRatioSameLoad),
+              '',
+              '(not in the paper)',
+            ],
+          ]
+        : [],
+    ),
   );
   const results = table(
-    ['transport', 'op', 'size', 'p50 µs', 'mean µs', 'p99 µs', 'p99.9 µs', 'cpu µs/op', 'GiB/s'],
+    [
+      'transport',
+      'op',
+      'size',
+      'p50 µs',
+      'mean µs',
+      'p99 µs',
+      'p99.9 µs',
+      'cpu µs/op',
+      'GiB/s',
+      'offered/s',
+      'achieved/s',
+      'from arrival: mean µs',
+      'from arrival: p99 µs',
+    ],
     report.results.map((r) => [
       r.transport,
       r.op,
@@ -63,6 +88,10 @@ export async function renderHtml(report: Report): Promise<string> {
       num(r.p999Us),
       num(r.cpuUsPerOp),
       num(r.gibPerSec),
+      num(r.offeredRps),
+      num(r.achievedRps),
+      num(r.coMeanUs),
+      num(r.coP99Us),
     ]),
   );
   const kv = (o: object) =>

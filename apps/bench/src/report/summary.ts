@@ -1,4 +1,4 @@
-import type { HeadlineKey } from './paper.js';
+import { HEADLINES, type HeadlineKey } from './paper.js';
 import type { Result } from './Result.js';
 import { baselineFor } from './table.js';
 
@@ -18,7 +18,18 @@ export interface RowRatio {
  * measures them exists (the inference-fetch and training-push scenarios need the PS
  * service and client, issue 14), and every ratio the scenarios that exist do measure.
  */
-export type Summary = Record<HeadlineKey, number | null> & { ratios: RowRatio[] };
+/** What a scenario measures of the headlines, and the figure reported beside them. */
+export type HeadlineValues = Partial<Record<HeadlineKey, number>> & {
+  grpcFetchMeanRatioSameLoad?: number;
+};
+
+export type Summary = Record<HeadlineKey, number | null> & {
+  /** RDMA ÷ gRPC fetch mean at the same offered rate (50 % of TCP's capacity); evaluation only. */
+  grpcFetchMeanRatioSameLoad?: number | null;
+  /** What each headline ratio divides, in words. */
+  definitions: Record<string, string>;
+  ratios: RowRatio[];
+};
 
 const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
 
@@ -43,6 +54,11 @@ export function summarize(results: Result[]): Summary {
     fetchCpuRatio: null,
     pushP99Ratio: null,
     grpcFetchMeanRatio: null,
+    definitions: {
+      ...Object.fromEntries(HEADLINES.map((h) => [h.key, h.definition])),
+      grpcFetchMeanRatioSameLoad:
+        "mean fetch latency (issue → rows), RDMA ÷ gRPC, both at 50 % of the TCP target's closed-loop capacity (rows fetch@50%): the same request rate, at which gRPC is usually saturated, so its latency is mostly queueing",
+    },
     ratios,
   };
 }

@@ -8,10 +8,18 @@ export function formatSize(bytes: number): string {
   return `${bytes} B`;
 }
 
-/** "0.08×": ratio of a value to its TCP baseline. */
+/**
+ * "0.08×", "1.35×", and small ratios with two significant digits ("0.0042×", not "0.00×").
+ */
+export function formatRatio(r: number): string {
+  if (!Number.isFinite(r)) return '—';
+  return `${r >= 0.095 || r === 0 ? r.toFixed(2) : r.toPrecision(2)}×`;
+}
+
+/** The ratio of a value to its TCP baseline, formatted. */
 export function ratio(value: number, baseline: number | undefined): string {
   if (!baseline || !Number.isFinite(value)) return '—';
-  return `${(value / baseline).toFixed(2)}×`;
+  return formatRatio(value / baseline);
 }
 
 /** The TCP row an RDMA row compares with: same size; same op, or any TCP op of that kind. */
@@ -46,7 +54,13 @@ export function renderTable(rows: Result[]): string {
     'heap B/op',
     'GCs',
     'idle cpu',
+    'offered/s',
+    'achieved/s',
+    'arr. mean µs',
+    'arr. p99 µs',
+    'lag p99 µs',
   ];
+  const opt = (v: unknown) => (typeof v === 'number' ? fmt(v) : '');
   const lines = rows.map((r) => {
     const b = baselineFor(r, rows);
     return [
@@ -64,8 +78,21 @@ export function renderTable(rows: Result[]): string {
       typeof r.heapBytesPerOp === 'number' ? r.heapBytesPerOp.toFixed(1) : '',
       typeof r.gcCount === 'number' ? String(r.gcCount) : '',
       typeof r.idleCpuPercent === 'number' ? `${r.idleCpuPercent.toFixed(2)} %` : '',
+      opt(r.offeredRps),
+      opt(r.achievedRps),
+      opt(r.coMeanUs),
+      opt(r.coP99Us),
+      opt(r.lagP99Us),
     ];
   });
+  // Columns no row fills (each scenario fills its own) are left out.
+  const used = header.map((_, i) => lines.some((l) => (l[i] ?? '') !== ''));
+  used.fill(true, 0, 7);
+  const keep = <T>(cells: T[]) => cells.filter((_, i) => used[i]);
+  return renderColumns(keep(header), lines.map(keep));
+}
+
+function renderColumns(header: string[], lines: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
   const row = (cells: string[]) =>
     cells

@@ -1,5 +1,6 @@
-import type { HeadlineKey } from '../report/paper.js';
 import type { Result } from '../report/Result.js';
+import type { HeadlineValues } from '../report/summary.js';
+import type { RdmaTuning } from './evaluation/RdmaTuning.js';
 
 export interface ScenarioOptions {
   provider: 'soft' | 'ibverbs';
@@ -10,6 +11,8 @@ export interface ScenarioOptions {
   transports: ('tcp' | 'rdma')[];
   /** Seconds instead of minutes (CI, smoke tests). */
   quick?: boolean;
+  /** RDMA knobs of the evaluation's client and shards (`--rdma-*`); unset: mux's defaults. */
+  rdma?: RdmaTuning;
 }
 
 export interface Scenario {
@@ -18,6 +21,9 @@ export interface Scenario {
   run(options: ScenarioOptions, progress: (label: string) => void): Promise<Result[]>;
   /** Lines printed under the table: the scenario's own verdicts. */
   summarize?(results: Result[]): string;
-  /** The headline ratios this scenario measures (the others stay null in the summary). */
-  headlines?(results: Result[]): Partial<Record<HeadlineKey, number>>;
+  /**
+   * The headline ratios this scenario measures (the others stay null in the summary), and
+   * any figures it reports beside them.
+   */
+  headlines?(results: Result[]): HeadlineValues;
 }

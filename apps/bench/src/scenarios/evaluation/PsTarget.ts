@@ -1,10 +1,12 @@
+import { RdmaTransport } from '@rdmajs/mux';
 import { PsClient } from '@rdmajs/ps-client';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
-import { openDevice } from '@rdmajs/verbs';
+import { type Device, openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
 import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Transport } from '../../report/Result.js';
 import { cpuNowUs, procCpuUs, procRssBytes } from '../../stats/cpu.js';
+import { clientOptionsOf, type RdmaTuning } from './RdmaTuning.js';
 
 /** The embedding table every evaluation scenario uses. */
 export const EVAL_TABLE = 'emb';
@@ -22,6 +24,8 @@ export const EVAL_TABLES: SparseTableConfig[] = [
 /** A parameter server as the scenarios drive it: ours over one transport, or the gRPC one. */
 export interface PsTarget {
   readonly transport: Transport;
+  /** What differs from the full system (an ablation), if anything: added to the rows' op. */
+  readonly variant?: string | undefined;
   /** Rows of `keys` (keys.length × EVAL_DIM), checked for length and released. */
   pull(keys: BigUint64Array): Promise<void>;
   /** One push from logical client `writer` (one push at a time per writer). */
@@ -45,40 +49,111 @@ function sumOver(pids: readonly number[], read: (pid: number) => number): number
   return sum;
 }
 
-/** Our parameter server on `set`'s shards, through one PsClient on one transport. */
+/** How an RDMA target differs from the full system (every lesson on): the ablations. */
+export interface RdmaTargetOptions {
+  /** RdmaTransport tuning of the client (the shards get theirs as CLI flags). */
+  tuning?: RdmaTuning;
+  /** Copy each pull's rows out of the transport's memory into a heap array (`pullInto`). */
+  copyRows?: boolean;
+  /** PsClients, each with its own connection (so QP, SRQ, receive buffers) per shard; writers are spread over them. Default 1. */
+  clients?: number;
+  /** Session recovery (default on). Off: no reconnect inside a session, no relink retries, no resend. */
+  recovery?: boolean;
+  /** What differs from the full system, for the rows' op. */
+  variant?: string;
+}
+
+/** A reconnect policy that never retries: recovery off. */
+const NO_RETRY = { nextDelay: () => null };
+/** Clients connected at once (each opens a connection per shard). */
+const CONNECT_AT_ONCE = 8;
+
+/** Our parameter server on `set`'s shards, through PsClients on one transport. */
 export class RdmajsPsTarget implements PsTarget {
+  readonly #copies = new Map<number, Float32Array>();
+  #next = 0;
+
   private constructor(
     readonly transport: Transport,
     readonly set: PsShardSet,
-    readonly client: PsClient,
+    readonly clients: PsClient[],
+    readonly options: RdmaTargetOptions,
+    /** The client's RdmaTransport (RDMA only), shared by its PsClients and closed here. */
+    readonly rdma: RdmaTransport | undefined,
+    readonly device: Device | undefined,
   ) {}
+
+  /** The first (usually the only) client. */
+  get client(): PsClient {
+    return this.clients[0] as PsClient;
+  }
+
+  get variant(): string | undefined {
+    return this.options.variant;
+  }
 
   static async connect(
     set: PsShardSet,
     side: 'tcp' | 'rdma',
     provider: 'soft' | 'ibverbs',
+    o: RdmaTargetOptions = {},
   ): Promise<RdmajsPsTarget> {
-    const client = await PsClient.connect({
-      servers: set.servers(side),
-      transport: side,
-      ...(side === 'rdma' && provider !== 'soft'
-        ? { rdma: { device: openDevice({ provider }) } }
-        : {}),
-      secret: EVAL_SECRET,
-      maxInFlightPushes: 64,
-    });
-    return new RdmajsPsTarget(side === 'tcp' ? 'tcp' : provider, set, client);
+    const device = side === 'rdma' && provider !== 'soft' ? openDevice({ provider }) : undefined;
+    const rdma =
+      side === 'rdma'
+        ? new RdmaTransport({
+            ...(device === undefined ? {} : { device }),
+            ...clientOptionsOf(o.tuning ?? {}),
+          })
+        : undefined;
+    const clients: PsClient[] = [];
+    try {
+      const n = o.clients ?? 1;
+      while (clients.length < n) {
+        const batch = Math.min(CONNECT_AT_ONCE, n - clients.length);
+        clients.push(
+          ...(await Promise.all(
+            Array.from({ length: batch }, () =>
+              PsClient.connect({
+                servers: set.servers(side),
+                transport: rdma ?? 'tcp',
+                secret: EVAL_SECRET,
+                maxInFlightPushes: 64,
+                ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
+              }),
+            ),
+          )),
+        );
+      }
+    } catch (err) {
+      await Promise.all(clients.map((c) => c.close()));
+      rdma?.close();
+      device?.close();
+      throw err;
+    }
+    return new RdmajsPsTarget(side === 'tcp' ? 'tcp' : provider, set, clients, o, rdma, device);
   }
 
   async pull(keys: BigUint64Array): Promise<void> {
-    const rows = await this.client.pull(EVAL_TABLE, keys);
+    const client = this.clients[this.#next++ % this.clients.length] as PsClient;
+    if (this.options.copyRows) {
+      const n = keys.length * EVAL_DIM;
+      let out = this.#copies.get(n);
+      if (out === undefined) {
+        out = new Float32Array(n);
+        this.#copies.set(n, out);
+      }
+      await client.pullInto(EVAL_TABLE, keys, out);
+      return;
+    }
+    const rows = await client.pull(EVAL_TABLE, keys);
     const n = rows.count;
     rows.release();
     if (n !== keys.length || rows.dim !== EVAL_DIM) throw new Error('ps pull: short reply');
   }
 
-  async push(keys: BigUint64Array, grads: Float32Array): Promise<void> {
-    await this.client.push(EVAL_TABLE, keys, grads);
+  async push(keys: BigUint64Array, grads: Float32Array, writer: number): Promise<void> {
+    await (this.clients[writer % this.clients.length] as PsClient).push(EVAL_TABLE, keys, grads);
   }
 
   cpuUs(): number {
@@ -89,9 +164,22 @@ export class RdmajsPsTarget implements PsTarget {
     return process.memoryUsage.rss() + sumOver(this.set.pids, procRssBytes);
   }
 
-  /** Closes the client; the shard set is closed by whoever started it. */
-  close(): Promise<void> {
-    return this.client.close();
+  /** This side's registered memory (RDMA: the client transport's allocator). */
+  registeredBytes(): number | undefined {
+    return this.rdma?.allocator.registeredBytes;
+  }
+
+  /** RC QPs this side holds: a connection per client and shard, `qpPoolSize` QPs each. */
+  qps(): number | undefined {
+    if (this.rdma === undefined) return undefined;
+    return this.clients.length * this.set.shards.length * (this.options.tuning?.qpPoolSize ?? 1);
+  }
+
+  /** Closes the clients and their transport; the shard set is closed by whoever started it. */
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.close()));
+    this.rdma?.close();
+    this.device?.close();
   }
 }
 

@@ -3,6 +3,9 @@ import type { Result } from '../../report/Result.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
 import { COUNTER_TABLE, type RdmajsPsTarget } from './PsTarget.js';
 
+/** Pause of a pusher after a failed push (pushes fail only with recovery off). */
+export const FAILED_PUSH_PAUSE_MS = 10;
+
 export interface FailureOptions {
   /** Pushing before the kill, and after the shard is back, ms. */
   beforeMs: number;
@@ -46,6 +49,8 @@ export async function runFailure(
         ackTimes.push(now);
       } catch {
         failed++;
+        // Only without recovery do pushes fail: retry as an application would, not in a spin.
+        await new Promise((r) => setTimeout(r, FAILED_PUSH_PAUSE_MS));
       }
     }
   };
@@ -69,14 +74,18 @@ export async function runFailure(
   using rows = await client.pull(COUNTER_TABLE, keys);
   let lost = 0;
   let duplicated = 0;
+  let failedAppliedMin = Number.POSITIVE_INFINITY;
+  let failedAppliedMax = 0;
   for (const v of rows.rows) {
     // Acknowledged pushes must all be there; a failed one may or may not have been applied.
     if (v < acked) lost = Math.max(lost, acked - v);
     if (v > acked + failed) duplicated = Math.max(duplicated, v - acked - failed);
+    failedAppliedMin = Math.min(failedAppliedMin, Math.max(0, v - acked));
+    failedAppliedMax = Math.max(failedAppliedMax, Math.max(0, v - acked));
   }
   return {
     transport: target.transport,
-    op: 'push-shard-killed',
+    op: target.variant === undefined ? 'push-shard-killed' : `push-shard-killed ${target.variant}`,
     baselineOp: 'push-shard-killed',
     sizeBytes: o.keys * 4,
     ...rec.summary(),
@@ -85,6 +94,10 @@ export async function runFailure(
     failed,
     lost,
     duplicated,
+    // Failed pushes applied anyway, fewest and most over the rows (shards): the caller cannot
+    // tell which; min < max means some were applied on one shard and not on another.
+    failedAppliedMin: rows.rows.length > 0 ? failedAppliedMin : 0,
+    failedAppliedMax,
     recoveryMs: firstAckAfterKill > 0 ? firstAckAfterKill - killedAt : Number.NaN,
     restartMs: readyAt - killedAt,
     clientRecoveryMs: firstAckAfterKill > 0 ? Math.max(0, firstAckAfterKill - readyAt) : Number.NaN,

@@ -1,9 +1,17 @@
 import { PsShardSet } from '../../peers/PsShardSet.js';
-import type { HeadlineKey } from '../../report/paper.js';
 import type { Result } from '../../report/Result.js';
+import type { HeadlineValues } from '../../report/summary.js';
+import { formatRatio, formatSize } from '../../report/table.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
+import { ABLATIONS, type Ablation, NOT_MEASURED } from './ablations.js';
 import { type FailureOptions, runFailure } from './failure.js';
-import { HEADLINE_LOAD, type InferenceOptions, runInference } from './inference.js';
+import {
+  fetchOp,
+  fetchWorkload,
+  HEADLINE_LOAD,
+  type InferenceOptions,
+  runInference,
+} from './inference.js';
 import {
   EVAL_SECRET,
   EVAL_SHARDS,
@@ -12,17 +20,25 @@ import {
   type PsTarget,
   RdmajsPsTarget,
 } from './PsTarget.js';
+import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
+import { runFailureAblation, runLiveAblation } from './runAblations.js';
 import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
 
 const KEY_SPACE = 1_000_000;
 const ZIPF = 0.99;
 
-/** How long each part runs: the default fits the issue's ≤ 3 minutes on 2 cores, --quick seconds. */
-function plan(quick: boolean): {
+/** How long each part runs: the default fits the issue's ≤ 3 minutes on 2 cores, --quick about a minute. */
+export function plan(
+  quick: boolean,
+  rdma: 'soft' | 'ibverbs',
+): {
   inference: InferenceOptions;
   training: TrainingOptions;
   failure: FailureOptions;
+  ablations: readonly Ablation[];
+  ablationFetchMs: number;
 } {
+  const loads = quick ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
   return {
     failure: {
       beforeMs: quick ? 500 : 1500,
@@ -31,8 +47,12 @@ function plan(quick: boolean): {
       concurrency: 4,
     },
     inference: {
-      loads: quick ? [0.5] : [0.25, 0.5, 0.75, 1],
-      durationMs: quick ? 1000 : 5000,
+      loads,
+      // gRPC at fractions of its own capacity; RDMA at the headline fraction of its own
+      // (the same utilisation as gRPC's row: what grpcFetchMeanRatio compares).
+      ownLoads: { grpc: loads, [rdma]: [HEADLINE_LOAD] },
+      durationMs: quick ? 1000 : 3000,
+      probeMs: quick ? 500 : 750,
       requests: 1024,
       keySpace: KEY_SPACE,
       zipfExponent: ZIPF,
@@ -44,39 +64,84 @@ function plan(quick: boolean): {
       keySpace: KEY_SPACE,
       zipfExponent: ZIPF,
     },
+    // --quick runs one ablation (zero-copy, at the headline fetch load); the full run all.
+    ablations: quick ? ABLATIONS.filter((a) => a.name === 'zero-copy') : ABLATIONS,
+    ablationFetchMs: quick ? 1000 : 2000,
   };
 }
 
 /** The paper's headline figures, read off this run's rows (RDMA ÷ TCP, RDMA ÷ gRPC). */
-export function evaluationHeadlines(results: Result[]): Partial<Record<HeadlineKey, number>> {
-  const fetchOp = `fetch@${Math.round(HEADLINE_LOAD * 100)}%`;
+export function evaluationHeadlines(results: Result[]): HeadlineValues {
+  const shared = fetchOp(HEADLINE_LOAD, false);
+  const own = fetchOp(HEADLINE_LOAD, true);
   const pushOp = `push-incast×${HEADLINE_CONCURRENCY}`;
   const row = (transport: string, op: string) =>
     results.find((r) => r.transport === transport && r.op === op);
   const rdma = results.find((r) => r.transport === 'soft' || r.transport === 'ibverbs')?.transport;
-  const out: Partial<Record<HeadlineKey, number>> = {};
+  const out: HeadlineValues = {};
   if (rdma === undefined) return out;
-  const f = row(rdma, fetchOp);
-  const ft = row('tcp', fetchOp);
-  const fg = row('grpc', fetchOp);
+  const f = row(rdma, shared);
+  const ft = row('tcp', shared);
   if (f && ft) {
     out.fetchMeanRatio = f.meanUs / ft.meanUs;
     out.fetchP99Ratio = f.p99Us / ft.p99Us;
     out.fetchCpuRatio = f.cpuUsPerOp / ft.cpuUsPerOp;
   }
-  if (f && fg) out.grpcFetchMeanRatio = f.meanUs / fg.meanUs;
+  // Each at half its own closed-loop capacity: the same utilisation, not the same rate.
+  const fo = row(rdma, own);
+  const go = row('grpc', own);
+  if (fo && go) out.grpcFetchMeanRatio = fo.meanUs / go.meanUs;
+  const fg = row('grpc', shared);
+  if (f && fg) out.grpcFetchMeanRatioSameLoad = f.meanUs / fg.meanUs;
   const p = row(rdma, pushOp);
   const pt = row('tcp', pushOp);
   if (p && pt) out.pushP99Ratio = p.p99Us / pt.p99Us;
   return out;
 }
 
+/** The ablation block under the table: each lesson off against the full system measured beside it. */
+export function renderAblations(results: Result[]): string {
+  const rows = results.filter((r) => typeof r.ablation === 'string');
+  const lines = ['ablations: one lesson off, against the full system measured back to back (ref)'];
+  for (const r of rows) {
+    const extra: string[] = [];
+    const ref = results.find((x) => x.transport === r.transport && x.op === r.referenceOp);
+    if (typeof r.qps === 'number' && typeof ref?.qps === 'number')
+      extra.push(`${r.qps} QPs vs ${ref.qps}`);
+    if (typeof r.registeredBytes === 'number' && typeof ref?.registeredBytes === 'number')
+      extra.push(
+        `${formatSize(r.registeredBytes)} vs ${formatSize(ref.registeredBytes as number)} registered (client)`,
+      );
+    // A push that fails is not timed: the kill row's latencies say nothing of the lesson.
+    const figures = r.op.startsWith('push-shard-killed')
+      ? [
+          `acked ${r.acked} vs ${ref?.acked ?? '?'}`,
+          `${r.failed} failed vs ${ref?.failed ?? '?'} (${r.failedAppliedMin}–${r.failedAppliedMax} of them applied anyway, per shard)`,
+          `lost ${r.lost}, duplicated ${r.duplicated}`,
+          `kill → first ack ${Number(r.recoveryMs).toFixed(0)} ms vs ${Number(ref?.recoveryMs).toFixed(0)} ms`,
+        ]
+      : [
+          `mean ${formatRatio(r.meanVsRef as number)}, p99 ${formatRatio(r.p99VsRef as number)}, CPU/op ${formatRatio(r.cpuVsRef as number)} the ref`,
+          ...extra,
+        ];
+    lines.push(
+      `  −${String(r.ablation).padEnd(10)} ${r.op.padEnd(28)} ${figures.join('; ')}`,
+      `   ${''.padEnd(10)} instead: ${r.instead}`,
+    );
+  }
+  for (const n of NOT_MEASURED) lines.push(`  −${n.name.padEnd(10)} not measured: ${n.reason}`);
+  return lines.join('\n');
+}
+
 export const evaluationScenario: Scenario = {
   name: 'evaluation',
-  description: `the paper's evaluation on the parameter server (${EVAL_SHARDS} shards): inference fetch (Zipf keys, mixed batches, open-loop loads up to the TCP capacity) and training push incast (1 … 256 clients), our server over TCP and RDMA (the same shard processes) and the same service over gRPC, CPU of every process; then a shard SIGKILLed mid-stream under each transport`,
+  description: `the paper's evaluation on the parameter server (${EVAL_SHARDS} shards): inference fetch (Zipf keys, mixed batches, open-loop loads up to the TCP capacity, and gRPC at fractions of its own capacity) and training push incast (1 … 256 clients), our server over TCP and RDMA (the same shard processes) and the same service over gRPC, CPU of every process; a shard SIGKILLed mid-stream under each transport; ablations (one lesson off at a time)`,
   headlines: evaluationHeadlines,
+  summarize: renderAblations,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
-    const p = plan(o.quick === true);
+    const p = plan(o.quick === true, o.provider);
+    const tuning: RdmaTuning = o.rdma ?? {};
+    const shardArgs = serverArgsOf(tuning);
     const sides = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     const results: Result[] = [];
     const targets: PsTarget[] = [];
@@ -90,12 +155,36 @@ export const evaluationScenario: Scenario = {
           secret: EVAL_SECRET,
           transports: sides,
           provider: o.provider,
+          args: shardArgs,
         });
-        for (const side of sides) targets.push(await RdmajsPsTarget.connect(set, side, o.provider));
+        for (const side of sides)
+          targets.push(await RdmajsPsTarget.connect(set, side, o.provider, { tuning }));
       }
       targets.push(await GrpcPsTarget.start());
       results.push(...(await runInference(targets, p.inference, progress)));
       results.push(...(await runTraining(targets, p.training, progress)));
+      const full = targets.find((t) => t.transport === o.provider) as RdmajsPsTarget | undefined;
+      const headline = results.find((r) => r.op === fetchOp(HEADLINE_LOAD, false));
+      if (set && full && headline) {
+        for (const a of p.ablations.filter((x) => x.measure !== 'failure')) {
+          results.push(
+            ...(await runLiveAblation(
+              a,
+              {
+                set,
+                full,
+                provider: o.provider,
+                tuning,
+                workload: fetchWorkload(p.inference),
+                fetchRate: headline.offeredRps as number,
+                fetchMs: p.ablationFetchMs,
+                training: p.training,
+              },
+              progress,
+            )),
+          );
+        }
+      }
     } finally {
       await Promise.all(targets.splice(0).map((t) => t.close()));
       await set?.stop();
@@ -110,9 +199,10 @@ export const evaluationScenario: Scenario = {
         transports: [side],
         provider: o.provider,
         durable: true,
+        args: shardArgs,
       });
       try {
-        const t = await RdmajsPsTarget.connect(durable, side, o.provider);
+        const t = await RdmajsPsTarget.connect(durable, side, o.provider, { tuning });
         try {
           results.push(await runFailure(durable, t, p.failure, progress));
         } finally {
@@ -120,6 +210,17 @@ export const evaluationScenario: Scenario = {
         }
       } finally {
         await durable.stop();
+      }
+    }
+    if (sides.includes('rdma')) {
+      const reference = results.find(
+        (r) => r.transport === o.provider && r.op === 'push-shard-killed',
+      );
+      for (const a of p.ablations.filter((x) => x.measure === 'failure')) {
+        progress(`ablation −${a.name}: shard killed`);
+        results.push(
+          await runFailureAblation(a, reference, o.provider, tuning, p.failure, progress),
+        );
       }
     }
     return results;

@@ -1,13 +1,22 @@
 import type { Result } from '../../report/Result.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
+import { type Capacity, closedLoopRps, searchCapacity } from './capacity.js';
 import { runOpenLoop } from './openLoop.js';
 import { EVAL_DIM, type PsTarget } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
 export interface InferenceOptions {
-  /** Offered loads as fractions of the TCP target's closed-loop capacity. */
+  /** Offered loads as fractions of the TCP target's closed-loop capacity, for every target. */
   loads: readonly number[];
+  /**
+   * Offered loads as fractions of each target's own closed-loop capacity, per transport
+   * (`fetch@50%own`): gRPC saturates far below TCP's capacity, so its shared-load rows are
+   * queueing; these compare it where it is busy, not overloaded.
+   */
+  ownLoads: Readonly<Partial<Record<string, readonly number[]>>>;
   durationMs: number;
+  /** Each closed-loop capacity probe, ms. */
+  probeMs: number;
   /** Pre-drawn requests cycled through (so drawing keys costs nothing while measuring). */
   requests: number;
   keySpace: number;
@@ -17,8 +26,13 @@ export interface InferenceOptions {
 /** The load the headline ratios are read at: busy, not saturated. */
 export const HEADLINE_LOAD = 0.5;
 const MAX_OUTSTANDING = 256;
-const PROBE_MS = 1500;
-const PROBE_CONCURRENCY = 16;
+/** Closed-loop capacity: 16 requests in flight, doubled (up to 64) while that gains > 10 %. */
+const CAPACITY_SEARCH = { startConcurrency: 16, maxConcurrency: 64, minGain: 0.1 } as const;
+
+/** The op of a fetch row: `fetch@50%` (fraction of TCP's capacity) or `fetch@50%own`. */
+export function fetchOp(load: number, own: boolean): string {
+  return `fetch@${Math.round(load * 100)}%${own ? 'own' : ''}`;
+}
 
 /** A pool of requests: batch sizes from the mix, keys with Zipf popularity, seeded. */
 export function drawRequests(o: InferenceOptions, seed: number): BigUint64Array[] {
@@ -29,74 +43,123 @@ export function drawRequests(o: InferenceOptions, seed: number): BigUint64Array[
   );
 }
 
-/** Closed-loop capacity (requests per second) of a target at a fixed concurrency. */
-async function capacity(target: PsTarget, requests: BigUint64Array[]): Promise<number> {
-  let k = 0;
-  let done = 0;
-  const end = performance.now() + PROBE_MS;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: PROBE_CONCURRENCY }, async () => {
-      while (performance.now() < end) {
-        await target.pull(requests[k++ % requests.length] as BigUint64Array);
-        done++;
-      }
-    }),
+/** The request pool every target is driven with, and its mean size. */
+export interface FetchWorkload {
+  requests: BigUint64Array[];
+  meanKeys: number;
+  sizeBytes: number;
+}
+
+export function fetchWorkload(o: InferenceOptions): FetchWorkload {
+  const requests = drawRequests(o, 20261204);
+  const meanKeys = requests.reduce((a, r) => a + r.length, 0) / requests.length;
+  return { requests, meanKeys, sizeBytes: Math.round(meanKeys) * EVAL_DIM * 4 };
+}
+
+/** One open-loop fetch row: `target` at `rate` requests per second. */
+export async function measureFetch(
+  t: PsTarget,
+  w: FetchWorkload,
+  rate: number,
+  durationMs: number,
+  seed: number,
+  row: { op: string; baselineOp: string } & Record<string, unknown>,
+): Promise<Result> {
+  const cpu0 = t.cpuUs();
+  const r = await runOpenLoop((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), {
+    rate,
+    durationMs,
+    maxOutstanding: MAX_OUTSTANDING,
+    seed,
+  });
+  const cpu = t.cpuUs() - cpu0;
+  const co = r.fromArrival.summary();
+  const lag = r.lag.summary();
+  return {
+    transport: t.transport,
+    sizeBytes: w.sizeBytes,
+    meanKeys: w.meanKeys,
+    ...row,
+    ...r.latency.summary(),
+    cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+    coP50Us: co.p50Us,
+    coMeanUs: co.meanUs,
+    coP99Us: co.p99Us,
+    coP999Us: co.p999Us,
+    offeredRps: rate,
+    achievedRps: r.completed / r.seconds,
+    dropped: r.dropped,
+    failed: r.failed,
+    lagMeanUs: lag.meanUs,
+    lagP99Us: lag.p99Us,
+    rssBytes: t.rssBytes(),
+  };
+}
+
+/** Closed-loop capacity of one target (the search of capacity.ts over closed-loop probes). */
+export function measureCapacity(t: PsTarget, w: FetchWorkload, probeMs: number): Promise<Capacity> {
+  return searchCapacity(
+    (c) =>
+      closedLoopRps((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), c, probeMs),
+    CAPACITY_SEARCH,
   );
-  return done / ((performance.now() - t0) / 1000);
 }
 
 /**
- * Inference fetch: open-loop pulls at several offered loads, the same loads (requests per
- * second) for every target, each load measured on every target back to back in a rotating
- * order so a burst of machine noise does not land on one side only.
+ * Inference fetch: open-loop pulls at several offered loads. First every target's own
+ * closed-loop capacity is measured. Shared loads are fractions of the TCP target's capacity,
+ * the same requests per second for every target (`fetch@50%`); own loads are fractions of a
+ * target's own capacity (`fetch@50%own`). Each load is measured on every target back to back
+ * in a rotating order so a burst of machine noise does not land on one side only.
  */
 export async function runInference(
   targets: readonly PsTarget[],
   o: InferenceOptions,
   progress: (label: string) => void,
 ): Promise<Result[]> {
-  const requests = drawRequests(o, 20261204);
-  const meanKeys = requests.reduce((a, r) => a + r.length, 0) / requests.length;
-  const sizeBytes = Math.round(meanKeys) * EVAL_DIM * 4;
+  const w = fetchWorkload(o);
   for (const t of targets) {
     progress(`inference warm-up (${t.transport})`);
-    for (let k = 0; k < 300; k++) await t.pull(requests[k % requests.length] as BigUint64Array);
+    for (let k = 0; k < 300; k++) await t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+  }
+  const capacity = new Map<PsTarget, Capacity>();
+  for (const t of targets) {
+    progress(`inference capacity probe (${t.transport}, closed loop)`);
+    capacity.set(t, await measureCapacity(t, w, o.probeMs));
   }
   const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as PsTarget);
-  progress('inference capacity probe (tcp)');
-  const tcpCapacity = await capacity(reference, requests);
+  const tcpCapacity = (capacity.get(reference) as Capacity).rps;
+  // Every (load, basis) point, each with the targets it runs on.
+  const points = [
+    ...o.loads.map((load) => ({ load, own: false, on: targets })),
+    ...[...new Set(Object.values(o.ownLoads).flatMap((l) => l ?? []))]
+      .sort((a, b) => a - b)
+      .map((load) => ({
+        load,
+        own: true,
+        on: targets.filter((t) => o.ownLoads[t.transport]?.includes(load)),
+      })),
+  ];
   const results: Result[] = [];
-  for (const [li, load] of o.loads.entries()) {
-    const rate = Math.max(1, Math.round(load * tcpCapacity));
-    const order = targets.map((_, i) => targets[(i + li) % targets.length] as PsTarget);
+  for (const [li, p] of points.entries()) {
+    const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as PsTarget);
     for (const t of order) {
-      progress(`inference fetch ${t.transport} at ${Math.round(load * 100)} % (${rate} req/s)`);
-      const cpu0 = t.cpuUs();
-      const r = await runOpenLoop((k) => t.pull(requests[k % requests.length] as BigUint64Array), {
-        rate,
-        durationMs: o.durationMs,
-        maxOutstanding: MAX_OUTSTANDING,
-        seed: 7 + li,
-      });
-      const cpu = t.cpuUs() - cpu0;
-      const op = `fetch@${Math.round(load * 100)}%`;
-      results.push({
-        transport: t.transport,
-        op,
-        baselineOp: op,
-        sizeBytes,
-        meanKeys,
-        ...r.latency.summary(),
-        cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
-        offeredRps: rate,
-        achievedRps: r.completed / r.seconds,
-        tcpCapacityRps: tcpCapacity,
-        dropped: r.dropped,
-        failed: r.failed,
-        lagP99Us: r.lag.summary().p99Us,
-        rssBytes: t.rssBytes(),
-      });
+      const own = capacity.get(t) as Capacity;
+      const rate = Math.max(1, Math.round(p.load * (p.own ? own.rps : tcpCapacity)));
+      const op = fetchOp(p.load, p.own);
+      progress(`inference fetch ${t.transport} at ${op.slice(6)} (${rate} req/s)`);
+      results.push(
+        await measureFetch(t, w, rate, o.durationMs, 7 + li, {
+          op,
+          // An own-capacity row compares with TCP at the same fraction of its own capacity.
+          baselineOp: fetchOp(p.load, false),
+          loadBasis: p.own ? 'own-capacity' : 'tcp-capacity',
+          load: p.load,
+          capacityRps: own.rps,
+          capacityConcurrency: own.concurrency,
+          tcpCapacityRps: tcpCapacity,
+        }),
+      );
     }
   }
   return results;

@@ -1,4 +1,5 @@
-import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
+import type { LatencyRecorder } from '../../stats/LatencyRecorder.js';
+import { OpenLoopLatency } from './OpenLoopLatency.js';
 import { exponential, xorshift32 } from './random.js';
 
 export interface OpenLoopOptions {
@@ -15,6 +16,8 @@ export interface OpenLoopResult {
   latency: LatencyRecorder;
   /** Scheduled arrival → issue: how far the client fell behind the offered load. */
   lag: LatencyRecorder;
+  /** Scheduled arrival → completion: coordinated-omission corrected (lag + latency). */
+  fromArrival: LatencyRecorder;
   completed: number;
   dropped: number;
   failed: number;
@@ -27,7 +30,9 @@ export interface OpenLoopResult {
  * timers have millisecond resolution, so arrivals due within the same millisecond are issued
  * together when the timer fires; each request's latency is measured from its issue, and the
  * scheduling lag (arrival → issue) is reported beside it, so the timer's granularity does not
- * count as transport latency while a client that cannot keep up still shows.
+ * count as transport latency while a client that cannot keep up still shows. `fromArrival`
+ * measures from the scheduled arrival instead (coordinated-omission corrected: the wait of a
+ * request the generator issued late counts). Dropped arrivals are counted, not timed.
  */
 export async function runOpenLoop(
   request: (k: number) => Promise<void>,
@@ -35,8 +40,7 @@ export async function runOpenLoop(
 ): Promise<OpenLoopResult> {
   const next = xorshift32(o.seed);
   const meanGapMs = 1000 / o.rate;
-  const latency = new LatencyRecorder();
-  const lag = new LatencyRecorder();
+  const rec = new OpenLoopLatency();
   let outstanding = 0;
   let completed = 0;
   let dropped = 0;
@@ -53,10 +57,10 @@ export async function runOpenLoop(
     }
     outstanding++;
     const t0 = performance.now();
-    lag.record((t0 - scheduled) * 1000);
+    rec.issued(scheduled, t0);
     request(k++).then(
       () => {
-        latency.record((performance.now() - t0) * 1000);
+        rec.completed(scheduled, t0, performance.now());
         completed++;
         if (--outstanding === 0) drained?.();
       },
@@ -80,8 +84,9 @@ export async function runOpenLoop(
   });
   if (outstanding > 0) await new Promise<void>((r) => (drained = r));
   return {
-    latency,
-    lag,
+    latency: rec.service,
+    lag: rec.lag,
+    fromArrival: rec.fromArrival,
     completed,
     dropped,
     failed,

@@ -13,6 +13,9 @@ export interface TrainingOptions {
   zipfExponent: number;
 }
 
+const nameOf = (t: PsTarget) =>
+  t.variant === undefined ? t.transport : `${t.transport} ${t.variant}`;
+
 /** The fan-in the headline incast ratio is read at. */
 export const HEADLINE_CONCURRENCY = 64;
 const DISTINCT_BATCHES = 32;
@@ -36,7 +39,7 @@ export async function runTraining(
   const grads = new Float32Array(o.keysPerPush * EVAL_DIM).fill(0.001);
   const results: Result[] = [];
   for (const t of targets) {
-    progress(`training warm-up (${t.transport})`);
+    progress(`training warm-up (${nameOf(t)})`);
     for (let k = 0; k < 100; k++)
       await t.push(batches[k % DISTINCT_BATCHES] as BigUint64Array, grads, 0);
   }
@@ -44,7 +47,7 @@ export async function runTraining(
     const bursts = Math.max(2, Math.ceil(o.samples / c));
     const order = targets.map((_, i) => targets[(i + ci) % targets.length] as PsTarget);
     for (const t of order) {
-      progress(`training incast ${t.transport}, ${c} clients × ${bursts} bursts`);
+      progress(`training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts`);
       const rec = new LatencyRecorder();
       let failed = 0;
       const cpu0 = t.cpuUs();
@@ -67,7 +70,7 @@ export async function runTraining(
       const op = `push-incast×${c}`;
       results.push({
         transport: t.transport,
-        op,
+        op: t.variant === undefined ? op : `${op} ${t.variant}`,
         baselineOp: op,
         sizeBytes: o.keysPerPush * EVAL_DIM * 4,
         concurrency: c,

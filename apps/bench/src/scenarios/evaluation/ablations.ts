@@ -1,0 +1,109 @@
+import type { Result } from '../../report/Result.js';
+import type { PsTarget, RdmaTargetOptions } from './PsTarget.js';
+import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
+import { HEADLINE_CONCURRENCY } from './training.js';
+
+/** One lesson of the paper turned off, measured against the full system. */
+export interface Ablation {
+  /** Short name; the ablated row's op ends in ` −name`. */
+  name: string;
+  /** The lesson (what the full system does). */
+  lesson: string;
+  /** What runs instead. */
+  instead: string;
+  /** The row it is measured on: fetch at the headline load, incast at the headline fan-in, or the shard kill. */
+  measure: 'fetch' | 'incast' | 'failure';
+  /** Further `rdmajs-ps-server` flags of the ablated shards; none: the main shards serve it. */
+  serverArgs?: readonly string[];
+  /** How the ablated RDMA client differs. */
+  client: Pick<RdmaTargetOptions, 'copyRows' | 'clients' | 'recovery'>;
+}
+
+/** A lesson the evaluation cannot switch off honestly (yet), and why. */
+export interface NotMeasured {
+  name: string;
+  lesson: string;
+  reason: string;
+}
+
+export const ABLATIONS: readonly Ablation[] = [
+  {
+    name: 'zero-copy',
+    lesson: 'zero-copy: replies built in registered allocator blocks, rows used in place',
+    instead:
+      'shards build replies on the heap and the transport copies each into a registered bounce buffer (--rdma-zero-copy off); the client copies the rows out (pullInto)',
+    measure: 'fetch',
+    serverArgs: ['--rdma-zero-copy', 'off'],
+    client: { copyRows: true },
+  },
+  {
+    name: 'qp-pool',
+    lesson: 'QP multiplexing: every logical client shares one connection (QP pool, SRQ) per shard',
+    instead: `a PsClient per incast client (${HEADLINE_CONCURRENCY}), so a connection with its own QP, SRQ, receive buffers and CQ per client and shard, sharing one RdmaTransport`,
+    measure: 'incast',
+    client: { clients: HEADLINE_CONCURRENCY },
+  },
+  {
+    name: 'recovery',
+    lesson:
+      'recovery above the transport: sessions outlive connections, pushes are resent and de-duplicated',
+    instead:
+      'no reconnect inside an RPC session, one relink attempt, no resend: pushes in flight when the shard dies fail; the next push after it is back opens a new session',
+    measure: 'failure',
+    client: { recovery: false },
+  },
+];
+
+export const NOT_MEASURED: readonly NotMeasured[] = [
+  {
+    name: 'credits',
+    lesson: 'receive credits: never SEND without a posted receive buffer (no RNR)',
+    reason:
+      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. Besides, the open loop caps requests in flight at 256 and PsClient pushes at 64 per shard, against 256 receive buffers per connection: credits could only stall at the very edge of saturation here, so RNR would rarely happen even without them",
+  },
+  {
+    name: 'send-window',
+    lesson: 'software send window: bounded bytes and messages in flight per connection and process',
+    reason:
+      'mux has no window-less mode (the receiver enforces the window it announced and fails a sender that overruns it); raising --rdma-window would only move a bound that this workload never reaches (64 MiB per connection against at most 64 pushes × ≈ 22 KiB in flight per shard), so such a row would measure the same code; what the window protects against — switch buffers and PFC pauses under incast — does not exist on loopback',
+  },
+];
+
+/** The RDMA target of an ablation, on top of the run's tuning. */
+export function ablatedTarget(a: Ablation, tuning: RdmaTuning): RdmaTargetOptions {
+  return { ...a.client, tuning, variant: `−${a.name}` };
+}
+
+/** The flags of the ablated shards: the run's tuning, then the ablation's own. */
+export function ablatedServerArgs(a: Ablation, tuning: RdmaTuning): string[] {
+  return [...serverArgsOf(tuning), ...(a.serverArgs ?? [])];
+}
+
+/** The same target under another variant label (the reference rows measured beside an ablation). */
+export function relabel(t: PsTarget, variant: string): PsTarget {
+  return {
+    transport: t.transport,
+    variant,
+    pull: (keys) => t.pull(keys),
+    push: (keys, grads, writer) => t.push(keys, grads, writer),
+    cpuUs: () => t.cpuUs(),
+    rssBytes: () => t.rssBytes(),
+    close: () => Promise.resolve(), // the target itself is closed by its owner
+  };
+}
+
+const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
+
+/** Marks an ablated row with its lesson and its ratios against the reference row. */
+export function compareWithReference(a: Ablation, row: Result, ref: Result): Result {
+  return {
+    ...row,
+    ablation: a.name,
+    lesson: a.lesson,
+    instead: a.instead,
+    referenceOp: ref.op,
+    meanVsRef: div(row.meanUs, ref.meanUs),
+    p99VsRef: div(row.p99Us, ref.p99Us),
+    cpuVsRef: div(row.cpuUsPerOp, ref.cpuUsPerOp),
+  };
+}

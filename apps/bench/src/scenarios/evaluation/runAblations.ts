@@ -1,0 +1,138 @@
+import { PsShardSet } from '../../peers/PsShardSet.js';
+import type { Result } from '../../report/Result.js';
+import {
+  type Ablation,
+  ablatedServerArgs,
+  ablatedTarget,
+  compareWithReference,
+  relabel,
+} from './ablations.js';
+import { type FailureOptions, runFailure } from './failure.js';
+import { type FetchWorkload, fetchOp, HEADLINE_LOAD, measureFetch } from './inference.js';
+import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
+import type { RdmaTuning } from './RdmaTuning.js';
+import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
+
+/** What the fetch and incast ablations run against: the main shards and RDMA target. */
+export interface LiveAblationContext {
+  set: PsShardSet;
+  /** The full system's RDMA target on `set`. */
+  full: RdmajsPsTarget;
+  provider: 'soft' | 'ibverbs';
+  tuning: RdmaTuning;
+  workload: FetchWorkload;
+  /** The headline load's offered rate (requests per second, of TCP's capacity). */
+  fetchRate: number;
+  fetchMs: number;
+  training: TrainingOptions;
+}
+
+const REF = 'ref';
+
+/** Side facts of an RDMA target for its row: QPs and registered memory of this side. */
+function footprint(t: RdmajsPsTarget): Record<string, number> {
+  const qps = t.qps();
+  const registered = t.registeredBytes();
+  return {
+    ...(qps === undefined ? {} : { qps }),
+    ...(registered === undefined ? {} : { registeredBytes: registered }),
+  };
+}
+
+/**
+ * A fetch or incast ablation: the ablated target (on its own shards when the servers differ)
+ * and the full system measured back to back with the same workload, so both meet the same
+ * machine load; the ablated row carries its ratios against that reference row.
+ */
+export async function runLiveAblation(
+  a: Ablation,
+  c: LiveAblationContext,
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  let own: PsShardSet | undefined;
+  let t: RdmajsPsTarget | undefined;
+  try {
+    if (a.serverArgs !== undefined) {
+      progress(`ablation −${a.name}: starting shards (${a.serverArgs.join(' ')})`);
+      own = await PsShardSet.start({
+        shards: EVAL_SHARDS,
+        tables: EVAL_TABLES,
+        secret: EVAL_SECRET,
+        transports: ['rdma'],
+        provider: c.provider,
+        args: ablatedServerArgs(a, c.tuning),
+      });
+    }
+    progress(`ablation −${a.name}: connecting`);
+    t = await RdmajsPsTarget.connect(own ?? c.set, 'rdma', c.provider, ablatedTarget(a, c.tuning));
+    const ref = relabel(c.full, REF);
+    let refRow: Result;
+    let row: Result;
+    if (a.measure === 'fetch') {
+      const w = c.workload;
+      for (let k = 0; k < 300; k++)
+        await t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+      const base = fetchOp(HEADLINE_LOAD, false);
+      const measure = (x: RdmajsPsTarget | typeof ref, label: string) => {
+        progress(`ablation −${a.name}: ${base} ${label} (${c.fetchRate} req/s)`);
+        return measureFetch(x, w, c.fetchRate, c.fetchMs, 71, {
+          op: `${base} ${label}`,
+          baselineOp: base,
+          load: HEADLINE_LOAD,
+          loadBasis: 'tcp-capacity',
+        });
+      };
+      refRow = { ...(await measure(ref, REF)), ...footprint(c.full) };
+      row = { ...(await measure(t, `−${a.name}`)), ...footprint(t) };
+    } else if (a.measure === 'incast') {
+      progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
+      const rows = await runTraining(
+        [ref, t],
+        { ...c.training, concurrency: [HEADLINE_CONCURRENCY] },
+        progress,
+      );
+      refRow = { ...(rows.find((r) => r.op.endsWith(REF)) as Result), ...footprint(c.full) };
+      row = { ...(rows.find((r) => !r.op.endsWith(REF)) as Result), ...footprint(t) };
+    } else {
+      throw new Error(`ablation ${a.name}: ${a.measure} is not measured on the live shards`);
+    }
+    return [refRow, compareWithReference(a, row, refRow)];
+  } finally {
+    await t?.close();
+    await own?.stop();
+  }
+}
+
+/**
+ * The recovery ablation: the shard-kill scenario again with the ablated client, against the
+ * full system's kill row of this run (`reference`).
+ */
+export async function runFailureAblation(
+  a: Ablation,
+  reference: Result | undefined,
+  provider: 'soft' | 'ibverbs',
+  tuning: RdmaTuning,
+  o: FailureOptions,
+  progress: (label: string) => void,
+): Promise<Result> {
+  const durable = await PsShardSet.start({
+    shards: EVAL_SHARDS,
+    tables: EVAL_TABLES,
+    secret: EVAL_SECRET,
+    transports: ['rdma'],
+    provider,
+    durable: true,
+    args: ablatedServerArgs(a, tuning),
+  });
+  try {
+    const t = await RdmajsPsTarget.connect(durable, 'rdma', provider, ablatedTarget(a, tuning));
+    try {
+      const row = await runFailure(durable, t, o, progress);
+      return reference === undefined ? row : compareWithReference(a, row, reference);
+    } finally {
+      await t.close();
+    }
+  } finally {
+    await durable.stop();
+  }
+}

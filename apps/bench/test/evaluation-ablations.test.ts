@@ -1,0 +1,166 @@
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Result } from '../src/report/Result.js';
+import { formatRatio } from '../src/report/table.js';
+import {
+  ABLATIONS,
+  ablatedServerArgs,
+  ablatedTarget,
+  compareWithReference,
+  NOT_MEASURED,
+} from '../src/scenarios/evaluation/ablations.js';
+import { plan, renderAblations } from '../src/scenarios/evaluation/index.js';
+import { clientOptionsOf, serverArgsOf } from '../src/scenarios/evaluation/RdmaTuning.js';
+
+const require = createRequire(import.meta.url);
+const psCli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
+
+const tuning = {
+  pollPolicy: 'adaptive',
+  qpPoolSize: 2,
+  eagerThreshold: 16384,
+  recvBufferCount: 128,
+  windowBytes: 1 << 24,
+} as const;
+
+describe('evaluation ablations: configuration', () => {
+  it('gives the client and every shard the same RDMA tuning', () => {
+    expect(clientOptionsOf(tuning)).toEqual(tuning);
+    expect(serverArgsOf(tuning)).toEqual([
+      '--rdma-poll',
+      'adaptive',
+      '--rdma-qp-pool',
+      '2',
+      '--rdma-eager-threshold',
+      '16384',
+      '--rdma-recv-buffers',
+      '128',
+      '--rdma-window-bytes',
+      String(1 << 24),
+    ]);
+    // Unset knobs stay unset: mux's defaults apply on both sides.
+    expect(clientOptionsOf({})).toEqual({});
+    expect(serverArgsOf({})).toEqual([]);
+  });
+
+  it('every flag an ablation or the tuning gives a shard is one rdmajs-ps-server knows', () => {
+    const help = execFileSync(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=@rdmajs/source', psCli, '--help'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const flags = [
+      ...serverArgsOf(tuning),
+      ...ABLATIONS.flatMap((a) => ablatedServerArgs(a, {})),
+    ].filter((f) => f.startsWith('--'));
+    expect(flags.length).toBeGreaterThan(5);
+    for (const f of flags) expect(help, f).toContain(f);
+  }, 90_000);
+
+  it('turns exactly one lesson off per ablation, on top of the run tuning', () => {
+    const byName = new Map(ABLATIONS.map((a) => [a.name, a]));
+    const zc = byName.get('zero-copy');
+    const pool = byName.get('qp-pool');
+    const rec = byName.get('recovery');
+    expect(zc && pool && rec).toBeTruthy();
+    if (!(zc && pool && rec)) return;
+    // zero-copy: heap replies on the shards (bounce copy in mux), rows copied out on the client.
+    expect(ablatedServerArgs(zc, tuning)).toEqual([
+      ...serverArgsOf(tuning),
+      '--rdma-zero-copy',
+      'off',
+    ]);
+    expect(ablatedTarget(zc, tuning)).toEqual({ copyRows: true, tuning, variant: '−zero-copy' });
+    // qp-pool: a client (connection) per incast writer, the main shards.
+    expect(pool.serverArgs).toBeUndefined();
+    expect(ablatedTarget(pool, tuning)).toEqual({ clients: 64, tuning, variant: '−qp-pool' });
+    expect(pool.measure).toBe('incast');
+    // recovery: the same shards, a client without session recovery, on the shard kill.
+    expect(ablatedTarget(rec, {})).toEqual({ recovery: false, tuning: {}, variant: '−recovery' });
+    expect(rec.measure).toBe('failure');
+    // No lesson is both measured and reported as not measurable.
+    for (const n of NOT_MEASURED) {
+      expect(byName.has(n.name)).toBe(false);
+      expect(n.reason.length).toBeGreaterThan(40);
+    }
+  });
+
+  it('--quick runs one ablation, the full evaluation all of them', () => {
+    expect(plan(true, 'soft').ablations.map((a) => a.name)).toEqual(['zero-copy']);
+    expect(plan(false, 'soft').ablations).toEqual(ABLATIONS);
+    // gRPC at fractions of its own capacity; RDMA at the headline fraction of its own.
+    expect(plan(false, 'soft').inference.ownLoads).toEqual({
+      grpc: [0.25, 0.5, 0.75, 1],
+      soft: [0.5],
+    });
+    expect(plan(true, 'ibverbs').inference.ownLoads).toEqual({ grpc: [0.5], ibverbs: [0.5] });
+  });
+});
+
+describe('evaluation ablations: report', () => {
+  const row = (op: string, meanUs: number, extra: Partial<Result> = {}): Result => ({
+    transport: 'soft',
+    op,
+    sizeBytes: 1,
+    p50Us: meanUs,
+    meanUs,
+    p99Us: 2 * meanUs,
+    cpuUsPerOp: meanUs / 2,
+    ...extra,
+  });
+
+  it('each ablated row carries its lesson and its ratios against the reference beside it', () => {
+    const zc = ABLATIONS[0] as (typeof ABLATIONS)[number];
+    const ref = row('fetch@50% ref', 1000, { qps: 3, registeredBytes: 1 << 20 });
+    const off = compareWithReference(
+      zc,
+      row('fetch@50% −zero-copy', 1500, { qps: 3, registeredBytes: 2 << 20 }),
+      ref,
+    );
+    expect(off).toMatchObject({
+      ablation: 'zero-copy',
+      referenceOp: 'fetch@50% ref',
+      meanVsRef: 1.5,
+      p99VsRef: 1.5,
+      cpuVsRef: 1.5,
+    });
+    const text = renderAblations([ref, off]);
+    expect(text).toContain('−zero-copy');
+    expect(text).toContain('mean 1.50×');
+    expect(text).toContain('2 MiB vs 1 MiB registered');
+    for (const n of NOT_MEASURED) expect(text).toContain(`−${n.name}`);
+  });
+
+  it('the recovery row reports pushes failed and torn across shards, not latency ratios', () => {
+    const rec = ABLATIONS.find((a) => a.name === 'recovery') as (typeof ABLATIONS)[number];
+    const ref = row('push-shard-killed', 100, { acked: 900, failed: 0, recoveryMs: 1500 });
+    const off = compareWithReference(
+      rec,
+      row('push-shard-killed −recovery', 50, {
+        acked: 700,
+        failed: 40,
+        failedAppliedMin: 0,
+        failedAppliedMax: 40,
+        lost: 0,
+        duplicated: 0,
+        recoveryMs: 1400,
+      }),
+      ref,
+    );
+    const text = renderAblations([ref, off]);
+    expect(text).toContain('acked 700 vs 900');
+    expect(text).toContain('40 failed vs 0 (0–40 of them applied anyway, per shard)');
+    expect(text).toContain('kill → first ack 1400 ms vs 1500 ms');
+    expect(text).not.toMatch(/−recovery.*mean 0\.50×/);
+  });
+
+  it('prints tiny ratios with significant digits', () => {
+    expect(formatRatio(0.0042)).toBe('0.0042×');
+    expect(formatRatio(0.00004321)).toBe('0.000043×');
+    expect(formatRatio(0.35)).toBe('0.35×');
+    expect(formatRatio(1.234)).toBe('1.23×');
+    expect(formatRatio(Number.NaN)).toBe('—');
+  });
+});
