@@ -73,7 +73,7 @@ const program = new Command('rdmajs-bench')
   )
   .option(
     '--rdma-eager <size>',
-    "evaluation: eager (SEND) threshold, larger messages by READ, e.g. 16k (default: mux's, 8 KiB)",
+    "evaluation: eager (SEND) threshold, larger messages by READ, e.g. 16k (default: mux's, 32 KiB)",
     oneSize,
   )
   .option(

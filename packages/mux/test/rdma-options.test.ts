@@ -3,10 +3,10 @@ import { parseRdmaTuning } from '../src/internal/RdmaOptions.js';
 import { thrownCode as code } from './support/thrownCode.js';
 
 describe('rdma tuning options', () => {
-  it('options_default_to_one_qp_8KiB_eager_and_event_polling', () => {
+  it('options_default_to_one_qp_32KiB_eager_and_event_polling', () => {
     expect(parseRdmaTuning()).toEqual({
       qpPoolSize: 1,
-      eagerThreshold: 8192,
+      eagerThreshold: 32768,
       recvBufferCount: 256,
       pollPolicy: 'event',
     });

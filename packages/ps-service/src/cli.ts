@@ -134,7 +134,7 @@ async function main(argv: string[]): Promise<void> {
     .option('--rdma-device <name>', 'verbs device of the rdma transport (default: the first)')
     .option(
       '--rdma-eager-threshold <bytes>',
-      'rdma: messages up to this size go by SEND, larger by READ (default 8192; both sides: the smaller wins)',
+      'rdma: messages up to this size go by SEND, larger by READ (default 32768, as mux; both sides: the smaller wins)',
       int('--rdma-eager-threshold', 64),
     )
     .addOption(

@@ -36,6 +36,10 @@ if (kind === 'rdma') {
   const transport = new RdmaTransport({
     pollPolicy,
     qpPoolSize: 2,
+    // The bench's MUX_BENCH_EAGER (inherited): both sides' thresholds, since the smaller wins.
+    ...(process.env.MUX_BENCH_EAGER === undefined
+      ? {}
+      : { eagerThreshold: Number(process.env.MUX_BENCH_EAGER) }),
     ...(device === undefined ? {} : { device }),
   });
   listener = await transport.listen({ secret });

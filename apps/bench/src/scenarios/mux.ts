@@ -29,7 +29,18 @@ import { tcpPingPong } from './tcp.js';
 const MiB = 1 << 20;
 const LONG = { timeoutMs: 180_000 };
 const CONCURRENCY = [1, 16, 256, 1024];
-const POLICIES: PollPolicy[] = ['event', 'adaptive', 'busy'];
+/** `MUX_BENCH_POLICIES=event,adaptive`: a part of the policies (quick looks). */
+const POLICIES: PollPolicy[] = (
+  process.env.MUX_BENCH_POLICIES?.split(',') ?? ['event', 'adaptive', 'busy']
+).map((p) => {
+  if (p !== 'event' && p !== 'adaptive' && p !== 'busy')
+    throw new Error(`MUX_BENCH_POLICIES: ${p} is not event, adaptive or busy`);
+  return p;
+});
+/** `MUX_BENCH_EAGER=<bytes>`: the RDMA eager threshold of both sides (the echo peer reads it too). */
+const MUX_BENCH_EAGER =
+  process.env.MUX_BENCH_EAGER === undefined ? undefined : Number(process.env.MUX_BENCH_EAGER);
+const eagerOption = MUX_BENCH_EAGER === undefined ? {} : { eagerThreshold: MUX_BENCH_EAGER };
 /** Channels of the "one QP per channel" ablation (a connection, so a QP, each). */
 const QP_ABLATION = [16, 64];
 
@@ -204,7 +215,12 @@ async function rdmaRows(
   const side: Side = { transport, suffix: ` ${policy}`, baselineOp: 'mux-rtt' };
   const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
   const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-  const options = { pollPolicy: policy, qpPoolSize: 2, ...(device ? { device } : {}) };
+  const options = {
+    pollPolicy: policy,
+    qpPoolSize: 2,
+    ...eagerOption,
+    ...(device ? { device } : {}),
+  };
   const client = new RdmaTransport(options);
   const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
   try {
@@ -273,6 +289,7 @@ async function qpPerChannel(
       const client = new RdmaTransport({
         pollPolicy: policy,
         qpPoolSize: perChannel ? 1 : 2,
+        ...eagerOption,
         ...(device ? { device } : {}),
       });
       const conns: Connection[] = [];

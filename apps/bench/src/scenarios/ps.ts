@@ -22,7 +22,7 @@ const SHARDS = 3;
 const KEY_SPACE = 1_000_000;
 const DISTINCT_BATCHES = 16;
 const SECRET = 'rdmajs-bench-ps-secret-0123456789';
-/** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 8 KiB). */
+/** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 32 KiB). */
 const EAGER =
   process.env.PS_BENCH_EAGER === undefined ? undefined : Number(process.env.PS_BENCH_EAGER);
 

@@ -7,7 +7,10 @@ export type PollPolicy = 'event' | 'adaptive' | 'busy';
 export interface RdmaTuning {
   /** RC QPs per peer carrying every channel. Default 1. */
   qpPoolSize?: number;
-  /** Messages up to this size go eager (SEND); larger ones by rendezvous READ. Default 8 KiB. */
+  /**
+   * Messages up to this size go eager (SEND); larger ones by rendezvous READ. Default 32 KiB
+   * (DEFAULT_EAGER_THRESHOLD).
+   */
   eagerThreshold?: number;
   /** Receive buffers posted for the peer (its initial credits). Default 256. */
   recvBufferCount?: number;
@@ -20,6 +23,15 @@ export interface ParsedRdmaTuning {
   readonly recvBufferCount: number;
   readonly pollPolicy: PollPolicy;
 }
+
+/**
+ * Measured (`pnpm bench mux`, MUX_BENCH_EAGER): on soft an eager SEND of 16–256 KiB takes
+ * half the round trip and CPU of a rendezvous (Ready, READ, Done: a round trip and a wake-up
+ * of each side more), so the threshold is bounded by receive-buffer memory, not speed: 32 KiB
+ * covers a 256-key pull reply or push of dim 64 per shard and costs 256 × 36 KiB = 9 MiB of
+ * registered receive buffers per connection (8 KiB: 2.5 MiB, but those went by READ).
+ */
+export const DEFAULT_EAGER_THRESHOLD = 32 * 1024;
 
 /** Eager buffers also hold the frame header; this bounds per-buffer memory. */
 export const MAX_EAGER_THRESHOLD = 1 << 20;
@@ -41,7 +53,13 @@ export function parseRdmaTuning(o: RdmaTuning = {}): ParsedRdmaTuning {
   }
   return {
     qpPoolSize: int('qpPoolSize', o.qpPoolSize, 1, 1, MAX_SETUP_QPS),
-    eagerThreshold: int('eagerThreshold', o.eagerThreshold, 8192, 64, MAX_EAGER_THRESHOLD),
+    eagerThreshold: int(
+      'eagerThreshold',
+      o.eagerThreshold,
+      DEFAULT_EAGER_THRESHOLD,
+      64,
+      MAX_EAGER_THRESHOLD,
+    ),
     recvBufferCount: int('recvBufferCount', o.recvBufferCount, 256, 4, MAX_RECV_BUFFERS),
     pollPolicy,
   };
