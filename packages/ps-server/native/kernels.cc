@@ -149,6 +149,60 @@ __attribute__((target("avx512f"))) int32_t CopyF32RowsAvx512(const F32Rows& r, i
   return CopyF32RowsBody<kDim>(r, n, out, miss);
 }
 
+// The same for rows of a multiple of 16 floats into an `out` that is not 64-byte aligned (a
+// large Float32Array's memory usually starts 16 bytes into a page): the batch's rows form one
+// contiguous stream of floats, so each aligned 64-byte line of `out` is the tail of one
+// 16-float vector of that stream and the head of the next (vpermt2d), stored whole and
+// aligned — instead of every 64-byte store straddling two lines. The partial lines at both
+// ends are masked stores that write only inside out[0 … n·kDim). A miss's row is written as
+// zeros (the caller fills its init row afterwards, as before). Pure data movement: the bits
+// are those of the rows.
+template <int64_t kDim>
+__attribute__((target("avx512f"))) int32_t CopyF32RowsAvx512Stream(const F32Rows& r, int64_t n, float* out,
+                                                                   int32_t* miss) {
+  static_assert(kDim % 16 == 0, "whole 16-float vectors per row");
+  constexpr int64_t kVecs = kDim / 16;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(out);
+  const int off = static_cast<int>((addr % 64) / 4);  // out[0]'s lane in its line
+  int32_t* line = reinterpret_cast<int32_t*>(addr - static_cast<uintptr_t>(off) * 4);
+  // Lane j of an output line: lane 16 − off + j of the concatenation (previous, next vector).
+  const __m512i shift = _mm512_add_epi32(_mm512_set1_epi32(16 - off),
+                                         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __mmask16 headMask = static_cast<__mmask16>(0xffffu << off), tailMask = static_cast<__mmask16>(~headMask);
+  __m512i prev = _mm512_setzero_si512();
+  bool first = true;
+  int32_t misses = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (r.prefetch && i + kCopyAhead < n && r.slots[i + kCopyAhead] >= 0) {
+      const uint32_t t = static_cast<uint32_t>(r.slots[i + kCopyAhead]);
+      const char* row = reinterpret_cast<const char*>(r.base[t >> r.shift] + (t & r.cmask) * kDim);
+      __builtin_prefetch(row);
+      __builtin_prefetch(row + 64);
+    }
+    const int32_t s = r.slots[i];
+    const float* src = nullptr;
+    if (s < 0)
+      miss[misses++] = static_cast<int32_t>(i);
+    else
+      src = r.base[static_cast<uint32_t>(s) >> r.shift] + (static_cast<uint32_t>(s) & r.cmask) * kDim;
+    for (int64_t c = 0; c < kVecs; c++) {
+      const __m512i v = src != nullptr ? _mm512_loadu_si512(src + 16 * c) : _mm512_setzero_si512();
+      const __m512i l = _mm512_permutex2var_epi32(prev, shift, v);
+      if (first) {
+        _mm512_mask_storeu_epi32(line, headMask, l);
+        first = false;
+      } else {
+        _mm512_store_si512(line, l);
+      }
+      line += 16;
+      prev = v;
+    }
+  }
+  if (!first) _mm512_mask_storeu_epi32(line, tailMask, _mm512_permutex2var_epi32(prev, shift, prev));
+  _mm256_zeroupper();
+  return misses;
+}
+
 const bool kAvx512 = CpuHasAvx512f();
 #endif
 
@@ -611,6 +665,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     const F32Rows r{rowsF32_.data(), slots_.data(), chunkShift_, static_cast<uint32_t>(ChunkRows() - 1),
                     kDim != 0 ? kDim : dim_, PrefetchRows()};
 #if defined(RDMAJS_PS_AVX2)
+    if constexpr (kDim != 0 && kDim % 16 == 0) {
+      if (kAvx512 && reinterpret_cast<uintptr_t>(out) % 64 != 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0)
+        return CopyF32RowsAvx512Stream<kDim>(r, n, out, miss);
+    }
     if (kAvx512) return CopyF32RowsAvx512<kDim>(r, n, out, miss);
 #endif
     return CopyF32Rows<kDim>(r, n, out, miss);
