@@ -446,8 +446,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // Slots of n keys (lo/hi pairs in k32) into slots: misses, or K_BAD_SLOT (a slot beyond the
   // chunks; slots before it are written). Each key's bucket (and tags) is prefetched kAhead
   // keys ahead. The first tag group (untagged: the home bucket) settles almost every key
-  // inline; longer chains and the old table while growing call Get. A call per key was ~30 %
-  // of a cache-resident gather (10^4 rows, dim 32: 40 → 31 µs a 4096-key batch, measured).
+  // inline; longer chains and the old table while growing call Get. With a call per key a
+  // cache-resident gather was ~18 % slower (10^4 rows, dim 32: 36 against 30–31 µs a
+  // 4096-key batch, p10, measured).
   int32_t ProbeAll(const uint32_t* k32, int64_t n, int32_t* slots) {
     HashAll(k32, n);
     const uint32_t* hs = hashes_.data();
@@ -586,7 +587,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
 
   // Whether a gather prefetches rows ahead of its copy: once the rows outgrow what a core's
   // caches keep (kRowPrefetchMinBytes), each row read is an L3 or DRAM miss the prefetch
-  // overlaps (10^5–10^6 rows at dim 32: ~1.5–2.5× the rate, measured); below that the rows
+  // overlaps (10^5–10^6 rows at dim 32: 1.1–1.7× the rate, measured); below that the rows
   // stay cached and the prefetches only cost instructions (10^4 rows: 2–3 % slower).
   bool PrefetchRows() const {
     const size_t elem = rowDtype_ == abi::ROW_F32 ? 4 : 2;
@@ -946,7 +947,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   const uint8_t* tags_ = nullptr;
   // Tags pay where the index is cache-resident (a probe's mispredicted branches dominate);
   // beyond that each probe's extra tag line costs more than the branches (10^7 rows: ~25 %
-  // slower with tags, measured), so larger tables probe bucket by bucket as before.
+  // slower with tags, measured — on a build whose tag prefetches the compiler had deleted;
+  // not measured since), so larger tables probe bucket by bucket as before.
   static constexpr uint32_t kTagProbeMaxBuckets = uint32_t{1} << 21;
   static constexpr size_t kRowPrefetchMinBytes = size_t{4} << 20;
   bool useTags_ = true;
