@@ -125,6 +125,46 @@ describe('native kernels against the JS reference kernels', () => {
     // the project's 30 s default is too tight when other jobs share it.
   }, 180_000);
 
+  it('pulls_into_out_at_every_float_offset_write_only_out_and_match_the_js_kernels', () => {
+    // The native copy stores whole aligned 64-byte lines into an `out` that does not start on
+    // one (masked at both ends): every lane offset, dims of whole and partial 16-float
+    // vectors, hits and misses in one batch, a guard of NaNs around out that must survive.
+    const addon = loadKernels();
+    for (const dim of [8, 16, 32, 48, 64, 128]) {
+      const [nat, js] = pair({ dim, optimizer: { kind: 'sum' } });
+      const ks = Array.from({ length: 300 }, (_, i) => i * 3);
+      const k32 = k32Of(ks);
+      const grads = Float32Array.from({ length: ks.length * dim }, (_, i) =>
+        Math.fround(i * 0.37 - 5),
+      );
+      nat.push(k32, ks.length, grads, 0);
+      js.push(k32, ks.length, grads, 0);
+      // Hits, misses (keys never pushed) and repeats, in a batch long enough for the copy's
+      // prefetch distance.
+      const probe = Array.from({ length: 97 }, (_, i) =>
+        i % 7 === 3 ? 100_000 + i : ((i * 31) % 300) * 3,
+      );
+      const p32 = k32Of(probe);
+      const want = new Float32Array(probe.length * dim);
+      js.pullInto(p32, probe.length, want, 0);
+      for (const n of [0, 1, 2, probe.length]) {
+        const big = new Float32Array(n * dim + 64 + 32);
+        const at = addon.bytesToAlign(big) / 4 + 16; // big[at] starts a 64-byte line
+        for (let lane = 0; lane < 16; lane++) {
+          big.fill(Number.NaN);
+          const out = big.subarray(at + lane, at + lane + n * dim);
+          nat.pullInto(p32, n, out, 0);
+          expect(bits(out)).toEqual(bits(want.subarray(0, n * dim)));
+          expect(bits(big.subarray(0, at + lane))).toEqual(
+            bits(new Float32Array(at + lane).fill(Number.NaN)),
+          );
+          const after = big.subarray(at + lane + n * dim);
+          expect(bits(after)).toEqual(bits(new Float32Array(after.length).fill(Number.NaN)));
+        }
+      }
+    }
+  });
+
   it('fp16_rows_widen_and_round_exactly_as_the_js_conversions', () => {
     // Every half value assigned and read back, then float32 values that need rounding.
     const [nat, js] = pair({ dim: 1, optimizer: { kind: 'assign' }, rowDtype: 'f16' });
