@@ -73,9 +73,15 @@ describe('evaluation ablations: configuration', () => {
       'off',
     ]);
     expect(ablatedTarget(zc, tuning)).toEqual({ copyRows: true, tuning, variant: '−zero-copy' });
-    // qp-pool: a client (connection) per incast writer, the main shards.
-    expect(pool.serverArgs).toBeUndefined();
-    expect(ablatedTarget(pool, tuning)).toEqual({ clients: 64, tuning, variant: '−qp-pool' });
+    // qp-pool: a client (connection) per incast writer, on shards of its own that (like its
+    // client) may register the receive buffers of 64 × 3 connections; nothing else changes.
+    const roomy = { ...tuning, maxRegisteredBytes: 4 * 1024 ** 3 };
+    expect(ablatedServerArgs(pool, tuning)).toEqual(serverArgsOf(roomy));
+    expect(ablatedTarget(pool, tuning)).toEqual({
+      clients: 64,
+      tuning: roomy,
+      variant: '−qp-pool',
+    });
     expect(pool.measure).toBe('incast');
     // recovery: the same shards, a client without session recovery, on the shard kill.
     expect(ablatedTarget(rec, {})).toEqual({ recovery: false, tuning: {}, variant: '−recovery' });

@@ -32,6 +32,8 @@ import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
 const MiB = 1024 * 1024;
 /** What every connection of a transport may have in flight together, unless `budget` says. */
 const DEFAULT_BUDGET = { maxBytes: 1024 * MiB, maxMessages: 1 << 20 } as const;
+/** Registered memory of a transport (allocator, receive buffers, pools), unless `maxRegisteredBytes` says. */
+const DEFAULT_MAX_REGISTERED_BYTES = 1024 * MiB;
 
 export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOptions {
   /** The device to use (its PD and allocator are made here). Default: a soft device opened on first use. */
@@ -69,6 +71,13 @@ export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOption
   /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
   readChunkBytes?: number;
   /**
+   * Registered memory this transport may hold: its allocator, every connection's receive
+   * buffers (`recvBufferCount` × (`eagerThreshold` + 24) bytes, ≈ 8 MiB with the defaults)
+   * and every connection's pool. Default 1 GiB, about 110 connections with the defaults;
+   * beyond it a new connection fails with the allocator's `ERR_ALLOC_LIMIT`.
+   */
+  maxRegisteredBytes?: number;
+  /**
    * Send window cap per connection, whatever the peer announces (so one peer that never
    * releases cannot hold the whole budget). Default budget / 8 bytes (at least
    * maxMessageBytes + 16) and budget / 8 messages.
@@ -95,6 +104,7 @@ interface Resolved {
   creditFlushMs: number;
   spinUs: number;
   readChunkBytes: number;
+  maxRegisteredBytes: number;
   protocolVersion: number;
   tuning: ParsedRdmaTuning;
   maxSendWindow: { maxBytes: number; maxMessages: number };
@@ -158,6 +168,12 @@ export class RdmaTransport implements Transport {
       creditFlushMs: checkInt('creditFlushMs', o.creditFlushMs ?? 5, 0, 60_000),
       spinUs: checkInt('spinUs', o.spinUs ?? 50, 0, 1_000_000),
       readChunkBytes: checkInt('readChunkBytes', o.readChunkBytes ?? 4 * MiB, 4096, 1 << 30),
+      maxRegisteredBytes: checkInt(
+        'maxRegisteredBytes',
+        o.maxRegisteredBytes ?? DEFAULT_MAX_REGISTERED_BYTES,
+        16 * MiB,
+        Number.MAX_SAFE_INTEGER,
+      ),
       protocolVersion: checkInt(
         'protocolVersion',
         o.protocolVersion ?? PROTOCOL_VERSION,
@@ -194,7 +210,10 @@ export class RdmaTransport implements Transport {
     if (this.#allocator !== undefined) return;
     this.#device ??= openDevice({ provider: 'soft' });
     this.#pd = this.#device.allocPd();
-    this.#allocator = fromProtectionDomain(this.#pd, { arenaBytes: 16 * MiB });
+    this.#allocator = fromProtectionDomain(this.#pd, {
+      arenaBytes: 16 * MiB,
+      maxRegisteredBytes: this.#o.maxRegisteredBytes,
+    });
   }
 
   /**

@@ -70,6 +70,7 @@ interface RdmaCliOptions {
   qpPoolSize?: number;
   recvBufferCount?: number;
   windowBytes?: number;
+  maxRegisteredBytes?: number;
 }
 
 function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
@@ -87,6 +88,9 @@ function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
     ...(rdma.qpPoolSize === undefined ? {} : { qpPoolSize: rdma.qpPoolSize }),
     ...(rdma.recvBufferCount === undefined ? {} : { recvBufferCount: rdma.recvBufferCount }),
     ...(rdma.windowBytes === undefined ? {} : { windowBytes: rdma.windowBytes }),
+    ...(rdma.maxRegisteredBytes === undefined
+      ? {}
+      : { maxRegisteredBytes: rdma.maxRegisteredBytes }),
   });
 }
 
@@ -157,6 +161,11 @@ async function main(argv: string[]): Promise<void> {
       'rdma: receive window a client may fill before its sends wait (default 64 MiB)',
       int('--rdma-window-bytes', 1),
     )
+    .option(
+      '--rdma-max-registered <bytes>',
+      "rdma: registered memory of the transport, every client connection's receive buffers and reply pool included (default 1 GiB, about 110 connections)",
+      int('--rdma-max-registered', 1),
+    )
     .addOption(
       new Option(
         '--rdma-zero-copy <on|off>',
@@ -208,6 +217,7 @@ async function main(argv: string[]): Promise<void> {
     rdmaQpPool?: number;
     rdmaRecvBuffers?: number;
     rdmaWindowBytes?: number;
+    rdmaMaxRegistered?: number;
     rdmaZeroCopy: 'on' | 'off';
     dataDir?: string;
     snapshotInterval?: number;
@@ -242,6 +252,7 @@ async function main(argv: string[]): Promise<void> {
     ...(o.rdmaQpPool === undefined ? {} : { qpPoolSize: o.rdmaQpPool }),
     ...(o.rdmaRecvBuffers === undefined ? {} : { recvBufferCount: o.rdmaRecvBuffers }),
     ...(o.rdmaWindowBytes === undefined ? {} : { windowBytes: o.rdmaWindowBytes }),
+    ...(o.rdmaMaxRegistered === undefined ? {} : { maxRegisteredBytes: o.rdmaMaxRegistered }),
   };
   const service = await PsService.start({
     listen: o.transport.map((name, i) => ({

@@ -10,6 +10,8 @@ export interface RdmaTuning {
   eagerThreshold?: number;
   recvBufferCount?: number;
   windowBytes?: number;
+  /** Registered memory of each RdmaTransport (client and every shard). */
+  maxRegisteredBytes?: number;
 }
 
 /** The `rdmajs-ps-server` flags that give a shard's RdmaTransport the same tuning. */
@@ -20,6 +22,8 @@ export function serverArgsOf(t: RdmaTuning): string[] {
   if (t.eagerThreshold !== undefined) args.push('--rdma-eager-threshold', String(t.eagerThreshold));
   if (t.recvBufferCount !== undefined) args.push('--rdma-recv-buffers', String(t.recvBufferCount));
   if (t.windowBytes !== undefined) args.push('--rdma-window-bytes', String(t.windowBytes));
+  if (t.maxRegisteredBytes !== undefined)
+    args.push('--rdma-max-registered', String(t.maxRegisteredBytes));
   return args;
 }
 
@@ -31,5 +35,6 @@ export function clientOptionsOf(t: RdmaTuning): RdmaTransportOptions {
     ...(t.eagerThreshold === undefined ? {} : { eagerThreshold: t.eagerThreshold }),
     ...(t.recvBufferCount === undefined ? {} : { recvBufferCount: t.recvBufferCount }),
     ...(t.windowBytes === undefined ? {} : { windowBytes: t.windowBytes }),
+    ...(t.maxRegisteredBytes === undefined ? {} : { maxRegisteredBytes: t.maxRegisteredBytes }),
   };
 }

@@ -15,6 +15,8 @@ export interface Ablation {
   measure: 'fetch' | 'incast' | 'failure';
   /** Further `rdmajs-ps-server` flags of the ablated shards; none: the main shards serve it. */
   serverArgs?: readonly string[];
+  /** RDMA knobs of the ablated client and shards, over the run's own. */
+  tuning?: RdmaTuning;
   /** How the ablated RDMA client differs. */
   client: Pick<RdmaTargetOptions, 'copyRows' | 'clients' | 'recovery'>;
 }
@@ -41,6 +43,12 @@ export const ABLATIONS: readonly Ablation[] = [
     lesson: 'QP multiplexing: every logical client shares one connection (QP pool, SRQ) per shard',
     instead: `a PsClient per incast client (${HEADLINE_CONCURRENCY}), so a connection with its own QP, SRQ, receive buffers and CQ per client and shard, sharing one RdmaTransport`,
     measure: 'incast',
+    // A connection per client and shard holds its own receive buffers (≈ 8 MiB each with
+    // the defaults): 64 × 3 of them need more than a transport's default 1 GiB of
+    // registered memory, so this row's client and shards may register up to 4 GiB — the
+    // memory it reports is the lesson's cost.
+    tuning: { maxRegisteredBytes: 4 * 1024 * 1024 * 1024 },
+    serverArgs: [],
     client: { clients: HEADLINE_CONCURRENCY },
   },
   {
@@ -71,12 +79,12 @@ export const NOT_MEASURED: readonly NotMeasured[] = [
 
 /** The RDMA target of an ablation, on top of the run's tuning. */
 export function ablatedTarget(a: Ablation, tuning: RdmaTuning): RdmaTargetOptions {
-  return { ...a.client, tuning, variant: `−${a.name}` };
+  return { ...a.client, tuning: { ...tuning, ...a.tuning }, variant: `−${a.name}` };
 }
 
 /** The flags of the ablated shards: the run's tuning, then the ablation's own. */
 export function ablatedServerArgs(a: Ablation, tuning: RdmaTuning): string[] {
-  return [...serverArgsOf(tuning), ...(a.serverArgs ?? [])];
+  return [...serverArgsOf({ ...tuning, ...a.tuning }), ...(a.serverArgs ?? [])];
 }
 
 /** The same target under another variant label (the reference rows measured beside an ablation). */

@@ -53,14 +53,15 @@ export async function runLiveAblation(
   let t: RdmajsPsTarget | undefined;
   try {
     if (a.serverArgs !== undefined) {
-      progress(`ablation −${a.name}: starting shards (${a.serverArgs.join(' ')})`);
+      const args = ablatedServerArgs(a, c.tuning);
+      progress(`ablation −${a.name}: starting shards (${args.join(' ')})`);
       own = await PsShardSet.start({
         shards: EVAL_SHARDS,
         tables: EVAL_TABLES,
         secret: EVAL_SECRET,
         transports: ['rdma'],
         provider: c.provider,
-        args: ablatedServerArgs(a, c.tuning),
+        args,
       });
     }
     progress(`ablation −${a.name}: connecting`);
