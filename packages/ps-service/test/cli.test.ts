@@ -136,5 +136,12 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
     const r3 = await run([...common, '--rdma-window-bytes', '0']);
     expect(r3.code).not.toBe(0);
     expect(r3.out).toMatch(/--rdma-window-bytes must be an integer/);
+    // Below one 16 MiB arena: RdmaTransport refuses it at start.
+    const r4 = await run([...common, '--transport', 'rdma', '--rdma-max-registered', '4096']);
+    expect(r4.code).toBe(1);
+    expect(r4.logs.at(-1)).toMatchObject({
+      msg: 'start failed',
+      error: { code: 'ERR_MUX_INVALID_ARG' },
+    });
   });
 });
