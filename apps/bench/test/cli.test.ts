@@ -164,9 +164,10 @@ describe('rdmajs-bench evaluation', () => {
       expect(ops).toContain(`${t}/fetch@50%`);
       expect(ops).toContain(`${t}/push-incast×64`);
     }
-    // gRPC and RDMA also at half their own capacity.
-    expect(ops).toContain('grpc/fetch@50%own');
-    expect(ops).toContain('soft/fetch@50%own');
+    // gRPC, TCP and RDMA also at half gRPC's capacity.
+    expect(ops).toContain('grpc/fetch@50%grpc');
+    expect(ops).toContain('soft/fetch@50%grpc');
+    expect(ops).toContain('tcp/fetch@50%grpc');
     for (const r of rows.filter((x) => x.op.startsWith('fetch@'))) {
       expect(r.failed, `${r.transport} ${r.op}`).toBe(0);
       expect(r.offeredRps).toBeGreaterThan(0);

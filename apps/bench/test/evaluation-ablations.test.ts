@@ -96,12 +96,17 @@ describe('evaluation ablations: configuration', () => {
   it('--quick runs one ablation, the full evaluation all of them', () => {
     expect(plan(true, 'soft').ablations.map((a) => a.name)).toEqual(['zero-copy']);
     expect(plan(false, 'soft').ablations).toEqual(ABLATIONS);
-    // gRPC at fractions of its own capacity; RDMA at the headline fraction of its own.
-    expect(plan(false, 'soft').inference.ownLoads).toEqual({
+    // gRPC at fractions of its own capacity; TCP and RDMA at the headline fraction of it.
+    expect(plan(false, 'soft').inference.grpcLoads).toEqual({
       grpc: [0.25, 0.5, 0.75, 1],
+      tcp: [0.5],
       soft: [0.5],
     });
-    expect(plan(true, 'ibverbs').inference.ownLoads).toEqual({ grpc: [0.5], ibverbs: [0.5] });
+    expect(plan(true, 'ibverbs').inference.grpcLoads).toEqual({
+      grpc: [0.5],
+      tcp: [0.5],
+      ibverbs: [0.5],
+    });
   });
 });
 

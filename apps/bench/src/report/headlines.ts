@@ -19,7 +19,7 @@ export function renderHeadlines(summary: Summary): string {
   const same = summary.grpcFetchMeanRatioSameLoad;
   if (typeof same === 'number')
     lines.push(
-      `  ${'  (same offered load as TCP rows)'.padEnd(36)} ${formatRatio(same)}  — gRPC past its own capacity there: queueing, not transport`,
+      `  ${"  (at 50 % of TCP's capacity)".padEnd(36)} ${formatRatio(same)}  — gRPC past its own capacity there: queueing, not transport`,
     );
   return lines.join('\n');
 }

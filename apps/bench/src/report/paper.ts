@@ -60,11 +60,11 @@ export const HEADLINES: readonly HeadlineFigure[] = [
   },
   {
     key: 'grpcFetchMeanRatio',
-    label: 'fetch mean, RDMA ÷ gRPC (own cap.)',
+    label: 'fetch mean, RDMA ÷ gRPC',
     paper: undefined,
     paperText: '(not in the paper)',
     target: 0.05,
     definition:
-      'mean fetch latency (issue → rows), RDMA ÷ gRPC, each at 50 % of its own closed-loop capacity (rows fetch@50%own): the same utilisation, not the same request rate. At the same offered rate gRPC is past its capacity and its latency is queueing: that ratio is grpcFetchMeanRatioSameLoad',
+      "mean fetch latency (issue → rows), RDMA ÷ gRPC, both offered 50 % of the gRPC target's closed-loop capacity (rows fetch@50%grpc): the same request rate, gRPC busy but not saturated. At 50 % of TCP's capacity gRPC is past its own and its latency is queueing: that ratio is grpcFetchMeanRatioSameLoad",
   },
 ];

@@ -9,11 +9,12 @@ export interface InferenceOptions {
   /** Offered loads as fractions of the TCP target's closed-loop capacity, for every target. */
   loads: readonly number[];
   /**
-   * Offered loads as fractions of each target's own closed-loop capacity, per transport
-   * (`fetch@50%own`): gRPC saturates far below TCP's capacity, so its shared-load rows are
-   * queueing; these compare it where it is busy, not overloaded.
+   * Per transport, offered loads as fractions of the gRPC target's closed-loop capacity
+   * (`fetch@50%grpc`; a target's own when there is no gRPC target): gRPC saturates far below
+   * TCP's capacity, so its shared-load rows are queueing; these compare every target at a
+   * rate where gRPC is busy, not overloaded.
    */
-  ownLoads: Readonly<Partial<Record<string, readonly number[]>>>;
+  grpcLoads: Readonly<Partial<Record<string, readonly number[]>>>;
   durationMs: number;
   /** Each closed-loop capacity probe, ms. */
   probeMs: number;
@@ -34,9 +35,9 @@ const MAX_OUTSTANDING = 256;
  */
 const CAPACITY_SEARCH = { startConcurrency: 16, maxConcurrency: 16, minGain: 0.1 } as const;
 
-/** The op of a fetch row: `fetch@50%` (fraction of TCP's capacity) or `fetch@50%own`. */
-export function fetchOp(load: number, own: boolean): string {
-  return `fetch@${Math.round(load * 100)}%${own ? 'own' : ''}`;
+/** The op of a fetch row: `fetch@50%` (fraction of TCP's capacity) or `fetch@50%grpc` (of gRPC's). */
+export function fetchOp(load: number, atGrpcRate: boolean): string {
+  return `fetch@${Math.round(load * 100)}%${atGrpcRate ? 'grpc' : ''}`;
 }
 
 /** A pool of requests: batch sizes from the mix, keys with Zipf popularity, seeded. */
@@ -113,8 +114,9 @@ export function measureCapacity(t: PsTarget, w: FetchWorkload, probeMs: number):
 /**
  * Inference fetch: open-loop pulls at several offered loads. First every target's own
  * closed-loop capacity is measured. Shared loads are fractions of the TCP target's capacity,
- * the same requests per second for every target (`fetch@50%`); own loads are fractions of a
- * target's own capacity (`fetch@50%own`). Each load is measured on every target back to back
+ * the same requests per second for every target (`fetch@50%`); gRPC loads are fractions of
+ * the gRPC target's capacity (`fetch@50%grpc`), again the same rate for every target that
+ * runs them, where gRPC is not yet saturated. Each load is measured on every target back to back
  * in a rotating order so a burst of machine noise does not land on one side only.
  */
 export async function runInference(
@@ -134,15 +136,17 @@ export async function runInference(
   }
   const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as PsTarget);
   const tcpCapacity = (capacity.get(reference) as Capacity).rps;
+  const grpc = targets.find((t) => t.transport === 'grpc');
+  const capacityOf = (t: PsTarget) => (capacity.get(t) as Capacity).rps;
   // Every (load, basis) point, each with the targets it runs on.
   const points = [
     ...o.loads.map((load) => ({ load, own: false, on: targets })),
-    ...[...new Set(Object.values(o.ownLoads).flatMap((l) => l ?? []))]
+    ...[...new Set(Object.values(o.grpcLoads).flatMap((l) => l ?? []))]
       .sort((a, b) => a - b)
       .map((load) => ({
         load,
         own: true,
-        on: targets.filter((t) => o.ownLoads[t.transport]?.includes(load)),
+        on: targets.filter((t) => o.grpcLoads[t.transport]?.includes(load)),
       })),
   ];
   const results: Result[] = [];
@@ -150,15 +154,16 @@ export async function runInference(
     const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as PsTarget);
     for (const t of order) {
       const own = capacity.get(t) as Capacity;
-      const rate = Math.max(1, Math.round(p.load * (p.own ? own.rps : tcpCapacity)));
+      const basis = p.own ? capacityOf(grpc ?? t) : tcpCapacity;
+      const rate = Math.max(1, Math.round(p.load * basis));
       const op = fetchOp(p.load, p.own);
       progress(`inference fetch ${t.transport} at ${op.slice(6)} (${rate} req/s)`);
       results.push(
         await measureFetch(t, w, rate, o.durationMs, 7 + li, {
           op,
-          // An own-capacity row compares with TCP at the same fraction of its own capacity.
-          baselineOp: fetchOp(p.load, false),
-          loadBasis: p.own ? 'own-capacity' : 'tcp-capacity',
+          // A row at gRPC's rate compares with TCP's row at that rate (when TCP runs it).
+          baselineOp: op,
+          loadBasis: p.own ? 'grpc-capacity' : 'tcp-capacity',
           load: p.load,
           capacityRps: own.rps,
           capacityConcurrency: own.concurrency,
