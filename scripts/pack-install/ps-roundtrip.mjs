@@ -4,7 +4,7 @@ import { PsClient } from '@rdmajs/ps-client';
 import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { TcpTransport } from '@rdmajs/tcp';
 
-const secret = 'pack-install-secret-0123456789';
+const secret = 'pack-install-secret-0123456789-abcdefghijklmnop';
 const service = await PsService.start({
   transport: new TcpTransport(),
   secret,

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { MuxError } from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
 
-const SECRET = 'pack-install tcp echo secret';
+const SECRET = 'pack-install tcp echo secret, 32+ bytes';
 const COUNT = Number(process.argv[2] ?? 100);
 const transport = new TcpTransport();
 
@@ -35,7 +35,9 @@ if (process.argv[3] === '--child') {
     if (m.length !== out.length || m.bytes[0] !== (i & 0xff)) throw new Error(`echo ${i} differs`);
     m.release();
   }
-  const wrong = await transport.connect({ port, secret: 'not the secret at all!' }).catch((e) => e);
+  const wrong = await transport
+    .connect({ port, secret: 'not the secret at all!, 32+ bytes' })
+    .catch((e) => e);
   if (!(wrong instanceof MuxError) || wrong.code !== 'ERR_MUX_AUTH') throw new Error('auth');
   await conn.close({ timeoutMs: 10_000 });
   await once(child, 'exit');

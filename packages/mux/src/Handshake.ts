@@ -20,7 +20,11 @@ export const HANDSHAKE_TRANSPORTS = { tcp: 0, rdma: 1 } as const;
 export type HandshakeTransport = keyof typeof HANDSHAKE_TRANSPORTS;
 const TRANSPORT_NAMES: readonly HandshakeTransport[] = ['tcp', 'rdma'];
 const MAGIC_BYTES = [0x52, 0x44, 0x4d, 0x58] as const;
-export const MIN_SECRET_BYTES = 16;
+/**
+ * Shortest shared secret accepted. One captured HELLO/CHALLENGE lets an eavesdropper test
+ * guesses offline, so the secret must be a random key (32 bytes: 256 bits), not a word.
+ */
+export const MIN_SECRET_BYTES = 32;
 
 /** Message types. */
 const HELLO = 1;
@@ -407,14 +411,17 @@ function checkLimits(l: HandshakeLimits, what: string, E: typeof MuxError): Hand
   return { maxFrameBytes, windowBytes, windowMessages };
 }
 
-/** The HMAC key: the secret's bytes. Throws ERR_MUX_INVALID_ARG if shorter than 16 bytes. */
+/** The HMAC key: the secret's bytes. Throws ERR_MUX_INVALID_ARG if shorter than MIN_SECRET_BYTES. */
 function secretKey(secret: SharedSecret): Buffer {
   let key: Buffer;
   if (typeof secret === 'string') key = Buffer.from(secret, 'utf8');
   else if (secret instanceof Uint8Array) key = Buffer.from(secret);
   else throw new MuxError('ERR_MUX_INVALID_ARG', 'secret must be a string or a Uint8Array');
   if (key.length < MIN_SECRET_BYTES) {
-    throw new MuxError('ERR_MUX_INVALID_ARG', `secret must be at least ${MIN_SECRET_BYTES} bytes`);
+    throw new MuxError(
+      'ERR_MUX_INVALID_ARG',
+      `secret must be at least ${MIN_SECRET_BYTES} bytes (a random key, e.g. randomBytes(${MIN_SECRET_BYTES})), got ${key.length}`,
+    );
   }
   return key;
 }

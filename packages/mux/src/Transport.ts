@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Connection } from './Connection.js';
 import type { WaitOptions } from './WaitOptions.js';
 
-/** The secret both sides hold (at least 16 bytes); it never goes on the wire. */
+/** The secret both sides hold (at least `MIN_SECRET_BYTES`, 32, random bytes); it never goes on the wire. */
 export type SharedSecret = string | Uint8Array;
 
 export interface ListenOptions {

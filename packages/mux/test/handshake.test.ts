@@ -5,6 +5,7 @@ import {
   HANDSHAKE_TRANSPORTS,
   Handshake,
   type HandshakeLimits,
+  MIN_SECRET_BYTES,
   PROTOCOL_VERSION,
   SESSION_KEY_BYTES,
   type SessionKeys,
@@ -15,7 +16,7 @@ const limits: HandshakeLimits = {
   windowBytes: 4 << 20,
   windowMessages: 1024,
 };
-const secret = 'a shared secret of enough bytes';
+const secret = 'a shared secret of enough bytes, 32+ bytes';
 
 function pair(clientSecret = secret, serverSecret = secret, clientVersion?: number) {
   const client = new Handshake({
@@ -73,7 +74,7 @@ describe('handshake', () => {
   });
 
   it('handshake_rejects_a_wrong_secret_on_both_sides', () => {
-    const { client, server } = pair(secret, 'another secret, also long');
+    const { client, server } = pair(secret, 'another secret, also long enough: 32+ bytes');
     const challenge = server.receive(client.start()) as Uint8Array;
     let clientErr: unknown;
     try {
@@ -92,9 +93,17 @@ describe('handshake', () => {
   it('handshake_rejects_a_client_proof_made_with_a_wrong_secret', () => {
     // A client that skips verifying the server and answers with a proof of its own secret.
     const { server } = pair();
-    const liar = new Handshake({ role: 'client', secret: 'not the right secret!!', limits });
+    const liar = new Handshake({
+      role: 'client',
+      secret: 'not the right secret!!, 32+ bytes',
+      limits,
+    });
     const challenge = server.receive(liar.start()) as Uint8Array;
-    const honest = new Handshake({ role: 'client', secret: 'not the right secret!!', limits });
+    const honest = new Handshake({
+      role: 'client',
+      secret: 'not the right secret!!, 32+ bytes',
+      limits,
+    });
     honest.start();
     // Build a PROOF by hand: the layout of a proof with garbage HMAC.
     const proof = new Uint8Array(HANDSHAKE_MESSAGE_BYTES);
@@ -206,7 +215,11 @@ describe('handshake', () => {
     const proof = client.receive(server.receive(client.start()) as Uint8Array) as Uint8Array;
     server.receive(proof);
     const fresh = new Handshake({ role: 'server', secret, limits });
-    const c2 = new Handshake({ role: 'client', secret: 'attacker without the secret', limits });
+    const c2 = new Handshake({
+      role: 'client',
+      secret: 'attacker without the secret, 32+ bytes',
+      limits,
+    });
     fresh.receive(c2.start());
     expect(() => fresh.receive(proof)).toThrow(expect.objectContaining({ code: 'ERR_MUX_AUTH' }));
   });
@@ -215,6 +228,19 @@ describe('handshake', () => {
     expect(() => new Handshake({ role: 'client', secret: 'short', limits })).toThrow(
       expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }),
     );
+    // The minimum is 32 bytes, counted as bytes (UTF-8 for strings), and the error names it.
+    expect(MIN_SECRET_BYTES).toBe(32);
+    for (const short of [new Uint8Array(16), new Uint8Array(31), 'x'.repeat(31), 'é'.repeat(15)]) {
+      expect(() => new Handshake({ role: 'server', secret: short, limits })).toThrow(
+        expect.objectContaining({
+          code: 'ERR_MUX_INVALID_ARG',
+          message: expect.stringContaining('at least 32 bytes'),
+        }),
+      );
+    }
+    for (const ok of [new Uint8Array(32), 'x'.repeat(32), 'é'.repeat(16)]) {
+      expect(() => new Handshake({ role: 'server', secret: ok, limits })).not.toThrow();
+    }
     expect(() => new Handshake({ role: 'x' as 'client', secret, limits })).toThrow(
       expect.objectContaining({ code: 'ERR_MUX_INVALID_ARG' }),
     );

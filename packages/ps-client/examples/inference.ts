@@ -85,7 +85,7 @@ export async function rankBatch(
 }
 
 async function main(): Promise<void> {
-  const secret = process.env.RDMAJS_PS_SECRET ?? 'example-secret-0123456789abcdef';
+  const secret = process.env.RDMAJS_PS_SECRET ?? 'example-secret-0123456789abcdef-0123456789';
   const local = await startLocalShards(3, TABLES, secret);
   const ps = await PsClient.connect({
     servers: local.servers,

@@ -136,7 +136,7 @@ export async function train(
 }
 
 async function main(): Promise<void> {
-  const secret = process.env.RDMAJS_PS_SECRET ?? 'example-secret-0123456789abcdef';
+  const secret = process.env.RDMAJS_PS_SECRET ?? 'example-secret-0123456789abcdef-0123456789';
   const external = process.argv[2]; // optional: host:port,host:port of running rdmajs-ps-server shards
   const local = external === undefined ? await startLocalShards(3, TABLES, secret) : undefined;
   const servers = external?.split(',') ?? local?.servers ?? [];

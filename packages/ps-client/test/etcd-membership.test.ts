@@ -12,7 +12,7 @@ import { type EtcdProcess, haveEtcd, startEtcd } from './support/etcdProcess.js'
 if (!haveEtcd)
   console.warn('etcd-membership: skipped (no `etcd` binary: apt-get install etcd-server)');
 
-const secret = 'ps-etcd-secret-0123456789abcdef';
+const secret = 'ps-etcd-secret-0123456789abcdef-abcdefghijklmnop';
 const spec = { tables: [{ name: 'cnt', dim: 1, optimizer: { kind: 'sum' } }] };
 
 describe.skipIf(!haveEtcd)('shard map in etcd', () => {

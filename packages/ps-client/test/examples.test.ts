@@ -6,7 +6,7 @@ import * as training from '../examples/training.js';
 import { PsClient } from '../src/index.js';
 import { pulledRows } from './support/pulled.js';
 
-const secret = 'examples-test-secret-0123456789';
+const secret = 'examples-test-secret-0123456789-abcdefghijklmnop';
 
 it('the training example: the held-out log loss falls', async () => {
   const local = await startLocalShards(3, training.TABLES, secret);

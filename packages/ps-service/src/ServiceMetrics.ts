@@ -1,7 +1,17 @@
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export type RequestOutcome = 'ok' | 'refused' | 'error';
+
+/**
+ * Connections the metrics endpoint holds at once. Nobody authenticates to it, so a new
+ * connection beyond this drops the oldest one: idle sockets cannot lock the scraper out
+ * (one keep-alive connection per scraper is the norm).
+ */
+export const MAX_METRICS_CONNECTIONS = 64;
+/** A request's headers and whole request must arrive within this, ms. */
+const METRICS_REQUEST_TIMEOUT_MS = 10_000;
 
 /**
  * The shard's Prometheus metrics (prom-client), in a registry of their own so several
@@ -103,6 +113,19 @@ export class ServiceMetrics {
         () => res.writeHead(500).end(),
       );
     });
+    // Insertion order is age: the first is the oldest.
+    const open = new Set<Socket>();
+    server.on('connection', (sock: Socket) => {
+      if (open.size >= MAX_METRICS_CONNECTIONS) {
+        const oldest = open.values().next().value as Socket;
+        open.delete(oldest);
+        oldest.destroy();
+      }
+      open.add(sock);
+      sock.once('close', () => open.delete(sock));
+    });
+    server.headersTimeout = METRICS_REQUEST_TIMEOUT_MS;
+    server.requestTimeout = METRICS_REQUEST_TIMEOUT_MS;
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -5,6 +5,7 @@ import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { PsServiceError } from './errors.js';
+import { readSecret } from './internal/readSecret.js';
 import { jsonLogger, type LogLevel } from './Logger.js';
 import { PsService } from './PsService.js';
 import { parseServiceTables } from './ServiceConfig.js';
@@ -94,25 +95,6 @@ function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
   });
 }
 
-function readSecret(file: string | undefined): string {
-  let s: string | undefined;
-  if (file !== undefined) s = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
-  else s = process.env[SECRET_ENV];
-  if (s === undefined || s.length === 0) {
-    throw new PsServiceError(
-      'ERR_PS_SERVICE_CONFIG',
-      `no secret: give --secret-file or set ${SECRET_ENV}`,
-    );
-  }
-  if (Buffer.byteLength(s) < MIN_SECRET_BYTES) {
-    throw new PsServiceError(
-      'ERR_PS_SERVICE_CONFIG',
-      `the secret must be at least ${MIN_SECRET_BYTES} bytes`,
-    );
-  }
-  return s;
-}
-
 async function main(argv: string[]): Promise<void> {
   const program = new Command('rdmajs-ps-server')
     .description('Serve a parameter-server shard (sparse tables and dense tensors) over rdmajs RPC')
@@ -193,7 +175,10 @@ async function main(argv: string[]): Promise<void> {
     .option('--etcd <urls>', 'register in the etcd shard map (comma-separated endpoints)')
     .option('--etcd-prefix <prefix>', 'the shard map key prefix', DEFAULT_ETCD_PREFIX)
     .option('--advertise <host>', 'the host clients reach this shard at (etcd entry)')
-    .option('--secret-file <file>', `file holding the shared secret (else $${SECRET_ENV})`)
+    .option(
+      '--secret-file <file>',
+      `file holding the shared secret, ≥ ${MIN_SECRET_BYTES} bytes, mode 600 (else $${SECRET_ENV})`,
+    )
     .addOption(
       new Option('--log-level <level>', 'log level')
         .choices(['debug', 'info', 'warn', 'error'])
@@ -229,6 +214,8 @@ async function main(argv: string[]): Promise<void> {
     advertise?: string;
     logLevel: LogLevel;
   }>();
+  // First: the variable leaves the environment even when the start fails later.
+  const secret = readSecret({ file: o.secretFile, env: process.env, name: SECRET_ENV });
   const logger = jsonLogger({
     level: o.logLevel,
     out: (line) => process.stdout.write(line),
@@ -260,7 +247,7 @@ async function main(argv: string[]): Promise<void> {
       host: o.listen.host,
       port: ports[i] as number,
     })),
-    secret: readSecret(o.secretFile),
+    secret,
     shardId: o.shardId,
     tables: parseServiceTables(tablesJson),
     ...(o.dataDir === undefined ? {} : { dir: o.dataDir }),

@@ -15,7 +15,11 @@ export {
   type ServiceTables,
   serviceTablesSchema,
 } from './ServiceConfig.js';
-export { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
+export {
+  MAX_METRICS_CONNECTIONS,
+  type RequestOutcome,
+  ServiceMetrics,
+} from './ServiceMetrics.js';
 export {
   DEFAULT_ETCD_PREFIX,
   type EtcdRegistrationOptions,

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,7 @@ writeFileSync(
   JSON.stringify({ tables: [{ name: 't', dim: 2, optimizer: { kind: 'sum' } }] }),
 );
 const secretFile = join(work, 'secret');
-writeFileSync(secretFile, 'cli-test-secret-0123456789\n');
+writeFileSync(secretFile, 'cli-test-secret-0123456789-abcdefghijklmnop\n', { mode: 0o600 });
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
@@ -74,6 +74,18 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
     expect(r.logs.at(-1)).toMatchObject({
       msg: 'start failed',
       error: { code: 'ERR_PS_SERVICE_CONFIG' },
+    });
+  });
+
+  it('with a secret file that group or others can read, naming it', async () => {
+    const open = join(work, 'open-secret');
+    writeFileSync(open, `${'k'.repeat(40)}\n`, { mode: 0o644 });
+    chmodSync(open, 0o644);
+    const r = await run(['--tables', tables, '--shard-id', 's0', '--secret-file', open]);
+    expect(r.code).toBe(1);
+    expect(r.logs.at(-1)).toMatchObject({
+      msg: 'start failed',
+      error: { code: 'ERR_PS_SERVICE_CONFIG', message: expect.stringMatching(/chmod 600/) },
     });
   });
 

@@ -1,6 +1,8 @@
+import { SharedBudget } from '@rdmajs/flowctl';
 import type { Channel, Connection, InboundMessage } from '@rdmajs/mux';
 import { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
+import { RequestSlots } from './internal/RequestSlots.js';
 import { checkFunction, checkInt } from './internal/validate.js';
 import type { MethodRegistry } from './MethodRegistry.js';
 import type { ReplyMemory } from './ReplyBuffer.js';
@@ -39,6 +41,15 @@ export interface RpcServerOptions {
    * call still lets it resume.
    */
   onSessionChange?: (sessionId: string, change: 'opened' | 'closed') => void;
+  /**
+   * Calls one connection may have executing at once (from receipt until the reply went out).
+   * Beyond it the server stops reading that connection's calls until one finishes
+   * (backpressure: they wait in the transport's receive window, bounded by it), never
+   * refuses them. Default 1024.
+   */
+  maxConcurrentRequests?: number;
+  /** The same over every connection of this server (shared fairly between them). Default 65 536. */
+  maxConcurrentRequestsTotal?: number;
 }
 
 export interface RpcServerStats {
@@ -49,6 +60,10 @@ export interface RpcServerStats {
   refused: number;
   /** Connections dropped for a protocol error, a missed handshake deadline or idleness. */
   dropped: number;
+  /** Calls executing now (received, reply not yet sent), over every connection. */
+  running: number;
+  /** Calls that had to wait for a slot (`maxConcurrentRequests` or `…Total` reached). */
+  throttled: number;
 }
 
 /** Per connection: see `RpcServer.serve`. */
@@ -68,7 +83,12 @@ interface ConnState {
   epoch: number;
   lastSeen: number;
   control: Channel | undefined;
+  /** This connection's calls executing; shared by its data channels. */
+  slots: RequestSlots;
 }
+
+/** Upper limit of both concurrency options: far beyond any sane setting, inside flowctl's range. */
+const MAX_CONCURRENT_REQUESTS = 1 << 24;
 
 /** The remote host: what per-peer bounds count against (the port changes per connection). */
 function peerOf(connection: Connection): string {
@@ -98,7 +118,10 @@ export class RpcServer {
   /** The connection each session is served on now; a resume elsewhere supersedes it. */
   readonly #live = new Map<string, Connection>();
   readonly #connections = new Set<Connection>();
-  readonly #stats = { opened: 0, resumed: 0, refused: 0, dropped: 0 };
+  readonly #stats = { opened: 0, resumed: 0, refused: 0, dropped: 0, throttled: 0 };
+  readonly #maxConcurrentRequests: number;
+  /** Calls executing over every connection. */
+  readonly #requestBudget: SharedBudget;
 
   constructor(registry: MethodRegistry, options: RpcServerOptions) {
     this.#registry = registry;
@@ -119,6 +142,23 @@ export class RpcServer {
       1,
     );
     this.#idleTimeoutMs = checkInt('idleTimeoutMs', options.idleTimeoutMs ?? 30_000, 1);
+    this.#maxConcurrentRequests = checkInt(
+      'maxConcurrentRequests',
+      options.maxConcurrentRequests ?? 1024,
+      1,
+      MAX_CONCURRENT_REQUESTS,
+    );
+    const total = checkInt(
+      'maxConcurrentRequestsTotal',
+      options.maxConcurrentRequestsTotal ?? 65_536,
+      this.#maxConcurrentRequests,
+      MAX_CONCURRENT_REQUESTS,
+    );
+    this.#requestBudget = new SharedBudget({
+      maxBytes: total,
+      maxMessages: total,
+      quantumBytes: 1,
+    });
     this.#onRecorded =
       options.onRecorded === undefined
         ? undefined
@@ -142,7 +182,11 @@ export class RpcServer {
   }
 
   stats(): RpcServerStats {
-    return { connections: this.#connections.size, ...this.#stats };
+    return {
+      connections: this.#connections.size,
+      ...this.#stats,
+      running: this.#requestBudget.messagesInFlight,
+    };
   }
 
   serve(connection: Connection, options: ServeOptions = {}): void {
@@ -159,6 +203,7 @@ export class RpcServer {
       epoch: 0,
       lastSeen: performance.now(),
       control: undefined,
+      slots: new RequestSlots(this.#maxConcurrentRequests, this.#requestBudget),
     };
     this.#connections.add(connection);
     const drop = (why: string): void => {
@@ -181,6 +226,7 @@ export class RpcServer {
     connection.once('close', () => {
       clearTimeout(handshake);
       clearInterval(idle);
+      st.slots.close();
       this.#connections.delete(connection);
       if (st.sessionId !== undefined && st.challenge !== undefined) {
         this.#authority.withdraw(st.sessionId, st.challenge);
@@ -341,6 +387,7 @@ export class RpcServer {
       ...(this.#onRecorded === undefined ? {} : { onRecorded: this.#onRecorded }),
       ...(replyMemory === undefined ? {} : { replyMemory }),
     };
+    const slots = st.slots;
     for (;;) {
       let msg: InboundMessage;
       try {
@@ -353,7 +400,20 @@ export class RpcServer {
         if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') continue; // just quiet
         return; // channel closed or connection lost: nothing left to answer
       }
-      const release = (): void => msg.release();
+      // At the bound, this call (and the channel behind it) waits until one finishes. Not a
+      // refusal: a refused non-idempotent call would leave the client unsure whether to retry
+      // it; a waiting one runs exactly once, and its deadline still bounds the caller.
+      if (!slots.tryTake()) {
+        this.#stats.throttled++;
+        if (!(await slots.take())) {
+          msg.release();
+          return; // the connection went away while waiting
+        }
+      }
+      const release = (): void => {
+        msg.release();
+        slots.give();
+      };
       // Requests run concurrently; each reply goes out when its handler settles.
       this.#registry.dispatch(msg.bytes, scope).then(
         (parts) => {

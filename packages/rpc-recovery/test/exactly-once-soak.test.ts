@@ -11,7 +11,7 @@ import { ExponentialBackoff, RpcClient, RpcError } from '../src/index.js';
 import { type Peer, spawnServer } from './support/spawn.js';
 import { makeTransport } from './support/transports.js';
 
-const secret = 'rpc-soak-secret-0123456789';
+const secret = 'rpc-soak-secret-0123456789-abcdefghijklmnop';
 const keyHex = '22'.repeat(32);
 const TOTAL = 10_000;
 const KILLS = 6;

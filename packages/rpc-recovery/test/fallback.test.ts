@@ -15,7 +15,7 @@ import {
 import { counterService } from './fixtures/counter-service.js';
 import { type Peer, spawnServer } from './support/spawn.js';
 
-const secret = 'rpc-fallback-secret-0123456789';
+const secret = 'rpc-fallback-secret-0123456789-abcdefghijklmnop';
 const keyHex = '33'.repeat(32);
 const key = new Uint8Array(Buffer.from(keyHex, 'hex'));
 const cleanups: (() => Promise<void> | void)[] = [];

@@ -21,7 +21,7 @@ import { breakLiveQps } from './fixtures/qp-tap.js';
 import { type Peer, spawnClient, spawnServer } from './support/spawn.js';
 import { makeTransport, type TransportKind } from './support/transports.js';
 
-const secret = 'rpc-fault-secret-0123456789';
+const secret = 'rpc-fault-secret-0123456789-abcdefghijklmnop';
 const keyHex = '11'.repeat(32);
 const key = new Uint8Array(Buffer.from(keyHex, 'hex'));
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -174,7 +174,7 @@ describe.each(['tcp', 'rdma', 'rdma-fallback'] as const)(
       const err = await RpcClient.connect({
         transport: transport(),
         port: s.port,
-        secret: 'not-the-secret-0123456789',
+        secret: 'not-the-secret-0123456789-abcdefghijklmnop',
       }).catch((e: unknown) => e);
       expect(err).toMatchObject({ code: 'ERR_MUX_AUTH' });
     });

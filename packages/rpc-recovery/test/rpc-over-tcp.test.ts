@@ -10,7 +10,7 @@ import {
   RpcServer,
 } from '../src/index.js';
 
-const secret = 'rpc-test-secret-0123456789';
+const secret = 'rpc-test-secret-0123456789-abcdefghijklmnop';
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();

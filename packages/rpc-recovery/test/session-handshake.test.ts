@@ -13,7 +13,7 @@ import {
   type SessionFrame,
 } from '../src/index.js';
 
-const secret = 'rpc-handshake-secret-0123456789';
+const secret = 'rpc-handshake-secret-0123456789-abcdefghijklmnop';
 const key = new Uint8Array(32).fill(9);
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

@@ -2,7 +2,7 @@ import type { Channel, Connection, InboundMessage } from '@rdmajs/mux';
 import { expect, it } from 'vitest';
 import { TcpTransport } from '../src/index.js';
 
-const SECRET = 'close-after-goaway test secret';
+const SECRET = 'close-after-goaway test secret, 32+ bytes';
 const MiB = 1024 * 1024;
 const LONG = { timeoutMs: 60_000 };
 

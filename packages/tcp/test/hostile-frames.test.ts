@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TcpListener, TcpTransport } from '../src/index.js';
 import { type RawPeer, rawPeer } from './rawPeer.js';
 
-const SECRET = 'hostile-frames test secret';
+const SECRET = 'hostile-frames test secret, 32+ bytes';
 const KiB = 1024;
 
 describe('a hostile peer after the handshake', () => {

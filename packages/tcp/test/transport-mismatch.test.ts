@@ -7,7 +7,7 @@ import { type Listener, RdmaTransport, type Transport } from '@rdmajs/mux';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TcpTransport } from '../src/index.js';
 
-const SECRET = 'transport mismatch test secret';
+const SECRET = 'transport mismatch test secret, 32+ bytes';
 const NEVER = { timeoutMs: 600_000 };
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -2,7 +2,7 @@ import type { Channel, Connection } from '@rdmajs/mux';
 import { expect, it } from 'vitest';
 import { TcpTransport } from '../src/index.js';
 
-const SECRET = 'write-batching test secret';
+const SECRET = 'write-batching test secret, 32+ bytes';
 
 it('sends_of_one_tick_reach_the_kernel_as_one_batched_write', async () => {
   // No heartbeat can fall between the burst's writes.

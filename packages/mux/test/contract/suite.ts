@@ -199,7 +199,7 @@ export function describeTransportContract(target: ContractTarget): void {
         const err = await rejection(
           target.transport({}).connect({
             port: peer.port,
-            secret: 'not the secret the peer holds',
+            secret: 'not the secret the peer holds, 32+ bytes',
           }),
         );
         expect(codeOf(err)).toBe('ERR_MUX_AUTH');

@@ -35,6 +35,13 @@ import {
 import { Outbox } from './Outbox.js';
 import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
+/**
+ * Unauthenticated connections held at once: a new one drops the oldest (mux's listeners do the
+ * same), so silent sockets cannot lock real initiators out. One per QP pair is the norm.
+ */
+export const MAX_PENDING_LINKS = 64;
+/** Connections in all; beyond, a new one is refused unless an unauthenticated one can go. */
+export const MAX_LINKS = 4096;
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
@@ -101,6 +108,8 @@ export class LinkServer {
   readonly #secret: Buffer;
   readonly #maxPayload: number;
   readonly #sockets = new Set<Socket>();
+  /** Not yet authenticated, oldest first (insertion order). */
+  readonly #pending = new Set<Socket>();
   /** the respond record, one per listener (requests are answered one at a time) */
   readonly #record = new Float64Array(ABI.RESPOND_WORDS);
   /** the header being answered, parsed into (one per listener, as the record) */
@@ -160,11 +169,14 @@ export class LinkServer {
       sock.destroy();
       return;
     }
+    if (!this.#admit(sock)) return;
     sock.setNoDelay(true);
     sock.unref();
-    this.#sockets.add(sock);
     sock.on('error', () => sock.destroy());
-    sock.on('close', () => this.#sockets.delete(sock));
+    sock.on('close', () => {
+      this.#sockets.delete(sock);
+      this.#pending.delete(sock);
+    });
     const handshake = new TargetHandshake(this.#secret);
     const deadline = setTimeout(() => sock.destroy(), HANDSHAKE_DEADLINE_MS);
     deadline.unref();
@@ -207,6 +219,7 @@ export class LinkServer {
         return;
       }
       clearTimeout(deadline);
+      this.#pending.delete(sock);
       sock.write(accepted.welcome);
       const c: Conn = {
         sock,
@@ -240,6 +253,23 @@ export class LinkServer {
         this.#afterChunk(c, ok, resume);
       }
     });
+  }
+
+  /** Counts `sock` in, dropping the oldest unauthenticated one when full; false: refused. */
+  #admit(sock: Socket): boolean {
+    const full = this.#sockets.size >= MAX_LINKS;
+    if (this.#pending.size >= MAX_PENDING_LINKS || (full && this.#pending.size > 0)) {
+      const oldest = this.#pending.values().next().value as Socket;
+      this.#pending.delete(oldest);
+      this.#sockets.delete(oldest);
+      oldest.destroy();
+    } else if (full) {
+      sock.destroy(); // every slot holds an authenticated peer
+      return false;
+    }
+    this.#sockets.add(sock);
+    this.#pending.add(sock);
+    return true;
   }
 
   /** After a chunk's frames ran: progress for a large one arriving, answers out, backpressure. */
