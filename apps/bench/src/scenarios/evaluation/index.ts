@@ -52,8 +52,8 @@ export function plan(
       // the headline fraction of it too: the same request rate, what grpcFetchMeanRatio
       // compares.
       grpcLoads: { grpc: loads, tcp: [HEADLINE_LOAD], [rdma]: [HEADLINE_LOAD] },
-      durationMs: quick ? 1000 : 3000,
-      probeMs: quick ? 500 : 750,
+      durationMs: quick ? 1000 : 5000,
+      probeMs: quick ? 500 : 1500,
       requests: 1024,
       keySpace: KEY_SPACE,
       zipfExponent: ZIPF,
