@@ -123,7 +123,7 @@ Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
   Retire();
   dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first
   for (auto& [h, o] : owned_) {
-    DetachBuffer(o.buffer, o.mapping);
+    DetachBuffer(o.buffer);
     unmap(o.mapping);
   }
   Teardown();
