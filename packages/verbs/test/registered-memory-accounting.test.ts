@@ -12,18 +12,22 @@ import { providers } from './harness/pair.js';
 
 const script = fileURLToPath(new URL('./fixtures/registration-gc.ts', import.meta.url));
 
+const heaps: [string, string[]][] = [
+  ['a small heap limit (512 MiB)', ['--max-old-space-size=512']],
+  ['the default heap limit', []],
+];
+
 describe.each(providers)('registered memory and V8 external memory on %s', (provider) => {
-  it.each([
-    ['a small heap limit (512 MiB)', ['--max-old-space-size=512']],
-    ['the default heap limit', []],
-  ])('registering 1 GiB regions sets off no collection for external memory pressure with %s', (_, heap) => {
+  // ibverbs runs in the rxe lane's 3 GiB VM, whose default limit is the small one, and where
+  // registering (pinning) 4 GiB under emulation takes about a minute: once is enough there.
+  it.each(provider === 'ibverbs' ? heaps.slice(1) : heaps)('registering 1 GiB regions sets off no collection for external memory pressure with %s', (_, heap) => {
     const out = execFileSync(
       process.execPath,
       [...heap, '--trace-gc', '--trace-incremental-marking', '--import', 'tsx', script],
-      { env: { ...process.env, PROVIDER: provider }, encoding: 'utf8', timeout: 60_000 },
+      { env: { ...process.env, PROVIDER: provider }, encoding: 'utf8', timeout: 240_000 },
     );
     expect(out).toContain('done');
     const started = out.split('\n').filter((l) => /external memory pressure/.test(l));
     expect(started).toEqual([]);
-  }, 90_000);
+  }, 270_000);
 });
