@@ -20,14 +20,18 @@ const heaps: [string, string[]][] = [
 describe.each(providers)('registered memory and V8 external memory on %s', (provider) => {
   // ibverbs runs in the rxe lane's 3 GiB VM, whose default limit is the small one, and where
   // registering (pinning) 4 GiB under emulation takes about a minute: once is enough there.
-  it.each(provider === 'ibverbs' ? heaps.slice(1) : heaps)('registering 1 GiB regions sets off no collection for external memory pressure with %s', (_, heap) => {
-    const out = execFileSync(
-      process.execPath,
-      [...heap, '--trace-gc', '--trace-incremental-marking', '--import', 'tsx', script],
-      { env: { ...process.env, PROVIDER: provider }, encoding: 'utf8', timeout: 240_000 },
-    );
-    expect(out).toContain('done');
-    const started = out.split('\n').filter((l) => /external memory pressure/.test(l));
-    expect(started).toEqual([]);
-  }, 270_000);
+  it.each(provider === 'ibverbs' ? heaps.slice(1) : heaps)(
+    'registering 1 GiB regions sets off no collection for external memory pressure with %s',
+    (_, heap) => {
+      const out = execFileSync(
+        process.execPath,
+        [...heap, '--trace-gc', '--trace-incremental-marking', '--import', 'tsx', script],
+        { env: { ...process.env, PROVIDER: provider }, encoding: 'utf8', timeout: 240_000 },
+      );
+      expect(out).toContain('done');
+      const started = out.split('\n').filter((l) => /external memory pressure/.test(l));
+      expect(started).toEqual([]);
+    },
+    270_000,
+  );
 });
