@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 6;
+constexpr int kVersion = 7;
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -80,12 +80,14 @@ constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 
 // The respond record (Float64Array, RESPOND_WORDS words): the target's link writes a
 // request's fields (RESPOND_SLOT .. RESPOND_SRC_PID) and respond() writes its answer
 // (RESPOND_OUTCOME, a LINK_* outcome, also returned; RESPOND_STATUS, an ibv_wc_status;
-// RESPOND_RNR_TIMER, the target QP's min_rnr_timer for an RNR). One record per listener,
-// reused: answering allocates nothing.
-constexpr int RESPOND_WORDS = 11;
+// RESPOND_RNR_TIMER, the target QP's min_rnr_timer for an RNR). RESPOND_PLACED: 0, or the
+// length of an RDMA WRITE whose payload place() already put into the target memory piece by
+// piece as it arrived (respond then checks it all again and copies nothing; place() reads
+// the same record). One record per listener, reused: answering allocates nothing.
+constexpr int RESPOND_WORDS = 12;
 constexpr int RESPOND_SLOT = 0, RESPOND_GEN = 1, RESPOND_OPCODE = 2, RESPOND_IMM = 3, RESPOND_REMOTE_ADDR = 4,
               RESPOND_RKEY = 5, RESPOND_SRC_QPN = 6, RESPOND_SRC_PID = 7, RESPOND_OUTCOME = 8, RESPOND_STATUS = 9,
-              RESPOND_RNR_TIMER = 10;
+              RESPOND_RNR_TIMER = 10, RESPOND_PLACED = 11;
 
 // Soft fault kinds (inject). The last four are for tests that model hostile or stuck peers
 // (@rdmajs/verbs/testing exposes the first three).
@@ -186,6 +188,7 @@ constexpr Entry kTable[] = {
     {"RESPOND_OUTCOME", RESPOND_OUTCOME},
     {"RESPOND_STATUS", RESPOND_STATUS},
     {"RESPOND_RNR_TIMER", RESPOND_RNR_TIMER},
+    {"RESPOND_PLACED", RESPOND_PLACED},
     {"FAULT_BREAK_LINK", FAULT_BREAK_LINK},
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
     {"FAULT_DELAY", FAULT_DELAY},
@@ -266,7 +269,8 @@ static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY,
 static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER}), "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
 static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
-                             RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER},
+                             RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER,
+                             RESPOND_PLACED},
                             RESPOND_WORDS),
               "respond record fields");
 static_assert(check::dense({FAULT_BREAK_LINK, FAULT_STALL_RECEIVER, FAULT_DELAY, FAULT_HOLD_PEER_LOCK, FAULT_PIN_PEER,

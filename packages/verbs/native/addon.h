@@ -34,20 +34,15 @@ struct Mapping {
   int fd;  // backing memfd, or -1
   bool registered = true;
   bool reachable = true;
-  // Bytes taken off V8's external-memory count while the ArrayBuffer views them (see
-  // wrap_mapping); given back once, when it is detached or collected.
-  int64_t uncounted = 0;
 };
 void unmap(Mapping* m);                                  // gives the pages back now
 void on_buffer_collected(Napi::Env, void*, Mapping* m);  // ArrayBuffer finalizer
 void on_unregistered(Mapping* m);                        // the registration is gone
-// Wraps m's pages in an external ArrayBuffer whose collection calls on_buffer_collected.
-// On failure (a length the runtime cannot view, e.g. > 4 GiB on Node 20) returns false with
-// an RdmaSystemError pending and nothing of `m` taken: the caller unregisters and unmaps.
+// Wraps m's pages in an ArrayBuffer that V8 does not count as external memory, whose
+// collection calls on_buffer_collected. On failure (a length the runtime cannot view, e.g.
+// > 4 GiB on Node 20) returns false with an RdmaSystemError pending and nothing of `m` taken:
+// the caller unregisters and unmaps.
 bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out);
-// m's buffer was detached or collected (V8 took its bytes off its count): give back the
-// bytes wrap_mapping took off, once.
-void counted_again(Napi::Env env, Mapping* m);
 
 // Calls a device's JS event handler from a libuv callback, where no JS frame can take a
 // thrown exception: node-addon-api's MakeCallback would re-throw a failure through

@@ -217,10 +217,9 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
   }
 
   // Memory from allocMr whose registration is gone: no JS view reaches it any more.
-  static void DetachBuffer(Napi::Reference<Napi::ArrayBuffer>& buffer, Mapping* m) {
+  static void DetachBuffer(Napi::Reference<Napi::ArrayBuffer>& buffer) {
     Napi::ArrayBuffer ab = buffer.Value();
     if (!ab.IsEmpty() && !ab.IsDetached()) ab.Detach();
-    counted_again(buffer.Env(), m);  // V8 took the bytes off its count at the detach
   }
 
   Napi::FunctionReference onEvent_;

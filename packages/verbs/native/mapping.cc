@@ -2,7 +2,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <v8.h>
+
 #include <cerrno>
+#include <memory>
 #include <string>
 
 #include "addon.h"
@@ -30,84 +33,49 @@ void on_unregistered(Mapping* m) {
   delete m;
 }
 
-void counted_again(Napi::Env env, Mapping* m) {
-  if (m->uncounted == 0) return;
-  int64_t ignored = 0;
-  napi_adjust_external_memory(env, m->uncounted, &ignored);
-  m->uncounted = 0;
-}
-
 namespace {
 
-// The finalizer's hint. Node builds an external ArrayBuffer as a Buffer and, past
-// buffer.constants.MAX_LENGTH (4 GiB on Node 20), runs the finalizer *and* reports failure;
-// node-addon-api's ArrayBuffer::New then frees its own finalizer data a second time (the
-// "double free detected in tcache 2" of a 5 GiB allocMr). This link outlives such a call:
-// a finalizer run during creation only marks it, and one that may still come later finds
-// it detached from the mapping.
-struct BufferLink {
-  Mapping* mapping;
-  bool creating = true;
-  bool finalized = false;
-};
-
-void finalize_link(napi_env env, void*, void* hint) {
-  auto* link = static_cast<BufferLink*>(hint);
-  if (link->creating) {
-    link->finalized = true;
-    return;
-  }
-  if (link->mapping) {
-    counted_again(Napi::Env(env), link->mapping);  // collected without a detach (worker exit)
-    on_buffer_collected(Napi::Env(env), nullptr, link->mapping);
-  }
-  delete link;
+// The JS object was collected (or the environment is going): the ArrayBuffer no longer
+// reaches the pages. Runs once per wrap_mapping that succeeded.
+void finalize_buffer(napi_env env, void* data, void*) {
+  on_buffer_collected(Napi::Env(env), nullptr, static_cast<Mapping*>(data));
 }
 
 }  // namespace
 
 bool wrap_mapping(Napi::Env env, Mapping* m, Napi::ArrayBuffer* out) {
-  auto* link = new BufferLink{m};
-  // V8 counts an external backing store as memory a GC may give back, and 1 GiB of it sets
-  // off full collections ("external memory pressure" at once, then the memory reducer's),
-  // each a pause of the JS thread (13–43 ms measured on a loaded host). A GC never gives
-  // these pages back: the device holds the buffer while the memory is registered, and
-  // deregistration detaches it first. So they are off the count until the store goes, taken
-  // off before V8 adds them (adding them first would set off the collection it avoids).
-  int64_t ignored = 0;
-  auto bytes = static_cast<int64_t>(m->length);
-  if (napi_adjust_external_memory(env, -bytes, &ignored) == napi_ok) m->uncounted = bytes;
-  napi_value value = nullptr;
-  napi_status status = napi_create_external_arraybuffer(env, m->base, m->length, finalize_link, link, &value);
-  link->creating = false;
-  if (status == napi_ok) {
-    if (link->finalized) {  // not seen in practice; the buffer would then own nothing
-      counted_again(env, m);
-      delete link;
-      return false;
-    }
-    *out = Napi::ArrayBuffer(env, value);
-    return true;
+  // Past this V8 cannot view the bytes as one typed array (4 GiB on Node 20); V8 would abort
+  // the process rather than fail, so it is refused here with the reason.
+  if (m->length > v8::TypedArray::kMaxLength) {
+    std::string why = "Node.js cannot view " + std::to_string(m->length) + " bytes as one ArrayBuffer (at most " +
+                      std::to_string(v8::TypedArray::kMaxLength) + ")";
+    system_error(env, "v8::ArrayBuffer::New", EOVERFLOW, why.c_str()).ThrowAsJavaScriptException();
+    return false;
   }
-  counted_again(env, m);  // V8 never added them
-  if (link->finalized) {
-    delete link;
-  } else {
-    link->mapping = nullptr;  // a late finalizer then frees only the link
+  // V8 counts the backing store of every ArrayBuffer that has a deleter (Node-API's external
+  // ArrayBuffers all do) as external memory a GC may give back, and 1 GiB of it sets off full
+  // collections: at once ("external memory pressure") when the heap limit is small, as in a
+  // 3 GiB VM, else through incremental marking; each pauses the JS thread and frees nothing.
+  // No adjustment can prevent it: V8 moves its limit down with every negative one. A GC can
+  // never give these pages back (the device holds the buffer while the memory is registered,
+  // deregistration detaches it before unmapping), so the store is made with V8's empty
+  // deleter, which V8 does not count. The Node-API finalizer on the JS object tells when it
+  // is collected without a detach (worker exit). This is V8's C++ API, not Node-API: the
+  // calls used (NewBackingStore with a deleter, ArrayBuffer::New with a store) are the same
+  // in every Node release since 14.
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  std::shared_ptr<v8::BackingStore> store =
+      v8::ArrayBuffer::NewBackingStore(m->base, m->length, v8::BackingStore::EmptyDeleter, nullptr);
+  v8::Local<v8::ArrayBuffer> ab = v8::ArrayBuffer::New(isolate, std::move(store));
+  // A napi_value is a v8::Local's slot (Node-API's own conversion, v8impl::JsValueFromV8LocalValue).
+  napi_value value = reinterpret_cast<napi_value>(*ab);
+  if (napi_add_finalizer(env, value, m, finalize_buffer, nullptr, nullptr) != napi_ok) {
+    napi_detach_arraybuffer(env, value);  // no view may outlive the unmap the caller does
+    system_error(env, "napi_add_finalizer", ENOMEM).ThrowAsJavaScriptException();
+    return false;
   }
-  // The runtime's own exception (ERR_BUFFER_TOO_LARGE) says why: it becomes the message of
-  // a typed error. The caller undoes the registration (no JS runs) and returns.
-  std::string why = "Node.js cannot view " + std::to_string(m->length) + " bytes as one ArrayBuffer";
-  bool pending = false;
-  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-    napi_value e;
-    if (napi_get_and_clear_last_exception(env, &e) == napi_ok) {
-      Napi::Value msg = Napi::Value(env, e).IsObject() ? Napi::Object(env, e).Get("message") : Napi::Value();
-      if (!msg.IsEmpty() && msg.IsString()) why += " (" + msg.As<Napi::String>().Utf8Value() + ")";
-    }
-  }
-  system_error(env, "napi_create_external_arraybuffer", EOVERFLOW, why.c_str()).ThrowAsJavaScriptException();
-  return false;
+  *out = Napi::ArrayBuffer(env, value);
+  return true;
 }
 
 }  // namespace rdmajs

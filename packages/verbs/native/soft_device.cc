@@ -85,6 +85,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
                                T::Def<&SoftDevice::LinkProgress>(env, "linkProgress"),
                                T::Def<&SoftDevice::Respond>(env, "respond"),
+                               T::Def<&SoftDevice::Place>(env, "place"),
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
@@ -123,7 +124,7 @@ Napi::Value SoftDevice::Close(const Napi::CallbackInfo& info) {
   Retire();
   dev_.reset();  // QPs go, then registrations are revoked: peers' copies end first
   for (auto& [h, o] : owned_) {
-    DetachBuffer(o.buffer, o.mapping);
+    DetachBuffer(o.buffer);
     unmap(o.mapping);
   }
   Teardown();

@@ -194,6 +194,12 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   //   the record's RESPOND_OUTCOME/STATUS/RNR_TIMER get the answer (abi.h). For READ,
   //   `payload` receives the data.
   Napi::Value Respond(const Napi::CallbackInfo& info);
+  // place(record, buf: Uint8Array, offset, length, at) → true when buf[offset, offset + length)
+  //   went to bytes [at, at + length) of the RDMA WRITE the record names (RESPOND_PLACED: its
+  //   whole length), after respond's checks for the whole range; false, nothing written, else.
+  Napi::Value Place(const Napi::CallbackInfo& info);
+  bool RespondArgs(const Napi::CallbackInfo& info, const char* who, double** record, const uint8_t** bytes,
+                   size_t* len);
 
   std::unique_ptr<soft::Device> dev_;
   std::vector<uint32_t> ready_;                // CQs a doorbell found ready

@@ -113,25 +113,35 @@ Napi::Value SoftDevice::LinkProgress(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// respond's and place's arguments: the record (RESPOND_WORDS), then (buffer, offset, length)
+// of bytes where the link's reader has them (no copy). False with an error thrown.
+bool SoftDevice::RespondArgs(const Napi::CallbackInfo& info, const char* who, double** record, const uint8_t** bytes,
+                             size_t* len) {
+  if (!Alive(info)) return false;
+  ArrayView rec;
+  if (!ArrayArg(info, 0, napi_float64_array, &rec) || !RangeArg(info, 1, bytes, len)) return false;
+  if (rec.length < static_cast<size_t>(rdmajs::abi::RESPOND_WORDS)) {
+    Fail(info, EINVAL, std::string(who) + ": the record is shorter than RESPOND_WORDS", "ERR_RDMA_INVALID_ARG");
+    return false;
+  }
+  *record = rec.f64();
+  return true;
+}
+
 Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
   namespace abi = rdmajs::abi;
-  if (!Alive(info)) return info.Env().Undefined();
-  ArrayView rec;
+  double* r = nullptr;
   const uint8_t* bytes = nullptr;
   size_t len = 0;
-  // payload: (buffer, offset, length), where the reader has the frame (no copy).
-  if (!ArrayArg(info, 0, napi_float64_array, &rec) || !RangeArg(info, 1, &bytes, &len))
-    return info.Env().Undefined();
-  if (rec.length < static_cast<size_t>(abi::RESPOND_WORDS)) {
-    Fail(info, EINVAL, "respond: the record is shorter than RESPOND_WORDS", "ERR_RDMA_INVALID_ARG");
-    return info.Env().Undefined();
-  }
-  double* r = rec.f64();
+  if (!RespondArgs(info, "respond", &r, &bytes, &len)) return info.Env().Undefined();
   auto u = [&](int i) { return soft::to_u32(r[i]); };
+  // A WRITE placed ahead (place()): its length is in the record, its bytes are in memory.
+  uint64_t placed = soft::to_u64(r[abi::RESPOND_PLACED]);
   soft::Answer a = dev_->respond(u(abi::RESPOND_SLOT), u(abi::RESPOND_GEN),
                                  static_cast<uint8_t>(std::min<uint32_t>(u(abi::RESPOND_OPCODE), 255)),
-                                 const_cast<uint8_t*>(bytes), len, u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]),
-                                 u(abi::RESPOND_RKEY), u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID));
+                                 placed ? nullptr : const_cast<uint8_t*>(bytes), placed ? placed : len,
+                                 u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]), u(abi::RESPOND_RKEY),
+                                 u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID), placed != 0);
   // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd).
   if (dev_->takeSelfRing()) {
     doorbellOwed_ = true;
@@ -141,6 +151,19 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
   r[abi::RESPOND_STATUS] = a.status;
   r[abi::RESPOND_RNR_TIMER] = a.rnrTimer & 31;
   return Napi::Number::New(info.Env(), a.outcome);
+}
+
+Napi::Value SoftDevice::Place(const Napi::CallbackInfo& info) {
+  namespace abi = rdmajs::abi;
+  double* r = nullptr;
+  const uint8_t* bytes = nullptr;
+  size_t len = 0;
+  if (!RespondArgs(info, "place", &r, &bytes, &len)) return info.Env().Undefined();
+  auto u = [&](int i) { return soft::to_u32(r[i]); };
+  bool ok = dev_->place(u(abi::RESPOND_SLOT), u(abi::RESPOND_GEN), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]),
+                        u(abi::RESPOND_RKEY), soft::to_u64(r[abi::RESPOND_PLACED]), u(abi::RESPOND_SRC_QPN),
+                        u(abi::RESPOND_SRC_PID), soft::to_u64(Num(info, 4)), bytes, len);
+  return Napi::Boolean::New(info.Env(), ok);
 }
 
 }  // namespace rdmajs

@@ -83,7 +83,7 @@ Napi::Value SoftDevice::DeregMr(const Napi::CallbackInfo& info) {
   bool quiet = dev_ ? dev_->deregMr(h, &slot) : true;
   auto it = owned_.find(h);
   if (it != owned_.end()) {
-    DetachBuffer(it->second.buffer, it->second.mapping);
+    DetachBuffer(it->second.buffer);
     if (quiet) {
       unmap(it->second.mapping);
       on_unregistered(it->second.mapping);
@@ -114,7 +114,7 @@ void SoftDevice::Retire() {
   };
   for (int h : stuck) {
     if (auto o = owned_.find(h); o != owned_.end()) {
-      DetachBuffer(o->second.buffer, o->second.mapping);
+      DetachBuffer(o->second.buffer);
       keep(o->second.mapping, nullptr, o->second.mapping->length);
       owned_.erase(o);
     }

@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { SoftEndpoint } from '../src/index.js';
+import { type SoftEndpoint, WC_STATUSES } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
 import {
   FLAG_HEAD,
@@ -94,7 +94,11 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
   });
 
   async function target() {
-    p = await linkPair();
+    return linkTarget();
+  }
+
+  async function linkTarget(mrBytes?: number) {
+    p = await linkPair(mrBytes === undefined ? {} : { mrBytes });
     const ep = p.b.qp.endpoint() as SoftEndpoint;
     const tcp = ep.tcp as { port: number; key: string };
     p.b.qp.postRecv({ wrId: 9, sgList: [p.b.mr.sge(0, 64)] });
@@ -352,6 +356,139 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
       true,
     );
     expect(all.at(-1)).toEqual([7, ABI.LINK_DONE]);
+  });
+
+  /** An RDMA WRITE frame from a's QP into b's region at `off` (reqId `id`), `fill` repeated. */
+  function writeFrame(
+    ep: SoftEndpoint,
+    pair: Pair,
+    o: {
+      id: number;
+      token: number;
+      off: number;
+      length: number;
+      fill: number;
+      flags?: number;
+      rkey?: number;
+    },
+  ) {
+    const f = request(ep, {
+      opcode: ABI.OP_RDMA_WRITE,
+      length: o.length,
+      token: o.token,
+      flags: o.flags ?? FLAG_HEAD,
+    });
+    f.writeUInt32LE(o.id, 4);
+    f.writeUInt32LE(pair.a.qp.qpn, 40);
+    f.writeDoubleLE(pair.b.mr.addr + o.off, 16);
+    f.writeUInt32LE(o.rkey ?? pair.b.mr.rkey, 24);
+    f.fill(o.fill, REQ_HEADER);
+    return f;
+  }
+
+  /** The final answers (not PROGRESS) after the handshake: [reqId, outcome, status]. */
+  function finalAnswers(r: Raw): number[][] {
+    const out: number[][] = [];
+    const got = r.received().subarray(HELLO_BYTES + WELCOME_BYTES);
+    for (let o = 0; o + RES_HEADER <= got.length; o += got.readUInt32LE(o)) {
+      if (got.readUInt8(o + 8) !== LINK_PROGRESS)
+        out.push([got.readUInt32LE(o + 4), got.readUInt8(o + 8), got.readUInt8(o + 9)]);
+    }
+    return out;
+  }
+
+  it('write_placed_as_it_arrives: a WRITE spanning many reads lands whole, in order, and a bad one places nothing', async () => {
+    const { ep, port, key, pair } = await linkTarget(4 << 20);
+    const r = await authenticated(port, key, ep);
+    const length = 3 << 20;
+    const first = writeFrame(ep, pair, { id: 1, token: 1, off: 0, length, fill: 0xa1 });
+    // Arrives in uneven pieces, the header split too: placed piece by piece as they come.
+    const cuts = [20, REQ_HEADER + 1, 70_000, 1 << 20, first.length];
+    for (let i = 0, from = 0; i < cuts.length; from = cuts[i] as number, i++) {
+      r.sock.write(first.subarray(from, cuts[i]));
+      await sleep(5);
+    }
+    await until(() => finalAnswers(r).length === 1, 'the answer to the first WRITE');
+    expect(finalAnswers(r)).toEqual([[1, ABI.LINK_DONE, 0]]);
+    const b = pair.b.mr.bytes;
+    expect(b.subarray(0, length).every((x) => x === 0xa1)).toBe(true);
+    expect(b[length]).toBe(0);
+    // A second WRITE over part of it, pipelined right behind a third: the last one wins.
+    const second = writeFrame(ep, pair, {
+      id: 2,
+      token: 2,
+      off: 4096,
+      length: 1 << 20,
+      fill: 0xb2,
+      flags: 0,
+    });
+    const third = writeFrame(ep, pair, {
+      id: 3,
+      token: 3,
+      off: 8192,
+      length: 1 << 20,
+      fill: 0xc3,
+      flags: 0,
+    });
+    r.sock.write(Buffer.concat([second, third]));
+    await until(() => finalAnswers(r).length === 3, 'the answers to the pipelined WRITEs');
+    expect(finalAnswers(r).slice(1)).toEqual([
+      [2, ABI.LINK_DONE, 0],
+      [3, ABI.LINK_DONE, 0],
+    ]);
+    expect([
+      b[4095],
+      b[4096],
+      b[8191],
+      b[8192],
+      b[8192 + (1 << 20) - 1],
+      b[8192 + (1 << 20)],
+    ]).toEqual([0xa1, 0xb2, 0xb2, 0xc3, 0xc3, 0xa1]);
+    // Past the region's end: refused whole, not even its in-bounds part is written.
+    const over = writeFrame(ep, pair, {
+      id: 4,
+      token: 4,
+      off: (4 << 20) - 4096,
+      length: 1 << 20,
+      fill: 0xd4,
+    });
+    r.sock.write(over.subarray(0, 100_000));
+    await sleep(5);
+    r.sock.write(over.subarray(100_000));
+    await until(() => finalAnswers(r).length === 4, 'the answer to the WRITE out of bounds');
+    expect(finalAnswers(r)[3]).toEqual([4, ABI.LINK_DONE, WC_STATUSES.indexOf('REM_ACCESS_ERR')]);
+    expect(b.subarray((4 << 20) - 4096).every((x) => x === 0xa1 || x === 0)).toBe(true);
+  });
+
+  it('write_placed_as_it_arrives_stops_on_deregistration: later pieces land nowhere, the WRITE fails as on a NIC', async () => {
+    const { ep, port, key, pair } = await linkTarget(4 << 20);
+    const r = await authenticated(port, key, ep);
+    const f = writeFrame(ep, pair, { id: 1, token: 1, off: 0, length: 2 << 20, fill: 0xe5 });
+    r.sock.write(f.subarray(0, 300_000));
+    await until(() => pair.b.mr.bytes[100_000] === 0xe5, 'the first pieces in place');
+    pair.b.mr.deregister();
+    r.sock.write(f.subarray(300_000));
+    await until(() => finalAnswers(r).length === 1, 'the answer');
+    expect(finalAnswers(r)).toEqual([[1, ABI.LINK_DONE, WC_STATUSES.indexOf('REM_ACCESS_ERR')]]);
+  });
+
+  it('stale_connection_stops_placing: a WRITE arriving on a connection the initiator left lands nothing after the new one ran', async () => {
+    const { ep, port, key, pair } = await linkTarget(4 << 20);
+    const old = await authenticated(port, key, ep);
+    const cur = await authenticated(port, key, ep);
+    const length = 2 << 20;
+    const late = writeFrame(ep, pair, { id: 1, token: 1, off: 0, length, fill: 0x11 });
+    old.sock.write(late.subarray(0, 200_000));
+    await until(() => pair.b.mr.bytes[100_000] === 0x11, 'the old connection placing');
+    // The initiator sends the window again over its new connection: it runs there.
+    cur.sock.write(writeFrame(ep, pair, { id: 1, token: 1, off: 0, length, fill: 0x22 }));
+    await until(() => finalAnswers(cur).length === 1, 'the answer on the new connection');
+    expect(finalAnswers(cur)).toEqual([[1, ABI.LINK_DONE, 0]]);
+    // The rest of the old frame arrives: none of it lands, and that connection is dropped.
+    old.sock.write(late.subarray(200_000));
+    expect(await within(old.closed, 5000)).toBe(true);
+    expect(pair.b.mr.bytes.subarray(0, length).every((x) => x === 0x22)).toBe(true);
+    expect(finalAnswers(old)).toEqual([]);
   });
 
   it('read_flood_without_reading_replies_stays_bounded', async () => {

@@ -176,7 +176,7 @@ Napi::Value IbvDevice::Close(const Napi::CallbackInfo& info) {
   for (Mr* m : owned) {
     api_->dereg_mr(m->mr);
     m->mr = nullptr;
-    DetachBuffer(m->buffer, m->mapping);
+    DetachBuffer(m->buffer);
     unmap(m->mapping);
   }
   for (auto it = mrs_.begin(); it != mrs_.end();) {

@@ -71,7 +71,7 @@ Napi::Value IbvDevice::DeregMr(const Napi::CallbackInfo& info) {
   if (it == mrs_.end() || !ctx_) return info.Env().Undefined();
   api_->dereg_mr(it->second.mr);
   if (Mapping* m = it->second.mapping) {
-    DetachBuffer(it->second.buffer, m);
+    DetachBuffer(it->second.buffer);
     unmap(m);
     on_unregistered(m);
   }

@@ -205,8 +205,16 @@ class Device {
   void linkProgress(int h);
   // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`
   // receives the data; for an atomic, the prior value is written over its operands).
+  // `placed`: an RDMA WRITE of `len` bytes that place() already put into memory (`payload`
+  // unused): every check runs again, nothing is copied.
   Answer respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid);
+                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed = false);
+  // Puts bytes [at, at + n) of an RDMA WRITE of `total` bytes arriving over TCP straight into
+  // local QP `slot`'s target memory, after the checks respond makes for the whole range (QP
+  // incarnation and state, source QP, REMOTE_WRITE on QP and region, key, bounds). False,
+  // with nothing written, when any fails (respond then gives the answer). n = 0: checks only.
+  bool place(uint32_t slot, uint32_t gen, uint64_t remoteAddr, uint32_t rkey, uint64_t total, uint32_t srcQpn,
+             uint32_t srcPid, uint64_t at, const uint8_t* bytes, size_t n);
   PostResult postRecv(int h, const double* wrs, size_t words, int count);
 
   // Fault injection.
@@ -263,7 +271,10 @@ class Device {
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
-                  const uint64_t* operands = nullptr, uint64_t msgLen = 0);
+                  const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false);
+  // This device as a peer of its own (the TCP link's target runs operations on itself), or
+  // null when its segment cannot be opened.
+  PeerSegment* selfPeer();
   // The next step of a WRITE/READ larger than kCopyStep (pieces of kCopyStep bytes until
   // copyTurnUntil_), or an outcome that ends it; every step checks the whole remote range
   // again (a region deregistered mid-way fails the operation, as on a NIC), and every piece

@@ -131,11 +131,24 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   progress(q);
 }
 
+PeerSegment* Device::selfPeer() {
+  if (!selfPeer_) {
+    try {
+      selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
+      selfPeer_->ringInto(&selfRung_);
+    } catch (const SysError&) {
+      return nullptr;
+    }
+  }
+  return selfPeer_.get();
+}
+
 Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-                       uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid) {
+                       uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed) {
   const Answer transport{TRANSPORT, WC_SUCCESS, 12};
   const Answer invalid{DONE, WC_REM_INV_REQ_ERR, 12};
   if (slot >= kQpSlots || opcode > OP_LAST) return transport;
+  if (placed && opcode != OP_RDMA_WRITE) return invalid;  // only plain WRITEs are placed ahead
   // An atomic arrives as its two operands; the prior value is written over them.
   bool atomic = is_atomic(opcode);
   uint64_t operands[ATOMIC_OPERAND_WORDS];
@@ -149,19 +162,40 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   if (len > DeviceLimits::maxMsg) return invalid;
   QpShared* t = qpShared(slot);
   if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return transport;
-  if (!selfPeer_) {
-    try {
-      selfPeer_ = std::make_shared<PeerSegment>(pid_, seg_.memfd(), seg_.eventfd());
-      selfPeer_->ringInto(&selfRung_);
-    } catch (const SysError&) {
-      return transport;
-    }
-  }
+  PeerSegment* self = selfPeer();
+  if (!self) return transport;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
-  Outcome o = deliver(selfPeer_.get(), t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid,
-                      &status, atomic ? operands : nullptr);
+  Outcome o = deliver(self, t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid, &status,
+                      atomic ? operands : nullptr, 0, placed);
   return Answer{o, status, t->minRnrTimer};
+}
+
+bool Device::place(uint32_t slot, uint32_t gen, uint64_t remoteAddr, uint32_t rkey, uint64_t total, uint32_t srcQpn,
+                   uint32_t srcPid, uint64_t at, const uint8_t* bytes, size_t n) {
+  if (slot >= kQpSlots || total == 0 || total > DeviceLimits::maxMsg || at > total || n > total - at) return false;
+  QpShared* t = qpShared(slot);
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return false;
+  PeerSegment* self = selfPeer();
+  if (!self) return false;
+  // deliver's checks for an RDMA WRITE, in its order; any failure leaves the answer to it.
+  QpPin held(t);
+  if (t->gen.load(std::memory_order_seq_cst) != gen) return false;
+  uint32_t tst = state_code(t->state.load(std::memory_order_seq_cst));
+  if (tst != QPS_RTR && tst != QPS_RTS) return false;
+  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return false;
+  if ((t->access.load() & ACC_REMOTE_WRITE) != ACC_REMOTE_WRITE) return false;
+  MrPins pins(self->base(), self->layout());
+  MrView v{};
+  if (pins.check(rkey, remoteAddr, total, ACC_REMOTE_WRITE, &v)) return false;
+  if (n == 0) return true;
+  void* d = direct(self, v, remoteAddr);  // this process: the address itself
+  if (!d) return false;
+  // Pieces come in order and each stores its last byte last: a reader polling the WRITE's
+  // last byte sees the whole of it, as with respond's one copy.
+  iovec src{const_cast<uint8_t*>(bytes), n};
+  ordered_copy(iovec{static_cast<uint8_t*>(d) + at, n}, &src, 1);
+  return true;
 }
 
 }  // namespace soft

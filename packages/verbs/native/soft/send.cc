@@ -395,7 +395,8 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
 
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
-                                uint32_t srcPid, uint8_t* status, const uint64_t* operands, uint64_t msgLen) {
+                                uint32_t srcPid, uint8_t* status, const uint64_t* operands, uint64_t msgLen,
+                                bool placed) {
   // Only the operations there are: an unknown opcode (a forged frame, a corrupt WR) is an
   // invalid request, never treated as one of them without its checks.
   if (opcode > OP_LAST || (is_atomic(opcode) && !operands)) {
@@ -500,6 +501,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
       *status = WC_REM_OP_ERR;
       return DONE;
     }
+  } else if (placed) {
+    // The TCP link put the payload in place as it arrived (place(), with these checks).
   } else if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM) {
     void* d = total ? direct(p, rview, remoteAddr) : nullptr;
     iovec remote{d ? d : reinterpret_cast<void*>(remoteAddr), total};

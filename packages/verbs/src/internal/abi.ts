@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 6,
+  version: 7,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -79,7 +79,7 @@ export const ABI = {
   LINK_RNR: 1,
   LINK_TRANSPORT: 2,
   LINK_DISCARDED: 3,
-  RESPOND_WORDS: 11,
+  RESPOND_WORDS: 12,
   RESPOND_SLOT: 0,
   RESPOND_GEN: 1,
   RESPOND_OPCODE: 2,
@@ -91,6 +91,7 @@ export const ABI = {
   RESPOND_OUTCOME: 8,
   RESPOND_STATUS: 9,
   RESPOND_RNR_TIMER: 10,
+  RESPOND_PLACED: 11,
   FAULT_BREAK_LINK: 0,
   FAULT_STALL_RECEIVER: 1,
   FAULT_DELAY: 2,

@@ -149,6 +149,12 @@ export interface SoftNativeDevice extends NativeDevice {
    * writes the answer into the record and returns its LINK_* outcome.
    */
   respond(record: Float64Array, buf: Uint8Array, offset: number, length: number): number;
+  /**
+   * Puts `buf[offset, offset + length)` at bytes `[at, at + length)` of the RDMA WRITE the
+   * record names (RESPOND_PLACED: its whole length) after respond's checks for its whole
+   * range; false, with nothing written, when one fails. `length` 0: the checks only.
+   */
+  place(record: Float64Array, buf: Uint8Array, offset: number, length: number, at: number): boolean;
   /** The TCP link's `flush` (set once, by its listener): what linkFlushSoon() calls. */
   onLinkFlush(flush: () => void): void;
   /** Calls the link's flush once, after this turn of the loop's I/O and the wake-ups it caused. */

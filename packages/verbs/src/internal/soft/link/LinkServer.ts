@@ -7,7 +7,11 @@
 // Steady state allocates nothing here: requests are run where they lie in the chunk read
 // (frames.ts FrameReader), headers parse into one record, answers gather in the
 // connection's Outbox (one write per chunk read, not per frame) and recent answers are kept
-// in reused slots.
+// in reused slots. An RDMA WRITE that spans chunks is placed as it arrives: once its header
+// passed every check respond makes (QP, source, access, key, bounds) and it is the WR to run
+// next, each chunk's part goes straight from the socket's chunk into the target memory
+// (native place(), which checks the range again each time), and respond then answers it
+// without copying. Anything else (and a WRITE failing a check) is gathered whole first.
 import { createServer, type Server, type Socket } from 'node:net';
 import { ABI } from '../../abi.js';
 import type { SoftNativeDevice } from '../../native.js';
@@ -15,6 +19,7 @@ import {
   answerDataBytes,
   checkRequestHeader,
   copyBytes,
+  type FramePlacer,
   FrameReader,
   LINK_PROGRESS,
   newRequestHeader,
@@ -50,6 +55,9 @@ const MAX_REMEMBERED = 1 << 16;
 /** Gathered answers this large are written at once, not at the end of the turn. */
 const FLUSH_NOW = 256 << 10;
 const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_PAIR - 1)
+/** WRITEs with at least this much payload spanning chunks are placed as they arrive. */
+const PLACE_MIN = 4 << 10;
+const EMPTY = Buffer.alloc(0);
 
 /** The answer to a WR that ran, and what identifies that WR beyond its token (reused). */
 class Answered {
@@ -72,6 +80,13 @@ interface PairState {
   expected: number;
   /** answers of WRs run (not READs), by token modulo ANSWERS_PER_PAIR */
   answers: (Answered | undefined)[];
+  /**
+   * The connection that last ran or began placing a WR of this pair. A WRITE being placed on
+   * an older one (the initiator moved to a new connection) stops placing: its late bytes
+   * must not land after WRs the new connection ran. Its id (0: none), not the object: a
+   * remembered pair must not keep a closed connection alive.
+   */
+  conn: number;
 }
 
 /** True when `h` is the WR `a` answered, sent again (a resend repeats it exactly). */
@@ -84,8 +99,23 @@ function sameRequest(a: Answered, h: RequestHeader): boolean {
   );
 }
 
+/** The request's fields into a respond record (RESPOND_* words); `placed` as RESPOND_PLACED. */
+function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
+  rec[ABI.RESPOND_SLOT] = h.slot;
+  rec[ABI.RESPOND_GEN] = h.gen;
+  rec[ABI.RESPOND_OPCODE] = h.opcode;
+  rec[ABI.RESPOND_IMM] = h.imm;
+  rec[ABI.RESPOND_REMOTE_ADDR] = h.remoteAddr;
+  rec[ABI.RESPOND_RKEY] = h.rkey;
+  rec[ABI.RESPOND_SRC_QPN] = h.srcQpn;
+  rec[ABI.RESPOND_SRC_PID] = h.srcPid;
+  rec[ABI.RESPOND_PLACED] = placed;
+}
+
 /** One authenticated connection: its reader, its answers, the pair it last served. */
 interface Conn {
+  /** names it in PairState.conn (from 1) */
+  readonly id: number;
   sock: Socket;
   out: Outbox;
   bound: LinkTarget;
@@ -100,6 +130,14 @@ interface Conn {
   pair: PairState | undefined;
   /** in the listener's list of connections to flush */
   dirty: boolean;
+  /** the frame in progress is an RDMA WRITE being placed as it arrives (FramePlacer) */
+  placing: boolean;
+  /** a piece of it could not be placed (a check failed): it is not answered as run */
+  placeFailed: boolean;
+  placePair: PairState | undefined;
+  /** the placed WRITE's fields (RESPOND_* words; RESPOND_PLACED its length), per connection */
+  readonly placeRecord: Float64Array;
+  readonly placeHeader: RequestHeader;
 }
 
 export class LinkServer {
@@ -117,6 +155,7 @@ export class LinkServer {
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
   readonly #dirty: Conn[] = [];
   #flushArmed = false;
+  #connIds = 0;
   // READs' answers are not kept: running one again is harmless, and their data would pin
   // memory. Kept across connections (a window is re-sent over a new one after a failure);
   // only connections bound to a QP reach its entries.
@@ -222,6 +261,7 @@ export class LinkServer {
       this.#pending.delete(sock);
       sock.write(accepted.welcome);
       const c: Conn = {
+        id: ++this.#connIds,
         sock,
         out: new Outbox(sock),
         bound: accepted.target,
@@ -234,11 +274,21 @@ export class LinkServer {
         pairKey: '',
         pair: undefined,
         dirty: false,
+        placing: false,
+        placeFailed: false,
+        placePair: undefined,
+        placeRecord: new Float64Array(ABI.RESPOND_WORDS),
+        placeHeader: newRequestHeader(),
+      };
+      const placer: FramePlacer = {
+        begin: (b, o, len) => this.#beginPlace(c, b, o, len),
+        piece: (b, o, n, at) => this.#place(c, b, o, n, at),
       };
       c.reader = new FrameReader(
         REQ_HEADER,
         (b, o) => checkRequestHeader(b, o, max),
         (b, o) => this.#onFrame(c, b, o),
+        placer,
       );
       conn = c;
       const rest = pre.subarray(AUTH_BYTES);
@@ -335,8 +385,44 @@ export class LinkServer {
     if (c.sock.destroyed) return false;
     if (c.sock.writableLength + c.out.used >= REPLY_BUDGET) return false;
     c.reported = 0;
-    this.#answer(c, b, o);
+    const placed = c.placing;
+    c.placing = false;
+    c.placePair = undefined;
+    this.#answer(c, b, o, placed);
     return !c.sock.destroyed;
+  }
+
+  /**
+   * The header of a frame spanning chunks: true to place its payload as it arrives. Only an
+   * RDMA WRITE that would run now (not a resend answered from memory, not one to discard)
+   * and that passes respond's checks for its whole range; else it is gathered and answered
+   * as before, whatever the reason.
+   */
+  #beginPlace(c: Conn, b: Buffer, o: number, len: number): boolean {
+    if (len - REQ_HEADER < PLACE_MIN || b[o + 8] !== ABI.OP_RDMA_WRITE) return false;
+    const h = c.placeHeader;
+    if (!readRequestHeader(b, o, this.#maxPayload, h)) return false;
+    if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) return false;
+    const pair = this.#pairOf(c, h);
+    const known = pair.answers[h.token & (ANSWERS_PER_PAIR - 1)];
+    if (known !== undefined && known.token === h.token) return false;
+    if (!h.head && h.token !== pair.expected) return false;
+    const rec = c.placeRecord;
+    toRecord(h, rec, h.length);
+    if (!this.#native.place(rec, EMPTY, 0, 0, 0)) return false;
+    pair.conn = c.id;
+    c.placing = true;
+    c.placeFailed = false;
+    c.placePair = pair;
+    return true;
+  }
+
+  /** A piece of the WRITE being placed: into the target memory, or the WRITE has failed. */
+  #place(c: Conn, b: Buffer, o: number, n: number, at: number): void {
+    if (c.placeFailed) return;
+    if (c.placePair?.conn !== c.id || !this.#native.place(c.placeRecord, b, o, n, at)) {
+      c.placeFailed = true;
+    }
   }
 
   /** The pair state of `h`'s source QP at the bound QP (the last one kept at hand). */
@@ -360,7 +446,8 @@ export class LinkServer {
     return c.pair;
   }
 
-  #answer(c: Conn, b: Buffer, o: number): void {
+  /** Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only). */
+  #answer(c: Conn, b: Buffer, o: number, placed: boolean): void {
     const h = this.#h;
     readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
     const sock = c.sock;
@@ -371,6 +458,11 @@ export class LinkServer {
     const out = c.out;
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const pair = this.#pairOf(c, h);
+    if (placed && pair.conn !== c.id) {
+      sock.destroy(); // the initiator went on over another connection: this one is stale
+      return;
+    }
+    pair.conn = c.id;
     const slot = h.token & (ANSWERS_PER_PAIR - 1);
     const known = pair.answers[slot];
     if (known !== undefined && known.token === h.token) {
@@ -405,18 +497,18 @@ export class LinkServer {
     }
     const dataBytes = answerDataBytes(h.opcode, h.length);
     const rec = this.#record;
-    rec[ABI.RESPOND_SLOT] = h.slot;
-    rec[ABI.RESPOND_GEN] = h.gen;
-    rec[ABI.RESPOND_OPCODE] = h.opcode;
-    rec[ABI.RESPOND_IMM] = h.imm;
-    rec[ABI.RESPOND_REMOTE_ADDR] = h.remoteAddr;
-    rec[ABI.RESPOND_RKEY] = h.rkey;
-    rec[ABI.RESPOND_SRC_QPN] = h.srcQpn;
-    rec[ABI.RESPOND_SRC_PID] = h.srcPid;
+    toRecord(h, rec, placed ? h.length : 0);
     let outcome: number;
     let ob: Buffer;
     let at: number;
-    if (isRead) {
+    if (placed) {
+      // Its bytes are in place: respond checks it all again and copies nothing.
+      outcome = this.#native.respond(rec, EMPTY, 0, 0) | 0;
+      if (c.placeFailed && outcome === ABI.LINK_DONE && rec[ABI.RESPOND_STATUS] === 0) {
+        // A piece missed its place though the WRITE passes now: not run, sent again.
+        outcome = ABI.LINK_TRANSPORT;
+      }
+    } else if (isRead) {
       // The data goes straight into the answer.
       ob = out.reserve(RES_HEADER + h.length);
       at = out.at;
@@ -470,7 +562,7 @@ export class LinkServer {
     if (p) {
       this.#pairs.delete(key); // re-inserted last: the map's order is the eviction order
     } else {
-      p = { expected: 0, answers: new Array(ANSWERS_PER_PAIR) };
+      p = { expected: 0, answers: new Array(ANSWERS_PER_PAIR), conn: 0 };
     }
     this.#pairs.set(key, p);
     if (this.#pairs.size > MAX_REMEMBERED) {
