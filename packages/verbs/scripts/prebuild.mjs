@@ -1,4 +1,4 @@
-// `prepack`: puts this host's freshly built addon into prebuilds/<platform>-<arch>/ so the
+// `prepack`: puts this host's freshly built addon into prebuilds/<platform>-<arch>-node<abi>/ so the
 // tarball installs without a compiler; `--clean` (postpack) removes it again, so the
 // repository's own installs keep building from source.
 import { spawnSync } from 'node:child_process';
