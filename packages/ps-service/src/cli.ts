@@ -1,6 +1,11 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { MIN_SECRET_BYTES, RdmaTransport, type Transport } from '@rdmajs/mux';
+import {
+  MIN_SECRET_BYTES,
+  RdmaTransport,
+  type RdmaTransportOptions,
+  type Transport,
+} from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -66,12 +71,8 @@ function portsFor(names: TransportName[], ports: number[]): number[] {
 interface RdmaCliOptions {
   provider: 'auto' | 'soft' | 'ibverbs';
   device?: string;
-  eagerThreshold?: number;
-  poll: 'event' | 'adaptive' | 'busy';
-  qpPoolSize?: number;
-  recvBufferCount?: number;
-  windowBytes?: number;
-  maxRegisteredBytes?: number;
+  /** The RdmaTransport options the flags gave; its own defaults (and validation) apply otherwise. */
+  transport: RdmaTransportOptions;
 }
 
 function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
@@ -81,18 +82,7 @@ function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
     provider: rdma.provider,
     ...(rdma.device === undefined ? {} : { name: rdma.device }),
   });
-  // Only what was given: RdmaTransport's defaults (and its validation) apply otherwise.
-  return new RdmaTransport({
-    device,
-    pollPolicy: rdma.poll,
-    ...(rdma.eagerThreshold === undefined ? {} : { eagerThreshold: rdma.eagerThreshold }),
-    ...(rdma.qpPoolSize === undefined ? {} : { qpPoolSize: rdma.qpPoolSize }),
-    ...(rdma.recvBufferCount === undefined ? {} : { recvBufferCount: rdma.recvBufferCount }),
-    ...(rdma.windowBytes === undefined ? {} : { windowBytes: rdma.windowBytes }),
-    ...(rdma.maxRegisteredBytes === undefined
-      ? {}
-      : { maxRegisteredBytes: rdma.maxRegisteredBytes }),
-  });
+  return new RdmaTransport({ ...rdma.transport, device });
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -233,13 +223,15 @@ async function main(argv: string[]): Promise<void> {
   const ports = portsFor(o.transport, o.listen.ports);
   const rdmaOptions: RdmaCliOptions = {
     provider: o.rdmaProvider,
-    poll: o.rdmaPoll,
     ...(o.rdmaDevice === undefined ? {} : { device: o.rdmaDevice }),
-    ...(o.rdmaEagerThreshold === undefined ? {} : { eagerThreshold: o.rdmaEagerThreshold }),
-    ...(o.rdmaQpPool === undefined ? {} : { qpPoolSize: o.rdmaQpPool }),
-    ...(o.rdmaRecvBuffers === undefined ? {} : { recvBufferCount: o.rdmaRecvBuffers }),
-    ...(o.rdmaWindowBytes === undefined ? {} : { windowBytes: o.rdmaWindowBytes }),
-    ...(o.rdmaMaxRegistered === undefined ? {} : { maxRegisteredBytes: o.rdmaMaxRegistered }),
+    transport: {
+      pollPolicy: o.rdmaPoll,
+      ...(o.rdmaEagerThreshold === undefined ? {} : { eagerThreshold: o.rdmaEagerThreshold }),
+      ...(o.rdmaQpPool === undefined ? {} : { qpPoolSize: o.rdmaQpPool }),
+      ...(o.rdmaRecvBuffers === undefined ? {} : { recvBufferCount: o.rdmaRecvBuffers }),
+      ...(o.rdmaWindowBytes === undefined ? {} : { windowBytes: o.rdmaWindowBytes }),
+      ...(o.rdmaMaxRegistered === undefined ? {} : { maxRegisteredBytes: o.rdmaMaxRegistered }),
+    },
   };
   const service = await PsService.start({
     listen: o.transport.map((name, i) => ({

@@ -53,7 +53,7 @@ export async function renderHtml(report: Report): Promise<string> {
       typeof report.summary?.grpcFetchMeanRatioSameLoad === 'number'
         ? [
             [
-              'fetch mean, RDMA ÷ gRPC at the same offered load (gRPC saturated: queueing)',
+              "fetch mean, RDMA ÷ gRPC at 50 % of TCP's capacity (gRPC saturated: queueing)",
               formatRatio(report.summary.grpcFetchMeanRatioSameLoad),
               '',
               '(not in the paper)',

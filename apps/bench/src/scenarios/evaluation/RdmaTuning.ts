@@ -1,18 +1,18 @@
-import type { PollPolicy, RdmaTransportOptions } from '@rdmajs/mux';
+import type { RdmaTransportOptions } from '@rdmajs/mux';
 
 /**
  * The evaluation's RDMA knobs (`pnpm bench --rdma-*`), applied alike to the client's
  * RdmaTransport and to every shard's (as `rdmajs-ps-server` flags). Unset: mux's defaults.
  */
-export interface RdmaTuning {
-  pollPolicy?: PollPolicy;
-  qpPoolSize?: number;
-  eagerThreshold?: number;
-  recvBufferCount?: number;
-  windowBytes?: number;
-  /** Registered memory of each RdmaTransport (client and every shard). */
-  maxRegisteredBytes?: number;
-}
+export type RdmaTuning = Pick<
+  RdmaTransportOptions,
+  | 'pollPolicy'
+  | 'qpPoolSize'
+  | 'eagerThreshold'
+  | 'recvBufferCount'
+  | 'windowBytes'
+  | 'maxRegisteredBytes'
+>;
 
 /** The `rdmajs-ps-server` flags that give a shard's RdmaTransport the same tuning. */
 export function serverArgsOf(t: RdmaTuning): string[] {
@@ -27,14 +27,7 @@ export function serverArgsOf(t: RdmaTuning): string[] {
   return args;
 }
 
-/** The client's RdmaTransport options for the same tuning. */
+/** The client's RdmaTransport options for the same tuning: the knobs are its own options. */
 export function clientOptionsOf(t: RdmaTuning): RdmaTransportOptions {
-  return {
-    ...(t.pollPolicy === undefined ? {} : { pollPolicy: t.pollPolicy }),
-    ...(t.qpPoolSize === undefined ? {} : { qpPoolSize: t.qpPoolSize }),
-    ...(t.eagerThreshold === undefined ? {} : { eagerThreshold: t.eagerThreshold }),
-    ...(t.recvBufferCount === undefined ? {} : { recvBufferCount: t.recvBufferCount }),
-    ...(t.windowBytes === undefined ? {} : { windowBytes: t.windowBytes }),
-    ...(t.maxRegisteredBytes === undefined ? {} : { maxRegisteredBytes: t.maxRegisteredBytes }),
-  };
+  return { ...t };
 }
