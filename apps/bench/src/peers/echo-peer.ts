@@ -95,7 +95,11 @@ function verbsRun(req: RunRequest): number {
       }
     } else {
       const seq = (k % 255) + 1;
-      while (bytes[size - 1] !== seq) deadline.check();
+      // Polling moves soft's large WRITEs on (see the scenario's loop).
+      while (bytes[size - 1] !== seq) {
+        s.cq.pending();
+        deadline.check();
+      }
       bytes[2 * size - 1] = seq;
       s.cq.poll(s.wcs);
     }

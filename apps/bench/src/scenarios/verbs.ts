@@ -102,7 +102,12 @@ export async function verbsPingPong(
           deadline.check();
         }
       } else {
-        while (bytes[size - 1] !== seq) deadline.check();
+        // Polling moves soft's large WRITEs on (64 KiB pieces per turn): a spin on memory
+        // alone would wait for its own WRITE forever (see the verbs README).
+        while (bytes[size - 1] !== seq) {
+          cq.pending();
+          deadline.check();
+        }
         cq.poll(wcs);
       }
       if (k >= warmup) rec.record((performance.now() - t0) * 1000);
