@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 7;
+constexpr int kVersion = 8;  // 8: FLAG_SOLICITED
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -45,8 +45,9 @@ constexpr int OP_SEND = 0, OP_SEND_WITH_IMM = 1, OP_RDMA_WRITE = 2, OP_RDMA_WRIT
               OP_ATOMIC_CMP_AND_SWP = 5, OP_ATOMIC_FETCH_AND_ADD = 6;
 constexpr int OP_LAST = OP_ATOMIC_FETCH_AND_ADD;
 
-// Send WR flags.
-constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2;
+// Send WR flags. FLAG_SOLICITED: IBV_SEND_SOLICITED, carried to the receiver, whose CQ armed
+// solicited-only is woken by it.
+constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2, FLAG_SOLICITED = 4;
 
 // Packed work requests (Float64Array): send = wrId, opcode, flags, imm, remoteAddr, rkey,
 // numSge, then addr/length/lkey per SGE; recv = wrId, numSge, then the SGEs. An atomic WR
@@ -135,6 +136,7 @@ constexpr Entry kTable[] = {
     {"OP_LAST", OP_LAST},
     {"FLAG_SIGNALED", FLAG_SIGNALED},
     {"FLAG_INLINE", FLAG_INLINE},
+    {"FLAG_SOLICITED", FLAG_SOLICITED},
     {"SEND_WR_HEADER_WORDS", SEND_WR_HEADER_WORDS},
     {"RECV_WR_HEADER_WORDS", RECV_WR_HEADER_WORDS},
     {"SGE_WORDS", SGE_WORDS},
@@ -251,7 +253,8 @@ static_assert(check::dense({OP_SEND, OP_SEND_WITH_IMM, OP_RDMA_WRITE, OP_RDMA_WR
                             OP_ATOMIC_CMP_AND_SWP, OP_ATOMIC_FETCH_AND_ADD}) &&
                   OP_LAST == OP_ATOMIC_FETCH_AND_ADD,
               "send opcodes are 0..OP_LAST");
-static_assert((FLAG_SIGNALED & FLAG_INLINE) == 0, "WR flags are separate bits");
+static_assert((FLAG_SIGNALED & FLAG_INLINE) == 0 && ((FLAG_SIGNALED | FLAG_INLINE) & FLAG_SOLICITED) == 0,
+              "WR flags are separate bits");
 static_assert(SEND_WR_HEADER_WORDS == 7 && RECV_WR_HEADER_WORDS == 2 && SGE_WORDS == 3,
               "the packed WR layout described above");
 static_assert(ATOMIC_BYTES == sizeof(uint64_t) && ATOMIC_OPERAND_WORDS * sizeof(double) == 2 * sizeof(uint64_t),

@@ -81,9 +81,9 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
 
  protected:
   explicit DeviceWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<T>(info) {
-    Tagged<T>::Adopt(self(), info.This().As<Napi::Object>());
+    cell_ = Tagged<T>::Adopt(self(), info.This().As<Napi::Object>());
   }
-  ~DeviceWrap() override { Tagged<T>::Release(self()); }
+  ~DeviceWrap() override { Tagged<T>::Release(self(), cell_); }
 
   // Once the device is open: events can be delivered, and the environment's teardown
   // closes the device if JS did not.
@@ -234,6 +234,7 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
     d->self()->Teardown();
   }
 
+  typename Tagged<T>::Cell* cell_ = nullptr;  // what its own bound methods reach it through
   std::unique_ptr<Napi::AsyncContext> asyncContext_;
   std::vector<std::pair<int, int>> delivering_;
   napi_env env_ = nullptr;

@@ -49,7 +49,7 @@ Napi::Value SoftDevice::CqCount(const Napi::CallbackInfo& info) {
 Napi::Value SoftDevice::ArmCq(const Napi::CallbackInfo& info) {
   int h;
   if (!CqArg(info, 0, &h)) return info.Env().Undefined();
-  return Napi::Number::New(info.Env(), dev_->armCq(h));
+  return Napi::Number::New(info.Env(), dev_->armCq(h, Num(info, 1) != 0));
 }
 
 Napi::Value SoftDevice::CreateSrq(const Napi::CallbackInfo& info) {

@@ -2,9 +2,15 @@
 // prototype.pollCq called on an IbvDevice, or on any other object, is a typed error instead
 // of one C++ object read as another. Each instance is type-tagged (napi_type_tag_object) at
 // construction, and its native pointer is entered in a per-thread registry of live
-// instances: a call checks the unwrapped pointer against the registry (a hash lookup, on
-// the hot path of every post and poll) and falls back to the type tag only to report what
-// went wrong. A pointer in the registry is a live instance of T, so nothing else passes.
+// instances: a call checks the unwrapped pointer against the registry (a hash lookup) and
+// falls back to the type tag only to report what went wrong. A pointer in the registry is a
+// live instance of T, so nothing else passes.
+//
+// The hot path does not unwrap: each instance also gets the same methods as own properties,
+// bound to it through a cell (napi_unwrap is a private-symbol lookup through V8's runtime,
+// about a fifth of a post's or poll's crossing). The cell outlives the instance (the
+// functions may be held elsewhere): the destructor empties it, and a call through an empty
+// cell is the same typed error as a call on a dead receiver.
 #pragma once
 
 #include <napi.h>
@@ -28,12 +34,43 @@ struct Tagged {
     thread_local std::unordered_set<const void*> set;
     return set;
   }
+  // What an instance's own methods reach it through: emptied by its destructor, freed by
+  // whichever of it and the functions lets go last.
+  struct Cell {
+    T* self;
+    size_t refs;
+  };
+  static void Unref(Cell* c) {
+    if (--c->refs == 0) delete c;
+  }
+
   // From T's constructor and destructor.
-  static void Adopt(T* self, Napi::Object wrapper) {
+  static Cell* Adopt(T* self, Napi::Object wrapper) {
     wrapper.TypeTag(&T::kTypeTag);
     live().insert(self);
+    Napi::Env env = wrapper.Env();
+    auto* cell = new Cell{self, 1};
+    std::vector<napi_property_descriptor> props;
+    props.reserve(bound().size());
+    for (const auto& [name, make] : bound()) {
+      napi_value fn = make(env, name, cell);
+      if (!fn) continue;  // an exception is pending: the constructor's caller sees it
+      cell->refs++;
+      if (napi_add_finalizer(env, fn, cell, [](napi_env, void* data, void*) { Unref(static_cast<Cell*>(data)); },
+                             nullptr, nullptr) != napi_ok)
+        cell->refs--;  // never freed before the instance: at worst kept
+      props.push_back(napi_property_descriptor{name, nullptr, nullptr, nullptr, nullptr, fn, napi_default, nullptr});
+    }
+    napi_define_properties(env, wrapper, props.size(), props.data());
+    return cell;
   }
-  static void Release(T* self) { live().erase(self); }
+  static void Release(T* self, Cell* cell) {
+    live().erase(self);
+    if (cell) {
+      cell->self = nullptr;
+      Unref(cell);
+    }
+  }
 
   template <Method M>
   static Napi::Value Call(const Napi::CallbackInfo& info) {
@@ -53,11 +90,38 @@ struct Tagged {
     return info.Env().Undefined();
   }
 
-  using Entry = std::pair<const char*, Napi::Function>;
+  // The own, bound method: the cell names the instance, so no unwrap and no lookup.
+  template <Method M>
+  static napi_value BoundCall(napi_env env, napi_callback_info cbinfo) {
+    Napi::CallbackInfo info(env, cbinfo);
+    auto* cell = static_cast<Cell*>(info.Data());
+    if (cell && cell->self) return (cell->self->*M)(info);
+    system_error(info.Env(), T::kClassName, EBADF, "the receiver is not a live device", "ERR_RDMA_INVALID_ARG")
+        .ThrowAsJavaScriptException();
+    return nullptr;
+  }
+  using MakeBound = napi_value (*)(napi_env, const char*, Cell*);
+  template <Method M>
+  static napi_value Make(napi_env env, const char* name, Cell* cell) {
+    napi_value fn = nullptr;
+    if (napi_create_function(env, name, NAPI_AUTO_LENGTH, &BoundCall<M>, cell, &fn) != napi_ok) return nullptr;
+    return fn;
+  }
+  // The methods Class() put on the prototype, bound again per instance by Adopt().
+  static std::vector<std::pair<const char*, MakeBound>>& bound() {
+    thread_local std::vector<std::pair<const char*, MakeBound>> table;
+    return table;
+  }
+
+  struct Entry {
+    const char* first;
+    Napi::Function second;
+    MakeBound make;
+  };
 
   template <Method M>
   static Entry Def(Napi::Env env, const char* name) {
-    return {name, Napi::Function::New<&Call<M>>(env, name)};
+    return {name, Napi::Function::New<&Call<M>>(env, name), &Make<M>};
   }
 
   // The class with these prototype methods, each going through Call (in place of
@@ -65,8 +129,11 @@ struct Tagged {
   static Napi::Function Class(Napi::Env env, const char* name, const std::vector<Entry>& methods) {
     Napi::Function ctor = T::DefineClass(env, name, std::vector<Napi::ClassPropertyDescriptor<T>>{});
     Napi::Object proto = ctor.Get("prototype").As<Napi::Object>();
-    for (const Entry& e : methods)
+    bound().clear();
+    for (const Entry& e : methods) {
       proto.DefineProperty(Napi::PropertyDescriptor::Value(e.first, e.second, napi_default));
+      bound().emplace_back(e.first, e.make);
+    }
     return ctor;
   }
 };

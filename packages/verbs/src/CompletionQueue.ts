@@ -25,6 +25,18 @@ export interface CompletionWaitOptions {
   signal?: AbortSignal;
   /** Busy-poll this long before sleeping on the event (adaptive polling), 0..10^6. Default 50. */
   spinUs?: number;
+  /**
+   * Sleep until a solicited completion (the receive of a SEND or RDMA_WRITE_WITH_IMM posted
+   * `solicited`) or a failed one arrives, not any completion (ibv_req_notify_cq's
+   * solicited_only). Completions already there still end the wait at once; such a wait does
+   * not spin (a spin would end at any completion). Default false.
+   */
+  solicitedOnly?: boolean;
+}
+
+export interface NotifyOptions {
+  /** Arm for the next solicited or failed completion only (ibv_req_notify_cq solicited_only). */
+  solicitedOnly?: boolean;
 }
 
 export const DEFAULT_WAIT_MS = 30_000;
@@ -40,7 +52,13 @@ export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 const RECORD_WORDS = ABI.WC_WORDS;
 
 const RESOLVED: Promise<void> = Promise.resolve();
-const WAIT_KEYS = ['timeoutMs', 'signal', 'spinUs'] as const;
+const WAIT_KEYS = ['timeoutMs', 'signal', 'spinUs', 'solicitedOnly'] as const;
+const NOTIFY_KEYS = ['solicitedOnly'] as const;
+
+function checkBoolean(name: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw invalid(`${name} must be a boolean, got ${describe(v)}`);
+  return v;
+}
 const kRemoveWaiter: unique symbol = Symbol('rdmajs.removeWaiter');
 
 /**
@@ -95,6 +113,8 @@ export class CompletionQueue extends Resource {
   readonly #registry: Map<number, CompletionQueue>;
   #raw = new Float64Array(RECORD_WORDS * 16);
   #notifyRequested = false;
+  /** An outstanding arm asks for any completion (else: solicited or failed ones only). */
+  #notifyAny = false;
   /** Tells the device a wake-up is (+1) or is no longer (−1) awaited here (Device#keep). */
   readonly #keep: (delta: number) => void;
   #users = 0;
@@ -152,11 +172,21 @@ export class CompletionQueue extends Resource {
       max === undefined
         ? out.length
         : Math.min(checkInt('max', max, 0, Number.MAX_SAFE_INTEGER), out.length);
-    for (let i = 0; i < n; i++) {
-      const wc = out[i];
-      if (wc === null || typeof wc !== 'object' || Object.isFrozen(wc))
-        throw invalid(`out[${i}] must be a writable completion record (allocCompletions())`);
+    // A record must take writes: storing a field's own value back is the check (a frozen
+    // record throws in strict code), a plain store where Object.isFrozen was a runtime call
+    // per record and cost as much as the native poll itself.
+    let i = 0;
+    try {
+      for (; i < n; i++) {
+        const wc = out[i] as WorkCompletion;
+        if (wc === null || typeof wc !== 'object') break;
+        // biome-ignore lint/correctness/noSelfAssign: the store itself is the check
+        wc.wrId = wc.wrId;
+      }
+    } catch {
+      // not writable: reported below
     }
+    if (i < n) throw invalid(`out[${i}] must be a writable completion record (allocCompletions())`);
     if (this.#raw.length < n * RECORD_WORDS) this.#raw = new Float64Array(n * RECORD_WORDS);
     const got = this.#native.pollCq(this.#handle, this.#raw, n);
     for (let i = 0; i < got; i++)
@@ -170,16 +200,32 @@ export class CompletionQueue extends Resource {
     return this.#native.cqCount(this.#handle);
   }
 
-  /** Arms a one-shot `'completion'` event for the next completion (ibv_req_notify_cq). */
-  requestNotify(): void {
+  /**
+   * Arms a one-shot `'completion'` event for the next completion (ibv_req_notify_cq), or with
+   * `solicitedOnly` for the next solicited or failed one. Completions already there are
+   * notified at once. Armed both ways before the event, any completion fires it.
+   */
+  requestNotify(options?: NotifyOptions): void {
     this.assertOpen();
+    let solicitedOnly = false;
+    if (options !== undefined && options !== null) {
+      const o = readOptions('requestNotify options', options, NOTIFY_KEYS);
+      if (o.solicitedOnly !== undefined)
+        solicitedOnly = checkBoolean('solicitedOnly', o.solicitedOnly);
+    }
+    this.#request(solicitedOnly);
+    if (this.#native.armCq(this.#handle, this.#notifyAny ? 0 : 1) > 0) {
+      // Already there: ibverbs would not notify, which loses the wake-up; we do.
+      queueMicrotask(this.#deliverTask);
+    }
+  }
+
+  /** A wake-up is now awaited here (one device hold per CQ, whatever the number of waits). */
+  #request(solicitedOnly: boolean): void {
+    if (!solicitedOnly) this.#notifyAny = true;
     if (!this.#notifyRequested) {
       this.#notifyRequested = true;
       this.#keep(1);
-    }
-    if (this.#native.armCq(this.#handle) > 0) {
-      // Already there: ibverbs would not notify, which loses the wake-up; we do.
-      queueMicrotask(this.#deliverTask);
     }
   }
 
@@ -205,6 +251,7 @@ export class CompletionQueue extends Resource {
     // The default spin adapts (below); a spinUs given is spun as asked.
     let adaptive = true;
     let signal: AbortSignal | undefined;
+    let solicitedOnly = false;
     if (options !== undefined && options !== null) {
       // The common case checked without allocating (no key list, no copy); anything odd
       // goes through readOptions for its error.
@@ -218,6 +265,7 @@ export class CompletionQueue extends Resource {
         spinUs = checkNumber('spinUs', o.spinUs, 0, 1e6);
         adaptive = false;
       }
+      if (o.solicitedOnly != null) solicitedOnly = checkBoolean('solicitedOnly', o.solicitedOnly);
       const sig = o.signal;
       if (sig != null) {
         if (!(sig instanceof AbortSignal))
@@ -225,19 +273,25 @@ export class CompletionQueue extends Resource {
         signal = sig;
       }
     }
-    // Already there: one shared settled promise, nothing allocated.
-    if (this.#native.cqCount(this.#handle) > 0) return RESOLVED;
     // A spin holds the event loop: when every QP on this CQ is fed through that loop (the
     // TCP link's sockets are read there), nothing can arrive while it spins.
     // The default spin stops paying when the completion keeps coming after it (a busy
     // machine: the peer is not running while we spin, and the spin takes its CPU): after
     // SPIN_MISSES spins in a row that found nothing it is skipped, tried again every
     // SPIN_PROBE-th wait, and back as soon as one finds a completion.
+    // A solicited-only wait does not spin: any completion (its own sends') would end it.
     if (
       spinUs > 0 &&
+      !solicitedOnly &&
       (this.#users === 0 || this.#loopFed < this.#users) &&
       (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
     ) {
+      // Already there: one shared settled promise, nothing allocated (the deadline below is
+      // a heap number).
+      if (this.#native.cqCount(this.#handle) > 0) {
+        this.#spinMisses = 0;
+        return RESOLVED;
+      }
       const spinUntil = performance.now() + spinUs / 1000;
       // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
       for (let i = 1; ; i++) {
@@ -253,6 +307,9 @@ export class CompletionQueue extends Resource {
       return Promise.reject(
         new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal.reason }),
       );
+    // One crossing arms the CQ and counts what is already there (the count a wait without
+    // a spin used to ask for separately, before arming).
+    if (this.#arm(solicitedOnly)) return RESOLVED;
     const w = WAITER_POOL.pop() ?? new Waiter();
     w.cq = this;
     w.deadline = performance.now() + timeoutMs;
@@ -264,8 +321,20 @@ export class CompletionQueue extends Resource {
     this.#waiters.push(w);
     if (signal !== undefined) signal.addEventListener('abort', w, { once: true });
     this.#armDeadline(w.deadline);
-    this.requestNotify();
+    this.#request(solicitedOnly);
     return promise;
+  }
+
+  /**
+   * Arms the CQ natively; true when completions are already there (the arm is used up:
+   * soft disarms it, so no peer rings for nothing). A 'completion' listener armed earlier
+   * is then owed its event, as requestNotify would deliver it.
+   */
+  #arm(solicitedOnly: boolean): boolean {
+    const any = this.#notifyAny || !solicitedOnly;
+    if (this.#native.armCq(this.#handle, any ? 0 : 1) === 0) return false;
+    if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
+    return true;
   }
 
   // One deadline timer per CQ, armed for the earliest deadline of its waiters. Waits with
@@ -333,7 +402,8 @@ export class CompletionQueue extends Resource {
     // used up the arm, and a poll that ran first may have taken the completion: re-arm and
     // count, so the next one must still wake us.
     if (what === 'ready') this.#deliver();
-    else if (this.#notifyRequested && this.#native.armCq(this.#handle) > 0) this.#deliver();
+    else if (this.#notifyRequested && this.#native.armCq(this.#handle, this.#notifyAny ? 0 : 1) > 0)
+      this.#deliver();
   }
 
   /** @internal a QP or SRQ starts or stops using this CQ */
@@ -351,6 +421,7 @@ export class CompletionQueue extends Resource {
   #deliver(): void {
     if (!this.#notifyRequested || this.closed) return;
     this.#notifyRequested = false;
+    this.#notifyAny = false;
     this.#keep(-1);
     this.#settleAll(undefined);
     this.#emitter.emit('completion');
@@ -388,6 +459,7 @@ export class CompletionQueue extends Resource {
     this.#registry.delete(this.#handle);
     if (this.#notifyRequested) {
       this.#notifyRequested = false;
+      this.#notifyAny = false;
       this.#keep(-1);
     }
     if (this.#timer !== undefined) clearTimeout(this.#timer);

@@ -2,6 +2,7 @@ export {
   CompletionQueue,
   type CompletionWaitOptions,
   type CqAsyncEvent,
+  type NotifyOptions,
 } from './CompletionQueue.js';
 export {
   Device,

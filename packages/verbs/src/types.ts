@@ -74,6 +74,12 @@ export interface SendWr {
   signaled?: boolean;
   /** Copy the payload at post time; the lkey is not checked. */
   inline?: boolean;
+  /**
+   * IBV_SEND_SOLICITED: the receive completion of this SEND, SEND_WITH_IMM or
+   * RDMA_WRITE_WITH_IMM wakes a receiver armed solicited-only
+   * (`requestNotify({ solicitedOnly: true })`). Default false.
+   */
+  solicited?: boolean;
   /** Immediate data (uint32) for the *_WITH_IMM opcodes. */
   imm?: number;
   /** Remote address and key for RDMA_WRITE*, RDMA_READ and the atomics. */

@@ -54,4 +54,10 @@ describe('native boundary on soft', () => {
     expect(r.result?.untouched).toBe(true);
     expect(r.result).toMatchObject({ readStatus: 0, readData: true });
   });
+
+  it("a device's own method held after the device was collected throws a typed error", async () => {
+    const r = await runIsolated<{ collected: boolean; outcomes: string[] }>('bound-methods.ts');
+    expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
+    expect(r.result).toEqual({ collected: true, outcomes: Array(4).fill('ERR_RDMA_INVALID_ARG') });
+  });
 });

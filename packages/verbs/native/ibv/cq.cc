@@ -77,12 +77,14 @@ size_t IbvDevice::Stage(Cq* c) {
   return c->staged.size() - c->head;
 }
 
-// Arms the channel, then counts: a completion that arrived before the arm is reported
-// here instead of being waited for.
+// Arms the channel (argument 1 non-zero: solicited_only, the next solicited or failed
+// completion), then counts: a completion that arrived before the arm is reported here
+// instead of being waited for.
 Napi::Value IbvDevice::ArmCq(const Napi::CallbackInfo& info) {
   Cq* c = CqAt(info);
   if (!c) return info.Env().Undefined();
-  if (int rc = ibv_req_notify_cq(c->cq, 0))
+  int solicitedOnly = info.Length() > 1 && info[1].IsNumber() && info[1].As<Napi::Number>().DoubleValue() != 0;
+  if (int rc = ibv_req_notify_cq(c->cq, solicitedOnly))
     return (system_error(info.Env(), "ibv_req_notify_cq", rc).ThrowAsJavaScriptException(), info.Env().Undefined());
   return Napi::Number::New(info.Env(), static_cast<double>(Stage(c)));
 }

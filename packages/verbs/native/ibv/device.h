@@ -28,7 +28,7 @@ using ibv::Api;
 
 // The numbers shared with JS are the contract's (native/abi.h).
 using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_QP_LAST_WQE, abi::EV_SRQ_LIMIT;
-using abi::FLAG_INLINE, abi::FLAG_SIGNALED;
+using abi::FLAG_INLINE, abi::FLAG_SIGNALED, abi::FLAG_SOLICITED;
 using abi::ATOMIC_BYTES, abi::ATOMIC_OPERAND_WORDS, abi::OP_ATOMIC_CMP_AND_SWP, abi::OP_ATOMIC_FETCH_AND_ADD, abi::OP_LAST;
 using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OK, abi::POST_OTHER;
 using abi::QPS_ERR, abi::QPS_INIT, abi::QPS_RESET, abi::QPS_RTR, abi::QPS_RTS;

@@ -57,7 +57,8 @@ ibv_send_wr* IbvDevice::DecodeSend(const double* w, int count, uint32_t maxSge) 
     int op = static_cast<int>(w[p + 1]);  // 0..OP_LAST: checked by WireArg before decoding
     wr.opcode = kOp[std::clamp(op, 0, OP_LAST)];
     int flags = static_cast<int>(w[p + 2]);
-    wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0);
+    wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0) |
+                    ((flags & FLAG_SOLICITED) ? IBV_SEND_SOLICITED : 0);
     wr.imm_data = htonl(static_cast<uint32_t>(w[p + 3]));
     wr.wr.rdma.remote_addr = static_cast<uint64_t>(w[p + 4]);
     wr.wr.rdma.rkey = static_cast<uint32_t>(w[p + 5]);

@@ -41,13 +41,20 @@ uint32_t Device::cqCount(int h) {
   return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
 }
 
-uint32_t Device::armCq(int h) {
+uint32_t Device::armCq(int h, bool solicitedOnly) {
   auto it = cqs_.find(h);
   if (it == cqs_.end()) return 0;
   auto* cq = reinterpret_cast<CqShared*>(seg_.base() + it->second.off);
-  cq->armed.store(1, std::memory_order_seq_cst);
+  it->second.arm = solicitedOnly ? ARM_SOLICITED : ARM_NEXT;
+  cq->armed.store(it->second.arm, std::memory_order_seq_cst);
   uint32_t n = __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST);
-  if (n == 0 && !it->second.watched) {
+  if (n > 0) {
+    // Already there: the caller delivers, the arm is used up. Left set, the next push
+    // would ring a doorbell nobody waits on (a wake-up and a scan for nothing).
+    cq->armed.store(ARM_NONE, std::memory_order_relaxed);
+    return n;
+  }
+  if (!it->second.watched) {
     it->second.watched = true;
     armedCqs_.push_back(h);
   }
@@ -61,9 +68,18 @@ void Device::readyCqs(std::vector<uint32_t>& ready) {
     if (it == cqs_.end()) continue;  // destroyed while armed
     auto* cq = reinterpret_cast<CqShared*>(seg_.base() + it->second.off);
     // Re-arm before counting: a push may have used up the arm and a poll taken its
-    // completion since; the next push must still ring.
-    cq->armed.store(1, std::memory_order_seq_cst);
-    if (__atomic_load_n(&cq->count, __ATOMIC_SEQ_CST) > 0) {
+    // completion since; the next push must still ring. Armed for any completion, any count
+    // is ready. Solicited-only, completions that did not use up the arm (unsolicited ones,
+    // the owner's own sends) are no reason to wake: only an arm a push used up is.
+    bool due;
+    if (it->second.arm == ARM_SOLICITED) {
+      bool used = cq->armed.exchange(ARM_SOLICITED, std::memory_order_seq_cst) == ARM_NONE;
+      due = used && __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST) > 0;
+    } else {
+      cq->armed.store(ARM_NEXT, std::memory_order_seq_cst);
+      due = __atomic_load_n(&cq->count, __ATOMIC_SEQ_CST) > 0;
+    }
+    if (due) {
       it->second.watched = false;
       ready.push_back(static_cast<uint32_t>(h));
     } else {
@@ -92,7 +108,11 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   // Dekker with armCq (store armed, load count): without a full fence the store of
   // count and the load of armed may reorder and both sides miss the wake-up.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (cq->armed.load(std::memory_order_seq_cst) && cq->armed.exchange(0)) {
+  // Solicited-only (ibv_req_notify_cq's solicited_only): the receive of a solicited SEND or
+  // WRITE_WITH_IMM, or any failed completion, uses up the arm; others are only queued.
+  uint32_t arm = cq->armed.load(std::memory_order_seq_cst);
+  if ((arm == ARM_NEXT || (arm == ARM_SOLICITED && (e.solicited || e.status != WC_SUCCESS))) &&
+      cq->armed.compare_exchange_strong(arm, ARM_NONE)) {
     if (peer)
       peer->ring();
     else

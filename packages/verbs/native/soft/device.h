@@ -51,6 +51,7 @@ struct SendEntry {
   uint8_t opcode;        // OP_* of ../abi.h
   uint8_t signaled;
   uint8_t isInline;
+  uint8_t solicited;  // IBV_SEND_SOLICITED: the receiver's completion wakes a solicited-only arm
   uint8_t done;  // executed (completed or silently succeeded)
   uint32_t numSge;
   uint32_t seq;
@@ -157,7 +158,9 @@ class Device {
   uint32_t cqCount(int h);
   // Arms, then returns what is already there; an armed, empty CQ is watched by the doorbell
   // until it has a completion (onDoorbell reports it once, as ibv_req_notify_cq does).
-  uint32_t armCq(int h);
+  // Arms CQ h for the next completion, or (solicitedOnly) the next solicited or failed one;
+  // returns the completions already there (then the arm is used up).
+  uint32_t armCq(int h, bool solicitedOnly);
 
   int createSrq(uint32_t maxWr, uint32_t maxSge);
   int destroySrq(int h);  // 0, or EBUSY while a QP uses it
@@ -272,9 +275,12 @@ class Device {
   Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
+  // `solicited`: the WR's IBV_SEND_SOLICITED. The link's frames do not carry it, so what
+  // arrives over TCP counts as solicited (a solicited-only arm wakes, never misses one).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
-                  const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false);
+                  const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false,
+                  bool solicited = true);
   // This device as a peer of its own (the TCP link's target runs operations on itself), or
   // null when its segment cannot be opened.
   PeerSegment* selfPeer();
@@ -313,6 +319,7 @@ class Device {
     uint32_t users = 0;  // QPs sending or receiving through it
     bool errReported = false;
     bool watched = false;  // in armedCqs_
+    uint32_t arm = ARM_NONE;  // what it was armed for, while watched
     bool tainted = false;  // a QP of it was destroyed with a peer still inside: quarantine on destroy
   };
   struct SrqRec {

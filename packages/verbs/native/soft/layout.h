@@ -42,7 +42,8 @@ enum WcStatus : uint8_t {
 using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_WRITE,
     rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::OP_ATOMIC_CMP_AND_SWP,
     rdmajs::abi::OP_ATOMIC_FETCH_AND_ADD, rdmajs::abi::OP_LAST, rdmajs::abi::ATOMIC_OPERAND_WORDS,
-    rdmajs::abi::ATOMIC_BYTES, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE;
+    rdmajs::abi::ATOMIC_BYTES, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE,
+    rdmajs::abi::FLAG_SOLICITED;
 using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
 using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_COMP_SWAP,
     rdmajs::abi::WCO_FETCH_ADD, rdmajs::abi::WCO_RECV,
@@ -167,18 +168,22 @@ struct Cqe {
   uint8_t status;
   uint8_t opcode;
   uint8_t flags;
-  uint8_t pad;
+  uint8_t solicited;  // the receive of a solicited SEND/WRITE_WITH_IMM: wakes a solicited-only arm
   uint32_t sqSeq;   // 1 + sequence of the send WR it retires (0 for receives)
   uint32_t qpSlot;  // owner's QP slot, to retire send-queue entries on poll
   uint32_t qpGen;
 };
+
+// CqShared::armed: which completion rings the owner's doorbell (ibv_req_notify_cq): none,
+// the next one, or the next solicited one or any that failed (solicited_only).
+constexpr uint32_t ARM_NONE = 0, ARM_NEXT = 1, ARM_SOLICITED = 2;
 
 struct CqShared {
   SpinLock lock;
   uint32_t capacity;
   uint32_t head;
   uint32_t count;
-  std::atomic<uint32_t> armed;
+  std::atomic<uint32_t> armed;  // 0, ARM_NEXT or ARM_SOLICITED: which push rings the doorbell
   std::atomic<uint32_t> overrun;  // set by whoever found it full; reported as CQ_ERR
   uint32_t pad;
   uint64_t entriesOff;

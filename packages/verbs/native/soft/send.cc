@@ -43,6 +43,7 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
     uint32_t flags = to_u32(wrs[p + 2]);
     e.signaled = (flags & FLAG_SIGNALED) != 0;
     e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ && !atomicOp;
+    e.solicited = (flags & FLAG_SOLICITED) != 0;
     e.imm = to_u32(wrs[p + 3]);
     e.remoteAddr = to_u64(wrs[p + 4]);
     e.rkey = to_u32(wrs[p + 5]);
@@ -356,7 +357,7 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   bool rdma = e.opcode == OP_RDMA_WRITE || e.opcode == OP_RDMA_WRITE_WITH_IMM || e.opcode == OP_RDMA_READ;
   if (rdma && total > kCopyStep) return step(q, e, p, t, local, nl, total, status);
   return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
-                 static_cast<uint32_t>(pid_), status, e.operands);
+                 static_cast<uint32_t>(pid_), status, e.operands, 0, false, e.solicited != 0);
 }
 
 Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl,
@@ -369,7 +370,7 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
   // one piece, which checks again under pins and reports exactly as for a small one.
   if ((t->access.load() & need) != need || check_mr(p->base(), p->layout(), e.rkey, e.remoteAddr, total, need) != 0)
     return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self,
-                   pid, status);
+                   pid, status, nullptr, 0, false, e.solicited != 0);
   // Pieces until this turn's share is used, shared by every QP copying (at least one piece
   // each: a post or a turn always moves).
   for (;;) {
@@ -390,7 +391,7 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
     // its completion reports the whole length); the others are plain writes or reads.
     uint8_t op = last ? e.opcode : (read ? OP_RDMA_READ : OP_RDMA_WRITE);
     Outcome o = deliver(p, t, q.peerGen, op, part, np, n, e.imm, e.remoteAddr + off, e.rkey, self, pid, status,
-                        nullptr, total);
+                        nullptr, total, false, e.solicited != 0);
     if (o != DONE || *status != WC_SUCCESS || last) return o;
     e.placed = off + n;
     if (now_ms() >= copyTurnUntil_) return PARTIAL;
@@ -400,7 +401,7 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
                                 uint32_t srcPid, uint8_t* status, const uint64_t* operands, uint64_t msgLen,
-                                bool placed) {
+                                bool placed, bool solicited) {
   // Only the operations there are: an unknown opcode (a forged frame, a corrupt WR) is an
   // invalid request, never treated as one of them without its checks.
   if (opcode > OP_LAST || (is_atomic(opcode) && !operands)) {
@@ -539,6 +540,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     c.byteLen = static_cast<uint32_t>(msgLen ? msgLen : total);  // a stepped WRITE_WITH_IMM: all of it
     c.imm = withImm ? imm : 0;
     c.flags = withImm ? WC_FLAG_WITH_IMM : 0;
+    c.solicited = solicited ? 1 : 0;
     c.qpNum = t->qpn;
     c.srcQp = srcQpn;
     if (pushCqe(p->base(), rcq, c, p, kCommitWaitNs) != PUSHED) {

@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 7,
+  version: 8,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -38,6 +38,7 @@ export const ABI = {
   OP_LAST: 6,
   FLAG_SIGNALED: 1,
   FLAG_INLINE: 2,
+  FLAG_SOLICITED: 4,
   SEND_WR_HEADER_WORDS: 7,
   RECV_WR_HEADER_WORDS: 2,
   SGE_WORDS: 3,

@@ -103,7 +103,10 @@ export function packSendWr(
     throw invalid(`${wr.opcode} cannot be inline`);
   out[p] = wrId;
   out[p + 1] = opcode;
-  out[p + 2] = (wr.signaled === false ? 0 : ABI.FLAG_SIGNALED) | (isInline ? ABI.FLAG_INLINE : 0);
+  out[p + 2] =
+    (wr.signaled === false ? 0 : ABI.FLAG_SIGNALED) |
+    (isInline ? ABI.FLAG_INLINE : 0) |
+    (wr.solicited === true ? ABI.FLAG_SOLICITED : 0);
   out[p + 3] = imm;
   out[p + 4] = remoteAddr;
   out[p + 5] = rkey;

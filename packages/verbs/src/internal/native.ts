@@ -34,7 +34,8 @@ export interface NativeDevice {
   cqCapacity(handle: number): number;
   pollCq(handle: number, out: Float64Array, max: number): number;
   cqCount(handle: number): number;
-  armCq(handle: number): number;
+  /** Arms for the next completion, or (solicitedOnly 1) the next solicited or failed one; returns the count already there. */
+  armCq(handle: number, solicitedOnly: number): number;
   createSrq(maxWr: number, maxSge: number): number;
   destroySrq(handle: number): void;
   /** Returns the POST_* code; the post record says how many WRs went in (postSend). */

@@ -1,0 +1,176 @@
+// Solicited-only notification (ibv_req_notify_cq's solicited_only, IBV_SEND_SOLICITED): an
+// armed CQ is woken by the receive of a solicited SEND or WRITE_WITH_IMM, or by a failed
+// completion; unsolicited completions (the receiver's own sends, plain SENDs) are queued and
+// polled, and wake nothing. Run against every provider under test.
+import { afterEach, describe, expect, it } from 'vitest';
+import { allocCompletions, type CompletionQueue } from '../src/index.js';
+import { collect, linkPair, type Pair, pair, providers } from './harness/pair.js';
+
+const code = (c: string) => expect.objectContaining({ code: c });
+
+/**
+ * Lets the event loop run a whole turn: a doorbell already rung is delivered (the second
+ * immediate runs after a poll phase that began after this call).
+ */
+const turn = () => new Promise<void>((r) => setImmediate(() => setImmediate(r)));
+
+/** Counts 'completion' events and the completions the CQ held at each. */
+function watch(cq: CompletionQueue) {
+  let fired: () => void = () => undefined;
+  const w = {
+    events: 0,
+    pendingAtEvent: [] as number[],
+    /** Resolves at the next event (bounded: the test's own timeout). */
+    next: new Promise<void>((r) => {
+      fired = r;
+    }),
+  };
+  cq.on('completion', () => {
+    w.events++;
+    w.pendingAtEvent.push(cq.pending());
+    fired();
+  });
+  return w;
+}
+
+describe.each(providers)('solicited-only notification on %s', (provider) => {
+  let p: Pair | undefined;
+  afterEach(() => {
+    p?.close();
+    p = undefined;
+  });
+
+  /** a SENDs 8 bytes to b; resolves once a's own completion is polled (b has the receive). */
+  async function send(pr: Pair, wrId: number, solicited: boolean, opcode = 'SEND' as const) {
+    pr.a.qp.postSend({ wrId, opcode, sgList: [pr.a.mr.sge(0, 8)], solicited });
+    const [wc] = await collect(pr.a.cq, 1);
+    expect(wc?.status).toBe('SUCCESS');
+  }
+
+  it('an unsolicited SEND is queued without an event; the next solicited one fires it', async () => {
+    p = pair(provider);
+    const { b } = p;
+    for (let i = 0; i < 2; i++) b.qp.postRecv({ wrId: 10 + i, sgList: [b.mr.sge(0, 8)] });
+    const w = watch(b.cq);
+    b.cq.requestNotify({ solicitedOnly: true });
+    await send(p, 1, false);
+    await turn();
+    expect(w.events).toBe(0);
+    expect(b.cq.pending()).toBe(1);
+    await send(p, 2, true);
+    await w.next;
+    expect(w.events).toBe(1);
+    expect(w.pendingAtEvent[0]).toBe(2);
+    // Both are polled, in order: the unsolicited one was only queued.
+    const wcs = allocCompletions(4);
+    expect(b.cq.poll(wcs)).toBe(2);
+    expect(wcs.slice(0, 2).map((wc) => [wc.wrId, wc.opcode, wc.status])).toEqual([
+      [10, 'RECV', 'SUCCESS'],
+      [11, 'RECV', 'SUCCESS'],
+    ]);
+  });
+
+  it("the receiver's own send completions do not wake a solicited-only wait", async () => {
+    p = pair(provider);
+    const { a, b } = p;
+    a.qp.postRecv({ wrId: 20, sgList: [a.mr.sge(0, 8)] });
+    b.qp.postRecv({ wrId: 21, sgList: [b.mr.sge(0, 8)] });
+    let woke = false;
+    const wait = b.cq.waitForCompletion({ timeoutMs: 10_000, solicitedOnly: true }).then(() => {
+      woke = true;
+    });
+    // b sends (signaled): its completion lands in b's CQ, the one it waits on.
+    b.qp.postSend({ wrId: 22, opcode: 'SEND', sgList: [b.mr.sge(8, 8)] });
+    const got = await collect(a.cq, 1); // a has the receive, so b's send is done
+    expect(got[0]?.wrId).toBe(20);
+    await turn();
+    expect(woke).toBe(false);
+    // A solicited WRITE_WITH_IMM from a ends it; the send completion was queued meanwhile.
+    a.qp.postSend({
+      wrId: 23,
+      opcode: 'RDMA_WRITE_WITH_IMM',
+      imm: 7,
+      sgList: [a.mr.sge(0, 8)],
+      remoteAddr: b.mr.addr,
+      rkey: b.mr.rkey,
+      solicited: true,
+    });
+    await wait;
+    expect(woke).toBe(true);
+    const wcs = await collect(b.cq, 2);
+    expect(wcs.map((wc) => [wc.wrId, wc.opcode])).toEqual([
+      [22, 'SEND'],
+      [21, 'RECV_RDMA_WITH_IMM'],
+    ]);
+    expect(wcs[1]?.imm).toBe(7);
+  });
+
+  it('a failed completion wakes a solicited-only arm (receives flushed by an error)', async () => {
+    p = pair(provider);
+    const { b } = p;
+    b.qp.postRecv({ wrId: 30, sgList: [b.mr.sge(0, 8)] });
+    const wait = b.cq.waitForCompletion({ timeoutMs: 10_000, solicitedOnly: true });
+    b.qp.toError();
+    await wait;
+    const [wc] = await collect(b.cq, 1);
+    expect([wc?.wrId, wc?.status]).toEqual([30, 'WR_FLUSH_ERR']);
+  });
+
+  it('a wait for any completion on the same CQ is still woken by an unsolicited one', async () => {
+    p = pair(provider);
+    const { b } = p;
+    b.qp.postRecv({ wrId: 40, sgList: [b.mr.sge(0, 8)] });
+    const solicited = b.cq.waitForCompletion({ timeoutMs: 10_000, solicitedOnly: true });
+    const any = b.cq.waitForCompletion({ timeoutMs: 10_000, spinUs: 0 });
+    await send(p, 41, false);
+    await Promise.all([solicited, any]);
+    expect((await collect(b.cq, 1))[0]?.wrId).toBe(40);
+  });
+
+  it('completions already there end a solicited-only wait at once', async () => {
+    p = pair(provider);
+    const { b } = p;
+    b.qp.postRecv({ wrId: 50, sgList: [b.mr.sge(0, 8)] });
+    await send(p, 51, false);
+    await b.cq.waitForCompletion({ timeoutMs: 10_000, solicitedOnly: true });
+    expect(b.cq.pending()).toBe(1);
+  });
+
+  it('solicitedOnly must be a boolean', () => {
+    p = pair(provider);
+    const { cq } = p.b;
+    expect(() => cq.requestNotify({ solicitedOnly: 1 as never })).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
+    expect(() => cq.requestNotify({ solicited: true } as never)).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
+    expect(() => cq.waitForCompletion({ solicitedOnly: 'yes' as never })).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
+  });
+});
+
+describe.runIf(providers.includes('soft'))(
+  'solicited-only notification over the soft TCP link',
+  () => {
+    let p: Pair | undefined;
+    afterEach(() => {
+      p?.close();
+      p = undefined;
+    });
+
+    // The link's frames do not carry the flag: what arrives over TCP counts as solicited, so
+    // a solicited-only wait is never left asleep by it (it also wakes for unsolicited ones).
+    it('a solicited SEND over the link wakes a solicited-only wait', async () => {
+      p = await linkPair();
+      const { a, b } = p;
+      b.qp.postRecv({ wrId: 60, sgList: [b.mr.sge(0, 8)] });
+      const wait = b.cq.waitForCompletion({ timeoutMs: 10_000, solicitedOnly: true });
+      a.qp.postSend({ wrId: 61, opcode: 'SEND', sgList: [a.mr.sge(0, 8)], solicited: true });
+      await wait;
+      expect((await collect(b.cq, 1))[0]?.wrId).toBe(60);
+      expect((await collect(a.cq, 1))[0]?.status).toBe('SUCCESS');
+    });
+  },
+);
