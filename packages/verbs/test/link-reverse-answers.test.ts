@@ -6,8 +6,14 @@
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDevice, type SoftEndpoint } from '../src/index.js';
-import { HELLO_BYTES, WELCOME_BYTES } from '../src/internal/soft/link/handshake.js';
-import { collect, providers, type Side, sideOn, sleep, until } from './harness/pair.js';
+import { ABI } from '../src/internal/abi.js';
+import { ANSWER_BIT, RES_HEADER } from '../src/internal/soft/link/frames.js';
+import {
+  HELLO_BYTES,
+  InitiatorHandshake,
+  WELCOME_BYTES,
+} from '../src/internal/soft/link/handshake.js';
+import { collect, linkPair, providers, type Side, sideOn, sleep, until } from './harness/pair.js';
 
 interface Piped {
   client: Socket;
@@ -180,5 +186,38 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     expect(b.cq.pending()).toBe(0);
     for (let i = 0; i < n; i++) expect(b.mr.bytes[64 * i]).toBe(i);
     expect(pa.conns.length).toBe(2);
+  });
+
+  it('answer_for_nothing_asked_on_a_connection_back_is_dropped: an authenticated peer cannot complete what was not sent', async () => {
+    const p = await linkPair();
+    cleanup = () => p.close();
+    const ea = p.a.qp.endpoint() as SoftEndpoint;
+    const tcp = ea.tcp as NonNullable<SoftEndpoint['tcp']>;
+    // A raw peer holding a's key (as b's side does) dials a's listener.
+    const sock = dial(tcp.port, '127.0.0.1');
+    let got = Buffer.alloc(0);
+    sock.on('data', (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+    });
+    sock.on('error', () => undefined);
+    const closed = new Promise<void>((r) => sock.once('close', () => r()));
+    const hs = new InitiatorHandshake(Buffer.from(tcp.key, 'base64url'), ea);
+    await until(() => got.length >= HELLO_BYTES, 'HELLO');
+    sock.write(hs.answer(got.subarray(0, HELLO_BYTES)) as Buffer);
+    await until(() => got.length >= HELLO_BYTES + WELCOME_BYTES, 'WELCOME');
+    expect(hs.verify(got.subarray(HELLO_BYTES, HELLO_BYTES + WELCOME_BYTES))).toBe(true);
+    // An answer to a request a never sent: the connection is dropped, nothing completes.
+    const bogus = Buffer.alloc(RES_HEADER);
+    bogus.writeUInt32LE((ANSWER_BIT | RES_HEADER) >>> 0, 0);
+    bogus.writeUInt32LE(0x7fff_0000, 4);
+    bogus.writeUInt8(ABI.LINK_DONE, 8);
+    sock.write(bogus);
+    await closed;
+    expect(p.a.cq.pending()).toBe(0);
+    // The real pair carries on.
+    p.b.qp.postRecv({ wrId: 9, sgList: [p.b.mr.sge(0, 64)] });
+    p.a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [p.a.mr.sge(0, 4)] });
+    expect((await collect(p.a.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
+    expect((await collect(p.b.cq, 1))[0]).toMatchObject({ wrId: 9, status: 'SUCCESS' });
   });
 });

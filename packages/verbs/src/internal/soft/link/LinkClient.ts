@@ -110,8 +110,10 @@ export class LinkClient implements AnswerSink {
   /** answers to the remote QP's requests, and small requests, gathered for one write */
   readonly out: Outbox;
   dirty = false;
-  /** ids before this one answer requests given up: their answers are skipped */
+  /** ids in [#firstId, #staleBefore) answer requests given up: their answers are skipped */
   #staleBefore: number;
+  /** the first id of this QP's connections (this one and those it replaced) */
+  readonly #firstId: number;
   /** the most data a stale answer may carry (the largest READ given up) */
   #staleData: number;
   /** waiting for the connection to open or drain (whenWritable) */
@@ -137,6 +139,7 @@ export class LinkClient implements AnswerSink {
   /** `previous`: the connection this one replaces (its stale answers are recognised). */
   constructor(address: LinkAddress, target: LinkTarget, previous?: LinkClient) {
     this.#staleBefore = previous ? previous.#staleBefore : nextReqId;
+    this.#firstId = previous ? previous.#firstId : nextReqId;
     this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
     this.#handshake = new InitiatorHandshake(Buffer.from(address.key, 'base64url'), target);
     const readBuffer = Buffer.allocUnsafe(READ_BUFFER);
@@ -314,9 +317,9 @@ export class LinkClient implements AnswerSink {
     return undefined;
   }
 
-  /** True when `id` names a request given up (or one of an earlier connection). */
+  /** True when `id` names a request given up (here, or on a connection this one replaced). */
   #isStale(id: number): boolean {
-    return ((id - this.#staleBefore) | 0) < 0;
+    return ((id - this.#firstId) | 0) >= 0 && ((id - this.#staleBefore) | 0) < 0;
   }
 
   /**

@@ -1,8 +1,9 @@
-// Frames of the soft TCP link, after the handshake (handshake.ts). Link protocol 3: a
-// connection carries its initiator's requests one way and, the other way, nothing but
-// answers to them only while its initiator's QP has no connection of its own back (see
-// LinkServer): a QP pair's answers ride on the connection carrying the answering side's own
-// requests, so a round trip is one write and one read each way, as a TCP ping-pong.
+// Frames of the soft TCP link, after the handshake (handshake.ts). Link protocol 3: each QP
+// of a pair dials the other, and the connection a QP dialed carries, from it, both its
+// requests and its answers to the peer's requests (one write for an answer and the next
+// request: a round trip is one write and one read each way, as a TCP ping-pong). The other
+// direction carries only answers, to requests whose target has no connection back to their
+// source (FLAG_ANSWER_BACK unset, or the target QP not connected to it over the link).
 //
 // request  (52 B + payload): len u32, reqId u32, opcode u8, flags u8, pad×2, imm u32,
 //                            remoteAddr f64, rkey u32, length u32, dstSlot u32, dstGen u32,
