@@ -1,7 +1,8 @@
 // Answers for one connection (and, on an initiator's connection, its small requests beside
-// them), gathered into a buffer and written with one system call per flush. Buffers are reused once the socket is done with them (its write callbacks come in
-// order), so steady state allocates nothing; a buffer grown for a large READ answer is
-// dropped after use instead of kept.
+// them), gathered into a buffer and written with one system call per flush. Buffers are
+// reused once the socket is done with them (its write callbacks come in order), so steady
+// state allocates nothing; a buffer grown for a large READ answer is dropped after use
+// instead of kept.
 import type { Socket } from 'node:net';
 import { copyBytes } from './frames.js';
 import { Ring } from './Ring.js';
