@@ -13,12 +13,14 @@ export const PROTOCOL_VERSION = 2;
 export const HANDSHAKE_MESSAGE_BYTES = 88;
 /**
  * What the connection carries after the handshake, in the last word of every handshake
- * message: frames on this socket (TcpTransport: 0, as when the word was reserved), or RDMA
- * setup then QPs (RdmaTransport). A listener refuses the other kind at its first message.
+ * message: frames on this socket in clear (TcpTransport with frameProtection 'none': 0, as
+ * when the word was reserved), RDMA setup then QPs (RdmaTransport), or frames on this socket
+ * in records sealed with the session keys (TcpTransport's default). A listener refuses
+ * another kind at its first message.
  */
-export const HANDSHAKE_TRANSPORTS = { tcp: 0, rdma: 1 } as const;
+export const HANDSHAKE_TRANSPORTS = { tcp: 0, rdma: 1, 'tcp-sealed': 2 } as const;
 export type HandshakeTransport = keyof typeof HANDSHAKE_TRANSPORTS;
-const TRANSPORT_NAMES: readonly HandshakeTransport[] = ['tcp', 'rdma'];
+const TRANSPORT_NAMES: readonly HandshakeTransport[] = ['tcp', 'rdma', 'tcp-sealed'];
 const MAGIC_BYTES = [0x52, 0x44, 0x4d, 0x58] as const;
 /**
  * Shortest shared secret accepted. One captured HELLO/CHALLENGE lets an eavesdropper test
@@ -137,8 +139,11 @@ export class Handshake {
     }
     this.limits = checkLimits(options.limits, 'limits', MuxError);
     const t = options.transport ?? 'tcp';
-    if (t !== 'tcp' && t !== 'rdma') {
-      throw new MuxError('ERR_MUX_INVALID_ARG', `transport must be 'tcp' or 'rdma'`);
+    if (!TRANSPORT_NAMES.includes(t)) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        `transport must be one of ${TRANSPORT_NAMES.map((n) => `'${n}'`).join(', ')}`,
+      );
     }
     this.transport = t;
   }

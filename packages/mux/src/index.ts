@@ -1,3 +1,4 @@
+export { AEAD_NONCE_BYTES, AEAD_TAG_BYTES, writeAeadNonce } from './AeadNonce.js';
 export type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
 export { ChannelCore, type ChannelHost } from './ChannelCore.js';
 export type { Connection, ConnectionEvents, ConnectionState } from './Connection.js';

@@ -1,5 +1,5 @@
 import { RdmaTransport, type RdmaTransportOptions, type Transport } from '@rdmajs/mux';
-import { TcpTransport } from '@rdmajs/tcp';
+import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { PsClientError } from './errors.js';
 
 /** How a client reaches its shards. */
@@ -57,6 +57,7 @@ export class ClientTransports {
   static of(
     transport: unknown,
     rdma: RdmaTransportOptions | undefined,
+    tcpOptions: TcpTransportOptions | undefined,
     probeIntervalMs: number,
   ): ClientTransports {
     ClientTransports.check(transport);
@@ -66,7 +67,7 @@ export class ClientTransports {
       return new ClientTransports('custom', { ...custom, probeIntervalMs }, []);
     }
     if (transport === 'tcp') {
-      const tcp = new TcpTransport();
+      const tcp = new TcpTransport(tcpOptions);
       const link = { primary: tcp, primaryName: 'tcp', fallback: undefined, probeIntervalMs };
       return new ClientTransports('tcp', link, []); // nothing to close: it holds no resources
     }
@@ -77,7 +78,7 @@ export class ClientTransports {
       const link = { primary: r, primaryName: 'rdma', fallback: undefined, probeIntervalMs };
       return new ClientTransports('rdma', link, [r]);
     }
-    const tcp = new TcpTransport();
+    const tcp = new TcpTransport(tcpOptions);
     const link = { primary: r, primaryName: 'rdma', fallback: tcp, probeIntervalMs };
     return new ClientTransports('auto', link, [r]);
   }

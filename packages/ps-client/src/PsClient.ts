@@ -21,6 +21,7 @@ import {
   type TableInfo,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
@@ -61,6 +62,11 @@ export interface PsClientOptions {
   transport: TransportChoice | Transport;
   /** Options of the RdmaTransport made for `'rdma'` / `'auto'`. */
   rdma?: RdmaTransportOptions;
+  /**
+   * Options of the TcpTransport made for `'tcp'` / `'auto'`'s fallback, e.g.
+   * `{ frameProtection: 'none' }` for servers started with `--tcp-frame-protection none`.
+   */
+  tcp?: TcpTransportOptions;
   /** `'auto'`: while on TCP, RDMA is tried again this often, ms (0: never). Default 30 000. */
   probeIntervalMs?: number;
   secret: SharedSecret;
@@ -322,7 +328,12 @@ export class PsClient {
     }
     let transports: ClientTransports | undefined;
     try {
-      transports = ClientTransports.of(options.transport, options.rdma, probeIntervalMs);
+      transports = ClientTransports.of(
+        options.transport,
+        options.rdma,
+        options.tcp,
+        probeIntervalMs,
+      );
       const client = await PsClient.#connectTo(options, specs, transports);
       if (shardMap !== undefined) client.#follow(shardMap);
       return client;

@@ -449,6 +449,7 @@ export class ShardLink {
         const delay = backoff.nextDelay(
           ++attempt,
           this.#o.reconnectBudgetMs - (until - performance.now()),
+          err,
         );
         if (delay === null) break;
         await new Promise((r) => setTimeout(r, delay));

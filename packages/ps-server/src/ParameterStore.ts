@@ -34,6 +34,20 @@ export interface StoreOptions {
    * pushes as duplicates. Sessions not seen yet take any seq. Default 65 536.
    */
   maxSeqGap?: number;
+  /**
+   * Sessions (writers) remembered for de-duplication. A push from a new session past this
+   * many forgets the one idle longest, if it has been idle for `sessionIdleMs`; else it is
+   * refused (`ERR_PS_TOO_MANY_SESSIONS`, nothing applied), so writer ids that come and go
+   * cannot grow the table (and its snapshots) without bound. Default 65 536.
+   */
+  maxSessions?: number;
+  /**
+   * How long a session must have gone without a push before a new one may take its place,
+   * ms. A forgotten session's retransmissions are no longer recognised as duplicates, so
+   * this must exceed any writer's retry window (ps-client: `reconnectBudgetMs`, 60 s).
+   * Default 3 600 000 (1 h).
+   */
+  sessionIdleMs?: number;
 }
 
 export interface DurableStoreOptions extends StoreOptions {
@@ -123,8 +137,11 @@ export class ParameterStore {
   readonly #tables = new Map<string, SparseTable>();
   readonly #dense = new Map<string, DenseTensor>();
   readonly #now: () => number;
-  readonly #sessions = new Map<string, { seq: number; lsn: number }>();
+  /** Last applied (seq, lsn) and push time per session, least recently pushed first. */
+  readonly #sessions = new Map<string, { seq: number; lsn: number; at: number }>();
   readonly #maxSeqGap: number;
+  readonly #maxSessions: number;
+  readonly #sessionIdleMs: number;
   #lsn = 0;
   #state: StoreState = 'open';
   #dir: string | null = null;
@@ -145,6 +162,14 @@ export class ParameterStore {
     if (!Number.isSafeInteger(gap) || gap < 1)
       throw invalidArg('maxSeqGap must be a positive integer');
     this.#maxSeqGap = gap;
+    const maxSessions = options.maxSessions ?? 65_536;
+    if (!Number.isSafeInteger(maxSessions) || maxSessions < 1)
+      throw invalidArg('maxSessions must be a positive integer');
+    this.#maxSessions = maxSessions;
+    const idle = options.sessionIdleMs ?? 3_600_000;
+    if (!Number.isSafeInteger(idle) || idle < 0)
+      throw invalidArg('sessionIdleMs must be a non-negative integer');
+    this.#sessionIdleMs = idle;
     for (const c of options.tables ?? []) {
       if (this.#tables.has(c?.name) || this.#dense.has(c?.name))
         throw invalidArg(`duplicate table name ${c.name}`);
@@ -272,10 +297,33 @@ export class ParameterStore {
         'ERR_PS_SEQ_GAP',
         `seq ${opts.seq} is more than ${this.#maxSeqGap} above the session's last applied seq ${s.seq}`,
       );
+    if (s === undefined) this.#makeRoom();
     if (s === undefined || opts.seq > s.seq) return null;
     const r: PushResult = { applied: false, duplicate: true, rows: 0, dropped: 0 };
     // The original may not be durable yet: a duplicate is acknowledged no earlier than it.
     return this.#log === null ? Promise.resolve(r) : this.#log.waitDurable(s.lsn).then(() => r);
+  }
+
+  /** Room for one more session: forgets the longest idle one if it may go, else refuses. */
+  #makeRoom(): void {
+    if (this.#sessions.size < this.#maxSessions) return;
+    for (const [session, v] of this.#sessions) {
+      // The first entry is the least recently pushed (#remember moves a session to the end).
+      if (this.#clock() - v.at < this.#sessionIdleMs) break;
+      this.#sessions.delete(session);
+      return;
+    }
+    throw new PsError(
+      'ERR_PS_TOO_MANY_SESSIONS',
+      `${this.#sessions.size} writer sessions are remembered and none has been idle for ${this.#sessionIdleMs} ms`,
+      { retryable: true },
+    );
+  }
+
+  /** Records a session's last applied push, as its most recent. */
+  #remember(session: string, seq: number, lsn: number, at: number): void {
+    this.#sessions.delete(session);
+    this.#sessions.set(session, { seq, lsn, at });
   }
 
   /**
@@ -345,11 +393,11 @@ export class ParameterStore {
   ): Promise<PushResult> {
     const log = this.#log;
     if (log === null || !logged) {
-      this.#sessions.set(r.opts.session, { seq: r.opts.seq, lsn: this.#lsn });
+      this.#remember(r.opts.session, r.opts.seq, this.#lsn, r.now);
       return Promise.resolve(result);
     }
     const lsn = ++this.#lsn;
-    this.#sessions.set(r.opts.session, { seq: r.opts.seq, lsn });
+    this.#remember(r.opts.session, r.opts.seq, lsn, r.now);
     const rec = encodeRecord({
       lsn,
       nowMs: r.now,
@@ -395,7 +443,7 @@ export class ParameterStore {
     } finally {
       this.#replayNow = null;
     }
-    this.#sessions.set(rec.session, { seq: rec.seq, lsn: rec.lsn });
+    this.#remember(rec.session, rec.seq, rec.lsn, rec.nowMs);
     this.#lsn = rec.lsn;
   }
 
@@ -436,8 +484,10 @@ export class ParameterStore {
       });
       d.step = sd.meta.step;
     }
+    // Push times are not in snapshots: restored sessions count as pushed now.
+    const now = this.#clock();
     for (const [s, seq] of Object.entries(snap.sessions))
-      this.#sessions.set(s, { seq, lsn: snap.lsn });
+      this.#sessions.set(s, { seq, lsn: snap.lsn, at: now });
     this.#lsn = snap.lsn;
   }
 

@@ -16,7 +16,12 @@ export type PsErrorCode =
   | 'ERR_PS_IO'
   | 'ERR_PS_NATIVE_LOAD'
   /** A push seq too far above its session's last applied one (see StoreOptions.maxSeqGap). */
-  | 'ERR_PS_SEQ_GAP';
+  | 'ERR_PS_SEQ_GAP'
+  /**
+   * A push from a session not seen yet while `maxSessions` are remembered and none has been
+   * idle for `sessionIdleMs` (see StoreOptions): nothing applied; retryable later.
+   */
+  | 'ERR_PS_TOO_MANY_SESSIONS';
 
 export interface PsErrorOptions {
   cause?: unknown;

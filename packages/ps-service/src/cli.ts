@@ -75,8 +75,12 @@ interface RdmaCliOptions {
   transport: RdmaTransportOptions;
 }
 
-function transportOf(name: TransportName, rdma: RdmaCliOptions): Transport {
-  if (name === 'tcp') return new TcpTransport();
+function transportOf(
+  name: TransportName,
+  rdma: RdmaCliOptions,
+  tcpFrameProtection: 'aead' | 'none',
+): Transport {
+  if (name === 'tcp') return new TcpTransport({ frameProtection: tcpFrameProtection });
   // Soft provider by default: RDMA semantics over the kernel, no NIC needed.
   const device = openDevice({
     provider: rdma.provider,
@@ -146,6 +150,14 @@ async function main(argv: string[]): Promise<void> {
         .choices(['on', 'off'])
         .default('on'),
     )
+    .addOption(
+      new Option(
+        '--tcp-frame-protection <aead|none>',
+        'tcp: frames sealed with the connection keys (aead) or in clear (none, a trusted network); clients must match',
+      )
+        .choices(['aead', 'none'])
+        .default('aead'),
+    )
     .option('--data-dir <dir>', 'snapshots + push log (restored at start); in memory without it')
     .option(
       '--snapshot-interval <ms>',
@@ -194,6 +206,7 @@ async function main(argv: string[]): Promise<void> {
     rdmaWindowBytes?: number;
     rdmaMaxRegistered?: number;
     rdmaZeroCopy: 'on' | 'off';
+    tcpFrameProtection: 'aead' | 'none';
     dataDir?: string;
     snapshotInterval?: number;
     maxBatchKeys?: number;
@@ -235,7 +248,7 @@ async function main(argv: string[]): Promise<void> {
   };
   const service = await PsService.start({
     listen: o.transport.map((name, i) => ({
-      transport: transportOf(name, rdmaOptions),
+      transport: transportOf(name, rdmaOptions, o.tcpFrameProtection),
       host: o.listen.host,
       port: ports[i] as number,
     })),

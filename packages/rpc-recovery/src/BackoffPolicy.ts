@@ -11,11 +11,27 @@ import {
 /**
  * What the reconnect loop asks between attempts. `attempt` counts retries from 1 (the
  * first retry after the first failure); `elapsedMs` is the time since that failure on the
- * loop's clock. Returns the delay before that retry in milliseconds, or null to give up.
- * Implementations must be bounded: every policy gives up eventually.
+ * loop's clock; `failure` is the error of the attempt that just failed (policies may look
+ * at it, e.g. with `isRefusedConnect`). Returns the delay before that retry in
+ * milliseconds, or null to give up. Implementations must be bounded: every policy gives
+ * up eventually.
  */
 export interface BackoffPolicy {
-  nextDelay(attempt: number, elapsedMs: number): number | null;
+  nextDelay(attempt: number, elapsedMs: number, failure?: unknown): number | null;
+}
+
+/**
+ * Whether an attempt failed because the peer's host refused the TCP connection
+ * (`ECONNREFUSED` anywhere in the `cause` chain): nothing listens there yet, as while a
+ * server restarts. Such an attempt cost that host one reset and no work.
+ */
+export function isRefusedConnect(failure: unknown): boolean {
+  let e: unknown = failure;
+  for (let depth = 0; depth < 8 && typeof e === 'object' && e !== null; depth++) {
+    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** How random the delay is within the exponential envelope `d` (AWS's names). */
@@ -38,6 +54,14 @@ export interface ExponentialBackoffOptions {
   maxAttempts?: number;
   /** Time since the first failure after which no retry is made, ms. Default 30 000. */
   deadlineMs?: number;
+  /**
+   * Largest envelope after a refused connection (`isRefusedConnect`), ms. Default 50:
+   * probing a port nothing listens on costs the server nothing, and a restarted server is
+   * then found within this long of listening; the exponential envelope still spaces
+   * attempts the server answered (refusals, handshakes it could not finish), which cost it
+   * work. Capped by `capMs`.
+   */
+  refusedCapMs?: number;
   /** Default 'full'. */
   jitter?: BackoffJitter;
   /** Uniform numbers in [0, 1); default Math.random. Inject a seeded one in tests. */
@@ -45,11 +69,21 @@ export interface ExponentialBackoffOptions {
 }
 
 const JITTERS: readonly BackoffJitter[] = ['full', 'equal', 'none'];
-const KEYS = ['baseMs', 'capMs', 'factor', 'maxAttempts', 'deadlineMs', 'jitter', 'random'];
+const KEYS = [
+  'baseMs',
+  'capMs',
+  'factor',
+  'maxAttempts',
+  'deadlineMs',
+  'refusedCapMs',
+  'jitter',
+  'random',
+];
 
 /**
  * The default policy: jittered exponential backoff. The envelope of retry `n` is
- * `min(capMs, baseMs * factor^(n-1))`; the delay is drawn within it per `jitter`, and never
+ * `min(capMs, baseMs * factor^(n-1))` (at most `refusedCapMs` after a refused connection);
+ * the delay is drawn within it per `jitter`, and never
  * runs past `deadlineMs` (the last retry happens at the deadline at the latest). Gives up
  * after `maxAttempts` retries or once `deadlineMs` has passed, whichever comes first.
  */
@@ -59,6 +93,7 @@ export class ExponentialBackoff implements BackoffPolicy {
   readonly factor: number;
   readonly maxAttempts: number;
   readonly deadlineMs: number;
+  readonly refusedCapMs: number;
   readonly jitter: BackoffJitter;
   private readonly random: () => number;
 
@@ -81,6 +116,10 @@ export class ExponentialBackoff implements BackoffPolicy {
         : o.deadlineMs === Number.POSITIVE_INFINITY
           ? Number.POSITIVE_INFINITY
           : checkNumber('deadlineMs', o.deadlineMs, 0);
+    this.refusedCapMs = Math.min(
+      this.capMs,
+      o.refusedCapMs === undefined ? 50 : checkNumber('refusedCapMs', o.refusedCapMs, 0),
+    );
     if (
       this.maxAttempts === Number.POSITIVE_INFINITY &&
       this.deadlineMs === Number.POSITIVE_INFINITY
@@ -100,12 +139,13 @@ export class ExponentialBackoff implements BackoffPolicy {
     this.random = o.random === undefined ? Math.random : checkFunction('random', o.random);
   }
 
-  nextDelay(attempt: number, elapsedMs: number): number | null {
+  nextDelay(attempt: number, elapsedMs: number, failure?: unknown): number | null {
     checkInt('attempt', attempt, 1);
     checkNumber('elapsedMs', elapsedMs, 0, Number.POSITIVE_INFINITY);
     if (attempt > this.maxAttempts || elapsedMs >= this.deadlineMs) return null;
+    const cap = isRefusedConnect(failure) ? this.refusedCapMs : this.capMs;
     // factor^(n-1) overflows to Infinity for large n; min() with the cap keeps it finite.
-    const envelope = Math.min(this.capMs, this.baseMs * this.factor ** (attempt - 1));
+    const envelope = Math.min(cap, this.baseMs * this.factor ** (attempt - 1));
     let delay = envelope;
     if (this.jitter !== 'none') {
       const r = this.random();

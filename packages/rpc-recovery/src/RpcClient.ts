@@ -476,7 +476,7 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
           return;
         }
         attempt++;
-        const delay = this.#o.backoff.nextDelay(attempt, performance.now() - failedAt);
+        const delay = this.#o.backoff.nextDelay(attempt, performance.now() - failedAt, err);
         if (delay === null) {
           this.#fail(
             new RpcError('ERR_RPC_SESSION_FAILED', `gave up after ${attempt} attempts`, {

@@ -3,6 +3,7 @@ export {
   type BackoffPolicy,
   ExponentialBackoff,
   type ExponentialBackoffOptions,
+  isRefusedConnect,
 } from './BackoffPolicy.js';
 export { CallSequencer, type CallSequencerOptions } from './CallSequencer.js';
 export {

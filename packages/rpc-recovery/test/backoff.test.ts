@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type BackoffPolicy, ExponentialBackoff, RpcError } from '../src/index.js';
+import {
+  type BackoffPolicy,
+  ExponentialBackoff,
+  isRefusedConnect,
+  RpcError,
+} from '../src/index.js';
 
 /** Runs a policy as the reconnect loop will: each failed attempt waits the delay it returns. */
 function schedule(policy: BackoffPolicy, attemptMs = 0): number[] {
@@ -74,6 +79,41 @@ describe('ExponentialBackoff', () => {
     expect(p.nextDelay(1e8, 0)).toBe(7);
   });
 
+  it('after a refused connection the envelope stops at refusedCapMs (a restarted server is found soon)', () => {
+    const refused = Object.assign(new Error('connect to 127.0.0.1:1'), {
+      code: 'ERR_MUX_CONNECTION_LOST',
+      cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), {
+        code: 'ECONNREFUSED',
+      }),
+    });
+    const other = Object.assign(new Error('handshake'), { code: 'ERR_MUX_TIMEOUT' });
+    const p = new ExponentialBackoff({ baseMs: 10, capMs: 2000, jitter: 'none' });
+    expect(p.refusedCapMs).toBe(50);
+    expect(p.nextDelay(8, 0, refused)).toBe(50);
+    expect(p.nextDelay(2, 0, refused)).toBe(20);
+    expect(p.nextDelay(8, 0, other)).toBe(1280);
+    expect(p.nextDelay(8, 0)).toBe(1280);
+    // Never above capMs, and the deadline still bounds it.
+    expect(new ExponentialBackoff({ baseMs: 5, capMs: 30 }).refusedCapMs).toBe(30);
+    const d = new ExponentialBackoff({ refusedCapMs: 500, deadlineMs: 100, jitter: 'none' });
+    expect(d.nextDelay(9, 80, refused)).toBe(20);
+    expect(d.nextDelay(9, 100, refused)).toBeNull();
+  });
+
+  it('isRefusedConnect finds ECONNREFUSED along the cause chain only', () => {
+    const net = Object.assign(new Error('refused'), { code: 'ECONNREFUSED' });
+    expect(isRefusedConnect(net)).toBe(true);
+    expect(isRefusedConnect(new Error('wrapped', { cause: new Error('x', { cause: net }) }))).toBe(
+      true,
+    );
+    expect(isRefusedConnect(Object.assign(new Error('reset'), { code: 'ECONNRESET' }))).toBe(false);
+    expect(isRefusedConnect(undefined)).toBe(false);
+    expect(isRefusedConnect('ECONNREFUSED')).toBe(false);
+    const loop: { code: string; cause?: unknown } = { code: 'X' };
+    loop.cause = loop;
+    expect(isRefusedConnect(loop)).toBe(false);
+  });
+
   it('bad options, arguments and random sources are typed mistakes', () => {
     const bad = [
       () => new ExponentialBackoff({ baseMs: -1 }),
@@ -86,6 +126,7 @@ describe('ExponentialBackoff', () => {
           deadlineMs: Number.POSITIVE_INFINITY,
         }),
       () => new ExponentialBackoff({ random: 3 as never }),
+      () => new ExponentialBackoff({ refusedCapMs: -1 }),
       () => new ExponentialBackoff({ retries: 3 } as never),
       () => new ExponentialBackoff().nextDelay(0, 0),
       () => new ExponentialBackoff().nextDelay(1, Number.NaN),

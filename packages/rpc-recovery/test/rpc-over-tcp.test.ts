@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   DeduplicationTable,
   ExponentialBackoff,
+  isRefusedConnect,
   MethodRegistry,
   RemoteError,
   RpcClient,
@@ -200,6 +201,31 @@ describe('RpcClient and RpcServer over TcpTransport', () => {
       backoff: new ExponentialBackoff({ baseMs: 1, capMs: 5, maxAttempts: 3 }),
     }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+  });
+
+  it('reconnect_policy_is_told_the_restarting_server_refused', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const port = listener.port;
+    await listener.close();
+    const failures: unknown[] = [];
+    const err = await RpcClient.connect({
+      transport,
+      port,
+      secret,
+      backoff: {
+        nextDelay: (attempt, _elapsed, failure) => {
+          failures.push(failure);
+          return attempt < 3 ? 1 : null;
+        },
+      },
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_RPC_SESSION_FAILED' });
+    expect(failures).toHaveLength(3);
+    for (const f of failures) expect(isRefusedConnect(f)).toBe(true);
+    // The default policy therefore retries a refused port within refusedCapMs.
+    const d = new ExponentialBackoff().nextDelay(20, 5_000, failures[0]);
+    expect(d).toBeLessThan(50);
   });
 
   it('bad_connect_options_fail_at_once_without_retrying', async () => {

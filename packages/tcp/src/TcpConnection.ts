@@ -27,12 +27,16 @@ import {
   PING_PAYLOAD_BYTES,
   readU32,
   type SendOptions,
+  type SessionKeys,
   signalOf,
   timeoutOf,
   type WaitOptions,
   writeU32,
 } from '@rdmajs/mux';
+import type { FrameOutput } from './internal/FrameOutput.js';
 import { FrameReader, type FrameSink } from './internal/FrameReader.js';
+import { RecordOpener } from './internal/RecordOpener.js';
+import { SealedWriter } from './internal/SealedWriter.js';
 import { TcpChannel } from './TcpChannel.js';
 
 /** Settings of a connection, resolved by the transport. */
@@ -52,14 +56,17 @@ export interface TcpConnectionSettings {
   maxSendWindow: { maxBytes: number; maxMessages: number };
   /** A send waits for 'drain' while the socket holds more than this, unwritten. */
   maxSocketBacklogBytes: number;
+  /** The handshake's session keys when frames travel sealed; undefined: in clear. */
+  sealWith: SessionKeys | undefined;
 }
 
 /** Frame headers are cut from slabs: one allocation per 4096 frames, not one per frame. */
 const HEADER_SLAB = 64 * 1024;
 
 /**
- * One TCP connection after the handshake: channels multiplexed in length-prefixed frames,
- * writes batched per tick (cork/uncork), a send window per flowctl that the peer refills
+ * One TCP connection after the handshake: channels multiplexed in length-prefixed frames
+ * (sealed in authenticated, encrypted records when the transport says so: SealedWriter,
+ * RecordOpener), writes batched per tick (cork/uncork), a send window per flowctl that the peer refills
  * with credit frames as its application releases messages, heartbeats both ways.
  */
 export class TcpConnection extends EventEmitter<ConnectionEvents> implements Connection, FrameSink {
@@ -68,6 +75,10 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   readonly defaultTimeoutMs: number;
   readonly maxFrameBytes: number;
   readonly #socket: Socket;
+  /** The socket, or a SealedWriter in front of it. */
+  readonly #out: FrameOutput;
+  /** Opens sealed records before the frame parser sees a byte (sealed connections only). */
+  readonly #opener: RecordOpener | undefined;
   readonly #settings: TcpConnectionSettings;
   readonly #window: SendWindow;
   readonly #reader: FrameReader;
@@ -136,6 +147,14 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
       maxQueued: 1 << 20,
     });
     this.#reader = new FrameReader(this);
+    const keys = settings.sealWith;
+    this.#out = keys === undefined ? socket : new SealedWriter(socket, keys.send);
+    this.#opener =
+      keys === undefined
+        ? undefined
+        : new RecordOpener(keys.receive, (plaintext) => {
+            if (this.#state !== 'failed' && this.#state !== 'closed') this.#reader.push(plaintext);
+          });
     socket.setNoDelay(true);
     socket.setKeepAlive(true, settings.heartbeatIntervalMs);
     // The handshake left the socket paused: 'data' does not flow until resume() below.
@@ -253,7 +272,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         }
         // A peer that stops reading must not make us queue its whole window in the socket.
         const deadline = Date.now() + timeoutMs;
-        while (this.#socket.writableLength > this.#settings.maxSocketBacklogBytes) {
+        while (this.#out.writableLength > this.#settings.maxSocketBacklogBytes) {
           try {
             await this.#drainOnce(deadline, timeoutMs, signal);
           } catch (err) {
@@ -357,7 +376,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     encodeFrameHeader(header, 0, FrameType.Data, ch.id, ch.sendSeq, length);
     ch.sendSeq = (ch.sendSeq + 1) >>> 0;
     this.#cork();
-    const s = this.#socket;
+    const s = this.#out;
     this.#stats.framesOut++;
     let last = -1;
     for (let i = parts.length - 1; i >= 0; i--) {
@@ -398,8 +417,8 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     encodeFrameHeader(header, 0, type, channel, seq, payload?.length ?? 0);
     this.#cork();
     this.#stats.framesOut++;
-    this.#socket.write(header);
-    if (payload !== undefined && payload.length > 0) this.#socket.write(payload);
+    this.#out.write(header);
+    if (payload !== undefined && payload.length > 0) this.#out.write(payload);
   }
 
   #headerSpace(): Uint8Array {
@@ -417,11 +436,11 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.#lastWrite = Date.now();
     if (this.#corked) return;
     this.#corked = true;
-    this.#socket.cork();
+    this.#out.cork();
     process.nextTick(() => {
       this.#corked = false;
       this.#stats.writes++;
-      this.#socket.uncork();
+      this.#out.uncork();
     });
   }
 
@@ -628,7 +647,8 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     this.#lastRead = Date.now();
     if (this.#state === 'failed' || this.#state === 'closed') return;
     try {
-      this.#reader.push(chunk);
+      if (this.#opener === undefined) this.#reader.push(chunk);
+      else this.#opener.push(chunk);
     } catch (err) {
       // Typed errors (ours, or the receive allocator's ERR_ALLOC_*) fail the connection as is.
       const typed = typeof (err as { code?: unknown })?.code === 'string';
@@ -701,7 +721,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   /** Ends the socket once: the frames written before it still go. */
   #end(): void {
     this.#ended = true;
-    this.#socket.end();
+    this.#out.end();
   }
 
   /** A channel closed on this side (after the peer's goaway it needs no Close: that ended all). */

@@ -72,6 +72,17 @@ export interface TcpTransportOptions extends PendingHandshakeOptions {
   maxSocketBacklogBytes?: number;
   /** Protocol version to announce. For tests of version rejection only. */
   protocolVersion?: number;
+  /**
+   * What protects frames after the handshake. `'aead'` (default): every tick's frames go in
+   * records sealed with the connection's session keys (AES-256-GCM; the handshake derives
+   * one key per direction from the secret and its transcript), so a host on the path can
+   * neither read nor alter, replay, reorder, drop or inject frames (`ERR_MUX_INTEGRITY`).
+   * `'none'`: frames in clear, authenticated only at the handshake — for a network you
+   * trust as you trust an RDMA fabric, and for baselines (kernel TCP as RDMA's data path
+   * is: unencrypted). Both sides must agree: a listener refuses the other kind at the
+   * client's first message (`ERR_MUX_TRANSPORT`).
+   */
+  frameProtection?: 'aead' | 'none';
 }
 
 interface Resolved
@@ -164,6 +175,7 @@ export class TcpTransport implements Transport {
         0,
         0xffff,
       ),
+      frameProtection: frameProtectionOf(o.frameProtection),
     };
     if (this.#o.peerTimeoutMs <= this.#o.heartbeatIntervalMs) {
       throw new MuxError(
@@ -181,9 +193,12 @@ export class TcpTransport implements Transport {
     };
   }
 
-  #settings(peer: HandshakeLimits): TcpConnectionSettings {
+  /** The connection's settings once `hs` is done (its keys seal frames, unless 'none'). */
+  #settings(hs: Handshake): TcpConnectionSettings {
     const o = this.#o;
+    const peer = hs.peerLimits as HandshakeLimits;
     return {
+      sealWith: o.frameProtection === 'aead' ? hs.sessionKeys : undefined,
       local: this.#limits(),
       peer,
       maxChannels: o.maxChannels,
@@ -203,7 +218,7 @@ export class TcpTransport implements Transport {
       secret,
       limits: this.#limits(),
       version: this.#o.protocolVersion,
-      transport: 'tcp',
+      transport: this.#o.frameProtection === 'aead' ? 'tcp-sealed' : 'tcp',
     });
   }
 
@@ -258,12 +273,7 @@ export class TcpTransport implements Transport {
     });
     const left = Math.max(1, timeoutMs - (Date.now() - started));
     const leftover = await socketHandshake(socket, hs, left, signal);
-    return new TcpConnection(
-      socket,
-      'client',
-      this.#settings(hs.peerLimits as HandshakeLimits),
-      leftover,
-    );
+    return new TcpConnection(socket, 'client', this.#settings(hs), leftover);
   }
 
   async listen(options: ListenOptions): Promise<TcpListener> {
@@ -298,12 +308,7 @@ export class TcpTransport implements Transport {
             socket.destroy();
             return;
           }
-          const conn = new TcpConnection(
-            socket,
-            'server',
-            this.#settings(hs.peerLimits as HandshakeLimits),
-            leftover,
-          );
+          const conn = new TcpConnection(socket, 'server', this.#settings(hs), leftover);
           listener.emit('connection', conn);
         },
         (err: Error) => {
@@ -374,4 +379,12 @@ export class TcpListener extends EventEmitter<ListenerEvents> implements Listene
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+function frameProtectionOf(v: unknown): 'aead' | 'none' {
+  if (v === undefined || v === 'aead' || v === 'none') return v ?? 'aead';
+  throw new MuxError(
+    'ERR_MUX_INVALID_ARG',
+    `frameProtection must be 'aead' or 'none', got ${typeof v === 'string' ? `'${v}'` : typeof v}`,
+  );
 }

@@ -8,9 +8,11 @@ import {
   FrameType,
   HANDSHAKE_MESSAGE_BYTES,
   Handshake,
+  type SessionKeys,
 } from '@rdmajs/mux';
 import { afterEach, expect, it } from 'vitest';
 import { TcpTransport, type TcpTransportOptions } from '../src/index.js';
+import { SealedWriter } from '../src/internal/SealedWriter.js';
 
 const SECRET = 'send limits test secret, 32+ bytes long';
 const cleanups: Array<() => void | Promise<void>> = [];
@@ -34,6 +36,7 @@ async function greedyPeer(options: TcpTransportOptions) {
     role: 'client',
     secret: SECRET,
     limits: { maxFrameBytes: 16 << 20, windowBytes: 0xffffffff, windowMessages: 0xffffffff },
+    transport: 'tcp-sealed',
   });
   await new Promise<void>((resolve, reject) => {
     let buf = Buffer.alloc(0);
@@ -57,7 +60,7 @@ async function greedyPeer(options: TcpTransportOptions) {
   const name = Buffer.from('x');
   const h = Buffer.alloc(FRAME_HEADER_BYTES);
   encodeFrameHeader(h, 0, FrameType.Open, 1, 0, name.length);
-  socket.write(Buffer.concat([h, name]));
+  new SealedWriter(socket, (hs.sessionKeys as SessionKeys).send).write(Buffer.concat([h, name]));
   const conn = await serverConn;
   conn.on('error', () => {});
   cleanups.push(() => conn.destroy());

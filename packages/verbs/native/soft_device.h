@@ -51,10 +51,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   void ReleaseDrained();
 
   // Runs expired retry/RNR/delay timers and arms the libuv timer for the next one.
-  // Inline: on the path of every post and poll.
-  void Schedule() {
+  // Inline: on the path of every post and poll; `turn` when the loop's own timer or idle
+  // handle runs it (only a turn hands large copies a fresh share, see progressDue).
+  void Schedule(bool turn = false) {
     if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
-    double next = dev_->progressDue();
+    double next = dev_->progressDue(turn);
     if (next <= 0) return;
     double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
     // Due now (the next step of a large copy): once per turn of the loop, after its I/O. A
@@ -67,10 +68,10 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
     uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
   }
 
-  static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(); }
+  static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(true); }
   static void OnStep(uv_idle_t* h) {
     uv_idle_stop(h);
-    static_cast<SoftDevice*>(h->data)->Schedule();
+    static_cast<SoftDevice*>(h->data)->Schedule(true);
   }
 
   static void OnReadable(uv_poll_t* p, int status, int);

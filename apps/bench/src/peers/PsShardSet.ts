@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
+import { TCP_BASELINE_SHARD_ARGS } from '../baselines/tcpFrames.js';
 import { PsShardProcess } from './PsShardProcess.js';
 
 export interface PsShardSetOptions {
@@ -44,6 +45,7 @@ export class PsShardSet {
       o.transports.join(','),
       '--rdma-provider',
       o.provider,
+      ...TCP_BASELINE_SHARD_ARGS,
       ...(o.args ?? []),
     ];
     const started = await Promise.allSettled(

@@ -5,6 +5,7 @@ import type { Channel, Listener, PollPolicy } from '@rdmajs/mux';
 import { RdmaTransport } from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
+import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { cpuNowUs } from '../stats/cpu.js';
 
 const secret = process.argv[2] ?? '';
@@ -44,7 +45,7 @@ if (kind === 'rdma') {
   });
   listener = await transport.listen({ secret });
 } else {
-  listener = await new TcpTransport().listen({ secret });
+  listener = await new TcpTransport(TCP_BASELINE_OPTIONS).listen({ secret });
 }
 listener.on('connection', (conn) => {
   conn.on('error', () => {});

@@ -6,6 +6,7 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { RdmaTransport } from '@rdmajs/mux';
 import { DeduplicationTable, MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
+import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { cpuNowUs } from '../stats/cpu.js';
 
 const args = JSON.parse(process.argv[2] ?? '{}') as {
@@ -51,7 +52,7 @@ const rdma = await new RdmaTransport({
   pollPolicy: args.pollPolicy ?? 'adaptive',
   peerTimeoutMs: 60_000,
 }).listen({ port: args.rdmaPort ?? 0, secret: args.secret });
-const tcp = await new TcpTransport({ peerTimeoutMs: 60_000 }).listen({
+const tcp = await new TcpTransport({ ...TCP_BASELINE_OPTIONS, peerTimeoutMs: 60_000 }).listen({
   port: args.tcpPort ?? 0,
   secret: args.secret,
 });

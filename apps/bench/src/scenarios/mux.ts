@@ -17,6 +17,7 @@ import {
 } from '@rdmajs/mux';
 import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
+import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { EchoPeer } from '../peers/EchoPeer.js';
 import type { Result, Transport } from '../report/Result.js';
 import { formatSize } from '../report/table.js';
@@ -323,7 +324,11 @@ async function tcpRows(
 
   const echo = await EchoPeer.spawn();
   const peer = await MuxPeer.spawn(secret);
-  const conn = await new TcpTransport().connect({ port: peer.port, secret, timeoutMs: 30_000 });
+  const conn = await new TcpTransport(TCP_BASELINE_OPTIONS).connect({
+    port: peer.port,
+    secret,
+    timeoutMs: 30_000,
+  });
   try {
     // JIT warm-up of the mux path, so the first row is not measured on cold code (plain
     // TCP's path is mostly native and needs none).

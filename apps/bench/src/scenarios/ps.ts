@@ -1,5 +1,6 @@
 import { PsClient } from '@rdmajs/ps-client';
 import { openDevice } from '@rdmajs/verbs';
+import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { PsShardSet } from '../peers/PsShardSet.js';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs, procCpuUs } from '../stats/cpu.js';
@@ -75,6 +76,7 @@ export const psScenario: Scenario = {
           await PsClient.connect({
             servers: shards.servers(side),
             transport: side,
+            tcp: TCP_BASELINE_OPTIONS,
             ...(side === 'rdma'
               ? {
                   rdma: {

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { type MessagePart, RdmaTransport, type Transport } from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
+import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
@@ -214,7 +215,8 @@ async function recovery(
 }
 
 function clientTransport(side: Side): Transport & { close?: () => void } {
-  if (side.transport === 'tcp') return new TcpTransport({ peerTimeoutMs: 60_000 });
+  if (side.transport === 'tcp')
+    return new TcpTransport({ ...TCP_BASELINE_OPTIONS, peerTimeoutMs: 60_000 });
   return new RdmaTransport({ pollPolicy: side.poll ?? 'event', peerTimeoutMs: 60_000 });
 }
 

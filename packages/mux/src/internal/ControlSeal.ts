@@ -1,23 +1,16 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { AEAD_NONCE_BYTES, AEAD_TAG_BYTES, writeAeadNonce } from '../AeadNonce.js';
 import { MuxError } from '../errors.js';
 import { SESSION_KEY_BYTES } from '../Handshake.js';
 
 /** AES-256-GCM's tag, after every control message. */
-export const CONTROL_TAG_BYTES = 16;
+export const CONTROL_TAG_BYTES = AEAD_TAG_BYTES;
 /** `u32 payload length | u8 type`, in clear and authenticated (the AEAD's associated data). */
 export const CONTROL_HEADER_BYTES = 5;
-const NONCE_BYTES = 12;
 
-/**
- * The nonce of the `count`-th message in one direction: 4 zero bytes, then the count as a
- * big-endian u64. Each direction has its own key, so a (key, nonce) pair is never reused,
- * and a message replayed, dropped or reordered fails to open.
- */
+/** The nonce of the `count`-th message in one direction (see writeAeadNonce). */
 function nonceFor(count: number): Buffer {
-  const nonce = Buffer.alloc(NONCE_BYTES);
-  nonce.writeUInt32BE(Math.floor(count / 0x1_0000_0000), 4);
-  nonce.writeUInt32BE(count >>> 0, 8);
-  return nonce;
+  return writeAeadNonce(Buffer.alloc(AEAD_NONCE_BYTES), count) as Buffer;
 }
 
 function checkKey(key: Uint8Array): void {

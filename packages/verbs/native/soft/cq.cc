@@ -36,7 +36,7 @@ int Device::destroyCq(int h) {
 uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
 
 uint32_t Device::cqCount(int h) {
-  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue(false);
   CqShared* cq = cqAt(h);
   return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
 }
@@ -102,7 +102,7 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
 }
 
 int Device::pollCq(int h, double* out, int max) {
-  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue();
+  if (blockedCount_ && now_ms() >= nextDeadline_) progressDue(false);
   CqShared* cq = cqAt(h);
   if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);

@@ -237,7 +237,10 @@ class Device {
   // QPs with link work, and everything else only when a peer flagged attention.
   void onDoorbell(std::vector<std::pair<int, int>>& events, std::vector<uint32_t>& readyCqs);
   // Runs WRs whose timer expired; returns the earliest pending deadline (ms) or 0.
-  double progressDue();
+  // `turn`: called by the loop's own turn (the timer/idle handle), which hands large copies
+  // a fresh share of kCopyTurnMs; a poll between turns gets one only once a share's length
+  // has passed since the last ended (see send.cc).
+  double progressDue(bool turn);
   bool hasBlocked() const { return blockedCount_ > 0; }
   void ringSelf();
 

@@ -115,11 +115,15 @@ void Device::block(Qp& q, double untilMs) {
   if (untilMs < nextDeadline_ || blockedCount_ == 1) nextDeadline_ = untilMs;
 }
 
-double Device::progressDue() {
+double Device::progressDue(bool turn) {
   if (!blockedCount_) return 0;
   double now = now_ms();
   if (now < nextDeadline_) return nextDeadline_;  // nothing due: skip the scan
-  copyTurnUntil_ = now + kCopyTurnMs;  // one share of this turn for all large copies due
+  // One share of this turn for all large copies due. A poll between turns (a spin: a
+  // waitForCompletion's, or the application's own) gets a fresh share only once one share's
+  // length has passed since the last ended, else a piece per QP: a spin polls thousands of
+  // times, and a share per poll held the loop for tens of ms of a 1 GiB copy.
+  if (turn || now >= copyTurnUntil_ + kCopyTurnMs) copyTurnUntil_ = now + kCopyTurnMs;
   double next = 0;
   for (auto& [h, qp] : qps_) {
     Qp& q = *qp;

@@ -3,6 +3,7 @@ import { PsClient } from '@rdmajs/ps-client';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { type Device, openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
+import { TCP_BASELINE_OPTIONS } from '../../baselines/tcpFrames.js';
 import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Transport } from '../../report/Result.js';
 import { cpuNowUs, procCpuUs, procRssBytes } from '../../stats/cpu.js';
@@ -117,6 +118,7 @@ export class RdmajsPsTarget implements PsTarget {
               PsClient.connect({
                 servers: set.servers(side),
                 transport: rdma ?? 'tcp',
+                tcp: TCP_BASELINE_OPTIONS,
                 secret: EVAL_SECRET,
                 maxInFlightPushes: 64,
                 ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
