@@ -178,7 +178,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset) → LINK_TAKE_*
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset, cap?) → LINK_TAKE_*
   //   (abi.h); the payload is gathered into frame[offset..]
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
 

@@ -68,7 +68,11 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
     Fail(info, EINVAL, "linkTake: offset past the payload buffer", "ERR_RDMA_INVALID_ARG");
     return info.Env().Undefined();
   }
-  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, payload.bytes - offset);
+  // cap (optional): at most this much payload here (the link gathers small requests beside
+  // its answers; a larger one goes into a frame buffer of its own).
+  size_t cap = payload.bytes - offset;
+  if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
+  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap);
   Schedule();
   return Napi::Number::New(info.Env(), r);
 }

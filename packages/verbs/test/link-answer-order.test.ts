@@ -5,7 +5,12 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDevice, type SoftEndpoint } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
-import { LINK_PROGRESS, REQ_HEADER, RES_HEADER } from '../src/internal/soft/link/frames.js';
+import {
+  ANSWER_BIT,
+  LINK_PROGRESS,
+  REQ_HEADER,
+  RES_HEADER,
+} from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
   newSecret,
@@ -84,7 +89,7 @@ class FakeTarget {
 
   answer(c: Conn, reqId: number, outcome: number = ABI.LINK_DONE): void {
     const b = Buffer.alloc(RES_HEADER);
-    b.writeUInt32LE(RES_HEADER, 0);
+    b.writeUInt32LE((ANSWER_BIT | RES_HEADER) >>> 0, 0);
     b.writeUInt32LE(reqId, 4);
     b.writeUInt8(outcome, 8);
     c.sock.write(b);
@@ -189,7 +194,7 @@ describe.runIf(providers.includes('soft'))(
       let reports = 0;
       while (reports < 32 && side.cq.pending() === 0) {
         const b = Buffer.alloc(RES_HEADER);
-        b.writeUInt32LE(RES_HEADER, 0);
+        b.writeUInt32LE((ANSWER_BIT | RES_HEADER) >>> 0, 0);
         b.writeUInt32LE(writeReq, 4);
         b.writeUInt8(LINK_PROGRESS, 8);
         c.sock.write(b);

@@ -47,7 +47,9 @@ it.runIf(providers.includes('soft'))(
     });
     const perOp = JSON.parse(out.trim().split('\n').pop() as string) as Record<string, number>;
     const floor = perOp.TCP as number;
-    // The floor is node:net's own allocation for one write and one read each way (≈1.3 KB).
+    // The floor is node:net's own allocation for one write and one read each way, both reads
+    // on accepted sockets as protocol 3 makes them (≈2.1 KB; with the answer read into one
+    // buffer on a dialed socket, as protocol 2 did, ≈1.3 KB).
     // Measured above it: 100–200 B, the wake-up's (a WeakRef deref keeps a set per job, and
     // the extra ticks Node drains). The link used to add ≈7.7 KB (a header Buffer, closures,
     // a view and a Map entry per frame, an object per parsed header and per answer).

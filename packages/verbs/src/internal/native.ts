@@ -130,7 +130,14 @@ export interface SoftNativeDevice extends NativeDevice {
    * The next WR for the wire into `hdr` (LINK_* words) and its payload into
    * `frame[offset..]`: a LINK_TAKE_* code.
    */
-  linkTake(handle: number, hdr: Float64Array, frame: Uint8Array, offset: number): number;
+  /** `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`). */
+  linkTake(
+    handle: number,
+    hdr: Float64Array,
+    frame: Uint8Array,
+    offset: number,
+    cap?: number,
+  ): number;
   /** The peer's answer; READ or atomic data are `data[offset, offset + length)`. */
   linkDone(
     handle: number,

@@ -9,7 +9,7 @@ import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
 import { type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
 import { LinkClient } from './link/LinkClient.js';
-import { LinkServer } from './link/LinkServer.js';
+import { type LinkEnd, LinkServer } from './link/LinkServer.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
 
 export function softInfo(): DeviceInfo {
@@ -69,6 +69,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   /** where the link listens (without a key: each QP's endpoint carries its own) */
   #listening: LinkListener | undefined;
   readonly #clients = new Map<string, LinkClient>();
+  /** QPs connected over the link, by slot (their generation checked on lookup) */
+  readonly #linkQps = new Map<number, { gen: number; end: LinkEnd }>();
   /** The link's secret: never leaves this process; each QP's link key derives from it. */
   readonly #secret = newSecret();
   #closed = false;
@@ -109,6 +111,21 @@ export class SoftDeviceDriver implements DeviceDriver {
     return {};
   }
 
+  /** `end` (the QP of `slot`, `gen`) is connected over the link: requests to it are answered via it. */
+  linkConnected(slot: number, gen: number, end: LinkEnd): void {
+    this.#linkQps.set(slot, { gen, end });
+  }
+
+  /** The QP of `slot` left the link (reset). */
+  linkLeft(slot: number, end: LinkEnd): void {
+    if (this.#linkQps.get(slot)?.end === end) this.#linkQps.delete(slot);
+  }
+
+  readonly #linkEnd = (slot: number, gen: number): LinkEnd | undefined => {
+    const e = this.#linkQps.get(slot);
+    return e && e.gen === gen ? e.end : undefined;
+  };
+
   qp(host: QpHost): SoftQpDriver {
     return new SoftQpDriver(host, this, this.native, this.#base);
   }
@@ -129,6 +146,7 @@ export class SoftDeviceDriver implements DeviceDriver {
       port,
       this.#secret,
       Math.min(maxFrameBytes, this.info.limits.maxMsgSize),
+      this.#linkEnd,
     );
     if (this.#closed) {
       server.close();
@@ -144,7 +162,7 @@ export class SoftDeviceDriver implements DeviceDriver {
     const id = `${a.host}:${a.port}:${target.slot}:${target.gen}:${a.key}`;
     let c = this.#clients.get(id);
     if (!c || c.dead) {
-      c = new LinkClient(a, target);
+      c = new LinkClient(a, target, c);
       this.#clients.set(id, c);
     }
     return c;

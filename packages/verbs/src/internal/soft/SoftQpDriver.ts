@@ -8,13 +8,14 @@ import { invalid } from '../validate.js';
 import { checkSoftEndpoint, notListening } from './endpoint.js';
 import { ATOMIC_REQUEST_BYTES, FrameBuffer, REQ_HEADER } from './link/frames.js';
 import type { LinkTarget } from './link/handshake.js';
-import type { LinkClient, LinkOwner } from './link/LinkClient.js';
+import { type LinkClient, type LinkOwner, SMALL_REQUEST } from './link/LinkClient.js';
+import type { LinkEnd } from './link/LinkServer.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 
 /** Payload bytes a QP keeps for frames on the link (beyond one WR of any size). */
 const LINK_POOL_BYTES = 8 << 20;
 
-export class SoftQpDriver implements QpDriver {
+export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly qpn: number;
   readonly granted = {};
   readonly #host: QpHost;
@@ -29,6 +30,9 @@ export class SoftQpDriver implements QpDriver {
   #linkAddress: LinkAddress | undefined;
   #linkTarget: LinkTarget | undefined;
   #linkHdr: Float64Array | undefined;
+  /** the remote QP over the link (its requests are answered on this QP's connection) */
+  #remotePid = -1;
+  #remoteQpn = -1;
   /** frame buffers no socket reads now; with those in use, at most LINK_POOL_BYTES */
   readonly #linkFree: FrameBuffer[] = [];
   #linkPoolBytes = 0;
@@ -133,7 +137,10 @@ export class SoftQpDriver implements QpDriver {
         this.#link = link;
         this.#linkAddress = tcp;
         this.#linkTarget = target;
+        this.#remotePid = ep.pid;
+        this.#remoteQpn = ep.qpn;
         this.#linkHdr ??= new Float64Array(ABI.LINK_WORDS);
+        this.#device.linkConnected(this.#slot, this.#gen, this);
       };
     }
     return () => {
@@ -167,6 +174,31 @@ export class SoftQpDriver implements QpDriver {
 
   onReset(): void {
     this.#link = undefined;
+    this.#device.linkLeft(this.#slot, this);
+  }
+
+  get client(): LinkClient | undefined {
+    return this.#host.closed || this.#device.closed ? undefined : this.#link;
+  }
+
+  answerVia(srcPid: number, srcQpn: number): LinkClient | undefined {
+    if (srcPid !== this.#remotePid || srcQpn !== this.#remoteQpn) return undefined;
+    const link = this.client;
+    // A connection that failed before it ever opened is no way back: answered where asked.
+    if (!link || (link.dead && !link.opened)) return undefined;
+    return this.#current();
+  }
+
+  /** The connection to the remote QP, dialed again if the last one failed. */
+  #current(): LinkClient | undefined {
+    let link = this.#link;
+    if (link?.dead && this.#linkAddress && this.#linkTarget) {
+      // Resent after a failed connection go over a new one (the target answers WRs it
+      // already ran from memory).
+      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
+      this.#link = link;
+    }
+    return link;
   }
 
   /**
@@ -178,19 +210,26 @@ export class SoftQpDriver implements QpDriver {
    */
   onLink(): void {
     const hdr = this.#linkHdr;
-    let link = this.#link;
-    if (!link || !hdr || this.#host.closed || this.#device.closed) return;
-    if (link.dead && this.#linkAddress && this.#linkTarget) {
-      // Resent after a failed connection go over a new one (the target answers WRs it
-      // already ran from memory).
-      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
-      this.#link = link;
-    }
+    if (!this.#link || !hdr || this.#host.closed || this.#device.closed) return;
+    const link = this.#current() as LinkClient;
+    const h = this.#host.handle;
     link.beginBatch();
     try {
       for (;;) {
+        if (link.open) {
+          // Small: gathered straight into the connection's Outbox, beside the answers
+          // waiting there, and written with them at endBatch (one write).
+          const out = link.out;
+          const b = out.reserve(REQ_HEADER + SMALL_REQUEST);
+          const taken = this.#native.linkTake(h, hdr, b, out.at + REQ_HEADER, SMALL_REQUEST);
+          if (taken === ABI.LINK_TAKE_NONE) return;
+          if (taken !== ABI.LINK_TAKE_NEEDS_BUFFER) {
+            link.sendGathered(hdr, this.#linkOwner);
+            continue;
+          }
+        }
         const frame = this.#linkFree.pop() ?? this.#newFrame(ATOMIC_REQUEST_BYTES);
-        const taken = this.#native.linkTake(this.#host.handle, hdr, frame.buf, REQ_HEADER);
+        const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER);
         if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
           const need = hdr[ABI.LINK_LENGTH] as number;
           if (

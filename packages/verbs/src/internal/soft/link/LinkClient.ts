@@ -1,20 +1,28 @@
 // The initiator side of the soft TCP link: one connection to a peer device's LinkServer,
 // authenticated for the one remote QP a local QP is connected to (its key comes from that
-// QP's endpoint), so one QP's large WRs never hold up another's. Answers are untrusted too: each is
-// checked against the request it claims to answer before its data is used, and they must
-// come in the order the requests went (the target runs them in order): an answer out of
-// order, or for nothing asked, drops the connection.
+// QP's endpoint), so one QP's large WRs never hold up another's. The same connection carries
+// this QP's answers to the remote QP's requests (they arrive on the connection the remote
+// dialed back, LinkServer): an answer and the next request leave in one write. Answers to
+// this QP's own requests come back the same way, on the remote's connection (or on this one
+// while the remote has none): untrusted too, each is checked against the request it claims
+// to answer before its data is used, and they must come in the order the requests went (the
+// target runs them in order): an answer out of order, or for nothing asked, drops the
+// connection that carried it. Answers to requests given up (a connection lost) are stale:
+// recognised by their id (ids are process-wide, increasing) and skipped.
 //
-// Steady state allocates nothing here: frames are the QP's reused buffers (header and
-// payload, one write each), pending requests and writes live in rings of reused records,
-// and the socket reads into one buffer of ours (`onread`).
+// Steady state allocates nothing here: small requests are gathered by the engine straight
+// into the connection's Outbox beside the answers, larger frames are the QP's reused buffers
+// (header and payload, one write each), pending requests and writes live in rings of reused
+// records, and the socket reads into one buffer of ours (`onread`).
 import { connect, type Socket } from 'node:net';
 import type { LinkAddress } from '../../../types.js';
 import { ABI } from '../../abi.js';
 import {
   answerDataBytes,
+  answerLength,
   type FrameBuffer,
   FrameReader,
+  isAnswer,
   LINK_PROGRESS,
   PROGRESS_BYTES,
   REQ_HEADER,
@@ -28,6 +36,7 @@ import {
   type LinkTarget,
   WELCOME_BYTES,
 } from './handshake.js';
+import { type AnswerSink, Outbox } from './Outbox.js';
 import { Ring } from './Ring.js';
 
 /** A QP whose WRs travel over a LinkClient. */
@@ -60,6 +69,17 @@ export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
 /** What one read from the socket takes at most (one buffer for the connection's life). */
 const READ_BUFFER = 64 << 10;
+/** Requests with at most this much payload are gathered into the Outbox beside the answers. */
+export const SMALL_REQUEST = 4 << 10;
+
+// Request ids, process-wide: an answer to a request of a connection given up carries an id
+// older than any request of its successor, so it is recognised as stale and skipped.
+let nextReqId = 1;
+function takeReqId(): number {
+  const id = nextReqId;
+  nextReqId = (nextReqId + 1) >>> 0 || 1;
+  return id;
+}
 
 /** A request on the wire, waiting for its answer (records reused). */
 class Pending {
@@ -85,8 +105,19 @@ class Written {
   piece = false;
 }
 
-export class LinkClient {
+export class LinkClient implements AnswerSink {
   readonly #sock: Socket;
+  /** answers to the remote QP's requests, and small requests, gathered for one write */
+  readonly out: Outbox;
+  dirty = false;
+  /** ids in [#firstId, #staleBefore) answer requests given up: their answers are skipped */
+  #staleBefore: number;
+  /** the first id of this QP's connections (this one and those it replaced) */
+  readonly #firstId: number;
+  /** the most data a stale answer may carry (the largest READ given up) */
+  #staleData: number;
+  /** waiting for the connection to open or drain (whenWritable) */
+  #waiters: (() => void)[] = [];
   /** requests in the order sent; answers come in this order */
   readonly #pending = new Ring<Pending>();
   readonly #writes = new Ring<Written>();
@@ -98,19 +129,24 @@ export class LinkClient {
   #pre: Buffer | undefined = Buffer.alloc(0);
   #answered = false;
   #open = false;
-  #nextId = 1;
+  /** authenticated once (a connection that never opened is no way back for answers) */
+  #opened = false;
   #dead = false;
   #corked = false;
   #batchDepth = 0;
   #batchFrames = 0;
 
-  constructor(address: LinkAddress, target: LinkTarget) {
+  /** `previous`: the connection this one replaces (its stale answers are recognised). */
+  constructor(address: LinkAddress, target: LinkTarget, previous?: LinkClient) {
+    this.#staleBefore = previous ? previous.#staleBefore : nextReqId;
+    this.#firstId = previous ? previous.#firstId : nextReqId;
+    this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
     this.#handshake = new InitiatorHandshake(Buffer.from(address.key, 'base64url'), target);
     const readBuffer = Buffer.allocUnsafe(READ_BUFFER);
     this.#reader = new FrameReader(
       RES_HEADER,
-      (b, o) => this.#checkAnswer(b, o),
-      (b, o, n) => this.#deliver(b, o, n),
+      (b, o) => this.checkAnswer(b, o),
+      (b, o, n) => this.deliverAnswer(b, o, n),
     );
     this.#sock = connect({
       host: address.host,
@@ -119,6 +155,7 @@ export class LinkClient {
       onread: { buffer: readBuffer, callback: (n: number) => this.#onRead(readBuffer, n) },
     });
     this.#sock.unref();
+    this.out = new Outbox(this.#sock, this.#outWritten);
     this.#deadline = setTimeout(() => this.#sock.destroy(), HANDSHAKE_DEADLINE_MS);
     this.#deadline.unref();
     const fail = () => this.#fail();
@@ -130,6 +167,50 @@ export class LinkClient {
     return this.#dead;
   }
 
+  /** It authenticated, at some point. */
+  get opened(): boolean {
+    return this.#opened;
+  }
+
+  /** Authenticated and not failed: requests may be gathered into `out`. */
+  get open(): boolean {
+    return this.#open && !this.#dead;
+  }
+
+  get closed(): boolean {
+    return this.#dead;
+  }
+
+  get backlog(): number {
+    return this.#sock.writableLength + this.out.used;
+  }
+
+  flushOut(): void {
+    if (this.#open && !this.#dead) this.out.flush();
+  }
+
+  whenWritable(fn: () => void): void {
+    if (this.#dead) fn();
+    else if (this.#open) this.#sock.once('drain', fn);
+    else this.#waiters.push(fn);
+  }
+
+  #wake(): void {
+    const w = this.#waiters;
+    if (w.length === 0) return;
+    this.#waiters = [];
+    for (const fn of w) fn();
+  }
+
+  /** A buffer of `out` went through the socket: the QPs with requests waiting are alive. */
+  readonly #outWritten = (): void => {
+    if (!this.#dead) this.#pending.at(0)?.owner?.progress();
+  };
+
+  /** Part of a large answer (a READ's data) arrived, on whichever connection carries it. */
+  answerArriving(): void {
+    this.#pending.at(0)?.owner?.progress();
+  }
   #onRead(buf: Buffer, n: number): boolean {
     if (this.#dead) return false;
     let start = 0;
@@ -148,7 +229,7 @@ export class LinkClient {
       return false;
     }
     // Part of a large answer (a READ's data) arrived: progress for the WR it answers.
-    if (this.#reader.partial) this.#pending.at(0)?.owner?.progress();
+    if (this.#reader.partial) this.answerArriving();
     return true;
   }
 
@@ -181,12 +262,14 @@ export class LinkClient {
     clearTimeout(this.#deadline);
     this.#pre = undefined;
     this.#open = true;
+    this.#opened = true;
     // Requests made meanwhile go out now, in order (a list: #write may drop one).
     const waiting: Pending[] = [];
     for (let i = 0; i < this.#pending.size; i++) waiting.push(this.#pending.at(i) as Pending);
     this.beginBatch();
     for (const p of waiting) if (p.frame) this.#write(p);
-    this.endBatch();
+    this.endBatch(); // with the answers gathered meanwhile
+    this.#wake();
     return needed - had;
   }
 
@@ -194,56 +277,98 @@ export class LinkClient {
     if (this.#dead) return;
     clearTimeout(this.#deadline);
     this.#dead = true;
+    this.#abandon();
+    this.#wake();
+  }
+
+  /**
+   * Answers every pending request TRANSPORT (the engine sends the window again, from its
+   * head, once the ACK timer has run); answers still on their way to them become stale.
+   */
+  #abandon(): void {
+    this.#staleBefore = nextReqId;
     const failed: Pending[] = [];
     for (let p = this.#pending.shift(); p; p = this.#pending.shift()) failed.push(p);
     for (const p of failed) {
       const owner = p.owner as LinkOwner;
       if (p.frame) owner.released(p.frame); // never handed to the socket
       p.frame = undefined;
+      if (p.dataLength > this.#staleData) this.#staleData = p.dataLength;
       owner.answer(p.token, ABI.LINK_TRANSPORT, 0, NO_RNR, undefined, 0, 0);
     }
   }
 
-  /** The request `id` names among those pending (PROGRESS may name any), or undefined. */
-  #find(id: number): Pending | undefined {
-    const first = this.#pending.at(0);
-    if (!first) return undefined;
-    const i = (id - first.id) >>> 0;
-    const p = this.#pending.at(i);
-    return p && p.id === id ? p : undefined;
+  /**
+   * A connection that carries answers to this QP's requests closed: answers on it are lost,
+   * and on a live connection nothing is sent twice by itself, so the window goes out again
+   * (the target answers what it ran from memory). This connection stays: closing it would
+   * lose the answers it carries for the remote's requests in turn.
+   */
+  answersLost(): void {
+    if (!this.#dead && this.#pending.size > 0) this.#abandon();
   }
 
-  /** The total length of the answer whose header is at `b[o..]`, or -1 if it cannot be one. */
-  #checkAnswer(b: Buffer, o: number): number {
-    const len = b.readUInt32LE(o);
+  /** The request `id` names among those pending (PROGRESS may name any), or undefined. */
+  #find(id: number): Pending | undefined {
+    for (let i = 0; i < this.#pending.size; i++) {
+      const p = this.#pending.at(i) as Pending;
+      if (p.id === id) return p;
+    }
+    return undefined;
+  }
+
+  /** True when `id` names a request given up (here, or on a connection this one replaced). */
+  #isStale(id: number): boolean {
+    return ((id - this.#firstId) | 0) >= 0 && ((id - this.#staleBefore) | 0) < 0;
+  }
+
+  /**
+   * The total length of the answer whose header is at `b[o..]` (on whichever connection
+   * carries them), or -1 if it cannot be one.
+   */
+  checkAnswer(b: Buffer, o: number): number {
+    if (!isAnswer(b, o)) return -1;
+    const len = answerLength(b, o);
     const id = b.readUInt32LE(o + 4);
     const outcome = b[o + 8] as number;
     const status = b[o + 9] as number;
+    if (len < RES_HEADER) return -1;
     if (outcome === LINK_PROGRESS) {
-      // More reports than the request has payload for: a target stalling us on purpose.
+      if (len !== RES_HEADER) return -1;
+      // For a request answered already (answers may overtake it on another connection) or
+      // given up: nothing to act on. More reports than the request has payload for: a
+      // target stalling us on purpose.
       const p = this.#find(id);
-      if (len !== RES_HEADER || !p || p.progressLeft <= 0) return -1;
+      if (!p) return len;
+      if (p.progressLeft <= 0) return -1;
       p.progressLeft--;
       return len;
     }
+    if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
     // Only the oldest request can be answered: the target runs them in order.
     const p = this.#pending.at(0);
-    if (!p || p.id !== id || p.frame) return -1;
-    if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
+    if (!p || p.id !== id || p.frame) {
+      // An answer to a request given up is skipped (no bigger than one could be).
+      return this.#isStale(id) && len - RES_HEADER <= this.#staleData ? len : -1;
+    }
     if (len === RES_HEADER) return len;
     // Data only for a successful READ or atomic we asked for, and exactly its length.
     const ok = p.dataLength === len - RES_HEADER && outcome === ABI.LINK_DONE && status === 0;
     return ok ? len : -1;
   }
 
-  #deliver(b: Buffer, o: number, len: number): boolean {
+  /** Acts on the answer checkAnswer() accepted (whole at `b[o, o + len)`). */
+  deliverAnswer(b: Buffer, o: number, len: number): boolean {
     const id = b.readUInt32LE(o + 4);
     const outcome = b[o + 8] as number;
     if (outcome === LINK_PROGRESS) {
-      this.#find(id)?.owner?.progress(); // checked: it is pending
+      this.#find(id)?.owner?.progress();
       return true;
     }
-    const p = this.#pending.shift() as Pending; // checked: the oldest
+    const first = this.#pending.at(0);
+    // Stale (checked), or given up while its data arrived: nothing to act on.
+    if (!first || first.id !== id || first.frame) return true;
+    const p = this.#pending.shift() as Pending;
     const owner = p.owner as LinkOwner;
     const status = b[o + 9] as number;
     const token = p.token;
@@ -277,6 +402,8 @@ export class LinkClient {
       this.#corked = false;
       this.#sock.uncork();
     }
+    // Small requests gathered, with the answers waiting beside them: one write.
+    this.flushOut();
   }
 
   /**
@@ -303,22 +430,56 @@ export class LinkClient {
       );
       return;
     }
-    const id = this.#nextId;
-    this.#nextId = (this.#nextId + 1) >>> 0 || 1;
+    const id = takeReqId();
     // The header is written now: `hdr` is the QP's, rewritten by its next take.
-    writeRequestHeader(frame.buf, id, hdr, bytes);
+    writeRequestHeader(frame.buf, 0, id, hdr, bytes);
+    const p = this.#track(id, hdr, owner);
+    p.frame = frame;
+    p.frameLength = REQ_HEADER + bytes;
+    if (this.#open) this.#write(p);
+  }
+
+  /**
+   * Sends the WR described by `hdr` whose payload the engine gathered into `out` after
+   * REQ_HEADER bytes at `out.at` (only while open, payload at most SMALL_REQUEST): it leaves
+   * with the answers gathered beside it, at endBatch().
+   */
+  sendGathered(hdr: Float64Array, owner: LinkOwner): void {
+    const opcode = hdr[ABI.LINK_OPCODE] as number;
+    const length = hdr[ABI.LINK_LENGTH] as number;
+    const bytes = opcode === ABI.OP_RDMA_READ ? 0 : length;
+    if (length > this.#handshake.maxPayload) {
+      // More than the target takes in one frame: refused, as a responder refuses it.
+      const token = hdr[ABI.LINK_TOKEN] as number;
+      setImmediate(() =>
+        owner.answer(token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
+      );
+      return;
+    }
+    const id = takeReqId();
+    const out = this.out;
+    writeRequestHeader(out.reserve(0), out.at, id, hdr, bytes);
+    out.commit(REQ_HEADER + bytes);
+    const p = this.#track(id, hdr, owner);
+    p.frame = undefined;
+    p.frameLength = REQ_HEADER + bytes;
+  }
+
+  /** A pending record for request `id` (the WR `hdr` describes), in the ring. */
+  #track(id: number, hdr: Float64Array, owner: LinkOwner): Pending {
+    const opcode = hdr[ABI.LINK_OPCODE] as number;
+    const isRead = opcode === ABI.OP_RDMA_READ;
+    const length = hdr[ABI.LINK_LENGTH] as number;
     const data = answerDataBytes(opcode, length);
     const p = this.#sparePending.pop() ?? new Pending();
     p.id = id;
     p.owner = owner;
-    p.token = token;
+    p.token = hdr[ABI.LINK_TOKEN] as number;
     p.dataLength = data > 0 || isRead ? data : -1;
-    p.progressLeft = Math.floor(bytes / PROGRESS_BYTES);
-    p.frame = frame;
-    p.frameLength = REQ_HEADER + bytes;
+    p.progressLeft = Math.floor((isRead ? 0 : length) / PROGRESS_BYTES);
     p.length = length;
     this.#pending.push(p);
-    if (this.#open) this.#write(p);
+    return p;
   }
 
   #write(p: Pending): void {
@@ -336,6 +497,8 @@ export class LinkClient {
     }
     const sock = this.#sock;
     const len = p.frameLength;
+    // Requests gathered into the Outbox before this one go first (the QP's order).
+    if (this.out.used > 0) this.out.flush();
     if (this.#batchDepth > 0 && this.#batchFrames++ === 1 && !this.#corked) {
       this.#corked = true;
       sock.cork();
@@ -351,11 +514,11 @@ export class LinkClient {
           return;
         }
         // Still in the socket: an empty write behind it says when it is through.
-        this.#track(owner, frame, false);
+        this.#trackWrite(owner, frame, false);
         sock.write(EMPTY, this.#onWritten);
         return;
       }
-      this.#track(owner, frame, false);
+      this.#trackWrite(owner, frame, false);
       sock.write(frame.view(len), this.#onWritten);
       return;
     }
@@ -363,7 +526,7 @@ export class LinkClient {
     // and the frames of other QPs behind it keep their timers alive too.
     for (let off = 0; off < len; off += LINK_CHUNK) {
       const end = Math.min(len, off + LINK_CHUNK);
-      this.#track(owner, end === len ? frame : undefined, true);
+      this.#trackWrite(owner, end === len ? frame : undefined, true);
       sock.write(frame.buf.subarray(off, end), this.#onWritten);
     }
   }
@@ -377,7 +540,7 @@ export class LinkClient {
     }
   }
 
-  #track(owner: LinkOwner, frame: FrameBuffer | undefined, piece: boolean): void {
+  #trackWrite(owner: LinkOwner, frame: FrameBuffer | undefined, piece: boolean): void {
     const w = this.#spareWritten.pop() ?? new Written();
     w.owner = owner;
     w.frame = frame;

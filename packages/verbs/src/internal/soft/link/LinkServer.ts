@@ -1,7 +1,11 @@
 // The target side of the soft TCP link: authenticates each connection for the one QP it
 // proved the key of (handshake.ts), then runs each request to that QP with the device's
-// responder (the same logic as the shared-memory path) and
-// answers it. Memory per connection is bounded: one frame being read (its header checked
+// responder (the same logic as the shared-memory path) and answers it — on the connection
+// that QP dialed back to the request's source QP (its LinkClient: the answer leaves in one
+// write with that QP's next request, as a TCP ping-pong's reply), or, when the QP has no
+// such connection (not connected over the link, or not to that source), on the request's
+// own. The connection also brings the answers to that QP's own requests (to the LinkClient
+// they answer). Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
 //
 // Steady state allocates nothing here: requests are run where they lie in the chunk read
@@ -19,8 +23,11 @@ import {
   answerDataBytes,
   checkRequestHeader,
   copyBytes,
+  FLAG_ANSWER_BACK,
   type FramePlacer,
   FrameReader,
+  headerSize,
+  isAnswer,
   LINK_PROGRESS,
   newRequestHeader,
   PROGRESS_BYTES,
@@ -37,7 +44,8 @@ import {
   type LinkTarget,
   TargetHandshake,
 } from './handshake.js';
-import { Outbox } from './Outbox.js';
+import type { LinkClient } from './LinkClient.js';
+import { type AnswerSink, Outbox } from './Outbox.js';
 import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
 /**
@@ -58,6 +66,17 @@ const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_P
 /** WRITEs with at least this much payload spanning chunks are placed as they arrive. */
 const PLACE_MIN = 4 << 10;
 const EMPTY = Buffer.alloc(0);
+
+/** A local QP as the link's target sees it (the device finds it by its slot and generation). */
+export interface LinkEnd {
+  /** The connection it sends its own requests on (answers to them are delivered to it). */
+  readonly client: LinkClient | undefined;
+  /**
+   * The connection answers to requests from the QP (srcPid, srcQpn) go back on: this QP's own
+   * to that peer (dialed again if it failed), or undefined when it has none to it.
+   */
+  answerVia(srcPid: number, srcQpn: number): LinkClient | undefined;
+}
 
 /** The answer to a WR that ran, and what identifies that WR beyond its token (reused). */
 class Answered {
@@ -113,11 +132,13 @@ function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
 }
 
 /** One authenticated connection: its reader, its answers, the pair it last served. */
-interface Conn {
+interface Conn extends AnswerSink {
   /** names it in PairState.conn (from 1) */
   readonly id: number;
   sock: Socket;
   out: Outbox;
+  /** where the answers of the frame that stopped the reader were to go (backpressure) */
+  stoppedBy: AnswerSink | undefined;
   bound: LinkTarget;
   reader: FrameReader;
   /** bytes of the incomplete frame when its progress was last reported */
@@ -145,6 +166,7 @@ export class LinkServer {
   readonly #native: SoftNativeDevice;
   readonly #secret: Buffer;
   readonly #maxPayload: number;
+  readonly #ends: (slot: number, gen: number) => LinkEnd | undefined;
   readonly #sockets = new Set<Socket>();
   /** Not yet authenticated, oldest first (insertion order). */
   readonly #pending = new Set<Socket>();
@@ -153,7 +175,7 @@ export class LinkServer {
   /** the header being answered, parsed into (one per listener, as the record) */
   readonly #h = newRequestHeader();
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
-  readonly #dirty: Conn[] = [];
+  readonly #dirty: AnswerSink[] = [];
   #flushArmed = false;
   #connIds = 0;
   // READs' answers are not kept: running one again is harmless, and their data would pin
@@ -166,11 +188,13 @@ export class LinkServer {
     native: SoftNativeDevice,
     secret: Buffer,
     maxPayload: number,
+    ends: (slot: number, gen: number) => LinkEnd | undefined,
   ) {
     this.#server = server;
     this.#native = native;
     this.#secret = secret;
     this.#maxPayload = maxPayload;
+    this.#ends = ends;
   }
 
   static async listen(
@@ -179,9 +203,10 @@ export class LinkServer {
     port: number,
     secret: Buffer,
     maxPayload: number,
+    ends: (slot: number, gen: number) => LinkEnd | undefined,
   ): Promise<{ server: LinkServer; port: number }> {
     const server = createServer();
-    const link = new LinkServer(server, native, secret, maxPayload);
+    const link = new LinkServer(server, native, secret, maxPayload, ends);
     native.onLinkFlush(link.#flush);
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
@@ -212,16 +237,18 @@ export class LinkServer {
     sock.setNoDelay(true);
     sock.unref();
     sock.on('error', () => sock.destroy());
+    let conn: Conn | undefined;
     sock.on('close', () => {
       this.#sockets.delete(sock);
       this.#pending.delete(sock);
+      // Answers to the bound QP's requests may have been on their way on it.
+      if (conn) this.#ends(conn.bound.slot, conn.bound.gen)?.client?.answersLost();
     });
     const handshake = new TargetHandshake(this.#secret);
     const deadline = setTimeout(() => sock.destroy(), HANDSHAKE_DEADLINE_MS);
     deadline.unref();
     sock.write(handshake.hello(this.#maxPayload));
     let pre: Buffer | undefined = Buffer.alloc(0);
-    let conn: Conn | undefined;
     const max = this.#maxPayload;
     const resume = () => {
       const c = conn as Conn;
@@ -260,10 +287,22 @@ export class LinkServer {
       clearTimeout(deadline);
       this.#pending.delete(sock);
       sock.write(accepted.welcome);
+      const out = new Outbox(sock);
       const c: Conn = {
         id: ++this.#connIds,
         sock,
-        out: new Outbox(sock),
+        out,
+        stoppedBy: undefined,
+        get closed() {
+          return sock.destroyed;
+        },
+        get backlog() {
+          return sock.writableLength + out.used;
+        },
+        flushOut: () => out.flush(),
+        whenWritable: (fn) => {
+          sock.once('drain', fn);
+        },
         bound: accepted.target,
         reader: undefined as unknown as FrameReader,
         reported: 0,
@@ -281,13 +320,13 @@ export class LinkServer {
         placeHeader: newRequestHeader(),
       };
       const placer: FramePlacer = {
-        begin: (b, o, len) => this.#beginPlace(c, b, o, len),
+        begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
         piece: (b, o, n, at) => this.#place(c, b, o, n, at),
       };
       c.reader = new FrameReader(
-        REQ_HEADER,
-        (b, o) => checkRequestHeader(b, o, max),
-        (b, o) => this.#onFrame(c, b, o),
+        { minHeader: RES_HEADER, sizeOf: headerSize },
+        (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
+        (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
         placer,
       );
       conn = c;
@@ -330,21 +369,50 @@ export class LinkServer {
       return;
     }
     if (sock.destroyed) return;
-    // A large request keeps the initiator's ACK timer alive while it arrives.
     const partial = c.reader.partial;
-    if (partial && c.reader.buffered - c.reported >= PROGRESS_BYTES) {
+    if (partial && isAnswer(partial, 0)) {
+      // Part of a large answer (a READ's data) to the bound QP's request.
+      this.#ends(c.bound.slot, c.bound.gen)?.client?.answerArriving();
+    } else if (partial && c.reader.buffered - c.reported >= PROGRESS_BYTES) {
+      // A large request keeps the initiator's ACK timer alive while it arrives (reported
+      // where its answer will go: the report comes before the answer).
       c.reported = c.reader.buffered;
-      const b = c.out.reserve(RES_HEADER);
-      writeResponseHeader(b, c.out.at, partial.readUInt32LE(4), LINK_PROGRESS, 0, 0, 0);
-      c.out.commit(RES_HEADER);
+      const sink = this.#sinkFor(c, partial, 0);
+      const b = sink.out.reserve(RES_HEADER);
+      writeResponseHeader(b, sink.out.at, partial.readUInt32LE(4), LINK_PROGRESS, 0, 0, 0);
+      sink.out.commit(RES_HEADER);
+      this.#flushSoon(sink);
     }
-    this.#flushSoon(c);
     if (c.reader.stopped) {
       // Answers are produced only while the socket keeps up: a READ's reply is made when it
       // can be sent, so a burst of READ requests cannot claim unbounded memory.
       sock.pause();
-      sock.once('drain', resume);
+      (c.stoppedBy ?? c).whenWritable(resume);
     } else if (sock.isPaused()) sock.resume();
+  }
+
+  /**
+   * Where answers to the request whose header is at `b[o..]` go: the bound QP's own
+   * connection to the request's source QP, or this one (see the file's comment).
+   */
+  #sinkFor(c: Conn, b: Buffer, o: number): AnswerSink {
+    if (((b[o + 9] as number) & FLAG_ANSWER_BACK) === 0) return c;
+    const slot = b.readUInt32LE(o + 32);
+    const gen = b.readUInt32LE(o + 36);
+    if (slot !== c.bound.slot || gen !== c.bound.gen) return c; // refused by #answer
+    const via = this.#ends(slot, gen)?.answerVia(b.readUInt32LE(o + 44), b.readUInt32LE(o + 40));
+    return via ?? c;
+  }
+
+  /** An answer's header for the bound QP's request: its frame length, or -1 (dropped). */
+  #checkAnswer(c: Conn, b: Buffer, o: number): number {
+    const client = this.#ends(c.bound.slot, c.bound.gen)?.client;
+    return client ? client.checkAnswer(b, o) : -1;
+  }
+
+  #deliverAnswer(c: Conn, b: Buffer, o: number, len: number): boolean {
+    this.#ends(c.bound.slot, c.bound.gen)?.client?.deliverAnswer(b, o, len);
+    return !c.sock.destroyed;
   }
 
   /**
@@ -352,10 +420,10 @@ export class LinkServer {
    * application woken by a request it got sends before its answer is written, and a turn's
    * answers leave in one write per connection. Many bytes of them go at once.
    */
-  #flushSoon(c: Conn): void {
+  #flushSoon(c: AnswerSink): void {
     if (c.out.used === 0) return;
     if (c.out.used >= FLUSH_NOW) {
-      c.out.flush();
+      c.flushOut();
       return;
     }
     if (!c.dirty) {
@@ -373,9 +441,9 @@ export class LinkServer {
     this.#flushArmed = false;
     const list = this.#dirty;
     for (let i = 0; i < list.length; i++) {
-      const c = list[i] as Conn;
+      const c = list[i] as AnswerSink;
       c.dirty = false;
-      if (!c.sock.destroyed) c.out.flush();
+      if (!c.closed) c.flushOut();
     }
     list.length = 0;
   };
@@ -383,12 +451,23 @@ export class LinkServer {
   /** Runs one whole request frame at `b[o..]`; false to stop reading (answers back up). */
   #onFrame(c: Conn, b: Buffer, o: number): boolean {
     if (c.sock.destroyed) return false;
-    if (c.sock.writableLength + c.out.used >= REPLY_BUDGET) return false;
+    const sink = this.#sinkFor(c, b, o);
+    // The bound QP's connection back is still authenticating: its answers wait for it.
+    if (sink !== c && !(sink as LinkClient).open) {
+      c.stoppedBy = sink;
+      return false;
+    }
+    if (sink.backlog >= REPLY_BUDGET) {
+      c.stoppedBy = sink;
+      return false;
+    }
+    c.stoppedBy = undefined;
     c.reported = 0;
     const placed = c.placing;
     c.placing = false;
     c.placePair = undefined;
-    this.#answer(c, b, o, placed);
+    this.#answer(c, sink, b, o, placed);
+    this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
 
@@ -447,7 +526,7 @@ export class LinkServer {
   }
 
   /** Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only). */
-  #answer(c: Conn, b: Buffer, o: number, placed: boolean): void {
+  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): void {
     const h = this.#h;
     readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
     const sock = c.sock;
@@ -455,7 +534,7 @@ export class LinkServer {
       sock.destroy(); // a QP this connection has not proven the key of
       return;
     }
-    const out = c.out;
+    const out = sink.out;
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const pair = this.#pairOf(c, h);
     if (placed && pair.conn !== c.id) {

@@ -1,7 +1,8 @@
-// Answers for one connection, gathered into a buffer and written with one system call per
-// flush. Buffers are reused once the socket is done with them (its write callbacks come in
-// order), so steady state allocates nothing; a buffer grown for a large READ answer is
-// dropped after use instead of kept.
+// Answers for one connection (and, on an initiator's connection, its small requests beside
+// them), gathered into a buffer and written with one system call per flush. Buffers are
+// reused once the socket is done with them (its write callbacks come in order), so steady
+// state allocates nothing; a buffer grown for a large READ answer is dropped after use
+// instead of kept.
 import type { Socket } from 'node:net';
 import { copyBytes } from './frames.js';
 import { Ring } from './Ring.js';
@@ -29,8 +30,26 @@ class Chunk {
   }
 }
 
+/**
+ * Where a target's answers gather before a flush: the connection that carries the answering
+ * QP's own requests back (LinkClient), or the request's own connection (LinkServer's).
+ */
+export interface AnswerSink {
+  readonly out: Outbox;
+  /** in the listener's list of sinks to flush */
+  dirty: boolean;
+  readonly closed: boolean;
+  /** Bytes waiting to go: in the socket and gathered. */
+  readonly backlog: number;
+  /** Writes what was gathered (when the connection can carry it). */
+  flushOut(): void;
+  /** Calls `fn` once the backlog drained, or the connection opened or closed. */
+  whenWritable(fn: () => void): void;
+}
+
 export class Outbox {
   readonly #sock: Socket;
+  readonly #written: (() => void) | undefined;
   #cur = new Chunk(SMALL);
   #used = 0;
   readonly #free: Chunk[] = [];
@@ -38,8 +57,10 @@ export class Outbox {
   /** one large buffer kept for the next large READ answer */
   #big: Chunk | undefined;
 
-  constructor(sock: Socket) {
+  /** `written`: called as each buffer handed to the socket with a callback is through. */
+  constructor(sock: Socket, written?: () => void) {
     this.#sock = sock;
+    this.#written = written;
   }
 
   /** Bytes gathered and not yet handed to the socket. */
@@ -110,6 +131,7 @@ export class Outbox {
   readonly #onWritten = (): void => {
     const c = this.#inFlight.shift();
     if (!c) return;
+    this.#written?.();
     if (c.buf.length === SMALL) {
       if (this.#free.length < 4) this.#free.push(c);
     } else if (c.buf.length <= BIG_KEEP && (this.#big?.buf.length ?? 0) < c.buf.length) {

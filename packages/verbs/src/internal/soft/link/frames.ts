@@ -1,4 +1,9 @@
-// Frames of the soft TCP link, after the handshake (handshake.ts).
+// Frames of the soft TCP link, after the handshake (handshake.ts). Link protocol 3: each QP
+// of a pair dials the other, and the connection a QP dialed carries, from it, both its
+// requests and its answers to the peer's requests (one write for an answer and the next
+// request: a round trip is one write and one read each way, as a TCP ping-pong). The other
+// direction carries only answers, to requests whose target has no connection back to their
+// source (FLAG_ANSWER_BACK unset, or the target QP not connected to it over the link).
 //
 // request  (52 B + payload): len u32, reqId u32, opcode u8, flags u8, pad×2, imm u32,
 //                            remoteAddr f64, rkey u32, length u32, dstSlot u32, dstGen u32,
@@ -9,7 +14,11 @@
 //                            each). flags bit 0 (HEAD): the initiator's oldest unfinished WR;
 //                            the others must follow the last one run, in order, or are
 //                            discarded (several WRs of a QP are in flight, as RC's PSNs).
-// response (12 B + data):    len u32, reqId u32, outcome u8, status u8, rnrTimer u16;
+//                            flags bit 1 (ANSWER_BACK): answer on the target QP's own
+//                            connection back to the source QP when it has one (LinkServer),
+//                            not on this one (the initiator reads answers on both).
+// response (12 B + data):    len u32 with ANSWER_BIT set (the frame's length below it), reqId
+//                            u32, outcome u8, status u8, rnrTimer u16;
 //                            data only for a successful READ, exactly its length, or a
 //                            successful atomic, its 8-byte prior value. Outcome DISCARDED:
 //                            not run (an earlier WR was not), send it again. Outcome
@@ -23,6 +32,23 @@ import { ABI } from '../../abi.js';
 
 export const REQ_HEADER = 52;
 export const RES_HEADER = 12;
+/** Set in an answer's length word: requests and answers share a connection (protocol 3). */
+export const ANSWER_BIT = 0x8000_0000;
+
+/** True when the frame at `b[o..]` (at least its first 4 bytes) is an answer. */
+export function isAnswer(b: Buffer, o: number): boolean {
+  return ((b[o + 3] as number) & 0x80) !== 0;
+}
+
+/** The header size of the frame at `b[o..]`, from its first RES_HEADER bytes. */
+export function headerSize(b: Buffer, o: number): number {
+  return isAnswer(b, o) ? RES_HEADER : REQ_HEADER;
+}
+
+/** The length an answer header at `b[o..]` declares (its ANSWER_BIT masked off). */
+export function answerLength(b: Buffer, o: number): number {
+  return (b.readUInt32LE(o) & ~ANSWER_BIT) >>> 0;
+}
 /** An atomic request's payload: its two 64-bit operands. */
 export const ATOMIC_REQUEST_BYTES = ABI.ATOMIC_OPERAND_WORDS * 8;
 
@@ -36,6 +62,7 @@ export function answerDataBytes(opcode: number, length: number): number {
   return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
 }
 export const FLAG_HEAD = 1;
+export const FLAG_ANSWER_BACK = 2;
 /** Response outcome (link-only, beyond the engine's LINK_* outcomes): bytes arrived. */
 export const LINK_PROGRESS = 0xff;
 /** A target reports progress each time this much more of one request has arrived. */
@@ -84,7 +111,7 @@ export function checkRequestHeader(b: Buffer, o: number, maxPayload: number): nu
   const length = b.readUInt32LE(o + 28);
   const remoteAddr = b.readDoubleLE(o + 16);
   // Flag bits nobody defined are a malformed frame, not something to ignore.
-  if (((b[o + 9] as number) & ~FLAG_HEAD) !== 0) return -1;
+  if (((b[o + 9] as number) & ~(FLAG_HEAD | FLAG_ANSWER_BACK)) !== 0) return -1;
   if (opcode > ABI.OP_LAST || length > maxPayload) return -1;
   if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return -1;
   if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return -1;
@@ -117,28 +144,32 @@ export function readRequestHeader(
   return true;
 }
 
-/** Writes the request header of the WR the native side handed out (ABI link words) at b[0..]. */
+/**
+ * Writes the request header of the WR the native side handed out (ABI link words) at b[o..]
+ * (asking for the answer on the target's connection back: FLAG_ANSWER_BACK).
+ */
 export function writeRequestHeader(
   b: Buffer,
+  o: number,
   reqId: number,
   hdr: Float64Array,
   payloadLength: number,
 ): void {
-  b.writeUInt32LE(REQ_HEADER + payloadLength, 0);
-  b.writeUInt32LE(reqId, 4);
-  b[8] = hdr[ABI.LINK_OPCODE] as number;
-  b[9] = hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0;
-  b[10] = 0;
-  b[11] = 0;
-  b.writeUInt32LE(hdr[ABI.LINK_IMM] as number, 12);
-  b.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, 16);
-  b.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, 24);
-  b.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, 28);
-  b.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, 32);
-  b.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, 36);
-  b.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, 40);
-  b.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, 44);
-  b.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, 48);
+  b.writeUInt32LE(REQ_HEADER + payloadLength, o);
+  b.writeUInt32LE(reqId, o + 4);
+  b[o + 8] = hdr[ABI.LINK_OPCODE] as number;
+  b[o + 9] = (hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0) | FLAG_ANSWER_BACK;
+  b[o + 10] = 0;
+  b[o + 11] = 0;
+  b.writeUInt32LE(hdr[ABI.LINK_IMM] as number, o + 12);
+  b.writeDoubleLE(hdr[ABI.LINK_REMOTE_ADDR] as number, o + 16);
+  b.writeUInt32LE(hdr[ABI.LINK_RKEY] as number, o + 24);
+  b.writeUInt32LE(hdr[ABI.LINK_LENGTH] as number, o + 28);
+  b.writeUInt32LE(hdr[ABI.LINK_DST_SLOT] as number, o + 32);
+  b.writeUInt32LE(hdr[ABI.LINK_DST_GEN] as number, o + 36);
+  b.writeUInt32LE(hdr[ABI.LINK_SRC_QPN] as number, o + 40);
+  b.writeUInt32LE(hdr[ABI.LINK_SRC_PID] as number, o + 44);
+  b.writeUInt32LE(hdr[ABI.LINK_TOKEN] as number, o + 48);
 }
 
 /** Writes a response header at `b[o..]` for a frame of `dataBytes` data after it. */
@@ -151,7 +182,7 @@ export function writeResponseHeader(
   rnrTimer: number,
   dataBytes: number,
 ): void {
-  b.writeUInt32LE(RES_HEADER + dataBytes, o);
+  b.writeUInt32LE((ANSWER_BIT | (RES_HEADER + dataBytes)) >>> 0, o);
   b.writeUInt32LE(reqId, o + 4);
   b[o + 8] = outcome;
   b[o + 9] = status;
@@ -193,9 +224,11 @@ export interface FramePlacer {
 }
 
 /**
- * Splits a byte stream into length-prefixed frames without allocating per frame. `check(buf,
- * off)` sees each frame's first `headerBytes` before anything past them is kept and returns
- * the frame's total length, or -1 to refuse the stream (the caller drops the connection).
+ * Splits a byte stream into length-prefixed frames without allocating per frame. A frame's
+ * header is `headerBytes` long, or — with a function — as long as it says from the frame's
+ * first `minHeader` bytes (requests and answers share a connection). `check(buf, off)` sees
+ * each frame's whole header before anything past it is kept and returns the frame's total
+ * length, or -1 to refuse the stream (the caller drops the connection).
  * `onFrame(buf, off, len)` gets each whole frame where it lies — in the chunk itself, or in
  * the reader's carry buffer when it spanned chunks — and must be done with those bytes when
  * it returns; it returns false to stop here (backpressure: `resume()` goes on with that frame).
@@ -206,7 +239,9 @@ export class FrameReader {
   #carry: Buffer = Buffer.allocUnsafe(CARRY_KEEP);
   #have = 0; // bytes of the frame in progress held in #carry
   #need = -1; // total length of the frame in #carry, once its header was checked
-  readonly #headerBytes: number;
+  #hb = -1; // header size of the frame in #carry, once known
+  readonly #minHeader: number;
+  readonly #sizeOf: ((buf: Buffer, off: number) => number) | undefined;
   readonly #check: (buf: Buffer, off: number) => number;
   readonly #onFrame: (buf: Buffer, off: number, len: number) => boolean;
   readonly #placer: FramePlacer | undefined;
@@ -219,12 +254,18 @@ export class FrameReader {
   #later: Buffer[] = [];
 
   constructor(
-    headerBytes: number,
+    headerBytes: number | { minHeader: number; sizeOf: (buf: Buffer, off: number) => number },
     check: (buf: Buffer, off: number) => number,
     onFrame: (buf: Buffer, off: number, len: number) => boolean,
     placer?: FramePlacer,
   ) {
-    this.#headerBytes = headerBytes;
+    if (typeof headerBytes === 'number') {
+      this.#minHeader = headerBytes;
+      this.#sizeOf = undefined;
+    } else {
+      this.#minHeader = headerBytes.minHeader;
+      this.#sizeOf = headerBytes.sizeOf;
+    }
     this.#check = check;
     this.#onFrame = onFrame;
     this.#placer = placer;
@@ -288,6 +329,7 @@ export class FrameReader {
       return false;
     }
     this.#need = -1;
+    this.#hb = -1;
     this.#have = 0;
     this.#placing = false;
     if (this.#carry.length > CARRY_KEEP) this.#carry = Buffer.allocUnsafe(CARRY_KEEP);
@@ -301,14 +343,32 @@ export class FrameReader {
     if (!this.#placing) this.#fit(need);
   }
 
+  /** The header size of the frame at `b[o..]` (its first minHeader bytes are there), or -1. */
+  #headerOf(b: Buffer, o: number): number {
+    const sizeOf = this.#sizeOf;
+    if (sizeOf === undefined) return this.#minHeader;
+    const n = sizeOf(b, o);
+    return n >= this.#minHeader && n <= CARRY_KEEP ? n : -1;
+  }
+
   #run(chunk: Buffer, start: number, endArg: number | undefined): boolean {
     const end = endArg ?? chunk.length;
-    const hb = this.#headerBytes;
+    const min = this.#minHeader;
     let pos = start;
     while (pos < end) {
       if (this.#have > 0) {
         // Continuing a frame that spans chunks.
         if (this.#need < 0) {
+          if (this.#hb < 0) {
+            const take = Math.min(min - this.#have, end - pos);
+            copyBytes(chunk, pos, this.#carry, this.#have, take);
+            this.#have += take;
+            pos += take;
+            if (this.#have < min) return true;
+            this.#hb = this.#headerOf(this.#carry, 0);
+            if (this.#hb < 0) return false;
+          }
+          const hb = this.#hb;
           const take = Math.min(hb - this.#have, end - pos);
           copyBytes(chunk, pos, this.#carry, this.#have, take);
           this.#have += take;
@@ -322,7 +382,8 @@ export class FrameReader {
         }
         const take = Math.min(this.#need - this.#have, end - pos);
         if (take > 0) {
-          if (this.#placing) (this.#placer as FramePlacer).piece(chunk, pos, take, this.#have - hb);
+          if (this.#placing)
+            (this.#placer as FramePlacer).piece(chunk, pos, take, this.#have - this.#hb);
           else copyBytes(chunk, pos, this.#carry, this.#have, take);
         }
         this.#have += take;
@@ -334,9 +395,17 @@ export class FrameReader {
         }
         continue;
       }
+      if (end - pos < min) {
+        copyBytes(chunk, pos, this.#carry, 0, end - pos);
+        this.#have = end - pos;
+        return true;
+      }
+      const hb = this.#headerOf(chunk, pos);
+      if (hb < 0) return false;
       if (end - pos < hb) {
         copyBytes(chunk, pos, this.#carry, 0, end - pos);
         this.#have = end - pos;
+        this.#hb = hb;
         return true;
       }
       const need = this.#check(chunk, pos);
@@ -350,6 +419,7 @@ export class FrameReader {
         continue;
       }
       // Incomplete: carried (or placed) until the rest arrives.
+      this.#hb = hb;
       this.#begin(chunk, pos, need);
       if (this.#placing) {
         copyBytes(chunk, pos, this.#carry, 0, hb);

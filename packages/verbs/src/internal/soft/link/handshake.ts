@@ -16,7 +16,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const LINK_MAGIC = 0x4b4c4452; // 'RDLK'
-export const LINK_VERSION = 2;
+export const LINK_VERSION = 3;
 export const HELLO_BYTES = 44;
 export const AUTH_BYTES = 80;
 export const WELCOME_BYTES = 40;
