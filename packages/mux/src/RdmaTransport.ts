@@ -81,10 +81,10 @@ export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOption
   /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
   readChunkBytes?: number;
   /**
-   * Registered memory this transport may hold: its allocator, every connection's receive
-   * buffers (`recvBufferCount` × (`eagerThreshold` + 24) bytes, ≈ 8 MiB with the defaults)
-   * and every connection's pool. Default 1 GiB, about 110 connections with the defaults;
-   * beyond it a new connection fails with the allocator's `ERR_ALLOC_LIMIT`.
+   * Registered memory this transport may hold: its allocator, the shared receive pool (each
+   * peer's lease of `recvCredits` buffers of `eagerThreshold` + 24 bytes, ≈ 576 KiB with the
+   * defaults, more while it is busy) and every connection's pool. Default 1 GiB: 1 000 idle
+   * connections take ≈ 610 MiB; beyond it a new connection fails with `ERR_ALLOC_LIMIT`.
    */
   maxRegisteredBytes?: number;
   /**

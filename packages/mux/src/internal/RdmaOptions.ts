@@ -40,8 +40,8 @@ export interface ParsedRdmaTuning {
  * Measured (`pnpm bench mux`, MUX_BENCH_EAGER): on soft an eager SEND of 16–256 KiB takes
  * half the round trip and CPU of a rendezvous (Ready, READ, Done: a round trip and a wake-up
  * of each side more), so the threshold is bounded by receive-buffer memory, not speed: 32 KiB
- * covers a 256-key pull reply or push of dim 64 per shard and costs 256 × 36 KiB = 9 MiB of
- * registered receive buffers per connection (8 KiB: 2.5 MiB, but those went by READ).
+ * covers a 256-key pull reply or push of dim 64 per shard; a receive buffer takes 36 KiB of
+ * registered pages (a peer's lease of 16: 576 KiB; 256 when busy: 9 MiB).
  */
 export const DEFAULT_EAGER_THRESHOLD = 32 * 1024;
 
