@@ -209,6 +209,39 @@ describe('RdmaTransport shared receive pool', () => {
     expect(client.allocator.leakReport().blocks).toEqual([]);
   }, 60_000);
 
+  it('buffers_the_application_holds_after_its_connection_ended_never_stand_for_a_new_lease', async () => {
+    const held: InboundMessage[] = [];
+    const { conn, client, listener, server } = await pair({}, held);
+    const ch = conn.openChannel('held');
+    // Enough that the lease grows and most of them stay in pool buffers (more than its slack).
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) => ch.send(new Uint8Array(2000).fill(i), LONG)),
+    );
+    await expect.poll(() => held.length).toBe(200);
+    await conn.close(LONG);
+    await expect.poll(() => server.stats().receivePool?.leased).toBe(0);
+    const orphaned = server.stats().receivePool;
+    expect(orphaned?.orphans).toBeGreaterThan(100);
+    // A new peer's lease is posted in full, whatever the application still holds.
+    const next = await client.connect({ port: listener.port, secret: SECRET });
+    cleanups.push(() => next.destroy());
+    const pool = server.stats().receivePool;
+    if (pool === undefined) throw new Error('no pool');
+    expect(pool.leased).toBe(16);
+    expect(pool.posted).toBeGreaterThanOrEqual(pool.leased);
+    const ch2 = next.openChannel('burst');
+    await Promise.all(
+      Array.from({ length: 15 }, (_, i) => ch2.send(new Uint8Array(10).fill(i), LONG)),
+    );
+    await expect.poll(() => held.length).toBe(215);
+    for (const m of held.splice(0)) {
+      expect(m.bytes.length).toBe(m.length);
+      m.release();
+    }
+    expect(next.stats().rnrCount).toBe(0);
+    expect(server.stats().receivePool?.orphans).toBe(0);
+  }, 60_000);
+
   it('a_peer_sending_beyond_its_lease_fails_alone_and_the_pool_serves_the_others', async () => {
     const { conn, server, listener } = await pair();
     const errors: string[] = [];

@@ -28,6 +28,8 @@ export interface ReceivePoolStats {
   readonly extraLeased: number;
   /** Buffers holding a message the application (or mux) has not released. */
   readonly held: number;
+  /** The part of `held` whose connection ended (freed or reposted when released). */
+  readonly orphans: number;
   readonly bufferBytes: number;
   /** Registered bytes of the pool's buffers (buffers × allocated size). */
   readonly registeredBytes: number;
@@ -41,6 +43,8 @@ const POSTED = 1;
 const TAKEN = 2;
 /** Handed to the application as a message, until it releases it. */
 const HELD = 3;
+/** Held by the application after its connection ended (its lease is gone: it counts apart). */
+const ORPHAN = 4;
 
 /**
  * The receive buffers of every connection of a transport: one SRQ of the transport's PD that
@@ -48,9 +52,10 @@ const HELD = 3;
  * transport's allocator: no remote key ever names them) posted to it.
  *
  * Credits stay exact: each connection leases buffers (`lease`) for its peer's credits, and
- * the pool keeps at least as many buffers as are leased, so the posted ones always cover
- * every credit a peer holds or has in flight (a buffer held by the application or whose
- * credit is owed back is one its peer cannot use: see flowctl's `peerCredits`). It grows in
+ * the pool keeps at least as many buffers as are leased (not counting those the application
+ * still holds of ended connections), so the posted ones always cover every credit a peer
+ * holds or has in flight (a buffer held by the application or whose credit is owed back is
+ * one its peer cannot use: see flowctl's `peerCredits`). It grows in
  * blocks while leases grow, up to `maxBuffers` (the SRQ depth, the registration limit), and
  * shrinks as buffers come back: one that returns while the pool holds more than the leases
  * and their slack is freed instead of reposted. A buffer never consumed cannot be taken out
@@ -84,6 +89,8 @@ export class ReceivePool {
   #size = 0;
   #posted = 0;
   #held = 0;
+  /** Held buffers of ended connections: no lease stands for them, so they do not cover one. */
+  #orphans = 0;
   #leased = 0;
   #extra = 0;
   #closed = false;
@@ -162,8 +169,9 @@ export class ReceivePool {
 
   /**
    * No lease left: no connection's QP is on the SRQ any more (they close before their lease
-   * goes), so the SRQ and its posted buffers go; the next lease makes a new one. This is how an idle transport gives its receive memory back (an SRQ cannot
-   * give back a posted buffer otherwise).
+   * goes), so the SRQ and its posted buffers go; the next lease makes a new one. This is how
+   * an idle transport gives its receive memory back (an SRQ cannot give a posted buffer
+   * back otherwise).
    */
   #maybeReset(): void {
     if (this.#leased !== 0 || this.#srq === undefined) return;
@@ -192,8 +200,8 @@ export class ReceivePool {
     this.#srq ??= this.#pd.createSrq({ maxWr: this.maxBuffers, maxSge: 1 });
     // A step of slack beyond the leases: a peer's burst over its lease lands there until
     // its first arrival beyond the lease fails it (see RdmaConnection's receive).
-    if (need + this.#step <= this.#size) return;
-    if (need > this.maxBuffers) {
+    if (need + this.#step <= this.#size - this.#orphans) return;
+    if (need + this.#orphans > this.maxBuffers) {
       throw new AllocLimitError(
         `receive pool: ${need} buffers leased, at most ${this.maxBuffers} (SRQ depth or maxRegisteredBytes)`,
         this.maxBuffers,
@@ -201,11 +209,11 @@ export class ReceivePool {
         true,
       );
     }
-    const want = Math.min(this.maxBuffers, need + 2 * this.#step);
+    const want = Math.min(this.maxBuffers, need + 2 * this.#step) + this.#orphans;
     try {
       while (this.#size < want) this.#add();
     } catch (err) {
-      if (this.#size < need) throw err;
+      if (this.#size - this.#orphans < need) throw err;
     }
   }
 
@@ -281,7 +289,9 @@ export class ReceivePool {
   }
 
   #released(idx: number): void {
-    if (this.#state[idx] !== HELD) return;
+    const st = this.#state[idx];
+    if (st !== HELD && st !== ORPHAN) return;
+    if (st === ORPHAN) this.#orphans--;
     this.#state[idx] = TAKEN;
     this.#held--;
     const user = this.#owner[idx];
@@ -296,7 +306,11 @@ export class ReceivePool {
   giveBack(idx: number): void {
     if (this.#state[idx] !== TAKEN) return;
     this.#owner[idx] = undefined;
-    if (this.#closed || this.#srq === undefined || this.#size > this.#leased + 3 * this.#step) {
+    if (
+      this.#closed ||
+      this.#srq === undefined ||
+      this.#size - this.#orphans > this.#leased + 3 * this.#step
+    ) {
       this.#drop(idx);
       if (this.#size === 0 && this.#srq === undefined) {
         this.#free.length = 0;
@@ -340,8 +354,15 @@ export class ReceivePool {
    */
   forget(user: PoolUser): void {
     for (let i = 0; i < this.#top; i++) {
-      // Held ones keep their owner: its release still settles the connection's accounting.
-      if (this.#owner[i] !== user || this.#state[i] !== TAKEN) continue;
+      if (this.#owner[i] !== user) continue;
+      // Held ones keep their owner (their release still settles the connection's accounting)
+      // but no longer count for a lease.
+      if (this.#state[i] === HELD) {
+        this.#state[i] = ORPHAN;
+        this.#orphans++;
+        continue;
+      }
+      if (this.#state[i] !== TAKEN) continue;
       try {
         this.giveBack(i);
       } catch {
@@ -358,6 +379,7 @@ export class ReceivePool {
       leased: this.#leased,
       extraLeased: this.#extra,
       held: this.#held,
+      orphans: this.#orphans,
       bufferBytes: this.#bufferBytes,
       registeredBytes: this.#size * (block?.capacity ?? this.#bufferBytes),
       maxBuffers: this.maxBuffers,
