@@ -44,6 +44,7 @@ import {
   encodeWireHeader,
   newWireHeader,
   stampWireHeader,
+  WIRE_FLAG_CREDIT_STALLED,
   WIRE_HEADER_BYTES,
   WireType,
 } from './internal/WireHeader.js';
@@ -238,6 +239,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #smallSlots: SendSlot[] = [];
   readonly #largeSlots: SendSlot[] = [];
   readonly #items: OutItem[] = [];
+  /**
+   * A send waited for a credit since the last message: the next header says so, and the peer
+   * grows this side's lease (its credit estimate cannot see a sender whose credits are all in
+   * flight).
+   */
+  #creditStalled = false;
   /** Credits this side had consumed at the last heartbeat tick, and since when it used none. */
   #consumedAtTick = 0;
   #idleSince = 0;
@@ -750,6 +757,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       const item = lane.fifo[lane.head] as OutItem;
       if (item.kind === KIND_SEND) {
         if (!this.#sendCredits.tryConsume()) {
+          this.#creditStalled = true;
           if (!lane.creditStalled) {
             lane.creditStalled = true;
             this.#stats.creditStalls++;
@@ -796,7 +804,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #stamp(lane: Lane, item: OutItem): SendWr {
     const slot = item.slot as SendSlot;
     const credits = this.#recvCredits.takePiggyback();
-    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
+    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes, this.#flags());
     this.#creditMessages = 0;
     this.#creditBytes = 0;
     const wrId = lane.nextWrId++;
@@ -809,6 +817,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     wr.signaled = false;
     this.#ringPush(lane, wrId, item);
     return wr;
+  }
+
+  /** Header flags of the next message: the credit stall is told once. */
+  #flags(): number {
+    if (!this.#creditStalled) return 0;
+    this.#creditStalled = false;
+    return WIRE_FLAG_CREDIT_STALLED;
   }
 
   /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
@@ -900,7 +915,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const slot = item.slot as SendSlot;
     const b = slot.bytes;
     encodeWireHeader(b, WireType.Credit, 0, 0, 0);
-    stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
+    stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes, this.#flags());
     this.#creditMessages = 0;
     this.#creditBytes = 0;
     this.#inFlight++;
@@ -1052,10 +1067,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const rc = this.#recvCredits;
     if (rc.peerCredits <= 0 || !rc.onReceive())
       throw new MuxProtocolError('the peer sent beyond its lease of receive credits');
-    this.#maybeGrowLease();
     this.#stats.framesIn++;
     const bytes = block.bytes;
     const h = decodeWireHeader(bytes, byteLen, this.#s.eagerLimit, this.#hdr);
+    this.#maybeGrowLease(h.flags & WIRE_FLAG_CREDIT_STALLED);
     if (this.#peerGoAway) throw new MuxProtocolError(`message (type ${h.type}) after goaway`);
     if (h.credits > 0) {
       try {
@@ -1201,15 +1216,17 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   /**
-   * A busy peer gets a bigger lease: when the credits it holds (or has on the way) are down to
-   * a quarter of its lease, it is waiting for returns or about to. Doubled, up to
-   * `recvBufferCount`, while the shared pool has buffers for growth; an idle sender gives
-   * the extra back after `leaseIdleMs` (LeaseReturn).
+   * A busy peer gets a bigger lease: when it says it waited for a credit (`stalled`), or when
+   * the credits it holds (or has on the way) are down to a quarter of its lease (this side's
+   * application holds its buffers). Doubled, up to `recvBufferCount`, while the shared pool
+   * has buffers for growth; an idle sender gives the extra back after `leaseIdleMs`
+   * (LeaseReturn).
    */
-  #maybeGrowLease(): void {
+  #maybeGrowLease(stalled: number): void {
     const rc = this.#recvCredits;
     const cap = rc.capacity;
-    if (rc.peerCredits > cap >> 2 || this.#quiet || this.#peerGoAway) return;
+    if (stalled === 0 && rc.peerCredits > cap >> 2) return;
+    if (this.#quiet || this.#peerGoAway) return;
     const n = Math.min(cap, this.#res.maxLease - cap);
     if (n > 0 && this.#res.tryLeaseMore(n)) rc.grow(n);
   }
