@@ -195,6 +195,11 @@ describe('RdmaTransport shared receive pool', () => {
     cleanups.push(() => other.destroy());
     expect(server.stats().receivePool?.leased).toBe(32);
     expect(client.stats().receivePool?.leased).toBe(32);
+    // Receive buffers are local-only memory: no remote key ever reaches them.
+    const bufferBytes = server.stats().receivePool?.bufferBytes;
+    const buffers = server.allocator.leakReport().blocks.filter((b) => b.length === bufferBytes);
+    expect(buffers.length).toBeGreaterThanOrEqual(32);
+    for (const b of buffers) expect(b.access).toBe('local');
     await conn.close(LONG);
     await expect.poll(() => server.stats().receivePool?.leased).toBe(16);
     expect(client.stats().receivePool?.leased).toBe(16);
