@@ -62,6 +62,13 @@ export interface ReceiveCreditsStats {
    */
   readonly creditViolations: number;
   readonly maxInUse: number;
+  /** The peer's lease: buffers it may fill (`initialCredits`, grown by `grow`, shrunk by `peerReturned`). */
+  readonly capacity: number;
+  /** Credits the peer holds or that are on their way to it (`peerCredits`). */
+  readonly peerCredits: number;
+  /** Credits added by `grow` and given back by the peer (`peerReturned`), in total. */
+  readonly grown: number;
+  readonly returnedByPeer: number;
   readonly piggybackReturns: number;
   readonly piggybackCredits: number;
   readonly explicitUpdates: number;
@@ -89,9 +96,12 @@ export type ReceiveCreditsState = 'open' | 'closed';
  * delay on those too would answer every update with another one, forever, on idle peers.
  */
 export class ReceiveCredits {
-  private readonly total: number;
+  private total: number;
+  private readonly initial: number;
   private readonly reserved: number;
-  private readonly threshold: number;
+  /** The threshold asked for at `initialCredits`; scaled with the lease when it changes. */
+  private readonly baseThreshold: number;
+  private threshold: number;
   private readonly maxGrant: number;
   private readonly flushDelay: number;
   private readonly clock: Clock;
@@ -110,6 +120,8 @@ export class ReceiveCredits {
   private flushTimer: unknown;
   private delayedFlushes = 0;
   private received = 0;
+  private grownTotal = 0;
+  private peerReturnedTotal = 0;
   private overruns = 0;
   private violations = 0;
   private maxUsed = 0;
@@ -122,6 +134,7 @@ export class ReceiveCredits {
     const options = ownOptions('ReceiveCredits options', opts) as Partial<ReceiveCreditsOptions>;
     this.reserved = checkInt('reservedCredits', options.reservedCredits ?? 1, 1);
     this.total = checkInt('initialCredits', options.initialCredits, this.reserved + 2);
+    this.initial = this.total;
     const top = this.total - this.reserved;
     this.maxGrant = checkInt('maxGrantPerMessage', options.maxGrantPerMessage ?? 0xffff, 2);
     this.threshold = checkInt(
@@ -130,6 +143,7 @@ export class ReceiveCredits {
       2,
       top,
     );
+    this.baseThreshold = this.threshold;
     if (this.maxGrant < this.threshold) {
       throw new FlowctlError(
         'ERR_FLOWCTL_INVALID_ARG',
@@ -158,9 +172,24 @@ export class ReceiveCredits {
     return this.currentState;
   }
 
-  /** Receive buffers dedicated to this peer. */
+  /** Receive buffers dedicated to this peer: its lease. */
   get capacity(): number {
     return this.total;
+  }
+
+  /**
+   * Credits the peer holds, has in flight to us, or has on their way to it: the lease minus
+   * the buffers in use and the credits owed. Low while the peer is busy (it waits for
+   * returns): the signal to `grow` its lease.
+   */
+  get peerCredits(): number {
+    return (
+      this.initial +
+      this.piggybackCredits +
+      this.explicitCredits -
+      this.peerReturnedTotal -
+      this.received
+    );
   }
 
   /** Buffers posted and empty. */
@@ -202,7 +231,7 @@ export class ReceiveCredits {
     }
     // The peer holds at most initial + returned - received credits; at zero it sent without
     // one, into a buffer whose credit is owed: that credit is used up, not returned later.
-    if (this.total + this.piggybackCredits + this.explicitCredits - this.received <= 0) {
+    if (this.peerCredits <= 0) {
       this.violations++;
       if (this.owed > 0) {
         this.owed--;
@@ -275,6 +304,46 @@ export class ReceiveCredits {
     }
   }
 
+  /**
+   * Grows the peer's lease by `count` buffers, which the transport has posted already: they
+   * are owed to the peer at once (piggybacked, by the threshold or the flush delay, as data
+   * credits). The return threshold scales with the lease.
+   */
+  grow(count: number): void {
+    this.checkOpen('grow');
+    checkInt('count', count, 1, this.maxGrant);
+    const wasNeeded = this.updateNeeded;
+    this.total += count;
+    this.grownTotal += count;
+    this.scaleThreshold();
+    this.owed += count;
+    this.owedData += count;
+    if (this.flushTimer === undefined && !this.flushDue) {
+      this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
+    }
+    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
+  }
+
+  /**
+   * The peer gave back `count` credits it held (its lease shrinks; the transport may unpost
+   * as many buffers). Throws ERR_FLOWCTL_PROTOCOL when the peer cannot hold that many
+   * (`peerCredits`) or would shrink below `initialCredits`.
+   */
+  peerReturned(count: number): void {
+    this.checkOpen('peerReturned');
+    checkInt('count', count, 1);
+    if (count > this.peerCredits || this.total - count < this.initial) {
+      throw new FlowctlError(
+        'ERR_FLOWCTL_PROTOCOL',
+        `ReceiveCredits: peer gave back ${count} credits; it holds at most ${this.peerCredits}` +
+          ` and its lease is ${this.total - this.initial} above the initial ${this.initial}`,
+      );
+    }
+    this.total -= count;
+    this.peerReturnedTotal += count;
+    this.scaleThreshold();
+  }
+
   /** Credits to carry in the header of any message to the peer (0 when none are owed). */
   takePiggyback(): number {
     this.checkOpen('takePiggyback');
@@ -300,9 +369,9 @@ export class ReceiveCredits {
   /** The values the handshake carries to the peer's `SendCredits`. */
   params(): CreditParams {
     return {
-      initialCredits: this.total,
+      initialCredits: this.initial,
       reservedCredits: this.reserved,
-      returnThreshold: this.threshold,
+      returnThreshold: this.baseThreshold,
     };
   }
 
@@ -324,6 +393,10 @@ export class ReceiveCredits {
       overruns: this.overruns,
       creditViolations: this.violations,
       maxInUse: this.maxUsed,
+      capacity: this.total,
+      peerCredits: this.peerCredits,
+      grown: this.grownTotal,
+      returnedByPeer: this.peerReturnedTotal,
       piggybackReturns: this.piggybackReturns,
       piggybackCredits: this.piggybackCredits,
       explicitUpdates: this.explicitUpdates,
@@ -346,11 +419,16 @@ export class ReceiveCredits {
     return n;
   }
 
+  /** The threshold keeps its ratio to the lease: a grown lease is not returned in crumbs. */
+  private scaleThreshold(): void {
+    const top = this.total - this.reserved;
+    const scaled = Math.round((this.baseThreshold * this.total) / this.initial);
+    this.threshold = Math.max(2, Math.min(this.maxGrant, top, scaled));
+  }
+
   /** The peer holds no credit for data, as far as this side can tell (returns in flight counted). */
   private peerStalled(): boolean {
-    return (
-      this.total + this.piggybackCredits + this.explicitCredits - this.received <= this.reserved
-    );
+    return this.peerCredits <= this.reserved;
   }
 
   /** `n` data credits left the owed count: the flush delay is over once none are left. */

@@ -30,6 +30,12 @@ export interface SendCreditsOptions {
    * (`tryConsumeReserved`). Default 1, at least 1. Must be below `initialCredits`.
    */
   reservedCredits?: number;
+  /**
+   * Most credits the peer may lease us (its receive buffers for us at most): a grant beyond
+   * what is outstanding grows the lease up to this; beyond it is a protocol error. Default
+   * `initialCredits` (a fixed lease, every grant a return).
+   */
+  maxCredits?: number;
   clock?: Clock;
   /** Deadline of an `acquire` that names none. Default 30 000 ms. */
   defaultTimeoutMs?: number;
@@ -50,6 +56,10 @@ export interface SendCreditsStats {
   readonly consumedReserved: number;
   /** Credits returned by the peer. */
   readonly granted: number;
+  /** The lease: credits this side holds or has spent and not had returned (grows and shrinks). */
+  readonly lease: number;
+  /** Credits given back to the peer (`giveBack`): the lease shrank by these. */
+  readonly givenBack: number;
   /** Times a send could not take a credit at once (tryConsume false or acquire waited). */
   readonly creditStalls: number;
   readonly waiting: number;
@@ -79,7 +89,9 @@ interface SendCreditsEvents {
  * credit (`tryConsumeReserved()` false) is told by `'reserveAvailable'` when one returns.
  */
 export class SendCredits extends EventEmitter<SendCreditsEvents> {
-  private readonly total: number;
+  private total: number;
+  private readonly initial: number;
+  private readonly maxTotal: number;
   private readonly reserved: number;
   private readonly clock: Clock;
   private readonly defaultTimeoutMs: number;
@@ -94,6 +106,7 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   private consumed = 0;
   private consumedReserved = 0;
   private granted = 0;
+  private givenBack = 0;
   private stalls = 0;
   private maxDepth = 0;
   private blockedMs = 0;
@@ -105,6 +118,8 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
     const options = ownOptions('SendCredits options', opts) as Partial<SendCreditsOptions>;
     this.reserved = checkInt('reservedCredits', options.reservedCredits ?? 1, 1);
     this.total = checkInt('initialCredits', options.initialCredits, this.reserved + 1);
+    this.initial = this.total;
+    this.maxTotal = checkInt('maxCredits', options.maxCredits ?? this.total, this.total);
     this.avail = this.total;
     this.clock = checkClock(options.clock) ?? systemClock;
     this.defaultTimeoutMs = checkNumber('defaultTimeoutMs', options.defaultTimeoutMs ?? 30_000, 0);
@@ -132,6 +147,16 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   /** Credits spent and not yet returned by the peer. */
   get outstanding(): number {
     return this.total - this.avail;
+  }
+
+  /** The lease: credits held plus outstanding (`initialCredits` until the peer grows it). */
+  get lease(): number {
+    return this.total;
+  }
+
+  /** Credits of the lease above `initialCredits` (what `giveBack` may return). */
+  get extra(): number {
+    return this.total - this.initial;
   }
 
   /**
@@ -209,17 +234,23 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   }
 
   /**
-   * Credits returned by the peer (piggybacked or in an explicit update). Throws
-   * ERR_FLOWCTL_PROTOCOL when the peer returns more than was ever spent.
+   * Credits returned by the peer (piggybacked or in an explicit update). What exceeds the
+   * outstanding credits grows the lease, up to `maxCredits`. Throws ERR_FLOWCTL_PROTOCOL when
+   * the peer returns more than was spent plus what the lease may still grow.
    */
   grant(credits: number): void {
     this.checkOpen('grant');
     checkInt('credits', credits, 0);
-    if (this.avail + credits > this.total) {
-      throw new FlowctlError(
-        'ERR_FLOWCTL_PROTOCOL',
-        `SendCredits: peer returned ${credits} credits but only ${this.total - this.avail} are outstanding`,
-      );
+    const grow = this.avail + credits - this.total;
+    if (grow > 0) {
+      if (this.total + grow > this.maxTotal) {
+        throw new FlowctlError(
+          'ERR_FLOWCTL_PROTOCOL',
+          `SendCredits: peer returned ${credits} credits but only ${this.total - this.avail} are outstanding` +
+            ` and the lease may grow by ${this.maxTotal - this.total}`,
+        );
+      }
+      this.total += grow;
     }
     this.avail += credits;
     this.granted += credits;
@@ -229,6 +260,23 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
       this.emit('reserveAvailable');
     }
     this.serve();
+  }
+
+  /**
+   * Gives back up to `max` credits of the lease above `initialCredits` that are in hand and
+   * not needed by a waiting send (the reserve stays): the lease shrinks by the returned count,
+   * which the transport tells the peer. Never below `initialCredits`, never the reserve.
+   */
+  giveBack(max = Number.MAX_SAFE_INTEGER): number {
+    this.checkOpen('giveBack');
+    checkInt('max', max, 0);
+    if (this.waiters.size > 0) return 0;
+    const n = Math.min(max, this.total - this.initial, this.avail - this.reserved);
+    if (n <= 0) return 0;
+    this.total -= n;
+    this.avail -= n;
+    this.givenBack += n;
+    return n;
   }
 
   /** Idempotent: rejects pending acquires with ERR_FLOWCTL_CLOSED; later calls throw. */
@@ -260,6 +308,8 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
       consumed: this.consumed,
       consumedReserved: this.consumedReserved,
       granted: this.granted,
+      lease: this.total,
+      givenBack: this.givenBack,
       creditStalls: this.stalls,
       waiting: this.waiters.size,
       maxQueueDepth: this.maxDepth,

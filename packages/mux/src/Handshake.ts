@@ -7,8 +7,9 @@ export const HANDSHAKE_MAGIC = 0x52444d58;
 /**
  * The wire protocol this package speaks (handshake and frames). 2: proofs bind the whole
  * transcript (limits included) and the RDMA control connection is sealed with session keys.
+ * 3: RDMA receive credits are leases from a shared receive pool (setup v2, LeaseReturn).
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 /** Every handshake message has this fixed size, so it is validated before it is parsed. */
 export const HANDSHAKE_MESSAGE_BYTES = 88;
 /**

@@ -28,10 +28,11 @@ import {
 } from './errors.js';
 import { FRAME_HEADER_BYTES, MAX_CHANNEL_NAME_BYTES } from './FrameHeader.js';
 import type { HandshakeLimits } from './Handshake.js';
-import { type ControlLink, ControlType } from './internal/ControlLink.js';
+import { type ControlLink, ControlType, LEASE_RETURN_BYTES } from './internal/ControlLink.js';
 import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
 import type { PollPolicy } from './internal/RdmaOptions.js';
+import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './internal/ReceivePool.js';
 import {
   decodeRendezvousNotice,
   encodeRendezvousNotice,
@@ -43,6 +44,7 @@ import {
   encodeWireHeader,
   newWireHeader,
   stampWireHeader,
+  WIRE_FLAG_CREDIT_STALLED,
   WIRE_HEADER_BYTES,
   WireType,
 } from './internal/WireHeader.js';
@@ -52,7 +54,6 @@ import {
   type MessagePart,
   messageLength,
   type OutboundMessage,
-  rearmInbound,
 } from './Message.js';
 import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
 import type { RdmaConnectionStats } from './RdmaStats.js';
@@ -75,8 +76,13 @@ export interface RdmaConnectionSettings {
   spinUs: number;
   /** Largest message sent eager, agreed by both sides (the smaller threshold). */
   eagerLimit: number;
-  /** The peer's receive credits (its posted buffers) and reserve, from the setup exchange. */
-  sendCredits: { initialCredits: number; reservedCredits: number };
+  /**
+   * The peer's receive credits: its initial lease, reserve and the most it may lease us (its
+   * pool's buffers for us), from the setup exchange.
+   */
+  sendCredits: { initialCredits: number; reservedCredits: number; maxCredits: number };
+  /** A sender that used no credit for this long gives its grown lease back (LeaseReturn). */
+  leaseIdleMs: number;
   receiveCredits: { initialCredits: number; reservedCredits: number; returnThreshold: number };
   /** Largest RDMA READ work request (bigger messages are read in chunks). */
   readChunkBytes: number;
@@ -205,13 +211,14 @@ interface Source {
  * control TCP connection stays open for heartbeats and the graceful end; its loss fails the
  * connection.
  */
-export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Connection {
+export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Connection, PoolUser {
   readonly role: 'client' | 'server';
   readonly remoteAddress: string;
   readonly defaultTimeoutMs: number;
   readonly #link: ControlLink;
   readonly #s: RdmaConnectionSettings;
   readonly #res: PeerResources;
+  readonly #pool: ReceivePool;
   readonly #alloc: RegisteredAllocator;
   readonly #window: SendWindow;
   readonly #sendCredits: SendCredits;
@@ -232,10 +239,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #smallSlots: SendSlot[] = [];
   readonly #largeSlots: SendSlot[] = [];
   readonly #items: OutItem[] = [];
-  /** Per receive buffer: its reusable message, the view of its last length, its charge. */
-  readonly #recvMsgs: (InboundMessage | undefined)[];
-  readonly #recvViews: (Uint8Array | undefined)[];
-  readonly #recvCharges: number[];
+  /**
+   * A send waited for a credit since the last message: the next header says so, and the peer
+   * grows this side's lease (its credit estimate cannot see a sender whose credits are all in
+   * flight).
+   */
+  #creditStalled = false;
+  /** Credits this side had consumed at the last heartbeat tick, and since when it used none. */
+  #consumedAtTick = 0;
+  #idleSince = 0;
   #open = 0;
   #nextId: number;
   #nextToken = 1;
@@ -301,6 +313,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.role = role;
     this.#s = settings;
     this.#res = resources;
+    this.#pool = resources.pool;
     this.#alloc = resources.allocator;
     this.defaultTimeoutMs = settings.defaultTimeoutMs;
     this.remoteAddress = link.remoteAddress;
@@ -313,7 +326,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       maxQueued: 1 << 20,
       ...(settings.budget === undefined ? {} : { budget: settings.budget }),
     });
-    this.#sendCredits = new SendCredits({ ...settings.sendCredits });
+    this.#sendCredits = new SendCredits({
+      initialCredits: settings.sendCredits.initialCredits,
+      reservedCredits: settings.sendCredits.reservedCredits,
+      // A peer whose announced maximum is below its initial lease grants a fixed lease.
+      maxCredits: Math.max(settings.sendCredits.initialCredits, settings.sendCredits.maxCredits),
+    });
     // The flush delay returns credits the threshold would strand (a receiver holding its
     // buffers, a stalled peer); its timer is restarted, not re-created, per message.
     this.#creditClock = new OneTimerClock(settings.creditFlushMs);
@@ -336,25 +354,24 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         sqUsed: 0,
         max: qp.caps.maxSendWr,
         unsignaled: 0,
-        nextWrId: 1,
+        // Above every receive buffer's id: a completion's wrId alone says which it is.
+        nextWrId: RECV_WR_ID_LIMIT,
         creditStalled: false,
       };
       this.#lanes.push(lane);
       this.#laneByQpn.set(qp.qpn, lane);
     }
     this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
-    // Dense from the start: buffers come back in any order, and a sparse array's stores allocate.
-    const n = resources.recvCount;
-    this.#recvMsgs = new Array<InboundMessage | undefined>(n).fill(undefined);
-    this.#recvViews = new Array<Uint8Array | undefined>(n).fill(undefined);
-    this.#recvCharges = new Array<number>(n).fill(0);
+    // Receives of this peer's CQ are this connection's; released buffers are told here.
+    resources.user = this;
+    this.#idleSince = Date.now();
     this.#heartbeat = setInterval(
       () => this.#tick(),
       Math.max(10, settings.heartbeatIntervalMs / 2),
     );
     this.#heartbeat.unref();
     link.setHandlers({
-      message: (type) => this.#onControl(type),
+      message: (type, payload) => this.#onControl(type, payload),
       closed: (cause) => this.#onLinkClosed(cause),
       // Ended without a goaway while open: the peer went away (its close would say goaway).
       ended: () => {
@@ -740,6 +757,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       const item = lane.fifo[lane.head] as OutItem;
       if (item.kind === KIND_SEND) {
         if (!this.#sendCredits.tryConsume()) {
+          this.#creditStalled = true;
           if (!lane.creditStalled) {
             lane.creditStalled = true;
             this.#stats.creditStalls++;
@@ -786,7 +804,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #stamp(lane: Lane, item: OutItem): SendWr {
     const slot = item.slot as SendSlot;
     const credits = this.#recvCredits.takePiggyback();
-    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes);
+    stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes, this.#flags());
     this.#creditMessages = 0;
     this.#creditBytes = 0;
     const wrId = lane.nextWrId++;
@@ -799,6 +817,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     wr.signaled = false;
     this.#ringPush(lane, wrId, item);
     return wr;
+  }
+
+  /** Header flags of the next message: the credit stall is told once. */
+  #flags(): number {
+    if (!this.#creditStalled) return 0;
+    this.#creditStalled = false;
+    return WIRE_FLAG_CREDIT_STALLED;
   }
 
   /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
@@ -890,7 +915,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const slot = item.slot as SendSlot;
     const b = slot.bytes;
     encodeWireHeader(b, WireType.Credit, 0, 0, 0);
-    stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes);
+    stampWireHeader(b, rc.takeUpdate(), this.#creditMessages, this.#creditBytes, this.#flags());
     this.#creditMessages = 0;
     this.#creditBytes = 0;
     this.#inFlight++;
@@ -1014,6 +1039,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #onCompletion(wc: WorkCompletion): void {
     if (wc.status !== 'SUCCESS') {
       if (wc.status === 'RNR_RETRY_EXC_ERR') this.#stats.rnrCount++;
+      // A failed receive still took a buffer of the shared pool: it goes back.
+      if (wc.wrId < RECV_WR_ID_LIMIT) this.#res.reclaimReceive(wc.wrId);
       throw new MuxConnectionError(
         'ERR_MUX_CONNECTION_LOST',
         `RDMA work request failed: ${wc.status} (QP ${wc.qpNum})`,
@@ -1029,14 +1056,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#retire(lane, wc.wrId);
   }
 
-  #onReceive(idx: number, byteLen: number): void {
-    const block = this.#res.recvBlocks[idx];
-    if (block === undefined) throw new MuxProtocolError(`receive completion for buffer ${idx}`);
-    if (!this.#recvCredits.onReceive())
-      throw new MuxProtocolError('the peer sent without a receive credit');
+  #onReceive(wrId: number, byteLen: number): void {
+    const pool = this.#pool;
+    // Ours from here (teardown gives it back to the pool if handling it fails).
+    const idx = pool.take(wrId, this);
+    const block = pool.block(idx);
+    // Exact: an honest peer holds a credit for every SEND (flowctl's peerCredits counts it
+    // until it arrives). One without took a buffer of the shared pool that another peer's
+    // credit stands for, so it is a protocol error, never forgiven.
+    const rc = this.#recvCredits;
+    if (rc.peerCredits <= 0 || !rc.onReceive())
+      throw new MuxProtocolError('the peer sent beyond its lease of receive credits');
     this.#stats.framesIn++;
     const bytes = block.bytes;
     const h = decodeWireHeader(bytes, byteLen, this.#s.eagerLimit, this.#hdr);
+    this.#maybeGrowLease(h.flags & WIRE_FLAG_CREDIT_STALLED);
     if (this.#peerGoAway) throw new MuxProtocolError(`message (type ${h.type}) after goaway`);
     if (h.credits > 0) {
       try {
@@ -1057,7 +1091,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         let m: InboundMessage;
         // Buffers running low (the application holds many): copy out and repost at once, so
         // a receiver holding up to its window never starves its sender of buffers.
-        if (this.#recvCredits.posted < this.#res.recvCount / 4) {
+        if (this.#recvCredits.posted < this.#recvCredits.capacity / 4) {
           this.#stats.receiveCopies++;
           const copy = this.#alloc.alloc(Math.max(1, h.length));
           copy.bytes.set(bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + h.length));
@@ -1073,9 +1107,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
             copy,
           );
         } else {
-          this.#res.recvHeld[idx] = 1;
-          this.#recvCharges[idx] = charge;
-          m = this.#recvMessage(idx, block, h.channel, h.seq, h.length);
+          m = pool.hold(idx, h.channel, h.seq, h.length, charge);
         }
         ch.arrive(m);
         return;
@@ -1176,36 +1208,27 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
-  /**
-   * The message of receive buffer `idx`: one object per buffer, re-armed for each arrival once
-   * the application released the previous one; the view is reused while lengths repeat.
-   */
-  #recvMessage(idx: number, block: Block, channel: number, seq: number, length: number) {
-    let view = this.#recvViews[idx];
-    if (view === undefined || view.length !== length) {
-      const all = block.bytes;
-      view = new Uint8Array(all.buffer, all.byteOffset + WIRE_HEADER_BYTES, length);
-      this.#recvViews[idx] = view;
-    }
-    let m = this.#recvMsgs[idx];
-    if (m === undefined) {
-      m = this.#newRecvMessage(idx, block, channel, seq, view);
-      this.#recvMsgs[idx] = m;
-    } else {
-      rearmInbound(m, channel, seq, view, block);
-    }
-    return m;
-  }
-
-  /** Apart from #recvMessage: a closure over `idx` there would allocate a context per call. */
-  #newRecvMessage(idx: number, block: Block, channel: number, seq: number, view: Uint8Array) {
-    return new InboundMessage(channel, seq, view, () => this.#recvReleased(idx), block);
-  }
-
-  #recvReleased(idx: number): void {
-    this.#res.recvHeld[idx] = 0;
+  /** @internal The application released the message of pool buffer `idx` (ReceivePool). */
+  recvReleased(idx: number): void {
+    const charge = this.#pool.charges[idx] as number;
     this.#repost(idx, true);
-    this.#released(this.#recvCharges[idx] as number);
+    this.#released(charge);
+  }
+
+  /**
+   * A busy peer gets a bigger lease: when it says it waited for a credit (`stalled`), or when
+   * the credits it holds (or has on the way) are down to a quarter of its lease (this side's
+   * application holds its buffers). Doubled, up to `recvBufferCount`, while the shared pool
+   * has buffers for growth; an idle sender gives the extra back after `leaseIdleMs`
+   * (LeaseReturn).
+   */
+  #maybeGrowLease(stalled: number): void {
+    const rc = this.#recvCredits;
+    const cap = rc.capacity;
+    if (stalled === 0 && rc.peerCredits > cap >> 2) return;
+    if (this.#quiet || this.#peerGoAway) return;
+    const n = Math.min(cap, this.#res.maxLease - cap);
+    if (n > 0 && this.#res.tryLeaseMore(n)) rc.grow(n);
   }
 
   /** The channel of a Data or Ready, checked: open for receiving, next in sequence. */
@@ -1269,15 +1292,19 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     op.ch.fill(op.slot, m);
   }
 
-  /** A receive buffer is free again: posted back for the peer (or freed once the connection ended). */
+  /** A receive buffer is free again: back to the shared pool, its credit owed to the peer. */
   #repost(idx: number, fromData: boolean): void {
-    const block = this.#res.recvBlocks[idx] as Block;
     if (this.#terminal()) {
-      if (!block.released) block.release();
+      // The lease went back at teardown: the pool reposts the buffer or frees it.
+      try {
+        this.#pool.giveBack(idx);
+      } catch {
+        // the SRQ is gone with the transport: the buffer was freed
+      }
       return;
     }
     try {
-      this.#res.postRecv(idx);
+      this.#pool.giveBack(idx);
     } catch (err) {
       this.destroy(new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'receive repost failed', err));
       return;
@@ -1326,7 +1353,11 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   // ---- control connection, lifecycle ----
 
-  #onControl(type: ControlType): void {
+  #onControl(type: ControlType, payload: Uint8Array): void {
+    if (type === ControlType.LeaseReturn) {
+      this.#onLeaseReturn(payload);
+      return;
+    }
     if (type === ControlType.GoAway) {
       if (this.#peerGoAway) return;
       // What the peer sent before its goaway completed, so it is in our CQ: take it first.
@@ -1340,6 +1371,45 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       this.destroy(new MuxProtocolError(`control message ${type} after setup`));
     }
     // Ping: liveness only (any message counts).
+  }
+
+  /** The peer gave back credits of its grown lease: the pool may shrink by as many. */
+  #onLeaseReturn(payload: Uint8Array): void {
+    if (this.#terminal()) return;
+    const n = new DataView(payload.buffer, payload.byteOffset, LEASE_RETURN_BYTES).getUint32(0);
+    try {
+      if (n === 0) throw new MuxProtocolError('lease return of 0 credits');
+      this.#recvCredits.peerReturned(n);
+    } catch (err) {
+      this.destroy(
+        err instanceof MuxError
+          ? err
+          : new MuxProtocolError(`bad lease return: ${(err as Error).message}`),
+      );
+      return;
+    }
+    this.#res.unlease(n);
+  }
+
+  /**
+   * An idle sender (no credit used for `leaseIdleMs`) gives what its lease grew by back to
+   * the peer's pool, out of band: a LeaseReturn needs no receive buffer.
+   */
+  #maybeReturnLease(now: number): void {
+    const sc = this.#sendCredits;
+    const consumed = sc.stats().consumed;
+    if (consumed !== this.#consumedAtTick) {
+      this.#consumedAtTick = consumed;
+      this.#idleSince = now;
+      return;
+    }
+    if (sc.extra === 0 || now - this.#idleSince < this.#s.leaseIdleMs) return;
+    if (this.#state !== 'open' || this.#quiet || this.#peerGoAway) return;
+    const n = sc.giveBack();
+    if (n === 0) return;
+    const payload = new Uint8Array(LEASE_RETURN_BYTES);
+    new DataView(payload.buffer).setUint32(0, n);
+    this.#link.send(ControlType.LeaseReturn, payload);
   }
 
   #onLinkClosed(cause: Error | undefined): void {
@@ -1454,6 +1524,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       });
       return;
     }
+    this.#maybeReturnLease(now);
     if (now - this.#link.lastWrite >= this.#s.heartbeatIntervalMs / 2)
       this.#link.send(ControlType.Ping);
   }
@@ -1660,6 +1731,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       outstandingWrs: outstanding,
       rnrCount: s.rnrCount,
       posts: s.posts,
+      recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
+      sendLease: this.#sendCredits.lease,
     };
   }
 

@@ -23,4 +23,11 @@ export interface RdmaConnectionStats extends ConnectionStats {
   readonly rnrCount: number;
   /** postSend calls (each posts a batch of work requests). */
   readonly posts: number;
+  /**
+   * Receive credits leased to the peer from the transport's shared receive pool (its
+   * `recvCredits` when idle, up to `recvBufferCount` while busy; 0 once closed).
+   */
+  readonly recvLease: number;
+  /** Credits the peer leases this side (what this side may have in its buffers at once). */
+  readonly sendLease: number;
 }

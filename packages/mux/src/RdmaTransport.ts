@@ -16,6 +16,7 @@ import { ControlLink } from './internal/ControlLink.js';
 import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
+import { ReceivePool, type ReceivePoolStats } from './internal/ReceivePool.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
 import {
   type PendingHandshakeLimits,
@@ -34,6 +35,15 @@ const MiB = 1024 * 1024;
 const DEFAULT_BUDGET = { maxBytes: 1024 * MiB, maxMessages: 1 << 20 } as const;
 /** Registered memory of a transport (allocator, receive buffers, pools), unless `maxRegisteredBytes` says. */
 const DEFAULT_MAX_REGISTERED_BYTES = 1024 * MiB;
+/** Receive buffers the shared pool adds at least when it grows, and keeps spare. */
+const POOL_STEP = 32;
+
+/** What `RdmaTransport.stats()` reports. */
+export interface RdmaTransportStats {
+  readonly connections: number;
+  /** The shared receive pool: buffers, posted, leased (all connections), registered bytes. */
+  readonly receivePool: ReceivePoolStats | undefined;
+}
 
 export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOptions {
   /** The device to use (its PD and allocator are made here). Default: a soft device opened on first use. */
@@ -71,10 +81,10 @@ export interface RdmaTransportOptions extends RdmaTuning, PendingHandshakeOption
   /** Largest RDMA READ work request; larger messages are read in chunks. Default 4 MiB. */
   readChunkBytes?: number;
   /**
-   * Registered memory this transport may hold: its allocator, every connection's receive
-   * buffers (`recvBufferCount` × (`eagerThreshold` + 24) bytes, ≈ 8 MiB with the defaults)
-   * and every connection's pool. Default 1 GiB, about 110 connections with the defaults;
-   * beyond it a new connection fails with the allocator's `ERR_ALLOC_LIMIT`.
+   * Registered memory this transport may hold: its allocator, the shared receive pool (each
+   * peer's lease of `recvCredits` buffers of `eagerThreshold` + 24 bytes, ≈ 576 KiB with the
+   * defaults, more while it is busy) and every connection's pool. Default 1 GiB: 1 000 idle
+   * connections take ≈ 610 MiB; beyond it a new connection fails with `ERR_ALLOC_LIMIT`.
    */
   maxRegisteredBytes?: number;
   /**
@@ -125,6 +135,7 @@ export class RdmaTransport implements Transport {
   readonly #ownDevice: boolean;
   #pd: ProtectionDomain | undefined;
   #allocator: RegisteredAllocator | undefined;
+  #pool: ReceivePool | undefined;
   #closed = false;
   readonly #connections = new Set<RdmaConnection>();
 
@@ -214,6 +225,23 @@ export class RdmaTransport implements Transport {
       arenaBytes: 16 * MiB,
       maxRegisteredBytes: this.#o.maxRegisteredBytes,
     });
+    // One SRQ for every connection, as deep as the device allows and the registration limit
+    // could fill; buffers are registered as leases need them.
+    const bytes = this.#recvBufferBytes();
+    const maxBuffers = Math.max(
+      1,
+      Math.min(this.#device.info.limits.maxSrqWr, Math.floor(this.#o.maxRegisteredBytes / bytes)),
+    );
+    this.#pool = new ReceivePool(this.#pd, this.#allocator, bytes, maxBuffers, POOL_STEP);
+  }
+
+  #recvBufferBytes(): number {
+    return WIRE_HEADER_BYTES + Math.max(this.#o.tuning.eagerThreshold, 256);
+  }
+
+  /** Connections and the shared receive pool (undefined before the device is opened). */
+  stats(): RdmaTransportStats {
+    return { connections: this.#connections.size, receivePool: this.#pool?.stats() };
   }
 
   /**
@@ -224,6 +252,7 @@ export class RdmaTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     for (const c of [...this.#connections]) c.destroy();
+    this.#pool?.close();
     this.#allocator?.destroy();
     if (this.#ownDevice) this.#device?.close();
     else this.#pd?.close();
@@ -249,10 +278,10 @@ export class RdmaTransport implements Transport {
 
   #localSetup(): LocalSetup {
     const t = this.#o.tuning;
-    const count = t.recvBufferCount;
+    const count = t.recvCredits;
     return {
-      recvBufferBytes: WIRE_HEADER_BYTES + Math.max(t.eagerThreshold, 256),
-      recvBufferCount: count,
+      recvBufferBytes: this.#recvBufferBytes(),
+      recvBufferCount: t.recvBufferCount,
       flow: {
         version: 1,
         receiveCredits: count,
@@ -286,9 +315,10 @@ export class RdmaTransport implements Transport {
           this.#device as Device,
           this.#pd as ProtectionDomain,
           this.#allocator as RegisteredAllocator,
+          this.#pool as ReceivePool,
           qps,
+          local.flow.receiveCredits,
           local.recvBufferCount,
-          local.recvBufferBytes,
           link.remoteAddress,
         ),
       this.#o.tuning.qpPoolSize,
@@ -310,7 +340,9 @@ export class RdmaTransport implements Transport {
       sendCredits: {
         initialCredits: peer.flow.receiveCredits,
         reservedCredits: peer.flow.reservedCredits,
+        maxCredits: peer.recvBufferCount,
       },
+      leaseIdleMs: o.tuning.leaseIdleMs,
       receiveCredits: {
         initialCredits: local.flow.receiveCredits,
         reservedCredits: local.flow.reservedCredits,

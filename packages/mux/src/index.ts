@@ -43,6 +43,7 @@ export {
   type SessionKeys,
 } from './Handshake.js';
 export type { PollPolicy, RdmaTuning } from './internal/RdmaOptions.js';
+export type { ReceivePoolStats } from './internal/ReceivePool.js';
 export {
   InboundMessage,
   type MessagePart,
@@ -61,7 +62,11 @@ export { RdmaChannel } from './RdmaChannel.js';
 export { RdmaConnection } from './RdmaConnection.js';
 export { RdmaListener } from './RdmaListener.js';
 export type { RdmaConnectionStats } from './RdmaStats.js';
-export { RdmaTransport, type RdmaTransportOptions } from './RdmaTransport.js';
+export {
+  RdmaTransport,
+  type RdmaTransportOptions,
+  type RdmaTransportStats,
+} from './RdmaTransport.js';
 export type { ChannelStats, ConnectionStats } from './Stats.js';
 export { socketHandshake } from './socketHandshake.js';
 export type {

@@ -77,8 +77,8 @@ async function peerRead(
 async function readyNotice(rogue: RoguePeer): Promise<RendezvousNotice> {
   const wc = await rogue.next();
   expect(wc.opcode).toBe('RECV');
-  const buf = rogue.resources.recvBlocks[wc.wrId];
-  if (buf === undefined) throw new Error('no receive buffer');
+  const pool = rogue.resources.pool;
+  const buf = pool.block(pool.take(wc.wrId));
   expect(buf.bytes[0]).toBe(WireType.Ready);
   return decodeRendezvousNotice(
     buf.bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + RENDEZVOUS_NOTICE_BYTES),

@@ -8,8 +8,12 @@ describe('rdma tuning options', () => {
       qpPoolSize: 1,
       eagerThreshold: 32768,
       recvBufferCount: 256,
+      recvCredits: 16,
+      leaseIdleMs: 1000,
       pollPolicy: 'event',
     });
+    // The initial lease never exceeds the most a peer may lease.
+    expect(parseRdmaTuning({ recvBufferCount: 8 }).recvCredits).toBe(8);
     expect(parseRdmaTuning({ qpPoolSize: 2, pollPolicy: 'adaptive' }).qpPoolSize).toBe(2);
   });
 
@@ -19,6 +23,9 @@ describe('rdma tuning options', () => {
       { qpPoolSize: 9 },
       { eagerThreshold: 1.5 },
       { recvBufferCount: 1 },
+      { recvCredits: 3 },
+      { recvBufferCount: 16, recvCredits: 17 },
+      { leaseIdleMs: 0 },
       { pollPolicy: 'spin' as never },
     ]) {
       expect(code(() => parseRdmaTuning(bad))).toBe('ERR_MUX_INVALID_ARG');

@@ -36,8 +36,9 @@ describe('RdmaTransport maxRegisteredBytes', () => {
     const server = new RdmaTransport({});
     const listener = await server.listen({ secret: SECRET });
     listener.on('connection', (c) => c.on('error', () => {}));
-    // 32 MiB: two arenas; each connection's 256 receive buffers of 32 KiB + header take 8 MiB.
-    const client = new RdmaTransport({ maxRegisteredBytes: 32 * MiB });
+    // 32 MiB: two arenas; each connection's initial lease of 256 receive buffers of 32 KiB +
+    // header takes 8 MiB of the shared pool (the default lease is 16: see rdma-receive-pool).
+    const client = new RdmaTransport({ maxRegisteredBytes: 32 * MiB, recvCredits: 256 });
     const conns: Connection[] = [];
     cleanups.push(async () => {
       for (const c of conns) c.destroy();

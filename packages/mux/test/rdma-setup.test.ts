@@ -48,7 +48,7 @@ describe('rdma setup message', () => {
       f(b);
       return code(() => decodeRdmaSetup(b));
     };
-    expect(tamper((b) => b.writeUInt16BE(2, 0))).toBe('ERR_MUX_PROTOCOL'); // version
+    expect(tamper((b) => b.writeUInt16BE(1, 0))).toBe('ERR_MUX_PROTOCOL'); // version
     expect(tamper((b) => b.writeUInt8(0, 2))).toBe('ERR_MUX_PROTOCOL'); // no QPs
     expect(tamper((b) => b.writeUInt8(1, 3))).toBe('ERR_MUX_PROTOCOL'); // reserved
     expect(tamper((b) => b.writeUInt32BE(1 << 20, 16))).toBe('ERR_MUX_PROTOCOL'); // credits > buffers

@@ -5,6 +5,7 @@ import {
   encodeWireHeader,
   newWireHeader,
   stampWireHeader,
+  WIRE_FLAG_CREDIT_STALLED,
   WIRE_HEADER_BYTES,
   WireType,
 } from '../src/internal/WireHeader.js';
@@ -34,12 +35,14 @@ describe('rdma wire header', () => {
         fc.integer({ min: 0, max: 0xffff }),
         fc.integer({ min: 0, max: 0xffffffff }),
         fc.integer({ min: 0, max: 0xffffffff }),
-        (channel, seq, length, credits, rm, rb) => {
+        fc.constantFrom(0, WIRE_FLAG_CREDIT_STALLED),
+        (channel, seq, length, credits, rm, rb, flags) => {
           const b = message(WireType.Data, channel, seq, length, length);
-          stampWireHeader(b, credits, rm, rb);
+          stampWireHeader(b, credits, rm, rb, flags);
           const h = decodeWireHeader(b, b.length, EAGER, newWireHeader());
           expect(h).toEqual({
             type: WireType.Data,
+            flags,
             channel,
             seq,
             length,
@@ -69,7 +72,7 @@ describe('rdma wire header', () => {
     for (const [b, len] of bad)
       expect(thrownCode(() => decodeWireHeader(b, len, EAGER, h))).toBe('ERR_MUX_PROTOCOL');
     const reserved = message(WireType.Close, 1, 0, 0, 0);
-    reserved[1] = 1;
+    reserved[1] = 2; // an unknown flag
     expect(thrownCode(() => decodeWireHeader(reserved, WIRE_HEADER_BYTES, EAGER, h))).toBe(
       'ERR_MUX_PROTOCOL',
     );

@@ -272,7 +272,7 @@ async function rdmaRows(
 }
 
 /**
- * Ablation: a connection (so a QP, an SRQ and its receive buffers) per channel against the
+ * Ablation: a connection (so a QP, a CQ and a lease of receive buffers) per channel against the
  * pool (2 QPs for every channel): QPs, registered memory of this side, latency.
  */
 async function qpPerChannel(

@@ -15,9 +15,12 @@ import { MAX_SETUP_BYTES } from './RdmaSetup.js';
  * keys of the handshake (the header is authenticated too).
  * Setup carries the RdmaSetup; Ready says this side's QPs are connected (the peer may post
  * to them); Ping is liveness; GoAway ends the connection gracefully (sent after every RDMA
- * message of this side completed).
+ * message of this side completed); LeaseReturn (u32 count, big-endian) gives receive credits
+ * of a grown lease back (an idle sender): out of band, so it needs no credit of its own.
  */
-export const ControlType = { Setup: 1, Ready: 2, Ping: 3, GoAway: 4 } as const;
+export const ControlType = { Setup: 1, Ready: 2, Ping: 3, GoAway: 4, LeaseReturn: 5 } as const;
+/** Payload bytes of a LeaseReturn. */
+export const LEASE_RETURN_BYTES = 4;
 export type ControlType = (typeof ControlType)[keyof typeof ControlType];
 const PREFIX = CONTROL_HEADER_BYTES;
 
@@ -34,7 +37,8 @@ export interface ControlHandlers {
 
 /**
  * The control TCP connection of one RDMA peer. Lengths are checked against the type before
- * anything is buffered, and only Setup has a payload (at most MAX_SETUP_BYTES). Every message
+ * anything is buffered: Setup has a payload of at most MAX_SETUP_BYTES, LeaseReturn exactly
+ * LEASE_RETURN_BYTES, the others none. Every message
  * is authenticated before it is delivered: the setup it carries names memory keys and QPs,
  * so a relay that altered it, or injected one, would steer our RDMA traffic.
  */
@@ -109,9 +113,13 @@ export class ControlLink {
         if (this.#fill === PREFIX) {
           const len = this.#buf.readUInt32BE(0);
           const type = this.#buf.readUInt8(4);
-          if (type < ControlType.Setup || type > ControlType.GoAway)
+          if (type < ControlType.Setup || type > ControlType.LeaseReturn)
             throw new MuxProtocolError(`control: unknown message type ${type}`);
-          if (type === ControlType.Setup ? len > MAX_SETUP_BYTES || len === 0 : len !== 0)
+          if (
+            type === ControlType.Setup
+              ? len > MAX_SETUP_BYTES || len === 0
+              : len !== (type === ControlType.LeaseReturn ? LEASE_RETURN_BYTES : 0)
+          )
             throw new MuxProtocolError(`control: type ${type} with ${len} bytes`);
         }
         const end = PREFIX + this.#buf.readUInt32BE(0);

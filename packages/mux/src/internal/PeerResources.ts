@@ -1,70 +1,67 @@
-import type { Block, RegisteredAllocator } from '@rdmajs/allocator';
+import type { RegisteredAllocator } from '@rdmajs/allocator';
 import type {
   CompletionQueue,
   Device,
   Endpoint,
   ProtectionDomain,
   QueuePair,
-  Sge,
-  SharedReceiveQueue,
+  WorkCompletion,
 } from '@rdmajs/verbs';
-import { Access } from '@rdmajs/verbs';
+import { Access, allocCompletions } from '@rdmajs/verbs';
+import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './ReceivePool.js';
 
 /** Send work requests per QP (the software queue in front of it holds the rest). */
 export const MAX_SEND_WR = 512;
 export const MAX_SEND_SGE = 4;
 
 /**
- * The verbs objects of one peer: a CQ for everything, an SRQ of registered receive buffers
- * (allocator blocks), the RC QP pool, and a pool of its own (`allocator.forPeer()`) for the
- * memory this peer may READ: mux's rendezvous copies and the application's blocks built for
- * this peer (`connection.allocator`). Its arenas hold nothing else, so every rkey the peer
- * is given reaches only memory meant for it.
+ * The verbs objects of one peer: a CQ for everything (its receive completions name buffers
+ * of the transport's shared `ReceivePool`), the RC QP pool attached to that pool's SRQ, the
+ * buffers leased from the pool for this peer's credits, and a pool of its own
+ * (`allocator.forPeer()`) for the memory this peer may READ: mux's rendezvous copies and the
+ * application's blocks built for this peer (`connection.allocator`). Its arenas hold nothing
+ * else, so every rkey the peer is given reaches only memory meant for it.
  */
 export class PeerResources {
   readonly cq: CompletionQueue;
-  readonly srq: SharedReceiveQueue;
   readonly qps: QueuePair[] = [];
-  readonly recvBlocks: Block[] = [];
-  /** Receive buffers handed to the application (released by it, not by close()). */
-  readonly recvHeld: Uint8Array;
   /** The peer's pool: the only memory whose keys it gets (see the class comment). */
   readonly rendezvous: RegisteredAllocator;
-  /** One receive WR per buffer, built once (reposting allocates nothing). */
-  readonly #recvWrs: { wrId: number; sgList: Sge[] }[] = [];
+  /** Who handles this peer's receives (told of released buffers; set by the connection). */
+  user: PoolUser | undefined;
+  /** Buffers leased from the pool for this peer's credits, and the part above the initial grant. */
+  #leased = 0;
+  #extra = 0;
   #closed = false;
 
   constructor(
     readonly device: Device,
     readonly pd: ProtectionDomain,
     readonly allocator: RegisteredAllocator,
+    readonly pool: ReceivePool,
     qpCount: number,
-    readonly recvCount: number,
-    readonly recvBufferBytes: number,
+    /** The initial lease (credits granted at the handshake). */
+    readonly initialLease: number,
+    /** The most credits this side ever leases the peer (the CQ holds that many receives). */
+    readonly maxLease: number,
     label?: string,
   ) {
-    this.cq = device.createCq({ capacity: recvCount + qpCount * MAX_SEND_WR + 64 });
+    this.cq = device.createCq({ capacity: maxLease + qpCount * MAX_SEND_WR + 64 });
     try {
-      this.srq = pd.createSrq({ maxWr: recvCount, maxSge: 1 });
+      // Posted before the peer learns of the QPs: its first SEND finds a buffer.
+      pool.lease(initialLease);
+      this.#leased = initialLease;
       for (let i = 0; i < qpCount; i++) {
         this.qps.push(
           pd.createQp({
             sendCq: this.cq,
             recvCq: this.cq,
-            srq: this.srq,
+            srq: pool.srq,
             maxSendWr: MAX_SEND_WR,
             maxSendSge: MAX_SEND_SGE,
           }),
         );
       }
-      this.recvHeld = new Uint8Array(recvCount);
-      for (let i = 0; i < recvCount; i++) {
-        const b = allocator.alloc(recvBufferBytes);
-        this.recvBlocks.push(b);
-        this.#recvWrs.push({ wrId: i, sgList: [b.sge(0, recvBufferBytes)] });
-      }
-      // Posted before the peer learns of the QPs: its first SEND finds a buffer.
-      for (let i = 0; i < recvCount; i++) this.postRecv(i);
       // Under the transport allocator's limit, closed with it at the latest.
       this.rendezvous = allocator.forPeer({
         arenaBytes: 4 << 20,
@@ -77,8 +74,26 @@ export class PeerResources {
     }
   }
 
-  postRecv(i: number): void {
-    this.srq.postRecv(this.#recvWrs[i] as { wrId: number; sgList: Sge[] });
+  /** Buffers leased for this peer now. */
+  get leased(): number {
+    return this.#leased;
+  }
+
+  /** `n` more buffers for a busy peer, if the pool has them (false: nothing changed). */
+  tryLeaseMore(n: number): boolean {
+    if (this.#closed || this.#leased + n > this.maxLease) return false;
+    if (!this.pool.tryLeaseExtra(n)) return false;
+    this.#leased += n;
+    this.#extra += n;
+    return true;
+  }
+
+  /** The peer gave `n` credits of its grown lease back. */
+  unlease(n: number): void {
+    const extra = Math.min(n, this.#extra);
+    this.#leased -= n;
+    this.#extra -= extra;
+    this.pool.unlease(n, extra);
   }
 
   endpoints(): Record<string, unknown>[] {
@@ -95,17 +110,36 @@ export class PeerResources {
     }
   }
 
-  /** QPs first (nothing touches memory after), then buffers, SRQ, CQ, the rendezvous pool. */
+  /**
+   * QPs first (nothing is placed after), then the receives still in the CQ go back to the
+   * pool with the buffers this peer's connection took, then the lease, the CQ and the
+   * rendezvous pool. Buffers the application holds go back when it releases them.
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     for (const qp of this.qps) safe(() => qp.close());
-    if (this.srq !== undefined) safe(() => this.srq.close());
-    for (const [i, b] of this.recvBlocks.entries()) {
-      if (this.recvHeld?.[i] !== 1 && !b.released) safe(() => b.release());
-    }
+    if (this.cq !== undefined) safe(() => this.#reclaim());
+    if (this.user !== undefined) safe(() => this.pool.forget(this.user as PoolUser));
+    this.pool.unlease(this.#leased, this.#extra);
+    this.#leased = 0;
+    this.#extra = 0;
     safe(() => this.cq.close());
     if (this.rendezvous !== undefined) safe(() => this.rendezvous.close());
+  }
+
+  /** Receives the connection never handled: their buffers are the pool's again. */
+  #reclaim(): void {
+    const wcs = allocCompletions(64);
+    for (let n = this.cq.poll(wcs); n > 0; n = n === wcs.length ? this.cq.poll(wcs) : 0) {
+      for (let i = 0; i < n; i++) this.reclaimReceive((wcs[i] as WorkCompletion).wrId);
+    }
+  }
+
+  /** A receive completion (also a failed one) whose buffer nobody will handle. */
+  reclaimReceive(wrId: number): void {
+    if (wrId >= RECV_WR_ID_LIMIT) return;
+    safe(() => this.pool.giveBack(this.pool.take(wrId)));
   }
 }
 

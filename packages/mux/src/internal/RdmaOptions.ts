@@ -12,8 +12,18 @@ export interface RdmaTuning {
    * (DEFAULT_EAGER_THRESHOLD).
    */
   eagerThreshold?: number;
-  /** Receive buffers posted for the peer (its initial credits). Default 256. */
+  /**
+   * Most receive buffers (credits) one peer may lease from the transport's shared receive
+   * pool while it is busy. Default 256.
+   */
   recvBufferCount?: number;
+  /**
+   * Credits a peer is granted at the handshake (its lease when idle), at most
+   * `recvBufferCount`. Default 16 (DEFAULT_RECV_CREDITS).
+   */
+  recvCredits?: number;
+  /** A sender that used no credit for this long gives its grown lease back. Default 1 000. */
+  leaseIdleMs?: number;
   pollPolicy?: PollPolicy;
 }
 
@@ -21,6 +31,8 @@ export interface ParsedRdmaTuning {
   readonly qpPoolSize: number;
   readonly eagerThreshold: number;
   readonly recvBufferCount: number;
+  readonly recvCredits: number;
+  readonly leaseIdleMs: number;
   readonly pollPolicy: PollPolicy;
 }
 
@@ -28,14 +40,20 @@ export interface ParsedRdmaTuning {
  * Measured (`pnpm bench mux`, MUX_BENCH_EAGER): on soft an eager SEND of 16–256 KiB takes
  * half the round trip and CPU of a rendezvous (Ready, READ, Done: a round trip and a wake-up
  * of each side more), so the threshold is bounded by receive-buffer memory, not speed: 32 KiB
- * covers a 256-key pull reply or push of dim 64 per shard and costs 256 × 36 KiB = 9 MiB of
- * registered receive buffers per connection (8 KiB: 2.5 MiB, but those went by READ).
+ * covers a 256-key pull reply or push of dim 64 per shard; a receive buffer takes 36 KiB of
+ * registered pages (a peer's lease of 16: 576 KiB; 256 when busy: 9 MiB).
  */
 export const DEFAULT_EAGER_THRESHOLD = 32 * 1024;
 
 /** Eager buffers also hold the frame header; this bounds per-buffer memory. */
 export const MAX_EAGER_THRESHOLD = 1 << 20;
 export const MAX_RECV_BUFFERS = 1 << 16;
+/**
+ * A peer's lease at the handshake: enough for a ping-pong and a short pipeline; a busy peer's
+ * lease grows towards `recvBufferCount`. 16 × 36 KiB = 576 KiB per idle connection with the
+ * default eager threshold (256 buffers, 9 MiB, when every connection had its own).
+ */
+export const DEFAULT_RECV_CREDITS = 16;
 
 function int(name: string, v: number | undefined, dflt: number, min: number, max: number): number {
   if (v === undefined) return dflt;
@@ -51,6 +69,7 @@ export function parseRdmaTuning(o: RdmaTuning = {}): ParsedRdmaTuning {
   if (pollPolicy !== 'event' && pollPolicy !== 'adaptive' && pollPolicy !== 'busy') {
     throw new MuxError('ERR_MUX_INVALID_ARG', `pollPolicy must be event, adaptive or busy`);
   }
+  const recvBufferCount = int('recvBufferCount', o.recvBufferCount, 256, 4, MAX_RECV_BUFFERS);
   return {
     qpPoolSize: int('qpPoolSize', o.qpPoolSize, 1, 1, MAX_SETUP_QPS),
     eagerThreshold: int(
@@ -60,7 +79,15 @@ export function parseRdmaTuning(o: RdmaTuning = {}): ParsedRdmaTuning {
       64,
       MAX_EAGER_THRESHOLD,
     ),
-    recvBufferCount: int('recvBufferCount', o.recvBufferCount, 256, 4, MAX_RECV_BUFFERS),
+    recvBufferCount,
+    recvCredits: int(
+      'recvCredits',
+      o.recvCredits,
+      Math.min(DEFAULT_RECV_CREDITS, recvBufferCount),
+      4,
+      recvBufferCount,
+    ),
+    leaseIdleMs: int('leaseIdleMs', o.leaseIdleMs, 1_000, 1, 2_147_483_647),
     pollPolicy,
   };
 }

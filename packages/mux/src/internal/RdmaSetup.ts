@@ -8,8 +8,11 @@ import { MuxError } from '../errors.js';
  * Layout (big-endian): u16 version, u8 qpCount, u8 reserved 0, u32 recvBufferBytes,
  * u32 recvBufferCount, 7 × u32 flow parameters (FlowParams order), then per QP a u16 length
  * and that many bytes of UTF-8 JSON: the provider's endpoint object.
+ *
+ * Version 2 (credit leases): `flow.receiveCredits` is the peer's initial lease and
+ * `recvBufferCount` the most it may grow to (buffers come from a shared receive pool).
  */
-export const RDMA_SETUP_VERSION = 1;
+export const RDMA_SETUP_VERSION = 2;
 export const MAX_SETUP_QPS = 8;
 export const MAX_ENDPOINT_JSON_BYTES = 1024;
 const FIXED_BYTES = 4 + 8 + 7 * 4;
@@ -40,6 +43,7 @@ export interface RdmaSetup {
   /** One provider endpoint object per QP of the pool (e.g. verbs' SoftEndpoint). */
   endpoints: Record<string, unknown>[];
   recvBufferBytes: number;
+  /** The most credits this side leases the peer (its initial lease is `flow.receiveCredits`). */
   recvBufferCount: number;
   flow: SetupFlowParams;
 }

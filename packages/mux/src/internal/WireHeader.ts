@@ -9,9 +9,11 @@ import { readU32, writeU32 } from '../FrameHeader.js';
  * the TCP transport's Credit frame does:
  *
  * ```
- * 0 type u8 | 1 reserved u8 (0) | 2 credits u16 | 4 channel u32 | 8 seq u32 | 12 length u32
+ * 0 type u8 | 1 flags u8 | 2 credits u16 | 4 channel u32 | 8 seq u32 | 12 length u32
  * 16 releasedMessages u32 | 20 releasedBytes u32
  * ```
+ * Flags (protocol 3): `CREDIT_STALLED` says the sender waited for a receive credit since its
+ * last message: the receiver's signal to grow its lease. Other bits must be 0.
  * Data carries `length` payload bytes after the header (eager); Ready and Done carry a
  * 24-byte RendezvousNotice (`length` is the message's length for Ready); Open carries the
  * channel's name; Close and Credit carry nothing.
@@ -28,8 +30,12 @@ export const WireType = {
 } as const;
 export type WireType = (typeof WireType)[keyof typeof WireType];
 
+/** Header flag: the sender waited for a credit since its last message (see the layout). */
+export const WIRE_FLAG_CREDIT_STALLED = 0x01;
+
 export interface WireHeader {
   type: WireType;
+  flags: number;
   credits: number;
   channel: number;
   seq: number;
@@ -41,6 +47,7 @@ export interface WireHeader {
 export function newWireHeader(): WireHeader {
   return {
     type: WireType.Credit,
+    flags: 0,
     credits: 0,
     channel: 0,
     seq: 0,
@@ -69,13 +76,15 @@ export function encodeWireHeader(
   writeU32(out, 20, 0);
 }
 
-/** Fills in what is only known when the message is posted: credits and window returns. */
+/** Fills in what is only known when the message is posted: credits, window returns, flags. */
 export function stampWireHeader(
   out: Uint8Array,
   credits: number,
   releasedMessages: number,
   releasedBytes: number,
+  flags = 0,
 ): void {
+  out[1] = flags;
   out[2] = (credits >>> 8) & 0xff;
   out[3] = credits & 0xff;
   writeU32(out, 16, releasedMessages);
@@ -83,7 +92,7 @@ export function stampWireHeader(
 }
 
 /**
- * Decodes a received buffer of `byteLen` bytes (an untrusted peer's): type, reserved byte,
+ * Decodes a received buffer of `byteLen` bytes (an untrusted peer's): type, flags,
  * and the payload size each type allows. State checks (channel, sequence, window) are the
  * connection's. Throws ERR_MUX_PROTOCOL.
  */
@@ -97,7 +106,9 @@ export function decodeWireHeader(
     throw new MuxProtocolError(`rdma message of ${byteLen} bytes: shorter than its header`);
   }
   const type = bytes[0] as number;
-  if ((bytes[1] as number) !== 0) throw new MuxProtocolError('rdma header: reserved byte set');
+  const flags = bytes[1] as number;
+  if ((flags & ~WIRE_FLAG_CREDIT_STALLED) !== 0)
+    throw new MuxProtocolError('rdma header: unknown flag set');
   const payload = byteLen - WIRE_HEADER_BYTES;
   const channel = readU32(bytes, 4);
   const seq = readU32(bytes, 8);
@@ -130,6 +141,7 @@ export function decodeWireHeader(
       throw new MuxProtocolError(`rdma header: unknown type ${type}`);
   }
   out.type = type as WireType;
+  out.flags = flags;
   out.credits = ((bytes[2] as number) << 8) | (bytes[3] as number);
   out.channel = channel;
   out.seq = seq;

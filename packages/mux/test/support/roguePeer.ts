@@ -5,6 +5,7 @@ import { Handshake, type SessionKeys, socketHandshake } from '../../src/index.js
 import { ControlLink } from '../../src/internal/ControlLink.js';
 import { establish } from '../../src/internal/establish.js';
 import { PeerResources } from '../../src/internal/PeerResources.js';
+import { ReceivePool } from '../../src/internal/ReceivePool.js';
 import { encodeWireHeader, WIRE_HEADER_BYTES, WireType } from '../../src/internal/WireHeader.js';
 
 /**
@@ -20,6 +21,8 @@ export interface RoguePeer {
   next(): Promise<WorkCompletion>;
   /** Opens channel `id` (odd: client side). */
   open(id: number): Promise<void>;
+  /** Opens every channel of `ids` in one post, heeding no credit (unsignaled but the last). */
+  openMany(ids: readonly number[]): void;
   close(): void;
 }
 
@@ -43,11 +46,12 @@ export async function roguePeer(port: number, secret: string): Promise<RoguePeer
     windowMessages: 65536,
     maxMessageBytes: 8192,
   };
+  const pool = new ReceivePool(pd, alloc, recvBytes, 256, 16);
   const { resources } = await establish(
     link,
     'client',
     { recvBufferBytes: recvBytes, recvBufferCount: 16, flow },
-    (n) => new PeerResources(dev, pd, alloc, n, 16, recvBytes),
+    (n) => new PeerResources(dev, pd, alloc, pool, n, 16, 16),
     1,
     10_000,
     undefined,
@@ -73,8 +77,24 @@ export async function roguePeer(port: number, secret: string): Promise<RoguePeer
       const wc = await next();
       if (wc.status !== 'SUCCESS') throw new Error(`open: ${wc.status}`);
     },
+    openMany(ids: readonly number[]) {
+      const qp = resources.qps[0];
+      if (qp === undefined) throw new Error('no qp');
+      const wrs = ids.map((id, i) => {
+        const b = alloc.alloc(WIRE_HEADER_BYTES);
+        encodeWireHeader(b.bytes, WireType.Open, id, 0, 0);
+        return {
+          wrId: 2_000_000 + i,
+          opcode: 'SEND' as const,
+          sgList: [b.sge(0, WIRE_HEADER_BYTES)],
+          signaled: i === ids.length - 1,
+        };
+      });
+      qp.postSend(wrs);
+    },
     close() {
       resources.close();
+      pool.close();
       link.destroy();
       alloc.destroy();
       dev.close();

@@ -41,12 +41,13 @@ export const ABLATIONS: readonly Ablation[] = [
   {
     name: 'qp-pool',
     lesson: 'QP multiplexing: every logical client shares one connection (QP pool, SRQ) per shard',
-    instead: `a PsClient per incast client (${HEADLINE_CONCURRENCY}), so a connection with its own QP, SRQ, receive buffers and CQ per client and shard, sharing one RdmaTransport`,
+    instead: `a PsClient per incast client (${HEADLINE_CONCURRENCY}), so a connection with its own QP, CQ and lease of the transport's shared receive pool per client and shard, sharing one RdmaTransport`,
     measure: 'incast',
-    // A connection per client and shard holds its own receive buffers (≈ 8 MiB each with
-    // the defaults): 64 × 3 of them need more than a transport's default 1 GiB of
-    // registered memory, so this row's client and shards may register up to 4 GiB — the
-    // memory it reports is the lesson's cost.
+    // A connection per client and shard leases its own receive buffers from the transport's
+    // shared pool (16 × 36 KiB idle, up to 256 × 36 KiB ≈ 9 MiB while busy): 64 × 3 busy
+    // ones could need more than a transport's default 1 GiB of registered memory, so this
+    // row's client and shards may register up to 4 GiB — the memory it reports is the
+    // lesson's cost.
     tuning: { maxRegisteredBytes: 4 * 1024 * 1024 * 1024 },
     serverArgs: [],
     client: { clients: HEADLINE_CONCURRENCY },
@@ -67,7 +68,7 @@ export const NOT_MEASURED: readonly NotMeasured[] = [
     name: 'credits',
     lesson: 'receive credits: never SEND without a posted receive buffer (no RNR)',
     reason:
-      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. Besides, the open loop caps requests in flight at 256 and PsClient pushes at 64 per shard, against 256 receive buffers per connection: credits could only stall at the very edge of saturation here, so RNR would rarely happen even without them",
+      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. Besides, the open loop caps requests in flight at 256 and PsClient pushes at 64 per shard, against leases of up to 256 receive buffers per connection (16 at first, doubled while busy): credits could only stall at the very edge of saturation here, so RNR would rarely happen even without them",
   },
   {
     name: 'send-window',
