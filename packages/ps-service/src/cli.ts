@@ -129,7 +129,7 @@ async function main(argv: string[]): Promise<void> {
     )
     .option(
       '--rdma-recv-buffers <n>',
-      "rdma: receive buffers posted per connection, the client's credits (default 256)",
+      "rdma: the most receive buffers (credits) one client's lease of the shared receive pool grows to while busy (default 256; 16 at connect)",
       int('--rdma-recv-buffers', 1),
     )
     .option(
@@ -139,7 +139,7 @@ async function main(argv: string[]): Promise<void> {
     )
     .option(
       '--rdma-max-registered <bytes>',
-      "rdma: registered memory of the transport, every client connection's receive buffers and reply pool included (default 1 GiB, about 110 connections)",
+      "rdma: registered memory of the transport, the shared receive pool and every client's reply pool included (default 1 GiB: about 1 000 connections at their initial leases)",
       int('--rdma-max-registered', 1),
     )
     .addOption(
