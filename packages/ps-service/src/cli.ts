@@ -139,7 +139,7 @@ async function main(argv: string[]): Promise<void> {
     )
     .option(
       '--rdma-max-registered <bytes>',
-      "rdma: registered memory of the transport, the shared receive pool and every client's reply pool included (default 1 GiB: about 1 000 connections at their initial leases)",
+      "rdma: registered memory of the transport, the shared receive pool and every client's reply pool included (default 1 GiB: about 200 pulling clients, each with a 4 MiB reply arena)",
       int('--rdma-max-registered', 1),
     )
     .addOption(
