@@ -820,10 +820,15 @@ export class PsClient {
       );
     }
     this.#batch(k.length);
-    if (t.rejectNonFinite) {
-      const i = firstNonFinite(grads);
-      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grads[${i}] is not finite`);
-    }
+    const nonFinite = (): never => {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_NON_FINITE',
+        `grads[${firstNonFinite(grads)}] is not finite`,
+      );
+    };
+    // Little-endian hosts check while copying the rows into the requests (below), before
+    // anything is queued.
+    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite();
     const deadlineMs = this.#deadline(options);
     const dim = t.dim;
     const router = this.#router;
@@ -887,6 +892,8 @@ export class PsClient {
       }
     }
     const fill = new Uint32Array(S);
+    // 1 once a copied gradient word has an all-ones exponent (NaN or ±Inf).
+    let bad = 0;
     for (let i = 0; i < k.length; i++) {
       const s = shardOf[i] as number;
       const j = (fill[s] as number)++;
@@ -902,9 +909,12 @@ export class PsClient {
       keysOut[2 * j + 1] = kh[2 * i + 1] as number;
       const rowsOut = rg[s] as Int32Array;
       for (let d = 0, from = i * dim, to = j * dim; d < dim; d++) {
-        rowsOut[to + d] = g32[from + d] as number;
+        const w = g32[from + d] as number;
+        rowsOut[to + d] = w;
+        bad |= ((w & 0x7f80_0000) + 0x0080_0000) >>> 31;
       }
     }
+    if (bad !== 0 && t.rejectNonFinite) nonFinite();
     if (!LITTLE_ENDIAN) {
       // In-place requests are native order: a big-endian host encodes portable copies.
       for (let s = 0; s < S; s++) {
