@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import {
+  allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
   decodePushReply,
@@ -25,7 +26,7 @@ import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
-import { dedupe, halvesOf } from './internal/dedupe.js';
+import { dedupe, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
@@ -659,8 +660,20 @@ export class PsClient {
     const posOf = new Uint32Array(ukeys.length);
     for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
     const parts = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
-    for (let u = 0; u < ukeys.length; u++)
-      (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+    if (LITTLE_ENDIAN) {
+      // Copied as u32 halves (views of the keys): no bigint per key.
+      const uh = halvesOf(ukeys);
+      const ph = parts.map((p) => halvesOf(p));
+      for (let u = 0; u < ukeys.length; u++) {
+        const to = ph[shardOf[u] as number] as Uint32Array;
+        const at = 2 * (posOf[u] as number);
+        to[at] = uh[2 * u] as number;
+        to[at + 1] = uh[2 * u + 1] as number;
+      }
+    } else {
+      for (let u = 0; u < ukeys.length; u++)
+        (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+    }
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
     this.#counts.keysFetched += ukeys.length;
@@ -818,10 +831,15 @@ export class PsClient {
       );
     }
     this.#batch(k.length);
-    if (t.rejectNonFinite) {
-      const i = firstNonFinite(grads);
-      if (i >= 0) throw new PsClientError('ERR_PS_CLIENT_NON_FINITE', `grads[${i}] is not finite`);
-    }
+    const nonFinite = (): never => {
+      throw new PsClientError(
+        'ERR_PS_CLIENT_NON_FINITE',
+        `grads[${firstNonFinite(grads)}] is not finite`,
+      );
+    };
+    // Little-endian hosts check while copying the rows into the requests (below), before
+    // anything is queued.
+    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite();
     const deadlineMs = this.#deadline(options);
     const dim = t.dim;
     const router = this.#router;
@@ -830,15 +848,6 @@ export class PsClient {
     const S = links.length;
     const counts = new Uint32Array(S);
     for (let i = 0; i < k.length; i++) (counts[shardOf[i] as number] as number)++;
-    const pk = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
-    const pg = Array.from({ length: S }, (_, s) => new Float32Array((counts[s] as number) * dim));
-    const fill = new Uint32Array(S);
-    for (let i = 0; i < k.length; i++) {
-      const s = shardOf[i] as number;
-      const j = (fill[s] as number)++;
-      (pk[s] as BigUint64Array)[j] = k[i] as bigint;
-      (pg[s] as Float32Array).set(grads.subarray(i * dim, (i + 1) * dim), j * dim);
-    }
     this.#counts.pushes++;
     // Every shard's part is queued or none is (a full queue must not leave half a push applied).
     for (let s = 0; s < S; s++) {
@@ -864,22 +873,81 @@ export class PsClient {
         );
       }
     }
-    // Seqs are taken and queued in this tick, so concurrent pushes keep their order per shard.
-    const calls: Promise<PushReply>[] = [];
+    // Each shard's request, its keys and rows written straight into it (no per-shard arrays
+    // copied again by an encoder). Seqs are taken and queued in this tick, so concurrent
+    // pushes keep their order per shard.
+    const reqs = new Array<Uint8Array | undefined>(S);
+    const seqs = new Float64Array(S);
+    const kh = halvesOf(k);
+    const g32 = new Int32Array(grads.buffer, grads.byteOffset, grads.length);
+    const rk = new Array<Uint32Array | BigUint64Array | undefined>(S);
+    const rg = new Array<Int32Array | Float32Array | undefined>(S);
     for (let s = 0; s < S; s++) {
       if (counts[s] === 0) continue;
-      const link = links[s] as ShardLink;
-      const seq = link.nextSeq();
-      const payload = encodePushRequest({
+      const head = {
         table,
         writer: this.#writer,
-        seq,
+        seq: (links[s] as ShardLink).nextSeq(),
         dim,
-        keys: pk[s] as BigUint64Array,
-        grads: pg[s] as Float32Array,
-      });
+        count: counts[s] as number,
+      };
+      seqs[s] = head.seq;
+      if (LITTLE_ENDIAN) {
+        const r = allocatePushRequest(head);
+        reqs[s] = r.bytes;
+        rk[s] = new Uint32Array(r.keys.buffer, r.keys.byteOffset, 2 * r.keys.length);
+        rg[s] = new Int32Array(r.grads.buffer, r.grads.byteOffset, r.grads.length);
+      } else {
+        rk[s] = new BigUint64Array(head.count);
+        rg[s] = new Float32Array(head.count * dim);
+      }
+    }
+    const fill = new Uint32Array(S);
+    // 1 once a copied gradient word has an all-ones exponent (NaN or ±Inf).
+    let bad = 0;
+    for (let i = 0; i < k.length; i++) {
+      const s = shardOf[i] as number;
+      const j = (fill[s] as number)++;
+      if (!LITTLE_ENDIAN) {
+        (rk[s] as BigUint64Array)[j] = k[i] as bigint;
+        (rg[s] as Float32Array).set(grads.subarray(i * dim, (i + 1) * dim), j * dim);
+        continue;
+      }
+      // u32 key halves and i32 gradient words: no bigint per key, no subarray per row, and
+      // the gradient bits copied exactly (NaN payloads included).
+      const keysOut = rk[s] as Uint32Array;
+      keysOut[2 * j] = kh[2 * i] as number;
+      keysOut[2 * j + 1] = kh[2 * i + 1] as number;
+      const rowsOut = rg[s] as Int32Array;
+      for (let d = 0, from = i * dim, to = j * dim; d < dim; d++) {
+        const w = g32[from + d] as number;
+        rowsOut[to + d] = w;
+        bad |= ((w & 0x7f80_0000) + 0x0080_0000) >>> 31;
+      }
+    }
+    if (bad !== 0 && t.rejectNonFinite) nonFinite();
+    if (!LITTLE_ENDIAN) {
+      // In-place requests are native order: a big-endian host encodes portable copies.
+      for (let s = 0; s < S; s++) {
+        if (counts[s] === 0) continue;
+        reqs[s] = encodePushRequest({
+          table,
+          writer: this.#writer,
+          seq: seqs[s] as number,
+          dim,
+          keys: rk[s] as BigUint64Array,
+          grads: rg[s] as Float32Array,
+        });
+      }
+    }
+    const calls: Promise<PushReply>[] = [];
+    for (let s = 0; s < S; s++) {
+      const bytes = reqs[s];
+      if (bytes === undefined) continue;
       calls.push(
-        link.push(seq, PsMethod.push, payload, deadlineMs).then((b) => decodePushReply(b)),
+        (links[s] as ShardLink)
+          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs)
+          .then((b) => decodePushReply(b)),
       );
     }
     return summarize(await Promise.all(calls));

@@ -258,17 +258,31 @@ export class PsService {
         sessionsResumed: () => rpc.stats().resumed,
       },
     );
-    const outcomeOf = (err: unknown): RequestOutcome => {
+    const outcomeOf = (err: unknown): Exclude<RequestOutcome, 'ok'> => {
       const code = (err as { code?: unknown } | null)?.code;
       return typeof code === 'string' && /^ERR_PS_(REQUEST|WIRE)_/.test(code) ? 'refused' : 'error';
     };
     type Reply = Uint8Array | ReplyBuffer;
     type Handler = (p: Uint8Array, ctx: CallContext) => Reply | Promise<Reply>;
-    const serve =
-      (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler =>
-      (payload, ctx) => {
+    // Per-request figures go to the method's tally (plain numbers); prom-client gets them on
+    // scrape. No closure, label object or DataView per synchronous request.
+    const serve = (method: string, fn: Handler, keysOf: (req: Uint8Array) => number): Handler => {
+      const tally = metrics.tally(method);
+      const isPush = method === PsMethod.push || method === PsMethod.pushDense;
+      const answered = (reply: Reply, t0: number, size: number, keys: number): Reply => {
+        const bytes = reply instanceof Uint8Array ? reply : reply.payload;
+        tally.answered((performance.now() - t0) / 1000, size, bytes.length, keys);
+        if (isPush && ((bytes[2] ?? 0) & 2) !== 0) metrics.countDuplicate();
+        if (reply instanceof ReplyBuffer && reply.registered) metrics.countRegisteredReply();
+        return reply;
+      };
+      const failed = (err: unknown): never => {
+        tally.failed(outcomeOf(err));
+        throw err;
+      };
+      return (payload, ctx) => {
         if (service !== undefined && service.#state !== 'serving') {
-          metrics.requests.inc({ method, outcome: 'refused' });
+          tally.failed('refused');
           throw new PsServiceError('ERR_PS_REQUEST_DRAINING', 'shard is shutting down', {
             retryable: true,
           });
@@ -276,35 +290,25 @@ export class PsService {
         const t0 = performance.now();
         const size = payload.length;
         const keys = keysOf(payload); // read now: the payload view ends with the call
-        const ok = (reply: Reply): Reply => {
-          const bytes = reply instanceof Uint8Array ? reply : reply.payload;
-          metrics.latency.observe({ method }, (performance.now() - t0) / 1000);
-          metrics.requests.inc({ method, outcome: 'ok' });
-          metrics.bytes.inc({ method, direction: 'in' }, size);
-          metrics.bytes.inc({ method, direction: 'out' }, bytes.length);
-          if (keys > 0) metrics.keys.inc({ method }, keys);
-          if (method === PsMethod.push || method === PsMethod.pushDense) {
-            if (((bytes[2] ?? 0) & 2) !== 0) metrics.duplicates.inc();
-          }
-          if (reply instanceof ReplyBuffer && reply.registered) metrics.registeredReplies.inc();
-          return reply;
-        };
-        const fail = (err: unknown): never => {
-          metrics.requests.inc({ method, outcome: outcomeOf(err) });
-          throw err;
-        };
         let r: Reply | Promise<Reply>;
         try {
           r = fn(payload, ctx);
         } catch (err) {
-          return fail(err);
+          return failed(err);
         }
-        return r instanceof Promise ? r.then(ok, fail) : ok(r);
+        return r instanceof Promise
+          ? r.then((reply) => answered(reply, t0, size, keys), failed)
+          : answered(r, t0, size, keys);
       };
-    // Key counts straight from the fixed part (offset 8, u32) of pull and push requests.
+    };
+    // Key counts straight from the fixed part (offset 8, u32 little-endian) of pull and push requests.
     const countAt8 = (req: Uint8Array): number =>
       req.length >= 12
-        ? new DataView(req.buffer, req.byteOffset, req.length).getUint32(8, true)
+        ? ((req[8] as number) |
+            ((req[9] as number) << 8) |
+            ((req[10] as number) << 16) |
+            ((req[11] as number) << 24)) >>>
+          0
         : 0;
     const none = (): number => 0;
     registry.register(PsMethod.pull, serve(PsMethod.pull, handlers.pull, countAt8), {

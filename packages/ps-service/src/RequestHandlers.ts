@@ -39,6 +39,13 @@ export interface HandlerCounters {
   refused: number;
 }
 
+/**
+ * Requests up to this size are decoded from a reused 8-aligned copy, so their keys and floats
+ * are views of it and nothing is allocated per request (the RPC header leaves them unaligned
+ * in the payload); bigger ones get copies of their own (ps-wire), as the copy is not kept.
+ */
+export const ALIGNED_COPY_MAX_BYTES = 1 << 20;
+
 const refuse = (code: ConstructorParameters<typeof PsServiceError>[0], msg: string): never => {
   throw new PsServiceError(code, msg);
 };
@@ -67,11 +74,28 @@ export class RequestHandlers {
   readonly #store: ParameterStore;
   readonly #catalog: ShardCatalog;
   readonly #limits: PsWireLimits;
+  #scratch = new Uint8Array(4096);
 
   constructor(store: ParameterStore, catalog: ShardCatalog, limits: PsWireLimits) {
     this.#store = store;
     this.#catalog = catalog;
     this.#limits = limits;
+  }
+
+  /**
+   * `payload`, or the same bytes in the reused 8-aligned buffer. Only for handlers that are
+   * done with the decoded request when they return (a pull gathers, a push applies and logs
+   * it in the call): the next request overwrites the buffer.
+   */
+  #aligned(payload: Uint8Array): Uint8Array {
+    if (payload.byteOffset % 8 === 0 || payload.length > ALIGNED_COPY_MAX_BYTES) return payload;
+    if (this.#scratch.length < payload.length) {
+      this.#scratch = new Uint8Array(
+        Math.min(ALIGNED_COPY_MAX_BYTES, Math.max(payload.length, 2 * this.#scratch.length)),
+      );
+    }
+    this.#scratch.set(payload);
+    return this.#scratch.subarray(0, payload.length);
   }
 
   #guard<T>(fn: () => T): T {
@@ -107,7 +131,7 @@ export class RequestHandlers {
 
   pull = (payload: Uint8Array, ctx: CallContext): ReplyBuffer =>
     this.#guard(() => {
-      const req = decodePullRequest(payload, this.#limits);
+      const req = decodePullRequest(this.#aligned(payload), this.#limits);
       const t = this.#table(req.table);
       this.#batch(req.keys.length);
       const size = pullReplyLength(req.keys.length, t.dim);
@@ -130,7 +154,7 @@ export class RequestHandlers {
 
   push = (payload: Uint8Array): Promise<Uint8Array> => {
     const run = this.#guard(() => {
-      const req = decodePushRequest(payload, this.#limits);
+      const req = decodePushRequest(this.#aligned(payload), this.#limits);
       const t = this.#table(req.table);
       if (req.dim !== t.dim)
         refuse(

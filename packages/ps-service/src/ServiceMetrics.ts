@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { LATENCY_BUCKETS, RequestTally } from './RequestTally.js';
 
 export type RequestOutcome = 'ok' | 'refused' | 'error';
 
@@ -13,9 +14,38 @@ export const MAX_METRICS_CONNECTIONS = 64;
 /** A request's headers and whole request must arrive within this, ms. */
 const METRICS_REQUEST_TIMEOUT_MS = 10_000;
 
+/** prom-client 15's state of one histogram series (the version is pinned; a test guards this). */
+interface HistogramSeries {
+  labels: Record<string, string | number>;
+  bucketValues: Record<number, number>;
+  sum: number;
+  count: number;
+}
+
+/** The series of `h` for `method`, created (prom-client's `zero`) when it has none yet. */
+function seriesOf(h: Histogram<'method'>, method: string): HistogramSeries {
+  const find = () =>
+    Object.values((h as unknown as { hashMap: Record<string, HistogramSeries> }).hashMap).find(
+      (e) => e.labels.method === method,
+    );
+  let series = find();
+  if (series === undefined) {
+    h.zero({ method });
+    series = find();
+  }
+  if (series === undefined) throw new Error('prom-client histogram internals changed');
+  return series;
+}
+
 /**
  * The shard's Prometheus metrics (prom-client), in a registry of their own so several
  * services in one process (tests) do not collide. `serve()` exposes them over HTTP.
+ *
+ * The per-request figures (requests, payload bytes, keys, latency, duplicates, registered
+ * replies) are added up in plain numbers (`tally(method)`, `countDuplicate()`,
+ * `countRegisteredReply()`) and moved into their prom-client metrics when those are read
+ * (`collect()`: on scrape, or `get()`): the same names, types, labels and values, without
+ * prom-client's per-call label hashing and validation on the request path.
  */
 export class ServiceMetrics {
   readonly registry = new Registry();
@@ -26,6 +56,9 @@ export class ServiceMetrics {
   readonly snapshots: Counter<'outcome'>;
   readonly duplicates: Counter;
   readonly registeredReplies: Counter;
+  readonly #tallies: RequestTally[] = [];
+  /** Counts not yet handed to their (label-less) counters. */
+  readonly #pending = { duplicates: 0, registeredReplies: 0 };
   #server: Server | undefined;
 
   constructor(
@@ -34,30 +67,73 @@ export class ServiceMetrics {
   ) {
     this.registry.setDefaultLabels(labels);
     const registers = [this.registry];
+    const tallies = this.#tallies;
     this.requests = new Counter({
       name: 'rdmajs_ps_requests_total',
       help: 'Requests served, by method and outcome (refused: validation failed, nothing applied)',
       labelNames: ['method', 'outcome'],
       registers,
+      collect() {
+        for (const t of tallies) {
+          if (t.ok > 0) this.inc({ method: t.method, outcome: 'ok' }, t.ok);
+          if (t.refused > 0) this.inc({ method: t.method, outcome: 'refused' }, t.refused);
+          if (t.error > 0) this.inc({ method: t.method, outcome: 'error' }, t.error);
+          t.ok = t.refused = t.error = 0;
+        }
+      },
     });
     this.bytes = new Counter({
       name: 'rdmajs_ps_payload_bytes_total',
       help: 'Request and reply payload bytes',
       labelNames: ['method', 'direction'],
       registers,
+      collect() {
+        for (const t of tallies) {
+          if (!t.bytesSeen) continue;
+          this.inc({ method: t.method, direction: 'in' }, t.bytesIn);
+          this.inc({ method: t.method, direction: 'out' }, t.bytesOut);
+          t.bytesIn = t.bytesOut = 0;
+          t.bytesSeen = false;
+        }
+      },
     });
     this.latency = new Histogram({
       name: 'rdmajs_ps_request_duration_seconds',
       help: 'Time from a request reaching the handler to its reply (pushes: until durable)',
       labelNames: ['method'],
-      buckets: [1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.5, 2],
+      buckets: [...LATENCY_BUCKETS],
       registers,
+      collect() {
+        for (const t of tallies) {
+          if (t.latencyCount === 0) continue;
+          const series = seriesOf(this, t.method);
+          // Per-bucket counts, not cumulative (prom-client adds them up on export); the
+          // observations above the last bound count in `count` (+Inf) only.
+          for (let b = 0; b < LATENCY_BUCKETS.length; b++) {
+            const le = LATENCY_BUCKETS[b] as number;
+            series.bucketValues[le] = (series.bucketValues[le] ?? 0) + (t.buckets[b] as number);
+          }
+          series.sum += t.latencySum;
+          series.count += t.latencyCount;
+          t.buckets.fill(0);
+          t.latencySum = 0;
+          t.latencyCount = 0;
+        }
+      },
     });
     this.keys = new Counter({
       name: 'rdmajs_ps_keys_total',
       help: 'Keys pulled and pushed',
       labelNames: ['method'],
       registers,
+      collect() {
+        for (const t of tallies) {
+          if (!t.keysSeen) continue;
+          this.inc({ method: t.method }, t.keys);
+          t.keys = 0;
+          t.keysSeen = false;
+        }
+      },
     });
     this.snapshots = new Counter({
       name: 'rdmajs_ps_snapshots_total',
@@ -65,15 +141,24 @@ export class ServiceMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    const pending = this.#pending;
     this.duplicates = new Counter({
       name: 'rdmajs_ps_push_duplicates_total',
       help: 'Pushes answered as duplicates (resends of applied pushes, not applied again)',
       registers,
+      collect() {
+        if (pending.duplicates > 0) this.inc(pending.duplicates);
+        pending.duplicates = 0;
+      },
     });
     this.registeredReplies = new Counter({
       name: 'rdmajs_ps_registered_replies_total',
       help: 'Replies built in registered memory and sent from there without a copy (RDMA)',
       registers,
+      collect() {
+        if (pending.registeredReplies > 0) this.inc(pending.registeredReplies);
+        pending.registeredReplies = 0;
+      },
     });
     new Gauge({
       name: 'rdmajs_ps_connections',
@@ -99,6 +184,26 @@ export class ServiceMetrics {
         this.set(gauges.sessionsResumed());
       },
     });
+  }
+
+  /** The figures of `method`'s requests, to add to per request (one tally per method). */
+  tally(method: string): RequestTally {
+    let t = this.#tallies.find((x) => x.method === method);
+    if (t === undefined) {
+      t = new RequestTally(method);
+      this.#tallies.push(t);
+    }
+    return t;
+  }
+
+  /** A push answered as a duplicate. */
+  countDuplicate(): void {
+    this.#pending.duplicates++;
+  }
+
+  /** A reply built in registered memory and sent from there. */
+  countRegisteredReply(): void {
+    this.#pending.registeredReplies++;
   }
 
   /** Serves `GET /metrics` on host:port (port 0: any free one). Resolves with the port. */

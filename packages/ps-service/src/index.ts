@@ -9,6 +9,7 @@ export {
   type PsServiceStats,
 } from './PsService.js';
 export type { HandlerCounters, ShardCatalog } from './RequestHandlers.js';
+export { LATENCY_BUCKETS, RequestTally } from './RequestTally.js';
 export {
   type NonFinitePolicy,
   parseServiceTables,

@@ -78,31 +78,62 @@ export function pushRequestLength(
   );
 }
 
-export function encodePushRequest(req: PushRequest): Uint8Array {
-  const name = asciiBytes(checkName(req.table, 'table'));
-  const writer = asciiBytes(checkWriter(req.writer));
-  const seq = checkSeq(req.seq);
-  const dim = checkDim(req.dim);
-  const keys = checkKeys(req.keys);
-  const grads = checkFloats(req.grads, 'grads');
-  checkU32(keys.length, 'keys.length');
-  if (grads.length !== keys.length * dim) {
-    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'grads.length must be keys.length × dim');
-  }
-  const out = new Uint8Array(pushRequestLength(req.table, req.writer, keys.length, dim));
+/** The fixed fields of a push request whose keys and gradients the caller writes in place. */
+export interface PushRequestHeader {
+  table: string;
+  writer: string;
+  seq: number;
+  dim: number;
+  /** Keys (rows) the request carries. */
+  count: number;
+}
+
+/**
+ * A push request with its fixed part, table and writer written, and its keys and gradients
+ * as views of `bytes` (8- and 4-aligned: `bytes` is a fresh buffer) for the caller to fill —
+ * a client splitting a batch over shards writes each key and row once, straight into the
+ * request it sends. Little-endian hosts (the views are native order), as `allocatePullReply`.
+ */
+export function allocatePushRequest(h: PushRequestHeader): {
+  bytes: Uint8Array;
+  keys: BigUint64Array;
+  grads: Float32Array;
+} {
+  const name = asciiBytes(checkName(h.table, 'table'));
+  const writer = asciiBytes(checkWriter(h.writer));
+  const seq = checkSeq(h.seq);
+  const dim = checkDim(h.dim);
+  const count = checkU32(h.count, 'count');
+  const out = new Uint8Array(pushRequestLength(h.table, h.writer, count, dim));
   const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PushRequest;
   v.setUint16(4, name.length, true);
   v.setUint16(6, writer.length, true);
-  v.setUint32(8, keys.length, true);
+  v.setUint32(8, count, true);
   v.setUint32(12, dim, true);
   v.setBigUint64(16, BigInt(seq), true);
   let at = writeName(out, PUSH_REQUEST_FIXED, name);
   at = writeName(out, at, writer);
-  writeKeys(out, at, keys);
-  writeFloats(out, at + 8 * keys.length, grads);
-  return out;
+  return {
+    bytes: out,
+    keys: new BigUint64Array(out.buffer, at, count),
+    grads: new Float32Array(out.buffer, at + 8 * count, count * dim),
+  };
+}
+
+export function encodePushRequest(req: PushRequest): Uint8Array {
+  const keys = checkKeys(req.keys);
+  const grads = checkFloats(req.grads, 'grads');
+  checkU32(keys.length, 'keys.length');
+  if (grads.length !== keys.length * checkDim(req.dim)) {
+    throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'grads.length must be keys.length × dim');
+  }
+  const { bytes, keys: keysAt } = allocatePushRequest({ ...req, count: keys.length });
+  const at = keysAt.byteOffset;
+  writeKeys(bytes, at, keys);
+  writeFloats(bytes, at + 8 * keys.length, grads);
+  return bytes;
 }
 
 export function decodePushRequest(

@@ -35,12 +35,14 @@ export {
   pullRequestLength,
 } from './Pull.js';
 export {
+  allocatePushRequest,
   decodePushReply,
   decodePushRequest,
   encodePushReply,
   encodePushRequest,
   type PushReply,
   type PushRequest,
+  type PushRequestHeader,
   pushRequestLength,
 } from './Push.js';
 export {

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 
-const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** Whether u32 halves of a key are a view of its memory (lo then hi), not a copy. */
+export const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const LE = LITTLE_ENDIAN;
 /** Per-process salt: the probe sequence does not depend on the key values alone. */
 const SALT = randomBytes(4).readUInt32LE(0);
 

@@ -89,21 +89,32 @@ export function writeName(out: Uint8Array, offset: number, name: Uint8Array): nu
   return offset + pad8(name.length);
 }
 
-/** u64 keys at `offset`: a view when aligned on a little-endian host, else a copy. */
+/**
+ * u64 keys at `offset`: a view when aligned on a little-endian host, else a copy — one
+ * byte copy (memcpy) on little-endian hosts, not a `getBigUint64` (and a bigint) per key.
+ */
 export function readKeys(b: Uint8Array, offset: number, count: number): BigUint64Array {
   const at = b.byteOffset + offset;
   if (LITTLE_ENDIAN && at % 8 === 0) return new BigUint64Array(b.buffer, at, count);
   const out = new BigUint64Array(count);
+  if (LITTLE_ENDIAN) {
+    new Uint8Array(out.buffer).set(b.subarray(offset, offset + 8 * count));
+    return out;
+  }
   const v = viewOf(b);
   for (let i = 0; i < count; i++) out[i] = v.getBigUint64(offset + 8 * i, true);
   return out;
 }
 
-/** f32 values at `offset`: a view when aligned on a little-endian host, else a copy. */
+/** f32 values at `offset`: a view when aligned on a little-endian host, else a copy (memcpy on little-endian hosts). */
 export function readFloats(b: Uint8Array, offset: number, count: number): Float32Array {
   const at = b.byteOffset + offset;
   if (LITTLE_ENDIAN && at % 4 === 0) return new Float32Array(b.buffer, at, count);
   const out = new Float32Array(count);
+  if (LITTLE_ENDIAN) {
+    new Uint8Array(out.buffer).set(b.subarray(offset, offset + 4 * count));
+    return out;
+  }
   const v = viewOf(b);
   for (let i = 0; i < count; i++) out[i] = v.getFloat32(offset + 4 * i, true);
   return out;
