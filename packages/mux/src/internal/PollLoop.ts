@@ -17,9 +17,9 @@ export class PollEntry {
   fresh = false;
   /** When the turn after its last activity ran (performance.now() ms). */
   since = 0;
-  /** A poll turn reaped a receive in this stay in the loop. */
+  /** A receive came early in this stay in the loop (spinning paid). */
   caught = false;
-  /** Recent stays' benefit: +2 per receive a turn caught, −1 per stay that caught none. */
+  /** Recent benefit: +2 per receive early in a stay, −1 per late one or per stay with none. */
   worth = WORTH_MAX;
   /** While worth is 0, activity that did not enter the loop (every PROBE_EVERY-th enters). */
   skipped = 0;
@@ -45,14 +45,18 @@ const PROBE_EVERY = 32;
  * trigger run at once (the reply a requester waits for is taken without a wake-up: eventfd →
  * libuv → JS costs tens of µs on a busy host). One loop for every connection of a transport,
  * so many connections cost one immediate per turn. Bounded by measured benefit: a stay that
- * catches no receive counts −1, a caught receive +2 (at most 8); at 0 only every 32nd
- * activity enters the loop, so where replies come later than `spinUs` (a loaded machine, a
- * slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
+ * takes no receive in the first half of spinUs counts −1, each receive in it +2 (at most 8),
+ * each later one −1 (on a host with more runnable processes than cores the spin itself
+ * delays the woken peer, which gets a core only once this process sleeps); at 0 only every
+ * 32nd activity enters the loop, for one spinUs that only an early receive extends, so where
+ * replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
  */
 export class PollLoop {
   readonly #spinMs: number;
   readonly #entries: PollEntry[] = [];
   #scheduled = false;
+  /** When the running (or last) turn began (performance.now() ms). */
+  #now = 0;
   /** Turns run, over the transport's life (tests: no turn is scheduled while idle). */
   turns = 0;
 
@@ -71,7 +75,8 @@ export class PollLoop {
    */
   activity(e: PollEntry): boolean {
     if (e.polled) {
-      e.fresh = true;
+      // A probe (worth 0) spins spinUs from its start; only benefit extends a stay.
+      if (e.worth > 0) e.fresh = true;
       return true;
     }
     if (this.#spinMs === 0) return false;
@@ -94,10 +99,15 @@ export class PollLoop {
    */
   received(e: PollEntry): void {
     if (!e.polled) return;
-    e.caught = true;
     e.catches++;
-    e.fresh = true;
-    if (e.worth < WORTH_MAX) e.worth = Math.min(WORTH_MAX, e.worth + 2);
+    // Only a receive in the first half of the spin counts for spinning: on a host with more
+    // runnable processes than cores a late one was often held back by the spin itself (the
+    // woken peer got a core only as this process slept), so it must not keep spins going.
+    if (e.fresh || this.#now - e.since < this.#spinMs / 2) {
+      e.caught = true;
+      e.worth = Math.min(WORTH_MAX, e.worth + 2);
+    } else if (e.worth > 0) e.worth--;
+    if (e.worth > 0) e.fresh = true;
   }
 
   /** `e` ends (its connection closed): out of the loop, without arming anything. */
@@ -114,6 +124,7 @@ export class PollLoop {
     // One clock read per turn, not per message: a CQ's spin counts from the first turn after
     // its activity, so application code that ran in between does not eat into it.
     const now = performance.now();
+    this.#now = now;
     const es = this.#entries;
     // Backwards: a CQ that sleeps (or whose connection ends in its drain) leaves in place.
     for (let i = es.length - 1; i >= 0; i--) {
