@@ -89,11 +89,6 @@ class ReceiveWaiter {
 /** What a channel needs of its connection. */
 export interface ChannelHost extends Connection {
   readonly defaultTimeoutMs: number;
-  /**
-   * A receive is about to wait: the transport may look for arrivals first (adaptive
-   * polling), delivering them before the wait begins.
-   */
-  beforeWait?(ready: () => boolean): void;
 }
 
 /**
@@ -128,12 +123,6 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
   #wHead = 0;
   #wTail = 0;
   readonly #idleWaiters: ReceiveWaiter[] = [];
-  /** A receive need not wait: a message is queued, or the channel ended (made once). */
-  readonly #ready = (): boolean =>
-    this.#head < this.#queue.length ||
-    this.#error !== undefined ||
-    this.peerClosed ||
-    this.#state !== 'open';
   readonly #expire = (w: ReceiveWaiter): void => {
     this.#unwait(w);
     w.fail(new MuxDeadlineError(`receive on channel ${this.id}`, w.timeoutMs));
@@ -186,13 +175,6 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     }
     if (signal?.aborted === true)
       return Promise.reject(new MuxAbortError('receive', signal.reason));
-    if (this.connection.beforeWait !== undefined) {
-      this.connection.beforeWait(this.#ready);
-      if (this.#head < this.#queue.length) return Promise.resolve(this.#take(copy));
-      if (this.#error !== undefined) return Promise.reject(this.#error);
-      if (this.peerClosed || this.#state !== 'open')
-        return Promise.reject(new MuxClosedError(`channel ${this.id}`));
-    }
     const w = this.#idleWaiters.pop() ?? new ReceiveWaiter(this.#expire, this.#abort);
     const p = new Promise<InboundMessage>(w.executor);
     w.arm(copy, timeoutMs, signal);

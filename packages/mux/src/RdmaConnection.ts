@@ -31,6 +31,7 @@ import type { HandshakeLimits } from './Handshake.js';
 import { type ControlLink, ControlType, LEASE_RETURN_BYTES } from './internal/ControlLink.js';
 import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
+import { PollEntry, type PollLoop } from './internal/PollLoop.js';
 import type { PollPolicy } from './internal/RdmaOptions.js';
 import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './internal/ReceivePool.js';
 import {
@@ -74,6 +75,8 @@ export interface RdmaConnectionSettings {
   pollPolicy: PollPolicy;
   /** Busy-poll time after activity under 'adaptive'. */
   spinUs: number;
+  /** The transport's poll loop ('adaptive' only): polls CQs for spinUs after activity. */
+  pollLoop: PollLoop | undefined;
   /** Largest message sent eager, agreed by both sides (the smaller threshold). */
   eagerLimit: number;
   /**
@@ -93,8 +96,6 @@ export interface RdmaConnectionSettings {
   doneTimeoutMs: number;
 }
 
-/** The most benefit adaptive polling remembers (so a few misses after a run of hits stop it). */
-const SPIN_WORTH_MAX = 8;
 /** Every this many sends one is signaled (and always the last of a batch). */
 const SIGNAL_EVERY = 16;
 const KIND_SEND = 0;
@@ -260,14 +261,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #draining = false;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
-  /** Polls one adaptive spin may make (≈ spinUs of them, recalibrated as it runs). */
-  #spinPolls = 512;
-  /** A completion arrived since the last fruitless spin. */
-  #active = false;
-  /** Recent spins' benefit: +2 for one that caught its message, −1 for one that did not. */
-  #spinWorth = SPIN_WORTH_MAX;
-  #spinProbe = 0;
-  #spins = 0;
+  /** This connection's place in the transport's poll loop ('adaptive'). */
+  readonly #poll: PollEntry;
   // Receive window (what the peer sent that the application has not released).
   #peerBytes = 0;
   #peerMessages = 0;
@@ -318,6 +313,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.defaultTimeoutMs = settings.defaultTimeoutMs;
     this.remoteAddress = link.remoteAddress;
     this.#nextId = role === 'client' ? 1 : 2;
+    this.#poll = new PollEntry({
+      pending: () => (this.#terminal() ? 0 : this.#res.cq.pending()),
+      drain: () => this.#drain(),
+      sleep: () => {
+        if (!this.#terminal()) this.#res.cq.requestNotify();
+      },
+    });
     // One peer must not hold the transport's shared budget with a huge announced window.
     this.#window = new SendWindow({
       maxBytes: Math.min(settings.peer.windowBytes, settings.maxSendWindow.maxBytes),
@@ -846,6 +848,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         lane.qp.postSend(batch);
       }
       this.#stats.posts++;
+      // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
+      this.#s.pollLoop?.activity(this.#poll);
     } catch (err) {
       this.destroy(
         new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
@@ -974,19 +978,26 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#draining = true;
     const cq = this.#res.cq;
     const wcs = this.#wcs;
+    const loop = this.#s.pollLoop;
+    const received = this.#stats.framesIn;
+    let reaped = 0;
     try {
       for (;;) {
         const n = cq.poll(wcs);
         for (let i = 0; i < n && !this.#terminal(); i++)
           this.#onCompletion(wcs[i] as WorkCompletion);
         if (this.#terminal()) return;
-        if (n > 0) this.#active = true;
+        reaped += n;
         if (n < wcs.length) break;
       }
+      if (loop !== undefined && this.#stats.framesIn !== received) loop.received(this.#poll);
       this.#flushAll();
       if (this.#terminal()) return;
       if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
-      else cq.requestNotify();
+      // Adaptive: after activity the loop polls on (and arms the event when it stops).
+      else if (loop !== undefined && (reaped > 0 ? loop.activity(this.#poll) : this.#poll.polled)) {
+        // polled from the loop's next turn
+      } else cq.requestNotify();
     } catch (err) {
       const typed = typeof (err as { code?: unknown })?.code === 'string';
       this.destroy(
@@ -994,45 +1005,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       );
     } finally {
       this.#draining = false;
-    }
-  }
-
-  /**
-   * Adaptive polling: a receive about to wait first busy-polls the CQ for `spinUs`, since a
-   * reply often lands within microseconds of a request, draining what arrives until `ready()`
-   * (the waiting channel has a message, or ended); completions of its own sends do not end
-   * the spin. Here, not in the drain: a spin there would hold back the very messages it just
-   * delivered (their application code runs after it). Only after activity: a fruitless spin
-   * stops spinning until the next completion, so idle channels' receives do not each spin.
-   * The poll budget is recalibrated from the clock by every 64th spin that runs out (a clock
-   * read allocates a number; a spin polls thousands of times).
-   */
-  beforeWait(ready: () => boolean): void {
-    if (this.#s.pollPolicy !== 'adaptive' || !this.#active || this.#draining) return;
-    if (this.#terminal()) return;
-    // Bounded by measured benefit: while spins rarely catch the reply (a loaded machine, a
-    // slow peer), only every 32nd wait spins, to notice when they would again.
-    if (this.#spinWorth === 0 && (++this.#spinProbe & 31) !== 0) return;
-    const cq = this.#res.cq;
-    const budget = this.#spinPolls;
-    const timed = (++this.#spins & 63) === 1;
-    const t0 = timed ? performance.now() : 0;
-    for (let i = 0; i < budget; i++) {
-      if (cq.pending() === 0) continue;
-      this.#drain();
-      if (ready() || this.#terminal()) {
-        this.#spinWorth = Math.min(SPIN_WORTH_MAX, this.#spinWorth + 2);
-        return;
-      }
-    }
-    this.#active = false;
-    if (this.#spinWorth > 0) this.#spinWorth--;
-    if (timed) {
-      const us = (performance.now() - t0) * 1000;
-      if (us > 0) {
-        const fit = (budget * this.#s.spinUs) / us;
-        this.#spinPolls = Math.min(1 << 20, Math.max(16, Math.round((budget + fit) / 2)));
-      }
     }
   }
 
@@ -1634,6 +1606,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** QPs go first (nothing touches memory after), then every block this connection holds. */
   #teardown(err: Error): void {
     clearInterval(this.#heartbeat);
+    this.#s.pollLoop?.remove(this.#poll);
     this.#res.cq.off('completion', this.#onCq);
     for (const lane of this.#lanes) {
       try {
@@ -1733,6 +1706,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       posts: s.posts,
       recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
       sendLease: this.#sendCredits.lease,
+      polling: this.#poll.polled,
+      pollTurns: this.#poll.turns,
+      pollCatches: this.#poll.catches,
     };
   }
 

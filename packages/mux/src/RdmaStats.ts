@@ -30,4 +30,9 @@ export interface RdmaConnectionStats extends ConnectionStats {
   readonly recvLease: number;
   /** Credits the peer leases this side (what this side may have in its buffers at once). */
   readonly sendLease: number;
+  /** `adaptive`: the transport's poll loop polls this CQ now (else its event is armed). */
+  readonly polling: boolean;
+  /** `adaptive`: poll-loop turns that polled this CQ, and receives they reaped (no wake-up). */
+  readonly pollTurns: number;
+  readonly pollCatches: number;
 }

@@ -15,6 +15,7 @@ import {
 import { ControlLink } from './internal/ControlLink.js';
 import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
+import { PollLoop } from './internal/PollLoop.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
 import { ReceivePool, type ReceivePoolStats } from './internal/ReceivePool.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
@@ -138,6 +139,8 @@ export class RdmaTransport implements Transport {
   #pool: ReceivePool | undefined;
   #closed = false;
   readonly #connections = new Set<RdmaConnection>();
+  /** One poll loop for every connection ('adaptive'), so idle-ish peers share its turns. */
+  readonly #pollLoop: PollLoop | undefined;
 
   constructor(options: RdmaTransportOptions = {}) {
     const o = options ?? {};
@@ -204,6 +207,8 @@ export class RdmaTransport implements Transport {
     this.#budget = new SharedBudget({ maxBytes: b.maxBytes, maxMessages: b.maxMessages });
     this.#device = o.device;
     this.#ownDevice = o.device === undefined;
+    this.#pollLoop =
+      this.#o.tuning.pollPolicy === 'adaptive' ? new PollLoop(this.#o.spinUs) : undefined;
   }
 
   /**
@@ -336,6 +341,7 @@ export class RdmaTransport implements Transport {
       creditFlushMs: o.creditFlushMs,
       pollPolicy: o.tuning.pollPolicy,
       spinUs: o.spinUs,
+      pollLoop: this.#pollLoop,
       eagerLimit: Math.min(local.flow.maxMessageBytes, peer.flow.maxMessageBytes),
       sendCredits: {
         initialCredits: peer.flow.receiveCredits,

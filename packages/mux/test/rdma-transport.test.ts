@@ -362,17 +362,59 @@ describe('RdmaTransport', () => {
     });
   }
 
-  it('an_idle_connection_under_the_event_policy_does_not_spin', async () => {
-    const { conn } = await pair({ pollPolicy: 'event' });
+  it('the_adaptive_poll_loop_polls_after_traffic_then_goes_idle', async () => {
+    const { conn, serverConns } = await pair({ pollPolicy: 'adaptive' });
     const ch = conn.openChannel('echo');
+    for (let i = 0; i < 100; i++) {
+      await ch.send(new Uint8Array(8), LONG);
+      (await ch.receive(LONG)).release();
+    }
+    const conns = [conn, ...serverConns];
+    // Traffic made the loop poll both ends (sends posted, receives reaped).
+    for (const c of conns) expect(c.stats().pollTurns).toBeGreaterThan(0);
+    // With no traffic every end leaves the loop once spinUs passed after its last activity (a
+    // credit update flushed after creditFlushMs is activity too): within a bounded number of
+    // checks, a check finds no end polled and no turn run since the previous check.
+    const snapshot = () => conns.map((c) => [c.stats().polling, c.stats().pollTurns]);
+    let before = snapshot();
+    let quiet = false;
+    for (let i = 0; i < 50 && !quiet; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const now = snapshot();
+      quiet = now.every(([polling]) => polling === false) && String(now) === String(before);
+      before = now;
+    }
+    expect(quiet).toBe(true);
+    // And the event wakes them: traffic goes on.
     await ch.send(new Uint8Array(8), LONG);
     (await ch.receive(LONG)).release();
-    const cpu = process.cpuUsage();
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, 1000));
-    const used = process.cpuUsage(cpu);
-    const wall = performance.now() - t0;
-    // Both ends live in this process: spinning on either would use a whole core.
-    expect((used.user + used.system) / 1000).toBeLessThan(wall * 0.25);
   });
+
+  it('the_adaptive_policy_with_spin_0_never_polls', async () => {
+    const { conn, serverConns } = await pair({ pollPolicy: 'adaptive', spinUs: 0 });
+    const ch = conn.openChannel('echo');
+    for (let i = 0; i < 20; i++) {
+      await ch.send(new Uint8Array(8), LONG);
+      (await ch.receive(LONG)).release();
+    }
+    for (const c of [conn, ...serverConns]) {
+      expect(c.stats().pollTurns).toBe(0);
+      expect(c.stats().polling).toBe(false);
+    }
+  });
+
+  for (const pollPolicy of ['event', 'adaptive'] as const)
+    it(`an_idle_connection_under_the_${pollPolicy}_policy_does_not_spin`, async () => {
+      const { conn } = await pair({ pollPolicy });
+      const ch = conn.openChannel('echo');
+      await ch.send(new Uint8Array(8), LONG);
+      (await ch.receive(LONG)).release();
+      const cpu = process.cpuUsage();
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, 1000));
+      const used = process.cpuUsage(cpu);
+      const wall = performance.now() - t0;
+      // Both ends live in this process: spinning on either would use a whole core.
+      expect((used.user + used.system) / 1000).toBeLessThan(wall * 0.25);
+    });
 });

@@ -114,6 +114,7 @@ interface Call {
   readonly idempotent: boolean;
   readonly seq: number;
   readonly deadlineAt: number;
+  readonly deadlineMs: number;
   /** Epoch it was last sent in (0: not sent yet). */
   sentEpoch: number;
   /** The reply's message (released by the call, or handed to the caller) and payload view. */
@@ -334,28 +335,38 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         new RpcError('ERR_RPC_ABORTED', `call ${method} aborted`, { cause: signal.reason }),
       );
     }
-    // Validate the method name and sizes before anything is recorded.
-    encodeRequestHeader(
-      {
-        requestId: 1,
-        sessionSeq: 0,
-        ackBelow: 0,
-        epoch: 1,
-        idempotent,
-        deadlineMs,
-        method,
-        payloadLength,
-      },
-      this.#limits,
-    );
-    const seq = idempotent ? 0 : this.#sequencer.next();
     const requestId = this.#nextId;
+    const link = this.#machine.state === 'connected' ? this.#link : undefined;
+    const seq = idempotent ? 0 : this.#sequencer.next();
+    // Validates the method name and sizes before anything is recorded; a call that goes out
+    // at once sends this very header (one encode per call).
+    let header: Uint8Array;
+    try {
+      header = encodeRequestHeader(
+        {
+          requestId,
+          sessionSeq: seq,
+          ackBelow: this.#sequencer.ackBelow,
+          epoch: link?.epoch ?? 1,
+          idempotent,
+          deadlineMs,
+          method,
+          payloadLength,
+        },
+        this.#limits,
+      );
+    } catch (err) {
+      // Never sent: the sequence is settled at once (the server only sees ackBelow pass it).
+      if (!idempotent) this.#sequencer.settle(seq);
+      throw err;
+    }
     this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
+    const deadlineAt = performance.now() + deadlineMs;
     return new Promise<Uint8Array | RpcReply>((resolve, reject) => {
       const finish = (): void => {
-        clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         this.#pending.delete(requestId);
+        if (this.#pending.size === 0) this.#deadlines?.unref();
         // Given up or answered: never sent again, so its sequence is settled.
         if (!idempotent) this.#sequencer.settle(seq);
       };
@@ -365,15 +376,6 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
           new RpcError('ERR_RPC_ABORTED', `call ${method} aborted`, { cause: signal?.reason }),
         );
       };
-      const timer = setTimeout(() => {
-        finish();
-        reject(
-          new RpcError(
-            'ERR_RPC_DEADLINE',
-            `call ${method} passed its ${deadlineMs} ms deadline (state ${this.#machine.state})`,
-          ),
-        );
-      }, deadlineMs);
       signal?.addEventListener('abort', onAbort, { once: true });
       const call: Call = {
         requestId,
@@ -382,7 +384,8 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         payloadLength,
         idempotent,
         seq,
-        deadlineAt: performance.now() + deadlineMs,
+        deadlineAt,
+        deadlineMs,
         sentEpoch: 0,
         resolve: (msg, bytes) => {
           finish();
@@ -398,11 +401,54 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         },
       };
       this.#pending.set(requestId, call);
-      if (this.#link !== undefined && this.#machine.state === 'connected') {
-        this.#send(this.#link, call);
-      }
+      this.#armDeadline(deadlineAt);
+      if (link !== undefined) this.#send(link, call, header);
     });
   }
+
+  /**
+   * One timer for every call's deadline, armed for the earliest (a timer per call cost a
+   * setTimeout and a clearTimeout per call). Calls answered before it fires leave it armed:
+   * it then finds nothing due and re-arms for the earliest left. Unreferenced while no call
+   * is pending, as a per-call timer would be.
+   */
+  #deadlines: ReturnType<typeof setTimeout> | undefined;
+  #deadlinesAt = 0;
+
+  #armDeadline(deadlineAt: number): void {
+    const t = this.#deadlines;
+    if (t !== undefined && this.#deadlinesAt <= deadlineAt) {
+      if (!t.hasRef()) t.ref();
+      return;
+    }
+    if (t !== undefined) clearTimeout(t);
+    this.#deadlinesAt = deadlineAt;
+    this.#deadlines = setTimeout(
+      this.#onDeadline,
+      Math.max(0, Math.ceil(deadlineAt - performance.now())),
+    );
+  }
+
+  readonly #onDeadline = (): void => {
+    this.#deadlines = undefined;
+    // libuv's clock is coarser than performance.now(): a timer may fire up to 1 ms early.
+    const now = performance.now() + 1;
+    let next = Number.POSITIVE_INFINITY;
+    const due: Call[] = [];
+    for (const call of this.#pending.values()) {
+      if (call.deadlineAt <= now) due.push(call);
+      else if (call.deadlineAt < next) next = call.deadlineAt;
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.#armDeadline(next);
+    for (const call of due) {
+      call.reject(
+        new RpcError(
+          'ERR_RPC_DEADLINE',
+          `call ${call.method} passed its ${call.deadlineMs} ms deadline (state ${this.#machine.state})`,
+        ),
+      );
+    }
+  };
 
   /** Ends the session (the server forgets it), fails pending calls with ERR_RPC_CLOSED. Idempotent. */
   async close(): Promise<void> {
@@ -415,6 +461,8 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
     const err = new RpcError('ERR_RPC_CLOSED', 'client closed');
     for (const c of [...this.#pending.values()]) c.reject(err);
     this.#machine.close();
+    clearTimeout(this.#deadlines);
+    this.#deadlines = undefined;
     if (link !== undefined) {
       await link.control
         .send(encodeSessionFrame({ kind: 'bye' }), { timeoutMs: 1000 })
@@ -430,23 +478,26 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
 
   #failure: Error | undefined;
 
-  #send(link: Link, call: Call): void {
+  /** Sends `call` on `link` (with `header` when the call encoded it just now, at its start). */
+  #send(link: Link, call: Call, encoded?: Uint8Array): void {
     const remaining = Math.ceil(call.deadlineAt - performance.now());
-    if (remaining <= 0) return; // its timer is about to fire
+    if (remaining <= 0) return; // its deadline is about to end it
     call.sentEpoch = link.epoch;
-    const header = encodeRequestHeader(
-      {
-        requestId: call.requestId,
-        sessionSeq: call.seq,
-        ackBelow: this.#sequencer.ackBelow,
-        epoch: link.epoch,
-        idempotent: call.idempotent,
-        deadlineMs: remaining,
-        method: call.method,
-        payloadLength: call.payloadLength,
-      },
-      this.#limits,
-    );
+    const header =
+      encoded ??
+      encodeRequestHeader(
+        {
+          requestId: call.requestId,
+          sessionSeq: call.seq,
+          ackBelow: this.#sequencer.ackBelow,
+          epoch: link.epoch,
+          idempotent: call.idempotent,
+          deadlineMs: remaining,
+          method: call.method,
+          payloadLength: call.payloadLength,
+        },
+        this.#limits,
+      );
     link.data.send([header, call.payload], { timeoutMs: remaining }).catch((err: unknown) => {
       const code = codeOf(err);
       // A message the transport can never carry fails now; a lost link replays it later.
