@@ -22,6 +22,7 @@ import {
   answerLength,
   type FrameBuffer,
   FrameReader,
+  frameReqId,
   isAnswer,
   LINK_PROGRESS,
   PROGRESS_BYTES,
@@ -207,9 +208,14 @@ export class LinkClient implements AnswerSink {
     if (!this.#dead) this.#pending.at(0)?.owner?.progress();
   };
 
-  /** Part of a large answer (a READ's data) arrived, on whichever connection carries it. */
-  answerArriving(): void {
-    this.#pending.at(0)?.owner?.progress();
+  /**
+   * Part of a large answer (a READ's data) to request `id` arrived, on whichever connection
+   * carries it: progress only when it answers the oldest request (whose timer runs) — a
+   * stale answer trickled in must not keep that timer alive.
+   */
+  answerArriving(id: number): void {
+    const first = this.#pending.at(0);
+    if (first !== undefined && first.id === id) first.owner?.progress();
   }
   #onRead(buf: Buffer, n: number): boolean {
     if (this.#dead) return false;
@@ -229,7 +235,8 @@ export class LinkClient implements AnswerSink {
       return false;
     }
     // Part of a large answer (a READ's data) arrived: progress for the WR it answers.
-    if (this.#reader.partial) this.answerArriving();
+    const partial = this.#reader.partial;
+    if (partial) this.answerArriving(frameReqId(partial, 0));
     return true;
   }
 

@@ -26,6 +26,7 @@ import {
   FLAG_ANSWER_BACK,
   type FramePlacer,
   FrameReader,
+  frameReqId,
   headerSize,
   isAnswer,
   LINK_PROGRESS,
@@ -372,14 +373,14 @@ export class LinkServer {
     const partial = c.reader.partial;
     if (partial && isAnswer(partial, 0)) {
       // Part of a large answer (a READ's data) to the bound QP's request.
-      this.#ends(c.bound.slot, c.bound.gen)?.client?.answerArriving();
+      this.#ends(c.bound.slot, c.bound.gen)?.client?.answerArriving(frameReqId(partial, 0));
     } else if (partial && c.reader.buffered - c.reported >= PROGRESS_BYTES) {
       // A large request keeps the initiator's ACK timer alive while it arrives (reported
       // where its answer will go: the report comes before the answer).
       c.reported = c.reader.buffered;
       const sink = this.#sinkFor(c, partial, 0);
       const b = sink.out.reserve(RES_HEADER);
-      writeResponseHeader(b, sink.out.at, partial.readUInt32LE(4), LINK_PROGRESS, 0, 0, 0);
+      writeResponseHeader(b, sink.out.at, frameReqId(partial, 0), LINK_PROGRESS, 0, 0, 0);
       sink.out.commit(RES_HEADER);
       this.#flushSoon(sink);
     }

@@ -49,6 +49,11 @@ export function headerSize(b: Buffer, o: number): number {
 export function answerLength(b: Buffer, o: number): number {
   return (b.readUInt32LE(o) & ~ANSWER_BIT) >>> 0;
 }
+/** The request id a frame header at `b[o..]` names (requests and answers alike). */
+export function frameReqId(b: Buffer, o: number): number {
+  return b.readUInt32LE(o + 4);
+}
+
 /** An atomic request's payload: its two 64-bit operands. */
 export const ATOMIC_REQUEST_BYTES = ABI.ATOMIC_OPERAND_WORDS * 8;
 
@@ -129,7 +134,7 @@ export function readRequestHeader(
   const len = checkRequestHeader(b, o, maxPayload);
   if (len < 0) return false;
   h.len = len;
-  h.reqId = b.readUInt32LE(o + 4);
+  h.reqId = frameReqId(b, o);
   h.opcode = b[o + 8] as number;
   h.head = ((b[o + 9] as number) & FLAG_HEAD) !== 0;
   h.imm = b.readUInt32LE(o + 12);
