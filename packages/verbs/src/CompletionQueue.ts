@@ -5,6 +5,7 @@ import { Resource } from './internal/lifecycle.js';
 import type { NativeDevice } from './internal/native.js';
 import { checkCreate, type kCreate, kHandle, kLoopFed, kNotify, kUse } from './internal/symbols.js';
 import {
+  checkBoolean,
   checkInt,
   checkNumber,
   describe,
@@ -55,10 +56,6 @@ const RESOLVED: Promise<void> = Promise.resolve();
 const WAIT_KEYS = ['timeoutMs', 'signal', 'spinUs', 'solicitedOnly'] as const;
 const NOTIFY_KEYS = ['solicitedOnly'] as const;
 
-function checkBoolean(name: string, v: unknown): boolean {
-  if (typeof v !== 'boolean') throw invalid(`${name} must be a boolean, got ${describe(v)}`);
-  return v;
-}
 const kRemoveWaiter: unique symbol = Symbol('rdmajs.removeWaiter');
 
 /**

@@ -55,6 +55,11 @@ export function optInt(name: string, v: unknown, min: number, max: number, dflt:
 }
 
 /** A finite number in [min, max] (not necessarily an integer). */
+export function checkBoolean(name: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw invalid(`${name} must be a boolean, got ${describe(v)}`);
+  return v;
+}
+
 export function checkNumber(name: string, v: unknown, min: number, max: number): number {
   if (typeof v !== 'number' || Number.isNaN(v))
     throw invalid(`${name} must be a number, got ${describe(v)}`);
