@@ -255,12 +255,7 @@ export class ReceiveCredits {
     checkInt('count', count, 1, this.used);
     const wasNeeded = this.updateNeeded;
     this.used -= count;
-    this.owed += count;
-    this.owedData += count;
-    if (this.flushTimer === undefined && !this.flushDue) {
-      this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
-    }
-    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
+    this.oweData(count, wasNeeded);
   }
 
   /**
@@ -280,9 +275,7 @@ export class ReceiveCredits {
     this.owed++;
     if (!this.echoArmed && this.peerStalled()) {
       this.echoArmed = true;
-      if (this.flushTimer === undefined && !this.flushDue) {
-        this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
-      }
+      this.startFlushTimer();
     }
     if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
   }
@@ -299,9 +292,7 @@ export class ReceiveCredits {
     this.checkOpen('oweReturn');
     if (this.owedOther) return;
     this.owedOther = true;
-    if (this.flushTimer === undefined && !this.flushDue) {
-      this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
-    }
+    this.startFlushTimer();
   }
 
   /**
@@ -316,12 +307,22 @@ export class ReceiveCredits {
     this.total += count;
     this.grownTotal += count;
     this.scaleThreshold();
+    this.oweData(count, wasNeeded);
+  }
+
+  /** `count` data credits owed to the peer: piggybacked, at the threshold, or by the flush delay. */
+  private oweData(count: number, wasNeeded: boolean): void {
     this.owed += count;
     this.owedData += count;
+    this.startFlushTimer();
+    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
+  }
+
+  /** The one flush timer, unless it runs or a flush is already due. */
+  private startFlushTimer(): void {
     if (this.flushTimer === undefined && !this.flushDue) {
       this.flushTimer = this.clock.setTimer(this.onFlushTimer, this.flushDelay);
     }
-    if (!wasNeeded && this.updateNeeded) this.onUpdateNeeded?.();
   }
 
   /**

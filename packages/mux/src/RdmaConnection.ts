@@ -26,7 +26,7 @@ import {
   MuxError,
   MuxProtocolError,
 } from './errors.js';
-import { FRAME_HEADER_BYTES, MAX_CHANNEL_NAME_BYTES } from './FrameHeader.js';
+import { FRAME_HEADER_BYTES, MAX_CHANNEL_NAME_BYTES, readU32, writeU32 } from './FrameHeader.js';
 import type { HandshakeLimits } from './Handshake.js';
 import { type ControlLink, ControlType, LEASE_RETURN_BYTES } from './internal/ControlLink.js';
 import { OneTimerClock } from './internal/OneTimerClock.js';
@@ -73,8 +73,6 @@ export interface RdmaConnectionSettings {
   peerTimeoutMs: number;
   creditFlushMs: number;
   pollPolicy: PollPolicy;
-  /** Busy-poll time after activity under 'adaptive'. */
-  spinUs: number;
   /** The transport's poll loop ('adaptive' only): polls CQs for spinUs after activity. */
   pollLoop: PollLoop | undefined;
   /** Largest message sent eager, agreed by both sides (the smaller threshold). */
@@ -994,10 +992,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       this.#flushAll();
       if (this.#terminal()) return;
       if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
-      // Adaptive: after activity the loop polls on (and arms the event when it stops).
-      else if (loop !== undefined && (reaped > 0 ? loop.activity(this.#poll) : this.#poll.polled)) {
-        // polled from the loop's next turn
-      } else cq.requestNotify();
+      // Adaptive: after activity the loop polls on from its next turn (and arms the event
+      // when it stops); otherwise arm now.
+      else if (loop === undefined || !(reaped > 0 ? loop.activity(this.#poll) : this.#poll.polled))
+        cq.requestNotify();
     } catch (err) {
       const typed = typeof (err as { code?: unknown })?.code === 'string';
       this.destroy(
@@ -1348,7 +1346,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** The peer gave back credits of its grown lease: the pool may shrink by as many. */
   #onLeaseReturn(payload: Uint8Array): void {
     if (this.#terminal()) return;
-    const n = new DataView(payload.buffer, payload.byteOffset, LEASE_RETURN_BYTES).getUint32(0);
+    const n = readU32(payload, 0); // ControlLink checked it is LEASE_RETURN_BYTES long
     try {
       if (n === 0) throw new MuxProtocolError('lease return of 0 credits');
       this.#recvCredits.peerReturned(n);
@@ -1380,7 +1378,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const n = sc.giveBack();
     if (n === 0) return;
     const payload = new Uint8Array(LEASE_RETURN_BYTES);
-    new DataView(payload.buffer).setUint32(0, n);
+    writeU32(payload, 0, n);
     this.#link.send(ControlType.LeaseReturn, payload);
   }
 

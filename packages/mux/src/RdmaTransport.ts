@@ -340,7 +340,6 @@ export class RdmaTransport implements Transport {
       peerTimeoutMs: o.peerTimeoutMs,
       creditFlushMs: o.creditFlushMs,
       pollPolicy: o.tuning.pollPolicy,
-      spinUs: o.spinUs,
       pollLoop: this.#pollLoop,
       eagerLimit: Math.min(local.flow.maxMessageBytes, peer.flow.maxMessageBytes),
       sendCredits: {

@@ -8,11 +8,6 @@ export const CONTROL_TAG_BYTES = AEAD_TAG_BYTES;
 /** `u32 payload length | u8 type`, in clear and authenticated (the AEAD's associated data). */
 export const CONTROL_HEADER_BYTES = 5;
 
-/** The nonce of the `count`-th message in one direction (see writeAeadNonce). */
-function nonceFor(count: number): Buffer {
-  return writeAeadNonce(Buffer.alloc(AEAD_NONCE_BYTES), count) as Buffer;
-}
-
 function checkKey(key: Uint8Array): void {
   if (!(key instanceof Uint8Array) || key.length !== SESSION_KEY_BYTES) {
     throw new MuxError('ERR_MUX_INVALID_ARG', `a control key is ${SESSION_KEY_BYTES} bytes`);
@@ -23,6 +18,8 @@ function checkKey(key: Uint8Array): void {
 export class ControlSealer {
   readonly #key: Uint8Array;
   #count = 0;
+  /** Rewritten per message (see writeAeadNonce); the cipher copies it. */
+  readonly #nonce = Buffer.alloc(AEAD_NONCE_BYTES);
 
   constructor(key: Uint8Array) {
     checkKey(key);
@@ -36,7 +33,11 @@ export class ControlSealer {
     out.writeUInt32BE(length, 0);
     out.writeUInt8(type, 4);
     const header = out.subarray(0, CONTROL_HEADER_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', this.#key, nonceFor(this.#count++));
+    const cipher = createCipheriv(
+      'aes-256-gcm',
+      this.#key,
+      writeAeadNonce(this.#nonce, this.#count++),
+    );
     cipher.setAAD(header);
     let at = CONTROL_HEADER_BYTES;
     if (length > 0) at += cipher.update(payload as Uint8Array).copy(out, at);
@@ -50,6 +51,8 @@ export class ControlSealer {
 export class ControlOpener {
   readonly #key: Uint8Array;
   #count = 0;
+  /** Rewritten per message (see writeAeadNonce); the cipher copies it. */
+  readonly #nonce = Buffer.alloc(AEAD_NONCE_BYTES);
 
   constructor(key: Uint8Array) {
     checkKey(key);
@@ -58,7 +61,11 @@ export class ControlOpener {
 
   /** The payload of one message; throws ERR_MUX_INTEGRITY if it does not authenticate. */
   open(header: Uint8Array, sealed: Uint8Array, tag: Uint8Array): Uint8Array {
-    const decipher = createDecipheriv('aes-256-gcm', this.#key, nonceFor(this.#count++));
+    const decipher = createDecipheriv(
+      'aes-256-gcm',
+      this.#key,
+      writeAeadNonce(this.#nonce, this.#count++),
+    );
     decipher.setAAD(header);
     decipher.setAuthTag(tag);
     try {
