@@ -656,7 +656,8 @@ export class RegisteredAllocator {
         pool: this.#label,
       });
     }
-    for (const c of this.#children) blocks.push(...c.leakReport().blocks);
+    // A loop, not push(...): a pool with very many live blocks would overflow the stack.
+    for (const c of this.#children) for (const b of c.leakReport().blocks) blocks.push(b);
     blocks.sort((a, b) => a.addr - b.addr);
     let inUseBytes = 0;
     for (const b of blocks) inUseBytes += b.length;

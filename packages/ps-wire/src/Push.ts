@@ -129,7 +129,13 @@ export function encodePushRequest(req: PushRequest): Uint8Array {
   if (grads.length !== keys.length * checkDim(req.dim)) {
     throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'grads.length must be keys.length × dim');
   }
-  const { bytes, keys: keysAt } = allocatePushRequest({ ...req, count: keys.length });
+  const { bytes, keys: keysAt } = allocatePushRequest({
+    table: req.table,
+    writer: req.writer,
+    seq: req.seq,
+    dim: req.dim,
+    count: keys.length,
+  });
   const at = keysAt.byteOffset;
   writeKeys(bytes, at, keys);
   writeFloats(bytes, at + 8 * keys.length, grads);

@@ -31,7 +31,8 @@ export type Summary = Record<HeadlineKey, number | null> & {
   ratios: RowRatio[];
 };
 
-const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
+/** a ÷ b, NaN where the ratio means nothing (no baseline, or a value not measured). */
+export const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
 
 export function summarize(results: Result[]): Summary {
   const ratios: RowRatio[] = [];

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 
 /** Whether u32 halves of a key are a view of its memory (lo then hi), not a copy. */
 export const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-const LE = LITTLE_ENDIAN;
 /** Per-process salt: the probe sequence does not depend on the key values alone. */
 const SALT = randomBytes(4).readUInt32LE(0);
 
@@ -17,7 +16,7 @@ function mix(lo: number, hi: number): number {
 
 /** u32 halves of the keys, lo then hi for each (a view on little-endian hosts). */
 export function halvesOf(keys: BigUint64Array): Uint32Array {
-  if (LE) return new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
+  if (LITTLE_ENDIAN) return new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
   const out = new Uint32Array(keys.length * 2);
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i] as bigint;
@@ -69,7 +68,7 @@ export function dedupe(keys: BigUint64Array): Deduped {
     }
   }
   const unique = new BigUint64Array(count);
-  const uh = LE ? new Uint32Array(unique.buffer) : undefined;
+  const uh = LITTLE_ENDIAN ? new Uint32Array(unique.buffer) : undefined;
   for (let u = 0; u < count; u++) {
     const i = firstAt[u] as number;
     if (uh !== undefined) {

@@ -1,4 +1,5 @@
 import type { Result } from '../../report/Result.js';
+import { div } from '../../report/summary.js';
 import type { PsTarget, RdmaTargetOptions } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { HEADLINE_CONCURRENCY } from './training.js';
@@ -100,8 +101,6 @@ export function relabel(t: PsTarget, variant: string): PsTarget {
     close: () => Promise.resolve(), // the target itself is closed by its owner
   };
 }
-
-const div = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? a / b : Number.NaN);
 
 /** Marks an ablated row with its lesson and its ratios against the reference row. */
 export function compareWithReference(a: Ablation, row: Result, ref: Result): Result {
