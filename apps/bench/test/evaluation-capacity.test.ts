@@ -1,51 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { searchCapacity } from '../src/scenarios/evaluation/capacity.js';
 import { OpenLoopLatency } from '../src/scenarios/evaluation/OpenLoopLatency.js';
 import { runOpenLoop } from '../src/scenarios/evaluation/openLoop.js';
-
-const search = { startConcurrency: 16, maxConcurrency: 64, minGain: 0.1 };
-
-describe('capacity search', () => {
-  it('doubles the concurrency while it gains, and stops at the knee', async () => {
-    // A service that saturates at 1000 req/s from 20 requests in flight.
-    const seen: number[] = [];
-    const c = await searchCapacity(async (n) => {
-      seen.push(n);
-      return Math.min(50 * n, 1000);
-    }, search);
-    // 16 → 800, 32 → 1000 (+25 %: go on), 64 → 1000 (nothing gained: stop).
-    expect(seen).toEqual([16, 32, 64]);
-    expect(c).toEqual({
-      rps: 1000,
-      concurrency: 32,
-      probes: [
-        { concurrency: 16, rps: 800 },
-        { concurrency: 32, rps: 1000 },
-        { concurrency: 64, rps: 1000 },
-      ],
-    });
-  });
-
-  it('keeps the best probe when more in flight only costs (a gRPC-like service)', async () => {
-    const c = await searchCapacity(async (n) => (n === 16 ? 300 : 280), search);
-    expect(c.rps).toBe(300);
-    expect(c.concurrency).toBe(16);
-    expect(c.probes).toHaveLength(2);
-  });
-
-  it('goes no higher than the maximum, and a gain below the threshold ends the search', async () => {
-    const linear = await searchCapacity(async (n) => n * 10, search);
-    expect(linear.probes.map((p) => p.concurrency)).toEqual([16, 32, 64]);
-    expect(linear.rps).toBe(640);
-    // +5 % is noise, not capacity: stop, but report the higher figure.
-    const flat = await searchCapacity(async (n) => (n === 16 ? 1000 : 1050), search);
-    expect(flat.probes.map((p) => p.concurrency)).toEqual([16, 32]);
-    expect(flat.rps).toBe(1050);
-    await expect(searchCapacity(async () => 1, { ...search, maxConcurrency: 8 })).rejects.toThrow(
-      /bad options/,
-    );
-  });
-});
 
 describe('coordinated-omission-corrected latency', () => {
   it('measures from the scheduled arrival: lag plus service time', () => {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { baselineFor } from '../src/report/baselineRow.js';
+import { formatSize, ratio } from '../src/report/format.js';
 import type { Result } from '../src/report/Result.js';
-import { baselineFor, formatSize, ratio, renderTable } from '../src/report/table.js';
+import { renderTable } from '../src/report/table.js';
 import { LatencyRecorder } from '../src/stats/LatencyRecorder.js';
 
 const row = (

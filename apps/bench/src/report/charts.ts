@@ -1,7 +1,7 @@
 import type { TopLevelSpec } from 'vega-lite';
+import { formatSize } from './format.js';
 import { HEADLINES } from './paper.js';
 import type { Report, Result } from './Result.js';
-import { formatSize } from './table.js';
 
 /** One chart of the HTML report: a Vega-Lite spec, with its data inlined. */
 export interface Chart {

@@ -1,6 +1,6 @@
+import { formatSize } from './format.js';
 import { HEADLINES } from './paper.js';
 import type { Report, Result } from './Result.js';
-import { formatSize } from './table.js';
 
 const key = (r: Result) => `${r.transport}/${r.op}/${r.sizeBytes}`;
 

@@ -1,6 +1,6 @@
-import { HEADLINES } from './paper.js';
+import { formatRatio } from './format.js';
+import { GRPC_SAME_LOAD, HEADLINES } from './paper.js';
 import type { Summary } from './summary.js';
-import { formatRatio } from './table.js';
 
 /** The headline ratios: ours (or why there is none yet), our target, the paper's figure. */
 export function renderHeadlines(summary: Summary): string {
@@ -19,7 +19,7 @@ export function renderHeadlines(summary: Summary): string {
   const same = summary.grpcFetchMeanRatioSameLoad;
   if (typeof same === 'number')
     lines.push(
-      `  ${"  (at 50 % of TCP's capacity)".padEnd(36)} ${formatRatio(same)}  — gRPC past its own capacity there: queueing, not transport`,
+      `  ${`  ${GRPC_SAME_LOAD.label}`.padEnd(36)} ${formatRatio(same)}  — ${GRPC_SAME_LOAD.why}`,
     );
   return lines.join('\n');
 }

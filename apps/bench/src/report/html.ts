@@ -3,9 +3,10 @@ import { dirname } from 'node:path';
 import { parse, View } from 'vega';
 import { compile } from 'vega-lite';
 import { chartsFor } from './charts.js';
-import { HEADLINES } from './paper.js';
+import { resultCells } from './columns.js';
+import { formatRatio } from './format.js';
+import { GRPC_SAME_LOAD, HEADLINES } from './paper.js';
 import type { Report } from './Result.js';
-import { formatRatio, formatSize } from './table.js';
 
 const esc = (s: unknown) =>
   String(s).replace(
@@ -29,8 +30,6 @@ function table(head: string[], rows: unknown[][]): string {
   return `<table><thead><tr>${th}</tr></thead><tbody>${trs.join('')}</tbody></table>`;
 }
 
-const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(2) : '');
-
 /** A self-contained page: every chart is inline SVG, no script and nothing fetched. */
 export async function renderHtml(report: Report): Promise<string> {
   const figures: string[] = [];
@@ -53,47 +52,17 @@ export async function renderHtml(report: Report): Promise<string> {
       typeof report.summary?.grpcFetchMeanRatioSameLoad === 'number'
         ? [
             [
-              "fetch mean, RDMA ÷ gRPC at 50 % of TCP's capacity (gRPC saturated: queueing)",
+              GRPC_SAME_LOAD.label,
               formatRatio(report.summary.grpcFetchMeanRatioSameLoad),
               '',
-              '(not in the paper)',
+              GRPC_SAME_LOAD.why,
             ],
           ]
         : [],
     ),
   );
-  const results = table(
-    [
-      'transport',
-      'op',
-      'size',
-      'p50 µs',
-      'mean µs',
-      'p99 µs',
-      'p99.9 µs',
-      'cpu µs/op',
-      'GiB/s',
-      'offered/s',
-      'achieved/s',
-      'from arrival: mean µs',
-      'from arrival: p99 µs',
-    ],
-    report.results.map((r) => [
-      r.transport,
-      r.op,
-      formatSize(r.sizeBytes),
-      num(r.p50Us),
-      num(r.meanUs),
-      num(r.p99Us),
-      num(r.p999Us),
-      num(r.cpuUsPerOp),
-      num(r.gibPerSec),
-      num(r.offeredRps),
-      num(r.achievedRps),
-      num(r.coMeanUs),
-      num(r.coP99Us),
-    ]),
-  );
+  const cells = resultCells(report.results);
+  const results = table(cells.header, cells.lines);
   const kv = (o: object) =>
     table(
       ['', ''],

@@ -68,3 +68,14 @@ export const HEADLINES: readonly HeadlineFigure[] = [
       "mean fetch latency (issue → rows), RDMA ÷ gRPC, both offered 50 % of the gRPC target's closed-loop capacity (rows fetch@50%grpc): the same request rate, gRPC busy but not saturated. At 50 % of TCP's capacity gRPC is past its own and its latency is queueing: that ratio is grpcFetchMeanRatioSameLoad",
   },
 ];
+
+/**
+ * A secondary gRPC figure (`summary.grpcFetchMeanRatioSameLoad`): RDMA ÷ gRPC at 50 % of TCP's
+ * capacity, where gRPC is past its own capacity. Shown beside the headlines, with no target.
+ */
+export const GRPC_SAME_LOAD = {
+  label: "fetch mean, RDMA ÷ gRPC at 50 % of TCP's capacity",
+  why: 'gRPC past its own capacity there: its latency is queueing, not transport (not in the paper)',
+  definition:
+    "mean fetch latency (issue → rows), RDMA ÷ gRPC, both at 50 % of the TCP target's closed-loop capacity (rows fetch@50%): the same request rate, at which gRPC is usually saturated, so its latency is mostly queueing",
+} as const;

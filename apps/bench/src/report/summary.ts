@@ -1,6 +1,6 @@
-import { HEADLINES, type HeadlineKey } from './paper.js';
+import { baselineFor } from './baselineRow.js';
+import { GRPC_SAME_LOAD, HEADLINES, type HeadlineKey } from './paper.js';
 import type { Result } from './Result.js';
-import { baselineFor } from './table.js';
 
 /** One RDMA row against the TCP row of the same size and kind, measured in the same run. */
 export interface RowRatio {
@@ -57,8 +57,7 @@ export function summarize(results: Result[]): Summary {
     grpcFetchMeanRatio: null,
     definitions: {
       ...Object.fromEntries(HEADLINES.map((h) => [h.key, h.definition])),
-      grpcFetchMeanRatioSameLoad:
-        "mean fetch latency (issue → rows), RDMA ÷ gRPC, both at 50 % of the TCP target's closed-loop capacity (rows fetch@50%): the same request rate, at which gRPC is usually saturated, so its latency is mostly queueing",
+      grpcFetchMeanRatioSameLoad: GRPC_SAME_LOAD.definition,
     },
     ratios,
   };

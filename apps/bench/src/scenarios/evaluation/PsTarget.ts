@@ -7,7 +7,7 @@ import { TCP_BASELINE_OPTIONS } from '../../baselines/tcpFrames.js';
 import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Transport } from '../../report/Result.js';
 import { cpuNowUs, procCpuUs, procRssBytes } from '../../stats/cpu.js';
-import { clientOptionsOf, type RdmaTuning } from './RdmaTuning.js';
+import type { RdmaTuning } from './RdmaTuning.js';
 
 /** The embedding table every evaluation scenario uses. */
 export const EVAL_TABLE = 'emb';
@@ -104,7 +104,7 @@ export class RdmajsPsTarget implements PsTarget {
       side === 'rdma'
         ? new RdmaTransport({
             ...(device === undefined ? {} : { device }),
-            ...clientOptionsOf(o.tuning ?? {}),
+            ...o.tuning,
           })
         : undefined;
     const clients: PsClient[] = [];

@@ -26,8 +26,3 @@ export function serverArgsOf(t: RdmaTuning): string[] {
     args.push('--rdma-max-registered', String(t.maxRegisteredBytes));
   return args;
 }
-
-/** The client's RdmaTransport options for the same tuning: the knobs are its own options. */
-export function clientOptionsOf(t: RdmaTuning): RdmaTransportOptions {
-  return { ...t };
-}

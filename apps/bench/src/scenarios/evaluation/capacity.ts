@@ -1,49 +1,8 @@
-/** One closed-loop probe: requests per second with `concurrency` requests always in flight. */
-export interface CapacityProbe {
-  concurrency: number;
-  rps: number;
-}
-
-export interface CapacitySearchOptions {
-  /** First concurrency probed. */
-  startConcurrency: number;
-  /** Highest concurrency probed (doubling from the start). */
-  maxConcurrency: number;
-  /** Keep doubling only while a probe beats the best so far by more than this fraction. */
-  minGain: number;
-}
-
+/** A target's closed-loop capacity: requests per second at a fixed number in flight. */
 export interface Capacity {
-  /** The best closed-loop throughput seen, requests per second. */
   rps: number;
-  /** The concurrency it was seen at. */
+  /** Requests kept in flight while it was measured. */
   concurrency: number;
-  probes: CapacityProbe[];
-}
-
-/**
- * A target's closed-loop capacity: throughput at `startConcurrency`, doubled while more
- * requests in flight still buy more than `minGain` (a saturated service gains nothing but
- * queueing from more). `measure` runs one probe; the search itself is pure, so it is tested
- * without a clock.
- */
-export async function searchCapacity(
-  measure: (concurrency: number) => Promise<number>,
-  o: CapacitySearchOptions,
-): Promise<Capacity> {
-  if (!(o.startConcurrency >= 1 && o.maxConcurrency >= o.startConcurrency && o.minGain >= 0))
-    throw new Error('capacity search: bad options');
-  const probes: CapacityProbe[] = [];
-  let best: CapacityProbe | undefined;
-  for (let c = o.startConcurrency; c <= o.maxConcurrency; c *= 2) {
-    const rps = await measure(c);
-    probes.push({ concurrency: c, rps });
-    const gained = best === undefined || rps > best.rps * (1 + o.minGain);
-    if (best === undefined || rps > best.rps) best = { concurrency: c, rps };
-    if (!gained) break;
-  }
-  const b = best as CapacityProbe;
-  return { rps: b.rps, concurrency: b.concurrency, probes };
 }
 
 /** Closed loop: `concurrency` workers each issuing the next request when theirs completes. */

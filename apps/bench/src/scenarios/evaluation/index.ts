@@ -1,7 +1,7 @@
 import { PsShardSet } from '../../peers/PsShardSet.js';
+import { formatRatio, formatSize } from '../../report/format.js';
 import type { Result } from '../../report/Result.js';
 import type { HeadlineValues } from '../../report/summary.js';
-import { formatRatio, formatSize } from '../../report/table.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
 import { ABLATIONS, type Ablation, NOT_MEASURED } from './ablations.js';
 import { type FailureOptions, runFailure } from './failure.js';

@@ -1,6 +1,6 @@
 import type { Result } from '../../report/Result.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
-import { type Capacity, closedLoopRps, searchCapacity } from './capacity.js';
+import { type Capacity, closedLoopRps } from './capacity.js';
 import { runOpenLoop } from './openLoop.js';
 import { EVAL_DIM, type PsTarget } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
@@ -33,7 +33,7 @@ const MAX_OUTSTANDING = 256;
  * generator could not issue even a quarter of that on time (arrival → issue lag p99 20 ms
  * at 25 %), so every row measured the generator's queue instead of the transport.
  */
-const CAPACITY_SEARCH = { startConcurrency: 16, maxConcurrency: 16, minGain: 0.1 } as const;
+const CAPACITY_CONCURRENCY = 16;
 
 /** The op of a fetch row: `fetch@50%` (fraction of TCP's capacity) or `fetch@50%grpc` (of gRPC's). */
 export function fetchOp(load: number, atGrpcRate: boolean): string {
@@ -102,13 +102,15 @@ export async function measureFetch(
   };
 }
 
-/** Closed-loop capacity of one target (the search of capacity.ts over closed-loop probes). */
-export function measureCapacity(t: PsTarget, w: FetchWorkload, probeMs: number): Promise<Capacity> {
-  return searchCapacity(
-    (c) =>
-      closedLoopRps((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), c, probeMs),
-    CAPACITY_SEARCH,
-  );
+/** Closed-loop capacity of one target, `CAPACITY_CONCURRENCY` pulls always in flight. */
+export async function measureCapacity(
+  t: PsTarget,
+  w: FetchWorkload,
+  probeMs: number,
+): Promise<Capacity> {
+  const pull = (k: number) => t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+  const rps = await closedLoopRps(pull, CAPACITY_CONCURRENCY, probeMs);
+  return { rps, concurrency: CAPACITY_CONCURRENCY };
 }
 
 /**
