@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import {
+  allocatePullRequest,
   allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
@@ -659,20 +660,51 @@ export class PsClient {
     const counts = new Uint32Array(S);
     const posOf = new Uint32Array(ukeys.length);
     for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
-    const parts = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
+    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
+    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
+    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
+    const segBase = new Uint32Array(S + 1);
+    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
+    const nSeg = segBase[S] as number;
+    // Each segment's request with its keys written once, straight into it (no per-shard
+    // arrays copied again by an encoder).
+    const reqs = new Array<Uint8Array>(nSeg);
+    const segKeys = new Array<BigUint64Array>(nSeg);
+    for (let s = 0; s < S; s++) {
+      const count = counts[s] as number;
+      for (let c = 0, g = segBase[s] as number; g < (segBase[s + 1] as number); c++, g++) {
+        const len = Math.min(perRequest, count - c * perRequest);
+        if (LITTLE_ENDIAN) {
+          const r = allocatePullRequest(table, len);
+          reqs[g] = r.bytes;
+          segKeys[g] = r.keys;
+        } else segKeys[g] = new BigUint64Array(len);
+      }
+    }
     if (LITTLE_ENDIAN) {
       // Copied as u32 halves (views of the keys): no bigint per key.
       const uh = halvesOf(ukeys);
-      const ph = parts.map((p) => halvesOf(p));
+      const sh = segKeys.map((p) => halvesOf(p));
       for (let u = 0; u < ukeys.length; u++) {
-        const to = ph[shardOf[u] as number] as Uint32Array;
-        const at = 2 * (posOf[u] as number);
+        const p = posOf[u] as number;
+        const c = Math.floor(p / perRequest);
+        const to = sh[(segBase[shardOf[u] as number] as number) + c] as Uint32Array;
+        const at = 2 * (p - c * perRequest);
         to[at] = uh[2 * u] as number;
         to[at + 1] = uh[2 * u + 1] as number;
       }
     } else {
-      for (let u = 0; u < ukeys.length; u++)
-        (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+      for (let u = 0; u < ukeys.length; u++) {
+        const p = posOf[u] as number;
+        const c = Math.floor(p / perRequest);
+        const to = segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
+        to[p - c * perRequest] = ukeys[u] as bigint;
+      }
+      // In-place requests are native order: a big-endian host encodes portable copies.
+      for (let g = 0; g < nSeg; g++) {
+        reqs[g] = encodePullRequest({ table, keys: segKeys[g] as BigUint64Array });
+      }
     }
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
@@ -684,53 +716,40 @@ export class PsClient {
           timer = setTimeout(() => resolve('late'), deadlineMs);
         })
       : undefined;
-    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
-    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
-    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
-    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
-    const segBase = new Uint32Array(S + 1);
-    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
-    const segments = new Array<Float32Array>(segBase[S] as number);
+    const segments = new Array<Float32Array>(nSeg);
     // Replies that arrived; released here if the pull fails, else by the PulledRows.
     const held: HeldReply[] = [];
     let abandoned = false;
-    const fetchChunk = async (p: BigUint64Array, link: ShardLink): Promise<Float32Array> => {
-      const reply = await link.callView(
-        PsMethod.pull,
-        encodePullRequest({ table, keys: p }),
-        deadlineMs,
-      );
+    const fetchChunk = async (g: number, link: ShardLink): Promise<void> => {
+      const reply = await link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs);
       if (abandoned) {
         reply.release(); // a failed or past-deadline pull: nobody will read it
-        return new Float32Array(0);
+        return;
       }
       held.push(reply);
       const r = decodePullReply(reply.bytes);
-      if (r.dim !== dim || r.count !== p.length) {
+      if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
         throw new PsClientError(
           'ERR_PS_CLIENT_SHARD_MISMATCH',
           `shard ${link.label} answered ${r.count} × ${r.dim}`,
           { shard: link.label },
         );
       }
-      return r.rows;
+      segments[g] = r.rows;
     };
-    const fetchPart = async (p: BigUint64Array, s: number): Promise<void> => {
+    const fetchPart = async (s: number): Promise<void> => {
       const link = links[s] as ShardLink;
       const base = segBase[s] as number;
-      const got = await Promise.all(
-        Array.from({ length: chunksOf(s) }, (_, c) =>
-          fetchChunk(p.subarray(c * perRequest, (c + 1) * perRequest), link),
-        ),
-      );
-      for (let c = 0; c < got.length; c++) segments[base + c] = got[c] as Float32Array;
+      const chunks = (segBase[s + 1] as number) - base;
+      if (chunks === 1) return fetchChunk(base, link);
+      await Promise.all(Array.from({ length: chunks }, (_, c) => fetchChunk(base + c, link)));
     };
     const answered = new Uint8Array(S);
     try {
       await Promise.all(
-        parts.map(async (p, s) => {
-          if (p.length === 0) return;
-          const call = fetchPart(p, s);
+        Array.from({ length: S }, async (_, s) => {
+          if (counts[s] === 0) return;
+          const call = fetchPart(s);
           if (late === undefined) {
             await call;
             answered[s] = 1;
@@ -770,15 +789,14 @@ export class PsClient {
       if ((counts[s] as number) === 0 || answered[s] === 1) continue;
       missedSet.add(s);
       // The table's init, as the store would give for an unseen key, one segment per chunk.
-      const h = halvesOf(parts[s] as BigUint64Array);
-      for (let c = 0; c < chunksOf(s); c++) {
-        const len = Math.min(perRequest, (counts[s] as number) - c * perRequest);
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        const h = halvesOf(segKeys[g] as BigUint64Array);
+        const len = h.length / 2;
         const seg = new Float32Array(len * dim);
         for (let j = 0; j < len; j++) {
-          const k = c * perRequest + j;
-          t.init(seg, j * dim, dim, h[2 * k] as number, h[2 * k + 1] as number);
+          t.init(seg, j * dim, dim, h[2 * j] as number, h[2 * j + 1] as number);
         }
-        segments[(segBase[s] as number) + c] = seg;
+        segments[g] = seg;
       }
     }
     const segOf = new Uint32Array(n);
