@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import {
+  allocatePullRequest,
   allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
@@ -26,7 +27,7 @@ import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
-import { dedupe, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
+import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
@@ -237,6 +238,8 @@ function firstNonFinite(f: Float32Array): number {
 export class PsClient {
   #links: ShardLink[];
   #router: ShardRouter;
+  /** Scratch of every pull's de-duplication (used before the pull's first await only). */
+  readonly #deduper = new Deduper();
   readonly #signature: string;
   #base: LinkBase | undefined;
   #shardMap: EtcdShardMap | undefined;
@@ -649,34 +652,83 @@ export class PsClient {
     const partial = o?.partial === true;
     const n = keys.length;
     const dim = t.dim;
-    // De-duplicate: each distinct key is fetched once, from its shard.
-    const { unique: ukeys, uniqueOf } = dedupe(keys);
+    // De-duplicate: each distinct key is fetched once, from its shard. The deduper's arrays
+    // are this client's scratch, read only in this synchronous part (before any await).
+    const h = halvesOf(keys);
+    const distinct = this.#deduper.run(h, n);
+    const { firstAt, uniqueOf } = this.#deduper;
     // One map for the whole call, whatever changes meanwhile.
     const router = this.#router;
     const links = this.#links;
-    const shardOf = router.route(ukeys);
     const S = links.length;
     const counts = new Uint32Array(S);
-    const posOf = new Uint32Array(ukeys.length);
-    for (let u = 0; u < ukeys.length; u++) posOf[u] = (counts[shardOf[u] as number] as number)++;
-    const parts = Array.from({ length: S }, (_, s) => new BigUint64Array(counts[s] as number));
+    const shardOf = new Uint32Array(distinct);
+    const posOf = new Uint32Array(distinct);
+    for (let u = 0; u < distinct; u++) {
+      const i = firstAt[u] as number;
+      const s = router.shardOfHalves(h[2 * i] as number, h[2 * i + 1] as number);
+      shardOf[u] = s;
+      posOf[u] = (counts[s] as number)++;
+    }
+    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
+    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
+    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
+    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
+    const segBase = new Uint32Array(S + 1);
+    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
+    const nSeg = segBase[S] as number;
+    // Each segment's request with its keys written once, straight into it (no per-shard
+    // arrays copied again by an encoder).
+    const reqs = new Array<Uint8Array>(nSeg);
+    const segKeys = new Array<BigUint64Array>(nSeg);
+    for (let s = 0; s < S; s++) {
+      const count = counts[s] as number;
+      for (let c = 0, g = segBase[s] as number; g < (segBase[s + 1] as number); c++, g++) {
+        const len = Math.min(perRequest, count - c * perRequest);
+        if (LITTLE_ENDIAN) {
+          const r = allocatePullRequest(table, len);
+          reqs[g] = r.bytes;
+          segKeys[g] = r.keys;
+        } else segKeys[g] = new BigUint64Array(len);
+      }
+    }
     if (LITTLE_ENDIAN) {
       // Copied as u32 halves (views of the keys): no bigint per key.
-      const uh = halvesOf(ukeys);
-      const ph = parts.map((p) => halvesOf(p));
-      for (let u = 0; u < ukeys.length; u++) {
-        const to = ph[shardOf[u] as number] as Uint32Array;
-        const at = 2 * (posOf[u] as number);
-        to[at] = uh[2 * u] as number;
-        to[at + 1] = uh[2 * u + 1] as number;
+      const sh = segKeys.map((p) => halvesOf(p));
+      for (let u = 0; u < distinct; u++) {
+        const p = posOf[u] as number;
+        const c = Math.floor(p / perRequest);
+        const to = sh[(segBase[shardOf[u] as number] as number) + c] as Uint32Array;
+        const at = 2 * (p - c * perRequest);
+        const i = firstAt[u] as number;
+        to[at] = h[2 * i] as number;
+        to[at + 1] = h[2 * i + 1] as number;
       }
     } else {
-      for (let u = 0; u < ukeys.length; u++)
-        (parts[shardOf[u] as number] as BigUint64Array)[posOf[u] as number] = ukeys[u] as bigint;
+      for (let u = 0; u < distinct; u++) {
+        const p = posOf[u] as number;
+        const c = Math.floor(p / perRequest);
+        const to = segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
+        to[p - c * perRequest] = keys[firstAt[u] as number] as bigint;
+      }
+      // In-place requests are native order: a big-endian host encodes portable copies.
+      for (let g = 0; g < nSeg; g++) {
+        reqs[g] = encodePullRequest({ table, keys: segKeys[g] as BigUint64Array });
+      }
+    }
+    // Where each requested row will be: its segment and offset there (the routing decides).
+    const segOf = new Uint32Array(n);
+    const offOf = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const u = uniqueOf[i] as number;
+      const p = posOf[u] as number;
+      const c = Math.floor(p / perRequest);
+      segOf[i] = (segBase[shardOf[u] as number] as number) + c;
+      offOf[i] = (p - c * perRequest) * dim;
     }
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
-    this.#counts.keysFetched += ukeys.length;
+    this.#counts.keysFetched += distinct;
     // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
     let timer: NodeJS.Timeout | undefined;
     const late = partial
@@ -684,53 +736,40 @@ export class PsClient {
           timer = setTimeout(() => resolve('late'), deadlineMs);
         })
       : undefined;
-    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
-    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
-    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
-    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
-    const segBase = new Uint32Array(S + 1);
-    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
-    const segments = new Array<Float32Array>(segBase[S] as number);
+    const segments = new Array<Float32Array>(nSeg);
     // Replies that arrived; released here if the pull fails, else by the PulledRows.
     const held: HeldReply[] = [];
     let abandoned = false;
-    const fetchChunk = async (p: BigUint64Array, link: ShardLink): Promise<Float32Array> => {
-      const reply = await link.callView(
-        PsMethod.pull,
-        encodePullRequest({ table, keys: p }),
-        deadlineMs,
-      );
+    const fetchChunk = async (g: number, link: ShardLink): Promise<void> => {
+      const reply = await link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs);
       if (abandoned) {
         reply.release(); // a failed or past-deadline pull: nobody will read it
-        return new Float32Array(0);
+        return;
       }
       held.push(reply);
       const r = decodePullReply(reply.bytes);
-      if (r.dim !== dim || r.count !== p.length) {
+      if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
         throw new PsClientError(
           'ERR_PS_CLIENT_SHARD_MISMATCH',
           `shard ${link.label} answered ${r.count} × ${r.dim}`,
           { shard: link.label },
         );
       }
-      return r.rows;
+      segments[g] = r.rows;
     };
-    const fetchPart = async (p: BigUint64Array, s: number): Promise<void> => {
+    const fetchPart = async (s: number): Promise<void> => {
       const link = links[s] as ShardLink;
       const base = segBase[s] as number;
-      const got = await Promise.all(
-        Array.from({ length: chunksOf(s) }, (_, c) =>
-          fetchChunk(p.subarray(c * perRequest, (c + 1) * perRequest), link),
-        ),
-      );
-      for (let c = 0; c < got.length; c++) segments[base + c] = got[c] as Float32Array;
+      const chunks = (segBase[s + 1] as number) - base;
+      if (chunks === 1) return fetchChunk(base, link);
+      await Promise.all(Array.from({ length: chunks }, (_, c) => fetchChunk(base + c, link)));
     };
     const answered = new Uint8Array(S);
     try {
       await Promise.all(
-        parts.map(async (p, s) => {
-          if (p.length === 0) return;
-          const call = fetchPart(p, s);
+        Array.from({ length: S }, async (_, s) => {
+          if (counts[s] === 0) return;
+          const call = fetchPart(s);
           if (late === undefined) {
             await call;
             answered[s] = 1;
@@ -766,38 +805,34 @@ export class PsClient {
     const missing = partial ? new Uint8Array(n) : undefined;
     let missingCount = 0;
     const missedSet = new Set<number>();
+    let segMissed: Uint8Array | undefined;
     for (let s = 0; s < S; s++) {
       if ((counts[s] as number) === 0 || answered[s] === 1) continue;
       missedSet.add(s);
+      segMissed ??= new Uint8Array(nSeg);
       // The table's init, as the store would give for an unseen key, one segment per chunk.
-      const h = halvesOf(parts[s] as BigUint64Array);
-      for (let c = 0; c < chunksOf(s); c++) {
-        const len = Math.min(perRequest, (counts[s] as number) - c * perRequest);
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        segMissed[g] = 1;
+        const kh = halvesOf(segKeys[g] as BigUint64Array);
+        const len = kh.length / 2;
         const seg = new Float32Array(len * dim);
         for (let j = 0; j < len; j++) {
-          const k = c * perRequest + j;
-          t.init(seg, j * dim, dim, h[2 * k] as number, h[2 * k + 1] as number);
+          t.init(seg, j * dim, dim, kh[2 * j] as number, kh[2 * j + 1] as number);
         }
-        segments[(segBase[s] as number) + c] = seg;
+        segments[g] = seg;
       }
     }
-    const segOf = new Uint32Array(n);
-    const offOf = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      const u = uniqueOf[i] as number;
-      const s = shardOf[u] as number;
-      const p = posOf[u] as number;
-      const c = Math.floor(p / perRequest);
-      segOf[i] = (segBase[s] as number) + c;
-      offOf[i] = (p - c * perRequest) * dim;
-      if (missing !== undefined && missedSet.has(s)) {
-        missing[i] = 1;
-        missingCount++;
+    if (missing !== undefined && segMissed !== undefined) {
+      for (let i = 0; i < n; i++) {
+        if (segMissed[segOf[i] as number] === 1) {
+          missing[i] = 1;
+          missingCount++;
+        }
       }
     }
     // One segment holding exactly the distinct keys, which are the request: a view as it is.
     const whole =
-      segments.length === 1 && ukeys.length === n ? (segments[0] as Float32Array) : undefined;
+      segments.length === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
     const missingShards = router.ids.filter((_, s) => missedSet.has(s));
     return new PulledRows(
       dim,

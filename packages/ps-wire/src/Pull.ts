@@ -49,19 +49,33 @@ export function pullRequestLength(table: string, count: number): number {
   return PULL_REQUEST_FIXED + pad8(table.length) + 8 * count;
 }
 
-export function encodePullRequest(req: PullRequest): Uint8Array {
-  const name = asciiBytes(checkName(req.table, 'table'));
-  const keys = checkKeys(req.keys);
-  checkU32(keys.length, 'keys.length');
-  const out = new Uint8Array(pullRequestLength(req.table, keys.length));
+/**
+ * A pull request with its fixed part and table written, and its keys as a view of `bytes`
+ * (8-aligned: `bytes` is a fresh buffer) for the caller to fill — a client splitting a batch
+ * over shards writes each key once, straight into the request it sends. Little-endian hosts
+ * (the view is native order), as `allocatePushRequest`.
+ */
+export function allocatePullRequest(
+  table: string,
+  count: number,
+): { bytes: Uint8Array; keys: BigUint64Array } {
+  const name = asciiBytes(checkName(table, 'table'));
+  checkU32(count, 'count');
+  const out = new Uint8Array(pullRequestLength(table, count));
   const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PullRequest;
   v.setUint16(4, name.length, true);
-  v.setUint32(8, keys.length, true);
+  v.setUint32(8, count, true);
   const at = writeName(out, PULL_REQUEST_FIXED, name);
-  writeKeys(out, at, keys);
-  return out;
+  return { bytes: out, keys: new BigUint64Array(out.buffer, at, count) };
+}
+
+export function encodePullRequest(req: PullRequest): Uint8Array {
+  const keys = checkKeys(req.keys);
+  const { bytes, keys: keysAt } = allocatePullRequest(req.table, keys.length);
+  writeKeys(bytes, keysAt.byteOffset, keys);
+  return bytes;
 }
 
 export function decodePullRequest(

@@ -24,6 +24,7 @@ export {
 export { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits, psWireLimits } from './Limits.js';
 export {
   allocatePullReply,
+  allocatePullRequest,
   decodePullReply,
   decodePullRequest,
   encodePullReply,

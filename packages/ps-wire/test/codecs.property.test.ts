@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  allocatePullRequest,
   decodePullDenseReply,
   decodePullDenseRequest,
   decodePullReply,
@@ -57,6 +58,20 @@ describe('ps-wire round trips', () => {
           expect(d.table).toBe(table);
           expect(Array.from(d.keys)).toEqual(Array.from(keys));
         }
+      }),
+    );
+  });
+
+  it('pull requests filled in place equal the encoded ones', () => {
+    fc.assert(
+      fc.property(nameArb, keysArb, (table, keys) => {
+        const r = allocatePullRequest(table, keys.length);
+        expect(r.keys.length).toBe(keys.length);
+        expect(r.keys.byteOffset % 8).toBe(0);
+        expect(r.keys.buffer).toBe(r.bytes.buffer);
+        r.keys.set(keys);
+        expect(Array.from(r.bytes)).toEqual(Array.from(encodePullRequest({ table, keys })));
+        expect(Array.from(decodePullRequest(r.bytes).keys)).toEqual(Array.from(keys));
       }),
     );
   });
@@ -368,6 +383,12 @@ describe('ps-wire hostile bytes', () => {
   });
 
   it('encoders refuse what they cannot represent', () => {
+    expect(() => allocatePullRequest('bad name', 1)).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }),
+    );
+    expect(() => allocatePullRequest('t', -1)).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }),
+    );
     expect(() => encodePullRequest({ table: 'bad name', keys: new BigUint64Array(0) })).toThrow(
       expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }),
     );
