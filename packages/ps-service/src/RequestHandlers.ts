@@ -19,6 +19,7 @@ import {
 import type { CallContext, ReplyBuffer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import type { NonFinitePolicy } from './ServiceConfig.js';
+import type { PushOrigin, WriterBindings } from './WriterBindings.js';
 
 /** What the handlers know of the shard's tables. */
 export interface ShardCatalog {
@@ -74,12 +75,30 @@ export class RequestHandlers {
   readonly #store: ParameterStore;
   readonly #catalog: ShardCatalog;
   readonly #limits: PsWireLimits;
+  /** Writer ids bound to the sessions that push under them (none: not bound). */
+  readonly #writers: WriterBindings | undefined;
   #scratch = new Uint8Array(4096);
 
-  constructor(store: ParameterStore, catalog: ShardCatalog, limits: PsWireLimits) {
+  constructor(
+    store: ParameterStore,
+    catalog: ShardCatalog,
+    limits: PsWireLimits,
+    writers?: WriterBindings,
+  ) {
     this.#store = store;
     this.#catalog = catalog;
     this.#limits = limits;
+    this.#writers = writers;
+  }
+
+  /** The store's push under the writer's binding to the calling session (see WriterBindings). */
+  #bound<T>(writer: string, origin: PushOrigin | undefined, apply: () => T): T {
+    const w = this.#writers;
+    if (w === undefined || origin === undefined) return apply();
+    const admitted = w.admit(writer, origin);
+    const r = apply();
+    w.bind(writer, origin, admitted);
+    return r;
   }
 
   /**
@@ -152,7 +171,7 @@ export class RequestHandlers {
       return reply;
     });
 
-  push = (payload: Uint8Array): Promise<Uint8Array> => {
+  push = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
     const run = this.#guard(() => {
       const req = decodePushRequest(this.#aligned(payload), this.#limits);
       const t = this.#table(req.table);
@@ -171,10 +190,12 @@ export class RequestHandlers {
           );
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
-      return this.#store.push(req.table, req.keys, req.grads, {
-        session: req.writer,
-        seq: req.seq,
-      });
+      return this.#bound(req.writer, origin, () =>
+        this.#store.push(req.table, req.keys, req.grads, {
+          session: req.writer,
+          seq: req.seq,
+        }),
+      );
     });
     return run.then((r) => {
       this.counters.pushes++;
@@ -194,7 +215,7 @@ export class RequestHandlers {
       return reply;
     });
 
-  pushDense = (payload: Uint8Array): Promise<Uint8Array> => {
+  pushDense = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
     const run = this.#guard(() => {
       const req = decodePushDenseRequest(payload, this.#limits);
       const d = this.#dense(req.name);
@@ -212,7 +233,9 @@ export class RequestHandlers {
             `gradient ${i} of the push to ${req.name} is not finite`,
           );
       }
-      return this.#store.pushDense(req.name, req.grads, { session: req.writer, seq: req.seq });
+      return this.#bound(req.writer, origin, () =>
+        this.#store.pushDense(req.name, req.grads, { session: req.writer, seq: req.seq }),
+      );
     });
     return run.then((r) => {
       this.counters.pushes++;

@@ -9,8 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   DeduplicationTable,
   decodeSessionFrame,
-  encodeSessionFrame,
   ExponentialBackoff,
+  encodeSessionFrame,
   MethodRegistry,
   RPC_CONTROL_CHANNEL,
   RPC_DATA_CHANNEL,
