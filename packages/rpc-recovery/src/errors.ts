@@ -42,6 +42,8 @@ export type RpcErrorCode =
   | 'ERR_RPC_OVERLOADED'
   /** (The reason of a `recovering` change) a probe reached the primary transport: the session moves back to it from the fallback. */
   | 'ERR_RPC_TRANSPORT_SWITCH'
+  /** The server holds `maxSessions` sessions that may all still resume: a new one is refused rather than evicting one; retry later. */
+  | 'ERR_RPC_SESSION_LIMIT'
   /** A peer (remote host) holds `maxSessionsPerPeer` sessions or `maxChallengesPerPeer` challenges; retry when some end. */
   | 'ERR_RPC_PEER_LIMIT'
   /** The server holds `maxConnections` connections, or `maxConnectionsPerPeer` from this host: the new one is closed at once; retry later. */
