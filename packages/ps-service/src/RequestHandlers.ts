@@ -19,7 +19,7 @@ import {
 import type { CallContext, ReplyBuffer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import type { NonFinitePolicy } from './ServiceConfig.js';
-import type { PushOrigin, WriterBindings } from './WriterBindings.js';
+import type { PushOrigin, WriterAdmission, WriterBindings } from './WriterBindings.js';
 
 /** What the handlers know of the shard's tables. */
 export interface ShardCatalog {
@@ -91,14 +91,15 @@ export class RequestHandlers {
     this.#writers = writers;
   }
 
-  /** The store's push under the writer's binding to the calling session (see WriterBindings). */
-  #bound<T>(writer: string, origin: PushOrigin | undefined, apply: () => T): T {
+  /** Whether the calling session may push under `writer` (throws the refusal), before the store's push. */
+  #admit(writer: string, origin: PushOrigin | undefined): WriterAdmission {
     const w = this.#writers;
-    if (w === undefined || origin === undefined) return apply();
-    const admitted = w.admit(writer, origin);
-    const r = apply();
-    w.bind(writer, origin, admitted);
-    return r;
+    return w === undefined || origin === undefined ? 'bound' : w.admit(writer, origin);
+  }
+
+  /** Binds `writer` to the calling session once the store took its push. */
+  #bind(writer: string, origin: PushOrigin | undefined, admitted: WriterAdmission): void {
+    if (admitted !== 'bound') this.#writers?.bind(writer, origin as PushOrigin, admitted);
   }
 
   /**
@@ -190,12 +191,13 @@ export class RequestHandlers {
           );
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
-      return this.#bound(req.writer, origin, () =>
-        this.#store.push(req.table, req.keys, req.grads, {
-          session: req.writer,
-          seq: req.seq,
-        }),
-      );
+      const admitted = this.#admit(req.writer, origin);
+      const pushed = this.#store.push(req.table, req.keys, req.grads, {
+        session: req.writer,
+        seq: req.seq,
+      });
+      this.#bind(req.writer, origin, admitted);
+      return pushed;
     });
     return run.then((r) => {
       this.counters.pushes++;
@@ -233,9 +235,13 @@ export class RequestHandlers {
             `gradient ${i} of the push to ${req.name} is not finite`,
           );
       }
-      return this.#bound(req.writer, origin, () =>
-        this.#store.pushDense(req.name, req.grads, { session: req.writer, seq: req.seq }),
-      );
+      const admitted = this.#admit(req.writer, origin);
+      const pushed = this.#store.pushDense(req.name, req.grads, {
+        session: req.writer,
+        seq: req.seq,
+      });
+      this.#bind(req.writer, origin, admitted);
+      return pushed;
     });
     return run.then((r) => {
       this.counters.pushes++;
