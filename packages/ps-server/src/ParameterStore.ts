@@ -37,7 +37,7 @@ export interface StoreOptions {
   /**
    * Sessions (writers) remembered for de-duplication. A push from a new session past this
    * many forgets the one idle longest, if it has been idle for `sessionIdleMs`; else it is
-   * refused (`ERR_PS_TOO_MANY_SESSIONS`, nothing applied), so writer ids that come and go
+   * refused (`ERR_PS_TOO_MANY_SESSIONS`, nothing applied, not retryable), so writer ids that come and go
    * cannot grow the table (and its snapshots) without bound. Default 65 536.
    */
   maxSessions?: number;
@@ -316,7 +316,8 @@ export class ParameterStore {
     throw new PsError(
       'ERR_PS_TOO_MANY_SESSIONS',
       `${this.#sessions.size} writer sessions are remembered and none has been idle for ${this.#sessionIdleMs} ms`,
-      { retryable: true },
+      // Not retryable: a full table frees only as writers idle out (sessionIdleMs), so a
+      // client retrying at once would retry for that long.
     );
   }
 

@@ -30,6 +30,13 @@ export interface SparseTableConfig {
   rowDtype?: 'f32' | 'f16';
   /** Bytes the table may ever hold (rows, state, index, sketch). Default: unbounded. */
   budgetBytes?: number;
+  /**
+   * Without `budgetBytes`: rows the table holds at most (1 … 2^31 − 1); a new key beyond is
+   * dropped (counted in the push's `dropped`; with `ttlMs` it takes the least recently used
+   * row instead). Not in snapshots: keep it when a store is restored. Default 2^31 − 1
+   * (memory is then the only bound).
+   */
+  maxRows?: number;
   /** Frequency filter for new keys. Default: every pushed key is admitted. */
   admission?: AdmissionConfig;
   /** Rows not pushed for this long are evicted (injected clock). Default: never. */
@@ -145,6 +152,8 @@ function slabsFor(chunks: number, stride: number): number {
   return slabs;
 }
 export const MAX_DIM = 4096;
+/** Most rows a table holds (slots are int32). */
+export const MAX_ROWS = 2 ** 31 - 1;
 
 function floorPow2(n: number): number {
   let p = 1;
@@ -247,6 +256,8 @@ export class SparseTable {
     this.#ttl = ttl;
     const budget = config.budgetBytes ?? Number.POSITIVE_INFINITY;
     if (!(budget > 0)) throw invalidArg(`table ${config.name}: budgetBytes must be > 0`);
+    if (config.budgetBytes !== undefined && config.maxRows !== undefined)
+      throw invalidArg(`table ${config.name}: maxRows is for tables without budgetBytes`);
     this.#budget = budget;
     this.#lru = Number.isFinite(budget) || Number.isFinite(ttl);
     if (config.admission !== undefined) {
@@ -316,7 +327,10 @@ export class SparseTable {
         ...advise,
       });
     } else {
-      this.#maxRows = 2 ** 31 - 1;
+      const cap = config.maxRows ?? MAX_ROWS;
+      if (!Number.isInteger(cap) || cap < 1 || cap > MAX_ROWS)
+        throw invalidArg(`table ${config.name}: maxRows must be an integer in [1, ${MAX_ROWS}]`);
+      this.#maxRows = cap;
       this.#index = new HashIndex(advise);
     }
     this.#chunkRows = chunkRows;
@@ -383,7 +397,9 @@ export class SparseTable {
   }
 
   get maxRows(): number {
-    return Number.isFinite(this.#budget) ? this.#maxRows : Number.POSITIVE_INFINITY;
+    return Number.isFinite(this.#budget) || this.#maxRows < MAX_ROWS
+      ? this.#maxRows
+      : Number.POSITIVE_INFINITY;
   }
 
   get bytes(): number {

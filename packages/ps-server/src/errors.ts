@@ -19,7 +19,7 @@ export type PsErrorCode =
   | 'ERR_PS_SEQ_GAP'
   /**
    * A push from a session not seen yet while `maxSessions` are remembered and none has been
-   * idle for `sessionIdleMs` (see StoreOptions): nothing applied; retryable later.
+   * idle for `sessionIdleMs` (see StoreOptions): nothing applied; not retryable (room frees only as writers idle out).
    */
   | 'ERR_PS_TOO_MANY_SESSIONS';
 

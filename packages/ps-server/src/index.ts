@@ -33,6 +33,7 @@ export { SNAPSHOT_FORMAT, SNAPSHOT_VERSION } from './Snapshot.js';
 export {
   type AdmissionConfig,
   MAX_DIM,
+  MAX_ROWS,
   SparseTable,
   type SparseTableConfig,
   type SparseTableStats,

@@ -28,7 +28,7 @@ it('a_new_session_past_maxSessions_is_refused_while_none_is_idle_long_enough_not
   await push(s, 'b', 1);
   clock.t = 999;
   expect(() => push(s, 'c', 1, 9)).toThrow(
-    expect.objectContaining({ code: 'ERR_PS_TOO_MANY_SESSIONS', retryable: true }),
+    expect.objectContaining({ code: 'ERR_PS_TOO_MANY_SESSIONS', retryable: false }),
   );
   expect(row(s, 9)).toBe(0);
   expect(s.sessionSeq('c')).toBeUndefined();

@@ -17,6 +17,7 @@ import {
 } from '@rdmajs/ps-wire';
 import {
   type CallContext,
+  DeduplicationTable,
   MethodRegistry,
   ReplyBuffer,
   type ReplyMemory,
@@ -28,6 +29,10 @@ import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './Requ
 import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
 import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
+import { WriterBindings } from './WriterBindings.js';
+
+/** Sessions the RPC layer keeps (its authority's default): the de-dup table holds as many. */
+const SESSIONS = 65_536;
 
 /** One address the shard listens on, over one transport. */
 export interface ListenSpec {
@@ -83,6 +88,10 @@ export interface PsServiceOptions {
    * a registered bounce buffer first: the zero-copy ablation of `pnpm bench`.
    */
   zeroCopyReplies?: boolean;
+  /** Writer ids one RPC session may push under (see the README's "Writers"). Default 1. */
+  maxWritersPerSession?: number;
+  /** New writer ids one remote host may create while the store remembers them. Default 1024. */
+  maxNewWritersPerPeer?: number;
 }
 
 export type PsServiceState = 'serving' | 'draining' | 'closed';
@@ -199,6 +208,13 @@ export class PsService {
             dir: o.dir,
             ...(o.tables.log === undefined ? {} : { log: o.tables.log as PushLogOptions }),
           });
+    for (const name of o.tables.unbounded ?? []) {
+      log.log('warn', 'table unbounded', {
+        shard: o.shardId,
+        table: name,
+        why: 'budgetBytes "unbounded": pushes of new keys grow it until memory runs out',
+      });
+    }
     if (o.dir !== undefined) {
       const r = store.restoreReport;
       log.log('info', 'store restored', {
@@ -235,7 +251,27 @@ export class PsService {
         ]),
       ),
     };
-    const handlers = new RequestHandlers(store, catalog, limits);
+    const registry = new MethodRegistry();
+    // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
+    // The de-dup table holds as many sessions as the authority, so none is evicted to make
+    // room for another (RpcServer refuses new ones instead when all may still resume).
+    const rpc = new RpcServer(registry, {
+      key: randomBytes(32),
+      dedup: new DeduplicationTable({ maxSessions: SESSIONS }),
+    });
+    const writers = new WriterBindings(
+      {
+        ...(o.maxWritersPerSession === undefined
+          ? {}
+          : { maxWritersPerSession: o.maxWritersPerSession }),
+        ...(o.maxNewWritersPerPeer === undefined
+          ? {}
+          : { maxNewWritersPerPeer: o.maxNewWritersPerPeer }),
+      },
+      (id) => rpc.isConnected(id) && rpc.dedup.hasSession(id),
+      (writer) => store.sessionSeq(writer) !== undefined,
+    );
+    const handlers = new RequestHandlers(store, catalog, limits, writers);
     let service: PsService | undefined;
     const inFlight = new Set<Promise<unknown>>();
     const track = <T>(p: T | Promise<T>): T | Promise<T> => {
@@ -247,9 +283,6 @@ export class PsService {
       p.then(done, done);
       return p;
     };
-    const registry = new MethodRegistry();
-    // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
-    const rpc = new RpcServer(registry, { key: randomBytes(32) });
     const metrics = new ServiceMetrics(
       { shard: o.shardId },
       {
@@ -322,11 +355,11 @@ export class PsService {
     });
     registry.register(
       PsMethod.push,
-      serve(PsMethod.push, (p) => track(handlers.push(p)), countAt8),
+      serve(PsMethod.push, (p, ctx) => track(handlers.push(p, ctx)), countAt8),
     );
     registry.register(
       PsMethod.pushDense,
-      serve(PsMethod.pushDense, (p) => track(handlers.pushDense(p)), none),
+      serve(PsMethod.pushDense, (p, ctx) => track(handlers.pushDense(p, ctx)), none),
     );
     const listeners: { transport: Transport; listener: Listener }[] = [];
     let metricsPort: number | undefined;

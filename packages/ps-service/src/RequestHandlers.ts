@@ -19,6 +19,7 @@ import {
 import type { CallContext, ReplyBuffer } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
 import type { NonFinitePolicy } from './ServiceConfig.js';
+import type { PushOrigin, WriterAdmission, WriterBindings } from './WriterBindings.js';
 
 /** What the handlers know of the shard's tables. */
 export interface ShardCatalog {
@@ -74,12 +75,31 @@ export class RequestHandlers {
   readonly #store: ParameterStore;
   readonly #catalog: ShardCatalog;
   readonly #limits: PsWireLimits;
+  /** Writer ids bound to the sessions that push under them (none: not bound). */
+  readonly #writers: WriterBindings | undefined;
   #scratch = new Uint8Array(4096);
 
-  constructor(store: ParameterStore, catalog: ShardCatalog, limits: PsWireLimits) {
+  constructor(
+    store: ParameterStore,
+    catalog: ShardCatalog,
+    limits: PsWireLimits,
+    writers?: WriterBindings,
+  ) {
     this.#store = store;
     this.#catalog = catalog;
     this.#limits = limits;
+    this.#writers = writers;
+  }
+
+  /** Whether the calling session may push under `writer` (throws the refusal), before the store's push. */
+  #admit(writer: string, origin: PushOrigin | undefined): WriterAdmission {
+    const w = this.#writers;
+    return w === undefined || origin === undefined ? 'bound' : w.admit(writer, origin);
+  }
+
+  /** Binds `writer` to the calling session once the store took its push. */
+  #bind(writer: string, origin: PushOrigin | undefined, admitted: WriterAdmission): void {
+    if (admitted !== 'bound') this.#writers?.bind(writer, origin as PushOrigin, admitted);
   }
 
   /**
@@ -152,7 +172,7 @@ export class RequestHandlers {
       return reply;
     });
 
-  push = (payload: Uint8Array): Promise<Uint8Array> => {
+  push = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
     const run = this.#guard(() => {
       const req = decodePushRequest(this.#aligned(payload), this.#limits);
       const t = this.#table(req.table);
@@ -171,10 +191,13 @@ export class RequestHandlers {
           );
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
-      return this.#store.push(req.table, req.keys, req.grads, {
+      const admitted = this.#admit(req.writer, origin);
+      const pushed = this.#store.push(req.table, req.keys, req.grads, {
         session: req.writer,
         seq: req.seq,
       });
+      this.#bind(req.writer, origin, admitted);
+      return pushed;
     });
     return run.then((r) => {
       this.counters.pushes++;
@@ -194,7 +217,7 @@ export class RequestHandlers {
       return reply;
     });
 
-  pushDense = (payload: Uint8Array): Promise<Uint8Array> => {
+  pushDense = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
     const run = this.#guard(() => {
       const req = decodePushDenseRequest(payload, this.#limits);
       const d = this.#dense(req.name);
@@ -212,7 +235,13 @@ export class RequestHandlers {
             `gradient ${i} of the push to ${req.name} is not finite`,
           );
       }
-      return this.#store.pushDense(req.name, req.grads, { session: req.writer, seq: req.seq });
+      const admitted = this.#admit(req.writer, origin);
+      const pushed = this.#store.pushDense(req.name, req.grads, {
+        session: req.writer,
+        seq: req.seq,
+      });
+      this.#bind(req.writer, origin, admitted);
+      return pushed;
     });
     return run.then((r) => {
       this.counters.pushes++;

@@ -68,7 +68,8 @@ const table = z.strictObject({
   optimizer,
   init: init.optional(),
   rowDtype: z.enum(['f32', 'f16']).optional(),
-  budgetBytes: z.number().int().positive().optional(),
+  /** Bytes (LRU eviction beyond), or 'unbounded' (warned at start). Absent: DEFAULT_TABLE_BYTES of rows. */
+  budgetBytes: z.union([z.number().int().positive(), z.literal('unbounded')]).optional(),
   admission: z
     .strictObject({
       threshold: z.number().int().min(1),
@@ -107,6 +108,18 @@ export const serviceTablesSchema = z.strictObject({
 
 export type NonFinitePolicy = z.infer<typeof nonFinite>;
 
+/**
+ * A table without `budgetBytes` holds the rows that fit this many bytes (its `maxRows`, no
+ * eviction: new keys beyond are dropped), so pushes of new keys cannot grow it until the
+ * process runs out of memory. Rows are counted at their largest (values plus two optimizer
+ * states per element, float32, and 64 bytes of slot and index).
+ */
+export const DEFAULT_TABLE_BYTES = 1 << 30;
+
+function defaultMaxRows(dim: number): number {
+  return Math.max(1, Math.floor(DEFAULT_TABLE_BYTES / (3 * 4 * dim + 64)));
+}
+
 /** A validated table file, split into what the store takes and the service's own policies. */
 export interface ServiceTables {
   tables: SparseTableConfig[];
@@ -114,6 +127,8 @@ export interface ServiceTables {
   log: PushLogOptions | undefined;
   /** Per table and dense tensor name: the NaN/Inf policy. */
   nonFinite: Map<string, NonFinitePolicy>;
+  /** Tables the file left unbounded on purpose (`"budgetBytes": "unbounded"`): warned at start. */
+  unbounded?: string[];
 }
 
 /** Validates a parsed table file; throws ERR_PS_SERVICE_CONFIG naming the first bad field. */
@@ -131,12 +146,20 @@ export function parseServiceTables(input: unknown): ServiceTables {
   const seen = new Set<string>();
   const tables: SparseTableConfig[] = [];
   const denseOut: DenseTensorConfig[] = [];
-  for (const { nonFinite: nf, ...t } of r.data.tables) {
+  const unbounded: string[] = [];
+  for (const { nonFinite: nf, budgetBytes, ...t } of r.data.tables) {
     if (seen.has(t.name))
       throw new PsServiceError('ERR_PS_SERVICE_CONFIG', `table file: duplicate name ${t.name}`);
     seen.add(t.name);
     nonFiniteOf.set(t.name, nf ?? 'reject');
-    tables.push(stripUndefined(t) as SparseTableConfig);
+    if (budgetBytes === 'unbounded') unbounded.push(t.name);
+    const bound =
+      budgetBytes === 'unbounded'
+        ? {}
+        : budgetBytes === undefined
+          ? { maxRows: defaultMaxRows(t.dim) }
+          : { budgetBytes };
+    tables.push(stripUndefined({ ...t, ...bound }) as SparseTableConfig);
   }
   for (const { nonFinite: nf, ...d } of r.data.dense ?? []) {
     if (seen.has(d.name))
@@ -150,6 +173,7 @@ export function parseServiceTables(input: unknown): ServiceTables {
     dense: denseOut,
     log: r.data.log === undefined ? undefined : (stripUndefined(r.data.log) as PushLogOptions),
     nonFinite: nonFiniteOf,
+    unbounded,
   };
 }
 

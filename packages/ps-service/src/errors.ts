@@ -19,7 +19,13 @@ export type PsServiceErrorCode =
   /** NaN or ±Inf in the gradients of a table whose policy rejects them. */
   | 'ERR_PS_REQUEST_NON_FINITE'
   /** The service is draining for shutdown: retry on another connection. */
-  | 'ERR_PS_REQUEST_DRAINING';
+  | 'ERR_PS_REQUEST_DRAINING'
+  /** A push under a writer id another connected session pushes under (writer ids are bound to the session that uses them). */
+  | 'ERR_PS_REQUEST_WRITER_IN_USE'
+  /** A push under one more writer id than a session may use (`maxWritersPerSession`). */
+  | 'ERR_PS_REQUEST_TOO_MANY_WRITERS'
+  /** A push under a new writer id from a peer that created `maxNewWritersPerPeer` writers the store still remembers. */
+  | 'ERR_PS_REQUEST_WRITER_QUOTA';
 
 export class PsServiceError extends Error {
   readonly code: PsServiceErrorCode;

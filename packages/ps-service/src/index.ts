@@ -11,6 +11,7 @@ export {
 export type { HandlerCounters, ShardCatalog } from './RequestHandlers.js';
 export { LATENCY_BUCKETS, RequestTally } from './RequestTally.js';
 export {
+  DEFAULT_TABLE_BYTES,
   type NonFinitePolicy,
   parseServiceTables,
   type ServiceTables,
@@ -26,3 +27,9 @@ export {
   type EtcdRegistrationOptions,
   ShardRegistration,
 } from './ShardRegistration.js';
+export {
+  type PushOrigin,
+  type WriterAdmission,
+  WriterBindings,
+  type WriterBindingsOptions,
+} from './WriterBindings.js';

@@ -160,6 +160,10 @@ export function decodePushRequest(
     });
   }
   const count = v.getUint32(8, true);
+  // A push of no keys applies nothing, yet would take (or advance) a writer slot in the store.
+  if (count === 0) {
+    throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: no keys`, { offset: 8 });
+  }
   if (count > limits.maxKeys) {
     throw new PsWireError('ERR_PS_WIRE_TOO_LARGE', `${what}: ${count} keys > ${limits.maxKeys}`, {
       offset: 8,

@@ -127,7 +127,7 @@ describe('ps-wire round trips', () => {
         writerArb,
         fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
         fc.integer({ min: 1, max: 8 }),
-        keysArb,
+        keysArb.filter((k) => k.length > 0),
         (table, writer, seq, dim, keys) => {
           const grads = new Float32Array(keys.length * dim);
           new Uint32Array(grads.buffer).forEach((_, i, a) => {
@@ -354,6 +354,19 @@ describe('ps-wire hostile bytes', () => {
       );
     });
   }
+
+  it('a push of no keys is refused (it would take a writer slot for nothing)', () => {
+    const b = encodePushRequest({
+      table: 'emb',
+      writer: 'w0',
+      seq: 1,
+      dim: 1,
+      keys: new BigUint64Array(0),
+      grads: new Float32Array(0),
+    });
+    const e = decodeOrWireError((x) => decodePushRequest(x), b);
+    expect([e?.code, e?.offset]).toEqual(['ERR_PS_WIRE_FIELD', 8]);
+  });
 
   it('a huge declared count is refused before anything is allocated', () => {
     const b = encodePullRequest({ table: 'emb', keys: new BigUint64Array(0) });

@@ -3,6 +3,7 @@ import {
   DedupExpiredError,
   DedupReplyDroppedError,
   DedupSessionFullError,
+  DedupTableFullError,
 } from './dedupErrors.js';
 import { RpcError, SessionNotFoundError } from './errors.js';
 import { decodeDedupState, encodeDedupState, type SavedSession } from './internal/dedupCodec.js';
@@ -19,8 +20,16 @@ import {
 export type DedupEvictReason = 'sessions' | 'entries' | 'bytes' | 'explicit';
 
 export interface DeduplicationTableOptions {
-  /** Sessions kept at once; opening one more evicts the least recently used. Default 4096. */
+  /**
+   * Sessions kept at once; opening one more evicts the least recently used that may be
+   * evicted (see `guardEviction`), or is refused (ERR_RPC_DEDUP_TABLE_FULL). Default 4096.
+   */
   maxSessions?: number;
+  /**
+   * Sessions one peer (the `peer` named at `openSession`) may hold; one more first evicts that
+   * peer's own evictable sessions, else is refused (ERR_RPC_PEER_LIMIT). Default 1024.
+   */
+  maxSessionsPerPeer?: number;
   /** Unacknowledged requests kept per session; more are refused (ERR_RPC_DEDUP_SESSION_FULL). Default 1024. */
   maxEntriesPerSession?: number;
   /** Bytes of stored replies per session; beyond, the oldest replies are dropped (their requests stay executed). Default 1 MiB. */
@@ -95,6 +104,8 @@ interface Entry {
 
 interface Session {
   readonly id: string;
+  /** Who opened it (counted against that peer), if named. */
+  readonly peer: string | undefined;
   /** Every request below this was acknowledged by the client or is forgotten: refused. */
   floor: number;
   /** Sequences with an entry, ascending (requests mostly arrive in order: appends). */
@@ -106,6 +117,7 @@ interface Session {
 
 const DEFAULTS = {
   maxSessions: 4096,
+  maxSessionsPerPeer: 1024,
   maxEntriesPerSession: 1024,
   maxBytesPerSession: 1 << 20,
   maxTotalEntries: 262_144,
@@ -151,6 +163,7 @@ function deferred(): Deferred {
  */
 export class DeduplicationTable {
   private readonly maxSessions: number;
+  private readonly maxSessionsPerPeer: number;
   private readonly maxEntriesPerSession: number;
   private readonly maxBytesPerSession: number;
   private readonly maxTotalEntries: number;
@@ -162,6 +175,10 @@ export class DeduplicationTable {
   /** Insertion order is least recently used first (a touch re-inserts). */
   private readonly sessions = new Map<string, Session>();
   private readonly evicted = new Set<string>();
+  /** Peer → its open sessions; dropped when empty. */
+  private readonly peers = new Map<string, Set<string>>();
+  /** True for a session that must not be evicted (it may still resume); see guardEviction. */
+  private isLive: ((sessionId: string) => boolean) | undefined;
   /** Evictions of the running operation, reported to onEvict when it ends. */
   private readonly toNotify: [string, DedupEvictReason][] = [];
   private totalEntries = 0;
@@ -178,6 +195,7 @@ export class DeduplicationTable {
     const int = (k: keyof typeof DEFAULTS, min: number, max?: number): number =>
       o[k] === undefined ? Math.min(DEFAULTS[k], max ?? DEFAULTS[k]) : checkInt(k, o[k], min, max);
     this.maxSessions = int('maxSessions', 1);
+    this.maxSessionsPerPeer = int('maxSessionsPerPeer', 1, this.maxSessions);
     this.maxTotalEntries = int('maxTotalEntries', 1);
     this.maxEntriesPerSession = int('maxEntriesPerSession', 1, this.maxTotalEntries);
     this.maxTotalBytes = int('maxTotalBytes', 0);
@@ -194,20 +212,67 @@ export class DeduplicationTable {
   }
 
   /**
-   * Starts remembering a session; its first request is `firstSeq` (default 0). Opening one
-   * more than `maxSessions` evicts the least recently used. Session ids must be fresh (the
-   * server issues random ones): reopening a forgotten id would let its old requests run again.
+   * Sessions the bounds may evict from now on are only those `isLive` says false for (a
+   * server passes "its authority no longer knows it": ended, expired or never issued), so a
+   * flood of new sessions or requests is refused (ERR_RPC_DEDUP_TABLE_FULL, retryable) rather
+   * than evicting a session whose client can still resume. RpcServer installs it. A reply that
+   * finds no room is dropped instead (its request stays executed).
    */
-  openSession(sessionId: string, firstSeq = 0): void {
+  guardEviction(isLive: (sessionId: string) => boolean): void {
+    this.isLive = checkFunction('isLive', isLive);
+  }
+
+  /**
+   * Starts remembering a session; its first request is `firstSeq` (default 0). `peer` (e.g.
+   * the remote host) counts it against that peer's `maxSessionsPerPeer`. Opening one more
+   * than `maxSessions` evicts the least recently used evictable one, or is refused. Session
+   * ids must be fresh (the server issues random ones): reopening a forgotten id would let its
+   * old requests run again.
+   */
+  openSession(sessionId: string, firstSeq = 0, peer?: string): void {
     checkSessionId(sessionId);
     checkInt('firstSeq', firstSeq, 0);
+    if (
+      peer !== undefined &&
+      (typeof peer !== 'string' || peer.length === 0 || peer.length > 256)
+    ) {
+      throw new RpcError('ERR_RPC_INVALID_ARG', 'peer must be a string of 1..256');
+    }
     if (this.sessions.has(sessionId)) {
       throw new RpcError('ERR_RPC_INVALID_STATE', `session ${sessionId} is already open`);
     }
-    while (this.sessions.size >= this.maxSessions) this.evictLru(undefined, 'sessions');
+    const held = peer === undefined ? undefined : this.peers.get(peer);
+    if (held !== undefined && held.size >= this.maxSessionsPerPeer) {
+      // Its own sessions that may go make room first; nobody else's is evicted for it.
+      for (const id of held) {
+        if (this.isLive?.(id) !== true) {
+          this.evict(this.sessions.get(id) as Session, 'sessions');
+          break;
+        }
+      }
+      if (held.size >= this.maxSessionsPerPeer) {
+        this.notify();
+        throw new RpcError(
+          'ERR_RPC_PEER_LIMIT',
+          `peer ${peer} holds ${held.size} de-duplication sessions (maxSessionsPerPeer)`,
+          { retryable: true },
+        );
+      }
+    }
+    while (this.sessions.size >= this.maxSessions) {
+      if (!this.evictLru(undefined, 'sessions')) {
+        this.notify();
+        throw new DedupTableFullError(`${this.sessions.size} sessions, none may be evicted`);
+      }
+    }
     this.evicted.delete(sessionId);
+    if (peer !== undefined) {
+      if (held === undefined) this.peers.set(peer, new Set([sessionId]));
+      else held.add(sessionId);
+    }
     this.sessions.set(sessionId, {
       id: sessionId,
+      peer,
       floor: firstSeq,
       order: [],
       entries: new Map(),
@@ -303,7 +368,12 @@ export class DeduplicationTable {
     if (s.entries.size >= this.maxEntriesPerSession) {
       throw new DedupSessionFullError(sessionId, this.maxEntriesPerSession);
     }
-    while (this.totalEntries >= this.maxTotalEntries) this.evictLru(s, 'entries');
+    while (this.totalEntries >= this.maxTotalEntries) {
+      if (!this.evictLru(s, 'entries')) {
+        this.notify();
+        throw new DedupTableFullError(`${this.totalEntries} requests, no session may be evicted`);
+      }
+    }
     const at = lowerBound(s.order, seq);
     s.order.splice(at, 0, seq);
     s.entries.set(seq, { state: 'running', reply: null, shared: undefined });
@@ -333,10 +403,13 @@ export class DeduplicationTable {
     if (seq < s.floor) {
       // Acknowledged while it ran (a client acking what it cannot have seen): nothing to keep.
       this.removeEntry(s, seq);
-    } else if (reply.length > this.maxReplyBytes || reply.length > this.maxBytesPerSession) {
+    } else if (
+      reply.length > this.maxReplyBytes ||
+      reply.length > this.maxBytesPerSession ||
+      !this.makeRoom(s, reply.length)
+    ) {
       this.repliesDropped++;
     } else {
-      this.makeRoom(s, reply.length);
       e.reply = reply.slice();
       s.bytes += reply.length;
       this.totalBytes += reply.length;
@@ -424,11 +497,13 @@ export class DeduplicationTable {
     });
     this.sessions.clear();
     this.evicted.clear();
+    this.peers.clear();
     this.totalEntries = 0;
     this.totalBytes = 0;
     for (const ss of saved) {
       const s: Session = {
         id: ss.id,
+        peer: undefined,
         floor: ss.floor,
         order: [],
         entries: new Map(),
@@ -512,8 +587,11 @@ export class DeduplicationTable {
     this.totalBytes -= len;
   }
 
-  /** Frees bytes for a reply of `len` in session `s`: its oldest replies first, then other sessions. */
-  private makeRoom(s: Session, len: number): void {
+  /**
+   * Frees bytes for a reply of `len` in session `s`: its oldest replies first, then other
+   * sessions. False when that needs a session that may not be evicted.
+   */
+  private makeRoom(s: Session, len: number): boolean {
     for (let i = 0; i < s.order.length && s.bytes + len > this.maxBytesPerSession; i++) {
       const e = s.entries.get(s.order[i] as number) as Entry;
       if (e.reply !== null) {
@@ -523,18 +601,24 @@ export class DeduplicationTable {
         this.repliesDropped++;
       }
     }
-    while (this.totalBytes + len > this.maxTotalBytes) this.evictLru(s, 'bytes');
+    while (this.totalBytes + len > this.maxTotalBytes) {
+      if (!this.evictLru(s, 'bytes')) return false;
+    }
+    return true;
   }
 
-  /** Evicts the least recently used session other than `keep`. Bounds guarantee one exists. */
-  private evictLru(keep: Session | undefined, reason: DedupEvictReason): void {
+  /**
+   * Evicts the least recently used session other than `keep` that may be evicted (see
+   * `guardEviction`); false when there is none.
+   */
+  private evictLru(keep: Session | undefined, reason: DedupEvictReason): boolean {
     for (const s of this.sessions.values()) {
-      if (s !== keep) {
+      if (s !== keep && this.isLive?.(s.id) !== true) {
         this.evict(s, reason);
-        return;
+        return true;
       }
     }
-    throw new RpcError('ERR_RPC_INVALID_STATE', 'DeduplicationTable: nothing left to evict');
+    return false;
   }
 
   private evict(s: Session, reason: DedupEvictReason): void {
@@ -565,6 +649,11 @@ export class DeduplicationTable {
 
   private drop(s: Session, err: Error): void {
     this.sessions.delete(s.id);
+    const held = s.peer === undefined ? undefined : this.peers.get(s.peer);
+    if (held !== undefined) {
+      held.delete(s.id);
+      if (held.size === 0) this.peers.delete(s.peer as string);
+    }
     this.totalEntries -= s.entries.size;
     this.totalBytes -= s.bytes;
     this.totalRunning -= s.running;

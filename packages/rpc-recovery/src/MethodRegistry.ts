@@ -26,6 +26,10 @@ export interface CallContext {
   readonly idempotent: boolean;
   /** The caller's remaining budget when the request was sent, ms (0: none). */
   readonly deadlineMs: number;
+  /** The session the call arrived on (set by RpcServer): what a service binds its own ids to. */
+  readonly sessionId: string | undefined;
+  /** The remote host it came from (IPv6 by its /64), as per-peer bounds count it. */
+  readonly peer: string | undefined;
   /**
    * Room for a reply payload of `length` bytes, in the connection's reply memory (registered
    * memory on RDMA: the reply then goes out without a copy) or on the heap. Write the payload
@@ -67,6 +71,8 @@ export interface DispatchScope {
    * that are blocks from it belong to the response: send them with `{ transfer: true }`.
    */
   readonly replyMemory?: ReplyMemory;
+  /** The remote host, handed to handlers as `context.peer`. */
+  readonly peer?: string;
 }
 
 interface Method {
@@ -172,11 +178,11 @@ export class MethodRegistry {
         scope.onRecorded?.(sessionId, h.sessionSeq);
         return parts;
       };
-      const ran = this.#run(method, h, decoded.payload, epoch, scope.replyMemory);
+      const ran = this.#run(method, h, decoded.payload, epoch, scope);
       // A synchronous handler is recorded in the same tick it ran (see `onRecorded`).
       return Array.isArray(ran) ? record(ran) : record(await ran);
     }
-    return this.#run(method, h, decoded.payload, epoch, scope.replyMemory);
+    return this.#run(method, h, decoded.payload, epoch, scope);
   }
 
   /** Runs the handler; its outcome as response parts, synchronously when the handler is. */
@@ -185,8 +191,9 @@ export class MethodRegistry {
     h: RpcRequestHeader,
     payload: Uint8Array,
     epoch: number,
-    memory: ReplyMemory | undefined,
+    scope: DispatchScope,
   ): MessagePart[] | Promise<MessagePart[]> {
+    const memory = scope.replyMemory;
     // Reply buffers this call made: one may become the response, the rest are released.
     let made: ReplyBuffer[] | undefined;
     const context: CallContext = {
@@ -194,6 +201,8 @@ export class MethodRegistry {
       requestId: h.requestId,
       idempotent: method.idempotent,
       deadlineMs: h.deadlineMs,
+      sessionId: scope.sessionId,
+      peer: scope.peer,
       allocateReply: (length: number): ReplyBuffer => {
         if (!Number.isInteger(length) || length < 0 || length > this.#limits.maxPayloadBytes) {
           throw new RpcError(

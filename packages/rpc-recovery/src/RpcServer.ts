@@ -1,5 +1,5 @@
 import { SharedBudget } from '@rdmajs/flowctl';
-import type { Channel, Connection, InboundMessage } from '@rdmajs/mux';
+import { type Channel, type Connection, hostKey, type InboundMessage } from '@rdmajs/mux';
 import { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
 import { RequestSlots } from './internal/RequestSlots.js';
@@ -50,6 +50,15 @@ export interface RpcServerOptions {
   maxConcurrentRequests?: number;
   /** The same over every connection of this server (shared fairly between them). Default 65 536. */
   maxConcurrentRequestsTotal?: number;
+  /**
+   * `rpc` data channels one connection may open (the client opens one). One more fails the
+   * connection (ERR_RPC_CHANNEL_LIMIT): each would start its own reader. Default 1.
+   */
+  maxDataChannels?: number;
+  /** Connections served at once; one more is closed at once (ERR_RPC_CONNECTION_LIMIT). Default 65 536. */
+  maxConnections?: number;
+  /** The same per remote host (IPv6 by its /64). Default 1024. */
+  maxConnectionsPerPeer?: number;
 }
 
 export interface RpcServerStats {
@@ -64,6 +73,10 @@ export interface RpcServerStats {
   running: number;
   /** Calls that had to wait for a slot (`maxConcurrentRequests` or `…Total` reached). */
   throttled: number;
+  /** Connections closed at once by `maxConnections` / `maxConnectionsPerPeer`. */
+  connectionsRefused: number;
+  /** Pongs not sent because the previous one to that peer was still queued (it does not read). */
+  pongsSkipped: number;
 }
 
 /** Per connection: see `RpcServer.serve`. */
@@ -85,17 +98,25 @@ interface ConnState {
   control: Channel | undefined;
   /** This connection's calls executing; shared by its data channels. */
   slots: RequestSlots;
+  /** The remote host (per-peer bounds). */
+  peer: string;
+  dataChannels: number;
+  /** A pong is queued and not yet sent: the next ping gets none (a peer that never reads). */
+  pongQueued: boolean;
 }
 
 /** Upper limit of both concurrency options: far beyond any sane setting, inside flowctl's range. */
 const MAX_CONCURRENT_REQUESTS = 1 << 24;
 
-/** The remote host: what per-peer bounds count against (the port changes per connection). */
+/**
+ * The remote host as per-peer bounds count it (the port changes per connection): mux's
+ * `hostKey`, so IPv6 counts by its /64 — one host owns a whole /64, not one address of it.
+ */
 function peerOf(connection: Connection): string {
   const a = connection.remoteAddress;
   const colon = a.lastIndexOf(':');
   const host = colon > 0 ? a.slice(0, colon) : a;
-  return host.length === 0 ? 'unknown' : host.slice(0, 256);
+  return host.length === 0 ? 'unknown' : hostKey(host).slice(0, 256);
 }
 
 /**
@@ -118,7 +139,20 @@ export class RpcServer {
   /** The connection each session is served on now; a resume elsewhere supersedes it. */
   readonly #live = new Map<string, Connection>();
   readonly #connections = new Set<Connection>();
-  readonly #stats = { opened: 0, resumed: 0, refused: 0, dropped: 0, throttled: 0 };
+  readonly #stats = {
+    opened: 0,
+    resumed: 0,
+    refused: 0,
+    dropped: 0,
+    throttled: 0,
+    connectionsRefused: 0,
+    pongsSkipped: 0,
+  };
+  readonly #maxDataChannels: number;
+  readonly #maxConnections: number;
+  readonly #maxConnectionsPerPeer: number;
+  /** Connections served per remote host; dropped when none. */
+  readonly #perPeer = new Map<string, number>();
   readonly #maxConcurrentRequests: number;
   /** Calls executing over every connection. */
   readonly #requestBudget: SharedBudget;
@@ -159,6 +193,14 @@ export class RpcServer {
       maxMessages: total,
       quantumBytes: 1,
     });
+    this.#maxDataChannels = checkInt('maxDataChannels', options.maxDataChannels ?? 1, 1, 64);
+    this.#maxConnections = checkInt('maxConnections', options.maxConnections ?? 65_536, 1);
+    this.#maxConnectionsPerPeer = checkInt(
+      'maxConnectionsPerPeer',
+      options.maxConnectionsPerPeer ?? Math.min(1024, this.#maxConnections),
+      1,
+      this.#maxConnections,
+    );
     this.#onRecorded =
       options.onRecorded === undefined
         ? undefined
@@ -171,6 +213,9 @@ export class RpcServer {
     for (const id of this.#dedup.sessionIds()) {
       if (!this.#authority.has(id)) this.#authority.adopt(id, 1);
     }
+    // A session its client may still resume is never evicted to make room for another: a
+    // flood of sessions is refused instead (only ended or expired ones make room).
+    this.#dedup.guardEviction((id) => this.#authority.has(id));
   }
 
   get authority(): SessionAuthority {
@@ -179,6 +224,11 @@ export class RpcServer {
 
   get dedup(): DeduplicationTable {
     return this.#dedup;
+  }
+
+  /** True while the session is served on a connection (resumed or opened, not yet closed). */
+  isConnected(sessionId: string): boolean {
+    return this.#live.has(sessionId);
   }
 
   stats(): RpcServerStats {
@@ -195,6 +245,23 @@ export class RpcServer {
         ? undefined
         : checkFunction<ReplyMemory>('replyMemory', options.replyMemory);
     if (connection.state === 'closed' || connection.state === 'failed') return; // nothing to serve
+    const peer = peerOf(connection);
+    const fromPeer = this.#perPeer.get(peer) ?? 0;
+    if (this.#connections.size >= this.#maxConnections || fromPeer >= this.#maxConnectionsPerPeer) {
+      this.#stats.connectionsRefused++;
+      connection.on('error', () => {});
+      connection.destroy(
+        new RpcError(
+          'ERR_RPC_CONNECTION_LIMIT',
+          fromPeer >= this.#maxConnectionsPerPeer
+            ? `peer ${peer} has ${fromPeer} connections (maxConnectionsPerPeer)`
+            : `${this.#connections.size} connections (maxConnections)`,
+          { retryable: true },
+        ),
+      );
+      return;
+    }
+    this.#perPeer.set(peer, fromPeer + 1);
     const st: ConnState = {
       phase: 'hello',
       sessionId: undefined,
@@ -204,12 +271,18 @@ export class RpcServer {
       lastSeen: performance.now(),
       control: undefined,
       slots: new RequestSlots(this.#maxConcurrentRequests, this.#requestBudget),
+      peer,
+      dataChannels: 0,
+      pongQueued: false,
     };
     this.#connections.add(connection);
-    const drop = (why: string): void => {
+    const drop = (
+      why: string,
+      code: 'ERR_RPC_PROTOCOL' | 'ERR_RPC_CHANNEL_LIMIT' = 'ERR_RPC_PROTOCOL',
+    ): void => {
       if (st.phase === 'done') return;
       this.#stats.dropped++;
-      connection.destroy(new RpcError('ERR_RPC_PROTOCOL', why));
+      connection.destroy(new RpcError(code, why));
     };
     const handshake = setTimeout(() => {
       if (st.phase !== 'ready') drop('no session handshake in time');
@@ -228,6 +301,9 @@ export class RpcServer {
       clearInterval(idle);
       st.slots.close();
       this.#connections.delete(connection);
+      const left = (this.#perPeer.get(peer) ?? 1) - 1;
+      if (left > 0) this.#perPeer.set(peer, left);
+      else this.#perPeer.delete(peer);
       if (st.sessionId !== undefined && st.challenge !== undefined) {
         this.#authority.withdraw(st.sessionId, st.challenge);
       }
@@ -241,6 +317,10 @@ export class RpcServer {
         st.control = ch;
         void this.#control(connection, ch, st, drop);
       } else if (ch.name === RPC_DATA_CHANNEL && st.phase === 'ready') {
+        if (++st.dataChannels > this.#maxDataChannels) {
+          drop(`more than ${this.#maxDataChannels} data channels`, 'ERR_RPC_CHANNEL_LIMIT');
+          return;
+        }
         void this.#serveData(connection, ch, st, replyMemory);
       } else {
         drop(`unexpected channel ${ch.name} in phase ${st.phase}`);
@@ -282,12 +362,19 @@ export class RpcServer {
         if (st.phase === 'hello' && f.kind === 'open') {
           let issued: ReturnType<SessionAuthority['issue']>;
           try {
-            issued = this.#authority.issue(peerOf(connection));
+            issued = this.#authority.issue(st.peer);
           } catch (err) {
             refuse(err);
             return;
           }
-          this.#dedup.openSession(issued.sessionId);
+          try {
+            this.#dedup.openSession(issued.sessionId, 0, st.peer);
+          } catch (err) {
+            // Full of sessions that may still resume, or this peer's share is: refused, not evicted.
+            this.#authority.end(issued.sessionId);
+            refuse(err);
+            return;
+          }
           this.#onSessionChange?.(issued.sessionId, 'opened');
           this.#ready(connection, st, issued.sessionId, issued.epoch);
           this.#stats.opened++;
@@ -302,7 +389,7 @@ export class RpcServer {
           });
         } else if (st.phase === 'hello' && f.kind === 'resume') {
           try {
-            st.challenge = this.#authority.challenge(f.sessionId, peerOf(connection));
+            st.challenge = this.#authority.challenge(f.sessionId, st.peer);
           } catch (err) {
             refuse(err);
             return;
@@ -342,7 +429,15 @@ export class RpcServer {
             running,
           });
         } else if (st.phase === 'ready' && f.kind === 'ping') {
-          send({ kind: 'pong', nonce: f.nonce });
+          // One pong queued at most: a peer that pings but never reads gets no more queued.
+          if (st.pongQueued) this.#stats.pongsSkipped++;
+          else {
+            st.pongQueued = true;
+            const sent = (): void => {
+              st.pongQueued = false;
+            };
+            ch.send(encodeSessionFrame({ kind: 'pong', nonce: f.nonce })).then(sent, sent);
+          }
           try {
             this.#authority.touch(st.sessionId as string);
           } catch {
@@ -383,6 +478,7 @@ export class RpcServer {
     const scope = {
       epoch: st.epoch,
       sessionId: st.sessionId as string,
+      peer: st.peer,
       dedup: this.#dedup,
       ...(this.#onRecorded === undefined ? {} : { onRecorded: this.#onRecorded }),
       ...(replyMemory === undefined ? {} : { replyMemory }),

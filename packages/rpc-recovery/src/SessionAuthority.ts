@@ -34,7 +34,12 @@ export interface SessionAuthorityOptions {
    * whoever knows a session id cannot spend the holder's challenge. Default 8.
    */
   maxChallengesPerSession?: number;
-  /** Sessions kept; issuing one more first drops expired ones, then the least recently active. Default 65 536. */
+  /**
+   * Sessions kept; issuing one more first drops expired ones, and is refused
+   * (ERR_RPC_SESSION_LIMIT, retryable) when all may still resume: a flood of new sessions
+   * never evicts a live one (its client would fail ERR_RPC_SESSION_UNKNOWN for good). `adopt`
+   * drops the least recently active instead. Default 65 536.
+   */
   maxSessions?: number;
   /**
    * Live sessions one peer (the `peer` named at `issue`, e.g. the remote host) may hold; one
@@ -73,6 +78,8 @@ export interface SessionAuthorityStats {
   peers: number;
   /** Issues and challenges refused by the per-peer bounds. */
   peerLimited: number;
+  /** Issues refused because `maxSessions` live sessions are held. */
+  refusedFull: number;
 }
 
 interface Challenge {
@@ -163,6 +170,7 @@ export class SessionAuthority {
     expired: 0,
     evicted: 0,
     peerLimited: 0,
+    refusedFull: 0,
   };
 
   constructor(options: SessionAuthorityOptions) {
@@ -222,7 +230,7 @@ export class SessionAuthority {
         }
       }
     }
-    this.makeRoom(t);
+    this.makeRoom(t, false);
     let sessionId: string;
     do {
       sessionId = Buffer.from(this.random(SESSION_ID_BYTES)).toString('hex');
@@ -251,7 +259,7 @@ export class SessionAuthority {
       throw new RpcError('ERR_RPC_INVALID_STATE', `session ${sessionId} is already known`);
     }
     const t = this.time();
-    this.makeRoom(t);
+    this.makeRoom(t, true);
     this.sessions.set(sessionId, {
       epoch,
       lastActive: t,
@@ -460,13 +468,22 @@ export class SessionAuthority {
     this.sessions.set(sessionId, s);
   }
 
-  private makeRoom(t: number): void {
+  /** Room for one more session: expired ones go; live ones only for `evictLive` (adopt). */
+  private makeRoom(t: number, evictLive: boolean): void {
     if (this.sessions.size < this.maxSessions) return;
     // Least recently active first: expired sessions sit at the front.
     for (const [id, s] of this.sessions) {
       if (t - s.lastActive <= this.sessionTtlMs) break;
       this.drop(id, s);
       this.counters.expired++;
+    }
+    if (!evictLive && this.sessions.size >= this.maxSessions) {
+      this.counters.refusedFull++;
+      throw new RpcError(
+        'ERR_RPC_SESSION_LIMIT',
+        `${this.sessions.size} live sessions (maxSessions): a new one is refused`,
+        { retryable: true },
+      );
     }
     while (this.sessions.size >= this.maxSessions) {
       const [id, s] = this.sessions.entries().next().value as [string, SessionRecord];

@@ -50,6 +50,18 @@ export class DedupSessionFullError extends RpcError {
   }
 }
 
+/**
+ * The table holds `maxSessions` sessions (or the requests / bytes of its total bounds) and none
+ * may be evicted (each may still resume): the new session or request is refused, not run.
+ * Retryable once sessions end or expire.
+ */
+export class DedupTableFullError extends RpcError {
+  constructor(what: string) {
+    super('ERR_RPC_DEDUP_TABLE_FULL', `de-duplication table full: ${what}`, { retryable: true });
+    this.name = 'DedupTableFullError';
+  }
+}
+
 /** The first execution was abandoned before it applied anything; a retry executes the request. */
 export class DedupAbandonedError extends RpcError {
   constructor(sessionId: string, seq: number, cause: unknown) {

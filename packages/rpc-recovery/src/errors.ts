@@ -20,6 +20,8 @@ export type RpcErrorCode =
   | 'ERR_RPC_DEDUP_SESSION_FULL'
   /** The first execution of this request was abandoned before it applied anything; a retry executes it. */
   | 'ERR_RPC_DEDUP_ABANDONED'
+  /** The de-duplication table is full of sessions that may still resume: a new session (or a request needing room) is refused rather than evicting one; retry later. */
+  | 'ERR_RPC_DEDUP_TABLE_FULL'
   /** Saved de-duplication state is corrupt or truncated (`offset` says where). */
   | 'ERR_RPC_DEDUP_CORRUPT'
   /** Saved de-duplication state holds more than this table's bounds allow. */
@@ -40,8 +42,14 @@ export type RpcErrorCode =
   | 'ERR_RPC_OVERLOADED'
   /** (The reason of a `recovering` change) a probe reached the primary transport: the session moves back to it from the fallback. */
   | 'ERR_RPC_TRANSPORT_SWITCH'
+  /** The server holds `maxSessions` sessions that may all still resume: a new one is refused rather than evicting one; retry later. */
+  | 'ERR_RPC_SESSION_LIMIT'
   /** A peer (remote host) holds `maxSessionsPerPeer` sessions or `maxChallengesPerPeer` challenges; retry when some end. */
   | 'ERR_RPC_PEER_LIMIT'
+  /** The server holds `maxConnections` connections, or `maxConnectionsPerPeer` from this host: the new one is closed at once; retry later. */
+  | 'ERR_RPC_CONNECTION_LIMIT'
+  /** A connection opened more `rpc` data channels than the server allows (`maxDataChannels`): the connection is failed. */
+  | 'ERR_RPC_CHANNEL_LIMIT'
   /** A resumption proof did not match (or no challenge was outstanding). */
   | 'ERR_RPC_AUTH'
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */

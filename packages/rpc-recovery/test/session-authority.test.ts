@@ -193,7 +193,7 @@ describe('SessionAuthority', () => {
     expect(codeOf(() => restarted.resume(s.sessionId, c3, proof, -1))).toBe('ERR_RPC_INVALID_ARG');
   });
 
-  it('max_sessions_drops_expired_then_least_recently_active', () => {
+  it('max_sessions_drops_expired_then_refuses_rather_than_evicting_a_live_one', () => {
     const c = clock();
     const a = new SessionAuthority({ key: KEY, now: c.now, maxSessions: 2, sessionTtlMs: 100 });
     const first = a.issue();
@@ -203,11 +203,19 @@ describe('SessionAuthority', () => {
     const third = a.issue();
     expect(a.stats()).toMatchObject({ sessions: 2, expired: 1, evicted: 0 });
     a.touch(second.sessionId);
-    a.issue(); // evicts third, the least recently active
+    // Both may still resume: a flood of issues is refused, neither is evicted.
+    expect(codeOf(() => a.issue())).toBe('ERR_RPC_SESSION_LIMIT');
     expect(a.has(second.sessionId)).toBe(true);
-    expect(codeOf(() => a.challenge(third.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+    expect(a.has(third.sessionId)).toBe(true);
     expect(codeOf(() => a.challenge(first.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
+    expect(a.stats()).toMatchObject({ evicted: 0, refusedFull: 1 });
+    // Adopting (a restart's restored sessions) still makes room by the least recently active.
+    a.adopt('restored-1', 1);
+    expect(codeOf(() => a.challenge(third.sessionId))).toBe('ERR_RPC_SESSION_UNKNOWN');
     expect(a.stats().evicted).toBe(1);
+    // Once one expires, issuing works again.
+    c.advance(101);
+    a.issue();
   });
 
   it('ids_come_from_the_injected_random_source_and_never_repeat', () => {
