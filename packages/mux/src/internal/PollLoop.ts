@@ -23,6 +23,10 @@ export class PollEntry {
   worth = WORTH_MAX;
   /** While worth is 0, activity that did not enter the loop (every PROBE_EVERY-th enters). */
   skipped = 0;
+  /** Turns that found its CQ empty since it entered the loop or last caught a receive. */
+  empty = 0;
+  /** When the last probe (a stay entered at worth 0) began (performance.now() ms). */
+  probedAt = Number.NEGATIVE_INFINITY;
   /** Turns that polled this CQ, and receives they caught (RdmaConnectionStats). */
   turns = 0;
   catches = 0;
@@ -34,8 +38,20 @@ export class PollEntry {
 
 /** The most benefit remembered (so a few fruitless stays after a run of catches stop it). */
 const WORTH_MAX = 8;
-/** While spinning does not pay, every this many activities enter the loop anyway (2^k). */
+/** While spinning does not pay, every this many activities enter the loop anyway (2^k)… */
 const PROBE_EVERY = 32;
+/**
+ * …and at most once per this many spinUs: with many messages in flight activity comes every
+ * few µs, and a probe per 32 of them kept a CQ polled (x16 round trips: 2 empty turns per
+ * round trip, 1 % of them catching anything), so probes cost at most ~1/64 of a core.
+ */
+const PROBE_GAP_SPINS = 64;
+/**
+ * A receive caught after more empty turns than this did not pay for them (each costs a turn
+ * of the event loop; a wake-up costs a few): a ping-pong's reply comes within ~10, while with
+ * many messages in flight a CQ polled on was caught once per ~50 (x16 round trips).
+ */
+const EMPTY_PER_CATCH = 16;
 
 /**
  * The `adaptive` policy's poll loop, one per transport: after activity (a send posted, a
@@ -48,7 +64,8 @@ const PROBE_EVERY = 32;
  * takes no receive in the first half of spinUs counts −1, each receive in it +2 (at most 8),
  * each later one −1 (on a host with more runnable processes than cores the spin itself
  * delays the woken peer, which gets a core only once this process sleeps); at 0 only every
- * 32nd activity enters the loop, for one spinUs that only an early receive extends, so where
+ * 32nd activity (and at most one per 64 spinUs) enters the loop, for one spinUs that only an
+ * early receive extends, so where
  * replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
  */
 export class PollLoop {
@@ -80,10 +97,16 @@ export class PollLoop {
       return true;
     }
     if (this.#spinMs === 0) return false;
-    if (e.worth === 0 && (++e.skipped & (PROBE_EVERY - 1)) !== 0) return false;
+    if (e.worth === 0) {
+      if ((++e.skipped & (PROBE_EVERY - 1)) !== 0) return false;
+      const now = performance.now();
+      if (now - e.probedAt < this.#spinMs * PROBE_GAP_SPINS) return false;
+      e.probedAt = now;
+    }
     e.polled = true;
     e.fresh = true;
     e.caught = false;
+    e.empty = 0;
     this.#entries.push(e);
     if (!this.#scheduled) {
       this.#scheduled = true;
@@ -103,7 +126,10 @@ export class PollLoop {
     // Only a receive in the first half of the spin counts for spinning: on a host with more
     // runnable processes than cores a late one was often held back by the spin itself (the
     // woken peer got a core only as this process slept), so it must not keep spins going.
-    if (e.fresh || this.#now - e.since < this.#spinMs / 2) {
+    // Nor one that many empty turns came before: the spin cost more than the wake-up it saved.
+    const paid = e.empty <= EMPTY_PER_CATCH;
+    e.empty = 0;
+    if (paid && (e.fresh || this.#now - e.since < this.#spinMs / 2)) {
       e.caught = true;
       e.worth = Math.min(WORTH_MAX, e.worth + 2);
     } else if (e.worth > 0) e.worth--;
@@ -131,6 +157,7 @@ export class PollLoop {
       const e = es[i] as PollEntry;
       e.turns++;
       if (e.cq.pending() > 0) e.cq.drain();
+      else e.empty++;
       // Its drain may have ended the connection (removed) or slept it.
       if (!e.polled) continue;
       if (e.fresh) {
