@@ -23,8 +23,10 @@ export class PollEntry {
   worth = WORTH_MAX;
   /** While worth is 0, activity that did not enter the loop (every PROBE_EVERY-th enters). */
   skipped = 0;
-  /** Turns that found its CQ empty since it entered the loop or last caught a receive. */
-  empty = 0;
+  /** Its previous turn in this stay (performance.now() ms; −1 before its first). */
+  lastTurn = -1;
+  /** Time polled in vain (turns that found its CQ empty) not yet charged to worth. */
+  idleMs = 0;
   /** When the last probe (a stay entered at worth 0) began (performance.now() ms). */
   probedAt = Number.NEGATIVE_INFINITY;
   /** Turns that polled this CQ, and receives they caught (RdmaConnectionStats). */
@@ -47,11 +49,12 @@ const PROBE_EVERY = 32;
  */
 const PROBE_GAP_SPINS = 64;
 /**
- * A receive caught after more empty turns than this did not pay for them (each costs a turn
- * of the event loop; a wake-up costs a few): a ping-pong's reply comes within ~10, while with
- * many messages in flight a CQ polled on was caught once per ~50 (x16 round trips).
+ * Polling in vain costs worth 1 per spinUs / this: a catch (+2) pays for half a spinUs of
+ * empty turns. A ping-pong's reply came within that; with many messages in flight a stay
+ * caught one receive early and then polled a whole spinUs for nothing after its last send
+ * (x16 round trips: ~45 empty turns per catch), which kept worth at its maximum.
  */
-const EMPTY_PER_CATCH = 16;
+const IDLE_UNITS_PER_SPIN = 4;
 
 /**
  * The `adaptive` policy's poll loop, one per transport: after activity (a send posted, a
@@ -63,13 +66,14 @@ const EMPTY_PER_CATCH = 16;
  * so many connections cost one immediate per turn. Bounded by measured benefit: a stay that
  * takes no receive in the first half of spinUs counts −1, each receive in it +2 (at most 8),
  * each later one −1 (on a host with more runnable processes than cores the spin itself
- * delays the woken peer, which gets a core only once this process sleeps); at 0 only every
- * 32nd activity (and at most one per 64 spinUs) enters the loop, for one spinUs that only an
- * early receive extends, so where
- * replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
+ * delays the woken peer, which gets a core only once this process sleeps), and every
+ * spinUs / 4 of turns that found the CQ empty −1; at 0 only every 32nd activity (and at most
+ * one per 64 spinUs) enters the loop, for one spinUs that only an early receive extends, so
+ * where replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
  */
 export class PollLoop {
   readonly #spinMs: number;
+  readonly #idleUnitMs: number;
   readonly #entries: PollEntry[] = [];
   #scheduled = false;
   /** When the running (or last) turn began (performance.now() ms). */
@@ -79,6 +83,7 @@ export class PollLoop {
 
   constructor(spinUs: number) {
     this.#spinMs = spinUs / 1000;
+    this.#idleUnitMs = this.#spinMs / IDLE_UNITS_PER_SPIN;
   }
 
   /** CQs polled now. */
@@ -106,7 +111,7 @@ export class PollLoop {
     e.polled = true;
     e.fresh = true;
     e.caught = false;
-    e.empty = 0;
+    e.lastTurn = -1;
     this.#entries.push(e);
     if (!this.#scheduled) {
       this.#scheduled = true;
@@ -126,10 +131,7 @@ export class PollLoop {
     // Only a receive in the first half of the spin counts for spinning: on a host with more
     // runnable processes than cores a late one was often held back by the spin itself (the
     // woken peer got a core only as this process slept), so it must not keep spins going.
-    // Nor one that many empty turns came before: the spin cost more than the wake-up it saved.
-    const paid = e.empty <= EMPTY_PER_CATCH;
-    e.empty = 0;
-    if (paid && (e.fresh || this.#now - e.since < this.#spinMs / 2)) {
+    if (e.fresh || this.#now - e.since < this.#spinMs / 2) {
       e.caught = true;
       e.worth = Math.min(WORTH_MAX, e.worth + 2);
     } else if (e.worth > 0) e.worth--;
@@ -157,7 +159,15 @@ export class PollLoop {
       const e = es[i] as PollEntry;
       e.turns++;
       if (e.cq.pending() > 0) e.cq.drain();
-      else e.empty++;
+      else if (e.lastTurn >= 0) {
+        // Polled in vain since its last turn: charged against worth, a unit at a time.
+        e.idleMs += now - e.lastTurn;
+        if (e.idleMs >= this.#idleUnitMs) {
+          e.idleMs = 0;
+          if (e.worth > 0) e.worth--;
+        }
+      }
+      e.lastTurn = now;
       // Its drain may have ended the connection (removed) or slept it.
       if (!e.polled) continue;
       if (e.fresh) {
