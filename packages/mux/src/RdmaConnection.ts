@@ -288,6 +288,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** How the CQ's event is armed (ARM_*): its own completions wake this side only at ARM_ANY. */
   #armed = ARM_NONE;
   #flushScheduled = false;
+  /**
+   * The last drain delivered several messages: the sends their handlers make in this tick go
+   * out as one batch (one post, one wake-up of the peer), not the first alone and the rest
+   * after it. Cleared by the flush.
+   */
+  #batchTick = false;
   #draining = false;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
@@ -764,7 +770,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.framesOut++;
     // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
     // queueMicrotask allocates); a busy one batches what this tick queues.
-    if (l.sqUsed === 0 && l.tail - l.head === 1 && !this.#draining && !this.#terminal()) {
+    if (
+      l.sqUsed === 0 &&
+      l.tail - l.head === 1 &&
+      !this.#draining &&
+      !this.#batchTick &&
+      !this.#terminal()
+    ) {
       this.#flush(l);
       if (l.head === l.tail) return;
     }
@@ -776,6 +788,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   readonly #flushTask = (): void => {
     this.#flushScheduled = false;
+    this.#batchTick = false;
     this.#flushAll();
   };
 
@@ -1057,17 +1070,30 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const received = this.#stats.framesIn;
     let reaped = 0;
     try {
-      for (;;) {
-        const n = cq.poll(wcs);
-        for (let i = 0; i < n && !this.#terminal(); i++)
-          this.#onCompletion(wcs[i] as WorkCompletion);
+      // Twice at most: what the flush posted may have completed already (soft completes a
+      // SEND within its post): reaped now, not by an arm that would fire at once for it.
+      for (let round = 0; round < 2; round++) {
+        for (;;) {
+          const n = cq.poll(wcs);
+          for (let i = 0; i < n && !this.#terminal(); i++)
+            this.#onCompletion(wcs[i] as WorkCompletion);
+          if (this.#terminal()) return;
+          reaped += n;
+          if (n < wcs.length) break;
+        }
+        if (round === 0 && loop !== undefined && this.#stats.framesIn !== received)
+          loop.received(this.#poll);
+        this.#flushAll();
         if (this.#terminal()) return;
-        reaped += n;
-        if (n < wcs.length) break;
+        if (cq.pending() === 0) break;
       }
-      if (loop !== undefined && this.#stats.framesIn !== received) loop.received(this.#poll);
-      this.#flushAll();
-      if (this.#terminal()) return;
+      // Several messages delivered: their handlers' sends (microtasks queued before this
+      // flush) batch. One message (a ping-pong) keeps the idle lane's post at once.
+      if (this.#stats.framesIn - received > 1 && !this.#flushScheduled) {
+        this.#batchTick = true;
+        this.#flushScheduled = true;
+        queueMicrotask(this.#flushTask);
+      }
       if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
       // Adaptive: after activity the loop polls on from its next turn (and arms the event
       // when it stops); otherwise arm now.
