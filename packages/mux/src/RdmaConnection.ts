@@ -858,7 +858,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#creditBytes = 0;
     slot.sge.length = item.sendBytes;
     const list = slot.sgList;
-    list.length = 1;
+    if (list.length !== 1) list.length = 1;
     for (let i = 0; i < item.gathered; i++) list.push(item.extra[i] as Sge);
     const wr = slot.wr;
     wr.wrId = this.#ringPush(lane, item);
@@ -1284,7 +1284,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** @internal The application released the message of pool buffer `idx` (ReceivePool). */
   recvReleased(idx: number): void {
     const charge = this.#pool.charges[idx] as number;
-    this.#repost(idx, true);
+    // One check for an update, after both the credit and the window space are owed.
+    this.#repost(idx, true, false);
     this.#released(charge);
   }
 
@@ -1366,7 +1367,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   /** A receive buffer is free again: back to the shared pool, its credit owed to the peer. */
-  #repost(idx: number, fromData: boolean): void {
+  #repost(idx: number, fromData: boolean, update = true): void {
     if (this.#terminal()) {
       // The lease went back at teardown: the pool reposts the buffer or frees it.
       try {
@@ -1388,7 +1389,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     else this.#recvCredits.releaseUpdate();
     // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
     // due, else the flush timer or the next send carries the credits. A drain ends with this.
-    if (!this.#draining) this.#maybeCreditUpdate();
+    if (update && !this.#draining) this.#maybeCreditUpdate();
   }
 
   /** The peer released `messages` messages of `bytes` (headers included) in total. */
