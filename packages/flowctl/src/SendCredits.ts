@@ -160,6 +160,14 @@ export class SendCredits extends EventEmitter<SendCreditsEvents> {
   }
 
   /**
+   * Data credits taken over the object's life (`stats().consumed`, read without building the
+   * stats: a sender checks it on every timer tick to see whether it went idle).
+   */
+  get dataConsumed(): number {
+    return this.consumed;
+  }
+
+  /**
    * Takes one credit for a data message. False when only reserved credits are left or when
    * acquires are queued (no queue jumping); `'drain'` follows when a credit is free.
    */

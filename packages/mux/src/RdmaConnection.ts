@@ -96,6 +96,22 @@ export interface RdmaConnectionSettings {
 
 /** Every this many sends one is signaled (and always the last of a batch). */
 const SIGNAL_EVERY = 16;
+/**
+ * Send wrIds of a lane are RECV_WR_ID_LIMIT + a sequence modulo this (a power of two above
+ * any send queue): they stay small integers (V8 Smis, so reaping allocates nothing) however
+ * many sends a lane makes, and a completion's id alone says how far its lane's ring retires.
+ */
+const WR_SEQ_SPAN = 1 << 20;
+const WR_SEQ_MASK = WR_SEQ_SPAN - 1;
+/**
+ * The CQ's event arm while asleep: only the peer's SENDs (all posted solicited) and failures
+ * wake this side, never its own send completions (reaped at the next wake-up instead).
+ */
+const SOLICITED_ONLY = Object.freeze({ solicitedOnly: true });
+/** How the CQ is armed now: not (polled, or its event fired), for solicited only, for any. */
+const ARM_NONE = 0;
+const ARM_SOLICITED = 1;
+const ARM_ANY = 2;
 const KIND_SEND = 0;
 const KIND_READ = 1;
 
@@ -116,7 +132,13 @@ class SendSlot {
   readonly small: boolean;
   readonly sge: { addr: number; length: number; lkey: number };
   readonly sgList: Sge[];
-  readonly wr: { wrId: number; opcode: 'SEND'; sgList: Sge[]; signaled: boolean };
+  readonly wr: {
+    wrId: number;
+    opcode: 'SEND';
+    sgList: Sge[];
+    signaled: boolean;
+    solicited: boolean;
+  };
 
   constructor(block: Block, small: boolean) {
     this.block = block;
@@ -124,7 +146,9 @@ class SendSlot {
     this.small = small;
     this.sge = { addr: block.addr, length: 0, lkey: block.lkey };
     this.sgList = [this.sge];
-    this.wr = { wrId: 0, opcode: 'SEND', sgList: this.sgList, signaled: false };
+    // Every SEND asks the peer to react (data, notices, Open/Close, credit updates it may be
+    // waiting for): solicited, so it wakes a peer asleep on a solicited-only arm.
+    this.wr = { wrId: 0, opcode: 'SEND', sgList: this.sgList, signaled: false, solicited: true };
   }
 }
 
@@ -146,6 +170,8 @@ class OutItem {
   };
   read: ReadOp | undefined;
   posted = 0;
+  /** Posted, and someone waits for its own completion (a gathered send(), a READ). */
+  awaited = false;
 
   settle(err?: Error): void {
     const res = this.resolve;
@@ -180,14 +206,16 @@ interface Lane {
   fifo: (OutItem | undefined)[];
   head: number;
   tail: number;
-  /** Posted WRs, oldest at ringHead: a circular buffer of `max` entries (sqUsed of them live). */
-  ringIds: number[];
+  /**
+   * Posted WRs, oldest at ringHead: a circular buffer of `max` entries (sqUsed of them live);
+   * the newest has sequence nextSeq − 1 (wrId RECV_WR_ID_LIMIT + sequence, see WR_SEQ_SPAN).
+   */
   ringItems: (OutItem | undefined)[];
   ringHead: number;
   sqUsed: number;
   max: number;
   unsignaled: number;
-  nextWrId: number;
+  nextSeq: number;
   creditStalled: boolean;
 }
 
@@ -255,7 +283,17 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** Queued or posted operations not yet complete (close waits for them). */
   #inFlight = 0;
   #idle: (() => void) | undefined;
+  /** Posted items whose own completion someone waits for (they need a wake-up of their own). */
+  #awaited = 0;
+  /** How the CQ's event is armed (ARM_*): its own completions wake this side only at ARM_ANY. */
+  #armed = ARM_NONE;
   #flushScheduled = false;
+  /**
+   * The last drain delivered several messages: the sends their handlers make in this tick go
+   * out as one batch (one post, one wake-up of the peer), not the first alone and the rest
+   * after it. Cleared by the flush.
+   */
+  #batchTick = false;
   #draining = false;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
@@ -315,7 +353,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       pending: () => (this.#terminal() ? 0 : this.#res.cq.pending()),
       drain: () => this.#drain(),
       sleep: () => {
-        if (!this.#terminal()) this.#res.cq.requestNotify();
+        if (!this.#terminal()) this.#arm();
       },
     });
     // One peer must not hold the transport's shared budget with a huge announced window.
@@ -348,14 +386,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         fifo: [],
         head: 0,
         tail: 0,
-        ringIds: new Array<number>(qp.caps.maxSendWr).fill(0),
         ringItems: new Array<OutItem | undefined>(qp.caps.maxSendWr).fill(undefined),
         ringHead: 0,
         sqUsed: 0,
         max: qp.caps.maxSendWr,
         unsignaled: 0,
-        // Above every receive buffer's id: a completion's wrId alone says which it is.
-        nextWrId: RECV_WR_ID_LIMIT,
+        nextSeq: 0,
         creditStalled: false,
       };
       this.#lanes.push(lane);
@@ -703,15 +739,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.reject = undefined;
     item.read = undefined;
     item.posted = 0;
+    item.awaited = false;
     if (this.#items.length < ITEM_POOL_MAX) this.#items.push(item);
   }
 
-  /** Records a posted WR in the lane's ring (sqUsed < max, checked by the caller). */
-  #ringPush(lane: Lane, wrId: number, item: OutItem | undefined): void {
-    const i = (lane.ringHead + lane.sqUsed) % lane.max;
-    lane.ringIds[i] = wrId;
-    lane.ringItems[i] = item;
+  /**
+   * Records a WR about to be posted in the lane's ring (sqUsed < max, checked by the caller)
+   * and returns its wrId: above every receive buffer's id, so a completion's wrId alone says
+   * which it is.
+   */
+  #ringPush(lane: Lane, item: OutItem | undefined): number {
+    lane.ringItems[(lane.ringHead + lane.sqUsed) % lane.max] = item;
     lane.sqUsed++;
+    const seq = lane.nextSeq;
+    lane.nextSeq = (seq + 1) & WR_SEQ_MASK;
+    return RECV_WR_ID_LIMIT + seq;
   }
 
   #enqueue(lane: number, item: OutItem): void {
@@ -728,7 +770,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.framesOut++;
     // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
     // queueMicrotask allocates); a busy one batches what this tick queues.
-    if (l.sqUsed === 0 && l.tail - l.head === 1 && !this.#draining && !this.#terminal()) {
+    if (
+      l.sqUsed === 0 &&
+      l.tail - l.head === 1 &&
+      !this.#draining &&
+      !this.#batchTick &&
+      !this.#terminal()
+    ) {
       this.#flush(l);
       if (l.head === l.tail) return;
     }
@@ -740,6 +788,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   readonly #flushTask = (): void => {
     this.#flushScheduled = false;
+    this.#batchTick = false;
     this.#flushAll();
   };
 
@@ -772,7 +821,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         while (item.posted < op.length && lane.sqUsed < lane.max) {
           const chunk = Math.min(this.#s.readChunkBytes, op.length - item.posted);
           const last = item.posted + chunk === op.length;
-          const wrId = lane.nextWrId++;
+          if (last) this.#await(item);
+          const wrId = this.#ringPush(lane, last ? item : undefined);
           batch[n++] = {
             wrId,
             opcode: 'RDMA_READ',
@@ -781,7 +831,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
             rkey: op.rkey,
             signaled: last,
           };
-          this.#ringPush(lane, wrId, last ? item : undefined);
           item.posted += chunk;
         }
         if (item.posted < op.length) break;
@@ -807,15 +856,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     stampWireHeader(slot.bytes, credits, this.#creditMessages, this.#creditBytes, this.#flags());
     this.#creditMessages = 0;
     this.#creditBytes = 0;
-    const wrId = lane.nextWrId++;
     slot.sge.length = item.sendBytes;
     const list = slot.sgList;
-    list.length = 1;
+    if (list.length !== 1) list.length = 1;
     for (let i = 0; i < item.gathered; i++) list.push(item.extra[i] as Sge);
     const wr = slot.wr;
-    wr.wrId = wrId;
-    wr.signaled = false;
-    this.#ringPush(lane, wrId, item);
+    wr.wrId = this.#ringPush(lane, item);
+    // A gathered send() resolves at its completion: signaled, and it needs its own wake-up.
+    wr.signaled = item.resolve !== undefined;
+    if (wr.signaled) this.#await(item);
     return wr;
   }
 
@@ -846,6 +895,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         lane.qp.postSend(batch);
       }
       this.#stats.posts++;
+      // A full send queue holds back what follows until its completions are reaped.
+      if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
       this.#s.pollLoop?.activity(this.#poll);
     } catch (err) {
@@ -857,7 +908,11 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /** A signaled completion: it and every WR posted before it on the lane are done. */
   #retire(lane: Lane, wrId: number): void {
-    while (lane.sqUsed > 0 && (lane.ringIds[lane.ringHead] as number) <= wrId) {
+    // How far the completed WR is from the oldest posted one (sequences wrap together).
+    const d = (wrId - RECV_WR_ID_LIMIT - lane.nextSeq + lane.sqUsed) & WR_SEQ_MASK;
+    if (d >= lane.sqUsed)
+      throw new MuxProtocolError(`completion of WR ${wrId}, not posted on QP ${lane.qp.qpn}`);
+    for (let k = 0; k <= d; k++) {
       const item = lane.ringItems[lane.ringHead];
       lane.ringItems[lane.ringHead] = undefined;
       lane.ringHead = (lane.ringHead + 1) % lane.max;
@@ -866,7 +921,40 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
   }
 
+  /** `item` is posted and waited for: its completion must wake this side. */
+  #await(item: OutItem): void {
+    item.awaited = true;
+    this.#awaited++;
+    if (this.#armed === ARM_SOLICITED) this.#arm();
+  }
+
+  /**
+   * This side waits for its own completions: a send() or READ awaits one, close waits for
+   * everything posted, or a full send queue holds back what is queued (or a credit update).
+   */
+  #needsOwn(): boolean {
+    if (this.#awaited > 0 || this.#idle !== undefined) return true;
+    for (const l of this.#lanes) if (l.sqUsed >= l.max) return true;
+    return false;
+  }
+
+  /**
+   * Arms the CQ's event before sleeping: for the peer's (solicited) SENDs only, unless this
+   * side needs its own completions, so it is not woken for every send it made.
+   */
+  #arm(): void {
+    const cq = this.#res.cq;
+    if (this.#needsOwn()) {
+      this.#armed = ARM_ANY;
+      cq.requestNotify();
+    } else {
+      this.#armed = ARM_SOLICITED;
+      cq.requestNotify(SOLICITED_ONLY);
+    }
+  }
+
   #completed(item: OutItem): void {
+    if (item.awaited) this.#awaited--;
     if (item.kind === KIND_SEND) {
       const slot = item.slot;
       item.slot = undefined;
@@ -923,11 +1011,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#inFlight++;
     this.#stats.creditUpdates++;
     this.#stats.framesOut++;
-    const wrId = lane.nextWrId++;
-    this.#ringPush(lane, wrId, item);
     slot.sge.length = WIRE_HEADER_BYTES;
     slot.sgList.length = 1;
-    slot.wr.wrId = wrId;
+    slot.wr.wrId = this.#ringPush(lane, item);
     slot.wr.signaled = true;
     this.#batch[0] = slot.wr;
     this.#post(lane, 1);
@@ -968,7 +1054,11 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   // ---- completions ----
 
-  readonly #onCq = (): void => this.#drain();
+  readonly #onCq = (): void => {
+    // The event is one-shot: fired, it is armed no more.
+    this.#armed = ARM_NONE;
+    this.#drain();
+  };
 
   /** Reaps completions until the CQ is empty, then re-arms (or spins / polls on, by policy). */
   #drain(): void {
@@ -980,22 +1070,35 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const received = this.#stats.framesIn;
     let reaped = 0;
     try {
-      for (;;) {
-        const n = cq.poll(wcs);
-        for (let i = 0; i < n && !this.#terminal(); i++)
-          this.#onCompletion(wcs[i] as WorkCompletion);
+      // Twice at most: what the flush posted may have completed already (soft completes a
+      // SEND within its post): reaped now, not by an arm that would fire at once for it.
+      for (let round = 0; round < 2; round++) {
+        for (;;) {
+          const n = cq.poll(wcs);
+          for (let i = 0; i < n && !this.#terminal(); i++)
+            this.#onCompletion(wcs[i] as WorkCompletion);
+          if (this.#terminal()) return;
+          reaped += n;
+          if (n < wcs.length) break;
+        }
+        if (round === 0 && loop !== undefined && this.#stats.framesIn !== received)
+          loop.received(this.#poll);
+        this.#flushAll();
         if (this.#terminal()) return;
-        reaped += n;
-        if (n < wcs.length) break;
+        if (cq.pending() === 0) break;
       }
-      if (loop !== undefined && this.#stats.framesIn !== received) loop.received(this.#poll);
-      this.#flushAll();
-      if (this.#terminal()) return;
+      // Several messages delivered: their handlers' sends (microtasks queued before this
+      // flush) batch. One message (a ping-pong) keeps the idle lane's post at once.
+      if (this.#stats.framesIn - received > 1 && !this.#flushScheduled) {
+        this.#batchTick = true;
+        this.#flushScheduled = true;
+        queueMicrotask(this.#flushTask);
+      }
       if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
       // Adaptive: after activity the loop polls on from its next turn (and arms the event
       // when it stops); otherwise arm now.
       else if (loop === undefined || !(reaped > 0 ? loop.activity(this.#poll) : this.#poll.polled))
-        cq.requestNotify();
+        this.#arm();
     } catch (err) {
       const typed = typeof (err as { code?: unknown })?.code === 'string';
       this.destroy(
@@ -1181,7 +1284,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** @internal The application released the message of pool buffer `idx` (ReceivePool). */
   recvReleased(idx: number): void {
     const charge = this.#pool.charges[idx] as number;
-    this.#repost(idx, true);
+    // One check for an update, after both the credit and the window space are owed.
+    this.#repost(idx, true, false);
     this.#released(charge);
   }
 
@@ -1263,7 +1367,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   /** A receive buffer is free again: back to the shared pool, its credit owed to the peer. */
-  #repost(idx: number, fromData: boolean): void {
+  #repost(idx: number, fromData: boolean, update = true): void {
     if (this.#terminal()) {
       // The lease went back at teardown: the pool reposts the buffer or frees it.
       try {
@@ -1285,7 +1389,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     else this.#recvCredits.releaseUpdate();
     // At once, not in a microtask (Node's queueMicrotask allocates): an update goes only when
     // due, else the flush timer or the next send carries the credits. A drain ends with this.
-    if (!this.#draining) this.#maybeCreditUpdate();
+    if (update && !this.#draining) this.#maybeCreditUpdate();
   }
 
   /** The peer released `messages` messages of `bytes` (headers included) in total. */
@@ -1367,7 +1471,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    */
   #maybeReturnLease(now: number): void {
     const sc = this.#sendCredits;
-    const consumed = sc.stats().consumed;
+    const consumed = sc.dataConsumed;
     if (consumed !== this.#consumedAtTick) {
       this.#consumedAtTick = consumed;
       this.#idleSince = now;
@@ -1466,6 +1570,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         prev?.();
         resolve();
       };
+      // Closing waits for this side's own completions too: they must wake it.
+      if (this.#armed === ARM_SOLICITED) this.#arm();
     });
   }
 

@@ -119,11 +119,21 @@ interface Side {
   baselineOp?: string;
 }
 
-/** JIT warm-up of the mux path, so the first row is not measured on cold code. */
+/**
+ * JIT warm-up of the mux path, so the first row is not measured on cold code: one channel,
+ * then many at once (batched posts, several receives per wake-up, credit and lease growth take
+ * other paths, whose first compilation cost a cold `x16` row 4–5× the CPU of a repeat of it).
+ */
 async function warmUp(conn: Connection, iterations: number): Promise<void> {
   const warm = conn.openChannel('warm-up');
   await roundTrips(warm, new Uint8Array(64), Math.max(500, iterations), undefined);
   await warm.close(LONG);
+  for (const n of [16, 256]) {
+    const chs = Array.from({ length: n }, () => conn.openChannel('warm-up'));
+    const per = Math.max(4, Math.ceil(iterations / n));
+    await Promise.all(chs.map((ch) => roundTrips(ch, new Uint8Array(64), per, undefined)));
+    await Promise.all(chs.map((ch) => ch.close(LONG)));
+  }
 }
 
 /** One channel, round trips of `size` bytes (from `payload`, default plain bytes). */

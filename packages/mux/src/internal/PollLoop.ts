@@ -23,6 +23,12 @@ export class PollEntry {
   worth = WORTH_MAX;
   /** While worth is 0, activity that did not enter the loop (every PROBE_EVERY-th enters). */
   skipped = 0;
+  /** Its previous turn in this stay (performance.now() ms; −1 before its first). */
+  lastTurn = -1;
+  /** Time polled in vain (turns that found its CQ empty) not yet charged to worth. */
+  idleMs = 0;
+  /** When the last probe (a stay entered at worth 0) began (performance.now() ms). */
+  probedAt = Number.NEGATIVE_INFINITY;
   /** Turns that polled this CQ, and receives they caught (RdmaConnectionStats). */
   turns = 0;
   catches = 0;
@@ -34,8 +40,21 @@ export class PollEntry {
 
 /** The most benefit remembered (so a few fruitless stays after a run of catches stop it). */
 const WORTH_MAX = 8;
-/** While spinning does not pay, every this many activities enter the loop anyway (2^k). */
+/** While spinning does not pay, every this many activities enter the loop anyway (2^k)… */
 const PROBE_EVERY = 32;
+/**
+ * …and at most once per this many spinUs: with many messages in flight activity comes every
+ * few µs, and a probe per 32 of them kept a CQ polled (x16 round trips: 2 empty turns per
+ * round trip, 1 % of them catching anything), so probes cost at most ~1/64 of a core.
+ */
+const PROBE_GAP_SPINS = 64;
+/**
+ * Polling in vain costs worth 1 per spinUs / this: a catch (+2) pays for half a spinUs of
+ * empty turns. A ping-pong's reply came within that; with many messages in flight a stay
+ * caught one receive early and then polled a whole spinUs for nothing after its last send
+ * (x16 round trips: ~45 empty turns per catch), which kept worth at its maximum.
+ */
+const IDLE_UNITS_PER_SPIN = 4;
 
 /**
  * The `adaptive` policy's poll loop, one per transport: after activity (a send posted, a
@@ -47,12 +66,14 @@ const PROBE_EVERY = 32;
  * so many connections cost one immediate per turn. Bounded by measured benefit: a stay that
  * takes no receive in the first half of spinUs counts −1, each receive in it +2 (at most 8),
  * each later one −1 (on a host with more runnable processes than cores the spin itself
- * delays the woken peer, which gets a core only once this process sleeps); at 0 only every
- * 32nd activity enters the loop, for one spinUs that only an early receive extends, so where
- * replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
+ * delays the woken peer, which gets a core only once this process sleeps), and every
+ * spinUs / 4 of turns that found the CQ empty −1; at 0 only every 32nd activity (and at most
+ * one per 64 spinUs) enters the loop, for one spinUs that only an early receive extends, so
+ * where replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
  */
 export class PollLoop {
   readonly #spinMs: number;
+  readonly #idleUnitMs: number;
   readonly #entries: PollEntry[] = [];
   #scheduled = false;
   /** When the running (or last) turn began (performance.now() ms). */
@@ -62,6 +83,7 @@ export class PollLoop {
 
   constructor(spinUs: number) {
     this.#spinMs = spinUs / 1000;
+    this.#idleUnitMs = this.#spinMs / IDLE_UNITS_PER_SPIN;
   }
 
   /** CQs polled now. */
@@ -80,10 +102,16 @@ export class PollLoop {
       return true;
     }
     if (this.#spinMs === 0) return false;
-    if (e.worth === 0 && (++e.skipped & (PROBE_EVERY - 1)) !== 0) return false;
+    if (e.worth === 0) {
+      if ((++e.skipped & (PROBE_EVERY - 1)) !== 0) return false;
+      const now = performance.now();
+      if (now - e.probedAt < this.#spinMs * PROBE_GAP_SPINS) return false;
+      e.probedAt = now;
+    }
     e.polled = true;
     e.fresh = true;
     e.caught = false;
+    e.lastTurn = -1;
     this.#entries.push(e);
     if (!this.#scheduled) {
       this.#scheduled = true;
@@ -131,6 +159,15 @@ export class PollLoop {
       const e = es[i] as PollEntry;
       e.turns++;
       if (e.cq.pending() > 0) e.cq.drain();
+      else if (e.lastTurn >= 0) {
+        // Polled in vain since its last turn: charged against worth, a unit at a time.
+        e.idleMs += now - e.lastTurn;
+        if (e.idleMs >= this.#idleUnitMs) {
+          e.idleMs = 0;
+          if (e.worth > 0) e.worth--;
+        }
+      }
+      e.lastTurn = now;
       // Its drain may have ended the connection (removed) or slept it.
       if (!e.polled) continue;
       if (e.fresh) {
