@@ -281,6 +281,18 @@ class Device {
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
                   const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false,
                   bool solicited = true);
+  // deliver's first checks, shared with place(): the target QP `t` (pinned by the caller)
+  // is still incarnation `gen`, can receive (RTR/RTS) and is connected to (srcPid, srcQpn).
+  // `word`: the state word checked.
+  bool acceptsFrom(QpShared* t, uint32_t gen, uint32_t srcQpn, uint32_t srcPid, uint32_t* word);
+  // deliver's checks of an RDMA WRITE/READ's target range, shared with place(): `need` is the
+  // remote access it takes. WC_SUCCESS with `view` filled (nothing to check for len 0), or the
+  // status the operation fails with.
+  uint8_t checkRemote(QpShared* t, MrPins& pins, uint32_t need, uint32_t rkey, uint64_t addr, uint64_t len,
+                      MrView* view);
+  // The local QP a request over the link names (respond, place): slot in range, still
+  // incarnation `gen`, link not broken; null otherwise.
+  QpShared* linkTarget(uint32_t slot, uint32_t gen);
   // This device as a peer of its own (the TCP link's target runs operations on itself), or
   // null when its segment cannot be opened.
   PeerSegment* selfPeer();

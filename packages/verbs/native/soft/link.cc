@@ -43,7 +43,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     if (onWire) return LINK_TAKE_NONE;  // completed with its local error once it is the head, in order
     // Failed locally after all (e.g. its MR was deregistered): complete it here.
     q.linkReady = false;
-    if (settle(q, e, DONE, status, 0, 12)) progress(q);
+    if (settle(q, e, DONE, status, 0, LINK_NO_RNR)) progress(q);
     return LINK_TAKE_NONE;
   }
   // An atomic's request carries its operands; its local SGE only receives the answer.
@@ -145,8 +145,8 @@ PeerSegment* Device::selfPeer() {
 
 Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
                        uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed) {
-  const Answer transport{TRANSPORT, WC_SUCCESS, 12};
-  const Answer invalid{DONE, WC_REM_INV_REQ_ERR, 12};
+  const Answer transport{TRANSPORT, WC_SUCCESS, LINK_NO_RNR};
+  const Answer invalid{DONE, WC_REM_INV_REQ_ERR, LINK_NO_RNR};
   if (slot >= kQpSlots || opcode > OP_LAST) return transport;
   if (placed && opcode != OP_RDMA_WRITE) return invalid;  // only plain WRITEs are placed ahead
   // An atomic arrives as its two operands; the prior value is written over them.
@@ -160,9 +160,8 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
   // initiator's own post is refused before; this is a peer that did not).
   if (len > DeviceLimits::maxMsg) return invalid;
-  QpShared* t = qpShared(slot);
-  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return transport;
-  PeerSegment* self = selfPeer();
+  QpShared* t = linkTarget(slot, gen);
+  PeerSegment* self = t ? selfPeer() : nullptr;
   if (!self) return transport;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
@@ -171,23 +170,26 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   return Answer{o, status, t->minRnrTimer};
 }
 
+QpShared* Device::linkTarget(uint32_t slot, uint32_t gen) {
+  if (slot >= kQpSlots) return nullptr;
+  QpShared* t = qpShared(slot);
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return nullptr;
+  return t;
+}
+
 bool Device::place(uint32_t slot, uint32_t gen, uint64_t remoteAddr, uint32_t rkey, uint64_t total, uint32_t srcQpn,
                    uint32_t srcPid, uint64_t at, const uint8_t* bytes, size_t n) {
-  if (slot >= kQpSlots || total == 0 || total > DeviceLimits::maxMsg || at > total || n > total - at) return false;
-  QpShared* t = qpShared(slot);
-  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return false;
-  PeerSegment* self = selfPeer();
+  if (total == 0 || total > DeviceLimits::maxMsg || at > total || n > total - at) return false;
+  QpShared* t = linkTarget(slot, gen);
+  PeerSegment* self = t ? selfPeer() : nullptr;
   if (!self) return false;
-  // deliver's checks for an RDMA WRITE, in its order; any failure leaves the answer to it.
+  // deliver's checks for an RDMA WRITE (the same functions); any failure leaves the answer to it.
   QpPin held(t);
-  if (t->gen.load(std::memory_order_seq_cst) != gen) return false;
-  uint32_t tst = state_code(t->state.load(std::memory_order_seq_cst));
-  if (tst != QPS_RTR && tst != QPS_RTS) return false;
-  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return false;
-  if ((t->access.load() & ACC_REMOTE_WRITE) != ACC_REMOTE_WRITE) return false;
+  uint32_t word = 0;
+  if (!acceptsFrom(t, gen, srcQpn, srcPid, &word)) return false;
   MrPins pins(self->base(), self->layout());
   MrView v{};
-  if (pins.check(rkey, remoteAddr, total, ACC_REMOTE_WRITE, &v)) return false;
+  if (checkRemote(t, pins, ACC_REMOTE_WRITE, rkey, remoteAddr, total, &v) != WC_SUCCESS) return false;
   if (n == 0) return true;
   void* d = direct(self, v, remoteAddr);  // this process: the address itself
   if (!d) return false;

@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 8,
+  version: 9,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -80,6 +80,9 @@ export const ABI = {
   LINK_RNR: 1,
   LINK_TRANSPORT: 2,
   LINK_DISCARDED: 3,
+  LINK_NO_RNR: 12,
+  WC_REM_INV_REQ_ERR: 9,
+  WC_STATUS_LAST: 21,
   RESPOND_WORDS: 12,
   RESPOND_SLOT: 0,
   RESPOND_GEN: 1,

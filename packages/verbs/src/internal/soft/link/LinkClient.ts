@@ -61,10 +61,6 @@ export interface LinkOwner {
   released(frame: FrameBuffer): void;
 }
 
-const WC_REM_INV_REQ_ERR = 9;
-const MAX_WC_STATUS = 21;
-// The RNR timer a transport failure reports (ignored by the engine for that outcome).
-const NO_RNR = 12;
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
 export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
@@ -136,6 +132,8 @@ export class LinkClient implements AnswerSink {
   #corked = false;
   #batchDepth = 0;
   #batchFrames = 0;
+  /** the request the PROGRESS frame checkAnswer just accepted names (delivered next) */
+  #progressFor: Pending | undefined;
 
   /** `previous`: the connection this one replaces (its stale answers are recognised). */
   constructor(address: LinkAddress, target: LinkTarget, previous?: LinkClient) {
@@ -203,9 +201,14 @@ export class LinkClient implements AnswerSink {
     for (const fn of w) fn();
   }
 
-  /** A buffer of `out` went through the socket: the QPs with requests waiting are alive. */
-  readonly #outWritten = (): void => {
-    if (!this.#dead) this.#pending.at(0)?.owner?.progress();
+  /**
+   * A buffer of `out` went through the socket: when it held a request of this QP's, the
+   * peer is reading them (progress for the oldest one waiting). A buffer of answers only
+   * says nothing about our requests: a peer that sends requests and never answers ours must
+   * not keep our timer alive.
+   */
+  readonly #outWritten = (requests: boolean): void => {
+    if (requests && !this.#dead) this.#pending.at(0)?.owner?.progress();
   };
 
   /**
@@ -301,7 +304,7 @@ export class LinkClient implements AnswerSink {
       if (p.frame) owner.released(p.frame); // never handed to the socket
       p.frame = undefined;
       if (p.dataLength > this.#staleData) this.#staleData = p.dataLength;
-      owner.answer(p.token, ABI.LINK_TRANSPORT, 0, NO_RNR, undefined, 0, 0);
+      owner.answer(p.token, ABI.LINK_TRANSPORT, 0, ABI.LINK_NO_RNR, undefined, 0, 0);
     }
   }
 
@@ -346,12 +349,13 @@ export class LinkClient implements AnswerSink {
       // given up: nothing to act on. More reports than the request has payload for: a
       // target stalling us on purpose.
       const p = this.#find(id);
+      this.#progressFor = p;
       if (!p) return len;
       if (p.progressLeft <= 0) return -1;
       p.progressLeft--;
       return len;
     }
-    if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
+    if (outcome > ABI.LINK_DISCARDED || status > ABI.WC_STATUS_LAST) return -1;
     // Only the oldest request can be answered: the target runs them in order.
     const p = this.#pending.at(0);
     if (!p || p.id !== id || p.frame) {
@@ -369,7 +373,10 @@ export class LinkClient implements AnswerSink {
     const id = b.readUInt32LE(o + 4);
     const outcome = b[o + 8] as number;
     if (outcome === LINK_PROGRESS) {
-      this.#find(id)?.owner?.progress();
+      // A PROGRESS frame is its header alone: delivered right after checkAnswer found it.
+      const p = this.#progressFor;
+      this.#progressFor = undefined;
+      if (p !== undefined && p.id === id) p.owner?.progress();
       return true;
     }
     const first = this.#pending.at(0);
@@ -384,7 +391,7 @@ export class LinkClient implements AnswerSink {
     this.#sparePending.push(p);
     if (wantsData && outcome === ABI.LINK_DONE && status === 0 && len === RES_HEADER) {
       // a successful READ or atomic without its data
-      owner.answer(token, ABI.LINK_TRANSPORT, 0, NO_RNR, undefined, 0, 0);
+      owner.answer(token, ABI.LINK_TRANSPORT, 0, ABI.LINK_NO_RNR, undefined, 0, 0);
       return true;
     }
     const rnr = b.readUInt16LE(o + 10);
@@ -431,9 +438,9 @@ export class LinkClient implements AnswerSink {
       // a message over its limit.
       owner.released(frame);
       const outcome = this.#dead ? ABI.LINK_TRANSPORT : ABI.LINK_DONE;
-      const status = this.#dead ? 0 : WC_REM_INV_REQ_ERR;
+      const status = this.#dead ? 0 : ABI.WC_REM_INV_REQ_ERR;
       setImmediate(() =>
-        owner.answer(token, outcome, status, this.#dead ? NO_RNR : 0, undefined, 0, 0),
+        owner.answer(token, outcome, status, this.#dead ? ABI.LINK_NO_RNR : 0, undefined, 0, 0),
       );
       return;
     }
@@ -459,7 +466,7 @@ export class LinkClient implements AnswerSink {
       // More than the target takes in one frame: refused, as a responder refuses it.
       const token = hdr[ABI.LINK_TOKEN] as number;
       setImmediate(() =>
-        owner.answer(token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
+        owner.answer(token, ABI.LINK_DONE, ABI.WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
       );
       return;
     }
@@ -467,6 +474,7 @@ export class LinkClient implements AnswerSink {
     const out = this.out;
     writeRequestHeader(out.reserve(0), out.at, id, hdr, bytes);
     out.commit(REQ_HEADER + bytes);
+    out.markRequest();
     const p = this.#track(id, hdr, owner);
     p.frame = undefined;
     p.frameLength = REQ_HEADER + bytes;
@@ -498,7 +506,7 @@ export class LinkClient implements AnswerSink {
       this.#drop(p);
       owner.released(frame);
       setImmediate(() =>
-        owner.answer(p.token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
+        owner.answer(p.token, ABI.LINK_DONE, ABI.WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
       );
       return;
     }
