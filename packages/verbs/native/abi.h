@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 9;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR
+constexpr int kVersion = 9;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -73,7 +73,8 @@ constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3
 
 // What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
 // bytes, does not fit the buffer given (nothing was taken: call again with one that large).
-constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2;
+// LINK_TAKE_LAST: taken, as READY, and nothing more can be taken now (no call to learn it).
+constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2, LINK_TAKE_LAST = 3;
 
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
 constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
@@ -179,6 +180,7 @@ constexpr Entry kTable[] = {
     {"LINK_TAKE_NONE", LINK_TAKE_NONE},
     {"LINK_TAKE_READY", LINK_TAKE_READY},
     {"LINK_TAKE_NEEDS_BUFFER", LINK_TAKE_NEEDS_BUFFER},
+    {"LINK_TAKE_LAST", LINK_TAKE_LAST},
     {"LINK_DONE", LINK_DONE},
     {"LINK_RNR", LINK_RNR},
     {"LINK_TRANSPORT", LINK_TRANSPORT},
@@ -277,7 +279,8 @@ static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY,
                              LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD},
                             LINK_WORDS),
               "link header fields");
-static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER}), "linkTake codes are distinct");
+static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER, LINK_TAKE_LAST}),
+              "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
 static_assert(LINK_NO_RNR >= 0 && LINK_NO_RNR <= 31, "an RNR timer is a 5-bit code");
 static_assert(WC_REM_INV_REQ_ERR <= WC_STATUS_LAST, "statuses the link names exist");

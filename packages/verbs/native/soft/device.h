@@ -32,7 +32,8 @@ using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the 
 using rdmajs::abi::LINK_OPCODE, rdmajs::abi::LINK_IMM, rdmajs::abi::LINK_REMOTE_ADDR, rdmajs::abi::LINK_RKEY,
     rdmajs::abi::LINK_LENGTH, rdmajs::abi::LINK_DST_SLOT, rdmajs::abi::LINK_DST_GEN, rdmajs::abi::LINK_SRC_QPN,
     rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD;
-using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER;
+using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER,
+    rdmajs::abi::LINK_TAKE_LAST;
 
 // The target's answer to an operation that arrived over the TCP link (respond): a LINK_*
 // outcome, the ibv_wc_status of a done one, and the QP's min_rnr_timer for an RNR.
@@ -191,7 +192,10 @@ class Device {
   // doubles into `hdr` (LINK_* words) and the gathered payload into `payload`
   // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
   // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
+  // LINK_TAKE_LAST: taken, and nothing more can be now (linkTakeable false).
   int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // True when linkTake could hand out a WR now (it may still find its memory gone).
+  bool linkTakeable(int h);
   // True once since the last call if respond() rang this device's own doorbell (it does
   // not write the eventfd: the caller delivers the wake-up).
   bool takeSelfRing() {
@@ -203,7 +207,8 @@ class Device {
   // linkDone): the doorbell is then not rung for them (a syscall and a wake-up per WR).
   bool jsTakesLink = false;
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
-  void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
+  // Returns linkTakeable(h): whether JS has WRs to take after it.
+  bool linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
   void linkProgress(int h);
   // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`

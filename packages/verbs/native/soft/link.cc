@@ -22,18 +22,23 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
   return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
-int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+bool Device::linkTakeable(int h) {
   Qp& q = *qp(h);
-  if (!q.link || q.linkSent == q.sqTail) return LINK_TAKE_NONE;
-  bool onWire = q.linkOnWire();
+  if (!q.link || q.linkSent == q.sqTail) return false;
   // The head goes out once progress() found it ready; later WRs follow it while it is on
   // the wire, up to the window (one at a time under an injected per-operation delay).
-  if (!onWire && !q.linkReady) return LINK_TAKE_NONE;
+  if (!q.linkOnWire()) return q.linkReady;
   uint32_t window = q.delayMs > 0 ? 1 : kLinkWindow;
-  if (onWire && q.linkSent - q.sqHead >= window) return LINK_TAKE_NONE;
+  if (q.linkSent - q.sqHead >= window) return false;
   QpShared* s = qpShared(q.slot);
-  if (onWire && (state_code(s->state.load()) != QPS_RTS || s->linkBroken.load(std::memory_order_relaxed)))
-    return LINK_TAKE_NONE;
+  return state_code(s->state.load()) == QPS_RTS && !s->linkBroken.load(std::memory_order_relaxed);
+}
+
+int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+  if (!linkTakeable(h)) return LINK_TAKE_NONE;
+  Qp& q = *qp(h);
+  bool onWire = q.linkOnWire();
+  QpShared* s = qpShared(q.slot);
   SendEntry& e = q.sq[q.linkSent % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;
@@ -78,7 +83,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
-  return LINK_TAKE_READY;
+  return linkTakeable(h) ? LINK_TAKE_READY : LINK_TAKE_LAST;
 }
 
 void Device::linkProgress(int h) {
@@ -91,15 +96,15 @@ void Device::linkProgress(int h) {
   block(q, now_ms() + ack_timeout_ms(q.timeout));
 }
 
-void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
+bool Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
                       size_t len) {
   Qp& q = *qp(h);
   // Answers come in send-queue order (one connection, run in order by the target); only
   // the head's counts, and only while it is on the wire (flushed or reset WRs are ignored).
   // A discarded frame says nothing: it goes out again after the WR that failed before it.
-  if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return;
+  if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return linkTakeable(h);
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
-  if (token != e.seq + 1) return;
+  if (token != e.seq + 1) return linkTakeable(h);
   unblock(q);  // the answer beat the deadline
   iovec local[kMaxIov];
   size_t nl = 0;
@@ -125,10 +130,12 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
     q.linkSent = q.sqHead;
     q.linkReady = false;
   }
-  if (!settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) return;
-  // The next WR on the wire gets a full ACK timeout of its own.
-  if (q.linkOnWire()) block(q, now_ms() + ack_timeout_ms(q.timeout));
-  progress(q);
+  if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) {
+    // The next WR on the wire gets a full ACK timeout of its own.
+    if (q.linkOnWire()) block(q, now_ms() + ack_timeout_ms(q.timeout));
+    progress(q);
+  }
+  return linkTakeable(h);
 }
 
 PeerSegment* Device::selfPeer() {

@@ -128,7 +128,7 @@ export interface SoftNativeDevice extends NativeDevice {
   toRtrLink(handle: number, peer: SoftLinkPeer): number;
   /**
    * The next WR for the wire into `hdr` (LINK_* words) and its payload into
-   * `frame[offset..]`: a LINK_TAKE_* code.
+   * `frame[offset..]`: a LINK_TAKE_* code (LINK_TAKE_LAST: taken, and no other one now).
    */
   /** `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`). */
   linkTake(
@@ -138,7 +138,10 @@ export interface SoftNativeDevice extends NativeDevice {
     offset: number,
     cap?: number,
   ): number;
-  /** The peer's answer; READ or atomic data are `data[offset, offset + length)`. */
+  /**
+   * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
+   * WRs are ready to take now (linkTake).
+   */
   linkDone(
     handle: number,
     token: number,
@@ -148,7 +151,7 @@ export interface SoftNativeDevice extends NativeDevice {
     data?: Uint8Array,
     offset?: number,
     length?: number,
-  ): void;
+  ): boolean;
   /** bytes moved on the connection carrying this QP's frames: its ACK timer restarts */
   linkProgress(handle: number): void;
   /**

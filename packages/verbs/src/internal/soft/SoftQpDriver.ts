@@ -42,19 +42,20 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly #linkOwner: LinkOwner = {
     answer: (token, outcome, status, rnrTimer, data, offset, length) => {
       if (this.#host.closed || this.#device.closed) return;
-      if (data)
-        this.#native.linkDone(
-          this.#host.handle,
-          token,
-          outcome,
-          status,
-          rnrTimer,
-          data,
-          offset,
-          length,
-        );
-      else this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
-      this.onLink();
+      const more = data
+        ? this.#native.linkDone(
+            this.#host.handle,
+            token,
+            outcome,
+            status,
+            rnrTimer,
+            data,
+            offset,
+            length,
+          )
+        : this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
+      // The WRs it let go (behind it, or itself again): taken now, or none ready.
+      if (more) this.onLink();
     },
     progress: () => {
       if (!this.#host.closed && !this.#device.closed) this.#native.linkProgress(this.#host.handle);
@@ -227,6 +228,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
           if (taken === ABI.LINK_TAKE_NONE) return;
           if (taken !== ABI.LINK_TAKE_NEEDS_BUFFER) {
             link.sendGathered(hdr, this.#linkOwner);
+            if (taken === ABI.LINK_TAKE_LAST) return;
             continue;
           }
           need = hdr[ABI.LINK_LENGTH] as number;
@@ -237,7 +239,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
           return; // taken when a frame in flight leaves the socket
         }
         const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER);
-        if (taken !== ABI.LINK_TAKE_READY) {
+        if (taken !== ABI.LINK_TAKE_READY && taken !== ABI.LINK_TAKE_LAST) {
           this.#linkFree.push(frame);
           if (taken === ABI.LINK_TAKE_NONE) return;
           need = hdr[ABI.LINK_LENGTH] as number; // too small: one that large next
@@ -246,6 +248,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
         need = 0;
         this.#linkInUse++;
         link.send(hdr, frame, this.#linkOwner);
+        if (taken === ABI.LINK_TAKE_LAST) return;
       }
     } finally {
       link.endBatch();
