@@ -72,9 +72,24 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   // its answers; a larger one goes into a frame buffer of its own).
   size_t cap = payload.bytes - offset;
   if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
-  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap);
+  // defer (optional): a WRITE/SEND's payload is left where it lies, for linkWrite.
+  bool defer = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
+  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap, defer);
   Schedule();
   return Napi::Number::New(info.Env(), r);
+}
+
+// linkWrite(h, fd, frame, headerBytes): the WR just taken deferred, from its memory to the
+// socket; the bytes written (the rest copied into `frame` at its place), or -1.
+Napi::Value SoftDevice::LinkWrite(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView frame;
+  if (!QpArg(info, 0, &h) || !ArrayArg(info, 2, napi_uint8_array, &frame)) return info.Env().Undefined();
+  double fd = Num(info, 1);
+  size_t hdrBytes = U32(info, 3);
+  int64_t n = dev_->linkWrite(h, std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX ? static_cast<int>(fd) : -1,
+                              frame.u8(), hdrBytes, frame.bytes);
+  return Napi::Number::New(info.Env(), static_cast<double>(n));
 }
 
 // The bytes [offset, offset + length) of the Uint8Array argument i, checked against it.

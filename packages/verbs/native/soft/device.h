@@ -102,6 +102,7 @@ struct Qp {
   bool link = false;
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
   uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
+  uint32_t linkDeferred = 0;   // seq + 1 of the WR linkTake took without its payload (linkWrite)
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
   // On an SRQ: LAST_WQE_REACHED is owed (entered ERR) / was raised for this error (once per
   // ERR, until a reset).
@@ -192,8 +193,16 @@ class Device {
   // doubles into `hdr` (LINK_* words) and the gathered payload into `payload`
   // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
   // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
-  // LINK_TAKE_LAST: taken, and nothing more can be now (linkTakeable false).
-  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // LINK_TAKE_LAST: taken, and nothing more can be now (linkTakeable false). `defer`: a
+  // WRITE/SEND's payload is not gathered (linkWrite sends it next), only its length checked.
+  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defer = false);
+  // The WR linkTake just took deferred goes straight from its registered memory to the
+  // socket `fd`: its header (frame[0, hdrBytes)) and payload in one non-blocking sendmsg,
+  // no copy of what the kernel takes; what it does not take is copied into `frame` after
+  // the header, at its place, for JS to write. The bytes written (header included, 0 when
+  // the socket is full or failed: JS's own write then reports it), or -1 when no WR was
+  // taken deferred or `frame` cannot hold it.
+  int64_t linkWrite(int h, int fd, uint8_t* frame, size_t hdrBytes, size_t frameBytes);
   // True when linkTake could hand out a WR now (it may still find its memory gone).
   bool linkTakeable(int h);
   // True once since the last call if respond() rang this device's own doorbell (it does

@@ -1,6 +1,8 @@
 // The TCP link side: WRs handed to JS to carry over a socket (linkTake, linkDone) and the
 // target running a peer's operation (respond).
 
+#include <sys/socket.h>
+
 #include "copy.h"
 #include "engine.h"
 
@@ -34,9 +36,10 @@ bool Device::linkTakeable(int h) {
   return state_code(s->state.load()) == QPS_RTS && !s->linkBroken.load(std::memory_order_relaxed);
 }
 
-int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defer) {
   if (!linkTakeable(h)) return LINK_TAKE_NONE;
   Qp& q = *qp(h);
+  q.linkDeferred = 0;
   bool onWire = q.linkOnWire();
   QpShared* s = qpShared(q.slot);
   SendEntry& e = q.sq[q.linkSent % q.maxSendWr];
@@ -54,6 +57,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   // An atomic's request carries its operands; its local SGE only receives the answer.
   bool atomic = is_atomic(e.opcode);
   uint64_t wire = atomic ? sizeof e.operands : total;
+  defer = defer && !atomic && e.opcode != OP_RDMA_READ;
   if (e.opcode != OP_RDMA_READ && wire > cap) {
     hdr[LINK_LENGTH] = static_cast<double>(wire);
     return LINK_TAKE_NEEDS_BUFFER;
@@ -77,13 +81,51 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   hdr[LINK_DST_GEN] = q.peerGen;
   hdr[LINK_SRC_QPN] = s->qpn;
   hdr[LINK_SRC_PID] = static_cast<double>(pid_);
-  if (atomic) {
+  if (defer) {
+    q.linkDeferred = e.seq + 1;  // linkWrite sends it from where it lies
+  } else if (atomic) {
     std::memcpy(payload, e.operands, sizeof e.operands);  // little-endian, as the wire says
   } else if (e.opcode != OP_RDMA_READ) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
   return linkTakeable(h) ? LINK_TAKE_READY : LINK_TAKE_LAST;
+}
+
+int64_t Device::linkWrite(int h, int fd, uint8_t* frame, size_t hdrBytes, size_t frameBytes) {
+  Qp& q = *qp(h);
+  uint32_t deferred = q.linkDeferred;
+  q.linkDeferred = 0;
+  if (!q.link || deferred == 0 || q.linkSent == q.sqHead) return -1;
+  SendEntry& e = q.sq[(q.linkSent - 1) % q.maxSendWr];
+  if (e.seq + 1 != deferred) return -1;
+  iovec iov[kMaxIov + 1];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t status = WC_SUCCESS;
+  // Checked by the take just before (nothing ran in between): still there.
+  if (!gatherLocal(q, e, iov + 1, &nl, &total, &status)) return -1;
+  if (hdrBytes > frameBytes || total > frameBytes - hdrBytes) return -1;
+  iov[0] = iovec{frame, hdrBytes};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = nl + 1;
+  ssize_t n = fd >= 0 ? sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
+  uint64_t sent = n > 0 ? static_cast<uint64_t>(n) : 0;
+  if (sent < hdrBytes + total) {
+    // The rest at its place in the frame: payload bytes [skip, total).
+    uint64_t skip = sent > hdrBytes ? sent - hdrBytes : 0;
+    size_t k = 1;
+    while (k <= nl && skip >= iov[k].iov_len) skip -= iov[k++].iov_len;
+    if (k <= nl) {
+      iov[k].iov_base = static_cast<uint8_t*>(iov[k].iov_base) + skip;
+      iov[k].iov_len -= skip;
+      uint64_t from = sent > hdrBytes ? sent - hdrBytes : 0;
+      iovec out{frame + hdrBytes + from, total - from};
+      scatter_copy(&out, 1, iov + k, nl + 1 - k);
+    }
+  }
+  return static_cast<int64_t>(sent);
 }
 
 void Device::linkProgress(int h) {

@@ -137,7 +137,15 @@ export interface SoftNativeDevice extends NativeDevice {
     frame: Uint8Array,
     offset: number,
     cap?: number,
+    defer?: boolean,
   ): number;
+  /**
+   * `defer`: a WRITE/SEND's payload stays in registered memory; then linkWrite writes the
+   * header (`frame[0, headerBytes)`) and that payload to socket `fd` directly, copies what
+   * the kernel did not take into `frame` at its place, and returns the bytes written (-1:
+   * nothing was taken deferred).
+   */
+  linkWrite(handle: number, fd: number, frame: Uint8Array, headerBytes: number): number;
   /**
    * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
    * WRs are ready to take now (linkTake).

@@ -70,6 +70,10 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
     },
   };
 
+  /** linkWrite for this QP (LinkClient.sendDirect): made once, not per frame. */
+  readonly #linkWrite = (fd: number, buf: Buffer, headerBytes: number): number =>
+    this.#native.linkWrite(this.#host.handle, fd, buf, headerBytes);
+
   constructor(
     host: QpHost,
     device: SoftDeviceDriver,
@@ -238,7 +242,11 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
           this.#linkStarved = true;
           return; // taken when a frame in flight leaves the socket
         }
-        const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER);
+        // Larger than SMALL_REQUEST (a WRITE or SEND): its payload goes from the registered
+        // memory straight into the socket when nothing of ours is queued there; the frame
+        // then takes only what the kernel did not.
+        const fd = need > SMALL_REQUEST ? link.directFd() : -1;
+        const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER, undefined, fd >= 0);
         if (taken !== ABI.LINK_TAKE_READY && taken !== ABI.LINK_TAKE_LAST) {
           this.#linkFree.push(frame);
           if (taken === ABI.LINK_TAKE_NONE) return;
@@ -247,7 +255,8 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
         }
         need = 0;
         this.#linkInUse++;
-        link.send(hdr, frame, this.#linkOwner);
+        if (fd >= 0) link.sendDirect(hdr, frame, this.#linkOwner, fd, this.#linkWrite);
+        else link.send(hdr, frame, this.#linkOwner);
         if (taken === ABI.LINK_TAKE_LAST) return;
       }
     } finally {

@@ -537,13 +537,71 @@ export class LinkClient implements AnswerSink {
       sock.write(frame.view(len), this.#onWritten);
       return;
     }
-    // Large: separate writes, so each one the kernel takes shows the peer is reading,
-    // and the frames of other QPs behind it keep their timers alive too.
-    for (let off = 0; off < len; off += LINK_CHUNK) {
+    this.#writePieces(owner, frame, 0, len);
+  }
+
+  /**
+   * Frame bytes [from, len) in separate writes of LINK_CHUNK: each one the kernel takes
+   * shows the peer is reading (progress), and the frames of other QPs behind it keep their
+   * timers alive too. The frame is released once the last is through.
+   */
+  #writePieces(owner: LinkOwner, frame: FrameBuffer, from: number, len: number): void {
+    for (let off = from; off < len; off += LINK_CHUNK) {
       const end = Math.min(len, off + LINK_CHUNK);
       this.#trackWrite(owner, end === len ? frame : undefined, true);
-      sock.write(frame.buf.subarray(off, end), this.#onWritten);
+      this.#sock.write(frame.buf.subarray(off, end), this.#onWritten);
     }
+  }
+
+  /**
+   * The socket's descriptor when a frame may be written to it directly now (nothing of
+   * ours queued in it or gathered before, so the bytes keep their order), else -1.
+   */
+  directFd(): number {
+    if (!this.#open || this.#dead || this.#corked || this.#writes.size > 0) return -1;
+    if (this.out.used > 0) this.out.flush(); // requests gathered before go first
+    if (this.#sock.writableLength > 0) return -1;
+    const fd = (this.#sock as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
+    return typeof fd === 'number' && fd >= 0 ? fd : -1;
+  }
+
+  /**
+   * Sends the WR described by `hdr` (a WRITE or SEND taken deferred: its payload still in
+   * registered memory) over `fd` (directFd(), in this same turn): `write` writes the header
+   * this puts in `frame` and the payload straight from that memory, without copying what
+   * the kernel takes, copies the rest into `frame` and returns the bytes written (-1: the
+   * take was not deferred). The rest goes through the socket as a large frame's pieces.
+   */
+  sendDirect(
+    hdr: Float64Array,
+    frame: FrameBuffer,
+    owner: LinkOwner,
+    fd: number,
+    write: (fd: number, buf: Buffer, headerBytes: number) => number,
+  ): void {
+    const length = hdr[ABI.LINK_LENGTH] as number;
+    if (length > this.#handshake.maxPayload) {
+      this.send(hdr, frame, owner); // refused there, as any WR over the target's limit
+      return;
+    }
+    const id = takeReqId();
+    writeRequestHeader(frame.buf, 0, id, hdr, length);
+    const p = this.#track(id, hdr, owner);
+    const len = REQ_HEADER + length;
+    p.frameLength = len;
+    const n = write(fd, frame.buf, REQ_HEADER);
+    if (n < 0) {
+      // Its payload is nowhere: this connection fails and the window goes again.
+      p.frame = frame;
+      this.#sock.destroy();
+      return;
+    }
+    p.frame = undefined;
+    if (n >= len) {
+      owner.released(frame); // all in the kernel: no write of ours holds the frame
+      return;
+    }
+    this.#writePieces(owner, frame, n, len);
   }
 
   /** Takes `p` out of the pending ring (it was never written; requests after it stay). */
