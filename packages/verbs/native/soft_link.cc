@@ -117,10 +117,18 @@ Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
   auto u = [&](size_t i) { return U32(info, i); };
   // JS takes the WRs this answer lets go right after it (the owner's onLink).
   dev_->jsTakesLink = true;
+  dev_->deferSelfRing = true;
   bool take = dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
                              static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data,
                              len);
   dev_->jsTakesLink = false;
+  dev_->deferSelfRing = false;
+  // A completion it made woke one of this device's CQs: delivered after this turn's I/O, as
+  // respond's (no eventfd write, poll and read per answer).
+  if (dev_->takeSelfRing()) {
+    doorbellOwed_ = true;
+    ArmFlush();
+  }
   Schedule();
   // Whether WRs are ready for JS to take now (it takes them right after: no call to ask).
   return Napi::Boolean::New(info.Env(), take);

@@ -215,6 +215,9 @@ class Device {
   // Set while JS is inside a call after which it takes the QP's ready WRs itself (post,
   // linkDone): the doorbell is then not rung for them (a syscall and a wake-up per WR).
   bool jsTakesLink = false;
+  // Set while the addon delivers this device's own wake-up itself after the call (linkDone):
+  // ringSelf only notes it (takeSelfRing), no eventfd round trip.
+  bool deferSelfRing = false;
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
   // Returns linkTakeable(h): whether JS has WRs to take after it.
   bool linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
@@ -356,7 +359,7 @@ class Device {
   std::map<int, CqRec> cqs_;
   std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
   bool linkAttention_ = false;  // some QP may have its head WR ready for the link
-  bool selfRung_ = false;       // respond() rang this device's own doorbell
+  bool selfRung_ = false;       // respond() or a deferred ringSelf() rang this device's own doorbell
   bool lastWqeAttention_ = false;  // some QP on an SRQ owes LAST_WQE_REACHED
   void oweLastWqe(Qp& q);
   std::map<int, SrqRec> srqs_;
