@@ -72,7 +72,8 @@ constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3
               LINK_HEAD = 10;
 
 // What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
-// bytes, does not fit the buffer given (nothing was taken: call again with one that large).
+// bytes, does not fit the buffer given (nothing was taken: call again with one that large;
+// hdr[LINK_HEAD] says whether it would be the head).
 // LINK_TAKE_LAST: taken, as READY, and nothing more can be taken now (no call to learn it).
 constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2, LINK_TAKE_LAST = 3;
 

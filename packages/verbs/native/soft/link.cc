@@ -60,6 +60,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defe
   defer = defer && !atomic && e.opcode != OP_RDMA_READ;
   if (e.opcode != OP_RDMA_READ && wire > cap) {
     hdr[LINK_LENGTH] = static_cast<double>(wire);
+    hdr[LINK_HEAD] = onWire ? 0 : 1;  // 0: behind a WR on the wire, whose ACK timer runs
     return LINK_TAKE_NEEDS_BUFFER;
   }
   if (!onWire) {

@@ -70,6 +70,9 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
     },
   };
 
+  /** onLink once the QP's frames left the socket (LinkClient.whenFramesOut). */
+  readonly #framesOut = (): void => this.onLink();
+
   /** linkWrite for this QP (LinkClient.sendDirect): made once, not per frame. */
   readonly #linkWrite = (fd: number, buf: Buffer, headerBytes: number): number =>
     this.#native.linkWrite(this.#host.handle, fd, buf, headerBytes);
@@ -236,6 +239,13 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
             continue;
           }
           need = hdr[ABI.LINK_LENGTH] as number;
+          if (need > SMALL_REQUEST && hdr[ABI.LINK_HEAD] === 0 && link.framesQueued) {
+            // Behind a WR on the wire (its ACK timer runs) and frames of ours still in the
+            // socket: taken when they are out, then straight from memory, not copied now
+            // only to wait behind them.
+            link.whenFramesOut(this.#framesOut);
+            return;
+          }
         }
         const frame = this.#frameFor(need);
         if (frame === undefined) {

@@ -115,6 +115,9 @@ export class LinkClient implements AnswerSink {
   #staleData: number;
   /** waiting for the connection to open or drain (whenWritable) */
   #waiters: (() => void)[] = [];
+  /** waiting for our frames to leave the socket (whenFramesOut), and a spare list */
+  #outWaiters: (() => void)[] = [];
+  #outSpare: (() => void)[] = [];
   /** requests in the order sent; answers come in this order */
   readonly #pending = new Ring<Pending>();
   readonly #writes = new Ring<Written>();
@@ -195,10 +198,35 @@ export class LinkClient implements AnswerSink {
   }
 
   #wake(): void {
+    this.#framesOut();
     const w = this.#waiters;
     if (w.length === 0) return;
     this.#waiters = [];
     for (const fn of w) fn();
+  }
+
+  /**
+   * True while frames of ours are in the socket (open): a large WR behind them waits for
+   * them (whenFramesOut) and then goes straight from registered memory (sendDirect),
+   * instead of being copied into a frame only to queue behind them.
+   */
+  get framesQueued(): boolean {
+    return this.#open && !this.#dead && this.#writes.size > 0;
+  }
+
+  /** Calls `fn` once when no frame of ours is in the socket any more, or the connection failed. */
+  whenFramesOut(fn: () => void): void {
+    if (!this.#outWaiters.includes(fn)) this.#outWaiters.push(fn);
+  }
+
+  #framesOut(): void {
+    const w = this.#outWaiters;
+    if (w.length === 0) return;
+    // Swapped with the spare list: callbacks may register again (no array per call).
+    this.#outWaiters = this.#outSpare;
+    this.#outSpare = w;
+    for (let i = 0; i < w.length; i++) (w[i] as () => void)();
+    w.length = 0;
   }
 
   /**
@@ -642,6 +670,7 @@ export class LinkClient implements AnswerSink {
       if (next !== last) next.progress();
       last = next;
     }
+    if (this.#writes.size === 0) this.#framesOut();
   };
 
   close(): void {
