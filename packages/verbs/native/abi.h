@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 8;  // 8: FLAG_SOLICITED
+constexpr int kVersion = 9;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -72,11 +72,18 @@ constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3
               LINK_HEAD = 10;
 
 // What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
-// bytes, does not fit the buffer given (nothing was taken: call again with one that large).
-constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2;
+// bytes, does not fit the buffer given (nothing was taken: call again with one that large;
+// hdr[LINK_HEAD] says whether it would be the head).
+// LINK_TAKE_LAST: taken, as READY, and nothing more can be taken now (no call to learn it).
+constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 2, LINK_TAKE_LAST = 3;
 
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
 constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
+// The RNR timer an outcome other than RNR carries (ignored for it: an answer names one).
+constexpr int LINK_NO_RNR = 12;
+// ibv_wc_status values the link names: a request the target refuses (too long, unknown), and
+// the highest status there is (an answer naming a higher one is malformed).
+constexpr int WC_REM_INV_REQ_ERR = 9, WC_STATUS_LAST = 21;  // IBV_WC_GENERAL_ERR
 
 // The respond record (Float64Array, RESPOND_WORDS words): the target's link writes a
 // request's fields (RESPOND_SLOT .. RESPOND_SRC_PID) and respond() writes its answer
@@ -174,10 +181,14 @@ constexpr Entry kTable[] = {
     {"LINK_TAKE_NONE", LINK_TAKE_NONE},
     {"LINK_TAKE_READY", LINK_TAKE_READY},
     {"LINK_TAKE_NEEDS_BUFFER", LINK_TAKE_NEEDS_BUFFER},
+    {"LINK_TAKE_LAST", LINK_TAKE_LAST},
     {"LINK_DONE", LINK_DONE},
     {"LINK_RNR", LINK_RNR},
     {"LINK_TRANSPORT", LINK_TRANSPORT},
     {"LINK_DISCARDED", LINK_DISCARDED},
+    {"LINK_NO_RNR", LINK_NO_RNR},
+    {"WC_REM_INV_REQ_ERR", WC_REM_INV_REQ_ERR},
+    {"WC_STATUS_LAST", WC_STATUS_LAST},
     {"RESPOND_WORDS", RESPOND_WORDS},
     {"RESPOND_SLOT", RESPOND_SLOT},
     {"RESPOND_GEN", RESPOND_GEN},
@@ -269,8 +280,11 @@ static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY,
                              LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD},
                             LINK_WORDS),
               "link header fields");
-static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER}), "linkTake codes are distinct");
+static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER, LINK_TAKE_LAST}),
+              "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
+static_assert(LINK_NO_RNR >= 0 && LINK_NO_RNR <= 31, "an RNR timer is a 5-bit code");
+static_assert(WC_REM_INV_REQ_ERR <= WC_STATUS_LAST, "statuses the link names exist");
 static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
                              RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER,
                              RESPOND_PLACED},

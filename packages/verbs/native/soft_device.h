@@ -178,9 +178,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset, cap?) → LINK_TAKE_*
-  //   (abi.h); the payload is gathered into frame[offset..]
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset, cap?, defer?) →
+  //   LINK_TAKE_* (abi.h); the payload is gathered into frame[offset..] (not when deferred)
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
+  // linkWrite(h, fd, frame: Uint8Array, headerBytes) → bytes written, or -1 (Device::linkWrite)
+  Napi::Value LinkWrite(const Napi::CallbackInfo& info);
 
   // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
   bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);

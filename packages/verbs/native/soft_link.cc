@@ -72,9 +72,24 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   // its answers; a larger one goes into a frame buffer of its own).
   size_t cap = payload.bytes - offset;
   if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
-  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap);
+  // defer (optional): a WRITE/SEND's payload is left where it lies, for linkWrite.
+  bool defer = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
+  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap, defer);
   Schedule();
   return Napi::Number::New(info.Env(), r);
+}
+
+// linkWrite(h, fd, frame, headerBytes): the WR just taken deferred, from its memory to the
+// socket; the bytes written (the rest copied into `frame` at its place), or -1.
+Napi::Value SoftDevice::LinkWrite(const Napi::CallbackInfo& info) {
+  int h;
+  ArrayView frame;
+  if (!QpArg(info, 0, &h) || !ArrayArg(info, 2, napi_uint8_array, &frame)) return info.Env().Undefined();
+  double fd = Num(info, 1);
+  size_t hdrBytes = U32(info, 3);
+  int64_t n = dev_->linkWrite(h, std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX ? static_cast<int>(fd) : -1,
+                              frame.u8(), hdrBytes, frame.bytes);
+  return Napi::Number::New(info.Env(), static_cast<double>(n));
 }
 
 // The bytes [offset, offset + length) of the Uint8Array argument i, checked against it.
@@ -102,11 +117,21 @@ Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
   auto u = [&](size_t i) { return U32(info, i); };
   // JS takes the WRs this answer lets go right after it (the owner's onLink).
   dev_->jsTakesLink = true;
-  dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
-                 static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data, len);
+  dev_->deferSelfRing = true;
+  bool take = dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
+                             static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data,
+                             len);
   dev_->jsTakesLink = false;
+  dev_->deferSelfRing = false;
+  // A completion it made woke one of this device's CQs: delivered after this turn's I/O, as
+  // respond's (no eventfd write, poll and read per answer).
+  if (dev_->takeSelfRing()) {
+    doorbellOwed_ = true;
+    ArmFlush();
+  }
   Schedule();
-  return info.Env().Undefined();
+  // Whether WRs are ready for JS to take now (it takes them right after: no call to ask).
+  return Napi::Boolean::New(info.Env(), take);
 }
 
 Napi::Value SoftDevice::LinkProgress(const Napi::CallbackInfo& info) {

@@ -1,12 +1,18 @@
 // native/abi.h and src/internal/abi.ts are one contract: the addon's table equals the
 // TypeScript one, and a drift is refused at load with the field named.
 import { describe, expect, it } from 'vitest';
+import { WC_STATUSES } from '../src/index.js';
 import { ABI, checkAbi } from '../src/internal/abi.js';
 import { loadAddon } from '../src/internal/native.js';
 
 describe('the native ABI contract', () => {
   it('the addon exports exactly the table abi.ts holds', () => {
     expect(loadAddon().abi()).toEqual({ ...ABI });
+  });
+
+  it('the wc statuses the link names are the ibverbs ones JS names', () => {
+    expect(WC_STATUSES[ABI.WC_REM_INV_REQ_ERR]).toBe('REM_INV_REQ_ERR');
+    expect(ABI.WC_STATUS_LAST).toBe(WC_STATUSES.length - 1);
   });
 
   it('a field that differs is ERR_RDMA_NATIVE_LOAD naming it', () => {

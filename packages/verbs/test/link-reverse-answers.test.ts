@@ -77,6 +77,23 @@ function via(ep: SoftEndpoint, port: number): SoftEndpoint {
   return { ...ep, tcp: { ...(ep.tcp as NonNullable<SoftEndpoint['tcp']>), port } };
 }
 
+/** A raw connection to `ep`'s listener, authenticated with its key (as its peer can). */
+async function authenticatedTo(ep: SoftEndpoint): Promise<Socket> {
+  const tcp = ep.tcp as NonNullable<SoftEndpoint['tcp']>;
+  const sock = dial(tcp.port, '127.0.0.1');
+  let got = Buffer.alloc(0);
+  sock.on('data', (d: Buffer) => {
+    got = Buffer.concat([got, d]);
+  });
+  sock.on('error', () => undefined);
+  const hs = new InitiatorHandshake(Buffer.from(tcp.key, 'base64url'), ep);
+  await until(() => got.length >= HELLO_BYTES, 'HELLO');
+  sock.write(hs.answer(got.subarray(0, HELLO_BYTES)) as Buffer);
+  await until(() => got.length >= HELLO_BYTES + WELCOME_BYTES, 'WELCOME');
+  expect(hs.verify(got.subarray(HELLO_BYTES, HELLO_BYTES + WELCOME_BYTES))).toBe(true);
+  return sock;
+}
+
 describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way back', () => {
   let cleanup: (() => void) | undefined;
   afterEach(() => {
@@ -85,7 +102,7 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
   });
 
   /** Two link devices whose QPs reach each other through proxies (pa in front of a's listener). */
-  async function proxied(o: { timeout?: number } = {}) {
+  async function proxied(o: { timeout?: number; retryCount?: number } = {}) {
     const da = openDevice({ provider: 'soft', link: 'tcp' });
     const db = openDevice({ provider: 'soft', link: 'tcp' });
     const la = await da.listen();
@@ -102,7 +119,10 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     };
     const ea = via(a.qp.endpoint() as SoftEndpoint, await pa.listen());
     const eb = via(b.qp.endpoint() as SoftEndpoint, await pb.listen());
-    const opts = o.timeout === undefined ? {} : { timeout: o.timeout };
+    const opts = {
+      ...(o.timeout === undefined ? {} : { timeout: o.timeout }),
+      ...(o.retryCount === undefined ? {} : { retryCount: o.retryCount }),
+    };
     a.qp.connect(eb, opts);
     b.qp.connect(ea, opts);
     return { a, b, pa, pb };
@@ -186,6 +206,42 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     expect(b.cq.pending()).toBe(0);
     for (let i = 0; i < n; i++) expect(b.mr.bytes[64 * i]).toBe(i);
     expect(pa.conns.length).toBe(2);
+  });
+
+  it('answers_lost_only_with_the_newest_connection: another connection bound to the QP closing abandons nothing', async () => {
+    // No retry to spare (a request abandoned fails at once) and a long ACK timeout (≈ 4.3 s).
+    const { a, b, pa, pb } = await proxied({ timeout: 20, retryCount: 0 });
+    // b's connection to a (through pa) comes up: a ping from b, answered by a.
+    a.qp.postRecv({ wrId: 500, sgList: [a.mr.sge(0, 64)] });
+    b.qp.postSend({ wrId: 50, opcode: 'SEND', sgList: [b.mr.sge(0, 8)] });
+    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 500, status: 'SUCCESS' });
+    expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 50, status: 'SUCCESS' });
+    await until(() => pa.conns.length === 1, "b's connection to a");
+    const back = pa.conns[0] as Piped;
+    // Two more connections bound to a's QP (what its peer can open, holding its key): the
+    // newest is the last of them, not b's.
+    const ea = a.qp.endpoint() as SoftEndpoint;
+    const r1 = await authenticatedTo(ea);
+    const r2 = await authenticatedTo(ea);
+    // a's SEND runs at b; its answer is held on b's connection.
+    back.client.pause();
+    b.qp.postRecv({ wrId: 100, sgList: [b.mr.sge(0, 64)] });
+    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(128, 8)] });
+    expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 100, status: 'SUCCESS' });
+    const out = pb.conns[0] as Piped; // a's connection to b: a's requests
+    const sent = out.up;
+    // An older connection closing carries none of the answers on their way: a's window is
+    // not given up (it would be sent again once the ACK timer ran).
+    r1.destroy();
+    await new Promise<void>((r) => r1.once('close', () => r()));
+    await sleep(100);
+    expect(a.cq.pending()).toBe(0);
+    // The answer gets through: the SEND completes on its first frame, never sent again.
+    back.client.resume();
+    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
+    expect(out.up).toBe(sent);
+    expect(pb.conns.length).toBe(1);
+    r2.destroy();
   });
 
   it('answer_for_nothing_asked_on_a_connection_back_is_dropped: an authenticated peer cannot complete what was not sent', async () => {

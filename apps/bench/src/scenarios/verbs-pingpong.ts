@@ -73,9 +73,39 @@ export const verbsPingPongScenario: Scenario = {
   },
   summarize(results: Result[]): string {
     const r = results.find((x) => x.op === 'write-loop-delay');
-    return r ? loopDelayVerdict(r) : '';
+    return [r ? loopDelayVerdict(r) : '', linkVerdict(results)].filter((x) => x).join('\n');
   },
 };
+
+/** Issue 10's targets for soft's TCP link, against Node TCP in the same run. */
+export const LINK_RTT_TARGET = 1.2;
+export const LINK_THROUGHPUT_TARGET = 0.8;
+
+/** The link rows against their TCP baselines (64 B round trip p50, 1 MiB throughput). */
+export function linkVerdict(results: Result[]): string {
+  const find = (op: string, size: number) =>
+    results.find((x) => x.op === op && x.sizeBytes === size);
+  const lines: string[] = [];
+  const tcp = find('pingpong', 64);
+  const link = find('send-pingpong-events-default-spin-link-tcp', 64);
+  if (tcp && link) {
+    const ratio = link.p50Us / tcp.p50Us;
+    const met = ratio <= LINK_RTT_TARGET ? 'met' : 'missed';
+    lines.push(
+      `soft TCP link, 64 B round trip p50: ${ratio.toFixed(2)}× TCP's (target ≤ ${LINK_RTT_TARGET}×: ${met})`,
+    );
+  }
+  const raw = find('throughput', 1 << 20)?.gibPerSec;
+  const over = find('write-throughput-link-tcp', 1 << 20)?.gibPerSec;
+  if (raw && over) {
+    const ratio = over / raw;
+    const met = ratio >= LINK_THROUGHPUT_TARGET ? 'met' : 'missed';
+    lines.push(
+      `soft TCP link, 1 MiB throughput: ${ratio.toFixed(2)}× the raw TCP stream (target ≥ ${LINK_THROUGHPUT_TARGET}×: ${met})`,
+    );
+  }
+  return lines.join('\n');
+}
 
 /** Issue 10's bound on the event loop's delay during a 1 GiB WRITE. */
 export const LOOP_DELAY_TARGET_MS = 10;

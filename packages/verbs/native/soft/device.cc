@@ -63,6 +63,10 @@ Device::~Device() {
 }
 
 void Device::ringSelf() {
+  if (deferSelfRing) {
+    selfRung_ = true;
+    return;
+  }
   uint64_t one = 1;
   ssize_t r = write(seg_.eventfd(), &one, sizeof one);
   (void)r;

@@ -32,7 +32,8 @@ using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the 
 using rdmajs::abi::LINK_OPCODE, rdmajs::abi::LINK_IMM, rdmajs::abi::LINK_REMOTE_ADDR, rdmajs::abi::LINK_RKEY,
     rdmajs::abi::LINK_LENGTH, rdmajs::abi::LINK_DST_SLOT, rdmajs::abi::LINK_DST_GEN, rdmajs::abi::LINK_SRC_QPN,
     rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD;
-using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER;
+using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER,
+    rdmajs::abi::LINK_TAKE_LAST;
 
 // The target's answer to an operation that arrived over the TCP link (respond): a LINK_*
 // outcome, the ibv_wc_status of a done one, and the QP's min_rnr_timer for an RNR.
@@ -101,6 +102,7 @@ struct Qp {
   bool link = false;
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
   uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
+  uint32_t linkDeferred = 0;   // seq + 1 of the WR linkTake took without its payload (linkWrite)
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
   // On an SRQ: LAST_WQE_REACHED is owed (entered ERR) / was raised for this error (once per
   // ERR, until a reset).
@@ -191,7 +193,18 @@ class Device {
   // doubles into `hdr` (LINK_* words) and the gathered payload into `payload`
   // (WRITE/SEND, atomics' operands). LINK_TAKE_READY taken, LINK_TAKE_NONE nothing ready,
   // LINK_TAKE_NEEDS_BUFFER: `payload` must hold hdr[LINK_LENGTH] bytes (nothing taken).
-  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap);
+  // LINK_TAKE_LAST: taken, and nothing more can be now (linkTakeable false). `defer`: a
+  // WRITE/SEND's payload is not gathered (linkWrite sends it next), only its length checked.
+  int linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defer = false);
+  // The WR linkTake just took deferred goes straight from its registered memory to the
+  // socket `fd`: its header (frame[0, hdrBytes)) and payload in one non-blocking sendmsg,
+  // no copy of what the kernel takes; what it does not take is copied into `frame` after
+  // the header, at its place, for JS to write. The bytes written (header included, 0 when
+  // the socket is full or failed: JS's own write then reports it), or -1 when no WR was
+  // taken deferred or `frame` cannot hold it.
+  int64_t linkWrite(int h, int fd, uint8_t* frame, size_t hdrBytes, size_t frameBytes);
+  // True when linkTake could hand out a WR now (it may still find its memory gone).
+  bool linkTakeable(int h);
   // True once since the last call if respond() rang this device's own doorbell (it does
   // not write the eventfd: the caller delivers the wake-up).
   bool takeSelfRing() {
@@ -202,8 +215,12 @@ class Device {
   // Set while JS is inside a call after which it takes the QP's ready WRs itself (post,
   // linkDone): the doorbell is then not rung for them (a syscall and a wake-up per WR).
   bool jsTakesLink = false;
+  // Set while the addon delivers this device's own wake-up itself after the call (linkDone):
+  // ringSelf only notes it (takeSelfRing), no eventfd round trip.
+  bool deferSelfRing = false;
   // The peer's answer for a taken WR (outcome, status, RNR timer, READ data).
-  void linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
+  // Returns linkTakeable(h): whether JS has WRs to take after it.
+  bool linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data, size_t len);
   // The connection carrying this QP's frames moved bytes: its ACK timer starts again.
   void linkProgress(int h);
   // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`
@@ -281,6 +298,18 @@ class Device {
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
                   const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false,
                   bool solicited = true);
+  // deliver's first checks, shared with place(): the target QP `t` (pinned by the caller)
+  // is still incarnation `gen`, can receive (RTR/RTS) and is connected to (srcPid, srcQpn).
+  // `word`: the state word checked.
+  bool acceptsFrom(QpShared* t, uint32_t gen, uint32_t srcQpn, uint32_t srcPid, uint32_t* word);
+  // deliver's checks of an RDMA WRITE/READ's target range, shared with place(): `need` is the
+  // remote access it takes. WC_SUCCESS with `view` filled (nothing to check for len 0), or the
+  // status the operation fails with.
+  uint8_t checkRemote(QpShared* t, MrPins& pins, uint32_t need, uint32_t rkey, uint64_t addr, uint64_t len,
+                      MrView* view);
+  // The local QP a request over the link names (respond, place): slot in range, still
+  // incarnation `gen`, link not broken; null otherwise.
+  QpShared* linkTarget(uint32_t slot, uint32_t gen);
   // This device as a peer of its own (the TCP link's target runs operations on itself), or
   // null when its segment cannot be opened.
   PeerSegment* selfPeer();
@@ -330,7 +359,7 @@ class Device {
   std::map<int, CqRec> cqs_;
   std::vector<int> armedCqs_;  // armed while empty: what a doorbell checks (destroyed ones dropped there)
   bool linkAttention_ = false;  // some QP may have its head WR ready for the link
-  bool selfRung_ = false;       // respond() rang this device's own doorbell
+  bool selfRung_ = false;       // respond() or a deferred ringSelf() rang this device's own doorbell
   bool lastWqeAttention_ = false;  // some QP on an SRQ owes LAST_WQE_REACHED
   void oweLastWqe(Qp& q);
   std::map<int, SrqRec> srqs_;

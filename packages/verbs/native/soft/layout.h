@@ -32,7 +32,7 @@ enum WcStatus : uint8_t {
   WC_LOC_QP_OP_ERR = 2,
   WC_LOC_PROT_ERR = 4,
   WC_WR_FLUSH_ERR = 5,
-  WC_REM_INV_REQ_ERR = 9,
+  WC_REM_INV_REQ_ERR = rdmajs::abi::WC_REM_INV_REQ_ERR,
   WC_REM_ACCESS_ERR = 10,
   WC_REM_OP_ERR = 11,
   WC_RETRY_EXC_ERR = 12,
@@ -43,7 +43,7 @@ using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_
     rdmajs::abi::OP_RDMA_WRITE_WITH_IMM, rdmajs::abi::OP_RDMA_READ, rdmajs::abi::OP_ATOMIC_CMP_AND_SWP,
     rdmajs::abi::OP_ATOMIC_FETCH_AND_ADD, rdmajs::abi::OP_LAST, rdmajs::abi::ATOMIC_OPERAND_WORDS,
     rdmajs::abi::ATOMIC_BYTES, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE,
-    rdmajs::abi::FLAG_SOLICITED;
+    rdmajs::abi::FLAG_SOLICITED, rdmajs::abi::LINK_NO_RNR;
 using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
 using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_COMP_SWAP,
     rdmajs::abi::WCO_FETCH_ADD, rdmajs::abi::WCO_RECV,

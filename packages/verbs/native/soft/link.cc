@@ -1,6 +1,8 @@
 // The TCP link side: WRs handed to JS to carry over a socket (linkTake, linkDone) and the
 // target running a peer's operation (respond).
 
+#include <sys/socket.h>
+
 #include "copy.h"
 #include "engine.h"
 
@@ -22,18 +24,24 @@ int Device::toRtrLink(int h, uint32_t peerPid, uint32_t peerSlot, uint32_t peerG
   return transition(s, bit(QPS_INIT), QPS_RTR) ? 0 : EINVAL;
 }
 
-int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
+bool Device::linkTakeable(int h) {
   Qp& q = *qp(h);
-  if (!q.link || q.linkSent == q.sqTail) return LINK_TAKE_NONE;
-  bool onWire = q.linkOnWire();
+  if (!q.link || q.linkSent == q.sqTail) return false;
   // The head goes out once progress() found it ready; later WRs follow it while it is on
   // the wire, up to the window (one at a time under an injected per-operation delay).
-  if (!onWire && !q.linkReady) return LINK_TAKE_NONE;
+  if (!q.linkOnWire()) return q.linkReady;
   uint32_t window = q.delayMs > 0 ? 1 : kLinkWindow;
-  if (onWire && q.linkSent - q.sqHead >= window) return LINK_TAKE_NONE;
+  if (q.linkSent - q.sqHead >= window) return false;
   QpShared* s = qpShared(q.slot);
-  if (onWire && (state_code(s->state.load()) != QPS_RTS || s->linkBroken.load(std::memory_order_relaxed)))
-    return LINK_TAKE_NONE;
+  return state_code(s->state.load()) == QPS_RTS && !s->linkBroken.load(std::memory_order_relaxed);
+}
+
+int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defer) {
+  if (!linkTakeable(h)) return LINK_TAKE_NONE;
+  Qp& q = *qp(h);
+  q.linkDeferred = 0;
+  bool onWire = q.linkOnWire();
+  QpShared* s = qpShared(q.slot);
   SendEntry& e = q.sq[q.linkSent % q.maxSendWr];
   iovec local[kMaxIov];
   size_t nl = 0;
@@ -43,14 +51,16 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
     if (onWire) return LINK_TAKE_NONE;  // completed with its local error once it is the head, in order
     // Failed locally after all (e.g. its MR was deregistered): complete it here.
     q.linkReady = false;
-    if (settle(q, e, DONE, status, 0, 12)) progress(q);
+    if (settle(q, e, DONE, status, 0, LINK_NO_RNR)) progress(q);
     return LINK_TAKE_NONE;
   }
   // An atomic's request carries its operands; its local SGE only receives the answer.
   bool atomic = is_atomic(e.opcode);
   uint64_t wire = atomic ? sizeof e.operands : total;
+  defer = defer && !atomic && e.opcode != OP_RDMA_READ;
   if (e.opcode != OP_RDMA_READ && wire > cap) {
     hdr[LINK_LENGTH] = static_cast<double>(wire);
+    hdr[LINK_HEAD] = onWire ? 0 : 1;  // 0: behind a WR on the wire, whose ACK timer runs
     return LINK_TAKE_NEEDS_BUFFER;
   }
   if (!onWire) {
@@ -72,13 +82,51 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap) {
   hdr[LINK_DST_GEN] = q.peerGen;
   hdr[LINK_SRC_QPN] = s->qpn;
   hdr[LINK_SRC_PID] = static_cast<double>(pid_);
-  if (atomic) {
+  if (defer) {
+    q.linkDeferred = e.seq + 1;  // linkWrite sends it from where it lies
+  } else if (atomic) {
     std::memcpy(payload, e.operands, sizeof e.operands);  // little-endian, as the wire says
   } else if (e.opcode != OP_RDMA_READ) {
     iovec out{payload, total};
     scatter_copy(&out, 1, local, nl);
   }
-  return LINK_TAKE_READY;
+  return linkTakeable(h) ? LINK_TAKE_READY : LINK_TAKE_LAST;
+}
+
+int64_t Device::linkWrite(int h, int fd, uint8_t* frame, size_t hdrBytes, size_t frameBytes) {
+  Qp& q = *qp(h);
+  uint32_t deferred = q.linkDeferred;
+  q.linkDeferred = 0;
+  if (!q.link || deferred == 0 || q.linkSent == q.sqHead) return -1;
+  SendEntry& e = q.sq[(q.linkSent - 1) % q.maxSendWr];
+  if (e.seq + 1 != deferred) return -1;
+  iovec iov[kMaxIov + 1];
+  size_t nl = 0;
+  uint64_t total = 0;
+  uint8_t status = WC_SUCCESS;
+  // Checked by the take just before (nothing ran in between): still there.
+  if (!gatherLocal(q, e, iov + 1, &nl, &total, &status)) return -1;
+  if (hdrBytes > frameBytes || total > frameBytes - hdrBytes) return -1;
+  iov[0] = iovec{frame, hdrBytes};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = nl + 1;
+  ssize_t n = fd >= 0 ? sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
+  uint64_t sent = n > 0 ? static_cast<uint64_t>(n) : 0;
+  if (sent < hdrBytes + total) {
+    // The rest at its place in the frame: payload bytes [skip, total).
+    uint64_t skip = sent > hdrBytes ? sent - hdrBytes : 0;
+    size_t k = 1;
+    while (k <= nl && skip >= iov[k].iov_len) skip -= iov[k++].iov_len;
+    if (k <= nl) {
+      iov[k].iov_base = static_cast<uint8_t*>(iov[k].iov_base) + skip;
+      iov[k].iov_len -= skip;
+      uint64_t from = sent > hdrBytes ? sent - hdrBytes : 0;
+      iovec out{frame + hdrBytes + from, total - from};
+      scatter_copy(&out, 1, iov + k, nl + 1 - k);
+    }
+  }
+  return static_cast<int64_t>(sent);
 }
 
 void Device::linkProgress(int h) {
@@ -91,15 +139,15 @@ void Device::linkProgress(int h) {
   block(q, now_ms() + ack_timeout_ms(q.timeout));
 }
 
-void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
+bool Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32_t rnrTimer, const uint8_t* data,
                       size_t len) {
   Qp& q = *qp(h);
   // Answers come in send-queue order (one connection, run in order by the target); only
   // the head's counts, and only while it is on the wire (flushed or reset WRs are ignored).
   // A discarded frame says nothing: it goes out again after the WR that failed before it.
-  if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return;
+  if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return linkTakeable(h);
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
-  if (token != e.seq + 1) return;
+  if (token != e.seq + 1) return linkTakeable(h);
   unblock(q);  // the answer beat the deadline
   iovec local[kMaxIov];
   size_t nl = 0;
@@ -125,10 +173,12 @@ void Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
     q.linkSent = q.sqHead;
     q.linkReady = false;
   }
-  if (!settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) return;
-  // The next WR on the wire gets a full ACK timeout of its own.
-  if (q.linkOnWire()) block(q, now_ms() + ack_timeout_ms(q.timeout));
-  progress(q);
+  if (settle(q, e, o, status, static_cast<uint32_t>(total), rnrTimer)) {
+    // The next WR on the wire gets a full ACK timeout of its own.
+    if (q.linkOnWire()) block(q, now_ms() + ack_timeout_ms(q.timeout));
+    progress(q);
+  }
+  return linkTakeable(h);
 }
 
 PeerSegment* Device::selfPeer() {
@@ -145,8 +195,8 @@ PeerSegment* Device::selfPeer() {
 
 Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
                        uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed) {
-  const Answer transport{TRANSPORT, WC_SUCCESS, 12};
-  const Answer invalid{DONE, WC_REM_INV_REQ_ERR, 12};
+  const Answer transport{TRANSPORT, WC_SUCCESS, LINK_NO_RNR};
+  const Answer invalid{DONE, WC_REM_INV_REQ_ERR, LINK_NO_RNR};
   if (slot >= kQpSlots || opcode > OP_LAST) return transport;
   if (placed && opcode != OP_RDMA_WRITE) return invalid;  // only plain WRITEs are placed ahead
   // An atomic arrives as its two operands; the prior value is written over them.
@@ -160,9 +210,8 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   // Longer than the port's max_msg_sz: an invalid request, as rxe answers it (the
   // initiator's own post is refused before; this is a peer that did not).
   if (len > DeviceLimits::maxMsg) return invalid;
-  QpShared* t = qpShared(slot);
-  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return transport;
-  PeerSegment* self = selfPeer();
+  QpShared* t = linkTarget(slot, gen);
+  PeerSegment* self = t ? selfPeer() : nullptr;
   if (!self) return transport;
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
@@ -171,23 +220,26 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   return Answer{o, status, t->minRnrTimer};
 }
 
+QpShared* Device::linkTarget(uint32_t slot, uint32_t gen) {
+  if (slot >= kQpSlots) return nullptr;
+  QpShared* t = qpShared(slot);
+  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return nullptr;
+  return t;
+}
+
 bool Device::place(uint32_t slot, uint32_t gen, uint64_t remoteAddr, uint32_t rkey, uint64_t total, uint32_t srcQpn,
                    uint32_t srcPid, uint64_t at, const uint8_t* bytes, size_t n) {
-  if (slot >= kQpSlots || total == 0 || total > DeviceLimits::maxMsg || at > total || n > total - at) return false;
-  QpShared* t = qpShared(slot);
-  if (t->gen.load(std::memory_order_acquire) != gen || t->linkBroken.load()) return false;
-  PeerSegment* self = selfPeer();
+  if (total == 0 || total > DeviceLimits::maxMsg || at > total || n > total - at) return false;
+  QpShared* t = linkTarget(slot, gen);
+  PeerSegment* self = t ? selfPeer() : nullptr;
   if (!self) return false;
-  // deliver's checks for an RDMA WRITE, in its order; any failure leaves the answer to it.
+  // deliver's checks for an RDMA WRITE (the same functions); any failure leaves the answer to it.
   QpPin held(t);
-  if (t->gen.load(std::memory_order_seq_cst) != gen) return false;
-  uint32_t tst = state_code(t->state.load(std::memory_order_seq_cst));
-  if (tst != QPS_RTR && tst != QPS_RTS) return false;
-  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return false;
-  if ((t->access.load() & ACC_REMOTE_WRITE) != ACC_REMOTE_WRITE) return false;
+  uint32_t word = 0;
+  if (!acceptsFrom(t, gen, srcQpn, srcPid, &word)) return false;
   MrPins pins(self->base(), self->layout());
   MrView v{};
-  if (pins.check(rkey, remoteAddr, total, ACC_REMOTE_WRITE, &v)) return false;
+  if (checkRemote(t, pins, ACC_REMOTE_WRITE, rkey, remoteAddr, total, &v) != WC_SUCCESS) return false;
   if (n == 0) return true;
   void* d = direct(self, v, remoteAddr);  // this process: the address itself
   if (!d) return false;

@@ -398,6 +398,22 @@ Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, i
   }
 }
 
+bool Device::acceptsFrom(QpShared* t, uint32_t gen, uint32_t srcQpn, uint32_t srcPid, uint32_t* word) {
+  if (t->gen.load(std::memory_order_seq_cst) != gen) return false;  // destroyed under us
+  *word = t->state.load(std::memory_order_seq_cst);
+  uint32_t tst = state_code(*word);
+  if (tst != QPS_RTR && tst != QPS_RTS) return false;
+  // The target listens only to the QP it was connected to; anything else is dropped.
+  return t->peerQpn == srcQpn && t->peerPid == srcPid;
+}
+
+uint8_t Device::checkRemote(QpShared* t, MrPins& pins, uint32_t need, uint32_t rkey, uint64_t addr, uint64_t len,
+                            MrView* view) {
+  if (len == 0) return WC_SUCCESS;  // a zero-length RDMA operation touches nothing and checks no key
+  if ((t->access.load() & need) != need) return WC_REM_INV_REQ_ERR;
+  return pins.check(rkey, addr, len, need, view) ? WC_REM_ACCESS_ERR : WC_SUCCESS;
+}
+
 Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl,
                                 uint64_t total, uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn,
                                 uint32_t srcPid, uint8_t* status, const uint64_t* operands, uint64_t msgLen,
@@ -409,12 +425,8 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     return DONE;
   }
   QpPin held(t);
-  if (t->gen.load(std::memory_order_seq_cst) != gen) return TRANSPORT;  // destroyed under us
-  const uint32_t word = t->state.load(std::memory_order_seq_cst);
-  uint32_t tst = state_code(word);
-  if (tst != QPS_RTR && tst != QPS_RTS) return TRANSPORT;
-  // The target listens only to the QP it was connected to; anything else is dropped.
-  if (t->peerQpn != srcQpn || t->peerPid != srcPid) return TRANSPORT;
+  uint32_t word = 0;
+  if (!acceptsFrom(t, gen, srcQpn, srcPid, &word)) return TRANSPORT;
   if (pauseNextDeliverMs_ > 0) {  // fault injection (tests): a slow initiator, mid-operation
     usleep(static_cast<useconds_t>(pauseNextDeliverMs_ * 1000));
     pauseNextDeliverMs_ = 0;
@@ -427,18 +439,12 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
 
   if (opcode == OP_RDMA_WRITE || opcode == OP_RDMA_WRITE_WITH_IMM || opcode == OP_RDMA_READ) {
     uint32_t need = opcode == OP_RDMA_READ ? ACC_REMOTE_READ : ACC_REMOTE_WRITE;
-    if (total > 0) {  // a zero-length RDMA operation touches nothing and checks no key
-      if ((t->access.load() & need) != need) {
-        *status = WC_REM_INV_REQ_ERR;
-        remoteFail(p, t, word);
-        return DONE;
-      }
-      if (pins.check(rkey, remoteAddr, total, need, &rview)) {
-        if (responderGone(t)) return TRANSPORT;
-        *status = WC_REM_ACCESS_ERR;
-        remoteFail(p, t, word);
-        return DONE;
-      }
+    uint8_t bad = checkRemote(t, pins, need, rkey, remoteAddr, total, &rview);
+    if (bad != WC_SUCCESS) {
+      if (bad == WC_REM_ACCESS_ERR && responderGone(t)) return TRANSPORT;
+      *status = bad;
+      remoteFail(p, t, word);
+      return DONE;
     }
   }
 

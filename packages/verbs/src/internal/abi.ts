@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 8,
+  version: 9,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -76,10 +76,14 @@ export const ABI = {
   LINK_TAKE_NONE: 0,
   LINK_TAKE_READY: 1,
   LINK_TAKE_NEEDS_BUFFER: 2,
+  LINK_TAKE_LAST: 3,
   LINK_DONE: 0,
   LINK_RNR: 1,
   LINK_TRANSPORT: 2,
   LINK_DISCARDED: 3,
+  LINK_NO_RNR: 12,
+  WC_REM_INV_REQ_ERR: 9,
+  WC_STATUS_LAST: 21,
   RESPOND_WORDS: 12,
   RESPOND_SLOT: 0,
   RESPOND_GEN: 1,

@@ -128,7 +128,7 @@ export interface SoftNativeDevice extends NativeDevice {
   toRtrLink(handle: number, peer: SoftLinkPeer): number;
   /**
    * The next WR for the wire into `hdr` (LINK_* words) and its payload into
-   * `frame[offset..]`: a LINK_TAKE_* code.
+   * `frame[offset..]`: a LINK_TAKE_* code (LINK_TAKE_LAST: taken, and no other one now).
    */
   /** `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`). */
   linkTake(
@@ -137,8 +137,19 @@ export interface SoftNativeDevice extends NativeDevice {
     frame: Uint8Array,
     offset: number,
     cap?: number,
+    defer?: boolean,
   ): number;
-  /** The peer's answer; READ or atomic data are `data[offset, offset + length)`. */
+  /**
+   * `defer`: a WRITE/SEND's payload stays in registered memory; then linkWrite writes the
+   * header (`frame[0, headerBytes)`) and that payload to socket `fd` directly, copies what
+   * the kernel did not take into `frame` at its place, and returns the bytes written (-1:
+   * nothing was taken deferred).
+   */
+  linkWrite(handle: number, fd: number, frame: Uint8Array, headerBytes: number): number;
+  /**
+   * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
+   * WRs are ready to take now (linkTake).
+   */
   linkDone(
     handle: number,
     token: number,
@@ -148,7 +159,7 @@ export interface SoftNativeDevice extends NativeDevice {
     data?: Uint8Array,
     offset?: number,
     length?: number,
-  ): void;
+  ): boolean;
   /** bytes moved on the connection carrying this QP's frames: its ACK timer restarts */
   linkProgress(handle: number): void;
   /**

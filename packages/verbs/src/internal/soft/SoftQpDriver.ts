@@ -42,19 +42,20 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly #linkOwner: LinkOwner = {
     answer: (token, outcome, status, rnrTimer, data, offset, length) => {
       if (this.#host.closed || this.#device.closed) return;
-      if (data)
-        this.#native.linkDone(
-          this.#host.handle,
-          token,
-          outcome,
-          status,
-          rnrTimer,
-          data,
-          offset,
-          length,
-        );
-      else this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
-      this.onLink();
+      const more = data
+        ? this.#native.linkDone(
+            this.#host.handle,
+            token,
+            outcome,
+            status,
+            rnrTimer,
+            data,
+            offset,
+            length,
+          )
+        : this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
+      // The WRs it let go (behind it, or itself again): taken now, or none ready.
+      if (more) this.onLink();
     },
     progress: () => {
       if (!this.#host.closed && !this.#device.closed) this.#native.linkProgress(this.#host.handle);
@@ -68,6 +69,13 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
       }
     },
   };
+
+  /** onLink once the QP's frames left the socket (LinkClient.whenFramesOut). */
+  readonly #framesOut = (): void => this.onLink();
+
+  /** linkWrite for this QP (LinkClient.sendDirect): made once, not per frame. */
+  readonly #linkWrite = (fd: number, buf: Buffer, headerBytes: number): number =>
+    this.#native.linkWrite(this.#host.handle, fd, buf, headerBytes);
 
   constructor(
     host: QpHost,
@@ -206,7 +214,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
    * (the native side bounds how many), in one system call. Each frame (header, then the
    * payload gathered natively) is a buffer of the QP's pool that the socket reads until
    * written; their bytes are bounded by LINK_POOL_BYTES (one WR always goes, whatever its
-   * size).
+   * size). A WR costs at most two takes: a refused one says how large a buffer it needs.
    */
   onLink(): void {
     const hdr = this.#linkHdr;
@@ -215,8 +223,10 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
     const h = this.#host.handle;
     link.beginBatch();
     try {
+      // Payload bytes the next WR needs, once a take said (0: not known yet).
+      let need = 0;
       for (;;) {
-        if (link.open) {
+        if (need === 0 && link.open) {
           // Small: gathered straight into the connection's Outbox, beside the answers
           // waiting there, and written with them at endBatch (one write).
           const out = link.out;
@@ -225,35 +235,69 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
           if (taken === ABI.LINK_TAKE_NONE) return;
           if (taken !== ABI.LINK_TAKE_NEEDS_BUFFER) {
             link.sendGathered(hdr, this.#linkOwner);
+            if (taken === ABI.LINK_TAKE_LAST) return;
             continue;
           }
-        }
-        const frame = this.#linkFree.pop() ?? this.#newFrame(ATOMIC_REQUEST_BYTES);
-        const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER);
-        if (taken === ABI.LINK_TAKE_NEEDS_BUFFER) {
-          const need = hdr[ABI.LINK_LENGTH] as number;
-          if (
-            this.#linkInUse > 0 &&
-            this.#linkPoolBytes - frame.capacity + need > LINK_POOL_BYTES
-          ) {
-            this.#linkFree.push(frame);
-            this.#linkStarved = true;
-            return; // taken when a frame in flight leaves the socket
+          need = hdr[ABI.LINK_LENGTH] as number;
+          if (need > SMALL_REQUEST && hdr[ABI.LINK_HEAD] === 0 && link.framesQueued) {
+            // Behind a WR on the wire (its ACK timer runs) and frames of ours still in the
+            // socket: taken when they are out, then straight from memory, not copied now
+            // only to wait behind them.
+            link.whenFramesOut(this.#framesOut);
+            return;
           }
-          this.#linkPoolBytes -= frame.capacity; // replaced by a larger one
-          this.#linkFree.push(this.#newFrame(need));
+        }
+        const frame = this.#frameFor(need);
+        if (frame === undefined) {
+          this.#linkStarved = true;
+          return; // taken when a frame in flight leaves the socket
+        }
+        // Larger than SMALL_REQUEST (a WRITE or SEND): its payload goes from the registered
+        // memory straight into the socket when nothing of ours is queued there; the frame
+        // then takes only what the kernel did not.
+        const fd = need > SMALL_REQUEST ? link.directFd() : -1;
+        const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER, undefined, fd >= 0);
+        if (taken !== ABI.LINK_TAKE_READY && taken !== ABI.LINK_TAKE_LAST) {
+          this.#linkFree.push(frame);
+          if (taken === ABI.LINK_TAKE_NONE) return;
+          need = hdr[ABI.LINK_LENGTH] as number; // too small: one that large next
           continue;
         }
-        if (taken === ABI.LINK_TAKE_NONE) {
-          this.#linkFree.push(frame);
-          return;
-        }
+        need = 0;
         this.#linkInUse++;
-        link.send(hdr, frame, this.#linkOwner);
+        if (fd >= 0) link.sendDirect(hdr, frame, this.#linkOwner, fd, this.#linkWrite);
+        else link.send(hdr, frame, this.#linkOwner);
+        if (taken === ABI.LINK_TAKE_LAST) return;
       }
     } finally {
       link.endBatch();
     }
+  }
+
+  /**
+   * A free frame for `need` payload bytes (any when 0), or undefined while frames in flight
+   * hold the pool: a frame too small is replaced by one that large within LINK_POOL_BYTES.
+   */
+  #frameFor(need: number): FrameBuffer | undefined {
+    const free = this.#linkFree;
+    for (let i = free.length - 1; i >= 0; i--) {
+      const f = free[i] as FrameBuffer;
+      if (f.capacity >= need) {
+        free[i] = free[free.length - 1] as FrameBuffer;
+        free.pop();
+        return f;
+      }
+    }
+    if (need === 0) return this.#newFrame(ATOMIC_REQUEST_BYTES);
+    const old = free[free.length - 1];
+    const freed = old === undefined ? 0 : old.capacity;
+    if (this.#linkInUse > 0 && this.#linkPoolBytes - freed + need > LINK_POOL_BYTES)
+      return undefined;
+    if (old !== undefined) {
+      free.pop();
+      this.#linkPoolBytes -= freed; // replaced by a larger one
+    }
+    return this.#newFrame(need);
   }
 
   #newFrame(payloadBytes: number): FrameBuffer {

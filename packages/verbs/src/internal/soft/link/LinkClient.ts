@@ -61,10 +61,6 @@ export interface LinkOwner {
   released(frame: FrameBuffer): void;
 }
 
-const WC_REM_INV_REQ_ERR = 9;
-const MAX_WC_STATUS = 21;
-// The RNR timer a transport failure reports (ignored by the engine for that outcome).
-const NO_RNR = 12;
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
 export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
@@ -119,6 +115,9 @@ export class LinkClient implements AnswerSink {
   #staleData: number;
   /** waiting for the connection to open or drain (whenWritable) */
   #waiters: (() => void)[] = [];
+  /** waiting for our frames to leave the socket (whenFramesOut), and a spare list */
+  #outWaiters: (() => void)[] = [];
+  #outSpare: (() => void)[] = [];
   /** requests in the order sent; answers come in this order */
   readonly #pending = new Ring<Pending>();
   readonly #writes = new Ring<Written>();
@@ -136,6 +135,8 @@ export class LinkClient implements AnswerSink {
   #corked = false;
   #batchDepth = 0;
   #batchFrames = 0;
+  /** the request the PROGRESS frame checkAnswer just accepted names (delivered next) */
+  #progressFor: Pending | undefined;
 
   /** `previous`: the connection this one replaces (its stale answers are recognised). */
   constructor(address: LinkAddress, target: LinkTarget, previous?: LinkClient) {
@@ -197,15 +198,45 @@ export class LinkClient implements AnswerSink {
   }
 
   #wake(): void {
+    this.#framesOut();
     const w = this.#waiters;
     if (w.length === 0) return;
     this.#waiters = [];
     for (const fn of w) fn();
   }
 
-  /** A buffer of `out` went through the socket: the QPs with requests waiting are alive. */
-  readonly #outWritten = (): void => {
-    if (!this.#dead) this.#pending.at(0)?.owner?.progress();
+  /**
+   * True while frames of ours are in the socket (open): a large WR behind them waits for
+   * them (whenFramesOut) and then goes straight from registered memory (sendDirect),
+   * instead of being copied into a frame only to queue behind them.
+   */
+  get framesQueued(): boolean {
+    return this.#open && !this.#dead && this.#writes.size > 0;
+  }
+
+  /** Calls `fn` once when no frame of ours is in the socket any more, or the connection failed. */
+  whenFramesOut(fn: () => void): void {
+    if (!this.#outWaiters.includes(fn)) this.#outWaiters.push(fn);
+  }
+
+  #framesOut(): void {
+    const w = this.#outWaiters;
+    if (w.length === 0) return;
+    // Swapped with the spare list: callbacks may register again (no array per call).
+    this.#outWaiters = this.#outSpare;
+    this.#outSpare = w;
+    for (let i = 0; i < w.length; i++) (w[i] as () => void)();
+    w.length = 0;
+  }
+
+  /**
+   * A buffer of `out` went through the socket: when it held a request of this QP's, the
+   * peer is reading them (progress for the oldest one waiting). A buffer of answers only
+   * says nothing about our requests: a peer that sends requests and never answers ours must
+   * not keep our timer alive.
+   */
+  readonly #outWritten = (requests: boolean): void => {
+    if (requests && !this.#dead) this.#pending.at(0)?.owner?.progress();
   };
 
   /**
@@ -301,7 +332,7 @@ export class LinkClient implements AnswerSink {
       if (p.frame) owner.released(p.frame); // never handed to the socket
       p.frame = undefined;
       if (p.dataLength > this.#staleData) this.#staleData = p.dataLength;
-      owner.answer(p.token, ABI.LINK_TRANSPORT, 0, NO_RNR, undefined, 0, 0);
+      owner.answer(p.token, ABI.LINK_TRANSPORT, 0, ABI.LINK_NO_RNR, undefined, 0, 0);
     }
   }
 
@@ -346,12 +377,13 @@ export class LinkClient implements AnswerSink {
       // given up: nothing to act on. More reports than the request has payload for: a
       // target stalling us on purpose.
       const p = this.#find(id);
+      this.#progressFor = p;
       if (!p) return len;
       if (p.progressLeft <= 0) return -1;
       p.progressLeft--;
       return len;
     }
-    if (outcome > ABI.LINK_DISCARDED || status > MAX_WC_STATUS) return -1;
+    if (outcome > ABI.LINK_DISCARDED || status > ABI.WC_STATUS_LAST) return -1;
     // Only the oldest request can be answered: the target runs them in order.
     const p = this.#pending.at(0);
     if (!p || p.id !== id || p.frame) {
@@ -369,7 +401,10 @@ export class LinkClient implements AnswerSink {
     const id = b.readUInt32LE(o + 4);
     const outcome = b[o + 8] as number;
     if (outcome === LINK_PROGRESS) {
-      this.#find(id)?.owner?.progress();
+      // A PROGRESS frame is its header alone: delivered right after checkAnswer found it.
+      const p = this.#progressFor;
+      this.#progressFor = undefined;
+      if (p !== undefined && p.id === id) p.owner?.progress();
       return true;
     }
     const first = this.#pending.at(0);
@@ -384,7 +419,7 @@ export class LinkClient implements AnswerSink {
     this.#sparePending.push(p);
     if (wantsData && outcome === ABI.LINK_DONE && status === 0 && len === RES_HEADER) {
       // a successful READ or atomic without its data
-      owner.answer(token, ABI.LINK_TRANSPORT, 0, NO_RNR, undefined, 0, 0);
+      owner.answer(token, ABI.LINK_TRANSPORT, 0, ABI.LINK_NO_RNR, undefined, 0, 0);
       return true;
     }
     const rnr = b.readUInt16LE(o + 10);
@@ -431,9 +466,9 @@ export class LinkClient implements AnswerSink {
       // a message over its limit.
       owner.released(frame);
       const outcome = this.#dead ? ABI.LINK_TRANSPORT : ABI.LINK_DONE;
-      const status = this.#dead ? 0 : WC_REM_INV_REQ_ERR;
+      const status = this.#dead ? 0 : ABI.WC_REM_INV_REQ_ERR;
       setImmediate(() =>
-        owner.answer(token, outcome, status, this.#dead ? NO_RNR : 0, undefined, 0, 0),
+        owner.answer(token, outcome, status, this.#dead ? ABI.LINK_NO_RNR : 0, undefined, 0, 0),
       );
       return;
     }
@@ -459,7 +494,7 @@ export class LinkClient implements AnswerSink {
       // More than the target takes in one frame: refused, as a responder refuses it.
       const token = hdr[ABI.LINK_TOKEN] as number;
       setImmediate(() =>
-        owner.answer(token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
+        owner.answer(token, ABI.LINK_DONE, ABI.WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
       );
       return;
     }
@@ -467,6 +502,7 @@ export class LinkClient implements AnswerSink {
     const out = this.out;
     writeRequestHeader(out.reserve(0), out.at, id, hdr, bytes);
     out.commit(REQ_HEADER + bytes);
+    out.markRequest();
     const p = this.#track(id, hdr, owner);
     p.frame = undefined;
     p.frameLength = REQ_HEADER + bytes;
@@ -498,7 +534,7 @@ export class LinkClient implements AnswerSink {
       this.#drop(p);
       owner.released(frame);
       setImmediate(() =>
-        owner.answer(p.token, ABI.LINK_DONE, WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
+        owner.answer(p.token, ABI.LINK_DONE, ABI.WC_REM_INV_REQ_ERR, 0, undefined, 0, 0),
       );
       return;
     }
@@ -529,13 +565,71 @@ export class LinkClient implements AnswerSink {
       sock.write(frame.view(len), this.#onWritten);
       return;
     }
-    // Large: separate writes, so each one the kernel takes shows the peer is reading,
-    // and the frames of other QPs behind it keep their timers alive too.
-    for (let off = 0; off < len; off += LINK_CHUNK) {
+    this.#writePieces(owner, frame, 0, len);
+  }
+
+  /**
+   * Frame bytes [from, len) in separate writes of LINK_CHUNK: each one the kernel takes
+   * shows the peer is reading (progress), and the frames of other QPs behind it keep their
+   * timers alive too. The frame is released once the last is through.
+   */
+  #writePieces(owner: LinkOwner, frame: FrameBuffer, from: number, len: number): void {
+    for (let off = from; off < len; off += LINK_CHUNK) {
       const end = Math.min(len, off + LINK_CHUNK);
       this.#trackWrite(owner, end === len ? frame : undefined, true);
-      sock.write(frame.buf.subarray(off, end), this.#onWritten);
+      this.#sock.write(frame.buf.subarray(off, end), this.#onWritten);
     }
+  }
+
+  /**
+   * The socket's descriptor when a frame may be written to it directly now (nothing of
+   * ours queued in it or gathered before, so the bytes keep their order), else -1.
+   */
+  directFd(): number {
+    if (!this.#open || this.#dead || this.#corked || this.#writes.size > 0) return -1;
+    if (this.out.used > 0) this.out.flush(); // requests gathered before go first
+    if (this.#sock.writableLength > 0) return -1;
+    const fd = (this.#sock as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
+    return typeof fd === 'number' && fd >= 0 ? fd : -1;
+  }
+
+  /**
+   * Sends the WR described by `hdr` (a WRITE or SEND taken deferred: its payload still in
+   * registered memory) over `fd` (directFd(), in this same turn): `write` writes the header
+   * this puts in `frame` and the payload straight from that memory, without copying what
+   * the kernel takes, copies the rest into `frame` and returns the bytes written (-1: the
+   * take was not deferred). The rest goes through the socket as a large frame's pieces.
+   */
+  sendDirect(
+    hdr: Float64Array,
+    frame: FrameBuffer,
+    owner: LinkOwner,
+    fd: number,
+    write: (fd: number, buf: Buffer, headerBytes: number) => number,
+  ): void {
+    const length = hdr[ABI.LINK_LENGTH] as number;
+    if (length > this.#handshake.maxPayload) {
+      this.send(hdr, frame, owner); // refused there, as any WR over the target's limit
+      return;
+    }
+    const id = takeReqId();
+    writeRequestHeader(frame.buf, 0, id, hdr, length);
+    const p = this.#track(id, hdr, owner);
+    const len = REQ_HEADER + length;
+    p.frameLength = len;
+    const n = write(fd, frame.buf, REQ_HEADER);
+    if (n < 0) {
+      // Its payload is nowhere: this connection fails and the window goes again.
+      p.frame = frame;
+      this.#sock.destroy();
+      return;
+    }
+    p.frame = undefined;
+    if (n >= len) {
+      owner.released(frame); // all in the kernel: no write of ours holds the frame
+      return;
+    }
+    this.#writePieces(owner, frame, n, len);
   }
 
   /** Takes `p` out of the pending ring (it was never written; requests after it stay). */
@@ -576,6 +670,7 @@ export class LinkClient implements AnswerSink {
       if (next !== last) next.progress();
       last = next;
     }
+    if (this.#writes.size === 0) this.#framesOut();
   };
 
   close(): void {

@@ -109,6 +109,11 @@ interface PairState {
   conn: number;
 }
 
+/** A local QP incarnation as a map key (made once per connection). */
+function boundKey(t: LinkTarget): string {
+  return `${t.slot}:${t.gen}`;
+}
+
 /** True when `h` is the WR `a` answered, sent again (a resend repeats it exactly). */
 function sameRequest(a: Answered, h: RequestHeader): boolean {
   return (
@@ -179,6 +184,12 @@ export class LinkServer {
   readonly #dirty: AnswerSink[] = [];
   #flushArmed = false;
   #connIds = 0;
+  /**
+   * Authenticated connections bound to each local QP (slot, gen), oldest first. Answers to
+   * that QP's requests ride on the newest (its peer dials again after a failure): only its
+   * loss loses them, not a stale or extra one closing.
+   */
+  readonly #bound = new Map<string, Conn[]>();
   // READs' answers are not kept: running one again is harmless, and their data would pin
   // memory. Kept across connections (a window is re-sent over a new one after a failure);
   // only connections bound to a QP reach its entries.
@@ -243,7 +254,8 @@ export class LinkServer {
       this.#sockets.delete(sock);
       this.#pending.delete(sock);
       // Answers to the bound QP's requests may have been on their way on it.
-      if (conn) this.#ends(conn.bound.slot, conn.bound.gen)?.client?.answersLost();
+      if (conn && this.#unbind(conn))
+        this.#ends(conn.bound.slot, conn.bound.gen)?.client?.answersLost();
     });
     const handshake = new TargetHandshake(this.#secret);
     const deadline = setTimeout(() => sock.destroy(), HANDSHAKE_DEADLINE_MS);
@@ -331,6 +343,7 @@ export class LinkServer {
         placer,
       );
       conn = c;
+      this.#bind(c);
       const rest = pre.subarray(AUTH_BYTES);
       pre = undefined;
       if (rest.length > 0) {
@@ -343,6 +356,26 @@ export class LinkServer {
         this.#afterChunk(c, ok, resume);
       }
     });
+  }
+
+  #bind(c: Conn): void {
+    const key = boundKey(c.bound);
+    const list = this.#bound.get(key);
+    if (list) list.push(c);
+    else this.#bound.set(key, [c]);
+  }
+
+  /** Forgets closed `c`; true when it was the newest connection bound to its QP. */
+  #unbind(c: Conn): boolean {
+    const key = boundKey(c.bound);
+    const list = this.#bound.get(key);
+    if (!list) return false;
+    const i = list.indexOf(c);
+    if (i < 0) return false;
+    const newest = i === list.length - 1;
+    list.splice(i, 1);
+    if (list.length === 0) this.#bound.delete(key);
+    return newest;
   }
 
   /** Counts `sock` in, dropping the oldest unauthenticated one when full; false: refused. */

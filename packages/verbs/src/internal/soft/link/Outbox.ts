@@ -17,6 +17,8 @@ const BIG_KEEP = 4 << 20;
 /** A buffer and the last exact-length view of it handed to the socket. */
 class Chunk {
   readonly buf: Buffer;
+  /** it holds a request gathered beside the answers (markRequest) */
+  requests = false;
   #view: Buffer | undefined;
   constructor(n: number) {
     this.buf = Buffer.allocUnsafeSlow(n);
@@ -49,7 +51,7 @@ export interface AnswerSink {
 
 export class Outbox {
   readonly #sock: Socket;
-  readonly #written: (() => void) | undefined;
+  readonly #written: ((requests: boolean) => void) | undefined;
   #cur = new Chunk(SMALL);
   #used = 0;
   readonly #free: Chunk[] = [];
@@ -57,8 +59,11 @@ export class Outbox {
   /** one large buffer kept for the next large READ answer */
   #big: Chunk | undefined;
 
-  /** `written`: called as each buffer handed to the socket with a callback is through. */
-  constructor(sock: Socket, written?: () => void) {
+  /**
+   * `written`: called as each buffer handed to the socket with a callback is through;
+   * `requests` when it held a request (markRequest), not only answers.
+   */
+  constructor(sock: Socket, written?: (requests: boolean) => void) {
     this.#sock = sock;
     this.#written = written;
   }
@@ -82,6 +87,8 @@ export class Outbox {
       // small one, and the large one is reused in place.
       const small = this.#free.pop() ?? new Chunk(SMALL);
       copyBytes(cur.buf, 0, small.buf, 0, this.#used);
+      small.requests = cur.requests;
+      cur.requests = false;
       this.#write(small, this.#used);
       this.#used = 0;
       return cur.buf;
@@ -103,6 +110,11 @@ export class Outbox {
     this.#used += n;
   }
 
+  /** What was gathered since the last flush holds a request (its write is progress). */
+  markRequest(): void {
+    this.#cur.requests = true;
+  }
+
   /** Hands what was gathered to the socket. */
   flush(): void {
     const n = this.#used;
@@ -113,7 +125,10 @@ export class Outbox {
       // Nothing of ours in the socket: written without a callback (one allocates); when
       // the kernel took it all at once (writableLength 0) the buffer is free again now.
       this.#sock.write(c.view(n));
-      if (this.#sock.writableLength === 0) return;
+      if (this.#sock.writableLength === 0) {
+        c.requests = false;
+        return;
+      }
       this.#inFlight.push(c);
       this.#sock.write(EMPTY, this.#onWritten); // called once the one above is through
     } else {
@@ -131,7 +146,9 @@ export class Outbox {
   readonly #onWritten = (): void => {
     const c = this.#inFlight.shift();
     if (!c) return;
-    this.#written?.();
+    const requests = c.requests;
+    c.requests = false;
+    this.#written?.(requests);
     if (c.buf.length === SMALL) {
       if (this.#free.length < 4) this.#free.push(c);
     } else if (c.buf.length <= BIG_KEEP && (this.#big?.buf.length ?? 0) < c.buf.length) {
