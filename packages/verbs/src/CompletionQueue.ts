@@ -283,20 +283,10 @@ export class CompletionQueue extends Resource {
       (this.#users === 0 || this.#loopFed < this.#users) &&
       (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
     ) {
-      // Already there: one shared settled promise, nothing allocated (the deadline below is
-      // a heap number).
-      if (this.#native.cqCount(this.#handle) > 0) {
+      // Found: one shared settled promise, nothing allocated.
+      if (this.#spin(spinUs)) {
         this.#spinMisses = 0;
         return RESOLVED;
-      }
-      const spinUntil = performance.now() + spinUs / 1000;
-      // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
-      for (let i = 1; ; i++) {
-        if (this.#native.cqCount(this.#handle) > 0) {
-          this.#spinMisses = 0;
-          return RESOLVED;
-        }
-        if ((i & 15) === 0 && performance.now() >= spinUntil) break;
       }
       if (adaptive && this.#spinMisses < SPIN_MISSES) this.#spinMisses++;
     }
@@ -320,6 +310,24 @@ export class CompletionQueue extends Resource {
     this.#armDeadline(w.deadline);
     this.#request(solicitedOnly);
     return promise;
+  }
+
+  /**
+   * Spins up to `spinUs` µs for a completion; true when one is there. Soft spins natively in
+   * one crossing and gives the core up once first (its same-host peer is often queued on this
+   * core: a tight spin held the answer off until it ended).
+   */
+  #spin(spinUs: number): boolean {
+    const native = this.#native;
+    const h = this.#handle;
+    if (native.spinCq !== undefined) return native.spinCq(h, spinUs) > 0;
+    if (native.cqCount(h) > 0) return true;
+    const spinUntil = performance.now() + spinUs / 1000;
+    // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
+    for (let i = 1; ; i++) {
+      if (native.cqCount(h) > 0) return true;
+      if ((i & 15) === 0 && performance.now() >= spinUntil) return false;
+    }
   }
 
   /**

@@ -2,7 +2,7 @@
 // on its own terms (its deadline, its signal, a completion, or the CQ closing).
 import { afterEach, expect, it } from 'vitest';
 import { allocCompletions } from '../src/index.js';
-import { collect, type Pair, pair } from './harness/pair.js';
+import { collect, type Pair, pair, providers } from './harness/pair.js';
 
 const code = (c: string) => expect.objectContaining({ code: c });
 
@@ -55,3 +55,20 @@ it('an already aborted signal rejects without waiting', async () => {
     code('ERR_RDMA_TIMEOUT'),
   );
 });
+
+it.each(providers)(
+  '%s: a spin that finds nothing ends, then the wait sleeps until its deadline',
+  async (provider) => {
+    p = pair(provider);
+    // Spins 2 ms (soft: natively, giving the core up between polls), finds nothing, arms and
+    // sleeps: the 1 ms deadline ends it with ERR_RDMA_TIMEOUT, and the CQ still works after.
+    await expect(p.b.cq.waitForCompletion({ spinUs: 2000, timeoutMs: 1 })).rejects.toEqual(
+      code('ERR_RDMA_TIMEOUT'),
+    );
+    p.b.qp.postRecv({ wrId: 3, sgList: [p.b.mr.sge(0, 16)] });
+    p.a.qp.postSend({ wrId: 4, opcode: 'SEND', sgList: [p.a.mr.sge(0, 16)] });
+    await p.b.cq.waitForCompletion({ spinUs: 2000, timeoutMs: 10_000 });
+    expect(p.b.cq.pending()).toBeGreaterThan(0);
+    expect((await collect(p.b.cq, 1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS' });
+  },
+);
