@@ -287,9 +287,11 @@ export class CompletionQueue extends Resource {
       mayLook &&
       (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
     ) {
-      // Found: one shared settled promise, nothing allocated.
+      // Found: one shared settled promise, nothing allocated. A 'completion' listener armed
+      // earlier is owed its event (the doorbell it rang finds the CQ drained by then).
       if (this.#spin(spinUs)) {
         this.#spinMisses = 0;
+        if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
         return RESOLVED;
       }
       if (adaptive && this.#spinMisses < SPIN_MISSES) this.#spinMisses++;
@@ -300,7 +302,9 @@ export class CompletionQueue extends Resource {
       this.#lookAfterYield(this.#native.spinCq) > 0
     ) {
       // About to sleep (soft): the core is given up once first. The peer queued on it may
-      // answer meanwhile, and then no sleep and wake-up (a context switch each) is paid.
+      // answer meanwhile, and then no sleep and wake-up (a context switch each) is paid. A
+      // 'completion' listener armed earlier is owed its event, as #arm would deliver it.
+      if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
       return RESOLVED;
     }
     if (signal?.aborted)

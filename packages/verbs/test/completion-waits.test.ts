@@ -72,3 +72,25 @@ it.each(providers)(
     expect((await collect(p.b.cq, 1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS' });
   },
 );
+
+it.each(providers)(
+  '%s: a wait that finds its completion there still owes an armed listener its event',
+  async (provider) => {
+    p = pair(provider);
+    const { a, b } = p;
+    let fired = 0;
+    b.cq.on('completion', () => fired++);
+    // No spin (the look before a sleep finds it) and a spin that finds it.
+    for (const [k, spinUs] of [0, 50].entries()) {
+      b.qp.postRecv({ wrId: 5, sgList: [b.mr.sge(0, 16)] });
+      b.cq.requestNotify();
+      a.qp.postSend({ wrId: 6, opcode: 'SEND', sgList: [a.mr.sge(0, 16)] });
+      // The completion is taken before the doorbell it rang runs: the event must come anyway.
+      await expect.poll(() => b.cq.pending(), { timeout: 10_000 }).toBe(1);
+      await b.cq.waitForCompletion({ spinUs, timeoutMs: 10_000 });
+      expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 5, status: 'SUCCESS' });
+      await expect.poll(() => fired, { timeout: 10_000 }).toBe(k + 1);
+      await collect(a.cq, 1);
+    }
+  },
+);
