@@ -90,6 +90,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
+                               T::Def<&SoftDevice::SpinCq>(env, "spinCq"),
                            });
 }
 

@@ -158,6 +158,12 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
 
   Napi::Value EndpointBase(const Napi::CallbackInfo& info);
 
+  // spinCq(h, us, yieldFirst) → the CQ's count once it is non-zero or `us` µs have passed
+  // (0..10^6; 0: one look): a wait's spin in one crossing, with yieldFirst the core given up
+  // once first when nothing is there; −(count + 1) when that yield took a time slice (see
+  // soft_queues.cc).
+  Napi::Value SpinCq(const Napi::CallbackInfo& info);
+
   // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
   // busyQps, retiredRegions, retiredBytes }: memory kept because a peer may still be inside
   // it, and QPs a peer is inside an operation on right now.

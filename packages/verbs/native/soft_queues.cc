@@ -2,6 +2,10 @@
 #include "records.h"
 #include "soft_device.h"
 
+#include <sched.h>
+
+#include <chrono>
+
 namespace rdmajs {
 
 Napi::Value SoftDevice::CreateCq(const Napi::CallbackInfo& info) {
@@ -44,6 +48,37 @@ Napi::Value SoftDevice::CqCount(const Napi::CallbackInfo& info) {
   uint32_t n = dev_->cqCount(h);
   Schedule();
   return Napi::Number::New(info.Env(), n);
+}
+
+Napi::Value SoftDevice::SpinCq(const Napi::CallbackInfo& info) {
+  int h;
+  if (!CqArg(info, 0, &h)) return info.Env().Undefined();
+  using Clock = std::chrono::steady_clock;
+  // A yield longer than this handed the core to another process for its time slice: the peer
+  // that answers takes microseconds.
+  constexpr auto kSlowYield = std::chrono::microseconds(200);
+  Clock::time_point start = Clock::now();
+  double us = std::clamp(Num(info, 1), 0.0, 1e6);
+  Clock::time_point until = start + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+  bool slow = false;
+  // The count also moves due retries and large copies on (Device::cqCount).
+  uint32_t n = dev_->cqCount(h);
+  if (n == 0 && Num(info, 2) != 0) {
+    // Nothing yet (and the caller allows it): give the core up once. The same-host peer that
+    // answers was woken by our doorbell, or is spinning, and often waits for this very core
+    // (the kernel places a wakee near its waker); a tight spin held it off until the spin
+    // ended (on a loaded 2-core host a 50 µs spin then almost never saw the answer). Once,
+    // not per poll: each yield moves this task's scheduler deadline a slice later, and yields
+    // in a loop left it starved for milliseconds behind other processes. With nothing else
+    // runnable it returns at once.
+    sched_yield();
+    slow = Clock::now() - start > kSlowYield;
+    n = dev_->cqCount(h);
+  }
+  while (n == 0 && Clock::now() < until) n = dev_->cqCount(h);
+  Schedule();
+  // −(n + 1) says the yield was slow (a small integer either way: nothing allocated in JS).
+  return Napi::Number::New(info.Env(), slow ? -static_cast<double>(n) - 1 : n);
 }
 
 Napi::Value SoftDevice::ArmCq(const Napi::CallbackInfo& info) {

@@ -47,6 +47,8 @@ const DEFAULT_SPIN_US = 50;
 const SPIN_MISSES = 8;
 /** While skipped, every SPIN_PROBE-th wait spins again (a power of two). */
 const SPIN_PROBE = 16;
+/** Waits that sleep without the look after a yield, after a slow yield. */
+const YIELD_BACKOFF = 256;
 
 export type CqAsyncEvent = { type: 'CQ_ERR'; error: RdmaError };
 
@@ -120,6 +122,8 @@ export class CompletionQueue extends Resource {
   /** default spins in a row that found nothing (capped at SPIN_MISSES), and waits since */
   #spinMisses = 0;
   #spinSkips = 0;
+  /** waits left before one may yield again (soft), after a yield that took a time slice */
+  #yieldOff = 0;
   #overrun = false;
   #waiters: Waiter[] = [];
   #spare: Waiter[] = [];
@@ -277,28 +281,31 @@ export class CompletionQueue extends Resource {
     // SPIN_MISSES spins in a row that found nothing it is skipped, tried again every
     // SPIN_PROBE-th wait, and back as soon as one finds a completion.
     // A solicited-only wait does not spin: any completion (its own sends') would end it.
+    const mayLook = !solicitedOnly && (this.#users === 0 || this.#loopFed < this.#users);
     if (
       spinUs > 0 &&
-      !solicitedOnly &&
-      (this.#users === 0 || this.#loopFed < this.#users) &&
+      mayLook &&
       (!adaptive || this.#spinMisses < SPIN_MISSES || (++this.#spinSkips & (SPIN_PROBE - 1)) === 0)
     ) {
-      // Already there: one shared settled promise, nothing allocated (the deadline below is
-      // a heap number).
-      if (this.#native.cqCount(this.#handle) > 0) {
+      // Found: one shared settled promise, nothing allocated. A 'completion' listener armed
+      // earlier is owed its event (the doorbell it rang finds the CQ drained by then).
+      if (this.#spin(spinUs)) {
         this.#spinMisses = 0;
+        if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
         return RESOLVED;
       }
-      const spinUntil = performance.now() + spinUs / 1000;
-      // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
-      for (let i = 1; ; i++) {
-        if (this.#native.cqCount(this.#handle) > 0) {
-          this.#spinMisses = 0;
-          return RESOLVED;
-        }
-        if ((i & 15) === 0 && performance.now() >= spinUntil) break;
-      }
       if (adaptive && this.#spinMisses < SPIN_MISSES) this.#spinMisses++;
+    } else if (
+      mayLook &&
+      this.#native.spinCq !== undefined &&
+      this.#yieldOk() &&
+      this.#lookAfterYield(this.#native.spinCq) > 0
+    ) {
+      // About to sleep (soft): the core is given up once first. The peer queued on it may
+      // answer meanwhile, and then no sleep and wake-up (a context switch each) is paid. A
+      // 'completion' listener armed earlier is owed its event, as #arm would deliver it.
+      if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
+      return RESOLVED;
     }
     if (signal?.aborted)
       return Promise.reject(
@@ -320,6 +327,50 @@ export class CompletionQueue extends Resource {
     this.#armDeadline(w.deadline);
     this.#request(solicitedOnly);
     return promise;
+  }
+
+  /**
+   * Spins up to `spinUs` µs for a completion; true when one is there. Soft spins natively in
+   * one crossing and gives the core up once first (its same-host peer is often queued on this
+   * core: a tight spin held the answer off until it ended).
+   */
+  #spin(spinUs: number): boolean {
+    const native = this.#native;
+    const h = this.#handle;
+    // Soft's spin always gives the core up once: a tight spin on a loaded host held the
+    // answer off (the backoff below is for the look before a sleep only). −1: a slow yield,
+    // nothing found; −(n + 1) with n > 0: found.
+    if (native.spinCq !== undefined) {
+      const r = native.spinCq(h, spinUs, 1);
+      return r > 0 || r < -1;
+    }
+    if (native.cqCount(h) > 0) return true;
+    const spinUntil = performance.now() + spinUs / 1000;
+    // The clock is read every 16 polls: each read is a heap number (GC per wait otherwise).
+    for (let i = 1; ; i++) {
+      if (native.cqCount(h) > 0) return true;
+      if ((i & 15) === 0 && performance.now() >= spinUntil) return false;
+    }
+  }
+
+  /** Whether a wait about to sleep may look after a yield (not while backed off). */
+  #yieldOk(): boolean {
+    if (this.#yieldOff === 0) return true;
+    this.#yieldOff--;
+    return false;
+  }
+
+  /**
+   * Soft, a wait about to sleep: one look after giving the core up once; the count. A yield
+   * that took long handed the core to another process for its whole time slice (the peer
+   * answers in microseconds; spinCq says so natively, no clock read here): looks stop for
+   * YIELD_BACKOFF waits, so such stalls stay out of the tail.
+   */
+  #lookAfterYield(spinCq: (handle: number, us: number, yieldFirst: number) => number): number {
+    const n = spinCq(this.#handle, 0, 1);
+    if (n >= 0) return n;
+    this.#yieldOff = YIELD_BACKOFF;
+    return -n - 1;
   }
 
   /**

@@ -2,7 +2,7 @@
 // on its own terms (its deadline, its signal, a completion, or the CQ closing).
 import { afterEach, expect, it } from 'vitest';
 import { allocCompletions } from '../src/index.js';
-import { collect, type Pair, pair } from './harness/pair.js';
+import { collect, type Pair, pair, providers } from './harness/pair.js';
 
 const code = (c: string) => expect.objectContaining({ code: c });
 
@@ -55,3 +55,42 @@ it('an already aborted signal rejects without waiting', async () => {
     code('ERR_RDMA_TIMEOUT'),
   );
 });
+
+it.each(providers)(
+  '%s: a spin that finds nothing ends, then the wait sleeps until its deadline',
+  async (provider) => {
+    p = pair(provider);
+    // Spins 2 ms (soft: natively, giving the core up between polls), finds nothing, arms and
+    // sleeps: the 1 ms deadline ends it with ERR_RDMA_TIMEOUT, and the CQ still works after.
+    await expect(p.b.cq.waitForCompletion({ spinUs: 2000, timeoutMs: 1 })).rejects.toEqual(
+      code('ERR_RDMA_TIMEOUT'),
+    );
+    p.b.qp.postRecv({ wrId: 3, sgList: [p.b.mr.sge(0, 16)] });
+    p.a.qp.postSend({ wrId: 4, opcode: 'SEND', sgList: [p.a.mr.sge(0, 16)] });
+    await p.b.cq.waitForCompletion({ spinUs: 2000, timeoutMs: 10_000 });
+    expect(p.b.cq.pending()).toBeGreaterThan(0);
+    expect((await collect(p.b.cq, 1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS' });
+  },
+);
+
+it.each(providers)(
+  '%s: a wait that finds its completion there still owes an armed listener its event',
+  async (provider) => {
+    p = pair(provider);
+    const { a, b } = p;
+    let fired = 0;
+    b.cq.on('completion', () => fired++);
+    // No spin (the look before a sleep finds it) and a spin that finds it.
+    for (const [k, spinUs] of [0, 50].entries()) {
+      b.qp.postRecv({ wrId: 5, sgList: [b.mr.sge(0, 16)] });
+      b.cq.requestNotify();
+      a.qp.postSend({ wrId: 6, opcode: 'SEND', sgList: [a.mr.sge(0, 16)] });
+      // The completion is taken before the doorbell it rang runs: the event must come anyway.
+      await expect.poll(() => b.cq.pending(), { timeout: 10_000 }).toBe(1);
+      await b.cq.waitForCompletion({ spinUs, timeoutMs: 10_000 });
+      expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 5, status: 'SUCCESS' });
+      await expect.poll(() => fired, { timeout: 10_000 }).toBe(k + 1);
+      await collect(a.cq, 1);
+    }
+  },
+);

@@ -52,13 +52,14 @@ type RunRequest = Extract<PeerRequest, { op: 'verbs-run' }>;
 async function verbsRunEvents(req: RunRequest, wait: WaitMode): Promise<number> {
   const s = side as VerbsSide;
   s.qp.connect(req.endpoint);
-  const { size, iterations } = req;
-  const cpu0 = cpuNowUs();
+  const { size, iterations, warmup } = req;
+  let cpu0 = cpuNowUs();
   const wr: SendWr = pingPongWr('send', s.mr.sge(size, size), req);
   const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
   process.send?.({ ready: true });
   const { cq, qp, wcs } = s;
   for (let k = 0; k < iterations; k++) {
+    if (k === warmup) cpu0 = cpuNowUs();
     let got = false;
     for (;;) {
       const n = cq.poll(wcs);
@@ -77,8 +78,8 @@ async function verbsRunEvents(req: RunRequest, wait: WaitMode): Promise<number> 
 function verbsRun(req: RunRequest): number {
   const s = side as VerbsSide;
   s.qp.connect(req.endpoint);
-  const { size, iterations } = req;
-  const cpu0 = cpuNowUs();
+  const { size, iterations, warmup } = req;
+  let cpu0 = cpuNowUs();
   const deadline = new SpinDeadline(120_000, `peer ${req.mode} ping-pong`);
   const sge = s.mr.sge(size, size); // outgoing; incoming lands in [0, size)
   const wr: SendWr = pingPongWr(req.mode, sge, req);
@@ -86,6 +87,7 @@ function verbsRun(req: RunRequest): number {
   process.send?.({ ready: true });
   const bytes = s.mr.bytes;
   for (let k = 0; k < iterations; k++) {
+    if (k === warmup) cpu0 = cpuNowUs();
     if (req.mode === 'send') {
       let got = false;
       while (!got) {

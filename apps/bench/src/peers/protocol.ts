@@ -10,6 +10,8 @@ export type PeerRequest =
       mode: 'send' | 'write';
       size: number;
       iterations: number;
+      /** Round trips before the peer starts counting its CPU (the caller's warm-up). */
+      warmup: number;
       endpoint: Endpoint;
       addr: number;
       rkey: number;

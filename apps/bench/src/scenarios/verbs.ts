@@ -63,6 +63,7 @@ export async function verbsPingPong(
       mode,
       size,
       iterations: total,
+      warmup,
       endpoint: me.qp.endpoint(),
       addr: me.mr.addr,
       rkey: me.mr.rkey,
@@ -124,7 +125,8 @@ export async function verbsPingPong(
       op: opName(mode, variant),
       sizeBytes: size,
       ...rec.summary(),
-      cpuUsPerOp: cpu / iterations + peerCpu / total,
+      // Both sides count the measured round trips only, as the TCP row does.
+      cpuUsPerOp: (cpu + peerCpu) / iterations,
       ...alloc,
     };
   } finally {

@@ -34,6 +34,14 @@ export interface NativeDevice {
   cqCapacity(handle: number): number;
   pollCq(handle: number, out: Float64Array, max: number): number;
   cqCount(handle: number): number;
+  /**
+   * Soft: a wait's spin in one crossing. Returns the count once it is non-zero or after `us`
+   * µs (0..10^6: 0 is one look); with `yieldFirst` 1 and none there at first, it gives the
+   * core up once (a same-host peer may be queued on it), and returns −(count + 1) when that
+   * yield took long (another process's time slice). ibverbs has none: its waits spin in JS
+   * on cqCount.
+   */
+  spinCq?(handle: number, us: number, yieldFirst: number): number;
   /** Arms for the next completion, or (solicitedOnly 1) the next solicited or failed one; returns the count already there. */
   armCq(handle: number, solicitedOnly: number): number;
   createSrq(maxWr: number, maxSge: number): number;
