@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #if defined(__linux__)
@@ -268,15 +269,17 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   // new TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params: Float64Array,
-  //                  ttlMs: Infinity without TTL)
+  //                  ttlMs: Infinity without TTL, saturate: boolean)
   explicit TableKernels(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TableKernels>(info) {
     Napi::Env env = info.Env();
-    if (info.Length() != 8 || !info[6].IsTypedArray() ||
+    if (info.Length() != 9 || !info[6].IsTypedArray() ||
         info[6].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array || !info[7].IsNumber()) {
-      Napi::TypeError::New(env, "TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params, ttlMs)")
+      Napi::TypeError::New(env,
+                           "TableKernels(dim, rowDtype, stateDim, chunkShift, usesSteps, kind, params, ttlMs, saturate)")
           .ThrowAsJavaScriptException();
       return;
     }
+    saturate_ = info[8].ToBoolean().Value();
     ttl_ = info[7].As<Napi::Number>().DoubleValue();
     hasTtl_ = std::isfinite(ttl_);
     if (!(ttl_ > 0)) {
@@ -317,6 +320,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       return;
     }
     tmp_.resize(dim_);
+    before_.resize(dim_ + stateDim_);
   }
 
  private:
@@ -818,13 +822,47 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     if (c.steps != nullptr) step = ++c.steps[i];
     float* s = c.state + i * stateDim_;
     if (c.f32 != nullptr) {
-      Update(c.f32 + i * dim_, s, g, step, sc);
+      float* w = c.f32 + i * dim_;
+      Remember(w, s);
+      Update(w, s, g, step, sc);
+      Saturate(w, s, kF32Max);
     } else {
       uint16_t* h = c.f16 + i * dim_;
       float* w = tmp_.data();
       for (int64_t j = 0; j < dim_; j++) w[j] = HalfToFloat(h[j]);
+      Remember(w, s);
       Update(w, s, g, step, sc);
+      Saturate(w, s, kF16Max);
       for (int64_t j = 0; j < dim_; j++) h[j] = FloatToHalf(w[j]);
+    }
+  }
+
+  // Saturating tables (see src/internal/saturate.ts, the same rule in JS): a row's weights
+  // and state before its update, so an element whose update is undefined (NaN) keeps its value.
+  void Remember(const float* w, const float* s) {
+    if (!saturate_) return;
+    std::memcpy(before_.data(), w, static_cast<size_t>(dim_) * 4);
+    std::memcpy(before_.data() + dim_, s, static_cast<size_t>(stateDim_) * 4);
+  }
+
+  // An element beyond ±limit (±Inf included) is held at ±limit; a NaN takes its old value. The
+  // common all-finite row costs one branch-free pass.
+  void Saturate(float* w, float* s, float limit) {
+    if (!saturate_) return;
+    if (!InRange(w, dim_, limit)) Clamp(w, before_.data(), dim_, limit);
+    if (stateDim_ > 0 && !InRange(s, stateDim_, kF32Max)) Clamp(s, before_.data() + dim_, stateDim_, kF32Max);
+  }
+
+  static bool InRange(const float* x, int64_t n, float limit) {
+    int bad = 0;
+    for (int64_t j = 0; j < n; j++) bad |= !(std::fabs(x[j]) <= limit);
+    return bad == 0;
+  }
+
+  static void Clamp(float* x, const float* old, int64_t n, float limit) {
+    for (int64_t j = 0; j < n; j++) {
+      const float v = x[j];
+      if (!(std::fabs(v) <= limit)) x[j] = std::isnan(v) ? old[j] : (v > 0 ? limit : -limit);
     }
   }
 
@@ -935,7 +973,10 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
 
   int64_t dim_ = 0, stateDim_ = 0;
   int rowDtype_ = 0, chunkShift_ = 0, kind_ = 0, scalarsPerKey_ = 0;
-  bool usesSteps_ = false, hasTtl_ = false;
+  bool usesSteps_ = false, hasTtl_ = false, saturate_ = false;
+  static constexpr float kF32Max = std::numeric_limits<float>::max();
+  // The largest finite half: f16 rows saturate here, before rounding (65520 and up round to ∞).
+  static constexpr float kF16Max = 65504.0f;
   double ttl_ = 0;
   std::vector<double> params_;
   std::vector<Chunk> chunks_;
@@ -958,7 +999,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   std::vector<int32_t> slots_, mapSlot_, mapIdx_;
   std::vector<uint32_t> hashes_;
   std::vector<int64_t> src_, first_;
-  std::vector<float> acc_, tmp_;
+  std::vector<float> acc_, tmp_, before_;
 };
 
 // adviseHugePages(view) → whether madvise(MADV_HUGEPAGE) was applied to the 2 MiB-aligned
@@ -996,6 +1037,40 @@ Napi::Value BytesToAlign(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>((kAlign - a % kAlign) % kAlign));
 }
 
+bool IsF32(const Napi::Value& v) {
+  return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array;
+}
+
+// firstNonFinite(f: Float32Array) → index of its first NaN or ±Inf element, or -1: the
+// network layer's check of an untrusted push before anything is applied. Exponent bits all
+// ones is non-finite; 64 floats are tested per branch.
+Napi::Value FirstNonFinite(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !IsF32(info[0])) {
+    Napi::TypeError::New(env, "firstNonFinite(float32Array)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto a = info[0].As<Napi::TypedArray>();
+  const size_t n = a.ElementLength();
+  const uint8_t* bytes = DataOf<uint8_t>(a);
+  constexpr uint32_t kExp = 0x7f800000u;
+  constexpr size_t kBlock = 64;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    uint32_t block[kBlock];
+    std::memcpy(block, bytes + i * 4, sizeof block);  // the view need not be 4-aligned
+    uint32_t bad = 0;
+    for (size_t j = 0; j < kBlock; j++) bad |= (block[j] & kExp) == kExp;
+    if (bad != 0) break;
+  }
+  for (; i < n; i++) {
+    uint32_t b;
+    std::memcpy(&b, bytes + i * 4, 4);
+    if ((b & kExp) == kExp) return Napi::Number::New(env, static_cast<double>(i));
+  }
+  return Napi::Number::New(env, -1);
+}
+
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   for (const auto& e : abi::kTable) o.Set(e.name, e.value);
@@ -1007,6 +1082,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("TableKernels", TableKernels::Define(env));
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   exports.Set("bytesToAlign", Napi::Function::New(env, BytesToAlign));
+  exports.Set("firstNonFinite", Napi::Function::New(env, FirstNonFinite));
   return exports;
 }
 

@@ -1,6 +1,13 @@
 import { invalidArg } from './errors.js';
+import { F32_MAX, saturate } from './internal/saturate.js';
 import { createInit, type InitConfig } from './KeyInit.js';
-import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
+import {
+  createOptimizer,
+  type Optimizer,
+  type OptimizerConfig,
+  type OverflowPolicy,
+  overflowPolicy,
+} from './Optimizer.js';
 
 export interface DenseTensorConfig {
   name: string;
@@ -11,6 +18,11 @@ export interface DenseTensorConfig {
   init?: InitConfig;
   /** Append pushes to the push log (when the store has one). Default true. */
   log?: boolean;
+  /**
+   * Non-finite update results: see OverflowPolicy. Default 'saturate' (each push then keeps
+   * a copy of the values and state from before it: twice the tensor's memory).
+   */
+  overflow?: OverflowPolicy;
 }
 
 /** A named float32 tensor updated as a whole by its optimizer (one step count). */
@@ -24,6 +36,8 @@ export class DenseTensor {
   values: Float32Array;
   state: Float32Array;
   step = 0;
+  /** Saturating: values and state before the update in progress. */
+  readonly #old: Float32Array | null;
 
   constructor(config: DenseTensorConfig) {
     if (config === null || typeof config !== 'object')
@@ -47,6 +61,10 @@ export class DenseTensor {
     this.state = new Float32Array(ns * length);
     for (let k = 0; k < ns; k++)
       this.state.fill(this.optimizer.stateInit[k] as number, k * length, (k + 1) * length);
+    this.#old =
+      overflowPolicy(`dense ${config.name}`, config.overflow) === 'saturate'
+        ? new Float32Array(length + this.state.length)
+        : null;
   }
 
   pull(out: Float32Array): void {
@@ -55,6 +73,15 @@ export class DenseTensor {
 
   push(grad: Float32Array): void {
     this.step++;
+    const old = this.#old;
+    if (old !== null) {
+      old.set(this.values, 0);
+      old.set(this.state, this.length);
+    }
     this.optimizer.update(this.values, 0, this.state, 0, grad, 0, this.length, this.step);
+    if (old !== null) {
+      saturate(this.values, 0, this.length, old, 0, F32_MAX);
+      saturate(this.state, 0, this.state.length, old, this.length, F32_MAX);
+    }
   }
 }

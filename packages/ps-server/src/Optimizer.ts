@@ -32,6 +32,25 @@ export type OptimizerConfig =
   | { kind: 'assign' };
 
 /**
+ * What an update does when its result is not a finite number although the gradient was (an
+ * overflowing square or product, ∞ − ∞ inside a formula): `'saturate'` (the default) holds
+ * such a weight or state element at the largest finite value of its storage (±3.4e38 for
+ * float32, ±65504 for f16 rows) and lets one that came out NaN keep its value from before the
+ * update, so rows never hold NaN or ±Inf; `'allow'` stores what IEEE arithmetic gives.
+ * A NaN or ±Inf *gradient* is not this policy's business: check pushes with
+ * `firstNonFinite` before applying them (ps-service does, per table).
+ */
+export type OverflowPolicy = 'saturate' | 'allow';
+
+/** Validates an overflow policy (default 'saturate'). */
+export function overflowPolicy(what: string, v: unknown): OverflowPolicy {
+  if (v === undefined) return 'saturate';
+  if (v !== 'saturate' && v !== 'allow')
+    throw invalidArg(`${what}: overflow must be 'saturate' or 'allow', got ${String(v)}`);
+  return v;
+}
+
+/**
  * Applies one update to `dim` weights at w[wo…] with gradient g[go…] and the row's state at
  * s[so…] (stateSlots × dim floats). `step` is the row's step count including this update.
  */

@@ -6,8 +6,15 @@ import { HashIndex } from './HashIndex.js';
 import { ABI } from './internal/abi.js';
 import { HALF_TO_FLOAT, toHalf } from './internal/fp16.js';
 import { kernelsChoice, loadKernels, type NativeTableKernels } from './internal/native.js';
+import { F16_MAX, F32_MAX, saturate } from './internal/saturate.js';
 import { createInit, type InitConfig, type InitFn } from './KeyInit.js';
-import { createOptimizer, type Optimizer, type OptimizerConfig } from './Optimizer.js';
+import {
+  createOptimizer,
+  type Optimizer,
+  type OptimizerConfig,
+  type OverflowPolicy,
+  overflowPolicy,
+} from './Optimizer.js';
 import type { RowBlock, RowMemory } from './RowMemory.js';
 
 export interface AdmissionConfig {
@@ -50,6 +57,8 @@ export interface SparseTableConfig {
    * puts every table on the JS kernels, whatever this says.
    */
   kernels?: 'native' | 'js';
+  /** Non-finite update results: see OverflowPolicy. Default 'saturate'. */
+  overflow?: OverflowPolicy;
 }
 
 export interface SparseTableStats {
@@ -211,6 +220,8 @@ export class SparseTable {
   #slots = new Int32Array(64);
   #acc = new Float32Array(32);
   readonly #tmp: Float32Array;
+  /** Saturating: a row's weights and state before its JS update (see internal/saturate.ts). */
+  readonly #old: Float32Array | null;
   #cow: Uint8Array | null = null;
   #cowCopies: Map<number, CapturedChunk> | null = null;
   readonly #k: NativeTableKernels | null;
@@ -251,6 +262,7 @@ export class SparseTable {
     this.#init = createInit(config.init);
     this.#memory = memory;
     this.#tmp = new Float32Array(config.dim);
+    const saturating = overflowPolicy(`table ${config.name}`, config.overflow) === 'saturate';
     const ttl = config.ttlMs ?? Number.POSITIVE_INFINITY;
     if (!(ttl > 0)) throw invalidArg(`table ${config.name}: ttlMs must be > 0`);
     this.#ttl = ttl;
@@ -273,6 +285,7 @@ export class SparseTable {
       this.#threshold = 0;
     }
     this.#stateDim = this.optimizer.stateNames.length * config.dim;
+    this.#old = saturating ? new Float32Array(config.dim + this.#stateDim) : null;
     this.#rowStoreBytes = config.dim * (dtype === 'f16' ? 2 : 4);
     // keys 8 + live 1 (+ steps 4) (+ prev/next 8 + tick 8) (+ lastMs 8)
     this.#slotBytes =
@@ -348,6 +361,7 @@ export class SparseTable {
         nk?.kind ?? ABI.OPT_SUM,
         Float64Array.from(nk?.params ?? []),
         this.#ttl,
+        saturating,
       );
     } else {
       this.#k = null;
@@ -712,6 +726,7 @@ export class SparseTable {
     const sd = this.#stateDim;
     const update = this.optimizer.update;
     const tmp = this.#tmp;
+    const old = this.#old;
     for (let k = 0; k < u; k++) {
       const slot = uniq[k] as number;
       const ci = slot >>> shift;
@@ -726,12 +741,23 @@ export class SparseTable {
       const s0 = src[k] as number;
       const g = s0 >= 0 ? grads : acc;
       const go = s0 >= 0 ? s0 : k * dim;
-      if (c.f32 !== null) update(c.f32, i * dim, c.state, i * sd, g, go, dim, step);
-      else {
+      if (c.f32 !== null) {
+        if (old !== null) remember(old, c.f32, i * dim, dim, c.state, i * sd, sd);
+        update(c.f32, i * dim, c.state, i * sd, g, go, dim, step);
+        if (old !== null) {
+          saturate(c.f32, i * dim, dim, old, 0, F32_MAX);
+          saturate(c.state, i * sd, sd, old, dim, F32_MAX);
+        }
+      } else {
         const h = c.f16 as Uint16Array;
         const r = i * dim;
         for (let j = 0; j < dim; j++) tmp[j] = HALF_TO_FLOAT[h[r + j] as number] as number;
+        if (old !== null) remember(old, tmp, 0, dim, c.state, i * sd, sd);
         update(tmp, 0, c.state, i * sd, g, go, dim, step);
+        if (old !== null) {
+          saturate(tmp, 0, dim, old, 0, F16_MAX);
+          saturate(c.state, i * sd, sd, old, dim, F32_MAX);
+        }
         for (let j = 0; j < dim; j++) h[r + j] = toHalf(tmp[j] as number);
       }
       if (tick) (c.tick as Float64Array)[i] = ++this.#tick;
@@ -1102,4 +1128,18 @@ export class SparseTable {
     this.#rowBufferEnds.length = 0;
     this.#rowBufferAt.clear();
   }
+}
+
+/** A row's weights, then its state, into old (what `saturate` falls back to). */
+function remember(
+  old: Float32Array,
+  w: Float32Array,
+  wo: number,
+  dim: number,
+  s: Float32Array,
+  so: number,
+  sd: number,
+): void {
+  for (let j = 0; j < dim; j++) old[j] = w[wo + j] as number;
+  for (let j = 0; j < sd; j++) old[dim + j] = s[so + j] as number;
 }

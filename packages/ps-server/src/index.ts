@@ -7,12 +7,14 @@ export {
   type PsErrorOptions,
   PsNoValidSnapshotError,
 } from './errors.js';
+export { firstNonFinite } from './firstNonFinite.js';
 export { HashIndex, type HashIndexOptions } from './HashIndex.js';
 export { counterU32, createInit, type InitConfig, type InitFn } from './KeyInit.js';
 export {
   createOptimizer,
   type Optimizer,
   type OptimizerConfig,
+  type OverflowPolicy,
   type UpdateKernel,
 } from './Optimizer.js';
 export {

@@ -95,6 +95,7 @@ describe('HashIndex against a Map', () => {
             ABI.OPT_SUM,
             new Float64Array(0),
             Number.POSITIVE_INFINITY,
+            true,
           );
           k.addChunk(new Float32Array(SLOTS), new Float32Array(0), null, null);
           const m = new Map<bigint, number>();
@@ -167,6 +168,7 @@ describe('HashIndex against a Map', () => {
       ABI.OPT_SUM,
       new Float64Array(0),
       Number.POSITIVE_INFINITY,
+      true,
     );
     k.addChunk(new Float32Array(4096), new Float32Array(0), null, null);
     const m = new Map<bigint, number>();

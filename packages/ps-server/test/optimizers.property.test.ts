@@ -79,6 +79,9 @@ describe('optimizers against the reference formulas', () => {
                   optimizer: opt,
                   init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
                   kernels,
+                  // The reference is plain IEEE arithmetic (overflow-saturation.test.ts
+                  // covers the default saturation).
+                  overflow: 'allow',
                 },
               ],
             });
@@ -89,6 +92,7 @@ describe('optimizers against the reference formulas', () => {
                   dim,
                   optimizer: opt,
                   init: { kind: 'uniform', seed: 3, low: -1, high: 1 },
+                  overflow: 'allow',
                 },
               ],
             });
@@ -145,7 +149,13 @@ describe('optimizers against the reference formulas', () => {
         (opt, grads) => {
           const store = new ParameterStore({
             dense: [
-              { name: 'd', shape: [2, 3], optimizer: opt, init: { kind: 'normal', seed: 1 } },
+              {
+                name: 'd',
+                shape: [2, 3],
+                optimizer: opt,
+                init: { kind: 'normal', seed: 1 },
+                overflow: 'allow',
+              },
             ],
           });
           const w0 = new Float32Array(6);

@@ -1,4 +1,4 @@
-import type { ParameterStore } from '@rdmajs/ps-server';
+import { firstNonFinite, type ParameterStore } from '@rdmajs/ps-server';
 import {
   decodePullDenseRequest,
   decodePullRequest,
@@ -50,11 +50,6 @@ export const ALIGNED_COPY_MAX_BYTES = 1 << 20;
 const refuse = (code: ConstructorParameters<typeof PsServiceError>[0], msg: string): never => {
   throw new PsServiceError(code, msg);
 };
-
-function firstNonFinite(f: Float32Array): number {
-  for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i])) return i;
-  return -1;
-}
 
 /**
  * The request handlers: each validates its whole request against the shard's catalog

@@ -62,6 +62,9 @@ const init = z.discriminatedUnion('kind', [
 /** What the service does with NaN/±Inf gradients: refuse the request (default) or apply them. */
 const nonFinite = z.enum(['reject', 'allow']);
 
+/** ps-server's OverflowPolicy: non-finite results of finite gradients. */
+const overflow = z.enum(['saturate', 'allow']);
+
 const table = z.strictObject({
   name,
   dim: z.number().int().min(1).max(4096),
@@ -80,6 +83,7 @@ const table = z.strictObject({
   ttlMs: z.number().positive().optional(),
   log: z.boolean().optional(),
   kernels: z.enum(['native', 'js']).optional(),
+  overflow: overflow.optional(),
   nonFinite: nonFinite.optional(),
 });
 
@@ -89,6 +93,7 @@ const dense = z.strictObject({
   optimizer,
   init: init.optional(),
   log: z.boolean().optional(),
+  overflow: overflow.optional(),
   nonFinite: nonFinite.optional(),
 });
 
@@ -159,14 +164,14 @@ export function parseServiceTables(input: unknown): ServiceTables {
         : budgetBytes === undefined
           ? { maxRows: defaultMaxRows(t.dim) }
           : { budgetBytes };
-    tables.push(stripUndefined({ ...t, ...bound }) as SparseTableConfig);
+    tables.push(stripUndefined(withOverflow({ ...t, ...bound }, nf)) as SparseTableConfig);
   }
   for (const { nonFinite: nf, ...d } of r.data.dense ?? []) {
     if (seen.has(d.name))
       throw new PsServiceError('ERR_PS_SERVICE_CONFIG', `table file: duplicate name ${d.name}`);
     seen.add(d.name);
     nonFiniteOf.set(d.name, nf ?? 'reject');
-    denseOut.push(stripUndefined(d) as DenseTensorConfig);
+    denseOut.push(stripUndefined(withOverflow(d, nf)) as DenseTensorConfig);
   }
   return {
     tables,
@@ -175,6 +180,18 @@ export function parseServiceTables(input: unknown): ServiceTables {
     nonFinite: nonFiniteOf,
     unbounded,
   };
+}
+
+/**
+ * A table that applies non-finite gradients (`nonFinite: 'allow'`) stores IEEE results unless
+ * it asks for saturation; every other table saturates (ps-server's default), so its rows stay
+ * finite whatever finite gradients a client sends.
+ */
+function withOverflow<T extends { overflow?: 'saturate' | 'allow' | undefined }>(
+  t: T,
+  nf: NonFinitePolicy | undefined,
+): T {
+  return t.overflow === undefined && nf === 'allow' ? { ...t, overflow: 'allow' } : t;
 }
 
 /** exactOptionalPropertyTypes: the store's configs want absent keys, not `undefined`. */

@@ -402,6 +402,25 @@ export function rpcFrameLength(bytes: Uint8Array, limits: RpcFrameLimits = DEFAU
 }
 
 /**
+ * The deadline budget (ms) a request frame carries, read from its fixed part without
+ * decoding it; 0 for anything that is not a request with a valid budget (its decode will
+ * fail and say why). For a server deciding how long a request may wait for a slot.
+ */
+export function requestBudgetMs(
+  bytes: Uint8Array,
+  limits: RpcFrameLimits = DEFAULT_LIMITS,
+): number {
+  if (bytes.length < REQUEST_HEADER_BYTES || bytes[0] !== RpcFrameKind.Request) return 0;
+  const budget =
+    (((bytes[28] as number) << 24) |
+      ((bytes[29] as number) << 16) |
+      ((bytes[30] as number) << 8) |
+      (bytes[31] as number)) >>>
+    0;
+  return budget <= limits.maxDeadlineMs ? budget : 0;
+}
+
+/**
  * Decodes one whole frame (exactly one mux message). The fixed part is validated first
  * (`rpcFrameLength`), then the total length, then the variable parts (method and error code
  * characters, the message's UTF-8). Every failure is an RpcDecodeError with code

@@ -2,10 +2,12 @@ import { SharedBudget } from '@rdmajs/flowctl';
 import { type Channel, type Connection, hostKey, type InboundMessage } from '@rdmajs/mux';
 import { DeduplicationTable } from './DeduplicationTable.js';
 import { RpcError } from './errors.js';
+import { ReplyBatch } from './internal/ReplyBatch.js';
 import { RequestSlots } from './internal/RequestSlots.js';
 import { checkFunction, checkInt } from './internal/validate.js';
 import type { MethodRegistry } from './MethodRegistry.js';
 import type { ReplyMemory } from './ReplyBuffer.js';
+import { requestBudgetMs } from './RpcFrame.js';
 import { SessionAuthority } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
@@ -77,6 +79,11 @@ export interface RpcServerStats {
   connectionsRefused: number;
   /** Pongs not sent because the previous one to that peer was still queued (it does not read). */
   pongsSkipped: number;
+  /**
+   * Calls dropped unexecuted because their deadline budget ran out while they waited for a
+   * slot (their callers had given up: ERR_RPC_DEADLINE there).
+   */
+  expired: number;
 }
 
 /** Per connection: see `RpcServer.serve`. */
@@ -147,6 +154,7 @@ export class RpcServer {
     throttled: 0,
     connectionsRefused: 0,
     pongsSkipped: 0,
+    expired: 0,
   };
   readonly #maxDataChannels: number;
   readonly #maxConnections: number;
@@ -484,6 +492,12 @@ export class RpcServer {
       ...(replyMemory === undefined ? {} : { replyMemory }),
     };
     const slots = st.slots;
+    const replies = new ReplyBatch(ch, slots);
+    const registry = this.#registry;
+    const limits = registry.limits;
+    const fail = (err: unknown): void => {
+      connection.destroy(err instanceof Error ? err : undefined);
+    };
     for (;;) {
       let msg: InboundMessage;
       try {
@@ -498,28 +512,24 @@ export class RpcServer {
       }
       // At the bound, this call (and the channel behind it) waits until one finishes. Not a
       // refusal: a refused non-idempotent call would leave the client unsure whether to retry
-      // it; a waiting one runs exactly once, and its deadline still bounds the caller.
+      // it; a waiting one runs exactly once. It waits once, in line, for at most its own
+      // deadline budget: past that its caller has given up, so it is dropped unexecuted.
       if (!slots.tryTake()) {
         this.#stats.throttled++;
-        if (!(await slots.take())) {
+        const waited = await slots.take(requestBudgetMs(msg.bytes, limits));
+        if (waited !== 'taken') {
           msg.release();
-          return; // the connection went away while waiting
+          if (waited === 'closed') return; // the connection went away while waiting
+          this.#stats.expired++;
+          continue;
         }
       }
-      const release = (): void => {
-        msg.release();
-        slots.give();
-      };
       // Requests run concurrently; each reply goes out when its handler settles.
-      this.#registry.dispatch(msg.bytes, scope).then(
-        (parts) => {
-          if (parts === undefined) release();
-          // Reply blocks belong to the response: the transport releases them once sent.
-          else ch.send(parts, { transfer: true }).then(release, release);
-        },
+      registry.dispatch(msg.bytes, scope).then(
+        (parts) => replies.add(parts, msg),
         (err: unknown) => {
-          release();
-          connection.destroy(err instanceof Error ? err : undefined);
+          replies.settle(msg);
+          fail(err);
         },
       );
     }

@@ -116,6 +116,32 @@ describe('RpcServer maxConcurrentRequests', () => {
     expect([...(await client.call('echo', new Uint8Array([7])))]).toEqual([7]);
   }, 30_000);
 
+  it('call_that_waited_its_whole_budget_for_a_slot_is_dropped_unexecuted_and_the_channel_goes_on', async () => {
+    const { reg, seen, open } = gatedCounter();
+    let marks = 0;
+    reg.register('mark', () => {
+      marks++;
+      return Uint8Array.of(marks);
+    });
+    const { server, connect } = await serve(reg, { maxConcurrentRequests: 1 });
+    const client = await connect();
+    const held = client.call('inc', new Uint8Array(0), { deadlineMs: 60_000 });
+    await vi.waitFor(() => expect(seen.running).toBe(1));
+    // One wait, bounded by the call's own budget (not by the connection's life): its caller
+    // gives up, and the server drops it then rather than run it once a slot frees.
+    await expect(client.call('mark', new Uint8Array(0), { deadlineMs: 300 })).rejects.toMatchObject(
+      { code: 'ERR_RPC_DEADLINE' },
+    );
+    await vi.waitFor(() => expect(server.stats().expired).toBe(1), { timeout: 10_000 });
+    expect(server.stats().running).toBe(1);
+    open();
+    expect(counterOf(await held)).toBe(1);
+    // The channel serves on; the dropped call never ran.
+    expect([...(await client.call('mark', new Uint8Array(0)))]).toEqual([1]);
+    expect(marks).toBe(1);
+    await vi.waitFor(() => expect(server.stats().running).toBe(0));
+  }, 30_000);
+
   it('connection_closed_while_waiting_gives_every_slot_back', async () => {
     const { reg, seen, open } = gatedCounter();
     const { server, connect } = await serve(reg, {

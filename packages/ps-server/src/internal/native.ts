@@ -57,6 +57,8 @@ interface Addon {
   adviseHugePages(a: ArrayBufferView): boolean;
   /** Bytes from the view's first byte to its first ABI.ROW_ALIGN-aligned address. */
   bytesToAlign(a: ArrayBufferView): number;
+  /** Index of the first NaN or ±Inf element, or -1. */
+  firstNonFinite(f: Float32Array): number;
   TableKernels: new (
     dim: number,
     rowDtype: number,
@@ -66,6 +68,8 @@ interface Addon {
     kind: number,
     params: Float64Array,
     ttlMs: number,
+    /** Saturate weights and state after each update (SparseTableConfig.overflow). */
+    saturate: boolean,
   ) => NativeTableKernels;
 }
 

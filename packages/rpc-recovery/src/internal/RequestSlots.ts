@@ -1,24 +1,19 @@
 import { SendWindow, type SharedBudget } from '@rdmajs/flowctl';
 
-/** How long one wait for a slot lasts before it is simply taken up again (the loop's bound). */
-const SLOT_WAIT_MS = 60_000;
+/** What a wait for a slot came to. */
+export type SlotWait = 'taken' | 'expired' | 'closed';
 
 /**
  * The requests one connection may have executing at once, also counted against the server's
  * shared budget. A flowctl window of one "byte" per request: the same bounded, fair (deficit
- * round-robin between connections) admission the transports use for sends.
+ * round-robin between connections, first come first served within one) admission the
+ * transports use for sends.
  */
 export class RequestSlots {
   readonly #window: SendWindow;
 
   constructor(max: number, budget: SharedBudget) {
-    this.#window = new SendWindow({
-      maxBytes: max,
-      maxMessages: max,
-      budget,
-      quantumBytes: 1,
-      defaultTimeoutMs: SLOT_WAIT_MS,
-    });
+    this.#window = new SendWindow({ maxBytes: max, maxMessages: max, budget, quantumBytes: 1 });
   }
 
   /** Requests holding a slot now. */
@@ -31,17 +26,17 @@ export class RequestSlots {
     return this.#window.tryAcquire(1);
   }
 
-  /** Waits for a slot: true once taken, false when the slots were closed meanwhile. */
-  async take(): Promise<boolean> {
-    for (;;) {
-      try {
-        await this.#window.acquire(1);
-        return true;
-      } catch (err) {
-        // A wait past its deadline only means every slot is still busy: wait again. Closed
-        // (the connection went away) or anything else ends the wait.
-        if ((err as { code?: string }).code !== 'ERR_FLOWCTL_DEADLINE') return false;
-      }
+  /**
+   * Waits once for a slot, keeping its place in line, for at most `timeoutMs` (the waiting
+   * call's own deadline budget: past it the caller has given up, so starting it would only
+   * waste the slot). 'expired' then, 'closed' when the slots were closed meanwhile.
+   */
+  async take(timeoutMs: number): Promise<SlotWait> {
+    try {
+      await this.#window.acquire(1, { timeoutMs });
+      return 'taken';
+    } catch (err) {
+      return (err as { code?: string }).code === 'ERR_FLOWCTL_DEADLINE' ? 'expired' : 'closed';
     }
   }
 
@@ -50,7 +45,7 @@ export class RequestSlots {
     this.#window.release(1);
   }
 
-  /** Rejects a pending `take` (it returns false); slots still held may be given back. */
+  /** Rejects a pending `take` (it returns 'closed'); slots still held may be given back. */
   close(): void {
     this.#window.close();
   }
