@@ -18,8 +18,6 @@ export function renderHeadlines(summary: Summary): string {
   }
   const same = summary.grpcFetchMeanRatioSameLoad;
   if (typeof same === 'number')
-    lines.push(
-      `  ${`  ${GRPC_SAME_LOAD.label}`.padEnd(36)} ${formatRatio(same)}  — ${GRPC_SAME_LOAD.why}`,
-    );
+    lines.push(`  ${GRPC_SAME_LOAD.label}: ${formatRatio(same)} (${GRPC_SAME_LOAD.why})`);
   return lines.join('\n');
 }

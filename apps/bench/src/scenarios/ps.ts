@@ -3,6 +3,7 @@ import { openDevice } from '@rdmajs/verbs';
 import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { PsShardSet } from '../peers/PsShardSet.js';
 import type { Result } from '../report/Result.js';
+import { collectGarbage } from '../stats/collectGarbage.js';
 import { cpuNowUs, procThreadsCpuUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { callsFor } from './grpc-store.js';
@@ -168,6 +169,9 @@ export const psScenario: Scenario = {
               for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
                 const c = clients.get(side) as PsClient;
                 const rec = recs.get(side) as LatencyRecorder;
+                // The other side's garbage is collected before this side's window, not in it
+                // (both clients share this process; a TCP pull leaves its reply Buffers).
+                collectGarbage();
                 // The reads of the shards' CPU stay outside the client's window.
                 const shard0 = shardCpu();
                 const own0 = cpuNowUs();

@@ -1,10 +1,9 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as v8 from 'node:v8';
-import * as vm from 'node:vm';
 import { type OptimizerConfig, ParameterStore } from '@rdmajs/ps-server';
 import type { Result } from '../report/Result.js';
+import { collectGarbage } from '../stats/collectGarbage.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 
@@ -54,11 +53,6 @@ function batches(rows: number, count: number, seed: number): BigUint64Array[] {
   );
 }
 
-// A full GC before each timed loop, so the garbage of the previous cell (a Map of 10^6
-// Float32Arrays) is not collected inside the next one's measurement.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-
 /**
  * A full GC, then waits (at most 2 s) until this process is idle: V8 sweeps and unmaps the
  * previous cell's heap (a Map of 10^7 Float32Arrays, a store's GiB of rows) on background
@@ -67,7 +61,7 @@ const gc = vm.runInNewContext('gc') as () => void;
  * Called before every cell, store and Map alike.
  */
 async function settle(): Promise<void> {
-  gc();
+  collectGarbage();
   for (let i = 0; i < 40; i++) {
     const c0 = cpuNowUs();
     await new Promise((r) => setTimeout(r, 50));
@@ -94,7 +88,7 @@ interface Rate {
  */
 function rate(bs: BigUint64Array[], fn: (b: BigUint64Array) => void): Rate {
   for (const b of bs.slice(0, 4)) fn(b);
-  gc();
+  collectGarbage();
   let best = { rowsPerSec: 0, cpuUs: 0, seconds: 0 };
   let timed = 0;
   for (let round = 0; round < 3; round++) {
