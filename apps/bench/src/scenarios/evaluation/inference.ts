@@ -1,4 +1,5 @@
 import type { Result } from '../../report/Result.js';
+import { collectGarbage } from '../../stats/collectGarbage.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
 import { type Capacity, closedLoopRps } from './capacity.js';
 import { runOpenLoop } from './openLoop.js';
@@ -71,6 +72,9 @@ export async function measureFetch(
   seed: number,
   row: { op: string; baselineOp: string } & Record<string, unknown>,
 ): Promise<Result> {
+  // The clients of every target share this process: the previous row's garbage (gRPC's and
+  // TCP's replies are heap Buffers) is collected before this row, not inside it.
+  collectGarbage();
   const cpu0 = t.cpuUs();
   const r = await runOpenLoop((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), {
     rate,

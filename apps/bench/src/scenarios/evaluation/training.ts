@@ -1,4 +1,5 @@
 import type { Result } from '../../report/Result.js';
+import { collectGarbage } from '../../stats/collectGarbage.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
 import { EVAL_DIM, type PsTarget } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
@@ -50,6 +51,7 @@ export async function runTraining(
       progress(`training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts`);
       const rec = new LatencyRecorder();
       let failed = 0;
+      collectGarbage(); // the previous row's garbage is not collected inside this one
       const cpu0 = t.cpuUs();
       const t0 = performance.now();
       let busyMs = 0;
