@@ -8,8 +8,10 @@ export const HANDSHAKE_MAGIC = 0x52444d58;
  * The wire protocol this package speaks (handshake and frames). 2: proofs bind the whole
  * transcript (limits included) and the RDMA control connection is sealed with session keys.
  * 3: RDMA receive credits are leases from a shared receive pool (setup v2, LeaseReturn).
+ * 4: every RDMA SEND is solicited, and a sleeping side arms for solicited completions only
+ * (a version-3 peer's plain SENDs would never wake it).
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** Every handshake message has this fixed size, so it is validated before it is parsed. */
 export const HANDSHAKE_MESSAGE_BYTES = 88;
 /**

@@ -17,7 +17,6 @@ import {
 } from '@rdmajs/ps-wire';
 import {
   type CallContext,
-  DeduplicationTable,
   MethodRegistry,
   ReplyBuffer,
   type ReplyMemory,
@@ -30,9 +29,6 @@ import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
 import { type EtcdRegistrationOptions, ShardRegistration } from './ShardRegistration.js';
 import { WriterBindings } from './WriterBindings.js';
-
-/** Sessions the RPC layer keeps (its authority's default): the de-dup table holds as many. */
-const SESSIONS = 65_536;
 
 /** One address the shard listens on, over one transport. */
 export interface ListenSpec {
@@ -253,12 +249,7 @@ export class PsService {
     };
     const registry = new MethodRegistry();
     // Sessions are per process: the store's (writer, seq) carries exactly-once across restarts.
-    // The de-dup table holds as many sessions as the authority, so none is evicted to make
-    // room for another (RpcServer refuses new ones instead when all may still resume).
-    const rpc = new RpcServer(registry, {
-      key: randomBytes(32),
-      dedup: new DeduplicationTable({ maxSessions: SESSIONS }),
-    });
+    const rpc = new RpcServer(registry, { key: randomBytes(32) });
     const writers = new WriterBindings(
       {
         ...(o.maxWritersPerSession === undefined
@@ -269,7 +260,7 @@ export class PsService {
           : { maxNewWritersPerPeer: o.maxNewWritersPerPeer }),
       },
       (id) => rpc.isConnected(id) && rpc.dedup.hasSession(id),
-      (writer) => store.sessionSeq(writer) !== undefined,
+      (writer) => store.sessionSeq(writer),
     );
     const handlers = new RequestHandlers(store, catalog, limits, writers);
     let service: PsService | undefined;

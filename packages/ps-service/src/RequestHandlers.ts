@@ -87,9 +87,9 @@ export class RequestHandlers {
   }
 
   /** Whether the calling session may push under `writer` (throws the refusal), before the store's push. */
-  #admit(writer: string, origin: PushOrigin | undefined): WriterAdmission {
+  #admit(writer: string, seq: number, origin: PushOrigin | undefined): WriterAdmission {
     const w = this.#writers;
-    return w === undefined || origin === undefined ? 'bound' : w.admit(writer, origin);
+    return w === undefined || origin === undefined ? 'bound' : w.admit(writer, seq, origin);
   }
 
   /** Binds `writer` to the calling session once the store took its push. */
@@ -186,7 +186,7 @@ export class RequestHandlers {
           );
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
-      const admitted = this.#admit(req.writer, origin);
+      const admitted = this.#admit(req.writer, req.seq, origin);
       const pushed = this.#store.push(req.table, req.keys, req.grads, {
         session: req.writer,
         seq: req.seq,
@@ -230,7 +230,7 @@ export class RequestHandlers {
             `gradient ${i} of the push to ${req.name} is not finite`,
           );
       }
-      const admitted = this.#admit(req.writer, origin);
+      const admitted = this.#admit(req.writer, req.seq, origin);
       const pushed = this.#store.pushDense(req.name, req.grads, {
         session: req.writer,
         seq: req.seq,

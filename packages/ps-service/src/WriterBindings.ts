@@ -46,7 +46,8 @@ export class WriterBindings {
   readonly #maxPerSession: number;
   readonly #maxNewPerPeer: number;
   readonly #isActive: (sessionId: string) => boolean;
-  readonly #known: (writer: string) => boolean;
+  /** The last seq the store applied under a writer (undefined: a writer it does not know). */
+  readonly #lastSeq: (writer: string) => number | undefined;
   readonly #byWriter = new Map<string, Binding>();
   readonly #bySession = new Map<string, Set<string>>();
   /** Peer → writers it created (new to the store when it did). */
@@ -56,7 +57,7 @@ export class WriterBindings {
   constructor(
     options: WriterBindingsOptions,
     isActive: (sessionId: string) => boolean,
-    known: (writer: string) => boolean,
+    lastSeq: (writer: string) => number | undefined,
   ) {
     const int = (name: string, v: number | undefined, d: number): number => {
       const n = v ?? d;
@@ -68,19 +69,23 @@ export class WriterBindings {
     this.#maxPerSession = int('maxWritersPerSession', options.maxWritersPerSession, 1);
     this.#maxNewPerPeer = int('maxNewWritersPerPeer', options.maxNewWritersPerPeer, 1024);
     this.#isActive = isActive;
-    this.#known = known;
+    this.#lastSeq = lastSeq;
   }
 
   /**
    * Whether `origin` may push under `writer`; throws the refusal (nothing applied). A call
    * outside an RPC session (no `sessionId`) is not bound.
    */
-  admit(writer: string, origin: PushOrigin): WriterAdmission {
+  admit(writer: string, seq: number, origin: PushOrigin): WriterAdmission {
     const session = origin.sessionId;
     if (session === undefined) return 'bound';
     const owner = this.#byWriter.get(writer);
     if (owner !== undefined) {
       if (owner.session === session) return 'bound';
+      // A resend of a push the store already applied (its client lost the reply and opened a
+      // new session before the server saw the old one close) changes nothing: the store
+      // answers it as a duplicate. Refusing it would tell the client "nothing applied".
+      if ((this.#lastSeq(writer) ?? -1) >= seq) return 'bound';
       if (this.#isActive(owner.session)) {
         throw new PsServiceError(
           'ERR_PS_REQUEST_WRITER_IN_USE',
@@ -94,10 +99,10 @@ export class WriterBindings {
         `a session pushes under at most ${this.#maxPerSession} writer ids (maxWritersPerSession)`,
       );
     }
-    if (this.#known(writer)) return 'known';
+    if (this.#lastSeq(writer) !== undefined) return 'known';
     const created = this.#created.get(origin.peer ?? '?');
     if (created !== undefined && created.size >= this.#maxNewPerPeer) {
-      for (const w of created) if (!this.#known(w)) created.delete(w);
+      for (const w of created) if (this.#lastSeq(w) === undefined) created.delete(w);
       if (created.size >= this.#maxNewPerPeer) {
         throw new PsServiceError(
           'ERR_PS_REQUEST_WRITER_QUOTA',
@@ -145,7 +150,7 @@ export class WriterBindings {
       if (!this.#isActive(b.session)) this.#unbind(writer, b.session);
     }
     for (const [peer, created] of this.#created) {
-      for (const w of created) if (!this.#known(w)) created.delete(w);
+      for (const w of created) if (this.#lastSeq(w) === undefined) created.delete(w);
       if (created.size === 0) this.#created.delete(peer);
     }
     this.#sweepAt = Math.max(SWEEP_AT, 2 * this.#byWriter.size);

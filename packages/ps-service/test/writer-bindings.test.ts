@@ -5,17 +5,23 @@ import { WriterBindings } from '../src/index.js';
 
 function setup(o: { maxWritersPerSession?: number; maxNewWritersPerPeer?: number } = {}) {
   const active = new Set<string>();
-  const known = new Set<string>();
+  /** The store's last applied seq per writer (a writer it knows). */
+  const known = new Map<string, number>();
   const w = new WriterBindings(
     o,
     (s) => active.has(s),
-    (x) => known.has(x),
+    (x) => known.get(x),
   );
   /** The service's order: admit, the store takes the push (knows the writer), bind. */
-  const push = (writer: string, sessionId: string, peer = 'h1') => {
+  const push = (
+    writer: string,
+    sessionId: string,
+    peer = 'h1',
+    seq = (known.get(writer) ?? 0) + 1,
+  ) => {
     const origin = { sessionId, peer };
-    const a = w.admit(writer, origin);
-    known.add(writer);
+    const a = w.admit(writer, seq, origin);
+    known.set(writer, Math.max(seq, known.get(writer) ?? 0));
     w.bind(writer, origin, a);
   };
   return { w, active, known, push };
@@ -34,7 +40,21 @@ it('a_writer_is_held_by_its_active_session_and_taken_over_once_that_is_gone', ()
   expect(() => push('wa', 's1')).toThrow(
     expect.objectContaining({ code: 'ERR_PS_REQUEST_WRITER_IN_USE' }),
   );
-  expect(w.admit('wa', { sessionId: undefined, peer: undefined })).toBe('bound'); // not RPC
+  expect(w.admit('wa', 9, { sessionId: undefined, peer: undefined })).toBe('bound'); // not RPC
+});
+
+it('a_resend_of_an_applied_push_passes_while_the_old_session_still_holds_the_writer', () => {
+  // The client lost the reply to seq 1, its RPC session failed and it opened s2 before the
+  // server saw s1 close: the resend must reach the store (which answers "duplicate"), not be
+  // refused as "nothing applied".
+  const { w, active, push } = setup();
+  active.add('s1').add('s2');
+  push('wa', 's1', 'h1', 1);
+  expect(w.admit('wa', 1, { sessionId: 's2', peer: 'h1' })).toBe('bound');
+  // A push the store has not applied is still refused while s1 holds the writer.
+  expect(() => push('wa', 's2', 'h1', 2)).toThrow(
+    expect.objectContaining({ code: 'ERR_PS_REQUEST_WRITER_IN_USE' }),
+  );
 });
 
 it('per_session_and_per_peer_bounds_and_the_quota_frees_as_the_store_forgets', () => {

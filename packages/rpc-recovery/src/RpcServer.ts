@@ -177,7 +177,11 @@ export class RpcServer {
     } else {
       throw new RpcError('ERR_RPC_INVALID_ARG', 'RpcServer needs an authority or a key');
     }
-    this.#dedup = options.dedup ?? new DeduplicationTable();
+    // As many sessions as the authority issues: a live session is never evicted to make room
+    // (a full table refuses new ones), so a smaller table would refuse sessions the authority
+    // allows.
+    this.#dedup =
+      options.dedup ?? new DeduplicationTable({ maxSessions: this.#authority.sessionLimit });
     this.#handshakeTimeoutMs = checkInt(
       'handshakeTimeoutMs',
       options.handshakeTimeoutMs ?? 10_000,

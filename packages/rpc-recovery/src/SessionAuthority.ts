@@ -173,6 +173,11 @@ export class SessionAuthority {
     refusedFull: 0,
   };
 
+  /** Live sessions it holds at most (`maxSessions`); RpcServer sizes its de-dup table to it. */
+  get sessionLimit(): number {
+    return this.maxSessions;
+  }
+
   constructor(options: SessionAuthorityOptions) {
     const o = ownOptions('SessionAuthority options', options);
     checkKnownKeys('SessionAuthority', o, KEYS);
