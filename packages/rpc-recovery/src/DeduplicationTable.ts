@@ -36,6 +36,12 @@ export interface DeduplicationTableOptions {
   maxBytesPerSession?: number;
   /** Requests kept over all sessions; beyond, least recently used sessions are evicted. Default 262 144. */
   maxTotalEntries?: number;
+  /**
+   * Unacknowledged requests one peer (the `peer` named at `openSession`) may hold over all its
+   * sessions; more are refused (ERR_RPC_PEER_LIMIT), so one host that never acknowledges
+   * cannot fill `maxTotalEntries` for everyone. Default 32 768 (an eighth of the total).
+   */
+  maxEntriesPerPeer?: number;
   /** Bytes of stored replies over all sessions; beyond, least recently used sessions are evicted. Default 64 MiB. */
   maxTotalBytes?: number;
   /** A larger reply is not stored: its request is remembered as executed, reply dropped. Default 64 KiB. */
@@ -121,6 +127,7 @@ const DEFAULTS = {
   maxEntriesPerSession: 1024,
   maxBytesPerSession: 1 << 20,
   maxTotalEntries: 262_144,
+  maxEntriesPerPeer: 32_768,
   maxTotalBytes: 64 << 20,
   maxReplyBytes: 64 << 10,
   maxEvictedRemembered: 4096,
@@ -165,6 +172,7 @@ export class DeduplicationTable {
   private readonly maxSessions: number;
   private readonly maxSessionsPerPeer: number;
   private readonly maxEntriesPerSession: number;
+  private readonly maxEntriesPerPeer: number;
   private readonly maxBytesPerSession: number;
   private readonly maxTotalEntries: number;
   private readonly maxTotalBytes: number;
@@ -177,6 +185,8 @@ export class DeduplicationTable {
   private readonly evicted = new Set<string>();
   /** Peer → its open sessions; dropped when empty. */
   private readonly peers = new Map<string, Set<string>>();
+  /** Peer → requests its sessions hold (entries); dropped at 0. */
+  private readonly peerEntries = new Map<string, number>();
   /** True for a session that must not be evicted (it may still resume); see guardEviction. */
   private isLive: ((sessionId: string) => boolean) | undefined;
   /** Evictions of the running operation, reported to onEvict when it ends. */
@@ -198,6 +208,7 @@ export class DeduplicationTable {
     this.maxSessionsPerPeer = int('maxSessionsPerPeer', 1, this.maxSessions);
     this.maxTotalEntries = int('maxTotalEntries', 1);
     this.maxEntriesPerSession = int('maxEntriesPerSession', 1, this.maxTotalEntries);
+    this.maxEntriesPerPeer = int('maxEntriesPerPeer', 1, this.maxTotalEntries);
     this.maxTotalBytes = int('maxTotalBytes', 0);
     this.maxBytesPerSession = int('maxBytesPerSession', 0, this.maxTotalBytes);
     this.maxReplyBytes = int('maxReplyBytes', 0, 2 ** 32 - 1);
@@ -368,6 +379,13 @@ export class DeduplicationTable {
     if (s.entries.size >= this.maxEntriesPerSession) {
       throw new DedupSessionFullError(sessionId, this.maxEntriesPerSession);
     }
+    if (s.peer !== undefined && (this.peerEntries.get(s.peer) ?? 0) >= this.maxEntriesPerPeer) {
+      throw new RpcError(
+        'ERR_RPC_PEER_LIMIT',
+        `peer ${s.peer} holds ${this.maxEntriesPerPeer} unacknowledged requests (maxEntriesPerPeer)`,
+        { retryable: true },
+      );
+    }
     while (this.totalEntries >= this.maxTotalEntries) {
       if (!this.evictLru(s, 'entries')) {
         this.notify();
@@ -379,7 +397,7 @@ export class DeduplicationTable {
     s.entries.set(seq, { state: 'running', reply: null, shared: undefined });
     s.running++;
     this.totalRunning++;
-    this.totalEntries++;
+    this.countEntries(s, 1);
     this.notify();
     return NEW;
   }
@@ -498,6 +516,7 @@ export class DeduplicationTable {
     this.sessions.clear();
     this.evicted.clear();
     this.peers.clear();
+    this.peerEntries.clear();
     this.totalEntries = 0;
     this.totalBytes = 0;
     for (const ss of saved) {
@@ -566,7 +585,7 @@ export class DeduplicationTable {
         order[keep++] = seq; // retired when it completes
       } else {
         s.entries.delete(seq);
-        this.totalEntries--;
+        this.countEntries(s, -1);
         const len = e.reply?.length ?? 0;
         s.bytes -= len;
         this.totalBytes -= len;
@@ -581,7 +600,7 @@ export class DeduplicationTable {
     s.entries.delete(seq);
     const at = lowerBound(s.order, seq);
     s.order.splice(at, 1);
-    this.totalEntries--;
+    this.countEntries(s, -1);
     const len = e.reply?.length ?? 0;
     s.bytes -= len;
     this.totalBytes -= len;
@@ -647,6 +666,15 @@ export class DeduplicationTable {
     }
   }
 
+  /** Requests held: over all sessions, and by the session's peer. */
+  private countEntries(s: Session, delta: number): void {
+    this.totalEntries += delta;
+    if (s.peer === undefined) return;
+    const n = (this.peerEntries.get(s.peer) ?? 0) + delta;
+    if (n > 0) this.peerEntries.set(s.peer, n);
+    else this.peerEntries.delete(s.peer);
+  }
+
   private drop(s: Session, err: Error): void {
     this.sessions.delete(s.id);
     const held = s.peer === undefined ? undefined : this.peers.get(s.peer);
@@ -654,7 +682,7 @@ export class DeduplicationTable {
       held.delete(s.id);
       if (held.size === 0) this.peers.delete(s.peer as string);
     }
-    this.totalEntries -= s.entries.size;
+    this.countEntries(s, -s.entries.size);
     this.totalBytes -= s.bytes;
     this.totalRunning -= s.running;
     for (const e of s.entries.values()) e.shared?.reject(err);

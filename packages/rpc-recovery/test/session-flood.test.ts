@@ -105,6 +105,26 @@ describe('DeduplicationTable with an eviction guard', () => {
     t.closeSession(sid(2));
     t.openSession(sid(5), 0, 'a');
   });
+
+  it('a_peer_that_never_acknowledges_is_refused_at_its_share_of_entries_not_everyone', () => {
+    const t = new DeduplicationTable({ maxTotalEntries: 100, maxEntriesPerPeer: 3 });
+    t.guardEviction(() => true);
+    t.openSession(sid(1), 0, 'hog');
+    t.openSession(sid(2), 0, 'hog');
+    t.openSession(sid(3), 0, 'b');
+    t.begin(sid(1), 0);
+    t.begin(sid(1), 1);
+    t.begin(sid(2), 0);
+    // Its share is spent over its sessions together; another peer is still served.
+    expect(codeOf(() => t.begin(sid(2), 1))).toBe('ERR_RPC_PEER_LIMIT');
+    expect(t.begin(sid(3), 0)).toEqual({ status: 'new' });
+    // Acknowledged (and completed) requests free the share; a closed session frees its own.
+    t.complete(sid(1), 0, new Uint8Array(1));
+    expect(t.begin(sid(1), 2, 1)).toEqual({ status: 'new' });
+    expect(codeOf(() => t.begin(sid(2), 1))).toBe('ERR_RPC_PEER_LIMIT');
+    t.closeSession(sid(1));
+    expect(t.begin(sid(2), 1)).toEqual({ status: 'new' });
+  });
 });
 
 describe('session flood over TcpTransport', () => {
