@@ -7,7 +7,7 @@ import { RequestSlots } from './internal/RequestSlots.js';
 import { checkFunction, checkInt } from './internal/validate.js';
 import type { MethodRegistry } from './MethodRegistry.js';
 import type { ReplyMemory } from './ReplyBuffer.js';
-import { requestBudgetMs } from './RpcFrame.js';
+import { decodeRpcFrame, requestBudgetMs } from './RpcFrame.js';
 import { SessionAuthority } from './SessionAuthority.js';
 import {
   decodeSessionFrame,
@@ -520,7 +520,22 @@ export class RpcServer {
       // deadline budget: past that its caller has given up, so it is dropped unexecuted.
       if (!slots.tryTake()) {
         this.#stats.throttled++;
-        const waited = await slots.take(requestBudgetMs(msg.bytes, limits));
+        const budget = requestBudgetMs(msg.bytes, limits);
+        if (budget === 0) {
+          // Not a request with a valid budget: treated as dispatch would, without a slot — a
+          // malformed frame fails the connection (not counted as expired and dropped quietly),
+          // a well-formed frame of another kind is dropped.
+          try {
+            decodeRpcFrame(msg.bytes, limits);
+          } catch (err) {
+            msg.release();
+            fail(err);
+            return;
+          }
+          msg.release();
+          continue;
+        }
+        const waited = await slots.take(budget);
         if (waited !== 'taken') {
           msg.release();
           if (waited === 'closed') return; // the connection went away while waiting

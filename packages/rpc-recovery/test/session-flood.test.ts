@@ -10,6 +10,7 @@ import {
   DeduplicationTable,
   decodeSessionFrame,
   ExponentialBackoff,
+  encodeRequestHeader,
   encodeSessionFrame,
   MethodRegistry,
   RPC_CONTROL_CHANNEL,
@@ -195,6 +196,57 @@ describe('session flood over TcpTransport', () => {
     const s = served[0] as Connection;
     expect(s.error).toMatchObject({ code: 'ERR_RPC_CHANNEL_LIMIT' });
     expect(server.stats().dropped).toBe(1);
+  });
+});
+
+describe('a malformed request while the server is at its concurrency bound', () => {
+  it('fails_the_connection_with_ERR_RPC_PROTOCOL_instead_of_dropping_it_as_expired', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    const reg = new MethodRegistry();
+    reg.register('hold', () => gate.then(() => new Uint8Array(0)), { idempotent: true });
+    const server = new RpcServer(reg, { key: KEY, maxConcurrentRequests: 1 });
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    const served: Connection[] = [];
+    listener.on('connection', (c) => {
+      served.push(c);
+      server.serve(c);
+    });
+    cleanups.push(async () => {
+      open();
+      await listener.close();
+    });
+    const conn = await transport.connect({ port: listener.port, secret });
+    conn.on('error', () => {});
+    cleanups.push(() => conn.destroy());
+    const control = conn.openChannel(RPC_CONTROL_CHANNEL);
+    await control.send(encodeSessionFrame({ kind: 'open' }));
+    const m = await control.receive({ copy: true, timeoutMs: 5000 });
+    const welcome = decodeSessionFrame(m.bytes);
+    m.release();
+    if (welcome.kind !== 'welcome') throw new Error('no welcome');
+    const data = conn.openChannel(RPC_DATA_CHANNEL);
+    const header = {
+      requestId: 1,
+      sessionSeq: 0,
+      ackBelow: 0,
+      epoch: welcome.epoch,
+      deadlineMs: 10_000,
+      payloadLength: 0,
+      idempotent: true,
+      method: 'hold',
+    };
+    await data.send(encodeRequestHeader(header)); // takes the one slot and holds it
+    const bad = encodeRequestHeader({ ...header, requestId: 2 });
+    bad.fill(0xff, 28, 32); // a deadline budget past maxDeadlineMs: no valid request
+    const closed = new Promise<void>((r) => conn.once('close', () => r()));
+    await data.send(bad);
+    await closed;
+    expect((served[0] as Connection).error).toMatchObject({ code: 'ERR_RPC_PROTOCOL' });
+    expect(server.stats().expired).toBe(0);
   });
 });
 
