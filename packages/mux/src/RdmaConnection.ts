@@ -10,6 +10,7 @@ import {
 import {
   allocCompletions,
   isRetryableStatus,
+  NOTIFY_SOLICITED_ONLY,
   type QueuePair,
   RdmaCompletionError,
   type SendWr,
@@ -29,6 +30,7 @@ import {
 import { FRAME_HEADER_BYTES, MAX_CHANNEL_NAME_BYTES, readU32, writeU32 } from './FrameHeader.js';
 import type { HandshakeLimits } from './Handshake.js';
 import { type ControlLink, ControlType, LEASE_RETURN_BYTES } from './internal/ControlLink.js';
+import { FreeList } from './internal/FreeList.js';
 import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
 import { PollEntry, type PollLoop } from './internal/PollLoop.js';
@@ -103,11 +105,6 @@ const SIGNAL_EVERY = 16;
  */
 const WR_SEQ_SPAN = 1 << 20;
 const WR_SEQ_MASK = WR_SEQ_SPAN - 1;
-/**
- * The CQ's event arm while asleep: only the peer's SENDs (all posted solicited) and failures
- * wake this side, never its own send completions (reaped at the next wake-up instead).
- */
-const SOLICITED_ONLY = Object.freeze({ solicitedOnly: true });
 /** How the CQ is armed now: not (polled, or its event fired), for solicited only, for any. */
 const ARM_NONE = 0;
 const ARM_SOLICITED = 1;
@@ -263,9 +260,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #wcs: WorkCompletion[] = allocCompletions(64);
   readonly #hdr = newWireHeader();
   readonly #batch: SendWr[] = [];
-  readonly #smallSlots: SendSlot[] = [];
-  readonly #largeSlots: SendSlot[] = [];
-  readonly #items: OutItem[] = [];
+  readonly #smallSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
+  readonly #largeSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
+  readonly #items = new FreeList<OutItem>(ITEM_POOL_MAX);
   /**
    * A send waited for a credit since the last message: the next header says so, and the peer
    * grows this side's lease (its credit estimate cannot see a sender whose credits are all in
@@ -707,7 +704,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   /** A queue record with a send slot of at least `bytes` (both reused once completed). */
   #sendItem(bytes: number): OutItem {
-    const item = this.#items.pop() ?? new OutItem();
+    const item = this.#items.take() ?? new OutItem();
     item.slot = this.#takeSlot(bytes);
     item.sendBytes = bytes;
     return item;
@@ -715,18 +712,17 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   #takeSlot(bytes: number): SendSlot {
     if (bytes <= SMALL_SLOT_BYTES) {
-      return this.#smallSlots.pop() ?? new SendSlot(this.#alloc.alloc(SMALL_SLOT_BYTES), true);
+      return this.#smallSlots.take() ?? new SendSlot(this.#alloc.alloc(SMALL_SLOT_BYTES), true);
     }
     const large = WIRE_HEADER_BYTES + Math.max(this.#s.eagerLimit, 256);
     if (bytes > large) throw new MuxError('ERR_MUX_TOO_LARGE', `a SEND of ${bytes} bytes`);
-    return this.#largeSlots.pop() ?? new SendSlot(this.#alloc.alloc(large), false);
+    return this.#largeSlots.take() ?? new SendSlot(this.#alloc.alloc(large), false);
   }
 
   /** A completed (or never posted) send slot goes back to its pool. */
   #putSlot(slot: SendSlot): void {
     const pool = slot.small ? this.#smallSlots : this.#largeSlots;
-    if (pool.length < SLOT_POOL_MAX && !this.#terminal()) pool.push(slot);
-    else quietly(slot.block);
+    if (this.#terminal() || !pool.put(slot)) quietly(slot.block);
   }
 
   /** A finished queue record goes back to the pool (its slot already returned). */
@@ -740,7 +736,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.read = undefined;
     item.posted = 0;
     item.awaited = false;
-    if (this.#items.length < ITEM_POOL_MAX) this.#items.push(item);
+    this.#items.put(item);
   }
 
   /**
@@ -949,7 +945,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       cq.requestNotify();
     } else {
       this.#armed = ARM_SOLICITED;
-      cq.requestNotify(SOLICITED_ONLY);
+      // Asleep: only the peer's SENDs (all posted solicited) and failures wake this side,
+      // never its own send completions (reaped at the next wake-up instead).
+      cq.requestNotify(NOTIFY_SOLICITED_ONLY);
     }
   }
 
@@ -1129,6 +1127,29 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#retire(lane, wc.wrId);
   }
 
+  /**
+   * An eager message copied out of its receive buffer, which is reposted at once. Its own
+   * method: the release closure's context would otherwise be allocated for every message.
+   */
+  #copyOut(
+    idx: number,
+    bytes: Uint8Array,
+    channel: number,
+    seq: number,
+    length: number,
+    charge: number,
+  ): InboundMessage {
+    this.#stats.receiveCopies++;
+    const copy = this.#alloc.alloc(Math.max(1, length));
+    copy.bytes.set(bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + length));
+    this.#repost(idx, true);
+    const release = () => {
+      copy.release();
+      this.#released(charge);
+    };
+    return new InboundMessage(channel, seq, copy.bytes.subarray(0, length), release, copy);
+  }
+
   #onReceive(wrId: number, byteLen: number): void {
     const pool = this.#pool;
     // Ours from here (teardown gives it back to the pool if handling it fails).
@@ -1161,27 +1182,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#stats.messagesReceived++;
         this.#stats.bytesReceived += h.length;
         this.#stats.eagerReceived++;
-        let m: InboundMessage;
         // Buffers running low (the application holds many): copy out and repost at once, so
         // a receiver holding up to its window never starves its sender of buffers.
-        if (this.#recvCredits.posted < this.#recvCredits.capacity / 4) {
-          this.#stats.receiveCopies++;
-          const copy = this.#alloc.alloc(Math.max(1, h.length));
-          copy.bytes.set(bytes.subarray(WIRE_HEADER_BYTES, WIRE_HEADER_BYTES + h.length));
-          this.#repost(idx, true);
-          m = new InboundMessage(
-            h.channel,
-            h.seq,
-            copy.bytes.subarray(0, h.length),
-            () => {
-              copy.release();
-              this.#released(charge);
-            },
-            copy,
-          );
-        } else {
-          m = pool.hold(idx, h.channel, h.seq, h.length, charge);
-        }
+        const m =
+          this.#recvCredits.posted < this.#recvCredits.capacity / 4
+            ? this.#copyOut(idx, bytes, h.channel, h.seq, h.length, charge)
+            : pool.hold(idx, h.channel, h.seq, h.length, charge);
         ch.arrive(m);
         return;
       }
@@ -1220,7 +1226,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           charge,
         };
         this.#reads.add(op);
-        const item = this.#items.pop() ?? new OutItem();
+        const item = this.#items.take() ?? new OutItem();
         item.kind = KIND_READ;
         item.read = op;
         this.#enqueue(ch.lane, item);
@@ -1738,11 +1744,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       lane.ringHead = 0;
       lane.sqUsed = 0;
     }
-    for (const slot of this.#smallSlots) quietly(slot.block);
-    for (const slot of this.#largeSlots) quietly(slot.block);
-    this.#smallSlots.length = 0;
-    this.#largeSlots.length = 0;
-    this.#items.length = 0;
+    this.#smallSlots.drain((slot) => quietly(slot.block));
+    this.#largeSlots.drain((slot) => quietly(slot.block));
+    this.#items.drain(() => {});
     for (const op of this.#reads) quietly(op.dst);
     this.#reads.clear();
     for (const src of this.#sources.values()) {

@@ -58,6 +58,15 @@ const RESOLVED: Promise<void> = Promise.resolve();
 const WAIT_KEYS = ['timeoutMs', 'signal', 'spinUs', 'solicitedOnly'] as const;
 const NOTIFY_KEYS = ['solicitedOnly'] as const;
 
+/**
+ * `requestNotify(NOTIFY_SOLICITED_ONLY)` arms for solicited completions without reading an
+ * options object per call (frozen, so it is checked once, here): for code that re-arms per
+ * wake-up.
+ */
+export const NOTIFY_SOLICITED_ONLY: Readonly<NotifyOptions> = Object.freeze({
+  solicitedOnly: true,
+});
+
 const kRemoveWaiter: unique symbol = Symbol('rdmajs.removeWaiter');
 
 /**
@@ -209,7 +218,8 @@ export class CompletionQueue extends Resource {
   requestNotify(options?: NotifyOptions): void {
     this.assertOpen();
     let solicitedOnly = false;
-    if (options !== undefined && options !== null) {
+    if (options === NOTIFY_SOLICITED_ONLY) solicitedOnly = true;
+    else if (options !== undefined && options !== null) {
       const o = readOptions('requestNotify options', options, NOTIFY_KEYS);
       if (o.solicitedOnly !== undefined)
         solicitedOnly = checkBoolean('solicitedOnly', o.solicitedOnly);
@@ -253,7 +263,8 @@ export class CompletionQueue extends Resource {
     let adaptive = true;
     let signal: AbortSignal | undefined;
     let solicitedOnly = false;
-    if (options !== undefined && options !== null) {
+    if (options === NOTIFY_SOLICITED_ONLY) solicitedOnly = true;
+    else if (options !== undefined && options !== null) {
       // The common case checked without allocating (no key list, no copy); anything odd
       // goes through readOptions for its error.
       if (!isPlainObject(options)) readOptions('waitForCompletion options', options, WAIT_KEYS);

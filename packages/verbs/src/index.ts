@@ -2,6 +2,7 @@ export {
   CompletionQueue,
   type CompletionWaitOptions,
   type CqAsyncEvent,
+  NOTIFY_SOLICITED_ONLY,
   type NotifyOptions,
 } from './CompletionQueue.js';
 export {
