@@ -842,7 +842,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   void Remember(const float* w, const float* s) {
     if (!saturate_) return;
     std::memcpy(before_.data(), w, static_cast<size_t>(dim_) * 4);
-    std::memcpy(before_.data() + dim_, s, static_cast<size_t>(stateDim_) * 4);
+    // An optimizer without state (SGD) has no state memory: s is null, and memcpy from null
+    // is undefined even for 0 bytes.
+    if (stateDim_ > 0) std::memcpy(before_.data() + dim_, s, static_cast<size_t>(stateDim_) * 4);
   }
 
   // An element beyond ±limit (±Inf included) is held at ±limit; a NaN takes its old value. The
