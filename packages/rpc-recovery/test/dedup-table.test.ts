@@ -1,17 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { DeduplicationTable, RpcDecodeError, RpcError } from '../src/index.js';
+import { DeduplicationTable, RpcDecodeError } from '../src/index.js';
+import { codeOf } from './support/codeOf.js';
 
 const bytes = (...b: number[]) => new Uint8Array(b);
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RpcError);
-    return (err as RpcError).code;
-  }
-  return undefined;
-}
 
 describe('DeduplicationTable', () => {
   it('duplicate_while_running_shares_the_first_reply', async () => {

@@ -11,6 +11,7 @@ import {
   RpcServer,
   SessionAuthority,
 } from '../src/index.js';
+import { codeOf } from './support/codeOf.js';
 
 const KEY = new Uint8Array(32).fill(9);
 const secret = 'rpc-peer-bounds-secret-0123456789';
@@ -18,16 +19,6 @@ const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RpcError);
-    return (err as RpcError).code;
-  }
-  return undefined;
-}
 
 describe('per-peer bounds of SessionAuthority', () => {
   it('a_peer_cannot_hold_more_than_maxSessionsPerPeer_sessions', () => {

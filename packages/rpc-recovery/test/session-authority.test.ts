@@ -1,19 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RpcError, resumptionProof, SessionAuthority } from '../src/index.js';
+import { resumptionProof, SessionAuthority } from '../src/index.js';
+import { codeOf } from './support/codeOf.js';
 
 const KEY = new Uint8Array(32).fill(7);
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RpcError);
-    return (err as RpcError).code;
-  }
-  return undefined;
-}
 
 function clock() {
   let t = 0;

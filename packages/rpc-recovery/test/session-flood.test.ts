@@ -16,11 +16,11 @@ import {
   RPC_CONTROL_CHANNEL,
   RPC_DATA_CHANNEL,
   RpcClient,
-  RpcError,
   RpcServer,
   SessionAuthority,
   type SessionFrame,
 } from '../src/index.js';
+import { codeOf } from './support/codeOf.js';
 
 const KEY = new Uint8Array(32).fill(7);
 const secret = 'rpc-session-flood-secret-0123456789';
@@ -30,16 +30,6 @@ afterEach(async () => {
 });
 
 const sid = (i: number) => `s${i.toString(16).padStart(8, '0')}`;
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RpcError);
-    return (err as RpcError).code;
-  }
-  return undefined;
-}
 
 describe('DeduplicationTable with an eviction guard', () => {
   it('a_full_table_of_live_sessions_refuses_a_new_one_and_evicts_none', () => {
