@@ -43,6 +43,11 @@ export class PsShardProcess {
 
   static start(options: PsShardOptions): Promise<PsShardProcess> {
     const args = [
+      // BENCH_CPU_PROF_DIR=<dir>: each shard writes a V8 CPU profile there when it exits
+      // (NODE_OPTIONS may not carry --cpu-prof); the bench process takes `node --cpu-prof`.
+      ...(process.env.BENCH_CPU_PROF_DIR
+        ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`]
+        : []),
       '--conditions=@rdmajs/source',
       '--import',
       'tsx',
