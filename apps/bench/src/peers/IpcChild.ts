@@ -95,10 +95,11 @@ export class IpcChild<Req extends { op: string }> {
     if (!this.running) return Promise.reject(new Error(`${this.#name} is not running`));
     const id = this.#next++;
     return new Promise<T>((resolve, reject) => {
+      // Rejected once the child is gone: whoever sees the error has no process left over.
       const t = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new Error(`${this.#name}: ${req.op} timed out after ${timeoutMs} ms`));
-        void this.kill();
+        const err = new Error(`${this.#name}: ${req.op} timed out after ${timeoutMs} ms`);
+        void this.kill().then(() => reject(err));
       }, timeoutMs);
       this.#pending.set(id, {
         resolve: (v) => {
