@@ -48,7 +48,16 @@ export class IpcChild<Req extends { op: string }> {
     startTimeoutMs = 60_000,
   ): Promise<IpcChild<Req>> {
     const proc = fork(fileURLToPath(script), [...args], {
-      execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+      execArgv: [
+        // BENCH_CPU_PROF_DIR=<dir>: each peer writes a V8 CPU profile there when it exits, as
+        // the ps shards do (the bench's own `node --cpu-prof` does not reach its children).
+        ...(process.env.BENCH_CPU_PROF_DIR
+          ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`]
+          : []),
+        '--import',
+        'tsx',
+        '--conditions=@rdmajs/source',
+      ],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'advanced',
     });

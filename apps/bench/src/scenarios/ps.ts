@@ -59,7 +59,7 @@ const MIN_CALLS_MAX_BATCH = 256;
 
 export const psScenario: Scenario = {
   name: 'ps',
-  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
+  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, each in its own process, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const sides: Side[] = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     let set: PsShardSet | undefined;
