@@ -45,7 +45,11 @@ try {
 let row: { batch: number; seed: number; batches: BigUint64Array[] } | undefined;
 let grads = new Float32Array(0);
 
+const count = (x: unknown): boolean => Number.isSafeInteger(x) && (x as number) >= 0;
+
 async function warmUp(calls: number, dims: readonly number[]): Promise<void> {
+  if (!count(calls) || dims.length === 0 || !dims.every((d) => count(d) && d > 0))
+    throw new Error(`bad warm-up request ${JSON.stringify({ calls, dims })}`);
   for (let k = 0; k < calls; k++) {
     const dim = dims[k % dims.length] as number;
     const keys = BigUint64Array.from({ length: 16 }, (_, i) => BigInt(k * 16 + i + 1));
@@ -53,8 +57,6 @@ async function warmUp(calls: number, dims: readonly number[]): Promise<void> {
     await client.push(psTableName(dim), keys, new Float32Array(16 * dim));
   }
 }
-
-const count = (x: unknown): boolean => Number.isSafeInteger(x) && (x as number) >= 0;
 
 async function block(r: PsBlockRequest): Promise<PsBlockResult> {
   if (![r.dim, r.batch, r.seed, r.from, r.n].every(count) || r.dim * r.batch === 0)
