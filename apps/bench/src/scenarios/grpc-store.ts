@@ -1,5 +1,6 @@
 import { GrpcStoreClient } from '../baselines/grpc/GrpcStoreClient.js';
 import { GrpcStoreServer } from '../baselines/grpc/GrpcStoreServer.js';
+import { DISTINCT_BATCHES, keyBatches } from '../peers/psWorkload.js';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
@@ -9,24 +10,6 @@ import type { Scenario, ScenarioOptions } from './Scenario.js';
 export const GRPC_BATCHES: readonly number[] = [1, 16, 256, 4096];
 const DIM = 32;
 const TABLE = 'emb';
-const KEY_SPACE = 1_000_000;
-/** Distinct key batches cycled through, so calls do not hit the same rows every time. */
-const DISTINCT_BATCHES = 16;
-
-/** A small seeded generator (xorshift32): the same keys every run. */
-function keyBatches(batch: number, seed: number): BigUint64Array[] {
-  let x = seed >>> 0 || 1;
-  const next = () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) % KEY_SPACE;
-  };
-  return Array.from({ length: DISTINCT_BATCHES }, () =>
-    BigUint64Array.from({ length: batch }, () => BigInt(next() + 1)),
-  );
-}
-
 /** Fewer calls for big batches so the run stays short (same rule of thumb as the sizes). */
 export function callsFor(batch: number, base: number): number {
   return Math.max(50, Math.floor(base / Math.max(1, batch / 16)));

@@ -1,10 +1,8 @@
-import { PsClient } from '@rdmajs/ps-client';
-import { openDevice } from '@rdmajs/verbs';
-import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
+import { PsClientPeer } from '../peers/PsClientPeer.js';
 import { PsShardSet } from '../peers/PsShardSet.js';
+import { psTableName } from '../peers/psWorkload.js';
 import type { Result } from '../report/Result.js';
-import { collectGarbage } from '../stats/collectGarbage.js';
-import { cpuNowUs, procThreadsCpuUs } from '../stats/cpu.js';
+import { procThreadsCpuUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { callsFor } from './grpc-store.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
@@ -21,30 +19,15 @@ const listEnv = (name: string): number[] | undefined =>
 export const PS_BATCHES: readonly number[] = listEnv('PS_BENCH_BATCHES') ?? [1, 16, 256, 4096];
 export const PS_DIMS: readonly number[] = listEnv('PS_BENCH_DIMS') ?? [8, 64, 256];
 const SHARDS = 3;
-const KEY_SPACE = 1_000_000;
-const DISTINCT_BATCHES = 16;
 const SECRET = 'rdmajs-bench-ps-secret-0123456789';
 /** `PS_BENCH_EAGER=<bytes>`: the RDMA eager threshold of servers and client (default mux's 32 KiB). */
 const EAGER =
   process.env.PS_BENCH_EAGER === undefined ? undefined : Number(process.env.PS_BENCH_EAGER);
 
-function keyBatches(batch: number, seed: number): BigUint64Array[] {
-  let x = seed >>> 0 || 1;
-  const next = () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) % KEY_SPACE;
-  };
-  return Array.from({ length: DISTINCT_BATCHES }, () =>
-    BigUint64Array.from({ length: batch }, () => BigInt(next() + 1)),
-  );
-}
-
 type Side = 'tcp' | 'rdma';
 
 /**
- * Warm-up pulls and pushes per client before the first row. TurboFan compiles the ~240 hot
+ * Warm-up pulls and pushes per client (in its own process) before the first row. TurboFan compiles the ~240 hot
  * functions of client and shards in background threads over the first ~2 000 calls on a loaded
  * 2-core machine (measured: shard CPU per 256-key pull ≈ 270 µs after 300 warm-up calls,
  * ≈ 100 µs after 3 000); rows measured before that count compile time, not the transport.
@@ -76,19 +59,23 @@ const MIN_CALLS_MAX_BATCH = 256;
 
 export const psScenario: Scenario = {
   name: 'ps',
-  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
+  description: `the networked parameter server: ${SHARDS} rdmajs-ps-server processes listening on RDMA (soft) and TCP at once + one PsClient per transport, each in its own process, interleaved; pull and push round trip and CPU of all processes per call, batches ${PS_BATCHES.join(', ')} keys × dims ${PS_DIMS.join(', ')}`,
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const sides: Side[] = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     let set: PsShardSet | undefined;
     const results: Result[] = [];
-    const clients = new Map<Side, PsClient>();
+    // Each transport's client runs in its own process (PsClientPeer): its garbage is collected
+    // there, inside its own calls, as a user's client process pays it, never in the other
+    // side's window; so no forced GC between blocks (one would slow the calls after it).
+    const peers = new Map<Side, PsClientPeer>();
+    let ok = false;
     try {
       if (sides.length === 0) return results;
       progress('starting ps shards');
       set = await PsShardSet.start({
         shards: SHARDS,
         tables: PS_DIMS.map((dim) => ({
-          name: `emb${dim}`,
+          name: psTableName(dim),
           dim,
           optimizer: { kind: 'adagrad', lr: 0.01 },
         })),
@@ -99,44 +86,31 @@ export const psScenario: Scenario = {
         args: EAGER === undefined ? [] : ['--rdma-eager-threshold', String(EAGER)],
       });
       const shards = set;
-      for (const side of sides) {
-        clients.set(
-          side,
-          await PsClient.connect({
+      progress('starting ps clients');
+      const started = await Promise.allSettled(
+        sides.map((side) =>
+          PsClientPeer.spawn({
+            side,
             servers: shards.servers(side),
-            transport: side,
-            tcp: TCP_BASELINE_OPTIONS,
-            ...(side === 'rdma'
-              ? {
-                  rdma: {
-                    ...(o.provider === 'soft'
-                      ? {}
-                      : { device: openDevice({ provider: o.provider }) }),
-                    ...(EAGER === undefined ? {} : { eagerThreshold: EAGER }),
-                  },
-                }
-              : {}),
             secret: SECRET,
+            provider: o.provider,
+            ...(EAGER === undefined ? {} : { eagerThreshold: EAGER }),
           }),
-        );
-      }
+        ),
+      );
+      for (const s of started) if (s.status === 'fulfilled') peers.set(s.value.side, s.value);
+      const failed = started.find((s) => s.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      const peer = (side: Side) => peers.get(side) as PsClientPeer;
       // Exact per thread (schedstat), so blocks of a few ms split their CPU between the sides.
       const shardCpu = () => shards.pids.reduce((a, pid) => a + procThreadsCpuUs(pid), 0);
       // Warm every path once (JIT, connections, first rows) so the first rows measured are not
-      // the slowest; each row still has its own warm-up below.
+      // the slowest; each row still has its own warm-up below. One client at a time.
       progress('ps warm-up');
-      for (const c of clients.values()) {
-        for (let k = 0; k < WARMUP_CALLS; k++) {
-          const dim = PS_DIMS[k % PS_DIMS.length] as number;
-          const keys = BigUint64Array.from({ length: 16 }, (_, i) => BigInt(k * 16 + i + 1));
-          (await c.pull(`emb${dim}`, keys)).release();
-          await c.push(`emb${dim}`, keys, new Float32Array(16 * dim));
-        }
-      }
+      for (const side of sides) await peer(side).warmUp(WARMUP_CALLS, PS_DIMS);
       for (const dim of PS_DIMS) {
         for (const batch of PS_BATCHES) {
-          const batches = keyBatches(batch, batch * 7919 + dim);
-          const grads = new Float32Array(batch * dim).fill(0.001);
+          const seed = batch * 7919 + dim;
           const calls = Math.max(
             callsFor(batch, o.iterations),
             batch <= MIN_CALLS_MAX_BATCH ? Math.min(MIN_CALLS, o.iterations) : 0,
@@ -145,12 +119,7 @@ export const psScenario: Scenario = {
           const perRound = Math.max(1, Math.ceil(calls / rounds));
           for (const op of ['pull', 'push'] as const) {
             progress(`ps ${op} ${batch} keys × dim ${dim}`);
-            const call = async (c: PsClient, k: number) => {
-              const keys = batches[k % DISTINCT_BATCHES] as BigUint64Array;
-              // A pull hands out views of the replies; releasing them is part of the call.
-              if (op === 'pull') (await c.pull(`emb${dim}`, keys)).release();
-              else await c.push(`emb${dim}`, keys, grads);
-            };
+            const block = { call: op, dim, batch, seed };
             // As many warm-up calls as measured ones, up to ROW_WARMUP_CALLS, taking turns
             // like the rounds: the shards' code is shared, so neither side warms it for the other.
             const warmup = Math.min(calls, ROW_WARMUP_CALLS);
@@ -159,29 +128,27 @@ export const psScenario: Scenario = {
             const done = new Map(sides.map((s) => [s, 0]));
             for (let k0 = 0, turn = 0; k0 < warmup; k0 += perRound, turn++) {
               for (const side of turn % 2 === 0 ? sides : [...sides].reverse()) {
-                const c = clients.get(side) as PsClient;
-                for (let k = k0; k < Math.min(warmup, k0 + perRound); k++) await call(c, k);
+                const n = Math.min(warmup, k0 + perRound) - k0;
+                await peer(side).block({ ...block, from: k0, n, measure: false });
               }
             }
             for (let round = 0; round < rounds; round++) {
               const n = Math.min(perRound, calls - round * perRound);
               if (n <= 0) break;
               for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
-                const c = clients.get(side) as PsClient;
                 const rec = recs.get(side) as LatencyRecorder;
-                // The other side's garbage is collected before this side's window, not in it
-                // (both clients share this process; a TCP pull leaves its reply Buffers).
-                collectGarbage();
-                // The reads of the shards' CPU stay outside the client's window.
+                // The reads of the shards' CPU stay outside the client's window (the peer
+                // times its calls itself, so neither these reads nor IPC are in it).
                 const shard0 = shardCpu();
-                const own0 = cpuNowUs();
-                for (let k = 0; k < n; k++) {
-                  const t0 = performance.now();
-                  await call(c, warmup + round * perRound + k);
-                  rec.record((performance.now() - t0) * 1000);
-                }
-                const own = cpuNowUs() - own0;
-                cpu.set(side, (cpu.get(side) as number) + own + shardCpu() - shard0);
+                const r = await peer(side).block({
+                  ...block,
+                  from: warmup + round * perRound,
+                  n,
+                  measure: true,
+                });
+                const shardUs = shardCpu() - shard0;
+                for (const us of r.latenciesUs) rec.record(us);
+                cpu.set(side, (cpu.get(side) as number) + r.cpuUs + shardUs);
                 done.set(side, (done.get(side) as number) + n);
               }
             }
@@ -201,8 +168,10 @@ export const psScenario: Scenario = {
           }
         }
       }
+      ok = true;
     } finally {
-      await Promise.allSettled([...clients.values()].map((c) => c.close()));
+      // A failed run does not wait for graceful closes: its peers may be stuck mid-call.
+      await Promise.allSettled([...peers.values()].map((p) => (ok ? p.close() : p.kill())));
       await set?.stop();
     }
     return results;
