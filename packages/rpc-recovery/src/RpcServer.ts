@@ -543,14 +543,26 @@ export class RpcServer {
           continue;
         }
       }
-      // Requests run concurrently; each reply goes out when its handler settles.
-      registry.dispatch(msg.bytes, scope).then(
-        (parts) => replies.add(parts, msg),
-        (err: unknown) => {
-          replies.settle(msg);
-          fail(err);
-        },
-      );
+      // Requests run concurrently; each reply goes out when its handler settles — a
+      // synchronous handler's at once, without a promise job.
+      let parts: ReturnType<MethodRegistry['dispatchNow']>;
+      try {
+        parts = registry.dispatchNow(msg.bytes, scope);
+      } catch (err) {
+        replies.settle(msg);
+        fail(err);
+        continue;
+      }
+      if (parts instanceof Promise) {
+        const m = msg;
+        parts.then(
+          (p) => replies.add(p, m),
+          (err: unknown) => {
+            replies.settle(m);
+            fail(err);
+          },
+        );
+      } else replies.add(parts, msg);
     }
   }
 }
