@@ -22,7 +22,7 @@ import {
   pushRequestLength,
   type TableInfo,
 } from '@rdmajs/ps-wire';
-import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import type { BackoffPolicy, RpcReply } from '@rdmajs/rpc-recovery';
 import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
@@ -119,6 +119,16 @@ export interface MissingRows {
 }
 
 /** A partial pull's rows: `missing` is set. */
+const releaseReply = (r: HeldReply): void => r.release();
+const decodeSparsePushReply = (b: Uint8Array): PushReply => decodePushReply(b);
+const nonFinite = (grads: Float32Array): never => {
+  throw new PsClientError(
+    'ERR_PS_CLIENT_NON_FINITE',
+    `grads[${firstNonFinite(grads)}] is not finite`,
+  );
+};
+const ignore = (): void => {};
+
 export type PartialPull = PulledRows & { readonly missing: Uint8Array };
 
 export interface PushSummary {
@@ -729,6 +739,19 @@ export class PsClient {
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
     this.#counts.keysFetched += distinct;
+    if (!partial)
+      return this.#fetchWhole(
+        t,
+        links,
+        reqs,
+        segKeys,
+        segBase,
+        n,
+        distinct,
+        segOf,
+        offOf,
+        deadlineMs,
+      );
     // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
     let timer: NodeJS.Timeout | undefined;
     const late = partial
@@ -846,6 +869,66 @@ export class PsClient {
   }
 
   /**
+   * The rest of a pull that needs every shard's answer: each segment's call sent at once,
+   * awaited together (the first failure fails the pull; replies that arrived, or arrive
+   * later, are released). No closure or async step per shard.
+   */
+  async #fetchWhole(
+    t: TableShape,
+    links: readonly ShardLink[],
+    reqs: Uint8Array[],
+    segKeys: BigUint64Array[],
+    segBase: Uint32Array,
+    n: number,
+    distinct: number,
+    segOf: Uint32Array,
+    offOf: Uint32Array,
+    deadlineMs: number,
+  ): Promise<PulledRows> {
+    const S = links.length;
+    const nSeg = reqs.length;
+    const calls = new Array<Promise<RpcReply>>(nSeg);
+    for (let s = 0; s < S; s++) {
+      const link = links[s] as ShardLink;
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        calls[g] = link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs);
+      }
+    }
+    let replies: RpcReply[];
+    try {
+      replies = await Promise.all(calls);
+    } catch (err) {
+      for (const c of calls) c.then(releaseReply, ignore);
+      throw err;
+    }
+    const dim = t.dim;
+    const segments = new Array<Float32Array>(nSeg);
+    for (let s = 0; s < S; s++) {
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        let r: ReturnType<typeof decodePullReply>;
+        try {
+          r = decodePullReply((replies[g] as RpcReply).bytes);
+          if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
+            const label = (links[s] as ShardLink).label;
+            throw new PsClientError(
+              'ERR_PS_CLIENT_SHARD_MISMATCH',
+              `shard ${label} answered ${r.count} × ${r.dim}`,
+              { shard: label },
+            );
+          }
+        } catch (err) {
+          for (const reply of replies) reply.release();
+          throw err;
+        }
+        segments[g] = r.rows;
+      }
+    }
+    // One segment holding exactly the distinct keys, which are the request: a view as it is.
+    const whole = nSeg === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
+    return new PulledRows(dim, segments, segOf, offOf, replies, whole, undefined);
+  }
+
+  /**
    * Applies `grads` (`keys.length × dim`) to the rows of `keys` with each table's optimizer,
    * exactly once per shard; resolves when every shard acknowledged (durable under its log
    * policy). A failure of one shard does not undo another's part.
@@ -866,15 +949,9 @@ export class PsClient {
       );
     }
     this.#batch(k.length);
-    const nonFinite = (): never => {
-      throw new PsClientError(
-        'ERR_PS_CLIENT_NON_FINITE',
-        `grads[${firstNonFinite(grads)}] is not finite`,
-      );
-    };
     // Little-endian hosts check while copying the rows into the requests (below), before
     // anything is queued.
-    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite();
+    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite(grads);
     const deadlineMs = this.#deadline(options);
     const dim = t.dim;
     const router = this.#router;
@@ -960,7 +1037,7 @@ export class PsClient {
         bad |= ((w & 0x7f80_0000) + 0x0080_0000) >>> 31;
       }
     }
-    if (bad !== 0 && t.rejectNonFinite) nonFinite();
+    if (bad !== 0 && t.rejectNonFinite) nonFinite(grads);
     if (!LITTLE_ENDIAN) {
       // In-place requests are native order: a big-endian host encodes portable copies.
       for (let s = 0; s < S; s++) {
@@ -982,7 +1059,7 @@ export class PsClient {
       calls.push(
         (links[s] as ShardLink)
           .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs)
-          .then((b) => decodePushReply(b)),
+          .then(decodeSparsePushReply),
       );
     }
     return summarize(await Promise.all(calls));
