@@ -683,9 +683,9 @@ export class PsClient {
     // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
     // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
     const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
-    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
     const segBase = new Uint32Array(S + 1);
-    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
+    for (let s = 0; s < S; s++)
+      segBase[s + 1] = (segBase[s] as number) + Math.ceil((counts[s] as number) / perRequest);
     const nSeg = segBase[S] as number;
     // Each segment's request with its keys written once, straight into it (no per-shard
     // arrays copied again by an encoder).
@@ -704,10 +704,10 @@ export class PsClient {
     }
     if (LITTLE_ENDIAN) {
       // Copied as u32 halves (views of the keys): no bigint per key.
-      const sh = segKeys.map((p) => halvesOf(p));
+      const sh = segKeys.map(halvesOf);
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
-        const c = Math.floor(p / perRequest);
+        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
         const to = sh[(segBase[shardOf[u] as number] as number) + c] as Uint32Array;
         const at = 2 * (p - c * perRequest);
         const i = firstAt[u] as number;
@@ -717,7 +717,7 @@ export class PsClient {
     } else {
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
-        const c = Math.floor(p / perRequest);
+        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
         const to = segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
         to[p - c * perRequest] = keys[firstAt[u] as number] as bigint;
       }
@@ -732,7 +732,7 @@ export class PsClient {
     for (let i = 0; i < n; i++) {
       const u = uniqueOf[i] as number;
       const p = posOf[u] as number;
-      const c = Math.floor(p / perRequest);
+      const c = p < perRequest ? 0 : Math.floor(p / perRequest);
       segOf[i] = (segBase[shardOf[u] as number] as number) + c;
       offOf[i] = (p - c * perRequest) * dim;
     }

@@ -22,6 +22,7 @@ import {
 import { RpcReply } from './RpcReply.js';
 import { resumptionProof } from './SessionAuthority.js';
 import {
+  DATA_RECEIVE,
   decodeSessionFrame,
   encodeSessionFrame,
   RPC_CONTROL_CHANNEL,
@@ -915,7 +916,7 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         // Not copied: an Ok reply's message goes to its call, every other one back at once.
         let msg: InboundMessage;
         try {
-          msg = await data.receive({ timeoutMs: 60_000 });
+          msg = await data.receive(DATA_RECEIVE);
         } catch (err) {
           if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
           link.lost(err as Error);
