@@ -119,6 +119,22 @@ export interface MissingRows {
 }
 
 /** A partial pull's rows: `missing` is set. */
+/** A pull's requests and where its rows will be, made before anything is sent. */
+interface PullPlan {
+  readonly n: number;
+  readonly distinct: number;
+  /** The map and links the pull was planned on (whatever changes meanwhile). */
+  readonly router: ShardRouter;
+  readonly links: readonly ShardLink[];
+  readonly counts: Uint32Array;
+  /** Segment g of shard s: segBase[s] ≤ g < segBase[s + 1]. */
+  readonly segBase: Uint32Array;
+  readonly reqs: Uint8Array[];
+  readonly segKeys: BigUint64Array[];
+  readonly segOf: Uint32Array;
+  readonly offOf: Uint32Array;
+}
+
 const releaseReply = (r: HeldReply): void => r.release();
 const decodeSparsePushReply = (b: Uint8Array): PushReply => decodePushReply(b);
 const nonFinite = (grads: Float32Array): never => {
@@ -651,7 +667,8 @@ export class PsClient {
     };
   }
 
-  async #fetch(
+  /** Called from async methods only: what it throws reaches their callers as a rejection. */
+  #fetch(
     table: string,
     t: TableShape,
     keys: BigUint64Array,
@@ -659,7 +676,18 @@ export class PsClient {
   ): Promise<PulledRows> {
     this.#batch(keys.length);
     const deadlineMs = this.#deadline(o);
-    const partial = o?.partial === true;
+    const plan = this.#plan(table, t, keys);
+    return o?.partial === true
+      ? this.#fetchPartial(t, plan, deadlineMs)
+      : this.#fetchWhole(t, plan, deadlineMs);
+  }
+
+  /**
+   * The synchronous part of a pull: distinct keys, their shards, each segment's request with
+   * its keys written in, and where each requested row will be. A plain method of its own (no
+   * closure captures its locals), so its per-key loops keep them in registers.
+   */
+  #plan(table: string, t: TableShape, keys: BigUint64Array): PullPlan {
     const n = keys.length;
     const dim = t.dim;
     // De-duplicate: each distinct key is fetched once, from its shard. The deduper's arrays
@@ -739,26 +767,20 @@ export class PsClient {
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
     this.#counts.keysFetched += distinct;
-    if (!partial)
-      return this.#fetchWhole(
-        t,
-        links,
-        reqs,
-        segKeys,
-        segBase,
-        n,
-        distinct,
-        segOf,
-        offOf,
-        deadlineMs,
-      );
+    return { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf };
+  }
+
+  /** A pull that takes what answered by its deadline (`partial`). */
+  async #fetchPartial(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
+    const { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf } = plan;
+    const S = links.length;
+    const nSeg = reqs.length;
+    const dim = t.dim;
     // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
     let timer: NodeJS.Timeout | undefined;
-    const late = partial
-      ? new Promise<'late'>((resolve) => {
-          timer = setTimeout(() => resolve('late'), deadlineMs);
-        })
-      : undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), deadlineMs);
+    });
     const segments = new Array<Float32Array>(nSeg);
     // Replies that arrived; released here if the pull fails, else by the PulledRows.
     const held: HeldReply[] = [];
@@ -793,11 +815,6 @@ export class PsClient {
         Array.from({ length: S }, async (_, s) => {
           if (counts[s] === 0) return;
           const call = fetchPart(s);
-          if (late === undefined) {
-            await call;
-            answered[s] = 1;
-            return;
-          }
           const r = await Promise.race([
             call.then(
               () => ({ ok: true as const }),
@@ -825,7 +842,7 @@ export class PsClient {
     }
     // From here on, replies of shards that missed the deadline are released on arrival.
     abandoned = true;
-    const missing = partial ? new Uint8Array(n) : undefined;
+    const missing = new Uint8Array(n);
     let missingCount = 0;
     const missedSet = new Set<number>();
     let segMissed: Uint8Array | undefined;
@@ -845,7 +862,7 @@ export class PsClient {
         segments[g] = seg;
       }
     }
-    if (missing !== undefined && segMissed !== undefined) {
+    if (segMissed !== undefined) {
       for (let i = 0; i < n; i++) {
         if (segMissed[segOf[i] as number] === 1) {
           missing[i] = 1;
@@ -857,15 +874,11 @@ export class PsClient {
     const whole =
       segments.length === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
     const missingShards = router.ids.filter((_, s) => missedSet.has(s));
-    return new PulledRows(
-      dim,
-      segments,
-      segOf,
-      offOf,
-      held,
-      whole,
-      missing === undefined ? undefined : { missing, missingCount, missingShards },
-    );
+    return new PulledRows(dim, segments, segOf, offOf, held, whole, {
+      missing,
+      missingCount,
+      missingShards,
+    });
   }
 
   /**
@@ -873,18 +886,8 @@ export class PsClient {
    * awaited together (the first failure fails the pull; replies that arrived, or arrive
    * later, are released). No closure or async step per shard.
    */
-  async #fetchWhole(
-    t: TableShape,
-    links: readonly ShardLink[],
-    reqs: Uint8Array[],
-    segKeys: BigUint64Array[],
-    segBase: Uint32Array,
-    n: number,
-    distinct: number,
-    segOf: Uint32Array,
-    offOf: Uint32Array,
-    deadlineMs: number,
-  ): Promise<PulledRows> {
+  async #fetchWhole(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
+    const { n, distinct, links, segBase, reqs, segKeys, segOf, offOf } = plan;
     const S = links.length;
     const nSeg = reqs.length;
     const calls = new Array<Promise<RpcReply>>(nSeg);
