@@ -22,7 +22,7 @@ import {
   pushRequestLength,
   type TableInfo,
 } from '@rdmajs/ps-wire';
-import type { BackoffPolicy } from '@rdmajs/rpc-recovery';
+import type { BackoffPolicy, RpcReply } from '@rdmajs/rpc-recovery';
 import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
@@ -119,6 +119,32 @@ export interface MissingRows {
 }
 
 /** A partial pull's rows: `missing` is set. */
+/** A pull's requests and where its rows will be, made before anything is sent. */
+interface PullPlan {
+  readonly n: number;
+  readonly distinct: number;
+  /** The map and links the pull was planned on (whatever changes meanwhile). */
+  readonly router: ShardRouter;
+  readonly links: readonly ShardLink[];
+  readonly counts: Uint32Array;
+  /** Segment g of shard s: segBase[s] ≤ g < segBase[s + 1]. */
+  readonly segBase: Uint32Array;
+  readonly reqs: Uint8Array[];
+  readonly segKeys: BigUint64Array[];
+  readonly segOf: Uint32Array;
+  readonly offOf: Uint32Array;
+}
+
+const releaseReply = (r: HeldReply): void => r.release();
+const decodeSparsePushReply = (b: Uint8Array): PushReply => decodePushReply(b);
+const nonFinite = (grads: Float32Array): never => {
+  throw new PsClientError(
+    'ERR_PS_CLIENT_NON_FINITE',
+    `grads[${firstNonFinite(grads)}] is not finite`,
+  );
+};
+const ignore = (): void => {};
+
 export type PartialPull = PulledRows & { readonly missing: Uint8Array };
 
 export interface PushSummary {
@@ -641,7 +667,8 @@ export class PsClient {
     };
   }
 
-  async #fetch(
+  /** Called from async methods only: what it throws reaches their callers as a rejection. */
+  #fetch(
     table: string,
     t: TableShape,
     keys: BigUint64Array,
@@ -649,7 +676,18 @@ export class PsClient {
   ): Promise<PulledRows> {
     this.#batch(keys.length);
     const deadlineMs = this.#deadline(o);
-    const partial = o?.partial === true;
+    const plan = this.#plan(table, t, keys);
+    return o?.partial === true
+      ? this.#fetchPartial(t, plan, deadlineMs)
+      : this.#fetchWhole(t, plan, deadlineMs);
+  }
+
+  /**
+   * The synchronous part of a pull: distinct keys, their shards, each segment's request with
+   * its keys written in, and where each requested row will be. A plain method of its own (no
+   * closure captures its locals), so its per-key loops keep them in registers.
+   */
+  #plan(table: string, t: TableShape, keys: BigUint64Array): PullPlan {
     const n = keys.length;
     const dim = t.dim;
     // De-duplicate: each distinct key is fetched once, from its shard. The deduper's arrays
@@ -673,9 +711,9 @@ export class PsClient {
     // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
     // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
     const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
-    const chunksOf = (s: number): number => Math.ceil((counts[s] as number) / perRequest);
     const segBase = new Uint32Array(S + 1);
-    for (let s = 0; s < S; s++) segBase[s + 1] = (segBase[s] as number) + chunksOf(s);
+    for (let s = 0; s < S; s++)
+      segBase[s + 1] = (segBase[s] as number) + Math.ceil((counts[s] as number) / perRequest);
     const nSeg = segBase[S] as number;
     // Each segment's request with its keys written once, straight into it (no per-shard
     // arrays copied again by an encoder).
@@ -694,10 +732,10 @@ export class PsClient {
     }
     if (LITTLE_ENDIAN) {
       // Copied as u32 halves (views of the keys): no bigint per key.
-      const sh = segKeys.map((p) => halvesOf(p));
+      const sh = segKeys.map(halvesOf);
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
-        const c = Math.floor(p / perRequest);
+        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
         const to = sh[(segBase[shardOf[u] as number] as number) + c] as Uint32Array;
         const at = 2 * (p - c * perRequest);
         const i = firstAt[u] as number;
@@ -707,7 +745,7 @@ export class PsClient {
     } else {
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
-        const c = Math.floor(p / perRequest);
+        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
         const to = segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
         to[p - c * perRequest] = keys[firstAt[u] as number] as bigint;
       }
@@ -722,20 +760,27 @@ export class PsClient {
     for (let i = 0; i < n; i++) {
       const u = uniqueOf[i] as number;
       const p = posOf[u] as number;
-      const c = Math.floor(p / perRequest);
+      const c = p < perRequest ? 0 : Math.floor(p / perRequest);
       segOf[i] = (segBase[shardOf[u] as number] as number) + c;
       offOf[i] = (p - c * perRequest) * dim;
     }
     this.#counts.pulls++;
     this.#counts.keysRequested += n;
     this.#counts.keysFetched += distinct;
+    return { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf };
+  }
+
+  /** A pull that takes what answered by its deadline (`partial`). */
+  async #fetchPartial(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
+    const { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf } = plan;
+    const S = links.length;
+    const nSeg = reqs.length;
+    const dim = t.dim;
     // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
     let timer: NodeJS.Timeout | undefined;
-    const late = partial
-      ? new Promise<'late'>((resolve) => {
-          timer = setTimeout(() => resolve('late'), deadlineMs);
-        })
-      : undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), deadlineMs);
+    });
     const segments = new Array<Float32Array>(nSeg);
     // Replies that arrived; released here if the pull fails, else by the PulledRows.
     const held: HeldReply[] = [];
@@ -770,11 +815,6 @@ export class PsClient {
         Array.from({ length: S }, async (_, s) => {
           if (counts[s] === 0) return;
           const call = fetchPart(s);
-          if (late === undefined) {
-            await call;
-            answered[s] = 1;
-            return;
-          }
           const r = await Promise.race([
             call.then(
               () => ({ ok: true as const }),
@@ -802,7 +842,7 @@ export class PsClient {
     }
     // From here on, replies of shards that missed the deadline are released on arrival.
     abandoned = true;
-    const missing = partial ? new Uint8Array(n) : undefined;
+    const missing = new Uint8Array(n);
     let missingCount = 0;
     const missedSet = new Set<number>();
     let segMissed: Uint8Array | undefined;
@@ -822,7 +862,7 @@ export class PsClient {
         segments[g] = seg;
       }
     }
-    if (missing !== undefined && segMissed !== undefined) {
+    if (segMissed !== undefined) {
       for (let i = 0; i < n; i++) {
         if (segMissed[segOf[i] as number] === 1) {
           missing[i] = 1;
@@ -834,15 +874,61 @@ export class PsClient {
     const whole =
       segments.length === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
     const missingShards = router.ids.filter((_, s) => missedSet.has(s));
-    return new PulledRows(
-      dim,
-      segments,
-      segOf,
-      offOf,
-      held,
-      whole,
-      missing === undefined ? undefined : { missing, missingCount, missingShards },
-    );
+    return new PulledRows(dim, segments, segOf, offOf, held, whole, {
+      missing,
+      missingCount,
+      missingShards,
+    });
+  }
+
+  /**
+   * The rest of a pull that needs every shard's answer: each segment's call sent at once,
+   * awaited together (the first failure fails the pull; replies that arrived, or arrive
+   * later, are released). No closure or async step per shard.
+   */
+  async #fetchWhole(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
+    const { n, distinct, links, segBase, reqs, segKeys, segOf, offOf } = plan;
+    const S = links.length;
+    const nSeg = reqs.length;
+    const calls = new Array<Promise<RpcReply>>(nSeg);
+    for (let s = 0; s < S; s++) {
+      const link = links[s] as ShardLink;
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        calls[g] = link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs);
+      }
+    }
+    let replies: RpcReply[];
+    try {
+      replies = await Promise.all(calls);
+    } catch (err) {
+      for (const c of calls) c.then(releaseReply, ignore);
+      throw err;
+    }
+    const dim = t.dim;
+    const segments = new Array<Float32Array>(nSeg);
+    for (let s = 0; s < S; s++) {
+      for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        let r: ReturnType<typeof decodePullReply>;
+        try {
+          r = decodePullReply((replies[g] as RpcReply).bytes);
+          if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
+            const label = (links[s] as ShardLink).label;
+            throw new PsClientError(
+              'ERR_PS_CLIENT_SHARD_MISMATCH',
+              `shard ${label} answered ${r.count} × ${r.dim}`,
+              { shard: label },
+            );
+          }
+        } catch (err) {
+          for (const reply of replies) reply.release();
+          throw err;
+        }
+        segments[g] = r.rows;
+      }
+    }
+    // One segment holding exactly the distinct keys, which are the request: a view as it is.
+    const whole = nSeg === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
+    return new PulledRows(dim, segments, segOf, offOf, replies, whole, undefined);
   }
 
   /**
@@ -866,15 +952,9 @@ export class PsClient {
       );
     }
     this.#batch(k.length);
-    const nonFinite = (): never => {
-      throw new PsClientError(
-        'ERR_PS_CLIENT_NON_FINITE',
-        `grads[${firstNonFinite(grads)}] is not finite`,
-      );
-    };
     // Little-endian hosts check while copying the rows into the requests (below), before
     // anything is queued.
-    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite();
+    if (t.rejectNonFinite && !LITTLE_ENDIAN && firstNonFinite(grads) >= 0) nonFinite(grads);
     const deadlineMs = this.#deadline(options);
     const dim = t.dim;
     const router = this.#router;
@@ -960,7 +1040,7 @@ export class PsClient {
         bad |= ((w & 0x7f80_0000) + 0x0080_0000) >>> 31;
       }
     }
-    if (bad !== 0 && t.rejectNonFinite) nonFinite();
+    if (bad !== 0 && t.rejectNonFinite) nonFinite(grads);
     if (!LITTLE_ENDIAN) {
       // In-place requests are native order: a big-endian host encodes portable copies.
       for (let s = 0; s < S; s++) {
@@ -982,7 +1062,7 @@ export class PsClient {
       calls.push(
         (links[s] as ShardLink)
           .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs)
-          .then((b) => decodePushReply(b)),
+          .then(decodeSparsePushReply),
       );
     }
     return summarize(await Promise.all(calls));

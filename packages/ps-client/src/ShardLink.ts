@@ -64,7 +64,6 @@ interface QueuedPush {
   sentGen: number;
   resolve(reply: Uint8Array): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout | undefined;
 }
 
 const codeOf = (err: unknown): string | undefined => {
@@ -257,7 +256,42 @@ export class ShardLink {
    * RDMA): release it when done. Held replies count against the shard's send window.
    */
   callView(method: string, payload: Uint8Array, deadlineMs: number): Promise<RpcReply> {
+    const client = this.#client;
+    // Connected (the usual case): the call goes out now, with no async step or closure of its
+    // own; only a failure takes the general path (relink and send again within the deadline).
+    if (this.#state === 'connected' && client !== undefined) {
+      const deadlineAt = performance.now() + deadlineMs;
+      const gen = this.#gen;
+      try {
+        return client
+          .callView(method, payload, { idempotent: true, deadlineMs })
+          .catch((err: unknown) => this.#retryView(err, gen, method, payload, deadlineAt));
+      } catch (err) {
+        // Refused before it was sent (bad arguments): rejected, as the general path does.
+        try {
+          return this.#retryView(err, gen, method, payload, deadlineAt);
+        } catch (e) {
+          return Promise.reject(e);
+        }
+      }
+    }
     return this.#idempotent(method, deadlineMs, (c, o) => c.callView(method, payload, o));
+  }
+
+  /** After the first attempt of `callView` failed: as `#idempotent` would go on. */
+  #retryView(
+    err: unknown,
+    gen: number,
+    method: string,
+    payload: Uint8Array,
+    deadlineAt: number,
+  ): Promise<RpcReply> {
+    if (this.#state === 'closed') throw this.#closedError();
+    if (!isLinkFailure(err)) throw this.#remote(err);
+    this.#relink(gen);
+    const left = Math.ceil(deadlineAt - performance.now());
+    if (left <= 0) throw this.#deadline(method, false);
+    return this.#idempotent(method, left, (c, o) => c.callView(method, payload, o));
   }
 
   async #idempotent<T>(
@@ -326,7 +360,6 @@ export class ShardLink {
         payload,
         deadlineAt: performance.now() + deadlineMs,
         sentGen: 0,
-        timer: undefined,
         resolve: (r) => {
           this.#settle(entry);
           resolve(r);
@@ -336,8 +369,8 @@ export class ShardLink {
           reject(e);
         },
       };
-      entry.timer = setTimeout(() => entry.reject(this.#deadline(method, true)), deadlineMs);
       this.#queue.set(seq, entry);
+      this.#armDeadline(entry.deadlineAt);
       this.#queuedBytes += payload.length;
       this.#pump();
     });
@@ -349,11 +382,50 @@ export class ShardLink {
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
+  /**
+   * One timer for every queued push's deadline, armed for the earliest (as RpcClient's: a
+   * timer per push cost a setTimeout and a clearTimeout per push). Pushes answered before
+   * it fires leave it armed: it then finds nothing due and re-arms for the earliest left.
+   * Unreferenced while nothing is queued, as a per-push timer would be gone.
+   */
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = 0;
+
+  #armDeadline(deadlineAt: number): void {
+    const t = this.#timer;
+    if (t !== undefined && this.#timerAt <= deadlineAt) {
+      if (!t.hasRef()) t.ref();
+      return;
+    }
+    if (t !== undefined) clearTimeout(t);
+    this.#timerAt = deadlineAt;
+    this.#timer = setTimeout(
+      this.#onDeadline,
+      Math.max(0, Math.ceil(deadlineAt - performance.now())),
+    );
+  }
+
+  readonly #onDeadline = (): void => {
+    this.#timer = undefined;
+    // libuv's clock is coarser than performance.now(): a timer may fire up to 1 ms early.
+    const now = performance.now() + 1;
+    let next = Number.POSITIVE_INFINITY;
+    const due: QueuedPush[] = [];
+    for (const e of this.#queue.values()) {
+      if (e.deadlineAt <= now) due.push(e);
+      else if (e.deadlineAt < next) next = e.deadlineAt;
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.#armDeadline(next);
+    for (const e of due) e.reject(this.#deadline(e.method, true));
+  };
+
   #settle(entry: QueuedPush): void {
-    clearTimeout(entry.timer);
     if (!this.#queue.delete(entry.seq)) return;
     this.#queuedBytes -= entry.payload.length;
-    if (this.#queue.size === 0) for (const f of this.#idle.splice(0)) f();
+    if (this.#queue.size === 0) {
+      this.#timer?.unref();
+      for (const f of this.#idle.splice(0)) f();
+    }
     if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
     this.#pump();
   }
@@ -469,6 +541,8 @@ export class ShardLink {
     for (const w of this.#waiters.splice(0)) w.reject(err);
     for (const e of [...this.#queue.values()]) e.reject(err);
     for (const f of this.#idle.splice(0)) f();
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     const c = this.#client;
     this.#client = undefined;
     await c?.close().catch(() => {});

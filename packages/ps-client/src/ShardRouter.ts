@@ -12,20 +12,28 @@ function fmix32(h: number): number {
   return h >>> 0;
 }
 
-function mixBlock(h: number, k: number): number {
+/** MurmurHash3's scramble of one 4-byte block: independent of the seed and the state. */
+function scramble(k: number): number {
   k = Math.imul(k, C1);
   k = (k << 15) | (k >>> 17);
-  k = Math.imul(k, C2);
+  return Math.imul(k, C2);
+}
+
+/** MurmurHash3's mix of a scrambled block into the state. */
+function mixScrambled(h: number, k: number): number {
   h ^= k;
   h = (h << 13) | (h >>> 19);
   return (Math.imul(h, 5) + 0xe6546b64) | 0;
 }
 
+/** The score of a key whose blocks are scrambled already (`scramble(lo)`, `scramble(hi)`). */
+function scoreOfScrambled(klo: number, khi: number, seed: number): number {
+  return fmix32(mixScrambled(mixScrambled(seed | 0, klo), khi) ^ 8);
+}
+
 /** MurmurHash3 (x86, 32-bit) of the 8 bytes lo ‖ hi under `seed`: a key's score for one shard. */
 export function rendezvousScore(lo: number, hi: number, seed: number): number {
-  let h = mixBlock(seed | 0, lo);
-  h = mixBlock(h, hi);
-  return fmix32(h ^ 8);
+  return scoreOfScrambled(scramble(lo), scramble(hi), seed);
 }
 
 /** A shard's seed: FNV-1a of its id, finalised. */
@@ -59,10 +67,13 @@ export class ShardRouter {
   /** The shard index of the key with halves (lo, hi). */
   shardOfHalves(lo: number, hi: number): number {
     const seeds = this.#seeds;
+    // The key's blocks are scrambled once, not once per shard (the score is the same).
+    const klo = scramble(lo);
+    const khi = scramble(hi);
     let best = 0;
     let bestScore = -1;
     for (let s = 0; s < seeds.length; s++) {
-      const sc = rendezvousScore(lo, hi, seeds[s] as number);
+      const sc = scoreOfScrambled(klo, khi, seeds[s] as number);
       if (sc > bestScore) {
         bestScore = sc;
         best = s;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ShardRouter } from '../src/index.js';
+import { rendezvousScore, ShardRouter, shardSeed } from '../src/index.js';
 
 const idsArb = (min: number, max: number) =>
   fc.uniqueArray(fc.stringMatching(/^[A-Za-z0-9_-]{1,12}$/), { minLength: min, maxLength: max });
@@ -83,5 +83,56 @@ describe('rendezvous routing', () => {
     const c2 = new Uint32Array(3);
     for (const s of r.route(seq)) (c2[s] as number)++;
     for (const c of c2) expect(Math.abs(c - 10_000)).toBeLessThan(600);
+  });
+});
+
+describe('rendezvous scores', () => {
+  // MurmurHash3 x86-32 of lo ‖ hi as first written (a block mixed whole per shard): the
+  // routing contract, which a faster form must reproduce bit for bit.
+  const reference = (lo: number, hi: number, seed: number): number => {
+    const block = (h: number, k: number): number => {
+      k = Math.imul(k, 0xcc9e2d51);
+      k = (k << 15) | (k >>> 17);
+      k = Math.imul(k, 0x1b873593);
+      h ^= k;
+      h = (h << 13) | (h >>> 19);
+      return (Math.imul(h, 5) + 0xe6546b64) | 0;
+    };
+    let h = block(block(seed | 0, lo), hi) ^ 8;
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    return h >>> 0;
+  };
+
+  it('match_murmur3_and_route_keys_to_the_top_scoring_shard', () => {
+    const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
+    fc.assert(
+      fc.property(
+        u32,
+        u32,
+        fc.array(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 9 }),
+        (lo, hi, names) => {
+          const ids = [...new Set(names)];
+          const r = new ShardRouter(ids);
+          let best = 0;
+          let bestScore = -1;
+          ids.forEach((id, s) => {
+            const sc = reference(lo, hi, shardSeed(id));
+            expect(rendezvousScore(lo, hi, shardSeed(id))).toBe(sc);
+            expect(rendezvousScore(lo | 0, hi | 0, shardSeed(id))).toBe(sc);
+            if (sc > bestScore) {
+              bestScore = sc;
+              best = s;
+            }
+          });
+          expect(r.shardOfHalves(lo, hi)).toBe(best);
+          expect(r.shardOfHalves(lo | 0, hi | 0)).toBe(best);
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 });

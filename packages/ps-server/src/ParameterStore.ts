@@ -270,7 +270,8 @@ export class ParameterStore {
     const k32 = ParameterStore.#keys(keys);
     if (!(out instanceof Float32Array) || out.length !== keys.length * t.dim)
       throw invalidArg(`out must be a Float32Array of ${keys.length} × ${t.dim} floats`);
-    t.pullInto(k32, keys.length, out, this.#clock());
+    // The clock only decides TTL expiry: a table without one needs no reading of it.
+    t.pullInto(k32, keys.length, out, t.hasTtl ? this.#clock() : 0);
   }
 
   pullDense(name: string, out: Float32Array): void {

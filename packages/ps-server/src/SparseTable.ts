@@ -184,6 +184,8 @@ export class SparseTable {
   readonly optimizer: Optimizer;
   readonly logged: boolean;
   readonly #init: InitFn;
+  /** Unseen keys start as zeros (the default init): a run of misses is one fill. */
+  readonly #zeroInit: boolean;
   readonly #memory: RowMemory;
   readonly #index: HashIndex;
   readonly #sketch: CountMinSketch | null;
@@ -260,6 +262,8 @@ export class SparseTable {
     this.logged = config.log ?? true;
     this.optimizer = createOptimizer(config.optimizer);
     this.#init = createInit(config.init);
+    const initKind = (config.init as { kind?: unknown } | null | undefined)?.kind;
+    this.#zeroInit = initKind === undefined || initKind === 'zeros';
     this.#memory = memory;
     this.#tmp = new Float32Array(config.dim);
     const saturating = overflowPolicy(`table ${config.name}`, config.overflow) === 'saturate';
@@ -497,6 +501,18 @@ export class SparseTable {
     if (k !== null) {
       this.#syncIndex(k);
       const misses = this.#kernelResult(k.gather(k32, n, out, slots, nowMs), 'gather');
+      if (this.#zeroInit) {
+        // Miss positions ascend: consecutive ones (all of them, for a batch of new keys) are
+        // zeroed by one fill instead of a call per key.
+        for (let q = 0; q < misses; ) {
+          const from = slots[q] as number;
+          let to = from + 1;
+          for (q++; q < misses && slots[q] === to; q++) to++;
+          out.fill(0, from * dim, to * dim);
+        }
+        index.advanceGrowth(n);
+        return;
+      }
       for (let q = 0; q < misses; q++) {
         const i = slots[q] as number;
         this.#init(out, i * dim, dim, k32[2 * i] as number, k32[2 * i + 1] as number);

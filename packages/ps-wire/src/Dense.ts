@@ -1,6 +1,5 @@
 import { PsWireError } from './errors.js';
 import {
-  asciiBytes,
   exact,
   header,
   pad8,
@@ -12,7 +11,7 @@ import {
   writeName,
   zero,
 } from './internal/bytes.js';
-import { checkFloats, checkName, checkSeq, checkWriter } from './internal/check.js';
+import { checkFloats, checkSeq, nameBytes, writerBytes } from './internal/check.js';
 import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
 import {
   MAX_NAME_BYTES,
@@ -68,7 +67,7 @@ function floatCount(v: DataView, offset: number, limits: PsWireLimits, what: str
 }
 
 export function encodePullDenseRequest(req: PullDenseRequest): Uint8Array {
-  const name = asciiBytes(checkName(req.name));
+  const name = nameBytes(req.name);
   const out = new Uint8Array(PULL_DENSE_REQUEST_FIXED + pad8(name.length));
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PullDenseRequest;
@@ -138,8 +137,8 @@ export function decodePullDenseReply(
 }
 
 export function encodePushDenseRequest(req: PushDenseRequest): Uint8Array {
-  const name = asciiBytes(checkName(req.name));
-  const writer = asciiBytes(checkWriter(req.writer));
+  const name = nameBytes(req.name);
+  const writer = writerBytes(req.writer);
   const seq = checkSeq(req.seq);
   const grads = checkFloats(req.grads, 'grads');
   const gradsAt = PUSH_DENSE_REQUEST_FIXED + pad8(name.length) + pad8(writer.length);

@@ -1,6 +1,5 @@
 import { PsWireError } from './errors.js';
 import {
-  asciiBytes,
   exact,
   header,
   pad8,
@@ -13,7 +12,7 @@ import {
   writeName,
   zero,
 } from './internal/bytes.js';
-import { checkDim, checkFloats, checkKeys, checkName, checkU32 } from './internal/check.js';
+import { checkDim, checkFloats, checkKeys, checkU32, nameBytes } from './internal/check.js';
 import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
 import {
   MAX_NAME_BYTES,
@@ -59,7 +58,7 @@ export function allocatePullRequest(
   table: string,
   count: number,
 ): { bytes: Uint8Array; keys: BigUint64Array } {
-  const name = asciiBytes(checkName(table, 'table'));
+  const name = nameBytes(table, 'table');
   checkU32(count, 'count');
   const out = new Uint8Array(pullRequestLength(table, count));
   const v = viewOf(out);

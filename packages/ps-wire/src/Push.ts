@@ -1,6 +1,5 @@
 import { PsWireError } from './errors.js';
 import {
-  asciiBytes,
   exact,
   header,
   pad8,
@@ -18,10 +17,10 @@ import {
   checkDim,
   checkFloats,
   checkKeys,
-  checkName,
   checkSeq,
   checkU32,
-  checkWriter,
+  nameBytes,
+  writerBytes,
 } from './internal/check.js';
 import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
 import {
@@ -99,8 +98,8 @@ export function allocatePushRequest(h: PushRequestHeader): {
   keys: BigUint64Array;
   grads: Float32Array;
 } {
-  const name = asciiBytes(checkName(h.table, 'table'));
-  const writer = asciiBytes(checkWriter(h.writer));
+  const name = nameBytes(h.table, 'table');
+  const writer = writerBytes(h.writer);
   const seq = checkSeq(h.seq);
   const dim = checkDim(h.dim);
   const count = checkU32(h.count, 'count');

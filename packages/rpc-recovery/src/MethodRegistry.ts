@@ -11,12 +11,13 @@ import {
 import {
   decodeRpcFrame,
   encodeResponseHeader,
-  encodeResponseHeaderInto,
+  RESPONSE_HEADER_BYTES,
   type RpcFrameLimits,
   type RpcRequestHeader,
   RpcStatus,
   remoteErrorOf,
   rpcFrameLimits,
+  writeOkResponseHeader,
 } from './RpcFrame.js';
 
 /** What a handler learns about the call it serves. */
@@ -73,6 +74,68 @@ export interface DispatchScope {
   readonly replyMemory?: ReplyMemory;
   /** The remote host, handed to handlers as `context.peer`. */
   readonly peer?: string;
+}
+
+/** Whether call `c`'s handler made `r`. */
+let callMade: (c: Call, r: ReplyBuffer) => boolean;
+/** Gives back every reply buffer call `c` made but `result` (the response, if one of them). */
+let releaseCallReplies: (c: Call, result: unknown) => void;
+
+/**
+ * The context of one call: its fields and the reply buffers its handler made. Nothing but
+ * the CallContext members is reachable from a handler.
+ */
+class Call implements CallContext {
+  readonly method: string;
+  readonly requestId: number;
+  readonly idempotent: boolean;
+  readonly deadlineMs: number;
+  readonly sessionId: string | undefined;
+  readonly peer: string | undefined;
+  readonly #memory: ReplyMemory | undefined;
+  readonly #maxPayloadBytes: number;
+  /** The first reply buffer made (the usual only one), then any others. */
+  #first: ReplyBuffer | undefined;
+  #more: ReplyBuffer[] | undefined;
+
+  constructor(h: RpcRequestHeader, idempotent: boolean, scope: DispatchScope, maxPayload: number) {
+    this.method = h.method;
+    this.requestId = h.requestId;
+    this.idempotent = idempotent;
+    this.deadlineMs = h.deadlineMs;
+    this.sessionId = scope.sessionId;
+    this.peer = scope.peer;
+    this.#memory = scope.replyMemory;
+    this.#maxPayloadBytes = maxPayload;
+  }
+
+  allocateReply(length: number): ReplyBuffer {
+    if (!Number.isInteger(length) || length < 0 || length > this.#maxPayloadBytes) {
+      throw new RpcError(
+        'ERR_RPC_FRAME_TOO_LARGE',
+        `a reply of ${length} bytes exceeds the payload limit`,
+      );
+    }
+    const r = new ReplyBuffer(length, this.#memory);
+    if (this.#first === undefined) this.#first = r;
+    else if (this.#more === undefined) this.#more = [r];
+    else this.#more.push(r);
+    return r;
+  }
+
+  static {
+    callMade = (c, r) => r === c.#first || c.#more?.includes(r) === true;
+    releaseCallReplies = (c, result) => c.#releaseExcept(result);
+  }
+
+  /** Gives back every reply buffer made but `result` (the response, if one of them). */
+  #releaseExcept(result: unknown): void {
+    const first = this.#first;
+    if (first === undefined) return;
+    if (first !== result) releaseReplyBuffer(first);
+    if (this.#more !== undefined)
+      for (const r of this.#more) if (r !== result) releaseReplyBuffer(r);
+  }
 }
 
 interface Method {
@@ -133,6 +196,18 @@ export class MethodRegistry {
    * request id cannot be trusted.
    */
   async dispatch(frame: Uint8Array, scope: DispatchScope): Promise<MessagePart[] | undefined> {
+    return this.dispatchNow(frame, scope);
+  }
+
+  /**
+   * `dispatch` without a promise where none is needed: a synchronous handler's response
+   * comes back as it returns (no promise job per request), an asynchronous one's as a
+   * promise. Throws (synchronously) what `dispatch` rejects with.
+   */
+  dispatchNow(
+    frame: Uint8Array,
+    scope: DispatchScope,
+  ): MessagePart[] | undefined | Promise<MessagePart[] | undefined> {
     const epoch = scope.epoch;
     const decoded = decodeRpcFrame(frame, this.#limits);
     if (decoded.kind !== 'request') return undefined;
@@ -164,25 +239,33 @@ export class MethodRegistry {
           code.code === 'ERR_RPC_DEDUP_EXPIRED' || code.code === 'ERR_RPC_DEDUP_REPLY_DROPPED';
         return [this.#header(h, epoch, ran ? RpcStatus.Unknown : RpcStatus.Rejected, code, 0)];
       }
+      if (begun.status === 'done') return this.#replay(begun.reply, h, epoch);
       if (begun.status !== 'new') {
-        let stored: Uint8Array;
-        try {
-          stored = begun.status === 'done' ? begun.reply : await begun.reply;
-        } catch (err) {
-          return [this.#header(h, epoch, RpcStatus.Rejected, remoteErrorOf(err, this.#limits), 0)];
-        }
-        return this.#replay(stored, h, epoch);
+        return begun.reply.then(
+          (stored) => this.#replay(stored, h, epoch),
+          (err: unknown) => [
+            this.#header(h, epoch, RpcStatus.Rejected, remoteErrorOf(err, this.#limits), 0),
+          ],
+        );
       }
-      const record = (parts: MessagePart[]): MessagePart[] => {
-        dedup.complete(sessionId, h.sessionSeq, concat(parts));
-        scope.onRecorded?.(sessionId, h.sessionSeq);
-        return parts;
-      };
       const ran = this.#run(method, h, decoded.payload, epoch, scope);
       // A synchronous handler is recorded in the same tick it ran (see `onRecorded`).
-      return Array.isArray(ran) ? record(ran) : record(await ran);
+      if (Array.isArray(ran)) return this.#record(ran, sessionId, h.sessionSeq, dedup, scope);
+      return ran.then((parts) => this.#record(parts, sessionId, h.sessionSeq, dedup, scope));
     }
     return this.#run(method, h, decoded.payload, epoch, scope);
+  }
+
+  #record(
+    parts: MessagePart[],
+    sessionId: string,
+    seq: number,
+    dedup: DeduplicationTable,
+    scope: DispatchScope,
+  ): MessagePart[] {
+    dedup.complete(sessionId, seq, concat(parts));
+    scope.onRecorded?.(sessionId, seq);
+    return parts;
   }
 
   /** Runs the handler; its outcome as response parts, synchronously when the handler is. */
@@ -193,64 +276,34 @@ export class MethodRegistry {
     epoch: number,
     scope: DispatchScope,
   ): MessagePart[] | Promise<MessagePart[]> {
-    const memory = scope.replyMemory;
-    // Reply buffers this call made: one may become the response, the rest are released.
-    let made: ReplyBuffer[] | undefined;
-    const context: CallContext = {
-      method: h.method,
-      requestId: h.requestId,
-      idempotent: method.idempotent,
-      deadlineMs: h.deadlineMs,
-      sessionId: scope.sessionId,
-      peer: scope.peer,
-      allocateReply: (length: number): ReplyBuffer => {
-        if (!Number.isInteger(length) || length < 0 || length > this.#limits.maxPayloadBytes) {
-          throw new RpcError(
-            'ERR_RPC_FRAME_TOO_LARGE',
-            `a reply of ${length} bytes exceeds the payload limit`,
-          );
-        }
-        const r = new ReplyBuffer(length, memory);
-        if (made === undefined) made = [r];
-        else made.push(r);
-        return r;
-      },
-    };
-    const settle = (result: unknown): void => {
-      if (made === undefined) return;
-      for (const r of made) if (r !== result) releaseReplyBuffer(r);
-    };
+    // One object per call, no closures: the context is what the handler sees.
+    const call = new Call(h, method.idempotent, scope, this.#limits.maxPayloadBytes);
     let result: Uint8Array | ReplyBuffer | Promise<Uint8Array | ReplyBuffer>;
     try {
-      result = method.handler(payload, context);
+      result = method.handler(payload, call);
     } catch (err) {
-      settle(undefined);
+      releaseCallReplies(call, undefined);
       return this.#errorParts(h, epoch, err);
     }
     if (result instanceof Uint8Array || result instanceof ReplyBuffer) {
-      settle(result);
-      return this.#okParts(h, epoch, result, made);
+      releaseCallReplies(call, result);
+      return this.#okParts(h, epoch, result, call);
     }
     return Promise.resolve(result).then(
       (r) => {
-        settle(r);
-        return this.#okParts(h, epoch, r, made);
+        releaseCallReplies(call, r);
+        return this.#okParts(h, epoch, r, call);
       },
       (err: unknown) => {
-        settle(undefined);
+        releaseCallReplies(call, undefined);
         return this.#errorParts(h, epoch, err);
       },
     );
   }
 
-  #okParts(
-    h: RpcRequestHeader,
-    epoch: number,
-    result: unknown,
-    made: ReplyBuffer[] | undefined,
-  ): MessagePart[] {
+  #okParts(h: RpcRequestHeader, epoch: number, result: unknown, call: Call): MessagePart[] {
     if (result instanceof ReplyBuffer) {
-      if (made?.includes(result) !== true) {
+      if (!callMade(call, result)) {
         return this.#errorParts(
           h,
           epoch,
@@ -261,19 +314,9 @@ export class MethodRegistry {
         );
       }
       // The header goes into the room left in front of the payload: no copy of the payload.
-      encodeResponseHeaderInto(
-        replyFrameBytes(result),
-        0,
-        {
-          requestId: h.requestId,
-          epoch,
-          status: RpcStatus.Ok,
-          errorCode: '',
-          errorMessage: '',
-          payloadLength: result.payload.length,
-        },
-        this.#limits,
-      );
+      // Its fields are known valid: the request id was decoded as a u32, the epoch is the
+      // connection's, the length passed allocateReply's bound.
+      writeOkResponseHeader(replyFrameBytes(result), h.requestId, epoch, result.payload.length);
       return [replyFrame(result)];
     }
     if (!(result instanceof Uint8Array)) {
@@ -290,17 +333,8 @@ export class MethodRegistry {
         new RpcError('ERR_RPC_FRAME_TOO_LARGE', `reply of ${h.method} is too large`),
       );
     }
-    const header = encodeResponseHeader(
-      {
-        requestId: h.requestId,
-        epoch,
-        status: RpcStatus.Ok,
-        errorCode: '',
-        errorMessage: '',
-        payloadLength: result.length,
-      },
-      this.#limits,
-    );
+    const header = new Uint8Array(RESPONSE_HEADER_BYTES);
+    writeOkResponseHeader(header, h.requestId, epoch, result.length);
     return [header, result];
   }
 

@@ -22,6 +22,7 @@ import {
 import { RpcReply } from './RpcReply.js';
 import { resumptionProof } from './SessionAuthority.js';
 import {
+  DATA_RECEIVE,
   decodeSessionFrame,
   encodeSessionFrame,
   RPC_CONTROL_CHANNEL,
@@ -120,6 +121,67 @@ interface Call {
   /** The reply's message (released by the call, or handed to the caller) and payload view. */
   resolve(msg: InboundMessage, payload: Uint8Array): void;
   reject(err: Error): void;
+}
+
+/**
+ * A pending call as an object with methods: no closures per call (the promise's executor
+ * aside). Settles once; `ended` tells the client to forget it.
+ */
+class PendingCall implements Call {
+  sentEpoch = 0;
+  #done = false;
+  #signal: AbortSignal | undefined;
+  #onAbort: (() => void) | undefined;
+
+  constructor(
+    readonly ended: (call: PendingCall) => void,
+    readonly requestId: number,
+    readonly method: string,
+    readonly payload: MessagePart,
+    readonly payloadLength: number,
+    readonly idempotent: boolean,
+    readonly seq: number,
+    readonly deadlineAt: number,
+    readonly deadlineMs: number,
+    readonly view: boolean,
+    readonly resolveWith: (r: Uint8Array | RpcReply) => void,
+    readonly rejectWith: (e: Error) => void,
+  ) {}
+
+  /** Aborted by `signal`: fails with ERR_RPC_ABORTED. */
+  watch(signal: AbortSignal): void {
+    this.#signal = signal;
+    this.#onAbort = () => {
+      this.reject(
+        new RpcError('ERR_RPC_ABORTED', `call ${this.method} aborted`, { cause: signal.reason }),
+      );
+    };
+    signal.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  #finish(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    if (this.#onAbort !== undefined) this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.ended(this);
+    return true;
+  }
+
+  resolve(msg: InboundMessage, bytes: Uint8Array): void {
+    if (!this.#finish()) {
+      msg.release();
+      return;
+    }
+    if (this.view) this.resolveWith(new RpcReply(msg, bytes));
+    else {
+      this.resolveWith(bytes.slice());
+      msg.release();
+    }
+  }
+
+  reject(err: Error): void {
+    if (this.#finish()) this.rejectWith(err);
+  }
 }
 
 interface Link {
@@ -362,22 +424,10 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
     }
     this.#nextId = this.#nextId >= 0xffff_ffff ? 1 : this.#nextId + 1;
     const deadlineAt = performance.now() + deadlineMs;
-    return new Promise<Uint8Array | RpcReply>((resolve, reject) => {
-      const finish = (): void => {
-        signal?.removeEventListener('abort', onAbort);
-        this.#pending.delete(requestId);
-        if (this.#pending.size === 0) this.#deadlines?.unref();
-        // Given up or answered: never sent again, so its sequence is settled.
-        if (!idempotent) this.#sequencer.settle(seq);
-      };
-      const onAbort = (): void => {
-        finish();
-        reject(
-          new RpcError('ERR_RPC_ABORTED', `call ${method} aborted`, { cause: signal?.reason }),
-        );
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const call: Call = {
+    let call: PendingCall | undefined;
+    const promise = new Promise<Uint8Array | RpcReply>((resolve, reject) => {
+      call = new PendingCall(
+        this.#settled,
         requestId,
         method,
         payload,
@@ -386,25 +436,25 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         seq,
         deadlineAt,
         deadlineMs,
-        sentEpoch: 0,
-        resolve: (msg, bytes) => {
-          finish();
-          if (view) resolve(new RpcReply(msg, bytes));
-          else {
-            resolve(bytes.slice());
-            msg.release();
-          }
-        },
-        reject: (e) => {
-          finish();
-          reject(e);
-        },
-      };
-      this.#pending.set(requestId, call);
-      this.#armDeadline(deadlineAt);
-      if (link !== undefined) this.#send(link, call, header);
+        view,
+        resolve,
+        reject,
+      );
     });
+    const c = call as PendingCall;
+    if (signal !== undefined) c.watch(signal);
+    this.#pending.set(requestId, c);
+    this.#armDeadline(deadlineAt);
+    if (link !== undefined) this.#send(link, c, header);
+    return promise;
   }
+
+  /** A call ended (answered, failed or given up): never sent again, so its sequence is settled. */
+  readonly #settled = (call: PendingCall): void => {
+    this.#pending.delete(call.requestId);
+    if (this.#pending.size === 0) this.#deadlines?.unref();
+    if (!call.idempotent) this.#sequencer.settle(call.seq);
+  };
 
   /**
    * One timer for every call's deadline, armed for the earliest (a timer per call cost a
@@ -866,7 +916,7 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         // Not copied: an Ok reply's message goes to its call, every other one back at once.
         let msg: InboundMessage;
         try {
-          msg = await data.receive({ timeoutMs: 60_000 });
+          msg = await data.receive(DATA_RECEIVE);
         } catch (err) {
           if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
           link.lost(err as Error);

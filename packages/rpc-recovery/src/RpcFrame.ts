@@ -131,6 +131,17 @@ const CODE = /^[A-Z0-9_]+$/;
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+/** Method names that passed METHOD (a client uses a few, over and over): no RegExp per call. */
+const goodMethods = new Set<string>();
+const GOOD_METHODS_MAX = 256;
+
+function rememberMethod(method: string): boolean {
+  if (!METHOD.test(method)) return false;
+  if (goodMethods.size >= GOOD_METHODS_MAX) goodMethods.clear();
+  goodMethods.add(method);
+  return true;
+}
+
 function invalid(message: string): RpcError {
   return new RpcError('ERR_RPC_INVALID_ARG', message);
 }
@@ -208,7 +219,11 @@ export function encodeRequestHeaderInto(
     throw invalid(`idempotent must be a boolean, got ${describeValue(h.idempotent)}`);
   }
   const method = h.method;
-  if (typeof method !== 'string' || method.length > limits.maxMethodBytes || !METHOD.test(method)) {
+  if (
+    typeof method !== 'string' ||
+    method.length > limits.maxMethodBytes ||
+    (!goodMethods.has(method) && !rememberMethod(method))
+  ) {
     throw invalid(
       `method must be 1 to ${limits.maxMethodBytes} characters of [A-Za-z0-9_.:/-], got ${describeValue(method)}`,
     );
@@ -305,6 +320,33 @@ export function encodeResponseHeaderInto(
     utf8.encodeInto(message, out.subarray(at, at + messageLength));
   }
   return length;
+}
+
+/**
+ * @internal An Ok response header at the start of `out`, for fields the caller already knows
+ * valid (a decoded request id, the connection's epoch, a length within the payload limit):
+ * what `encodeResponseHeaderInto` writes for them, without re-checking each per reply.
+ */
+export function writeOkResponseHeader(
+  out: Uint8Array,
+  requestId: number,
+  epoch: number,
+  payloadLength: number,
+): void {
+  if (out.length < RESPONSE_HEADER_BYTES) {
+    throw invalid(`out has ${out.length} bytes, the header needs ${RESPONSE_HEADER_BYTES}`);
+  }
+  out[0] = RpcFrameKind.Response;
+  out[1] = RPC_FRAME_VERSION;
+  out[2] = RpcStatus.Ok;
+  out[3] = 0;
+  writeU32(out, 4, requestId);
+  writeU32(out, 8, epoch);
+  out[12] = 0;
+  out[13] = 0;
+  out[14] = 0;
+  out[15] = 0;
+  writeU32(out, 16, payloadLength);
 }
 
 /** The header of a response in new bytes, to send before its payload. */

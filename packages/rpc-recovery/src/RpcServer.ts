@@ -10,6 +10,7 @@ import type { ReplyMemory } from './ReplyBuffer.js';
 import { decodeRpcFrame, requestBudgetMs } from './RpcFrame.js';
 import { SessionAuthority } from './SessionAuthority.js';
 import {
+  DATA_RECEIVE,
   decodeSessionFrame,
   encodeSessionFrame,
   MAX_WELCOME_SEQS,
@@ -509,7 +510,7 @@ export class RpcServer {
         // RDMA). The message is released once the reply went out, which may alias it; until
         // then it counts against the peer's window, so slow handlers backpressure the peer
         // instead of piling up copies here.
-        msg = await ch.receive({ timeoutMs: 60_000 });
+        msg = await ch.receive(DATA_RECEIVE);
       } catch (err) {
         if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') continue; // just quiet
         return; // channel closed or connection lost: nothing left to answer
@@ -543,14 +544,26 @@ export class RpcServer {
           continue;
         }
       }
-      // Requests run concurrently; each reply goes out when its handler settles.
-      registry.dispatch(msg.bytes, scope).then(
-        (parts) => replies.add(parts, msg),
-        (err: unknown) => {
-          replies.settle(msg);
-          fail(err);
-        },
-      );
+      // Requests run concurrently; each reply goes out when its handler settles — a
+      // synchronous handler's at once, without a promise job.
+      let parts: ReturnType<MethodRegistry['dispatchNow']>;
+      try {
+        parts = registry.dispatchNow(msg.bytes, scope);
+      } catch (err) {
+        replies.settle(msg);
+        fail(err);
+        continue;
+      }
+      if (parts instanceof Promise) {
+        const m = msg;
+        parts.then(
+          (p) => replies.add(p, m),
+          (err: unknown) => {
+            replies.settle(m);
+            fail(err);
+          },
+        );
+      } else replies.add(parts, msg);
     }
   }
 }

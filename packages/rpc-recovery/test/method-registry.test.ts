@@ -212,3 +212,43 @@ describe('MethodRegistry', () => {
     expect(count).toBe(0);
   });
 });
+
+describe('MethodRegistry.dispatchNow', () => {
+  it('answers_a_synchronous_handler_without_a_promise_and_an_async_one_with_one', async () => {
+    const reg = new MethodRegistry();
+    reg.register('sync', (p, ctx) => {
+      const r = ctx.allocateReply(p.length);
+      r.payload.set(p);
+      return r;
+    });
+    reg.register('async', async (p) => p.slice());
+    const now = reg.dispatchNow(request('sync', Uint8Array.of(1, 2, 3)), { epoch: 1 });
+    expect(Array.isArray(now)).toBe(true);
+    const f = response(now as MessagePart[]);
+    expect(f.header.status).toBe(RpcStatus.Ok);
+    expect(f.header.requestId).toBe(7);
+    expect([...f.payload]).toEqual([1, 2, 3]);
+    const later = reg.dispatchNow(request('async', Uint8Array.of(4)), { epoch: 1 });
+    expect(later).toBeInstanceOf(Promise);
+    expect([...response(await later).payload]).toEqual([4]);
+  });
+
+  it('throws_a_malformed_frame_synchronously_and_dispatch_rejects_it', async () => {
+    const reg = new MethodRegistry();
+    expect(() => reg.dispatchNow(new Uint8Array([1, 2, 3]), { epoch: 1 })).toThrow(RpcError);
+    await expect(reg.dispatch(new Uint8Array([1, 2, 3]), { epoch: 1 })).rejects.toBeInstanceOf(
+      RpcError,
+    );
+  });
+
+  it('the_context_exposes_only_call_context_members', () => {
+    const reg = new MethodRegistry();
+    let keys: string[] = [];
+    reg.register('k', (_p, ctx) => {
+      keys = Object.keys(ctx).sort();
+      return new Uint8Array(0);
+    });
+    reg.dispatchNow(request('k', new Uint8Array(0)), { epoch: 1 });
+    expect(keys).toEqual(['deadlineMs', 'idempotent', 'method', 'peer', 'requestId', 'sessionId']);
+  });
+});

@@ -1,5 +1,6 @@
 import { PsWireError } from '../errors.js';
 import { PS_WIRE_VERSION } from '../Schema.js';
+import { nameCacheOf } from './NameCache.js';
 
 export const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -74,9 +75,15 @@ export function readName(
   pattern: RegExp,
   what: string,
 ): string {
-  let s = '';
-  for (let i = 0; i < len; i++) s += String.fromCharCode(b[offset + i] as number);
-  if (!pattern.test(s)) throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: bad name`, { offset });
+  const cache = nameCacheOf(pattern);
+  let s = cache?.find(b, offset, len);
+  if (s === undefined) {
+    s = '';
+    for (let i = 0; i < len; i++) s += String.fromCharCode(b[offset + i] as number);
+    if (!pattern.test(s))
+      throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: bad name`, { offset });
+    cache?.add(s, b.slice(offset, offset + len));
+  }
   for (let i = offset + len; i < offset + pad8(len); i++) {
     if (b[i] !== 0)
       throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: padding not zero`, { offset: i });

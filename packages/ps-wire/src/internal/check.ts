@@ -1,5 +1,7 @@
 import { PsWireError } from '../errors.js';
 import { MAX_WIRE_DIM, MAX_WIRE_SEQ, NAME_PATTERN, WRITER_PATTERN } from '../Schema.js';
+import { asciiBytes } from './bytes.js';
+import { TABLE_NAMES, WRITER_NAMES } from './NameCache.js';
 
 const bad = (msg: string): PsWireError => new PsWireError('ERR_PS_WIRE_INVALID_ARG', msg);
 
@@ -8,6 +10,27 @@ export function checkName(name: unknown, what = 'name'): string {
     throw bad(`${what} must be 1–200 characters of [A-Za-z0-9_.-]`);
   }
   return name;
+}
+
+/**
+ * The ASCII bytes of a table / dense name, checked (ERR_PS_WIRE_INVALID_ARG): a name seen
+ * before costs a map lookup. Read only (shared).
+ */
+export function nameBytes(name: unknown, what = 'name'): Uint8Array {
+  const hit = typeof name === 'string' ? TABLE_NAMES.bytesOf(name) : undefined;
+  if (hit !== undefined) return hit;
+  const bytes = asciiBytes(checkName(name, what));
+  TABLE_NAMES.add(name as string, bytes);
+  return bytes;
+}
+
+/** The same for a writer id. */
+export function writerBytes(writer: unknown): Uint8Array {
+  const hit = typeof writer === 'string' ? WRITER_NAMES.bytesOf(writer) : undefined;
+  if (hit !== undefined) return hit;
+  const bytes = asciiBytes(checkWriter(writer));
+  WRITER_NAMES.add(writer as string, bytes);
+  return bytes;
 }
 
 export function checkWriter(writer: unknown): string {

@@ -1,6 +1,14 @@
 import type { Channel, InboundMessage, MessagePart } from '@rdmajs/mux';
 import type { RequestSlots } from './RequestSlots.js';
 
+/** Settles one sent reply's call: reused from reply to reply. */
+interface Settler {
+  msg: InboundMessage | undefined;
+  readonly done: () => void;
+}
+
+const SEND_OPTIONS = { transfer: true } as const;
+
 /**
  * The replies of one data channel, sent so that a burst costs the transport few posts: the
  * first reply of an event-loop turn goes at once (a lone call's latency is untouched), the
@@ -19,6 +27,8 @@ export class ReplyBatch {
   readonly #parts: (MessagePart[] | undefined)[] = [];
   readonly #msgs: (InboundMessage | undefined)[] = [];
   #n = 0;
+  /** Settlers of replies sent and settled, for the next ones. */
+  readonly #settlers: Settler[] = [];
   readonly #endTurn = (): void => {
     const parts = this.#parts;
     const msgs = this.#msgs;
@@ -60,8 +70,24 @@ export class ReplyBatch {
   }
 
   #send(parts: MessagePart[], msg: InboundMessage): void {
-    const done = (): void => this.settle(msg);
+    // A settler made once and reused (no closure per reply); as many exist as replies were
+    // ever in flight at once, which the request slots bound.
+    const s = this.#settlers.pop() ?? this.#settler();
+    s.msg = msg;
     // Reply blocks belong to the response: the transport releases them once sent.
-    this.#ch.send(parts, { transfer: true }).then(done, done);
+    this.#ch.send(parts, SEND_OPTIONS).then(s.done, s.done);
+  }
+
+  #settler(): Settler {
+    const s: Settler = {
+      msg: undefined,
+      done: () => {
+        const m = s.msg as InboundMessage;
+        s.msg = undefined;
+        this.#settlers.push(s);
+        this.settle(m);
+      },
+    };
+    return s;
   }
 }
