@@ -492,6 +492,73 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     expect(finalAnswers(old)).toEqual([]);
   });
 
+  it('reads_share_one_buffer: a connection whose answers back up keeps what it read while another reads into the same buffer', async () => {
+    const { ep, port, key, pair } = await linkTarget(64 << 10);
+    const mr = pair.b.mr;
+    for (let i = 0; i < 16 << 10; i++) mr.bytes[i] = (i * 7) & 0xff;
+    const slow = await authenticated(port, key, ep);
+    slow.sock.pause(); // its answers back up: the listener stops reading it mid-read
+    const n = 2000;
+    const length = 16 << 10; // 32 MiB of answers in all, far over the reply budget
+    const reads = Buffer.alloc(n * REQ_HEADER);
+    for (let i = 0; i < n; i++) {
+      const f = request(ep, { opcode: ABI.OP_RDMA_READ, length, token: i + 1 });
+      f.writeUInt32LE(i + 1, 4);
+      f.writeUInt32LE(pair.a.qp.qpn, 40);
+      f.writeDoubleLE(mr.addr, 16);
+      f.writeUInt32LE(mr.rkey, 24);
+      f.copy(reads, i * REQ_HEADER);
+    }
+    slow.sock.write(reads);
+    await sleep(300);
+    // Another connection's reads go through the listener's one buffer meanwhile.
+    const fast = await authenticated(port, key, ep);
+    for (let i = 0; i < 20; i++) {
+      const f = writeFrame(ep, pair, {
+        id: i + 1,
+        token: n + 1 + i,
+        off: 32 << 10,
+        length: 30 << 10,
+        fill: 0xee,
+      });
+      fast.sock.write(f);
+    }
+    await until(() => finalAnswers(fast).length === 20, 'the WRITEs answered');
+    expect(
+      finalAnswers(fast).every(([, outcome, status]) => outcome === ABI.LINK_DONE && status === 0),
+    ).toBe(true);
+    // The backed-up connection drains: every READ is answered, in order, with its data.
+    const want = Buffer.from(mr.bytes.subarray(0, length));
+    const seen = { answers: 0, bad: 0 };
+    let pending: Buffer = Buffer.alloc(0);
+    slow.sock.removeAllListeners('data');
+    const got = slow.received().subarray(HELLO_BYTES + WELCOME_BYTES);
+    const take = (chunk: Buffer) => {
+      pending = pending.length > 0 ? Buffer.concat([pending, chunk]) : chunk;
+      let o = 0;
+      while (o + RES_HEADER <= pending.length && o + answerLength(pending, o) <= pending.length) {
+        const len = answerLength(pending, o);
+        if (pending.readUInt8(o + 8) !== LINK_PROGRESS) {
+          const ok =
+            pending.readUInt32LE(o + 4) === seen.answers + 1 &&
+            pending.readUInt8(o + 8) === ABI.LINK_DONE &&
+            pending.readUInt8(o + 9) === 0 &&
+            pending.subarray(o + RES_HEADER, o + len).equals(want);
+          if (!ok) seen.bad++;
+          seen.answers++;
+        }
+        o += len;
+      }
+      pending = pending.subarray(o);
+    };
+    take(got);
+    slow.sock.on('data', take);
+    slow.sock.resume();
+    await until(() => seen.answers === n, 'every READ answered', 20_000);
+    expect(seen.bad).toBe(0);
+    expect(mr.bytes[(32 << 10) + 100]).toBe(0xee);
+  });
+
   it('read_flood_without_reading_replies_stays_bounded', async () => {
     const { ep, port, key, pair } = await target();
     const r = await authenticated(port, key, ep);

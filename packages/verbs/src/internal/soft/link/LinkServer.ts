@@ -19,6 +19,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { ABI } from '../../abi.js';
 import type { SoftNativeDevice } from '../../native.js';
+import { adoptAccepted } from './adoptAccepted.js';
 import {
   answerDataBytes,
   checkRequestHeader,
@@ -58,6 +59,8 @@ export const MAX_PENDING_LINKS = 64;
 export const MAX_LINKS = 4096;
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
+/** What one read from a connection takes at most (one buffer for all of the listener's). */
+const READ_BUFFER = 64 << 10;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
@@ -178,6 +181,12 @@ export class LinkServer {
   readonly #pending = new Set<Socket>();
   /** the respond record, one per listener (requests are answered one at a time) */
   readonly #record = new Float64Array(ABI.RESPOND_WORDS);
+  /**
+   * Every connection reads into this one buffer (adoptAccepted): each read is run before
+   * the next is made, and a reader keeps a copy of what it holds past the read (its carry;
+   * the rest of a read when answers back up: FrameReader's `reusedChunks`).
+   */
+  readonly #readBuffer = Buffer.allocUnsafe(READ_BUFFER);
   /** the header being answered, parsed into (one per listener, as the record) */
   readonly #h = newRequestHeader();
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
@@ -217,7 +226,8 @@ export class LinkServer {
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
   ): Promise<{ server: LinkServer; port: number }> {
-    const server = createServer();
+    // Paused: adoptAccepted makes each connection read into the listener's buffer.
+    const server = createServer({ pauseOnConnect: true });
     const link = new LinkServer(server, native, secret, maxPayload, ends);
     native.onLinkFlush(link.#flush);
     server.on('connection', (s) => link.#serve(s));
@@ -239,12 +249,16 @@ export class LinkServer {
     return this.#sockets.size;
   }
 
-  #serve(sock: Socket): void {
+  #serve(raw: Socket): void {
     // On one host, only this user's processes may even try to authenticate.
-    if (isLoopback(sock.remoteAddress) && loopbackPeerUid(sock) !== process.getuid?.()) {
-      sock.destroy();
+    if (isLoopback(raw.remoteAddress) && loopbackPeerUid(raw) !== process.getuid?.()) {
+      raw.destroy();
       return;
     }
+    const buf = this.#readBuffer;
+    let onRead: (n: number) => boolean = () => false;
+    const sock = adoptAccepted(raw, buf, (n) => onRead(n));
+    if (!sock) return;
     if (!this.#admit(sock)) return;
     sock.setNoDelay(true);
     sock.unref();
@@ -273,29 +287,30 @@ export class LinkServer {
       }
       this.#afterChunk(c, ok, resume);
     };
-    sock.on('data', (chunk: Buffer) => {
+    // Each read's bytes are buf[0, n); false stops reading (answers back up).
+    onRead = (n: number): boolean => {
       if (conn) {
         let ok = true;
         try {
-          ok = conn.reader.push(chunk);
+          ok = conn.reader.push(buf, 0, n);
         } catch {
           ok = false;
         }
         this.#afterChunk(conn, ok, resume);
-        return;
+        return !conn.reader.stopped && !sock.destroyed;
       }
-      if (!pre) return;
+      if (!pre) return false;
       // Nothing is acted on before the peer proved the secret.
-      pre = Buffer.concat([pre, chunk]);
+      pre = Buffer.concat([pre, buf.subarray(0, n)]);
       if (!couldBePreamble(pre)) {
         sock.destroy(); // not this protocol: no need to wait for the deadline
-        return;
+        return false;
       }
-      if (pre.length < AUTH_BYTES) return;
+      if (pre.length < AUTH_BYTES) return true;
       const accepted = handshake.verify(pre.subarray(0, AUTH_BYTES));
       if (!accepted) {
         sock.destroy();
-        return;
+        return false;
       }
       clearTimeout(deadline);
       this.#pending.delete(sock);
@@ -341,6 +356,7 @@ export class LinkServer {
         (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
         (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
         placer,
+        true,
       );
       conn = c;
       this.#bind(c);
@@ -354,8 +370,10 @@ export class LinkServer {
           ok = false;
         }
         this.#afterChunk(c, ok, resume);
+        return !c.reader.stopped && !sock.destroyed;
       }
-    });
+      return true;
+    };
   }
 
   #bind(c: Conn): void {

@@ -257,13 +257,17 @@ export class FrameReader {
   #rest: Buffer | undefined;
   #restAt = 0;
   #later: Buffer[] = [];
+  /** chunks are the caller's reused read buffer: what is kept past push() is copied */
+  readonly #reusedChunks: boolean;
 
   constructor(
     headerBytes: number | { minHeader: number; sizeOf: (buf: Buffer, off: number) => number },
     check: (buf: Buffer, off: number) => number,
     onFrame: (buf: Buffer, off: number, len: number) => boolean,
     placer?: FramePlacer,
+    reusedChunks = false,
   ) {
+    this.#reusedChunks = reusedChunks;
     if (typeof headerBytes === 'number') {
       this.#minHeader = headerBytes;
       this.#sizeOf = undefined;
@@ -295,7 +299,7 @@ export class FrameReader {
   push(chunk: Buffer, start = 0, end = chunk.length): boolean {
     if (this.#stopped) {
       // Kept as it is: the caller paused the socket, this is what was already on its way.
-      this.#later.push(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end));
+      this.#later.push(this.#kept(chunk, start, end));
       return true;
     }
     return this.#run(chunk, start, end);
@@ -321,9 +325,16 @@ export class FrameReader {
   #stop(chunk: Buffer, at: number, end: number): void {
     this.#stopped = true;
     if (at < end) {
-      this.#rest = at === 0 && end === chunk.length ? chunk : chunk.subarray(at, end);
+      this.#rest = this.#kept(chunk, at, end);
       this.#restAt = 0;
     }
+  }
+
+  /** `chunk[at, end)` to keep past this call (a copy when the caller reuses its chunks). */
+  #kept(chunk: Buffer, at: number, end: number): Buffer {
+    // Only while answers back up (stopped): a copy then costs nothing in steady state.
+    if (this.#reusedChunks) return Buffer.from(chunk.subarray(at, end));
+    return at === 0 && end === chunk.length ? chunk : chunk.subarray(at, end);
   }
 
   /** Delivers the whole frame in the carry; false when onFrame stopped on it. */
