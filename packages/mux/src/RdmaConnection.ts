@@ -114,8 +114,16 @@ const KIND_READ = 1;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
-/** Free send slots kept per size class (beyond, completed slots give their block back). */
-const SLOT_POOL_MAX = 256;
+/**
+ * Free small send slots kept (beyond, completed slots give their block back): as many as
+ * 1 024 channels have in flight at once, each a message queued or posted and unreaped (a
+ * smaller pool gave ¾ of them back and registered them anew every round, x1024).
+ */
+const SMALL_SLOT_POOL_MAX = 1024;
+/** Free large (eager-sized) send slots kept. */
+const LARGE_SLOT_POOL_MAX = 256;
+/** Most WRs one postSend takes (the post lists kept per length, see #post). */
+const POST_LIST_MAX = 64;
 /** Free queue records kept. */
 const ITEM_POOL_MAX = 1024;
 
@@ -260,8 +268,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #wcs: WorkCompletion[] = allocCompletions(64);
   readonly #hdr = newWireHeader();
   readonly #batch: SendWr[] = [];
-  readonly #smallSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
-  readonly #largeSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
+  /** Post lists by length (2 … POST_LIST_MAX), made when first needed (see #post). */
+  readonly #lists: (SendWr[] | undefined)[] = new Array<SendWr[] | undefined>(
+    POST_LIST_MAX + 1,
+  ).fill(undefined);
+  readonly #smallSlots = new FreeList<SendSlot>(SMALL_SLOT_POOL_MAX);
+  readonly #largeSlots = new FreeList<SendSlot>(LARGE_SLOT_POOL_MAX);
   readonly #items = new FreeList<OutItem>(ITEM_POOL_MAX);
   /**
    * A send waited for a credit since the last message: the next header says so, and the peer
@@ -871,6 +883,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return WIRE_FLAG_CREDIT_STALLED;
   }
 
+  #newList(k: number): SendWr[] {
+    const list = new Array<SendWr>(k);
+    this.#lists[k] = list;
+    return list;
+  }
+
   /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
   #post(lane: Lane, n: number): void {
     if (n === 0) return;
@@ -883,14 +901,20 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       }
     }
     try {
-      // One WR goes alone, more as the batch's first n (the array is filled by index, never
-      // emptied: resetting its length would free its store and the next fill allocate one).
-      if (n === 1) lane.qp.postSend(batch[0] as SendWr);
-      else {
-        batch.length = n;
-        lane.qp.postSend(batch);
+      // One WR goes alone, more in lists of their exact length (kept per length, up to
+      // POST_LIST_MAX WRs a post): the batch array is filled by index and never shortened, as
+      // setting its length would trim its store when batches shrink and the next longer
+      // batch would allocate a new one.
+      for (let i = 0; i < n; i += POST_LIST_MAX) {
+        const k = Math.min(POST_LIST_MAX, n - i);
+        if (k === 1) lane.qp.postSend(batch[i] as SendWr);
+        else {
+          const list = this.#lists[k] ?? this.#newList(k);
+          for (let j = 0; j < k; j++) list[j] = batch[i + j] as SendWr;
+          lane.qp.postSend(list);
+        }
+        this.#stats.posts++;
       }
-      this.#stats.posts++;
       // A full send queue holds back what follows until its completions are reaped.
       if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
