@@ -148,11 +148,15 @@ describe('RdmaTransport shared receive pool', () => {
     const grown = sc.stats().recvLease;
     expect(grown).toBeGreaterThan(16);
     expect(grown).toBeLessThanOrEqual(256);
-    expect(conn.stats().sendLease).toBe(grown);
+    // The server may still owe the credit of the buffer of the client's last credit-only
+    // update (it waits for a message, never for the flush delay): the lease seen here lags by it.
+    expect(conn.stats().sendLease).toBeGreaterThanOrEqual(grown - 1);
+    expect(conn.stats().sendLease).toBeLessThanOrEqual(grown);
     expect(server.stats().receivePool?.leased).toBe(grown);
     expect(conn.stats().rnrCount).toBe(0);
     expect(sc.stats().rnrCount).toBe(0);
-    // Idle: the client gives the extra back (LeaseReturn), the server's pool shrinks its lease.
+    // Idle: the client gives the extra back (LeaseReturn), the server's pool shrinks its lease
+    // (and the server sends what it still owed with it, so the client gives that back too).
     await expect.poll(() => sc.stats().recvLease, { timeout: 20_000 }).toBe(16);
     expect(conn.stats().sendLease).toBe(16);
     expect(server.stats().receivePool?.leased).toBe(16);
