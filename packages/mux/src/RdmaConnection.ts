@@ -116,15 +116,18 @@ const KIND_READ = 1;
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
 /**
- * Free small send slots kept (beyond, completed slots give their block back): as many as
- * 1 024 channels have in flight at once, each a message queued or posted and unreaped (a
- * smaller pool gave ¾ of them back and registered them anew every round, x1024).
+ * Free small send slots and queue records kept while busy (beyond, completed slots give
+ * their block back): 1 024 channels in flight hold one each, queued or posted and unreaped,
+ * and up to a send queue more per QP whose completions wait in the CQ (a pool of 256 gave ¾
+ * of them back and registered them anew every round at x1024).
  */
-const SMALL_SLOT_POOL_MAX = 1024;
+const SMALL_SLOT_POOL_MAX = 2048;
 /** Free large (eager-sized) send slots kept. */
 const LARGE_SLOT_POOL_MAX = 256;
-/** Free queue records kept. */
-const ITEM_POOL_MAX = 1024;
+/** What an idle connection keeps of its pools (the rest goes back after `leaseIdleMs`). */
+const IDLE_POOL_KEEP = 256;
+/** Free queue records kept (as SMALL_SLOT_POOL_MAX). */
+const ITEM_POOL_MAX = 2048;
 
 /**
  * A registered send buffer with its work request, kept for the connection's life and reused
@@ -1573,6 +1576,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#link.send(ControlType.LeaseReturn, payload);
   }
 
+  /** An idle connection gives back what its pools kept beyond IDLE_POOL_KEEP. */
+  #trimPools(): void {
+    const small = this.#smallSlots;
+    while (small.size > IDLE_POOL_KEEP) quietly((small.take() as SendSlot).block);
+    const large = this.#largeSlots;
+    while (large.size > IDLE_POOL_KEEP) quietly((large.take() as SendSlot).block);
+    while (this.#items.size > IDLE_POOL_KEEP) this.#items.take();
+  }
+
   #onLinkClosed(cause: Error | undefined): void {
     if (this.#terminal()) return;
     if (this.#state === 'closing' || this.#peerGoAway) {
@@ -1688,6 +1700,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#maybeReturnLease(now);
+    if (now - this.#idleSince >= this.#s.leaseIdleMs) this.#trimPools();
     if (now - this.#link.lastWrite >= this.#s.heartbeatIntervalMs / 2)
       this.#link.send(ControlType.Ping);
   }

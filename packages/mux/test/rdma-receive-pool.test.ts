@@ -165,6 +165,39 @@ describe('RdmaTransport shared receive pool', () => {
     (await ch.receive(LONG)).release();
   }, 120_000);
 
+  it('an_idle_connection_gives_back_the_send_slots_a_burst_of_channels_needed', async () => {
+    // A fixed lease (16 buffers each way): only send slots change what the allocators hold.
+    const { conn, client } = await pair({
+      recvBufferCount: 16,
+      leaseIdleMs: 100,
+      heartbeatIntervalMs: 40,
+      peerTimeoutMs: 5_000,
+    });
+    const chs = Array.from({ length: 1024 }, () => conn.openChannel('burst'));
+    const payload = new Uint8Array(64).fill(5);
+    // Every channel sends at once: about 1 024 send slots in use, kept once they completed.
+    await Promise.all(
+      chs.map(async (ch) => {
+        for (let i = 0; i < 3; i++) {
+          await ch.send(payload, LONG);
+          (await ch.receive(LONG)).release();
+        }
+      }),
+    );
+    const busy = client.allocator.stats().inUseBytes;
+    // Idle for leaseIdleMs: the pool keeps 256 (a slot is at least 280 bytes).
+    await expect
+      .poll(() => client.allocator.stats().inUseBytes, { timeout: 20_000 })
+      .toBeLessThan(busy - 500 * 280);
+    // And the connection still works on every channel.
+    await Promise.all(
+      chs.map(async (ch) => {
+        await ch.send(payload, LONG);
+        (await ch.receive(LONG)).release();
+      }),
+    );
+  }, 120_000);
+
   it('a_slow_receiver_stops_its_sender_without_RNR_and_its_lease_stays_bounded', async () => {
     const held: InboundMessage[] = [];
     const { conn, serverConns, server } = await pair(
