@@ -34,6 +34,7 @@ import { FreeList } from './internal/FreeList.js';
 import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
 import { PollEntry, type PollLoop } from './internal/PollLoop.js';
+import { POST_LIST_MAX, PostLists } from './internal/PostLists.js';
 import type { PollPolicy } from './internal/RdmaOptions.js';
 import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './internal/ReceivePool.js';
 import {
@@ -114,10 +115,19 @@ const KIND_READ = 1;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
-/** Free send slots kept per size class (beyond, completed slots give their block back). */
-const SLOT_POOL_MAX = 256;
-/** Free queue records kept. */
-const ITEM_POOL_MAX = 1024;
+/**
+ * Free small send slots and queue records kept while busy (beyond, completed slots give
+ * their block back): 1 024 channels in flight hold one each, queued or posted and unreaped,
+ * and up to a send queue more per QP whose completions wait in the CQ (a pool of 256 gave ¾
+ * of them back and registered them anew every round at x1024).
+ */
+const SMALL_SLOT_POOL_MAX = 2048;
+/** Free large (eager-sized) send slots kept. */
+const LARGE_SLOT_POOL_MAX = 256;
+/** What an idle connection keeps of its pools (the rest goes back after `leaseIdleMs`). */
+const IDLE_POOL_KEEP = 256;
+/** Free queue records kept (as SMALL_SLOT_POOL_MAX). */
+const ITEM_POOL_MAX = 2048;
 
 /**
  * A registered send buffer with its work request, kept for the connection's life and reused
@@ -260,8 +270,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #wcs: WorkCompletion[] = allocCompletions(64);
   readonly #hdr = newWireHeader();
   readonly #batch: SendWr[] = [];
-  readonly #smallSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
-  readonly #largeSlots = new FreeList<SendSlot>(SLOT_POOL_MAX);
+  readonly #lists = new PostLists<SendWr>();
+  readonly #smallSlots = new FreeList<SendSlot>(SMALL_SLOT_POOL_MAX);
+  readonly #largeSlots = new FreeList<SendSlot>(LARGE_SLOT_POOL_MAX);
   readonly #items = new FreeList<OutItem>(ITEM_POOL_MAX);
   /**
    * A send waited for a credit since the last message: the next header says so, and the peer
@@ -292,6 +303,16 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    */
   #batchTick = false;
   #draining = false;
+  /** A drain stopped early and goes on from setImmediate (not armed meanwhile). */
+  #resumeScheduled = false;
+  /**
+   * The last drain delivered several messages: their releases (in this tick's microtasks,
+   * and after the flush) repost in one batch too.
+   */
+  #burst = false;
+  /** Receive buffers released and not yet reposted: #reposts[0 … #repostCount). */
+  readonly #reposts: number[] = [];
+  #repostCount = 0;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
   /** This connection's place in the transport's poll loop ('adaptive'). */
@@ -348,7 +369,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#nextId = role === 'client' ? 1 : 2;
     this.#poll = new PollEntry({
       pending: () => (this.#terminal() ? 0 : this.#res.cq.pending()),
-      drain: () => this.#drain(),
+      drain: () => this.#drain(true),
       sleep: () => {
         if (!this.#terminal()) this.#arm();
       },
@@ -789,6 +810,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   };
 
   #flushAll(): void {
+    if (this.#repostCount > 0) this.#repostReleased();
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
     this.#maybeCreditUpdate();
@@ -883,14 +905,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       }
     }
     try {
-      // One WR goes alone, more as the batch's first n (the array is filled by index, never
-      // emptied: resetting its length would free its store and the next fill allocate one).
-      if (n === 1) lane.qp.postSend(batch[0] as SendWr);
-      else {
-        batch.length = n;
-        lane.qp.postSend(batch);
+      // One WR goes alone, more in a list of their exact length (the batch array is filled
+      // by index and never shortened: see PostLists).
+      for (let i = 0; i < n; i += POST_LIST_MAX) {
+        const k = Math.min(POST_LIST_MAX, n - i);
+        lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+        this.#stats.posts++;
       }
-      this.#stats.posts++;
       // A full send queue holds back what follows until its completions are reaped.
       if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
@@ -979,7 +1000,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * ReceiveCredits' threshold or flush delay (which also covers window returns, see
    * `oweReturn`: one delay, one timer), or at once when the window runs low.
    */
-  #maybeCreditUpdate(): void {
+  #maybeCreditUpdate(force = false): void {
     // After either side's goaway the peer sends nothing that credits could be waiting for.
     if (this.#terminal() || this.#quiet || this.#peerGoAway) return;
     const rc = this.#recvCredits;
@@ -990,7 +1011,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
         this.#creditBytes >= local.windowBytes / 4 ||
         this.#creditMessages >= local.windowMessages / 4);
-    if (!rc.updateNeeded && !windowPressing) return;
+    if (!force && !rc.updateNeeded && !windowPressing) return;
     if (rc.unreturned === 0 && this.#creditMessages === 0) return;
     // A queued send that can go now carries them anyway.
     if (this.#sendCredits.usable > 0) {
@@ -1055,29 +1076,55 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #onCq = (): void => {
     // The event is one-shot: fired, it is armed no more.
     this.#armed = ARM_NONE;
-    this.#drain();
+    this.#drain(true);
   };
 
-  /** Reaps completions until the CQ is empty, then re-arms (or spins / polls on, by policy). */
-  #drain(): void {
+  /** A drain that stopped early (`#drain`'s `yieldable`) goes on after the microtasks. */
+  readonly #resume = (): void => {
+    this.#resumeScheduled = false;
+    this.#drain(true);
+  };
+
+  /**
+   * Reaps completions until the CQ is empty, then re-arms (or spins / polls on, by policy).
+   * `yieldable`: once this drain handed messages to the application, it stops before the
+   * posted buffers fall below the copy-out mark (#onReceive) and goes on from the check
+   * phase, after the application's continuations ran and released them. At many channels a
+   * drain otherwise copied out (allocating per message) every arrival beyond three quarters
+   * of the lease, for buffers held only until the end of the tick; a receiver that keeps its
+   * messages still gets copies (the next drain starts with nothing handed out). A drain that
+   * must take everything (goaway, close) passes false.
+   */
+  #drain(yieldable = false): void {
     if (this.#terminal() || this.#draining) return;
     this.#draining = true;
     const cq = this.#res.cq;
     const wcs = this.#wcs;
     const loop = this.#s.pollLoop;
     const received = this.#stats.framesIn;
+    const rc = this.#recvCredits;
     let reaped = 0;
+    let yielded = false;
     try {
       // Twice at most: what the flush posted may have completed already (soft completes a
       // SEND within its post): reaped now, not by an arm that would fire at once for it.
-      for (let round = 0; round < 2; round++) {
+      for (let round = 0; round < 2 && !yielded; round++) {
         for (;;) {
-          const n = cq.poll(wcs);
+          // Arrivals this poll may take before the copy-out mark.
+          let max = wcs.length;
+          if (yieldable && this.#stats.framesIn !== received) {
+            max = Math.min(max, rc.posted - Math.ceil(rc.capacity / 4));
+            if (max <= 0) {
+              yielded = true;
+              break;
+            }
+          }
+          const n = cq.poll(wcs, max);
           for (let i = 0; i < n && !this.#terminal(); i++)
             this.#onCompletion(wcs[i] as WorkCompletion);
           if (this.#terminal()) return;
           reaped += n;
-          if (n < wcs.length) break;
+          if (n < max) break;
         }
         if (round === 0 && loop !== undefined && this.#stats.framesIn !== received)
           loop.received(this.#poll);
@@ -1086,13 +1133,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         if (cq.pending() === 0) break;
       }
       // Several messages delivered: their handlers' sends (microtasks queued before this
-      // flush) batch. One message (a ping-pong) keeps the idle lane's post at once.
-      if (this.#stats.framesIn - received > 1 && !this.#flushScheduled) {
+      // flush) and releases batch. One message (a ping-pong) keeps the idle lane's post and
+      // the repost at once.
+      this.#burst = this.#stats.framesIn - received > 1;
+      if (this.#burst && !this.#flushScheduled) {
         this.#batchTick = true;
         this.#flushScheduled = true;
         queueMicrotask(this.#flushTask);
       }
-      if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
+      if (yielded) {
+        // Not armed: drained on from the check phase (after this tick's microtasks).
+        if (!this.#resumeScheduled) {
+          this.#resumeScheduled = true;
+          setImmediate(this.#resume);
+        }
+      } else if (this.#s.pollPolicy === 'busy') setImmediate(this.#onCq);
       // Adaptive: after activity the loop polls on from its next turn (and arms the event
       // when it stops); otherwise arm now.
       else if (loop === undefined || !(reaped > 0 ? loop.activity(this.#poll) : this.#poll.polled))
@@ -1290,9 +1345,34 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** @internal The application released the message of pool buffer `idx` (ReceivePool). */
   recvReleased(idx: number): void {
     const charge = this.#pool.charges[idx] as number;
+    if ((this.#flushScheduled || this.#burst) && !this.#terminal()) {
+      // Several released in this tick (many channels): reposted together, in one SRQ post, by
+      // the flush (which also checks for an update once, after all of them).
+      this.#reposts[this.#repostCount++] = idx;
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        queueMicrotask(this.#flushTask);
+      }
+      this.#released(charge, false);
+      return;
+    }
     // One check for an update, after both the credit and the window space are owed.
     this.#repost(idx, true, false);
     this.#released(charge);
+  }
+
+  /** The buffers released since the flush was scheduled go back (teardown took them if ended). */
+  #repostReleased(): void {
+    const n = this.#repostCount;
+    this.#repostCount = 0;
+    if (this.#terminal()) return; // the pool took them back (forget) at teardown
+    try {
+      this.#pool.giveBackAll(this.#reposts, n);
+    } catch (err) {
+      this.destroy(new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'receive repost failed', err));
+      return;
+    }
+    this.#recvCredits.release(n);
   }
 
   /**
@@ -1419,7 +1499,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   /** The application released a received message: its window space goes back to the peer. */
-  #released(charge: number): void {
+  #released(charge: number, update = true): void {
     this.#held -= charge;
     if (this.#terminal()) return;
     this.#creditBytes += charge;
@@ -1428,7 +1508,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#peerMessages--;
     // The window space goes back with the next message, or by the credits' flush delay.
     this.#recvCredits.oweReturn();
-    if (!this.#draining) this.#maybeCreditUpdate();
+    if (update && !this.#draining) this.#maybeCreditUpdate();
   }
 
   // ---- control connection, lifecycle ----
@@ -1469,6 +1549,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#res.unlease(n);
+    // An idle peer: what this side still owes it (the credit of a credit-only update's buffer
+    // waits for the next message, which may never come) goes now, once per lease return, so
+    // the peer's view of its lease is exact and its next idle tick gives the rest back.
+    this.#maybeCreditUpdate(true);
   }
 
   /**
@@ -1490,6 +1574,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const payload = new Uint8Array(LEASE_RETURN_BYTES);
     writeU32(payload, 0, n);
     this.#link.send(ControlType.LeaseReturn, payload);
+  }
+
+  /** An idle connection gives back what its pools kept beyond IDLE_POOL_KEEP. */
+  #trimPools(): void {
+    const small = this.#smallSlots;
+    while (small.size > IDLE_POOL_KEEP) quietly((small.take() as SendSlot).block);
+    const large = this.#largeSlots;
+    while (large.size > IDLE_POOL_KEEP) quietly((large.take() as SendSlot).block);
+    while (this.#items.size > IDLE_POOL_KEEP) this.#items.take();
   }
 
   #onLinkClosed(cause: Error | undefined): void {
@@ -1607,6 +1700,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#maybeReturnLease(now);
+    if (now - this.#idleSince >= this.#s.leaseIdleMs) this.#trimPools();
     if (now - this.#link.lastWrite >= this.#s.heartbeatIntervalMs / 2)
       this.#link.send(ControlType.Ping);
   }

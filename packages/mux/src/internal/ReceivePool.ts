@@ -1,7 +1,13 @@
 import { AllocLimitError, type Block, type RegisteredAllocator } from '@rdmajs/allocator';
-import type { ProtectionDomain, Sge, SharedReceiveQueue } from '@rdmajs/verbs';
+import {
+  type ProtectionDomain,
+  RdmaPostError,
+  type RecvWr,
+  type SharedReceiveQueue,
+} from '@rdmajs/verbs';
 import { MuxClosedError, MuxProtocolError } from '../errors.js';
 import { InboundMessage, rearmInbound } from '../Message.js';
+import { POST_LIST_MAX, PostLists } from './PostLists.js';
 import { WIRE_HEADER_BYTES } from './WireHeader.js';
 
 /**
@@ -75,7 +81,10 @@ export class ReceivePool {
   /** Extra leases (beyond the connections' initial grants) the pool grants in total. */
   readonly #maxExtra: number;
   readonly #blocks: (Block | undefined)[];
-  readonly #wrs: ({ wrId: number; sgList: Sge[] } | undefined)[];
+  readonly #wrs: (RecvWr | undefined)[];
+  /** A batch of reposts (giveBackAll), filled by index, and its post lists. */
+  readonly #repostWrs: RecvWr[] = [];
+  readonly #lists = new PostLists<RecvWr>();
   readonly #state: Uint8Array;
   readonly #owner: (PoolUser | undefined)[];
   /** Per buffer: its reusable message, the view of its last length, its window charge. */
@@ -111,7 +120,7 @@ export class ReceivePool {
     this.#maxExtra = Math.floor(maxBuffers / 2);
     // Dense from the start: buffers come back in any order, and a sparse array's stores allocate.
     this.#blocks = new Array<Block | undefined>(maxBuffers).fill(undefined);
-    this.#wrs = new Array<{ wrId: number; sgList: Sge[] } | undefined>(maxBuffers).fill(undefined);
+    this.#wrs = new Array<RecvWr | undefined>(maxBuffers).fill(undefined);
     this.#state = new Uint8Array(maxBuffers);
     this.#owner = new Array<PoolUser | undefined>(maxBuffers).fill(undefined);
     this.#msgs = new Array<InboundMessage | undefined>(maxBuffers).fill(undefined);
@@ -304,7 +313,44 @@ export class ReceivePool {
    * leases need (or is closed). Throws what the SRQ post throws (the buffer is freed then).
    */
   giveBack(idx: number): void {
-    if (this.#state[idx] !== TAKEN) return;
+    if (!this.#returning(idx)) return;
+    try {
+      this.srq.postRecv(this.#wrs[idx] as RecvWr);
+    } catch (err) {
+      this.#unpost(idx);
+      throw err;
+    }
+  }
+
+  /**
+   * `giveBack` of `idxs[0 … n)` with one SRQ post per POST_LIST_MAX buffers. Throws what the
+   * post throws (the buffers it did not post are freed then).
+   */
+  giveBackAll(idxs: readonly number[], n: number): void {
+    const wrs = this.#repostWrs;
+    let k = 0;
+    for (let i = 0; i < n; i++) {
+      const idx = idxs[i] as number;
+      if (this.#returning(idx)) wrs[k++] = this.#wrs[idx] as RecvWr;
+    }
+    for (let i = 0; i < k; i += POST_LIST_MAX) {
+      const m = Math.min(POST_LIST_MAX, k - i);
+      try {
+        this.srq.postRecv(m === 1 ? (wrs[i] as RecvWr) : this.#lists.list(wrs, i, m));
+      } catch (err) {
+        const posted = err instanceof RdmaPostError ? err.posted : 0;
+        for (let j = i + posted; j < k; j++) this.#unpost((wrs[j] as RecvWr).wrId);
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * A taken buffer comes back: true when it is to be posted again (marked posted), false when
+   * it is not the pool's to repost or was freed (the pool holds more than its leases need).
+   */
+  #returning(idx: number): boolean {
+    if (this.#state[idx] !== TAKEN) return false;
     this.#owner[idx] = undefined;
     if (
       this.#closed ||
@@ -316,18 +362,18 @@ export class ReceivePool {
         this.#free.length = 0;
         this.#top = 0;
       }
-      return;
+      return false;
     }
     this.#state[idx] = POSTED;
     this.#posted++;
-    try {
-      this.srq.postRecv(this.#wrs[idx] as { wrId: number; sgList: Sge[] });
-    } catch (err) {
-      this.#posted--;
-      this.#state[idx] = TAKEN;
-      this.#drop(idx);
-      throw err;
-    }
+    return true;
+  }
+
+  /** A buffer marked posted whose post failed: freed. */
+  #unpost(idx: number): void {
+    this.#posted--;
+    this.#state[idx] = TAKEN;
+    this.#drop(idx);
   }
 
   #drop(idx: number): void {
