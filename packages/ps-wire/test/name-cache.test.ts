@@ -53,4 +53,22 @@ describe('names seen before', () => {
       }),
     ).toThrow(expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }));
   });
+
+  it('a_name_decoded_from_a_buffer_is_copied_not_kept_as_a_view_of_receive_memory', () => {
+    // The TCP transport hands handlers Buffers, whose slice() is a view: a cached view would
+    // pin the whole frame and read whatever reuses its memory next.
+    const asFromPeer = (table: string) => {
+      const b = Buffer.from(encodePullRequest({ table: 'zzz_0', keys }));
+      b.write(table, b.indexOf('zzz_0', 0, 'latin1'), 'latin1');
+      return b;
+    };
+    const recv = Buffer.alloc(1 << 20);
+    const first = asFromPeer('cpy_a');
+    recv.set(first, 0);
+    expect(decodePullRequest(recv.subarray(0, first.length)).table).toBe('cpy_a');
+    const second = asFromPeer('cpy_b');
+    recv.set(second, 0); // the receive memory is reused for another table's request
+    expect(decodePullRequest(Buffer.from(second)).table).toBe('cpy_b');
+    expect(decodePullRequest(Buffer.from(first)).table).toBe('cpy_a');
+  });
 });

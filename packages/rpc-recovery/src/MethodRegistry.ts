@@ -109,7 +109,11 @@ class Call implements CallContext {
     this.#maxPayloadBytes = maxPayload;
   }
 
-  allocateReply(length: number): ReplyBuffer {
+  /**
+   * An own function, not a method: handlers take it from the context as documented
+   * (`(payload, { allocateReply })`), detached from the Call.
+   */
+  readonly allocateReply = (length: number): ReplyBuffer => {
     if (!Number.isInteger(length) || length < 0 || length > this.#maxPayloadBytes) {
       throw new RpcError(
         'ERR_RPC_FRAME_TOO_LARGE',
@@ -121,7 +125,7 @@ class Call implements CallContext {
     else if (this.#more === undefined) this.#more = [r];
     else this.#more.push(r);
     return r;
-  }
+  };
 
   static {
     callMade = (c, r) => r === c.#first || c.#more?.includes(r) === true;

@@ -249,6 +249,27 @@ describe('MethodRegistry.dispatchNow', () => {
       return new Uint8Array(0);
     });
     reg.dispatchNow(request('k', new Uint8Array(0)), { epoch: 1 });
-    expect(keys).toEqual(['deadlineMs', 'idempotent', 'method', 'peer', 'requestId', 'sessionId']);
+    expect(keys).toEqual([
+      'allocateReply',
+      'deadlineMs',
+      'idempotent',
+      'method',
+      'peer',
+      'requestId',
+      'sessionId',
+    ]);
+  });
+
+  it('a_handler_that_destructures_allocate_reply_as_documented_still_works', () => {
+    const reg = new MethodRegistry();
+    reg.register('echo', (p, { allocateReply }) => {
+      const r = allocateReply(p.length);
+      r.payload.set(p);
+      return r;
+    });
+    const f = response(
+      reg.dispatchNow(request('echo', Uint8Array.of(1, 2, 3)), { epoch: 1 }) as MessagePart[],
+    );
+    expect([f.header.status, [...f.payload]]).toEqual([RpcStatus.Ok, [1, 2, 3]]);
   });
 });

@@ -82,7 +82,9 @@ export function readName(
     for (let i = 0; i < len; i++) s += String.fromCharCode(b[offset + i] as number);
     if (!pattern.test(s))
       throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: bad name`, { offset });
-    cache?.add(s, b.slice(offset, offset + len));
+    // A copy: Buffer#slice is a view, and a view would pin the peer's frame (up to its
+    // size, past the credit it returned) and alias whatever reuses that memory.
+    cache?.add(s, new Uint8Array(b.subarray(offset, offset + len)));
   }
   for (let i = offset + len; i < offset + pad8(len); i++) {
     if (b[i] !== 0)

@@ -27,7 +27,12 @@ export function adoptAccepted(
 ): Socket | undefined {
   const r = raw as unknown as SocketInternals;
   const handle = r._handle;
-  if (handle === null || handle === undefined || raw.destroyed) return undefined;
+  if (handle === null || handle === undefined || raw.destroyed) {
+    // Closed already, or a Node whose Socket keeps its handle elsewhere: never leave the fd
+    // (and the server's connection count) behind.
+    raw.destroy();
+    return undefined;
+  }
   const server = r._server;
   r._handle = null;
   // The server counts the connection once: the adopted socket releases it when it closes.
