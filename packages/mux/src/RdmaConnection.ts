@@ -311,7 +311,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    */
   #burst = false;
   /** Receive buffers released and not yet reposted: #reposts[0 … #repostCount). */
-  readonly #reposts: number[] = [];
+  readonly #reposts: number[];
   #repostCount = 0;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
@@ -362,6 +362,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.role = role;
     this.#s = settings;
     this.#res = resources;
+    // Sized for every buffer the connection can hold (its largest lease): a burst larger than
+    // any before would otherwise grow the array, an allocation in the middle of traffic.
+    this.#reposts = new Array<number>(resources.maxLease).fill(0);
     this.#pool = resources.pool;
     this.#alloc = resources.allocator;
     this.defaultTimeoutMs = settings.defaultTimeoutMs;

@@ -13,7 +13,7 @@ export class PostLists<T> {
   );
 
   /** The `k` (2 … POST_LIST_MAX) items `src[from … from + k)` as an array of length k. */
-  list(src: readonly T[], from: number, k: number): T[] {
+  list(src: readonly (T | undefined)[], from: number, k: number): T[] {
     let list = this.#lists[k];
     if (list === undefined) {
       list = new Array<T>(k);

@@ -83,7 +83,7 @@ export class ReceivePool {
   readonly #blocks: (Block | undefined)[];
   readonly #wrs: (RecvWr | undefined)[];
   /** A batch of reposts (giveBackAll), filled by index, and its post lists. */
-  readonly #repostWrs: RecvWr[] = [];
+  readonly #repostWrs: (RecvWr | undefined)[];
   readonly #lists = new PostLists<RecvWr>();
   readonly #state: Uint8Array;
   readonly #owner: (PoolUser | undefined)[];
@@ -126,6 +126,8 @@ export class ReceivePool {
     this.#msgs = new Array<InboundMessage | undefined>(maxBuffers).fill(undefined);
     this.#views = new Array<Uint8Array | undefined>(maxBuffers).fill(undefined);
     this.charges = new Array<number>(maxBuffers).fill(0);
+    // As many as the pool has buffers: a batch never grows it (an allocation mid-traffic).
+    this.#repostWrs = new Array<RecvWr | undefined>(maxBuffers).fill(undefined);
   }
 
   /** The SRQ every connection's QPs attach to (made by the first lease after an idle reset). */

@@ -28,7 +28,10 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
   if (sgList.length > maxSge)
     throw outOfRange(`sgList has ${sgList.length} entries, the queue allows ${maxSge}`);
   let total = 0;
-  for (const sge of sgList) {
+  // Indexed, not for…of: until the function is optimized an iteration allocates an iterator
+  // and a result per entry (≈ 100 B per post, seen by mux's steady-state allocation test).
+  for (let i = 0; i < sgList.length; i++) {
+    const sge = sgList[i] as Sge;
     if (sge === null || typeof sge !== 'object')
       throw invalid(`an sge must be { addr, length, lkey }, got ${describe(sge)}`);
     const { addr, length, lkey } = sge;
