@@ -178,8 +178,12 @@ export class RequestHandlers {
     }
   };
 
-  push = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
-    let run: Promise<PushResult>;
+  /**
+   * The reply itself when the push is durable as it is applied (no log), else a promise of
+   * it (the log append): the RPC layer then records and answers it in the same tick.
+   */
+  push = (payload: Uint8Array, origin?: PushOrigin): Uint8Array | Promise<Uint8Array> => {
+    let run: PushResult | Promise<PushResult>;
     // Inline rather than through #guard, and settled by a handler made once: no closure per push.
     try {
       const req = decodePushRequest(this.#aligned(payload), this.#limits);
@@ -200,7 +204,7 @@ export class RequestHandlers {
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
       const admitted = this.#admit(req.writer, req.seq, origin);
-      run = this.#store.push(req.table, req.keys, req.grads, {
+      run = this.#store.pushNow(req.table, req.keys, req.grads, {
         session: req.writer,
         seq: req.seq,
       });
@@ -209,7 +213,7 @@ export class RequestHandlers {
       this.counters.refused++;
       throw err;
     }
-    return run.then(this.#pushed);
+    return run instanceof Promise ? run.then(this.#pushed) : this.#pushed(run);
   };
 
   readonly #pushed = (r: PushResult): Uint8Array => {
