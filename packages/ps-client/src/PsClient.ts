@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
+import { firstNonFinite } from '@rdmajs/ps-server';
 import {
   allocatePullRequest,
   allocatePushRequest,
@@ -22,7 +23,6 @@ import {
   pushRequestLength,
   type TableInfo,
 } from '@rdmajs/ps-wire';
-import { firstNonFinite } from '@rdmajs/ps-server';
 import type { BackoffPolicy, RpcReply } from '@rdmajs/rpc-recovery';
 import type { TcpTransportOptions } from '@rdmajs/tcp';
 import { ClientTransports, type TransportChoice, type TransportPorts } from './ClientTransports.js';

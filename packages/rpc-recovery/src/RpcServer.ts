@@ -360,9 +360,7 @@ export class RpcServer {
         {
           kind: 'refused',
           code:
-            typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code)
-              ? code
-              : 'ERR_RPC_AUTH',
+            typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code) ? code : 'ERR_RPC_AUTH',
           message: err instanceof Error ? (err.message.split('\n', 1)[0] ?? '') : 'refused',
         },
         peerVersion,

@@ -12,8 +12,8 @@ import {
   RpcDecodeError,
   RpcServer,
   SESSION_FRAME_VERSION,
-  SessionFrameKind,
   type SessionFrame,
+  SessionFrameKind,
 } from '../src/index.js';
 
 const secret = 'rpc-handshake-secret-0123456789-abcdefghijklmnop';
@@ -153,7 +153,9 @@ describe('session handshake', () => {
     const conn = await transport.connect({ port: listener.port, secret });
     cleanups.push(() => conn.destroy());
     const closed = new Promise((r) => conn.once('close', r));
-    await conn.openChannel(RPC_CONTROL_CHANNEL).send(new Uint8Array([99, SESSION_FRAME_VERSION, 0, 0]));
+    await conn
+      .openChannel(RPC_CONTROL_CHANNEL)
+      .send(new Uint8Array([99, SESSION_FRAME_VERSION, 0, 0]));
     await closed;
     expect(server.stats().dropped).toBe(1);
   });
