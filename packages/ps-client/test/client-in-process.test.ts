@@ -15,6 +15,7 @@ const spec = {
       init: { kind: 'normal', seed: 3, std: 0.1 },
     },
     { name: 'raw', dim: 2, optimizer: { kind: 'sum' }, nonFinite: 'allow' },
+    { name: 'wide', dim: 32, optimizer: { kind: 'adagrad', lr: 0.1 } },
   ],
   dense: [{ name: 'w', shape: [5], optimizer: { kind: 'sgd', lr: 0.5 } }],
 };
@@ -53,6 +54,7 @@ describe('PsClient against three in-process shards', () => {
     expect([...client.tables]).toEqual([
       ['emb', 4],
       ['raw', 2],
+      ['wide', 32],
     ]);
   });
 
@@ -204,5 +206,21 @@ describe('PsClient against three in-process shards', () => {
     await c.close();
     await c.close();
     await expect(c.pull('emb', [1n])).rejects.toMatchObject({ code: 'ERR_PS_CLIENT_CLOSED' });
+  });
+
+  it('a push of wide rows (each copied with one set into its shard request) matches a single store', async () => {
+    const ref = new ParameterStore(parseServiceTables(spec));
+    const keys = BigUint64Array.from({ length: 40 }, (_, i) => BigInt(1000 + ((i * 7) % 37)));
+    expect(new Set(Array.from(keys, (k) => client.shardOf(k))).size).toBe(3);
+    const grads = Float32Array.from({ length: keys.length * 32 }, (_, i) => Math.cos(i) * 0.2);
+    for (let step = 1; step <= 2; step++) {
+      await client.push('wide', keys, grads);
+      await ref.push('wide', keys, grads, { session: 'ref', seq: step });
+    }
+    const want = new Float32Array(keys.length * 32);
+    ref.pullInto('wide', keys, want);
+    const got = new Float32Array(keys.length * 32);
+    await client.pullInto('wide', keys, got);
+    expect(bits(got)).toEqual(bits(want));
   });
 });

@@ -291,7 +291,7 @@ export class ParameterStore {
       throw invalidArg('seq must be a non-negative safe integer');
   }
 
-  #duplicate(opts: PushOptions): Promise<PushResult> | null {
+  #duplicate(opts: PushOptions): PushResult | Promise<PushResult> | null {
     const s = this.#sessions.get(opts.session);
     if (s !== undefined && opts.seq - s.seq > this.#maxSeqGap)
       throw new PsError(
@@ -302,7 +302,7 @@ export class ParameterStore {
     if (s === undefined || opts.seq > s.seq) return null;
     const r: PushResult = { applied: false, duplicate: true, rows: 0, dropped: 0 };
     // The original may not be durable yet: a duplicate is acknowledged no earlier than it.
-    return this.#log === null ? Promise.resolve(r) : this.#log.waitDurable(s.lsn).then(() => r);
+    return this.#log === null ? r : this.#log.waitDurable(s.lsn).then(() => r);
   }
 
   /** Room for one more session: forgets the longest idle one if it may go, else refuses. */
@@ -338,6 +338,22 @@ export class ParameterStore {
     grads: Float32Array,
     opts: PushOptions,
   ): Promise<PushResult> {
+    const r = this.pushNow(table, keys, grads, opts);
+    return r instanceof Promise ? r : Promise.resolve(r);
+  }
+
+  /**
+   * `push` without a promise where none is needed: the result itself when the push is
+   * durable as it returns (no log, or a table not logged), else a promise of it (the log
+   * append, or a duplicate whose original is not durable yet). Throws what `push` rejects
+   * with before it applies anything.
+   */
+  pushNow(
+    table: string,
+    keys: BigUint64Array,
+    grads: Float32Array,
+    opts: PushOptions,
+  ): PushResult | Promise<PushResult> {
     this.#checkOpen();
     const t = this.#table(table);
     const k32 = ParameterStore.#keys(keys);
@@ -365,6 +381,15 @@ export class ParameterStore {
 
   /** Applies `grad` to a dense tensor with its optimizer; resolves when durable. */
   pushDense(name: string, grad: Float32Array, opts: PushOptions): Promise<PushResult> {
+    const r = this.#pushDenseNow(name, grad, opts);
+    return r instanceof Promise ? r : Promise.resolve(r);
+  }
+
+  #pushDenseNow(
+    name: string,
+    grad: Float32Array,
+    opts: PushOptions,
+  ): PushResult | Promise<PushResult> {
     this.#checkOpen();
     const d = this.#denseTensor(name);
     if (!(grad instanceof Float32Array) || grad.length !== d.length)
@@ -392,11 +417,11 @@ export class ParameterStore {
       opts: PushOptions;
     },
     result: PushResult,
-  ): Promise<PushResult> {
+  ): PushResult | Promise<PushResult> {
     const log = this.#log;
     if (log === null || !logged) {
       this.#remember(r.opts.session, r.opts.seq, this.#lsn, r.now);
-      return Promise.resolve(result);
+      return result;
     }
     const lsn = ++this.#lsn;
     this.#remember(r.opts.session, r.opts.seq, lsn, r.now);

@@ -57,6 +57,26 @@ describe('log policies', () => {
     await s.close();
   });
 
+  it('pushNow_answers_in_the_call_without_a_log_and_with_a_promise_of_the_append_with_one', async () => {
+    const mem = new ParameterStore({ tables });
+    const now = mem.pushNow('t', keys(1), new Float32Array(4).fill(1), { session: 'a', seq: 1 });
+    expect(now).toEqual({ applied: true, duplicate: false, rows: 1, dropped: 0 });
+    // A duplicate is known durable at once too.
+    expect(mem.pushNow('t', keys(1), new Float32Array(4), { session: 'a', seq: 1 })).toEqual({
+      applied: false,
+      duplicate: true,
+      rows: 0,
+      dropped: 0,
+    });
+    await mem.close();
+    const dir = tmpDir();
+    const logged = await ParameterStore.open({ dir, tables, log: { policy: 'group' } });
+    const later = logged.pushNow('t', keys(1), new Float32Array(4), { session: 'a', seq: 1 });
+    expect(later).toBeInstanceOf(Promise);
+    expect(await later).toMatchObject({ applied: true, rows: 1 });
+    await logged.close();
+  });
+
   it('a_log_write_failure_rejects_the_push_with_ERR_PS_IO_and_fails_the_store', async () => {
     const dir = tmpDir();
     const s = await ParameterStore.open({ dir, tables });

@@ -38,12 +38,18 @@ export interface HandlerCounters {
   keysPushed: number;
   duplicates: number;
   refused: number;
+  /**
+   * Requests copied to align their keys and floats: 0 while peers send RPC frames of
+   * version 2 (payload 8-aligned) over a transport that delivers messages 8-aligned.
+   */
+  alignmentCopies: number;
 }
 
 /**
- * Requests up to this size are decoded from a reused 8-aligned copy, so their keys and floats
- * are views of it and nothing is allocated per request (the RPC header leaves them unaligned
- * in the payload); bigger ones get copies of their own (ps-wire), as the copy is not kept.
+ * A request that arrives unaligned (it should not: RPC frames pad the method so the payload
+ * is 8-aligned) and is up to this size is decoded from a reused 8-aligned copy, so its keys
+ * and floats are views of it and nothing is allocated per request; bigger ones get copies of
+ * their own (ps-wire), as the copy is not kept.
  */
 export const ALIGNED_COPY_MAX_BYTES = 1 << 20;
 
@@ -66,6 +72,7 @@ export class RequestHandlers {
     keysPushed: 0,
     duplicates: 0,
     refused: 0,
+    alignmentCopies: 0,
   };
   readonly #store: ParameterStore;
   readonly #catalog: ShardCatalog;
@@ -103,7 +110,9 @@ export class RequestHandlers {
    * it in the call): the next request overwrites the buffer.
    */
   #aligned(payload: Uint8Array): Uint8Array {
-    if (payload.byteOffset % 8 === 0 || payload.length > ALIGNED_COPY_MAX_BYTES) return payload;
+    if (payload.byteOffset % 8 === 0) return payload;
+    this.counters.alignmentCopies++;
+    if (payload.length > ALIGNED_COPY_MAX_BYTES) return payload;
     if (this.#scratch.length < payload.length) {
       this.#scratch = new Uint8Array(
         Math.min(ALIGNED_COPY_MAX_BYTES, Math.max(payload.length, 2 * this.#scratch.length)),
@@ -169,8 +178,12 @@ export class RequestHandlers {
     }
   };
 
-  push = (payload: Uint8Array, origin?: PushOrigin): Promise<Uint8Array> => {
-    let run: Promise<PushResult>;
+  /**
+   * The reply itself when the push is durable as it is applied (no log), else a promise of
+   * it (the log append): the RPC layer then records and answers it in the same tick.
+   */
+  push = (payload: Uint8Array, origin?: PushOrigin): Uint8Array | Promise<Uint8Array> => {
+    let run: PushResult | Promise<PushResult>;
     // Inline rather than through #guard, and settled by a handler made once: no closure per push.
     try {
       const req = decodePushRequest(this.#aligned(payload), this.#limits);
@@ -191,7 +204,7 @@ export class RequestHandlers {
       }
       // Applied in this tick (arrival order is application order); resolves when durable.
       const admitted = this.#admit(req.writer, req.seq, origin);
-      run = this.#store.push(req.table, req.keys, req.grads, {
+      run = this.#store.pushNow(req.table, req.keys, req.grads, {
         session: req.writer,
         seq: req.seq,
       });
@@ -200,7 +213,7 @@ export class RequestHandlers {
       this.counters.refused++;
       throw err;
     }
-    return run.then(this.#pushed);
+    return run instanceof Promise ? run.then(this.#pushed) : this.#pushed(run);
   };
 
   readonly #pushed = (r: PushResult): Uint8Array => {

@@ -101,6 +101,53 @@ describe('one shard listening on RDMA and TCP at once', () => {
     }
   });
 
+  it('a push arrives 8-aligned on either transport: its keys and gradients are decoded in place, never copied to align them', async () => {
+    const clients = [
+      await RpcClient.connect({
+        transport: clientRdma,
+        port: service.portOf('rdma') as number,
+        secret,
+      }),
+      await RpcClient.connect({
+        transport: new TcpTransport(),
+        port: service.portOf('tcp') as number,
+        secret,
+      }),
+    ];
+    try {
+      const before = service.stats();
+      let pushes = 0;
+      for (const client of clients) {
+        // Batches of odd sizes (ps-wire pads names to 8 itself: the RPC frame is what aligns).
+        for (let w = 1; w <= 8; w++) {
+          const n = 2 * w + 1;
+          const reply = decodePushReply(
+            await client.call(
+              PsMethod.push,
+              encodePushRequest({
+                table: 'emb',
+                writer: `aligned-${client.stats().transport}`,
+                seq: w,
+                dim: 4,
+                keys: BigUint64Array.from({ length: n }, (_, i) => BigInt(1000 + i)),
+                grads: new Float32Array(4 * n).fill(0.25),
+              }),
+            ),
+          );
+          expect(reply).toMatchObject({ applied: true, rows: n });
+          pushes++;
+        }
+        await pullRows(client, [1000n, 1001n, 1002n]);
+      }
+      const after = service.stats();
+      expect(after.pushes - before.pushes).toBe(pushes);
+      expect(after.pulls - before.pulls).toBe(2);
+      expect(after.alignmentCopies).toBe(0);
+    } finally {
+      for (const c of clients) await c.close();
+    }
+  });
+
   it('refuses a configuration that names no listener, both forms, or two of one transport', async () => {
     const base = {
       secret,

@@ -209,6 +209,7 @@ const FATAL: ReadonlySet<string> = new Set([
   'ERR_RPC_SESSION_EXPIRED',
   'ERR_RPC_INVALID_STATE',
   'ERR_RPC_PROTOCOL',
+  'ERR_RPC_VERSION',
 ]);
 
 const codeOf = (err: unknown): string | undefined => {

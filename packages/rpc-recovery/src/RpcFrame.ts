@@ -7,14 +7,17 @@ import { MAX_EPOCH } from './SessionAuthority.js';
  *
  * Request (40-byte fixed part):
  * ```
- *  0 kind u8 (1) | 1 version u8 (1) | 2 flags u16 (bit 0: idempotent) | 4 requestId u32
+ *  0 kind u8 (1) | 1 version u8 (2) | 2 flags u16 (bit 0: idempotent) | 4 requestId u32
  *  8 sessionSeq u64 | 16 ackBelow u64 | 24 epoch u32 | 28 deadlineMs u32 (budget, >= 1)
  * 32 methodLength u16 | 34 reserved u16 (0) | 36 payloadLength u32
- * 40 method (ASCII [A-Za-z0-9_.:/-]) | payload
+ * 40 method (ASCII [A-Za-z0-9_.:/-]), zero-padded to a multiple of 8 | payload
  * ```
+ * The padding puts a request's payload 8-aligned in the frame (version 2; version 1 had none),
+ * so a receiver whose frame starts 8-aligned (a mux message does) views the u64/f32 arrays
+ * of a payload in place instead of copying it to align them. Padding bytes must be zero.
  * Response (20-byte fixed part):
  * ```
- *  0 kind u8 (2) | 1 version u8 (1) | 2 status u8 | 3 flags u8 (0) | 4 requestId u32
+ *  0 kind u8 (2) | 1 version u8 (2) | 2 status u8 | 3 flags u8 (0) | 4 requestId u32
  *  8 epoch u32 | 12 errorCodeLength u8 | 13 reserved u8 (0) | 14 errorMessageLength u16
  * 16 payloadLength u32
  * 20 errorCode (ASCII [A-Z0-9_]) | errorMessage (UTF-8) | payload
@@ -22,7 +25,8 @@ import { MAX_EPOCH } from './SessionAuthority.js';
  * `ackBelow` piggybacks "every reply below this session sequence received". A response
  * other than ok carries an error code (and maybe a message), never a payload or a stack.
  */
-export const RPC_FRAME_VERSION = 1;
+/** Version 2: the request's method is zero-padded to 8 bytes (its payload 8-aligned). */
+export const RPC_FRAME_VERSION = 2;
 export const REQUEST_HEADER_BYTES = 40;
 export const RESPONSE_HEADER_BYTES = 20;
 
@@ -158,6 +162,9 @@ function readU64(v: DataView, at: number, what: string): number {
   return hi * 2 ** 32 + v.getUint32(at + 4);
 }
 
+/** `n` rounded up to a multiple of 8: the bytes a method name takes in a request. */
+const pad8 = (n: number): number => (n + 7) & ~7;
+
 function writeU16(out: Uint8Array, at: number, x: number): void {
   out[at] = x >>> 8;
   out[at + 1] = x & 0xff;
@@ -193,9 +200,9 @@ function checkRoom(out: unknown, offset: unknown, length: number): void {
   }
 }
 
-/** Bytes of a request header with this method (fixed part and method name). */
+/** Bytes of a request header with this method (fixed part and method name, padded to 8). */
 export function requestHeaderLength(method: string): number {
-  return REQUEST_HEADER_BYTES + method.length;
+  return REQUEST_HEADER_BYTES + pad8(method.length);
 }
 
 /**
@@ -228,7 +235,7 @@ export function encodeRequestHeaderInto(
       `method must be 1 to ${limits.maxMethodBytes} characters of [A-Za-z0-9_.:/-], got ${describeValue(method)}`,
     );
   }
-  const length = REQUEST_HEADER_BYTES + method.length;
+  const length = REQUEST_HEADER_BYTES + pad8(method.length);
   checkRoom(out, offset, length);
   const o = offset;
   out[o] = RpcFrameKind.Request;
@@ -243,6 +250,7 @@ export function encodeRequestHeaderInto(
   writeU16(out, o + 34, 0);
   writeU32(out, o + 36, h.payloadLength);
   for (let i = 0; i < method.length; i++) out[o + REQUEST_HEADER_BYTES + i] = method.charCodeAt(i);
+  out.fill(0, o + REQUEST_HEADER_BYTES + method.length, o + length);
   return length;
 }
 
@@ -253,7 +261,7 @@ export function encodeRequestHeader(
 ): Uint8Array {
   checkHeader('request header', h);
   const out = new Uint8Array(
-    REQUEST_HEADER_BYTES + (typeof h.method === 'string' ? h.method.length : 0),
+    REQUEST_HEADER_BYTES + (typeof h.method === 'string' ? pad8(h.method.length) : 0),
   );
   encodeRequestHeaderInto(out, 0, h, limits);
   return out;
@@ -407,7 +415,7 @@ export function rpcFrameLength(bytes: Uint8Array, limits: RpcFrameLimits = DEFAU
     if (payload > limits.maxPayloadBytes) {
       throw tooLarge(`payload of ${payload} bytes, the limit is ${limits.maxPayloadBytes}`, 36);
     }
-    return REQUEST_HEADER_BYTES + methodLength + payload;
+    return REQUEST_HEADER_BYTES + pad8(methodLength) + payload;
   }
   if (bytes.length < RESPONSE_HEADER_BYTES) {
     throw protocol(`truncated response header: ${bytes.length} bytes`, bytes.length);
@@ -491,7 +499,11 @@ export function decodeRpcFrame(
       }
       method += String.fromCharCode(c);
     }
-    const start = REQUEST_HEADER_BYTES + methodLength;
+    const start = REQUEST_HEADER_BYTES + pad8(methodLength);
+    // Checked zero, not ignored: a frame has one encoding (no covert or stale bytes).
+    for (let i = REQUEST_HEADER_BYTES + methodLength; i < start; i++) {
+      if (bytes[i] !== 0) throw protocol('method padding not zero', i);
+    }
     return {
       kind: 'request',
       header: {

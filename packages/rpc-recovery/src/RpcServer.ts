@@ -347,18 +347,24 @@ export class RpcServer {
     st: ConnState,
     drop: (why: string) => void,
   ): Promise<void> {
-    const send = (f: SessionFrame): void => {
-      ch.send(encodeSessionFrame(f)).catch(() => {});
+    const send = (f: SessionFrame, version?: number): void => {
+      ch.send(encodeSessionFrame(f, version)).catch(() => {});
     };
+    // The version byte of the peer's last control frame: a refusal for speaking another
+    // version is sent in that one, so the peer can read why it ends.
+    let peerVersion: number | undefined;
     const refuse = (err: unknown): void => {
       this.#stats.refused++;
       const code = (err as { code?: unknown }).code;
-      send({
-        kind: 'refused',
-        code:
-          typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code) ? code : 'ERR_RPC_AUTH',
-        message: err instanceof Error ? (err.message.split('\n', 1)[0] ?? '') : 'refused',
-      });
+      send(
+        {
+          kind: 'refused',
+          code:
+            typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code) ? code : 'ERR_RPC_AUTH',
+          message: err instanceof Error ? (err.message.split('\n', 1)[0] ?? '') : 'refused',
+        },
+        peerVersion,
+      );
       st.phase = 'done';
       void connection.close({ timeoutMs: 1000 }).catch(() => {});
     };
@@ -367,6 +373,7 @@ export class RpcServer {
         const msg = await ch.receive({ copy: true, timeoutMs: this.#idleTimeoutMs });
         let f: SessionFrame;
         try {
+          peerVersion = msg.bytes[1];
           f = decodeSessionFrame(msg.bytes);
         } finally {
           msg.release();
@@ -470,8 +477,10 @@ export class RpcServer {
       }
     } catch (err) {
       // Protocol error or idleness (a closed connection ends the loop too).
-      if ((err as { code?: string }).code === 'ERR_RPC_PROTOCOL') drop('malformed control frame');
-      else if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') drop('peer idle');
+      const code = (err as { code?: string }).code;
+      if (code === 'ERR_RPC_VERSION') refuse(err);
+      else if (code === 'ERR_RPC_PROTOCOL') drop('malformed control frame');
+      else if (code === 'ERR_MUX_DEADLINE') drop('peer idle');
     }
   }
 

@@ -4,7 +4,7 @@ import { SESSION_SECRET_BYTES } from './SessionAuthority.js';
 /**
  * The session control frames, one per mux message on the connection's `rpc-session`
  * channel (kept apart from the calls, so heartbeats never queue behind data). Big-endian;
- * every frame starts `kind u8 | version u8 (1) | reserved u16 (0)`.
+ * every frame starts `kind u8 | version u8 (2) | reserved u16 (0)`.
  *
  * ```
  * Open      16  (client → server) start a new session
@@ -34,7 +34,13 @@ export const SessionFrameKind = {
   Bye: 24,
 } as const;
 
-export const SESSION_FRAME_VERSION = 1;
+/**
+ * The protocol version a peer speaks, checked on every control frame, so a peer of another
+ * version is refused at the handshake (ERR_RPC_VERSION) before any call: 2 since the request
+ * frame pads its method (RpcFrame, RPC_FRAME_VERSION 2); the control frames themselves are
+ * unchanged. Refused keeps its layout in every version, so either side can say why it ends.
+ */
+export const SESSION_FRAME_VERSION = 2;
 /** Channel names of the RPC protocol on a mux connection: session control, and calls. */
 export const RPC_CONTROL_CHANNEL = 'rpc-session';
 export const RPC_DATA_CHANNEL = 'rpc';
@@ -71,10 +77,14 @@ const CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
 const protocol = (message: string, offset: number): RpcDecodeError =>
   new RpcDecodeError('ERR_RPC_PROTOCOL', message, offset);
 
-function head(kind: number, bodyBytes: number): { out: Uint8Array; v: DataView } {
+function head(
+  kind: number,
+  bodyBytes: number,
+  version = SESSION_FRAME_VERSION,
+): { out: Uint8Array; v: DataView } {
   const out = new Uint8Array(4 + bodyBytes);
   out[0] = kind;
-  out[1] = SESSION_FRAME_VERSION;
+  out[1] = version;
   return { out, v: new DataView(out.buffer) };
 }
 
@@ -83,8 +93,11 @@ function writeU64(v: DataView, at: number, n: number): void {
   v.setUint32(at + 4, n >>> 0);
 }
 
-/** Encodes one control frame. Callers pass validated values (they come from this package). */
-export function encodeSessionFrame(f: SessionFrame): Uint8Array {
+/**
+ * Encodes one control frame. Callers pass validated values (they come from this package).
+ * `version` is for a Refused only: one a peer of that version decodes (ERR_RPC_VERSION).
+ */
+export function encodeSessionFrame(f: SessionFrame, version = SESSION_FRAME_VERSION): Uint8Array {
   switch (f.kind) {
     case 'open':
       return head(SessionFrameKind.Open, 0).out;
@@ -147,7 +160,11 @@ export function encodeSessionFrame(f: SessionFrame): Uint8Array {
         while (end > 0 && ((message[end] as number) & 0xc0) === 0x80) end--;
         message = message.subarray(0, end);
       }
-      const { out, v } = head(SessionFrameKind.Refused, 1 + code.length + 2 + message.length);
+      const { out, v } = head(
+        SessionFrameKind.Refused,
+        1 + code.length + 2 + message.length,
+        version,
+      );
       out[4] = code.length;
       out.set(code, 5);
       v.setUint16(5 + code.length, message.length);
@@ -170,7 +187,14 @@ export function encodeSessionFrame(f: SessionFrame): Uint8Array {
  */
 export function decodeSessionFrame(bytes: Uint8Array): SessionFrame {
   if (bytes.length < 4) throw protocol(`truncated control frame: ${bytes.length} bytes`, 0);
-  if (bytes[1] !== SESSION_FRAME_VERSION) throw protocol(`unknown version ${bytes[1]}`, 1);
+  // A Refused of any version is read (its layout never changes): the peer's reason is kept.
+  if (bytes[1] !== SESSION_FRAME_VERSION && bytes[0] !== SessionFrameKind.Refused) {
+    throw new RpcDecodeError(
+      'ERR_RPC_VERSION',
+      `peer speaks protocol version ${bytes[1]}, this side ${SESSION_FRAME_VERSION}`,
+      1,
+    );
+  }
   if (bytes[2] !== 0 || bytes[3] !== 0) throw protocol('reserved bits set', 2);
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const need = (at: number, n: number): void => {

@@ -54,6 +54,8 @@ export type RpcErrorCode =
   | 'ERR_RPC_AUTH'
   /** A peer's frame is malformed: truncated, an unknown kind, version or flag, a bad field (`offset` says where). */
   | 'ERR_RPC_PROTOCOL'
+  /** The peer speaks another protocol version (session handshake): upgrade both sides together; no retry cures it. */
+  | 'ERR_RPC_VERSION'
   /** A peer's frame declares a length beyond the configured limits (`offset` says where). */
   | 'ERR_RPC_FRAME_TOO_LARGE'
   /** No method of that name is registered on the server (sent as a Rejected response: not executed). */
@@ -94,7 +96,11 @@ export class RpcDecodeError extends RpcError {
   readonly offset: number;
 
   constructor(
-    code: 'ERR_RPC_DEDUP_CORRUPT' | 'ERR_RPC_PROTOCOL' | 'ERR_RPC_FRAME_TOO_LARGE',
+    code:
+      | 'ERR_RPC_DEDUP_CORRUPT'
+      | 'ERR_RPC_PROTOCOL'
+      | 'ERR_RPC_FRAME_TOO_LARGE'
+      | 'ERR_RPC_VERSION',
     message: string,
     offset: number,
   ) {

@@ -246,13 +246,14 @@ describe('RPC frame codec', () => {
     );
     const cases: [Uint8Array, number, number, string][] = [
       [req, 0, 9, 'ERR_RPC_PROTOCOL'], // kind
-      [req, 1, 2, 'ERR_RPC_PROTOCOL'], // version
+      [req, 1, 1, 'ERR_RPC_PROTOCOL'], // version (1: no method padding)
       [req, 3, 2, 'ERR_RPC_PROTOCOL'], // unknown flag
       [req, 8, 0xff, 'ERR_RPC_PROTOCOL'], // sessionSeq beyond 2^53
       [req, 27, 0, 'ERR_RPC_PROTOCOL'], // epoch 0
       [req, 33, 200, 'ERR_RPC_FRAME_TOO_LARGE'], // method length
       [req, 35, 1, 'ERR_RPC_PROTOCOL'], // reserved
       [req, REQUEST_HEADER_BYTES + 2, 0x20, 'ERR_RPC_PROTOCOL'], // space in a method
+      [req, REQUEST_HEADER_BYTES + 12, 1, 'ERR_RPC_PROTOCOL'], // method padding not zero
       [res, 2, 9, 'ERR_RPC_PROTOCOL'], // status
       [res, 2, 0, 'ERR_RPC_PROTOCOL'], // ok with an error code
       [res, 20, 0x61, 'ERR_RPC_PROTOCOL'], // lower case in a code
@@ -281,6 +282,7 @@ describe('RPC frame codec', () => {
       33: 32,
       35: 34,
       42: 42,
+      52: 52,
       20: 20,
       25: 25,
     });

@@ -4,6 +4,7 @@ import {
   decodeSessionFrame,
   encodeSessionFrame,
   RpcDecodeError,
+  SESSION_FRAME_VERSION,
   type SessionFrame,
   SessionFrameKind,
 } from '../src/index.js';
@@ -46,13 +47,13 @@ describe('session control frames', () => {
 
   it('resume_frame_has_the_documented_bytes', () => {
     const b = encodeSessionFrame({ kind: 'resume', sessionId: 'ab', lastEpoch: 0x01020304 });
-    expect([...b]).toEqual([SessionFrameKind.Resume, 1, 0, 0, 2, 0x61, 0x62, 1, 2, 3, 4]);
+    expect([...b]).toEqual([SessionFrameKind.Resume, 2, 0, 0, 2, 0x61, 0x62, 1, 2, 3, 4]);
   });
 
   it('hostile_bytes_fail_only_with_typed_protocol_errors', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 200 }), fc.integer({ min: 16, max: 24 }), (b, k) => {
-        const input = b.length >= 2 ? Uint8Array.from([k, 1, 0, 0, ...b]) : b;
+        const input = b.length >= 2 ? Uint8Array.from([k, SESSION_FRAME_VERSION, 0, 0, ...b]) : b;
         try {
           decodeSessionFrame(input);
         } catch (err) {

@@ -9,8 +9,11 @@ import {
   RPC_CONTROL_CHANNEL,
   RPC_DATA_CHANNEL,
   RpcClient,
+  RpcDecodeError,
   RpcServer,
+  SESSION_FRAME_VERSION,
   type SessionFrame,
+  SessionFrameKind,
 } from '../src/index.js';
 
 const secret = 'rpc-handshake-secret-0123456789-abcdefghijklmnop';
@@ -80,6 +83,45 @@ describe('session handshake', () => {
     expect([...out]).toEqual([5]);
   });
 
+  it('a_peer_of_another_protocol_version_is_refused_typed_in_its_own_version', async () => {
+    const { transport, listener, server } = await setup();
+    const conn = await transport.connect({ port: listener.port, secret });
+    cleanups.push(() => conn.destroy());
+    const ch = conn.openChannel(RPC_CONTROL_CHANNEL);
+    // A version-1 peer's Open (its request frames would not pad the method).
+    await ch.send(new Uint8Array([SessionFrameKind.Open, 1, 0, 0]));
+    const m = await ch.receive({ copy: true, timeoutMs: 5000 });
+    const bytes = m.bytes.slice();
+    m.release();
+    expect(bytes[1]).toBe(1); // in the peer's version: a version-1 peer can read it
+    expect(decodeSessionFrame(bytes)).toMatchObject({ kind: 'refused', code: 'ERR_RPC_VERSION' });
+    expect(server.stats()).toMatchObject({ refused: 1, opened: 0 });
+  });
+
+  it('a_client_facing_a_server_of_another_version_fails_for_good_typed', async () => {
+    const transport = new TcpTransport();
+    const listener = await transport.listen({ secret });
+    cleanups.push(() => listener.close());
+    listener.on('connection', (c) => {
+      c.on('error', () => {});
+      c.on('channel', (ch) => {
+        // Answers any control frame with a Welcome-kind frame of a future version.
+        void ch
+          .receive({ copy: true, timeoutMs: 5000 })
+          .then((m) => {
+            m.release();
+            return ch.send(new Uint8Array([SessionFrameKind.Welcome, 3, 0, 0]));
+          })
+          .catch(() => {});
+      });
+    });
+    const err = await RpcClient.connect({ transport, port: listener.port, secret }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RpcDecodeError);
+    expect(err).toMatchObject({ code: 'ERR_RPC_VERSION', retryable: false, offset: 1 });
+  });
+
   it('unknown_session_resume_is_refused_typed', async () => {
     const { transport, listener } = await setup();
     const peer = await raw(transport, listener.port);
@@ -111,7 +153,9 @@ describe('session handshake', () => {
     const conn = await transport.connect({ port: listener.port, secret });
     cleanups.push(() => conn.destroy());
     const closed = new Promise((r) => conn.once('close', r));
-    await conn.openChannel(RPC_CONTROL_CHANNEL).send(new Uint8Array([99, 1, 0, 0]));
+    await conn
+      .openChannel(RPC_CONTROL_CHANNEL)
+      .send(new Uint8Array([99, SESSION_FRAME_VERSION, 0, 0]));
     await closed;
     expect(server.stats().dropped).toBe(1);
   });
