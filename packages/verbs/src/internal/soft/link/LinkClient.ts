@@ -115,6 +115,8 @@ export class LinkClient implements AnswerSink {
   #staleData: number;
   /** waiting for the connection to open or drain (whenWritable) */
   #waiters: (() => void)[] = [];
+  /** waiting for the open connection to drain (whenWritable) */
+  #drainWaiters: (() => void)[] = [];
   /** waiting for our frames to leave the socket (whenFramesOut), and a spare list */
   #outWaiters: (() => void)[] = [];
   #outSpare: (() => void)[] = [];
@@ -193,9 +195,20 @@ export class LinkClient implements AnswerSink {
 
   whenWritable(fn: () => void): void {
     if (this.#dead) fn();
-    else if (this.#open) this.#sock.once('drain', fn);
-    else this.#waiters.push(fn);
+    else if (this.#open) {
+      // Called on drain or on failure: a target connection stalled behind this one must not
+      // wait for a 'drain' a dead socket never emits (it would keep its slot and never read
+      // its own peer's close).
+      if (this.#drainWaiters.push(fn) === 1) this.#sock.once('drain', this.#drained);
+    } else this.#waiters.push(fn);
   }
+
+  readonly #drained = (): void => {
+    const w = this.#drainWaiters;
+    if (w.length === 0) return;
+    this.#drainWaiters = [];
+    for (const fn of w) fn();
+  };
 
   #wake(): void {
     this.#framesOut();
@@ -317,6 +330,7 @@ export class LinkClient implements AnswerSink {
     this.#dead = true;
     this.#abandon();
     this.#wake();
+    this.#drained();
   }
 
   /**
