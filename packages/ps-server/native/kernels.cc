@@ -24,6 +24,7 @@
 #endif
 
 #include "abi.h"
+#include "crc32c.h"
 #include "fp16.h"
 
 namespace abi = rdmajs_ps::abi;
@@ -1073,6 +1074,28 @@ Napi::Value FirstNonFinite(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, -1);
 }
 
+// crc32c(bytes: Uint8Array, start, end, crc) → CRC-32C of bytes[start, end) continuing crc:
+// push-log records and snapshot tensors. JS checked the range; it is checked again here.
+Napi::Value Crc32cRange(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 4 || !info[0].IsTypedArray() ||
+      info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    Napi::TypeError::New(env, "crc32c(uint8Array, start, end, crc)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto a = info[0].As<Napi::TypedArray>();
+  const double start = info[1].As<Napi::Number>().DoubleValue();
+  const double end = info[2].As<Napi::Number>().DoubleValue();
+  const uint32_t crc = info[3].As<Napi::Number>().Uint32Value();
+  if (!(start >= 0 && start <= end && end <= static_cast<double>(a.ElementLength()))) {
+    Napi::RangeError::New(env, "crc32c: range outside the array").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  const uint8_t* p = DataOf<uint8_t>(a) + static_cast<size_t>(start);
+  const size_t n = static_cast<size_t>(end) - static_cast<size_t>(start);
+  return Napi::Number::New(env, rdmajs_ps::Crc32c(p, n, crc));
+}
+
 Napi::Value AbiTable(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   for (const auto& e : abi::kTable) o.Set(e.name, e.value);
@@ -1085,6 +1108,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("adviseHugePages", Napi::Function::New(env, AdviseHugePages));
   exports.Set("bytesToAlign", Napi::Function::New(env, BytesToAlign));
   exports.Set("firstNonFinite", Napi::Function::New(env, FirstNonFinite));
+  exports.Set("crc32c", Napi::Function::New(env, Crc32cRange));
   return exports;
 }
 

@@ -4,7 +4,7 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { DenseTensor, type DenseTensorConfig } from './DenseTensor.js';
 import { invalidArg, PsCorruptError, PsError, PsNoValidSnapshotError } from './errors.js';
-import { encodeRecord, KIND_DENSE, KIND_SPARSE, type PushRecord } from './internal/record.js';
+import { KIND_DENSE, KIND_SPARSE, type PushRecord } from './internal/record.js';
 import { listSegments, PushLog, type PushLogOptions, scanSegment } from './PushLog.js';
 import { heapRowMemory, type RowMemory } from './RowMemory.js';
 import {
@@ -425,17 +425,7 @@ export class ParameterStore {
     }
     const lsn = ++this.#lsn;
     this.#remember(r.opts.session, r.opts.seq, lsn, r.now);
-    const rec = encodeRecord({
-      lsn,
-      nowMs: r.now,
-      seq: r.opts.seq,
-      kind: r.kind,
-      session: r.opts.session,
-      name: r.name,
-      keys: r.keys,
-      grads: r.grads,
-    });
-    return log.append(lsn, rec).then(
+    return log.append(lsn, r.now, r.opts.seq, r.kind, r.opts.session, r.name, r.keys, r.grads).then(
       () => result,
       (err: unknown) => {
         // Applied in memory but not durable: stop accepting pushes rather than diverge.

@@ -5,29 +5,78 @@ import { PsCorruptError, PsError } from './errors.js';
 import { crc32c } from './internal/crc32c.js';
 import {
   decodeBody,
+  encodeRecordInto,
+  type KIND_DENSE,
+  type KIND_SPARSE,
   MAX_RECORD_BODY,
   type PushRecord,
   RECORD_HEADER,
   RECORD_MAGIC,
+  recordBytes,
 } from './internal/record.js';
 
 /**
- * When an appended push is durable: `fsync` — written and fdatasync'ed before its promise
- * resolves (appends that arrive during a sync share the next one); `group` — the same, but
- * a sync waits for `groupBytes` or `groupDelayMs`; `none` — written to the OS at once (it
- * survives a process kill, not a power cut) and acknowledged without a sync.
+ * When an appended push is durable: `fsync` — written and made durable (`O_DSYNC` write, or
+ * write + fdatasync) before its promise resolves, by group commit: pushes appended in the same
+ * event-loop turn, or while a write is in flight, go out together in one write and one sync;
+ * `group` — the same, but a sync waits for `groupBytes` or `groupDelayMs`; `none` — written to
+ * the OS at once (it survives a process kill, not a power cut) and acknowledged without a sync.
  */
 export type LogPolicy = 'fsync' | 'group' | 'none';
 
 export interface PushLogOptions {
   policy?: LogPolicy;
-  /** Group commit: sync once this many bytes wait. Default 1 MiB. */
+  /** `group` policy: sync once this many bytes wait. Default 1 MiB. */
   groupBytes?: number;
-  /** Group commit: sync at most this long after the first waiting append. Default 2 ms. */
+  /** `group` policy: sync at most this long after the first waiting append. Default 2 ms. */
   groupDelayMs?: number;
+  /** One write + sync covers at most this many bytes (a larger record goes alone). Default 4 MiB. */
+  maxGroupBytes?: number;
+  /** One write + sync covers at most this many records. Default 4096. */
+  maxGroupRecords?: number;
+  /** A write + sync not done by then fails the log (`ERR_PS_IO`). Default 30 000 ms. */
+  syncTimeoutMs?: number;
   /** Start a new segment once the current one reaches this size. Default 64 MiB. */
   segmentBytes?: number;
 }
+
+/**
+ * How a group reaches the disk: `bufs` appended at the file's offset and durable (data
+ * integrity, as fdatasync) when `done(null)` runs. Injected by tests to watch and hold syncs.
+ */
+export interface LogWriter {
+  /** Whether segments are opened with O_DSYNC for this writer (its writes then sync). */
+  readonly dsync: boolean;
+  writeDurable(fd: number, bufs: Uint8Array[], done: (err: Error | null) => void): void;
+}
+
+const O_DSYNC: number | undefined = fs.constants.O_DSYNC;
+
+/** The default writer: one writev on an O_DSYNC segment (one thread-pool trip per group). */
+export const fsLogWriter: LogWriter = {
+  dsync: O_DSYNC !== undefined,
+  writeDurable(fd, bufs, done) {
+    const sync = (): void => {
+      if (O_DSYNC !== undefined) done(null);
+      else fs.fdatasync(fd, (err) => done(err));
+    };
+    const rest = (views: Uint8Array[], written: number): void => {
+      // A short write (disk nearly full, a signal) goes on from where it stopped.
+      let skip = written;
+      const left: Uint8Array[] = [];
+      for (const v of views) {
+        if (skip >= v.length) skip -= v.length;
+        else {
+          left.push(skip === 0 ? v : v.subarray(skip));
+          skip = 0;
+        }
+      }
+      if (left.length === 0) sync();
+      else fs.writev(fd, left, null, (err, n) => (err ? done(err) : rest(left, n)));
+    };
+    fs.writev(fd, bufs, null, (err, n) => (err ? done(err) : rest(bufs, n)));
+  },
+};
 
 const SEG_RE = /^log-(\d{16})\.seg$/;
 
@@ -121,28 +170,54 @@ interface Waiter {
   reject: (e: unknown) => void;
 }
 
-/** The append side of the push log: one open segment, rolled by size or on request. */
+/** Records encoded in place, waiting for (or in) one write; reused once written. */
+interface Block {
+  buf: Buffer;
+  used: number;
+  records: number;
+  firstLsn: number;
+  lastLsn: number;
+}
+
+/** Staging block size (a group is whole blocks; a record larger than this gets its own). */
+const BLOCK_BYTES = 1 << 20;
+/** Written blocks kept for reuse: steady state allocates none, an idle log holds ≤ 4 MiB. */
+const BLOCK_POOL = 4;
+
+/**
+ * The append side of the push log: one open segment, rolled by size or on request. Pushes are
+ * encoded straight into staging blocks; a flush writes the waiting blocks with one durable
+ * write (group commit) and then resolves every push that write covered, in lsn order.
+ */
 export class PushLog {
   readonly dir: string;
   readonly policy: LogPolicy;
   readonly #groupBytes: number;
   readonly #groupDelayMs: number;
+  readonly #maxGroupBytes: number;
+  readonly #maxGroupRecords: number;
+  readonly #syncTimeoutMs: number;
   readonly #segmentBytes: number;
+  readonly #blockBytes: number;
+  readonly #writer: LogWriter;
   #fd: number | null = null;
   #segSize = 0;
   #roll = true;
-  #pending: Uint8Array[] = [];
+  /** Blocks not yet written, oldest first; appends go into the last. */
+  #pending: Block[] = [];
   #pendingBytes = 0;
-  #pendingFirst = 0;
-  #pendingLast = 0;
+  #free: Block[] = [];
   #durable: number;
   #waiters: Waiter[] = [];
   #flushing: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
+  #immediate: NodeJS.Immediate | null = null;
   #failed: PsError | null = null;
   #closed = false;
+  /** Groups written (write + sync), for tests and diagnostics. */
+  #groups = 0;
 
-  constructor(dir: string, lastLsn: number, options: PushLogOptions = {}) {
+  constructor(dir: string, lastLsn: number, options: PushLogOptions = {}, writer = fsLogWriter) {
     this.dir = dir;
     this.policy = options.policy ?? 'fsync';
     if (!['fsync', 'group', 'none'].includes(this.policy))
@@ -150,6 +225,9 @@ export class PushLog {
     this.#groupBytes = options.groupBytes ?? 1 << 20;
     this.#groupDelayMs = options.groupDelayMs ?? 2;
     this.#segmentBytes = options.segmentBytes ?? 64 << 20;
+    this.#maxGroupBytes = options.maxGroupBytes ?? 4 << 20;
+    this.#maxGroupRecords = options.maxGroupRecords ?? 4096;
+    this.#syncTimeoutMs = options.syncTimeoutMs ?? 30_000;
     for (const [k, v] of [
       ['groupBytes', this.#groupBytes],
       ['groupDelayMs', this.#groupDelayMs],
@@ -157,6 +235,15 @@ export class PushLog {
     ] as const)
       if (!Number.isFinite(v) || v < 0)
         throw new PsError('ERR_PS_INVALID_ARG', `log ${k} must be a non-negative number`);
+    for (const [k, v] of [
+      ['maxGroupBytes', this.#maxGroupBytes],
+      ['maxGroupRecords', this.#maxGroupRecords],
+      ['syncTimeoutMs', this.#syncTimeoutMs],
+    ] as const)
+      if (!Number.isSafeInteger(v) || v < 1)
+        throw new PsError('ERR_PS_INVALID_ARG', `log ${k} must be a positive integer`);
+    this.#blockBytes = Math.min(BLOCK_BYTES, this.#maxGroupBytes);
+    this.#writer = writer;
     this.#durable = lastLsn;
   }
 
@@ -165,33 +252,63 @@ export class PushLog {
     return this.#durable;
   }
 
+  /** Groups written so far (each one write and one sync). */
+  get groupsWritten(): number {
+    return this.#groups;
+  }
+
   /** The next append starts a new segment (after a snapshot, so old ones can go). */
   roll(): void {
     this.#roll = true;
   }
 
-  /** Appends one encoded record; resolves when it is durable under the policy. */
-  append(lsn: number, rec: Uint8Array): Promise<void> {
+  /**
+   * Appends one push record (encoded into the log's own staging memory: `keys` and `grads` may
+   * be reused as soon as this returns); resolves when it is durable under the policy.
+   */
+  append(
+    lsn: number,
+    nowMs: number,
+    seq: number,
+    kind: typeof KIND_SPARSE | typeof KIND_DENSE,
+    session: string,
+    name: string,
+    keys: Uint32Array,
+    grads: Float32Array,
+  ): Promise<void> {
     if (this.#failed !== null) return Promise.reject(this.#failed);
     if (this.#closed) return Promise.reject(new PsError('ERR_PS_CLOSED', 'push log is closed'));
+    const size = recordBytes(session, name, keys, grads);
+    if (size - RECORD_HEADER > MAX_RECORD_BODY)
+      return Promise.reject(new PsError('ERR_PS_INVALID_ARG', 'push too large for one log record'));
     if (this.policy === 'none') {
       try {
         this.#openIfNeeded(lsn);
-        fs.writeSync(this.#fd as number, rec);
-        this.#segSize += rec.length;
+        const b = this.#block(size);
+        const n = encodeRecordInto(b.buf, 0, lsn, nowMs, seq, kind, session, name, keys, grads);
+        fs.writeSync(this.#fd as number, b.buf, 0, n);
+        this.#release(b);
+        this.#segSize += n;
         this.#durable = lsn;
         return Promise.resolve();
       } catch (err) {
         return Promise.reject(this.#fail(err));
       }
     }
-    if (this.#pending.length === 0) this.#pendingFirst = lsn;
-    this.#pending.push(rec);
-    this.#pendingBytes += rec.length;
-    this.#pendingLast = lsn;
+    let b = this.#pending[this.#pending.length - 1];
+    if (b === undefined || b.used + size > b.buf.length || b.records >= this.#maxGroupRecords) {
+      b = this.#block(size);
+      b.firstLsn = lsn;
+      this.#pending.push(b);
+    }
+    b.used += encodeRecordInto(b.buf, b.used, lsn, nowMs, seq, kind, session, name, keys, grads);
+    b.records++;
+    b.lastLsn = lsn;
+    this.#pendingBytes += size;
     const p = new Promise<void>((resolve, reject) => this.#waiters.push({ lsn, resolve, reject }));
-    if (this.policy === 'fsync' || this.#pendingBytes >= this.#groupBytes) this.#kick();
-    else if (this.#timer === null) this.#timer = setTimeout(() => this.#kick(), this.#groupDelayMs);
+    if (this.policy === 'fsync' || this.#pendingBytes >= this.#groupBytes) this.#schedule();
+    else if (this.#timer === null && this.#immediate === null)
+      this.#timer = setTimeout(() => this.#kick(), this.#groupDelayMs);
     return p;
   }
 
@@ -200,8 +317,24 @@ export class PushLog {
     if (lsn <= this.#durable) return Promise.resolve();
     if (this.#failed !== null) return Promise.reject(this.#failed);
     const p = new Promise<void>((resolve, reject) => this.#waiters.push({ lsn, resolve, reject }));
-    this.#kick();
+    this.#schedule();
     return p;
+  }
+
+  /** An empty block with room for `size` bytes: a pooled one, or a new one. */
+  #block(size: number): Block {
+    if (size <= this.#blockBytes) {
+      const pooled = this.#free.pop();
+      if (pooled !== undefined) return pooled;
+    }
+    const buf = Buffer.allocUnsafeSlow(Math.max(size, this.#blockBytes));
+    return { buf, used: 0, records: 0, firstLsn: 0, lastLsn: 0 };
+  }
+
+  #release(b: Block): void {
+    b.used = 0;
+    b.records = 0;
+    if (b.buf.length === this.#blockBytes && this.#free.length < BLOCK_POOL) this.#free.push(b);
   }
 
   #fail(err: unknown): PsError {
@@ -210,6 +343,8 @@ export class PushLog {
     });
     for (const w of this.#waiters) w.reject(this.#failed);
     this.#waiters = [];
+    this.#pending = [];
+    this.#pendingBytes = 0;
     return this.#failed;
   }
 
@@ -219,10 +354,27 @@ export class PushLog {
       fs.fsyncSync(this.#fd);
       fs.closeSync(this.#fd);
     }
-    this.#fd = fs.openSync(path.join(this.dir, segmentName(firstLsn)), 'w');
+    const flags =
+      fs.constants.O_WRONLY |
+      fs.constants.O_CREAT |
+      fs.constants.O_TRUNC |
+      (this.policy !== 'none' && this.#writer.dsync ? (O_DSYNC as number) : 0);
+    this.#fd = fs.openSync(path.join(this.dir, segmentName(firstLsn)), flags, 0o644);
     this.#segSize = 0;
     this.#roll = false;
     syncDir(this.dir);
+  }
+
+  /**
+   * Flushes at the end of this event-loop turn, so every push the turn's I/O callbacks
+   * deliver joins one group (a flush already running picks them up when it is done).
+   */
+  #schedule(): void {
+    if (this.#immediate !== null || this.#flushing !== null) return;
+    this.#immediate = setImmediate(() => {
+      this.#immediate = null;
+      this.#kick();
+    });
   }
 
   #kick(): void {
@@ -230,49 +382,97 @@ export class PushLog {
       clearTimeout(this.#timer);
       this.#timer = null;
     }
+    if (this.#immediate !== null) {
+      clearImmediate(this.#immediate);
+      this.#immediate = null;
+    }
     if (this.#flushing !== null) return;
     this.#flushing = this.#flushLoop().finally(() => {
       this.#flushing = null;
+      // An append between the loop's last check and now found a flush running: start anew.
+      if (this.#pending.length > 0 && this.#failed === null && !this.#closed) this.#schedule();
+    });
+  }
+
+  /** Whole pending blocks, oldest first, within the group bounds (at least one block). */
+  #takeGroup(): Block[] {
+    const group: Block[] = [];
+    let bytes = 0;
+    let records = 0;
+    for (const b of this.#pending) {
+      if (
+        group.length > 0 &&
+        (bytes + b.used > this.#maxGroupBytes || records + b.records > this.#maxGroupRecords)
+      )
+        break;
+      group.push(b);
+      bytes += b.used;
+      records += b.records;
+    }
+    this.#pending.splice(0, group.length);
+    this.#pendingBytes -= bytes;
+    return group;
+  }
+
+  /** One write + sync of `bufs`, failed with a timeout if it takes longer than allowed. */
+  #writeDurable(fd: number, bufs: Uint8Array[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(new Error(`write + sync not done after ${this.#syncTimeoutMs} ms`));
+      }, this.#syncTimeoutMs);
+      this.#writer.writeDurable(fd, bufs, (err) => {
+        if (settled) return;
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      });
     });
   }
 
   async #flushLoop(): Promise<void> {
     while (this.#pending.length > 0 && this.#failed === null) {
-      const batch = Buffer.concat(this.#pending);
-      const first = this.#pendingFirst;
-      const last = this.#pendingLast;
-      this.#pending = [];
-      this.#pendingBytes = 0;
+      const group = this.#takeGroup();
+      const first = group[0] as Block;
+      const last = (group[group.length - 1] as Block).lastLsn;
+      const bufs = group.map((b) => b.buf.subarray(0, b.used));
+      let bytes = 0;
+      for (const b of group) bytes += b.used;
       try {
-        this.#openIfNeeded(first);
-        const fd = this.#fd as number;
-        await new Promise<void>((resolve, reject) =>
-          fs.write(fd, batch, 0, batch.length, null, (err) => (err ? reject(err) : resolve())),
-        );
-        this.#segSize += batch.length;
-        await new Promise<void>((resolve, reject) =>
-          fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())),
-        );
+        this.#openIfNeeded(first.firstLsn);
+        await this.#writeDurable(this.#fd as number, bufs);
       } catch (err) {
+        // A write that timed out may still be running: its blocks are not reused.
         this.#fail(err);
         return;
       }
+      this.#segSize += bytes;
+      this.#groups++;
       this.#durable = last;
-      const still: Waiter[] = [];
-      for (const w of this.#waiters) {
+      for (const b of group) this.#release(b);
+      let keep = 0;
+      const ws = this.#waiters;
+      for (let i = 0; i < ws.length; i++) {
+        const w = ws[i] as Waiter;
         if (w.lsn <= last) w.resolve();
-        else still.push(w);
+        else ws[keep++] = w;
       }
-      this.#waiters = still;
+      ws.length = keep;
     }
   }
 
   /** Flushes what is pending (synced) and closes the segment. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
-    this.#kick();
-    while (this.#flushing !== null) await this.#flushing;
+    // Bounded: each round writes what is pending, and every write has syncTimeoutMs.
+    while (this.#flushing !== null || (this.#pending.length > 0 && this.#failed === null)) {
+      if (this.#flushing === null) this.#kick();
+      await this.#flushing;
+    }
     this.#closed = true;
+    if (this.#immediate !== null) clearImmediate(this.#immediate);
+    this.#immediate = null;
     if (this.#fd !== null) {
       try {
         fs.fsyncSync(this.#fd);

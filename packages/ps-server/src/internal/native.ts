@@ -59,6 +59,8 @@ interface Addon {
   bytesToAlign(a: ArrayBufferView): number;
   /** Index of the first NaN or ±Inf element, or -1. */
   firstNonFinite(f: Float32Array): number;
+  /** CRC-32C of b[start, end) continuing crc (native/crc32c.h; src/internal/crc32c.ts). */
+  crc32c(b: Uint8Array, start: number, end: number, crc: number): number;
   TableKernels: new (
     dim: number,
     rowDtype: number,

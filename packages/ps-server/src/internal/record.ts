@@ -1,7 +1,7 @@
 // Push-log record framing. A record is a 16-byte header — magic, body length, CRC-32C of
 // those 8 bytes, CRC-32C of the body — and the body. The header CRC makes a flipped length
 // detectable instead of looking like a torn write.
-import { crc32c } from './crc32c.js';
+import { crc32cRange } from './crc32c.js';
 
 export const RECORD_MAGIC = 0x47_4c_53_50; // "PSLG" little-endian
 export const RECORD_HEADER = 16;
@@ -22,40 +22,67 @@ export interface PushRecord {
   grads: Float32Array;
 }
 
-const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true });
 
 /** Body layout: lsn f64, nowMs f64, seq f64, kind u8, 0 u8, sessionLen u16, nameLen u16,
  * 0 u16, count u32, 0 u32, session, name, zero pad to 8, keys (8·count), grads (4·len). */
-export function encodeRecord(r: PushRecord): Uint8Array {
-  const s = enc.encode(r.session);
-  const nm = enc.encode(r.name);
-  const strs = s.length + nm.length;
+const BODY_FIXED = 40;
+
+/** Bytes of a whole record (header + body) for these strings and arrays. */
+export function recordBytes(
+  session: string,
+  name: string,
+  keys: Uint32Array,
+  grads: Float32Array,
+): number {
+  const strs = Buffer.byteLength(session, 'utf8') + Buffer.byteLength(name, 'utf8');
+  return (
+    RECORD_HEADER + BODY_FIXED + strs + ((8 - (strs % 8)) % 8) + keys.byteLength + grads.byteLength
+  );
+}
+
+/**
+ * Encodes a record into `dst` at `o` (room for `recordBytes(...)` bytes, which it returns):
+ * no allocation but two byte views of the arrays; the body CRC runs in the kernels addon when
+ * it loads. `dst` may be unzeroed (reserved fields and padding are written).
+ */
+export function encodeRecordInto(
+  dst: Buffer,
+  o: number,
+  lsn: number,
+  nowMs: number,
+  seq: number,
+  kind: typeof KIND_SPARSE | typeof KIND_DENSE,
+  session: string,
+  name: string,
+  keys: Uint32Array,
+  grads: Float32Array,
+): number {
+  const b = o + RECORD_HEADER;
+  dst.fill(0, b + 24, b + BODY_FIXED);
+  dst.writeDoubleLE(lsn, b);
+  dst.writeDoubleLE(nowMs, b + 8);
+  dst.writeDoubleLE(seq, b + 16);
+  dst[b + 24] = kind;
+  const sl = dst.write(session, b + BODY_FIXED, 'utf8');
+  const nl = dst.write(name, b + BODY_FIXED + sl, 'utf8');
+  dst.writeUInt16LE(sl, b + 26);
+  dst.writeUInt16LE(nl, b + 28);
+  dst.writeUInt32LE(keys.length / 2, b + 32);
+  const strs = sl + nl;
   const pad = (8 - (strs % 8)) % 8;
-  const count = r.keys.length / 2;
-  const bodyLen = 40 + strs + pad + r.keys.byteLength + r.grads.byteLength;
-  const out = new Uint8Array(RECORD_HEADER + bodyLen);
-  const dv = new DataView(out.buffer);
-  let o = RECORD_HEADER;
-  dv.setFloat64(o, r.lsn, true);
-  dv.setFloat64(o + 8, r.nowMs, true);
-  dv.setFloat64(o + 16, r.seq, true);
-  dv.setUint8(o + 24, r.kind);
-  dv.setUint16(o + 26, s.length, true);
-  dv.setUint16(o + 28, nm.length, true);
-  dv.setUint32(o + 32, count, true);
-  o += 40;
-  out.set(s, o);
-  out.set(nm, o + s.length);
-  o += strs + pad;
-  out.set(new Uint8Array(r.keys.buffer, r.keys.byteOffset, r.keys.byteLength), o);
-  o += r.keys.byteLength;
-  out.set(new Uint8Array(r.grads.buffer, r.grads.byteOffset, r.grads.byteLength), o);
-  dv.setUint32(0, RECORD_MAGIC, true);
-  dv.setUint32(4, bodyLen, true);
-  dv.setUint32(8, crc32c(out.subarray(0, 8)), true);
-  dv.setUint32(12, crc32c(out.subarray(RECORD_HEADER)), true);
-  return out;
+  let p = b + BODY_FIXED + strs;
+  dst.fill(0, p, p + pad);
+  p += pad;
+  dst.set(new Uint8Array(keys.buffer, keys.byteOffset, keys.byteLength), p);
+  p += keys.byteLength;
+  dst.set(new Uint8Array(grads.buffer, grads.byteOffset, grads.byteLength), p);
+  p += grads.byteLength;
+  dst.writeUInt32LE(RECORD_MAGIC, o);
+  dst.writeUInt32LE(p - b, o + 4);
+  dst.writeUInt32LE(crc32cRange(dst, o, o + 8), o + 8);
+  dst.writeUInt32LE(crc32cRange(dst, b, p), o + 12);
+  return p - o;
 }
 
 /** Decodes a body whose CRC already matched; returns a reason string if it is malformed. */
