@@ -283,6 +283,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** Credits this side had consumed at the last heartbeat tick, and since when it used none. */
   #consumedAtTick = 0;
   #idleSince = 0;
+  /** Frames received at the last heartbeat tick: unchanged, the peer sent nothing since. */
+  #framesInAtTick = 0;
   #open = 0;
   #nextId: number;
   #nextToken = 1;
@@ -1552,9 +1554,29 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#res.unlease(n);
-    // An idle peer: what this side still owes it (the credit of a credit-only update's buffer
-    // waits for the next message, which may never come) goes now, once per lease return, so
-    // the peer's view of its lease is exact and its next idle tick gives the rest back.
+  }
+
+  /**
+   * A sender learns that its lease grew only from credits beyond those it has outstanding
+   * (SendCredits.grant): while some of its credits are still owed to it, a growth credit
+   * that came back looks like a return. It gives its lease back (LeaseReturn, by the control
+   * link) by what it can see, so the lease stays above the initial size here by what it
+   * could not see until every credit owed to it is back. The credits of credit-only updates
+   * have no flush delay (an update answering an update would never end), and an update
+   * that crossed the LeaseReturn lands after it: owed for good, and the lease with them.
+   * So a peer that sent nothing for a whole tick, while its lease here is above the initial
+   * size and its buffers are all free, gets everything owed in one update: it then sees its
+   * whole lease and gives the rest back. Its own update credit for that one is answered only
+   * while its lease from this side is above the initial too, so the exchange ends once both
+   * leases are back at their initial size.
+   */
+  #maybeSettleLease(): void {
+    const framesIn = this.#stats.framesIn;
+    const quiet = framesIn === this.#framesInAtTick;
+    this.#framesInAtTick = framesIn;
+    const rc = this.#recvCredits;
+    if (!quiet || rc.unreturned === 0 || rc.inUse > 0) return;
+    if (rc.capacity <= this.#s.receiveCredits.initialCredits) return;
     this.#maybeCreditUpdate(true);
   }
 
@@ -1703,6 +1725,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#maybeReturnLease(now);
+    this.#maybeSettleLease();
     if (now - this.#idleSince >= this.#s.leaseIdleMs) this.#trimPools();
     if (now - this.#link.lastWrite >= this.#s.heartbeatIntervalMs / 2)
       this.#link.send(ControlType.Ping);

@@ -59,3 +59,45 @@ it('at worth 0, activity enters the loop at most once per 64 spinUs however ofte
   expect(entered).toBeLessThanOrEqual(1 + Math.floor(ms / 3.2));
   loop.remove(e);
 });
+
+it('a stay spins a few times the delay its receives came after, within spinUs / 8 … spinUs', () => {
+  const spinMs = 0.05;
+  const budget = (delayMs: number) => {
+    const e = new PollEntry({ pending: () => 0, drain: () => {}, sleep: () => {} });
+    e.measure(delayMs, spinMs);
+    return e.budgetMs;
+  };
+  expect(budget(0)).toBeCloseTo(spinMs / 8);
+  expect(budget(0.01)).toBeCloseTo(0.03);
+  expect(budget(1)).toBe(spinMs);
+  // A moving average: one late receive does not undo many early ones at once.
+  const e = new PollEntry({ pending: () => 0, drain: () => {}, sleep: () => {} });
+  for (let i = 0; i < 8; i++) e.measure(0, spinMs);
+  e.measure(1, spinMs);
+  expect(e.delayMs).toBeCloseTo(0.25);
+});
+
+it('receives that are there at once shrink the spin of a CQ to its least, not to nothing', async () => {
+  const loop = new PollLoop(50);
+  let pending = 0;
+  const e: PollEntry = new PollEntry({
+    pending: () => pending,
+    drain: () => {
+      pending = 0;
+      loop.received(e);
+    },
+    sleep: () => {},
+  });
+  expect(e.budgetMs).toBe(-1); // spinUs until measured
+  // Many messages in flight: every turn after a send finds the next receive waiting.
+  for (let i = 0; i < 20; i++) {
+    loop.activity(e);
+    pending = 1;
+    await turn();
+  }
+  expect(e.catches).toBe(20);
+  expect(e.worth).toBe(8); // spinning paid: it goes on, only shorter
+  expect(e.budgetMs).toBeCloseTo(0.05 / 8);
+  for (let i = 0; i < 1000 && e.polled; i++) await turn();
+  expect(e.polled).toBe(false);
+});

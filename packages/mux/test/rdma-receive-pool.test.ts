@@ -155,17 +155,14 @@ describe('RdmaTransport shared receive pool', () => {
     expect(server.stats().receivePool?.leased).toBe(grown);
     expect(conn.stats().rnrCount).toBe(0);
     expect(sc.stats().rnrCount).toBe(0);
-    // Idle: the client gives the extra back (LeaseReturn), the server's pool shrinks its lease
-    // (and the server sends what it still owed with it, so the client gives that back too).
-    // KNOWN GAP (since the drain/repost batching of 1bd9a2d): under load one credit can stay
-    // owed below the return threshold on an idle pair, so the lease ends one buffer above its
-    // initial 16 (CI, and 2–3 of 9 parallel runs here); before, it was always exact. Bounded
-    // by that one buffer, which the next traffic returns; to be made exact again.
-    await expect.poll(() => sc.stats().recvLease, { timeout: 20_000 }).toBeLessThanOrEqual(17);
-    await expect.poll(() => conn.stats().sendLease, { timeout: 5_000 }).toBeLessThanOrEqual(17);
-    expect(sc.stats().recvLease).toBeGreaterThanOrEqual(16);
-    expect(conn.stats().sendLease).toBeGreaterThanOrEqual(16);
-    expect(server.stats().receivePool?.leased).toBe(sc.stats().recvLease);
+    // Idle: the client gives the extra back (LeaseReturn), the server's pool shrinks its lease.
+    // A lease the client could not see whole (credits still owed to it when it gave back)
+    // is settled by the server's update once the client is quiet: exact, both ways.
+    await expect.poll(() => sc.stats().recvLease, { timeout: 20_000 }).toBe(16);
+    await expect.poll(() => conn.stats().sendLease, { timeout: 5_000 }).toBe(16);
+    await expect.poll(() => conn.stats().recvLease, { timeout: 5_000 }).toBe(16);
+    expect(sc.stats().sendLease).toBe(16);
+    expect(server.stats().receivePool?.leased).toBe(16);
     // And the connection still works at its initial lease.
     await ch.send(payload, LONG);
     (await ch.receive(LONG)).release();

@@ -121,14 +121,17 @@ interface Side {
 
 /**
  * JIT warm-up of the mux path, so the first row is not measured on cold code: one channel,
- * then many at once (batched posts, several receives per wake-up, credit and lease growth take
- * other paths, whose first compilation cost a cold `x16` row 4–5× the CPU of a repeat of it).
+ * then many at once, at every concurrency a row measures (batched posts, several receives per
+ * wake-up, credit and lease growth take other paths, whose first compilation cost a cold `x16`
+ * row 4–5× the CPU of a repeat of it; x1024 alone stalls on credits and stops drains at the
+ * copy-out mark: its row, 5 round trips per channel, cost RDMA 1.3–1.9× the CPU of a warm one).
  */
 async function warmUp(conn: Connection, iterations: number): Promise<void> {
   const warm = conn.openChannel('warm-up');
   await roundTrips(warm, new Uint8Array(64), Math.max(500, iterations), undefined);
   await warm.close(LONG);
-  for (const n of [16, 256]) {
+  for (const n of CONCURRENCY) {
+    if (n === 1) continue;
     const chs = Array.from({ length: n }, () => conn.openChannel('warm-up'));
     const per = Math.max(4, Math.ceil(iterations / n));
     await Promise.all(chs.map((ch) => roundTrips(ch, new Uint8Array(64), per, undefined)));

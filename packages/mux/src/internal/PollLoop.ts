@@ -27,6 +27,13 @@ export class PollEntry {
   lastTurn = -1;
   /** Time polled in vain (turns that found its CQ empty) not yet charged to worth. */
   idleMs = 0;
+  /**
+   * How long after its activity its receives came lately (a moving average, ms; −1 before the
+   * first): the stay after activity lasts a few times this (`measure`), not always spinUs.
+   */
+  delayMs = -1;
+  /** The spin of a stay after its last activity (ms; −1: the loop's spinUs until measured). */
+  budgetMs = -1;
   /** When the last probe (a stay entered at worth 0) began (performance.now() ms). */
   probedAt = Number.NEGATIVE_INFINITY;
   /** Turns that polled this CQ, and receives they caught (RdmaConnectionStats). */
@@ -35,6 +42,23 @@ export class PollEntry {
 
   constructor(cq: PolledCq) {
     this.cq = cq;
+  }
+
+  /**
+   * A receive came `delayMs` after activity: the moving average of that delay, and the spin
+   * of a stay from it, BUDGET_DELAYS times it within [spinMs / BUDGET_MIN_PART, spinMs]. A
+   * ping-pong whose reply comes 15 µs after its send keeps ~45 µs; a CQ whose receives come
+   * at once (many messages in flight: the next one is there by the next turn, or not soon)
+   * stops after spinMs / 8 without one, so the gaps of a busy connection are slept through
+   * (its CQ event) instead of polled. Stores, not returns: a double returned from a call
+   * that is not inlined is allocated.
+   */
+  measure(delayMs: number, spinMs: number): void {
+    this.delayMs = this.delayMs < 0 ? delayMs : this.delayMs + (delayMs - this.delayMs) / 4;
+    this.budgetMs = Math.min(
+      spinMs,
+      Math.max(spinMs / BUDGET_MIN_PART, BUDGET_DELAYS * this.delayMs),
+    );
   }
 }
 
@@ -55,6 +79,10 @@ const PROBE_GAP_SPINS = 64;
  * (x16 round trips: ~45 empty turns per catch), which kept worth at its maximum.
  */
 const IDLE_UNITS_PER_SPIN = 4;
+/** A stay spins this many times the usual delay of its receives after activity… */
+const BUDGET_DELAYS = 3;
+/** …and at least spinUs / this (a receive measured as immediate still gets a few turns). */
+const BUDGET_MIN_PART = 8;
 
 /**
  * The `adaptive` policy's poll loop, one per transport: after activity (a send posted, a
@@ -69,7 +97,11 @@ const IDLE_UNITS_PER_SPIN = 4;
  * delays the woken peer, which gets a core only once this process sleeps), and every
  * spinUs / 4 of turns that found the CQ empty −1; at 0 only every 32nd activity (and at most
  * one per 64 spinUs) enters the loop, for one spinUs that only an early receive extends, so
- * where replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. With no traffic no turn is scheduled: idle is ≈0 CPU.
+ * where replies come late (a loaded machine, a slow peer) `adaptive` becomes `event`. And a
+ * stay lasts only as long as receives have lately taken to come (`PollEntry.measure`: 3× their
+ * average delay after activity, within spinUs / 8 … spinUs), so a busy connection whose
+ * arrivals come at once or not for a while stops paying for the gaps. With no traffic no
+ * turn is scheduled: idle is ≈0 CPU.
  */
 export class PollLoop {
   readonly #spinMs: number;
@@ -131,6 +163,8 @@ export class PollLoop {
     // Only a receive in the first half of the spin counts for spinning: on a host with more
     // runnable processes than cores a late one was often held back by the spin itself (the
     // woken peer got a core only as this process slept), so it must not keep spins going.
+    // How long after its activity it came: 0 when the activity was this very turn.
+    e.measure(e.fresh ? 0 : this.#now - e.since, this.#spinMs);
     if (e.fresh || this.#now - e.since < this.#spinMs / 2) {
       e.caught = true;
       e.worth = Math.min(WORTH_MAX, e.worth + 2);
@@ -175,7 +209,8 @@ export class PollLoop {
         e.since = now;
         continue;
       }
-      if (now - e.since < this.#spinMs) continue;
+      // A probe (worth 0) spins spinUs: it measures whether spinning pays again.
+      if (now - e.since < (e.worth > 0 && e.budgetMs >= 0 ? e.budgetMs : this.#spinMs)) continue;
       e.polled = false;
       const at = es.indexOf(e);
       if (at >= 0) es.splice(at, 1);
