@@ -1,11 +1,13 @@
 // The target side of the soft TCP link: authenticates each connection for the one QP it
 // proved the key of (handshake.ts), then runs each request to that QP with the device's
-// responder (the same logic as the shared-memory path) and answers it — on the connection
-// that QP dialed back to the request's source QP (its LinkClient: the answer leaves in one
-// write with that QP's next request, as a TCP ping-pong's reply), or, when the QP has no
-// such connection (not connected over the link, or not to that source), on the request's
-// own. The connection also brings the answers to that QP's own requests (to the LinkClient
-// they answer). Memory per connection is bounded: one frame being read (its header checked
+// responder (the same logic as the shared-memory path) and answers it — on that QP's own
+// connection to the request's source QP (its LinkClient: the answer leaves in one write
+// with that QP's next request, as a TCP ping-pong's reply), or, when the QP has no such
+// connection (not connected over the link, or not to that source), on the request's own.
+// Link protocol 4: the QP's own connection is normally this very one — the QP adopts a
+// connection its RC peer dialed (the dialer proved the peer's key too) rather than dial a
+// second — and a connection a local QP dialed is read here too (serveDialed): both carry
+// requests to that QP and answers to its own requests (to the LinkClient they answer). Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
 //
 // Steady state allocates nothing here: requests are run where they lie in the chunk read
@@ -39,6 +41,7 @@ import {
   readRequestHeader,
   writeResponseHeader,
 } from './frames.js';
+import type { Accepted } from './handshake.js';
 import {
   AUTH_BYTES,
   couldBePreamble,
@@ -71,8 +74,24 @@ const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_P
 const PLACE_MIN = 4 << 10;
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * A connection the remote QP dialed, offered to the local QP it is bound to (protocol 4):
+ * the QP sends its own requests on it once `provesPeer(its remote's key)` (LinkClient).
+ */
+export interface AcceptedLink {
+  readonly sock: Socket;
+  /** the connection's one Outbox: answers and the adopting QP's requests, in order */
+  readonly out: Outbox;
+  readonly peerMaxPayload: number;
+  provesPeer(key: string): boolean;
+  /** told as each buffer of `out` is through (set by the adopting LinkClient) */
+  written: ((requests: boolean) => void) | undefined;
+}
+
 /** A local QP as the link's target sees it (the device finds it by its slot and generation). */
 export interface LinkEnd {
+  /** A connection its peer dialed authenticated (or the QP connected after it did). */
+  accepted(link: AcceptedLink): void;
   /** The connection it sends its own requests on (answers to them are delivered to it). */
   readonly client: LinkClient | undefined;
   /**
@@ -141,7 +160,7 @@ function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
 }
 
 /** One authenticated connection: its reader, its answers, the pair it last served. */
-interface Conn extends AnswerSink {
+interface Conn extends AnswerSink, AcceptedLink {
   /** names it in PairState.conn (from 1) */
   readonly id: number;
   sock: Socket;
@@ -276,7 +295,6 @@ export class LinkServer {
     deadline.unref();
     sock.write(handshake.hello(this.#maxPayload));
     let pre: Buffer | undefined = Buffer.alloc(0);
-    const max = this.#maxPayload;
     const resume = () => {
       const c = conn as Conn;
       let ok = true;
@@ -315,51 +333,11 @@ export class LinkServer {
       clearTimeout(deadline);
       this.#pending.delete(sock);
       sock.write(accepted.welcome);
-      const out = new Outbox(sock);
-      const c: Conn = {
-        id: ++this.#connIds,
-        sock,
-        out,
-        stoppedBy: undefined,
-        get closed() {
-          return sock.destroyed;
-        },
-        get backlog() {
-          return sock.writableLength + out.used;
-        },
-        flushOut: () => out.flush(),
-        whenWritable: (fn) => {
-          sock.once('drain', fn);
-        },
-        bound: accepted.target,
-        reader: undefined as unknown as FrameReader,
-        reported: 0,
-        pairSlot: -1,
-        pairGen: -1,
-        pairPid: -1,
-        pairQpn: -1,
-        pairKey: '',
-        pair: undefined,
-        dirty: false,
-        placing: false,
-        placeFailed: false,
-        placePair: undefined,
-        placeRecord: new Float64Array(ABI.RESPOND_WORDS),
-        placeHeader: newRequestHeader(),
-      };
-      const placer: FramePlacer = {
-        begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
-        piece: (b, o, n, at) => this.#place(c, b, o, n, at),
-      };
-      c.reader = new FrameReader(
-        { minHeader: RES_HEADER, sizeOf: headerSize },
-        (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
-        (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
-        placer,
-        true,
-      );
+      const c = this.#open(sock, accepted.target, accepted);
       conn = c;
       this.#bind(c);
+      // Its dialer may carry the bound QP's own requests too (protocol 4).
+      this.#ends(c.bound.slot, c.bound.gen)?.accepted(c);
       const rest = pre.subarray(AUTH_BYTES);
       pre = undefined;
       if (rest.length > 0) {
@@ -374,6 +352,97 @@ export class LinkServer {
       }
       return true;
     };
+  }
+
+  /** The state of an authenticated connection bound to local QP `bound`. */
+  #open(sock: Socket, bound: LinkTarget, peer: Accepted | undefined): Conn {
+    const max = this.#maxPayload;
+    const out = new Outbox(sock, (requests) => c.written?.(requests));
+    const c: Conn = {
+      id: ++this.#connIds,
+      sock,
+      out,
+      written: undefined,
+      peerMaxPayload: peer?.peerMaxPayload ?? 0,
+      provesPeer: (key) => peer?.provesPeer(key) === true,
+      stoppedBy: undefined,
+      get closed() {
+        return sock.destroyed;
+      },
+      get backlog() {
+        return sock.writableLength + out.used;
+      },
+      flushOut: () => out.flush(),
+      whenWritable: (fn) => {
+        sock.once('drain', fn);
+      },
+      bound,
+      reader: undefined as unknown as FrameReader,
+      reported: 0,
+      pairSlot: -1,
+      pairGen: -1,
+      pairPid: -1,
+      pairQpn: -1,
+      pairKey: '',
+      pair: undefined,
+      dirty: false,
+      placing: false,
+      placeFailed: false,
+      placePair: undefined,
+      placeRecord: new Float64Array(ABI.RESPOND_WORDS),
+      placeHeader: newRequestHeader(),
+    };
+    const placer: FramePlacer = {
+      begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
+      piece: (b, o, n, at) => this.#place(c, b, o, n, at),
+    };
+    c.reader = new FrameReader(
+      { minHeader: RES_HEADER, sizeOf: headerSize },
+      (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
+      (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
+      placer,
+      true,
+    );
+    return c;
+  }
+
+  /**
+   * Reads the authenticated connection `sock` that local QP `bound` dialed (its LinkClient
+   * `client`): requests from the remote QP to it, answers to its own (protocol 4). Returns
+   * what takes each read (`buf[start, end)`; false: stop reading, answers back up).
+   */
+  serveDialed(
+    sock: Socket,
+    bound: LinkTarget,
+  ): (buf: Buffer, start: number, end: number) => boolean {
+    const resume = () => {
+      let ok = true;
+      try {
+        ok = c.reader.resume();
+      } catch {
+        ok = false;
+      }
+      this.#afterChunk(c, ok, resume);
+    };
+    // Answers go into the client's Outbox (answerVia): this connection's own stays empty.
+    const c = this.#open(sock, bound, undefined);
+    return (buf, start, end) => {
+      let ok = true;
+      try {
+        ok = c.reader.push(buf, start, end);
+      } catch {
+        ok = false;
+      }
+      this.#afterChunk(c, ok, resume);
+      return !c.reader.stopped && !sock.destroyed;
+    };
+  }
+
+  /** Local QP `slot`, `gen` connected: the newest connection its peer dialed is offered to it. */
+  offer(slot: number, gen: number, end: LinkEnd): void {
+    const list = this.#bound.get(boundKey({ slot, gen }));
+    const c = list?.[list.length - 1];
+    if (c !== undefined && !c.sock.destroyed) end.accepted(c);
   }
 
   #bind(c: Conn): void {
