@@ -13,6 +13,7 @@ import {
 } from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
+  LINK_VERSION,
   newSecret,
   qpLinkKey,
   TargetHandshake,
@@ -128,6 +129,7 @@ describe.runIf(providers.includes('soft'))(
           host: '127.0.0.1',
           port,
           key: qpLinkKey(fake.secret, target).toString('base64url'),
+          version: LINK_VERSION,
         },
       };
       const dev = openDevice({ provider: 'soft', link: 'tcp' });

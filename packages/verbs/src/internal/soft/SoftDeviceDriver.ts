@@ -7,7 +7,7 @@ import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
 import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
-import { type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
+import { LINK_VERSION, type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
 import { LinkClient } from './link/LinkClient.js';
 import { type AcceptedLink, type LinkEnd, LinkServer } from './link/LinkServer.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
@@ -103,7 +103,11 @@ export class SoftDeviceDriver implements DeviceDriver {
   linkAddressFor(target: LinkTarget): LinkAddress | undefined {
     const l = this.#listening;
     if (!l) return undefined;
-    return { ...l, key: qpLinkKey(this.#secret, target).toString('base64url') };
+    return {
+      ...l,
+      key: qpLinkKey(this.#secret, target).toString('base64url'),
+      version: LINK_VERSION,
+    };
   }
 
   checkPath(path: QpPath): QpPath {
