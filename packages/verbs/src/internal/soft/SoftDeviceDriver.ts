@@ -181,6 +181,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         ownKey: server ? qpLinkKey(this.#secret, local) : undefined,
         ownMaxPayload: this.#maxFrame,
         serve: server ? (sock) => server.serveDialed(sock, local) : undefined,
+        flushed: server?.settle,
       });
       this.#clients.set(id, c);
     }
@@ -189,7 +190,7 @@ export class SoftDeviceDriver implements DeviceDriver {
 
   /** A connection the remote QP dialed, adopted by a local QP for its own requests. */
   adoptedClient(link: AcceptedLink, previous: LinkClient | undefined): LinkClient {
-    return new LinkClient(link, undefined, previous);
+    return new LinkClient(link, undefined, previous, { flushed: this.#server?.settle });
   }
 
   close(): void {

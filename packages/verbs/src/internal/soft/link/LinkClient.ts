@@ -77,6 +77,8 @@ export interface DialOptions {
   ownMaxPayload?: number;
   /** reads the connection: requests to the dialing QP and answers to it (else answers only) */
   serve?: ServeDialed | undefined;
+  /** told when this connection wrote what it had gathered (LinkServer.settle) */
+  flushed?: (() => void) | undefined;
 }
 
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
@@ -147,6 +149,7 @@ export class LinkClient implements AnswerSink {
   readonly #reader: FrameReader | undefined;
   readonly #deadline: NodeJS.Timeout | undefined;
   readonly #serve: ServeDialed | undefined;
+  readonly #flushed: (() => void) | undefined;
   /** reads the authenticated connection (DialOptions.serve), else #reader does */
   #served: ((buf: Buffer, start: number, end: number) => boolean) | undefined;
   /** what the target accepts per frame (its HELLO, or the dialer's AUTH when adopted) */
@@ -178,6 +181,7 @@ export class LinkClient implements AnswerSink {
     this.#firstId = previous ? previous.#firstId : nextReqId;
     this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
     this.#serve = dial.serve;
+    this.#flushed = dial.flushed;
     if ('sock' in address) {
       // Adopted: the remote QP dialed it and proved the key of this QP's peer.
       this.#sock = address.sock;
@@ -520,7 +524,9 @@ export class LinkClient implements AnswerSink {
       this.#sock.uncork();
     }
     // Small requests gathered, with the answers waiting beside them: one write.
-    this.flushOut();
+    if (this.out.used === 0 || !this.#open || this.#dead) return;
+    this.out.flush();
+    this.#flushed?.();
   }
 
   /**

@@ -557,6 +557,24 @@ export class LinkServer {
     }
   }
 
+  /**
+   * A connection's answers left with a request of its QP (LinkClient.endBatch): when no
+   * connection has any left to write, the flush is called off — no call into JS for nothing
+   * after the wake-ups (a ping-pong's answer always leaves that way).
+   */
+  readonly settle = (): void => {
+    if (!this.#flushArmed) return;
+    const list = this.#dirty;
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as AnswerSink;
+      if (c.out.used > 0 && !c.closed) return;
+    }
+    for (let i = 0; i < list.length; i++) (list[i] as AnswerSink).dirty = false;
+    list.length = 0;
+    this.#flushArmed = false;
+    this.#native.linkFlushSoon(false);
+  };
+
   /** Writes what every connection gathered (called by the device: linkFlushSoon). */
   readonly #flush = (): void => {
     this.#flushArmed = false;
@@ -587,7 +605,8 @@ export class LinkServer {
     const placed = c.placing;
     c.placing = false;
     c.placePair = undefined;
-    this.#answer(c, sink, b, o, placed);
+    // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
+    if (this.#answer(c, sink, b, o, placed)) this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
@@ -646,21 +665,24 @@ export class LinkServer {
     return c.pair;
   }
 
-  /** Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only). */
-  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): void {
+  /**
+   * Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only).
+   * True when respond() ran it (and so armed the link's flush).
+   */
+  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): boolean {
     const h = this.#h;
     readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
     const sock = c.sock;
     if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) {
       sock.destroy(); // a QP this connection has not proven the key of
-      return;
+      return false;
     }
     const out = sink.out;
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const pair = this.#pairOf(c, h);
     if (placed && pair.conn !== c.id) {
       sock.destroy(); // the initiator went on over another connection: this one is stale
-      return;
+      return false;
     }
     pair.conn = c.id;
     const slot = h.token & (ANSWERS_PER_PAIR - 1);
@@ -669,7 +691,7 @@ export class LinkServer {
       if (!sameRequest(known, h)) {
         // Not a resend: the initiator's tokens went wrong, or it is not a faithful peer.
         sock.destroy();
-        return;
+        return false;
       }
       // A resend of a WR already run: the same answer again, not a second execution.
       const ob = out.reserve(RES_HEADER + known.dataBytes);
@@ -685,7 +707,7 @@ export class LinkServer {
       );
       copyBytes(known.data, 0, ob, at + RES_HEADER, known.dataBytes);
       out.commit(RES_HEADER + known.dataBytes);
-      return;
+      return false;
     }
     if (!h.head && h.token !== pair.expected) {
       // Behind a WR that did not run (RNR, transport) or that never came: running it now
@@ -693,7 +715,7 @@ export class LinkServer {
       const ob = out.reserve(RES_HEADER);
       writeResponseHeader(ob, out.at, h.reqId, ABI.LINK_DISCARDED, 0, 0, 0);
       out.commit(RES_HEADER);
-      return;
+      return false;
     }
     const dataBytes = answerDataBytes(h.opcode, h.length);
     const rec = this.#record;
@@ -755,6 +777,7 @@ export class LinkServer {
       a.dataBytes = n;
       copyBytes(b, o + REQ_HEADER, a.data, 0, n);
     }
+    return true;
   }
 
   #pair(key: string): PairState {
