@@ -160,33 +160,72 @@ function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
 }
 
 /** One authenticated connection: its reader, its answers, the pair it last served. */
-interface Conn extends AnswerSink, AcceptedLink {
+/**
+ * One authenticated connection: its reader, its answers, the pair it last served. A class
+ * (not an object literal with getters, whose every instance gets a map of its own): the
+ * per-frame code reads its fields through monomorphic inline caches.
+ */
+class Conn implements AnswerSink, AcceptedLink {
   /** names it in PairState.conn (from 1) */
   readonly id: number;
-  sock: Socket;
-  out: Outbox;
+  readonly sock: Socket;
+  readonly out: Outbox;
+  written: ((requests: boolean) => void) | undefined = undefined;
+  readonly peerMaxPayload: number;
+  readonly #peer: Accepted | undefined;
   /** where the answers of the frame that stopped the reader were to go (backpressure) */
-  stoppedBy: AnswerSink | undefined;
-  bound: LinkTarget;
-  reader: FrameReader;
+  stoppedBy: AnswerSink | undefined = undefined;
+  readonly bound: LinkTarget;
+  reader: FrameReader = undefined as unknown as FrameReader;
   /** bytes of the incomplete frame when its progress was last reported */
-  reported: number;
-  pairSlot: number;
-  pairGen: number;
-  pairPid: number;
-  pairQpn: number;
-  pairKey: string;
-  pair: PairState | undefined;
+  reported = 0;
+  pairSlot = -1;
+  pairGen = -1;
+  pairPid = -1;
+  pairQpn = -1;
+  pairKey = '';
+  pair: PairState | undefined = undefined;
   /** in the listener's list of connections to flush */
-  dirty: boolean;
+  dirty = false;
+  /** reading stopped by #afterChunk (answers back up) */
+  paused = false;
   /** the frame in progress is an RDMA WRITE being placed as it arrives (FramePlacer) */
-  placing: boolean;
+  placing = false;
   /** a piece of it could not be placed (a check failed): it is not answered as run */
-  placeFailed: boolean;
-  placePair: PairState | undefined;
+  placeFailed = false;
+  placePair: PairState | undefined = undefined;
   /** the placed WRITE's fields (RESPOND_* words; RESPOND_PLACED its length), per connection */
-  readonly placeRecord: Float64Array;
-  readonly placeHeader: RequestHeader;
+  readonly placeRecord = new Float64Array(ABI.RESPOND_WORDS);
+  readonly placeHeader: RequestHeader = newRequestHeader();
+
+  constructor(id: number, sock: Socket, bound: LinkTarget, peer: Accepted | undefined) {
+    this.id = id;
+    this.sock = sock;
+    this.bound = bound;
+    this.#peer = peer;
+    this.peerMaxPayload = peer?.peerMaxPayload ?? 0;
+    this.out = new Outbox(sock, (requests) => this.written?.(requests));
+  }
+
+  get closed(): boolean {
+    return this.sock.destroyed;
+  }
+
+  get backlog(): number {
+    return this.sock.writableLength + this.out.used;
+  }
+
+  provesPeer(key: string): boolean {
+    return this.#peer?.provesPeer(key) === true;
+  }
+
+  flushOut(): void {
+    this.out.flush();
+  }
+
+  whenWritable(fn: () => void): void {
+    this.sock.once('drain', fn);
+  }
 }
 
 export class LinkServer {
@@ -357,41 +396,7 @@ export class LinkServer {
   /** The state of an authenticated connection bound to local QP `bound`. */
   #open(sock: Socket, bound: LinkTarget, peer: Accepted | undefined): Conn {
     const max = this.#maxPayload;
-    const out = new Outbox(sock, (requests) => c.written?.(requests));
-    const c: Conn = {
-      id: ++this.#connIds,
-      sock,
-      out,
-      written: undefined,
-      peerMaxPayload: peer?.peerMaxPayload ?? 0,
-      provesPeer: (key) => peer?.provesPeer(key) === true,
-      stoppedBy: undefined,
-      get closed() {
-        return sock.destroyed;
-      },
-      get backlog() {
-        return sock.writableLength + out.used;
-      },
-      flushOut: () => out.flush(),
-      whenWritable: (fn) => {
-        sock.once('drain', fn);
-      },
-      bound,
-      reader: undefined as unknown as FrameReader,
-      reported: 0,
-      pairSlot: -1,
-      pairGen: -1,
-      pairPid: -1,
-      pairQpn: -1,
-      pairKey: '',
-      pair: undefined,
-      dirty: false,
-      placing: false,
-      placeFailed: false,
-      placePair: undefined,
-      placeRecord: new Float64Array(ABI.RESPOND_WORDS),
-      placeHeader: newRequestHeader(),
-    };
+    const c = new Conn(++this.#connIds, sock, bound, peer);
     const placer: FramePlacer = {
       begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
       piece: (b, o, n, at) => this.#place(c, b, o, n, at),
@@ -507,9 +512,14 @@ export class LinkServer {
     if (c.reader.stopped) {
       // Answers are produced only while the socket keeps up: a READ's reply is made when it
       // can be sent, so a burst of READ requests cannot claim unbounded memory.
+      c.paused = true;
       sock.pause();
       (c.stoppedBy ?? c).whenWritable(resume);
-    } else if (sock.isPaused()) sock.resume();
+    } else if (c.paused) {
+      // Our own flag: the stream's isPaused() is a megamorphic load on every read.
+      c.paused = false;
+      sock.resume();
+    }
   }
 
   /**
