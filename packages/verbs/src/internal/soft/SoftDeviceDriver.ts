@@ -182,6 +182,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         ownMaxPayload: this.#maxFrame,
         serve: server ? (sock) => server.serveDialed(sock, local) : undefined,
         flushed: server?.settle,
+        readBuffer: server?.readBuffer,
       });
       this.#clients.set(id, c);
     }

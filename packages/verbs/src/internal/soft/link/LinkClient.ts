@@ -79,12 +79,17 @@ export interface DialOptions {
   serve?: ServeDialed | undefined;
   /** told when this connection wrote what it had gathered (LinkServer.settle) */
   flushed?: (() => void) | undefined;
+  /**
+   * The buffer to read into, shared with the LinkServer that reads the connection (`serve`:
+   * each read is run before the next is made, and what is kept past one is copied).
+   */
+  readBuffer?: Buffer | undefined;
 }
 
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
 export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
-/** What one read from the socket takes at most (one buffer for the connection's life). */
+/** What one read takes at most without the listener's shared buffer (DialOptions.readBuffer). */
 const READ_BUFFER = 64 << 10;
 /** Requests with at most this much payload are gathered into the Outbox beside the answers. */
 export const SMALL_REQUEST = 4 << 10;
@@ -205,7 +210,7 @@ export class LinkClient implements AnswerSink {
       dial.ownKey,
       dial.ownMaxPayload,
     );
-    const readBuffer = Buffer.allocUnsafe(READ_BUFFER);
+    const readBuffer = dial.readBuffer ?? Buffer.allocUnsafe(READ_BUFFER);
     this.#reader = new FrameReader(
       RES_HEADER,
       (b, o) => this.checkAnswer(b, o),

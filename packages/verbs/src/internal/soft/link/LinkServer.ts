@@ -62,8 +62,12 @@ export const MAX_PENDING_LINKS = 64;
 export const MAX_LINKS = 4096;
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
-/** What one read from a connection takes at most (one buffer for all of the listener's). */
-const READ_BUFFER = 64 << 10;
+/**
+ * What one read from a connection takes at most: one buffer for every connection of the
+ * device (accepted, and dialed ones it reads: serveDialed), so it can be large — a 1 MiB
+ * WRITE arrives in a few reads (each a call into JS and a place() crossing), not 16.
+ */
+const READ_BUFFER = 128 << 10;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
@@ -245,6 +249,11 @@ export class LinkServer {
    * the rest of a read when answers back up: FrameReader's `reusedChunks`).
    */
   readonly #readBuffer = Buffer.allocUnsafe(READ_BUFFER);
+
+  /** The buffer every connection it reads reads into (a dialed one too: DialOptions). */
+  get readBuffer(): Buffer {
+    return this.#readBuffer;
+  }
   /** the header being answered, parsed into (one per listener, as the record) */
   readonly #h = newRequestHeader();
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
