@@ -13,6 +13,7 @@ import {
   InitiatorHandshake,
   WELCOME_BYTES,
 } from '../src/internal/soft/link/handshake.js';
+import { ADOPT_WAIT_MS } from '../src/internal/soft/SoftQpDriver.js';
 import { collect, linkPair, providers, type Side, sideOn, sleep, until } from './harness/pair.js';
 
 interface Piped {
@@ -250,6 +251,38 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
     expect(c.aToB()).toBe(sent);
     r2.destroy();
+  });
+
+  it("peer_that_never_dials: the QP left to adopt its peer's connection dials its own after ADOPT_WAIT_MS", async () => {
+    const da = openDevice({ provider: 'soft', link: 'tcp' });
+    const db = openDevice({ provider: 'soft', link: 'tcp' });
+    await da.listen();
+    await db.listen();
+    const x = sideOn(da);
+    const y = sideOn(db);
+    cleanup = () => {
+      da.close();
+      db.close();
+    };
+    const ex = x.qp.endpoint() as SoftEndpoint;
+    const ey = y.qp.endpoint() as SoftEndpoint;
+    // The lower key dials: make `d` the dialer and `w` the QP that waits for it.
+    const xDials = (ex.tcp?.key as string) <= (ey.tcp?.key as string);
+    const [d, w, ed, ew] = xDials ? [x, y, ex, ey] : [y, x, ey, ex];
+    // The dialer's connection never arrives: it dials a port nobody listens on.
+    const dead = createServer();
+    await new Promise<void>((r) => dead.listen(0, '127.0.0.1', r));
+    const deadPort = (dead.address() as { port: number }).port;
+    await new Promise<void>((r) => dead.close(() => r()));
+    d.qp.connect(via(ew, deadPort));
+    w.qp.connect(ed);
+    d.qp.postRecv({ wrId: 7, sgList: [d.mr.sge(0, 64)] });
+    const t0 = performance.now();
+    w.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [w.mr.sge(0, 8)] });
+    expect((await collect(w.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
+    expect((await collect(d.cq, 1))[0]).toMatchObject({ wrId: 7, status: 'SUCCESS' });
+    // It waited for the peer's connection first (bounded), then went over its own.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(ADOPT_WAIT_MS - 5);
   });
 
   it('answer_for_nothing_asked_on_a_connection_back_is_dropped: an authenticated peer cannot complete what was not sent', async () => {
