@@ -70,6 +70,11 @@ Napi::Value SoftDevice::OnLinkFlush(const Napi::CallbackInfo& info) {
 
 Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
   if (!Alive(info)) return info.Env().Undefined();
+  if (info.Length() > 0 && info[0].IsBoolean() && !info[0].As<Napi::Boolean>().Value()) {
+    // Written already (with a request): no call into JS for nothing. A doorbell owed stays.
+    linkFlushOwed_ = false;
+    return info.Env().Undefined();
+  }
   linkFlushOwed_ = true;
   ArmFlush();
   return info.Env().Undefined();

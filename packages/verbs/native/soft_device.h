@@ -89,7 +89,8 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   static void OnFlush(uv_check_t* h);
   // The doorbell's work: async events and ready CQs to JS.
   void RunDoorbell();
-  // linkFlushSoon(): the link's flush function once, after this turn's I/O.
+  // linkFlushSoon(): the link's flush function once, after this turn's I/O (and respond());
+  // linkFlushSoon(false): not owed any more.
   Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
   // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
   Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);

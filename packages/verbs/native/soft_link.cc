@@ -171,11 +171,11 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
                                  placed ? nullptr : const_cast<uint8_t*>(bytes), placed ? placed : len,
                                  u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]), u(abi::RESPOND_RKEY),
                                  u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID), placed != 0);
-  // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd).
-  if (dev_->takeSelfRing()) {
-    doorbellOwed_ = true;
-    ArmFlush();
-  }
+  // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd),
+  // and then the link's flush writes the answer (no linkFlushSoon() crossing for it).
+  if (dev_->takeSelfRing()) doorbellOwed_ = true;
+  linkFlushOwed_ = true;
+  ArmFlush();
   r[abi::RESPOND_OUTCOME] = a.outcome;
   r[abi::RESPOND_STATUS] = a.status;
   r[abi::RESPOND_RNR_TIMER] = a.rnrTimer & 31;

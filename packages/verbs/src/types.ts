@@ -197,6 +197,8 @@ export interface LinkListener {
  */
 export interface LinkAddress extends LinkListener {
   key: string;
+  /** The link protocol the device speaks (a peer of another version is refused at connect). */
+  version: number;
 }
 
 /** What a soft QP tells its peer: where its device's shared segment and doorbell are. */

@@ -9,6 +9,7 @@ import { ABI } from '../src/internal/abi.js';
 import { REQ_HEADER } from '../src/internal/soft/link/frames.js';
 import {
   AUTH_BYTES,
+  LINK_VERSION,
   newSecret,
   qpLinkKey,
   TargetHandshake,
@@ -43,7 +44,12 @@ async function silentTarget(target: { slot: number; gen: number }) {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
   return {
-    address: { host: '127.0.0.1', port, key: qpLinkKey(secret, target).toString('base64url') },
+    address: {
+      host: '127.0.0.1',
+      port,
+      key: qpLinkKey(secret, target).toString('base64url'),
+      version: LINK_VERSION,
+    },
     peer: () => peer as Socket,
     close: () => {
       peer?.destroy();

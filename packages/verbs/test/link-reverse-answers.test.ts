@@ -1,8 +1,8 @@
-// Link protocol 3: a QP's answers to its peer's requests ride on the connection that QP
-// dialed to its peer (beside its own requests), not back on the connection the requests came
-// on — so a ping-pong is one write and one read each way. Watched through a TCP proxy in front
-// of each listener: what each connection carries in each direction, and what happens when the
-// connection carrying the answers is lost.
+// Link protocol 4: the two QPs of a pair share one connection (the QP with the lower link key
+// dials, its peer adopts it): a QP's answers to its peer's requests ride on it beside its own
+// requests — so a ping-pong is one write and one read each way, and TCP's ACK of one direction
+// rides on the other's data. Watched through a TCP proxy in front of each listener: what the
+// connection carries in each direction, and what happens when it is lost with answers on it.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDevice, type SoftEndpoint } from '../src/index.js';
@@ -13,6 +13,7 @@ import {
   InitiatorHandshake,
   WELCOME_BYTES,
 } from '../src/internal/soft/link/handshake.js';
+import { ADOPT_WAIT_MS } from '../src/internal/soft/SoftQpDriver.js';
 import { collect, linkPair, providers, type Side, sideOn, sleep, until } from './harness/pair.js';
 
 interface Piped {
@@ -125,11 +126,26 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     };
     a.qp.connect(eb, opts);
     b.qp.connect(ea, opts);
-    return { a, b, pa, pb };
+    /**
+     * The pair's one connection once it is up: `bSide` is the proxy's socket on b's side
+     * (pausing it holds what b sends to a), `aToB` the bytes a sent on it so far.
+     */
+    const pair = async () => {
+      await until(() => pa.conns.length + pb.conns.length > 0, 'the connection');
+      const viaA = pa.conns.length > 0; // b dialed a's listener
+      const p = (viaA ? pa.conns[0] : pb.conns[0]) as Piped;
+      return {
+        p,
+        bSide: viaA ? p.client : p.upstream,
+        aToB: () => (viaA ? p.down : p.up),
+        bToA: () => (viaA ? p.up : p.down),
+      };
+    };
+    return { a, b, pa, pb, pair };
   }
 
-  it('answers_ride_on_the_reverse_connection: a ping-pong sends nothing back on the connection a request came on', async () => {
-    const { a, b, pa, pb } = await proxied();
+  it("one_connection_per_pair: a ping-pong carries both QPs' requests and answers on one connection", async () => {
+    const { a, b, pa, pb, pair } = await proxied();
     const rounds = 30;
     for (let i = 0; i < rounds; i++) {
       b.qp.postRecv({ wrId: 100 + i, sgList: [b.mr.sge(0, 64)] });
@@ -159,31 +175,27 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     };
     await rest(a, 'a');
     await rest(b, 'b');
-    // One connection each way, and each listener sent nothing on it past the handshake: every
-    // answer went back on the answering side's own connection.
-    expect(pa.conns.length).toBe(1);
-    expect(pb.conns.length).toBe(1);
-    expect((pa.conns[0] as Piped).down).toBe(HELLO_BYTES + WELCOME_BYTES);
-    expect((pb.conns[0] as Piped).down).toBe(HELLO_BYTES + WELCOME_BYTES);
-    // Requests and answers both went up each one (a 64 B SEND's frame is 116 B, an answer 12 B).
-    expect((pa.conns[0] as Piped).up).toBeGreaterThan(rounds * (116 + 12));
-    expect((pb.conns[0] as Piped).up).toBeGreaterThan(rounds * (116 + 12));
+    // One connection for the pair, dialed by one of them: requests and answers went both
+    // ways on it (a 64 B SEND's frame is 116 B, an answer 12 B).
+    expect(pa.conns.length + pb.conns.length).toBe(1);
+    const c = await pair();
+    expect(c.aToB()).toBeGreaterThan(rounds * (116 + 12));
+    expect(c.bToA()).toBeGreaterThan(rounds * (116 + 12));
   });
 
   it('answers_lost_with_their_connection: the window is sent again and completes in order, each WR run once', async () => {
-    const { a, b, pa } = await proxied({ timeout: 14 }); // ≈ 67 ms per try
+    const { a, b, pa, pb, pair } = await proxied({ timeout: 14 }); // ≈ 67 ms per try
     const n = 12;
     for (let i = 0; i < n; i++) b.qp.postRecv({ wrId: 100 + i, sgList: [b.mr.sge(64 * i, 64)] });
     // b's connection to a (through pa) comes up first: a ping from b, answered by a.
     a.qp.postRecv({ wrId: 500, sgList: [a.mr.sge(0, 64)] });
     b.qp.postSend({ wrId: 50, opcode: 'SEND', sgList: [b.mr.sge(0, 8)] });
     expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 500, status: 'SUCCESS' });
-    await until(() => pa.conns.length === 1, "b's connection to a");
-    const back = pa.conns[0] as Piped;
-    // Cut b's answers to a's requests: whatever b sends to a's listener is lost from here on.
-    const upBefore = back.up;
-    const cut = new Promise<void>((r) => back.upstream.once('close', () => r()));
-    back.client.pause(); // b's writes stop reaching a
+    const c = await pair();
+    // Cut b's answers to a's requests: whatever b sends to a is held from here on.
+    const backBefore = c.bToA();
+    const cut = new Promise<void>((r) => c.p.upstream.once('close', () => r()));
+    c.bSide.pause(); // b's writes stop reaching a
     for (let i = 0; i < n; i++) {
       a.mr.bytes[1024 + i] = i;
       a.qp.postSend({ wrId: i, opcode: 'SEND', sgList: [a.mr.sge(1024 + i, 1)] });
@@ -193,11 +205,11 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     const got = recvs.filter((w) => w.opcode === 'RECV');
     expect(got.map((w) => w.wrId)).toEqual(Array.from({ length: n }, (_, i) => 100 + i));
     await sleep(20);
-    expect(back.up).toBe(upBefore); // nothing of it reached a
-    back.client.destroy(); // the connection carrying the answers is lost
+    expect(c.bToA()).toBe(backBefore); // nothing of it reached a
+    c.p.client.destroy(); // the connection carrying the answers is lost
     await cut;
-    // a sends the window again (on its live connection); b answers from memory over a new
-    // connection back: every WR completes, in order, and none ran twice.
+    // a sends the window again over a new connection; b answers from memory: every WR
+    // completes, in order, and none ran twice.
     const wcs = await collect(a.cq, n, 10_000);
     expect(wcs.map((w) => [w.wrId, w.status])).toEqual(
       Array.from({ length: n }, (_, i) => [i, 'SUCCESS']),
@@ -205,31 +217,29 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     await sleep(100);
     expect(b.cq.pending()).toBe(0);
     for (let i = 0; i < n; i++) expect(b.mr.bytes[64 * i]).toBe(i);
-    expect(pa.conns.length).toBe(2);
+    expect(pa.conns.length + pb.conns.length).toBe(2);
   });
 
   it('answers_lost_only_with_the_newest_connection: another connection bound to the QP closing abandons nothing', async () => {
     // No retry to spare (a request abandoned fails at once) and a long ACK timeout (≈ 4.3 s).
-    const { a, b, pa, pb } = await proxied({ timeout: 20, retryCount: 0 });
+    const { a, b, pair } = await proxied({ timeout: 20, retryCount: 0 });
     // b's connection to a (through pa) comes up: a ping from b, answered by a.
     a.qp.postRecv({ wrId: 500, sgList: [a.mr.sge(0, 64)] });
     b.qp.postSend({ wrId: 50, opcode: 'SEND', sgList: [b.mr.sge(0, 8)] });
     expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 500, status: 'SUCCESS' });
     expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 50, status: 'SUCCESS' });
-    await until(() => pa.conns.length === 1, "b's connection to a");
-    const back = pa.conns[0] as Piped;
-    // Two more connections bound to a's QP (what its peer can open, holding its key): the
-    // newest is the last of them, not b's.
+    const c = await pair();
+    // Two more connections bound to a's QP (what its peer can open, holding its key, though
+    // it proves no key of its own: a does not send on them): the newest is the last of them.
     const ea = a.qp.endpoint() as SoftEndpoint;
     const r1 = await authenticatedTo(ea);
     const r2 = await authenticatedTo(ea);
     // a's SEND runs at b; its answer is held on b's connection.
-    back.client.pause();
+    c.bSide.pause();
     b.qp.postRecv({ wrId: 100, sgList: [b.mr.sge(0, 64)] });
     a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(128, 8)] });
     expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 100, status: 'SUCCESS' });
-    const out = pb.conns[0] as Piped; // a's connection to b: a's requests
-    const sent = out.up;
+    const sent = c.aToB();
     // An older connection closing carries none of the answers on their way: a's window is
     // not given up (it would be sent again once the ACK timer ran).
     r1.destroy();
@@ -237,11 +247,42 @@ describe.runIf(providers.includes('soft'))('soft TCP link: answers on the way ba
     await sleep(100);
     expect(a.cq.pending()).toBe(0);
     // The answer gets through: the SEND completes on its first frame, never sent again.
-    back.client.resume();
+    c.bSide.resume();
     expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
-    expect(out.up).toBe(sent);
-    expect(pb.conns.length).toBe(1);
+    expect(c.aToB()).toBe(sent);
     r2.destroy();
+  });
+
+  it("peer_that_never_dials: the QP left to adopt its peer's connection dials its own after ADOPT_WAIT_MS", async () => {
+    const da = openDevice({ provider: 'soft', link: 'tcp' });
+    const db = openDevice({ provider: 'soft', link: 'tcp' });
+    await da.listen();
+    await db.listen();
+    const x = sideOn(da);
+    const y = sideOn(db);
+    cleanup = () => {
+      da.close();
+      db.close();
+    };
+    const ex = x.qp.endpoint() as SoftEndpoint;
+    const ey = y.qp.endpoint() as SoftEndpoint;
+    // The lower key dials: make `d` the dialer and `w` the QP that waits for it.
+    const xDials = (ex.tcp?.key as string) <= (ey.tcp?.key as string);
+    const [d, w, ed, ew] = xDials ? [x, y, ex, ey] : [y, x, ey, ex];
+    // The dialer's connection never arrives: it dials a port nobody listens on.
+    const dead = createServer();
+    await new Promise<void>((r) => dead.listen(0, '127.0.0.1', r));
+    const deadPort = (dead.address() as { port: number }).port;
+    await new Promise<void>((r) => dead.close(() => r()));
+    d.qp.connect(via(ew, deadPort));
+    w.qp.connect(ed);
+    d.qp.postRecv({ wrId: 7, sgList: [d.mr.sge(0, 64)] });
+    const t0 = performance.now();
+    w.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [w.mr.sge(0, 8)] });
+    expect((await collect(w.cq, 1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS' });
+    expect((await collect(d.cq, 1))[0]).toMatchObject({ wrId: 7, status: 'SUCCESS' });
+    // It waited for the peer's connection first (bounded), then went over its own.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(ADOPT_WAIT_MS - 5);
   });
 
   it('answer_for_nothing_asked_on_a_connection_back_is_dropped: an authenticated peer cannot complete what was not sent', async () => {

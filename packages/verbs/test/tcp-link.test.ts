@@ -3,6 +3,7 @@
 import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Endpoint, openDevice, type SoftEndpoint } from '../src/index.js';
+import { LINK_VERSION } from '../src/internal/soft/link/handshake.js';
 import { type ChildPeer, spawnPeer } from './harness/child.js';
 import {
   collect,
@@ -173,7 +174,7 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
       a.qp.connect(
         {
           ...(b.qp.endpoint() as SoftEndpoint),
-          tcp: { host: '127.0.0.1', port, key: 'k'.repeat(43) },
+          tcp: { host: '127.0.0.1', port, key: 'k'.repeat(43), version: LINK_VERSION },
         },
         { timeout: 8, retryCount: 2 },
       );
@@ -214,6 +215,24 @@ describe.runIf(providers.includes('soft'))('soft provider over the TCP link', ()
           tcp: { host: '127.0.0.1', port: 70000 },
         } as never),
       ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_INVALID_ARG' }));
+      expect(a.qp.state).toBe('init');
+    } finally {
+      a.dev.close();
+      b.dev.close();
+    }
+  });
+
+  it('refuses a peer of another link protocol version with ERR_RDMA_LINK_VERSION', () => {
+    const a = side('soft');
+    const b = side('soft');
+    try {
+      a.qp.toInit();
+      const tcp = { host: '127.0.0.1', port: 9, key: 'k'.repeat(43) };
+      for (const bad of [tcp, { ...tcp, version: LINK_VERSION - 1 }]) {
+        expect(() =>
+          a.qp.toRtr({ ...b.qp.endpoint(), bootId: 'elsewhere', tcp: bad } as never),
+        ).toThrow(expect.objectContaining({ code: 'ERR_RDMA_LINK_VERSION' }));
+      }
       expect(a.qp.state).toBe('init');
     } finally {
       a.dev.close();

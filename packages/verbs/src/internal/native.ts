@@ -173,7 +173,8 @@ export interface SoftNativeDevice extends NativeDevice {
   /**
    * Runs the request whose fields are in `record` (RESPOND_* words) against this device's
    * QP, its payload being `buf[offset, offset + length)` (a READ's data is written there);
-   * writes the answer into the record and returns its LINK_* outcome.
+   * writes the answer into the record and returns its LINK_* outcome. The answer is owed to
+   * the peer: the link's flush is called after this turn's I/O, as linkFlushSoon() does.
    */
   respond(record: Float64Array, buf: Uint8Array, offset: number, length: number): number;
   /**
@@ -184,8 +185,11 @@ export interface SoftNativeDevice extends NativeDevice {
   place(record: Float64Array, buf: Uint8Array, offset: number, length: number, at: number): boolean;
   /** The TCP link's `flush` (set once, by its listener): what linkFlushSoon() calls. */
   onLinkFlush(flush: () => void): void;
-  /** Calls the link's flush once, after this turn of the loop's I/O and the wake-ups it caused. */
-  linkFlushSoon(): void;
+  /**
+   * Calls the link's flush once, after this turn of the loop's I/O and the wake-ups it caused;
+   * `false`: not any more (what it would write went already, with a request).
+   */
+  linkFlushSoon(owed?: boolean): void;
 }
 
 /** The route an ibverbs QP uses: what its endpoint tells the peer. */

@@ -7,9 +7,9 @@ import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
 import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
-import { type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
+import { LINK_VERSION, type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
 import { LinkClient } from './link/LinkClient.js';
-import { type LinkEnd, LinkServer } from './link/LinkServer.js';
+import { type AcceptedLink, type LinkEnd, LinkServer } from './link/LinkServer.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
 
 export function softInfo(): DeviceInfo {
@@ -66,6 +66,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   readonly preferTcp: boolean;
   readonly #base: SoftEndpointBase;
   #server: LinkServer | undefined;
+  /** what the listener accepts per frame (told to the QPs a local QP dials: protocol 4) */
+  #maxFrame = 0;
   /** where the link listens (without a key: each QP's endpoint carries its own) */
   #listening: LinkListener | undefined;
   readonly #clients = new Map<string, LinkClient>();
@@ -101,7 +103,11 @@ export class SoftDeviceDriver implements DeviceDriver {
   linkAddressFor(target: LinkTarget): LinkAddress | undefined {
     const l = this.#listening;
     if (!l) return undefined;
-    return { ...l, key: qpLinkKey(this.#secret, target).toString('base64url') };
+    return {
+      ...l,
+      key: qpLinkKey(this.#secret, target).toString('base64url'),
+      version: LINK_VERSION,
+    };
   }
 
   checkPath(path: QpPath): QpPath {
@@ -114,6 +120,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   /** `end` (the QP of `slot`, `gen`) is connected over the link: requests to it are answered via it. */
   linkConnected(slot: number, gen: number, end: LinkEnd): void {
     this.#linkQps.set(slot, { gen, end });
+    // Its peer may have dialed already (protocol 4: that connection is the pair's one).
+    this.#server?.offer(slot, gen, end);
   }
 
   /** The QP of `slot` left the link (reset). */
@@ -140,12 +148,13 @@ export class SoftDeviceDriver implements DeviceDriver {
     maxFrameBytes = SoftDeviceDriver.DEFAULT_MAX_FRAME,
   ): Promise<LinkListener> {
     const advertised = advertisedHost(host, advertise); // before listening: it may throw
+    const maxFrame = Math.min(maxFrameBytes, this.info.limits.maxMsgSize);
     const { server, port: bound } = await LinkServer.listen(
       this.native,
       host,
       port,
       this.#secret,
-      Math.min(maxFrameBytes, this.info.limits.maxMsgSize),
+      maxFrame,
       this.#linkEnd,
     );
     if (this.#closed) {
@@ -153,19 +162,36 @@ export class SoftDeviceDriver implements DeviceDriver {
       throw new RdmaError('ERR_RDMA_CLOSED', 'device closed while starting to listen');
     }
     this.#server = server;
+    this.#maxFrame = maxFrame;
     this.#listening = { host: advertised, port: bound };
     return { ...this.#listening };
   }
 
-  /** The connection to the remote QP `target` at `a` (one per remote QP incarnation). */
-  linkClient(a: LinkAddress, target: LinkTarget): LinkClient {
-    const id = `${a.host}:${a.port}:${target.slot}:${target.gen}:${a.key}`;
+  /**
+   * The connection local QP `local` dials to the remote QP `target` at `a` (one per pair of
+   * QP incarnations). When this device listens, it carries the remote QP's requests to
+   * `local` too (protocol 4), read by this device's LinkServer.
+   */
+  linkClient(a: LinkAddress, target: LinkTarget, local: LinkTarget): LinkClient {
+    const id = `${local.slot}:${local.gen}>${a.host}:${a.port}:${target.slot}:${target.gen}:${a.key}`;
     let c = this.#clients.get(id);
     if (!c || c.dead) {
-      c = new LinkClient(a, target, c);
+      const server = this.#server;
+      c = new LinkClient(a, target, c, {
+        ownKey: server ? qpLinkKey(this.#secret, local) : undefined,
+        ownMaxPayload: this.#maxFrame,
+        serve: server ? (sock) => server.serveDialed(sock, local) : undefined,
+        flushed: server?.settle,
+        readBuffer: server?.readBuffer,
+      });
       this.#clients.set(id, c);
     }
     return c;
+  }
+
+  /** A connection the remote QP dialed, adopted by a local QP for its own requests. */
+  adoptedClient(link: AcceptedLink, previous: LinkClient | undefined): LinkClient {
+    return new LinkClient(link, undefined, previous, { flushed: this.#server?.settle });
   }
 
   close(): void {

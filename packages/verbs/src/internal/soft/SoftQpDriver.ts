@@ -9,11 +9,17 @@ import { checkSoftEndpoint, notListening } from './endpoint.js';
 import { ATOMIC_REQUEST_BYTES, FrameBuffer, REQ_HEADER } from './link/frames.js';
 import type { LinkTarget } from './link/handshake.js';
 import { type LinkClient, type LinkOwner, SMALL_REQUEST } from './link/LinkClient.js';
-import type { LinkEnd } from './link/LinkServer.js';
+import type { AcceptedLink, LinkEnd } from './link/LinkServer.js';
 import type { SoftDeviceDriver } from './SoftDeviceDriver.js';
 
 /** Payload bytes a QP keeps for frames on the link (beyond one WR of any size). */
 const LINK_POOL_BYTES = 8 << 20;
+/**
+ * How long a QP that leaves the dialing to its peer (protocol 4) holds WRs for the peer's
+ * connection before it dials one itself: bounded, so a peer that never dials (dead before
+ * it connected) still fails the WRs within the ACK timeout and retries (DEAD_PEER_BOUND_MS).
+ */
+export const ADOPT_WAIT_MS = 300;
 
 export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly qpn: number;
@@ -26,6 +32,16 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly #slot: number;
   readonly #gen: number;
   #link: LinkClient | undefined;
+  /** connected over the link (its connection may not exist yet: see #dialer) */
+  #overLink = false;
+  /**
+   * It dials its peer (its link key is the lower, or its device does not listen); else it
+   * adopts the connection its peer dials (protocol 4: one connection per QP pair), and
+   * dials only once that one failed or did not come within ADOPT_WAIT_MS.
+   */
+  #dialer = true;
+  #adoptTimer: NodeJS.Timeout | undefined;
+  #adoptGaveUp = false;
   /** the remote QP's link address and identity, to reconnect after a failed connection */
   #linkAddress: LinkAddress | undefined;
   #linkTarget: LinkTarget | undefined;
@@ -94,7 +110,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   }
 
   get overLoop(): boolean {
-    return this.#link !== undefined;
+    return this.#overLink;
   }
 
   endpoint(): SoftEndpoint {
@@ -132,8 +148,13 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
       const tcp = ep.tcp;
       if (!tcp) throw notListening();
       const target = { slot: ep.slot, gen: ep.gen };
+      const local = { slot: this.#slot, gen: this.#gen };
+      const own = this.#device.linkAddressFor(local)?.key;
+      // One of the pair dials (the same answer on both sides; a QP connected to itself dials).
+      const dialer = own === undefined || own <= tcp.key;
       return () => {
-        const link = this.#device.linkClient(tcp, target); // before the transition: it may throw
+        // Before the transition: it may throw.
+        const link = dialer ? this.#device.linkClient(tcp, target, local) : undefined;
         const rc = this.#native.toRtrLink(h, {
           pid: ep.pid,
           slot: ep.slot,
@@ -143,6 +164,9 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
         });
         this.#host.transitioned('rtr', rc);
         this.#link = link;
+        this.#overLink = true;
+        this.#dialer = dialer;
+        this.#adoptGaveUp = false;
         this.#linkAddress = tcp;
         this.#linkTarget = target;
         this.#remotePid = ep.pid;
@@ -164,6 +188,7 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
       });
       this.#host.transitioned('rtr', rc);
       this.#link = undefined;
+      this.#overLink = false;
     };
   }
 
@@ -177,12 +202,28 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   }
 
   afterPost(): void {
-    if (this.#link) this.onLink();
+    if (this.#overLink) this.onLink();
   }
 
   onReset(): void {
     this.#link = undefined;
+    this.#overLink = false;
+    clearTimeout(this.#adoptTimer);
+    this.#adoptTimer = undefined;
     this.#device.linkLeft(this.#slot, this);
+  }
+
+  accepted(link: AcceptedLink): void {
+    const addr = this.#linkAddress;
+    if (!this.#overLink || !addr || this.#host.closed || this.#device.closed) return;
+    const cur = this.#link;
+    if (cur !== undefined && !cur.dead) return; // it has one (its own, or adopted)
+    // Only a dialer that proved our peer's key carries our requests (protocol 4).
+    if (!link.provesPeer(addr.key)) return;
+    this.#link = this.#device.adoptedClient(link, cur);
+    clearTimeout(this.#adoptTimer);
+    this.#adoptTimer = undefined;
+    this.onLink(); // WRs held for it
   }
 
   get client(): LinkClient | undefined {
@@ -197,17 +238,35 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
     return this.#current();
   }
 
-  /** The connection to the remote QP, dialed again if the last one failed. */
+  /**
+   * The connection to the remote QP, dialed again if the last one failed; undefined while
+   * the QP waits for the one its peer dials (protocol 4, at most ADOPT_WAIT_MS).
+   */
   #current(): LinkClient | undefined {
     let link = this.#link;
-    if (link?.dead && this.#linkAddress && this.#linkTarget) {
+    if ((link === undefined || link.dead) && this.#linkAddress && this.#linkTarget) {
+      if (link === undefined && !this.#dialer && !this.#adoptGaveUp) {
+        this.#adoptTimer ??= setTimeout(this.#stopWaiting, ADOPT_WAIT_MS);
+        return undefined;
+      }
       // Resent after a failed connection go over a new one (the target answers WRs it
       // already ran from memory).
-      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget);
+      link = this.#device.linkClient(this.#linkAddress, this.#linkTarget, {
+        slot: this.#slot,
+        gen: this.#gen,
+      });
       this.#link = link;
     }
     return link;
   }
+
+  /** The peer's connection did not come in time: this QP dials its own. */
+  readonly #stopWaiting = (): void => {
+    this.#adoptTimer = undefined;
+    if (this.#link !== undefined || !this.#overLink) return;
+    this.#adoptGaveUp = true;
+    this.onLink();
+  };
 
   /**
    * Sends what the native side has ready for the TCP link: the head WR and those behind it
@@ -218,8 +277,9 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
    */
   onLink(): void {
     const hdr = this.#linkHdr;
-    if (!this.#link || !hdr || this.#host.closed || this.#device.closed) return;
-    const link = this.#current() as LinkClient;
+    if (!this.#overLink || !hdr || this.#host.closed || this.#device.closed) return;
+    const link = this.#current();
+    if (link === undefined) return; // held until the peer's connection comes
     const h = this.#host.handle;
     link.beginBatch();
     try {

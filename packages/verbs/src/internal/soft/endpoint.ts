@@ -3,6 +3,7 @@
 import { RdmaError } from '../../errors.js';
 import type { LinkAddress } from '../../types.js';
 import { describe, invalid, isPlainObject, own } from '../validate.js';
+import { LINK_VERSION } from './link/handshake.js';
 
 export interface CheckedSoftEndpoint {
   bootId: string;
@@ -45,6 +46,7 @@ function checkLinkAddress(v: unknown): LinkAddress | undefined {
   const host = isPlainObject(v) ? own(v, 'host') : undefined;
   const port = isPlainObject(v) ? own(v, 'port') : undefined;
   const key = isPlainObject(v) ? own(v, 'key') : undefined;
+  const version = isPlainObject(v) ? own(v, 'version') : undefined;
   if (
     typeof key !== 'string' ||
     !LINK_KEY.test(key) ||
@@ -60,7 +62,14 @@ function checkLinkAddress(v: unknown): LinkAddress | undefined {
       `remote soft endpoint: tcp must be { host, port, key } of a listening device, got ${describe(v)}`,
     );
   }
-  return { host, port, key };
+  if (version !== LINK_VERSION) {
+    // Protocol 3 endpoints carry no version: their device dials where this one adopts.
+    throw new RdmaError(
+      'ERR_RDMA_LINK_VERSION',
+      `remote soft endpoint: its TCP link speaks protocol ${typeof version === 'number' ? version : '3 or older'}, this device ${LINK_VERSION}: run the same @rdmajs/verbs on both sides`,
+    );
+  }
+  return { host, port, key, version };
 }
 
 export function checkSoftEndpoint(remote: unknown): CheckedSoftEndpoint {

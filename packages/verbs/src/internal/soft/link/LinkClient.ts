@@ -1,10 +1,14 @@
-// The initiator side of the soft TCP link: one connection to a peer device's LinkServer,
-// authenticated for the one remote QP a local QP is connected to (its key comes from that
-// QP's endpoint), so one QP's large WRs never hold up another's. The same connection carries
-// this QP's answers to the remote QP's requests (they arrive on the connection the remote
-// dialed back, LinkServer): an answer and the next request leave in one write. Answers to
-// this QP's own requests come back the same way, on the remote's connection (or on this one
-// while the remote has none): untrusted too, each is checked against the request it claims
+// The initiator side of the soft TCP link: one connection to the remote QP a local QP is
+// connected to, authenticated for that QP (its key comes from that QP's endpoint), so one
+// QP's large WRs never hold up another's. Link protocol 4: one connection carries both QPs
+// of the pair — the one the QP with the lower link key dials (or the only one that can:
+// its device does not listen); the other QP adopts it once its dialer proved the key of
+// that QP's RC peer (LinkServer, handshake.ts), and sends its own requests on it. Its
+// answers to the remote QP's requests leave in the same write as its next request, and
+// TCP's ACK of one direction rides on the other's data. The dialing side reads the
+// connection with its device's LinkServer (requests to its QP, answers to its own), the
+// adopting side's LinkServer reads it already. Answers to this QP's requests are
+// untrusted too, each is checked against the request it claims
 // to answer before its data is used, and they must come in the order the requests went (the
 // target runs them in order): an answer out of order, or for nothing asked, drops the
 // connection that carried it. Answers to requests given up (a connection lost) are stale:
@@ -37,6 +41,7 @@ import {
   type LinkTarget,
   WELCOME_BYTES,
 } from './handshake.js';
+import type { AcceptedLink } from './LinkServer.js';
 import { type AnswerSink, Outbox } from './Outbox.js';
 import { Ring } from './Ring.js';
 
@@ -61,10 +66,30 @@ export interface LinkOwner {
   released(frame: FrameBuffer): void;
 }
 
+/** How a dialed connection is read once authenticated: by the device's LinkServer. */
+export type ServeDialed = (sock: Socket) => (buf: Buffer, start: number, end: number) => boolean;
+
+/** What dialing needs beyond the remote QP's address: the dialing QP's own key and reader. */
+export interface DialOptions {
+  /** the dialing QP's own link key (its device listens), proven to the target (protocol 4) */
+  ownKey?: Buffer | undefined;
+  /** what this device accepts per frame (requests sent back on the connection) */
+  ownMaxPayload?: number;
+  /** reads the connection: requests to the dialing QP and answers to it (else answers only) */
+  serve?: ServeDialed | undefined;
+  /** told when this connection wrote what it had gathered (LinkServer.settle) */
+  flushed?: (() => void) | undefined;
+  /**
+   * The buffer to read into, shared with the LinkServer that reads the connection (`serve`:
+   * each read is run before the next is made, and what is kept past one is copied).
+   */
+  readBuffer?: Buffer | undefined;
+}
+
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
 export const LINK_CHUNK = 1 << 20;
 const EMPTY = Buffer.alloc(0);
-/** What one read from the socket takes at most (one buffer for the connection's life). */
+/** What one read takes at most without the listener's shared buffer (DialOptions.readBuffer). */
 const READ_BUFFER = 64 << 10;
 /** Requests with at most this much payload are gathered into the Outbox beside the answers. */
 export const SMALL_REQUEST = 4 << 10;
@@ -125,9 +150,15 @@ export class LinkClient implements AnswerSink {
   readonly #writes = new Ring<Written>();
   readonly #sparePending: Pending[] = [];
   readonly #spareWritten: Written[] = [];
-  readonly #handshake: InitiatorHandshake;
-  readonly #reader: FrameReader;
-  readonly #deadline: NodeJS.Timeout;
+  readonly #handshake: InitiatorHandshake | undefined;
+  readonly #reader: FrameReader | undefined;
+  readonly #deadline: NodeJS.Timeout | undefined;
+  readonly #serve: ServeDialed | undefined;
+  readonly #flushed: (() => void) | undefined;
+  /** reads the authenticated connection (DialOptions.serve), else #reader does */
+  #served: ((buf: Buffer, start: number, end: number) => boolean) | undefined;
+  /** what the target accepts per frame (its HELLO, or the dialer's AUTH when adopted) */
+  #maxPayload = 0;
   #pre: Buffer | undefined = Buffer.alloc(0);
   #answered = false;
   #open = false;
@@ -140,13 +171,46 @@ export class LinkClient implements AnswerSink {
   /** the request the PROGRESS frame checkAnswer just accepted names (delivered next) */
   #progressFor: Pending | undefined;
 
-  /** `previous`: the connection this one replaces (its stale answers are recognised). */
-  constructor(address: LinkAddress, target: LinkTarget, previous?: LinkClient) {
+  /**
+   * Dials `address` (`dial`), or adopts a connection the remote QP dialed (`adopted`: already
+   * authenticated, read by the LinkServer). `previous`: the connection this one replaces
+   * (its stale answers are recognised).
+   */
+  constructor(
+    address: LinkAddress | AcceptedLink,
+    target: LinkTarget | undefined,
+    previous?: LinkClient,
+    dial: DialOptions = {},
+  ) {
     this.#staleBefore = previous ? previous.#staleBefore : nextReqId;
     this.#firstId = previous ? previous.#firstId : nextReqId;
     this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
-    this.#handshake = new InitiatorHandshake(Buffer.from(address.key, 'base64url'), target);
-    const readBuffer = Buffer.allocUnsafe(READ_BUFFER);
+    this.#serve = dial.serve;
+    this.#flushed = dial.flushed;
+    if ('sock' in address) {
+      // Adopted: the remote QP dialed it and proved the key of this QP's peer.
+      this.#sock = address.sock;
+      this.out = address.out;
+      address.written = this.#outWritten;
+      this.#maxPayload = address.peerMaxPayload;
+      this.#handshake = undefined;
+      this.#reader = undefined;
+      this.#deadline = undefined;
+      this.#pre = undefined;
+      this.#open = true;
+      this.#opened = true;
+      const failed = () => this.#fail();
+      this.#sock.on('close', failed);
+      if (this.#sock.destroyed) this.#fail();
+      return;
+    }
+    this.#handshake = new InitiatorHandshake(
+      Buffer.from(address.key, 'base64url'),
+      target as LinkTarget,
+      dial.ownKey,
+      dial.ownMaxPayload,
+    );
+    const readBuffer = dial.readBuffer ?? Buffer.allocUnsafe(READ_BUFFER);
     this.#reader = new FrameReader(
       RES_HEADER,
       (b, o) => this.checkAnswer(b, o),
@@ -268,9 +332,11 @@ export class LinkClient implements AnswerSink {
       start = this.#authenticate(buf, n);
       if (start < 0 || start >= n) return true;
     }
+    if (this.#served) return this.#served(buf, start, n);
+    const reader = this.#reader as FrameReader;
     let ok = true;
     try {
-      ok = this.#reader.push(buf, start, n);
+      ok = reader.push(buf, start, n);
     } catch {
       ok = false;
     }
@@ -279,13 +345,14 @@ export class LinkClient implements AnswerSink {
       return false;
     }
     // Part of a large answer (a READ's data) arrived: progress for the WR it answers.
-    const partial = this.#reader.partial;
+    const partial = reader.partial;
     if (partial) this.answerArriving(frameReqId(partial, 0));
     return true;
   }
 
   /** Runs the handshake on what arrived; the offset of the bytes after it, or -1. */
   #authenticate(buf: Buffer, n: number): number {
+    const hs = this.#handshake as InitiatorHandshake;
     const had = (this.#pre as Buffer).length;
     const pre = Buffer.concat([this.#pre as Buffer, buf.subarray(0, n)]);
     const needed = HELLO_BYTES + WELCOME_BYTES;
@@ -295,7 +362,7 @@ export class LinkClient implements AnswerSink {
     }
     if (!this.#answered) {
       this.#answered = true;
-      const auth = this.#handshake.answer(pre.subarray(0, HELLO_BYTES));
+      const auth = hs.answer(pre.subarray(0, HELLO_BYTES));
       if (!auth) {
         this.#sock.destroy();
         return -1;
@@ -306,12 +373,15 @@ export class LinkClient implements AnswerSink {
       this.#pre = pre;
       return -1;
     }
-    if (!this.#handshake.verify(pre.subarray(HELLO_BYTES, needed))) {
+    if (!hs.verify(pre.subarray(HELLO_BYTES, needed))) {
       this.#sock.destroy(); // not the device (or QP) the endpoint named
       return -1;
     }
     clearTimeout(this.#deadline);
     this.#pre = undefined;
+    this.#maxPayload = hs.maxPayload;
+    // Both QPs' frames come on it (protocol 4): its device's LinkServer reads them.
+    this.#served = this.#serve?.(this.#sock);
     this.#open = true;
     this.#opened = true;
     // Requests made meanwhile go out now, in order (a list: #write may drop one).
@@ -459,7 +529,9 @@ export class LinkClient implements AnswerSink {
       this.#sock.uncork();
     }
     // Small requests gathered, with the answers waiting beside them: one write.
-    this.flushOut();
+    if (this.out.used === 0 || !this.#open || this.#dead) return;
+    this.out.flush();
+    this.#flushed?.();
   }
 
   /**
@@ -475,7 +547,7 @@ export class LinkClient implements AnswerSink {
     const isRead = opcode === ABI.OP_RDMA_READ;
     const length = hdr[ABI.LINK_LENGTH] as number;
     const bytes = isRead ? 0 : length;
-    if (this.#dead || (length > this.#handshake.maxPayload && this.#open)) {
+    if (this.#dead || (length > this.#maxPayload && this.#open)) {
       // Gone, or more than the target takes in one frame: refused as a responder refuses
       // a message over its limit.
       owner.released(frame);
@@ -504,7 +576,7 @@ export class LinkClient implements AnswerSink {
     const opcode = hdr[ABI.LINK_OPCODE] as number;
     const length = hdr[ABI.LINK_LENGTH] as number;
     const bytes = opcode === ABI.OP_RDMA_READ ? 0 : length;
-    if (length > this.#handshake.maxPayload) {
+    if (length > this.#maxPayload) {
       // More than the target takes in one frame: refused, as a responder refuses it.
       const token = hdr[ABI.LINK_TOKEN] as number;
       setImmediate(() =>
@@ -543,7 +615,7 @@ export class LinkClient implements AnswerSink {
     const frame = p.frame as FrameBuffer;
     const owner = p.owner as LinkOwner;
     p.frame = undefined;
-    if (p.length > this.#handshake.maxPayload) {
+    if (p.length > this.#maxPayload) {
       // Learnt at the handshake: more than the target takes in one frame.
       this.#drop(p);
       owner.released(frame);
@@ -622,7 +694,7 @@ export class LinkClient implements AnswerSink {
     write: (fd: number, buf: Buffer, headerBytes: number) => number,
   ): void {
     const length = hdr[ABI.LINK_LENGTH] as number;
-    if (length > this.#handshake.maxPayload) {
+    if (length > this.#maxPayload) {
       this.send(hdr, frame, owner); // refused there, as any WR over the target's limit
       return;
     }

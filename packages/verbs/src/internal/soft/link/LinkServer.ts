@@ -1,11 +1,13 @@
 // The target side of the soft TCP link: authenticates each connection for the one QP it
 // proved the key of (handshake.ts), then runs each request to that QP with the device's
-// responder (the same logic as the shared-memory path) and answers it — on the connection
-// that QP dialed back to the request's source QP (its LinkClient: the answer leaves in one
-// write with that QP's next request, as a TCP ping-pong's reply), or, when the QP has no
-// such connection (not connected over the link, or not to that source), on the request's
-// own. The connection also brings the answers to that QP's own requests (to the LinkClient
-// they answer). Memory per connection is bounded: one frame being read (its header checked
+// responder (the same logic as the shared-memory path) and answers it — on that QP's own
+// connection to the request's source QP (its LinkClient: the answer leaves in one write
+// with that QP's next request, as a TCP ping-pong's reply), or, when the QP has no such
+// connection (not connected over the link, or not to that source), on the request's own.
+// Link protocol 4: the QP's own connection is normally this very one — the QP adopts a
+// connection its RC peer dialed (the dialer proved the peer's key too) rather than dial a
+// second — and a connection a local QP dialed is read here too (serveDialed): both carry
+// requests to that QP and answers to its own requests (to the LinkClient they answer). Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
 //
 // Steady state allocates nothing here: requests are run where they lie in the chunk read
@@ -39,6 +41,7 @@ import {
   readRequestHeader,
   writeResponseHeader,
 } from './frames.js';
+import type { Accepted } from './handshake.js';
 import {
   AUTH_BYTES,
   couldBePreamble,
@@ -59,8 +62,12 @@ export const MAX_PENDING_LINKS = 64;
 export const MAX_LINKS = 4096;
 /** Answers waiting in a socket beyond this pause reading until it drains (backpressure). */
 const REPLY_BUDGET = 4 << 20;
-/** What one read from a connection takes at most (one buffer for all of the listener's). */
-const READ_BUFFER = 64 << 10;
+/**
+ * What one read from a connection takes at most: one buffer for every connection of the
+ * device (accepted, and dialed ones it reads: serveDialed), so it can be large — a 1 MiB
+ * WRITE arrives in a few reads (each a call into JS and a place() crossing), not 16.
+ */
+const READ_BUFFER = 128 << 10;
 /** QP pairs whose order and answers are kept; the least recently used go first. */
 const MAX_REMEMBERED = 1 << 16;
 /** Answers kept per QP pair for resends: more than the initiator has in flight (16). */
@@ -71,8 +78,24 @@ const ANSWERS_PER_PAIR = 32; // a power of two: slots are token & (ANSWERS_PER_P
 const PLACE_MIN = 4 << 10;
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * A connection the remote QP dialed, offered to the local QP it is bound to (protocol 4):
+ * the QP sends its own requests on it once `provesPeer(its remote's key)` (LinkClient).
+ */
+export interface AcceptedLink {
+  readonly sock: Socket;
+  /** the connection's one Outbox: answers and the adopting QP's requests, in order */
+  readonly out: Outbox;
+  readonly peerMaxPayload: number;
+  provesPeer(key: string): boolean;
+  /** told as each buffer of `out` is through (set by the adopting LinkClient) */
+  written: ((requests: boolean) => void) | undefined;
+}
+
 /** A local QP as the link's target sees it (the device finds it by its slot and generation). */
 export interface LinkEnd {
+  /** A connection its peer dialed authenticated (or the QP connected after it did). */
+  accepted(link: AcceptedLink): void;
   /** The connection it sends its own requests on (answers to them are delivered to it). */
   readonly client: LinkClient | undefined;
   /**
@@ -141,33 +164,72 @@ function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
 }
 
 /** One authenticated connection: its reader, its answers, the pair it last served. */
-interface Conn extends AnswerSink {
+/**
+ * One authenticated connection: its reader, its answers, the pair it last served. A class
+ * (not an object literal with getters, whose every instance gets a map of its own): the
+ * per-frame code reads its fields through monomorphic inline caches.
+ */
+class Conn implements AnswerSink, AcceptedLink {
   /** names it in PairState.conn (from 1) */
   readonly id: number;
-  sock: Socket;
-  out: Outbox;
+  readonly sock: Socket;
+  readonly out: Outbox;
+  written: ((requests: boolean) => void) | undefined = undefined;
+  readonly peerMaxPayload: number;
+  readonly #peer: Accepted | undefined;
   /** where the answers of the frame that stopped the reader were to go (backpressure) */
-  stoppedBy: AnswerSink | undefined;
-  bound: LinkTarget;
-  reader: FrameReader;
+  stoppedBy: AnswerSink | undefined = undefined;
+  readonly bound: LinkTarget;
+  reader: FrameReader = undefined as unknown as FrameReader;
   /** bytes of the incomplete frame when its progress was last reported */
-  reported: number;
-  pairSlot: number;
-  pairGen: number;
-  pairPid: number;
-  pairQpn: number;
-  pairKey: string;
-  pair: PairState | undefined;
+  reported = 0;
+  pairSlot = -1;
+  pairGen = -1;
+  pairPid = -1;
+  pairQpn = -1;
+  pairKey = '';
+  pair: PairState | undefined = undefined;
   /** in the listener's list of connections to flush */
-  dirty: boolean;
+  dirty = false;
+  /** reading stopped by #afterChunk (answers back up) */
+  paused = false;
   /** the frame in progress is an RDMA WRITE being placed as it arrives (FramePlacer) */
-  placing: boolean;
+  placing = false;
   /** a piece of it could not be placed (a check failed): it is not answered as run */
-  placeFailed: boolean;
-  placePair: PairState | undefined;
+  placeFailed = false;
+  placePair: PairState | undefined = undefined;
   /** the placed WRITE's fields (RESPOND_* words; RESPOND_PLACED its length), per connection */
-  readonly placeRecord: Float64Array;
-  readonly placeHeader: RequestHeader;
+  readonly placeRecord = new Float64Array(ABI.RESPOND_WORDS);
+  readonly placeHeader: RequestHeader = newRequestHeader();
+
+  constructor(id: number, sock: Socket, bound: LinkTarget, peer: Accepted | undefined) {
+    this.id = id;
+    this.sock = sock;
+    this.bound = bound;
+    this.#peer = peer;
+    this.peerMaxPayload = peer?.peerMaxPayload ?? 0;
+    this.out = new Outbox(sock, (requests) => this.written?.(requests));
+  }
+
+  get closed(): boolean {
+    return this.sock.destroyed;
+  }
+
+  get backlog(): number {
+    return this.sock.writableLength + this.out.used;
+  }
+
+  provesPeer(key: string): boolean {
+    return this.#peer?.provesPeer(key) === true;
+  }
+
+  flushOut(): void {
+    this.out.flush();
+  }
+
+  whenWritable(fn: () => void): void {
+    this.sock.once('drain', fn);
+  }
 }
 
 export class LinkServer {
@@ -187,6 +249,11 @@ export class LinkServer {
    * the rest of a read when answers back up: FrameReader's `reusedChunks`).
    */
   readonly #readBuffer = Buffer.allocUnsafe(READ_BUFFER);
+
+  /** The buffer every connection it reads reads into (a dialed one too: DialOptions). */
+  get readBuffer(): Buffer {
+    return this.#readBuffer;
+  }
   /** the header being answered, parsed into (one per listener, as the record) */
   readonly #h = newRequestHeader();
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
@@ -276,7 +343,6 @@ export class LinkServer {
     deadline.unref();
     sock.write(handshake.hello(this.#maxPayload));
     let pre: Buffer | undefined = Buffer.alloc(0);
-    const max = this.#maxPayload;
     const resume = () => {
       const c = conn as Conn;
       let ok = true;
@@ -315,51 +381,11 @@ export class LinkServer {
       clearTimeout(deadline);
       this.#pending.delete(sock);
       sock.write(accepted.welcome);
-      const out = new Outbox(sock);
-      const c: Conn = {
-        id: ++this.#connIds,
-        sock,
-        out,
-        stoppedBy: undefined,
-        get closed() {
-          return sock.destroyed;
-        },
-        get backlog() {
-          return sock.writableLength + out.used;
-        },
-        flushOut: () => out.flush(),
-        whenWritable: (fn) => {
-          sock.once('drain', fn);
-        },
-        bound: accepted.target,
-        reader: undefined as unknown as FrameReader,
-        reported: 0,
-        pairSlot: -1,
-        pairGen: -1,
-        pairPid: -1,
-        pairQpn: -1,
-        pairKey: '',
-        pair: undefined,
-        dirty: false,
-        placing: false,
-        placeFailed: false,
-        placePair: undefined,
-        placeRecord: new Float64Array(ABI.RESPOND_WORDS),
-        placeHeader: newRequestHeader(),
-      };
-      const placer: FramePlacer = {
-        begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
-        piece: (b, o, n, at) => this.#place(c, b, o, n, at),
-      };
-      c.reader = new FrameReader(
-        { minHeader: RES_HEADER, sizeOf: headerSize },
-        (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
-        (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
-        placer,
-        true,
-      );
+      const c = this.#open(sock, accepted.target, accepted);
       conn = c;
       this.#bind(c);
+      // Its dialer may carry the bound QP's own requests too (protocol 4).
+      this.#ends(c.bound.slot, c.bound.gen)?.accepted(c);
       const rest = pre.subarray(AUTH_BYTES);
       pre = undefined;
       if (rest.length > 0) {
@@ -374,6 +400,63 @@ export class LinkServer {
       }
       return true;
     };
+  }
+
+  /** The state of an authenticated connection bound to local QP `bound`. */
+  #open(sock: Socket, bound: LinkTarget, peer: Accepted | undefined): Conn {
+    const max = this.#maxPayload;
+    const c = new Conn(++this.#connIds, sock, bound, peer);
+    const placer: FramePlacer = {
+      begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
+      piece: (b, o, n, at) => this.#place(c, b, o, n, at),
+    };
+    c.reader = new FrameReader(
+      { minHeader: RES_HEADER, sizeOf: headerSize },
+      (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
+      (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
+      placer,
+      true,
+    );
+    return c;
+  }
+
+  /**
+   * Reads the authenticated connection `sock` that local QP `bound` dialed (its LinkClient
+   * `client`): requests from the remote QP to it, answers to its own (protocol 4). Returns
+   * what takes each read (`buf[start, end)`; false: stop reading, answers back up).
+   */
+  serveDialed(
+    sock: Socket,
+    bound: LinkTarget,
+  ): (buf: Buffer, start: number, end: number) => boolean {
+    const resume = () => {
+      let ok = true;
+      try {
+        ok = c.reader.resume();
+      } catch {
+        ok = false;
+      }
+      this.#afterChunk(c, ok, resume);
+    };
+    // Answers go into the client's Outbox (answerVia): this connection's own stays empty.
+    const c = this.#open(sock, bound, undefined);
+    return (buf, start, end) => {
+      let ok = true;
+      try {
+        ok = c.reader.push(buf, start, end);
+      } catch {
+        ok = false;
+      }
+      this.#afterChunk(c, ok, resume);
+      return !c.reader.stopped && !sock.destroyed;
+    };
+  }
+
+  /** Local QP `slot`, `gen` connected: the newest connection its peer dialed is offered to it. */
+  offer(slot: number, gen: number, end: LinkEnd): void {
+    const list = this.#bound.get(boundKey({ slot, gen }));
+    const c = list?.[list.length - 1];
+    if (c !== undefined && !c.sock.destroyed) end.accepted(c);
   }
 
   #bind(c: Conn): void {
@@ -438,9 +521,14 @@ export class LinkServer {
     if (c.reader.stopped) {
       // Answers are produced only while the socket keeps up: a READ's reply is made when it
       // can be sent, so a burst of READ requests cannot claim unbounded memory.
+      c.paused = true;
       sock.pause();
       (c.stoppedBy ?? c).whenWritable(resume);
-    } else if (sock.isPaused()) sock.resume();
+    } else if (c.paused) {
+      // Our own flag: the stream's isPaused() is a megamorphic load on every read.
+      c.paused = false;
+      sock.resume();
+    }
   }
 
   /**
@@ -488,6 +576,24 @@ export class LinkServer {
     }
   }
 
+  /**
+   * A connection's answers left with a request of its QP (LinkClient.endBatch): when no
+   * connection has any left to write, the flush is called off — no call into JS for nothing
+   * after the wake-ups (a ping-pong's answer always leaves that way).
+   */
+  readonly settle = (): void => {
+    if (!this.#flushArmed) return;
+    const list = this.#dirty;
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as AnswerSink;
+      if (c.out.used > 0 && !c.closed) return;
+    }
+    for (let i = 0; i < list.length; i++) (list[i] as AnswerSink).dirty = false;
+    list.length = 0;
+    this.#flushArmed = false;
+    this.#native.linkFlushSoon(false);
+  };
+
   /** Writes what every connection gathered (called by the device: linkFlushSoon). */
   readonly #flush = (): void => {
     this.#flushArmed = false;
@@ -518,7 +624,8 @@ export class LinkServer {
     const placed = c.placing;
     c.placing = false;
     c.placePair = undefined;
-    this.#answer(c, sink, b, o, placed);
+    // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
+    if (this.#answer(c, sink, b, o, placed)) this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
@@ -577,21 +684,24 @@ export class LinkServer {
     return c.pair;
   }
 
-  /** Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only). */
-  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): void {
+  /**
+   * Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only).
+   * True when respond() ran it (and so armed the link's flush).
+   */
+  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): boolean {
     const h = this.#h;
     readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
     const sock = c.sock;
     if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) {
       sock.destroy(); // a QP this connection has not proven the key of
-      return;
+      return false;
     }
     const out = sink.out;
     const isRead = h.opcode === ABI.OP_RDMA_READ;
     const pair = this.#pairOf(c, h);
     if (placed && pair.conn !== c.id) {
       sock.destroy(); // the initiator went on over another connection: this one is stale
-      return;
+      return false;
     }
     pair.conn = c.id;
     const slot = h.token & (ANSWERS_PER_PAIR - 1);
@@ -600,7 +710,7 @@ export class LinkServer {
       if (!sameRequest(known, h)) {
         // Not a resend: the initiator's tokens went wrong, or it is not a faithful peer.
         sock.destroy();
-        return;
+        return false;
       }
       // A resend of a WR already run: the same answer again, not a second execution.
       const ob = out.reserve(RES_HEADER + known.dataBytes);
@@ -616,7 +726,7 @@ export class LinkServer {
       );
       copyBytes(known.data, 0, ob, at + RES_HEADER, known.dataBytes);
       out.commit(RES_HEADER + known.dataBytes);
-      return;
+      return false;
     }
     if (!h.head && h.token !== pair.expected) {
       // Behind a WR that did not run (RNR, transport) or that never came: running it now
@@ -624,7 +734,7 @@ export class LinkServer {
       const ob = out.reserve(RES_HEADER);
       writeResponseHeader(ob, out.at, h.reqId, ABI.LINK_DISCARDED, 0, 0, 0);
       out.commit(RES_HEADER);
-      return;
+      return false;
     }
     const dataBytes = answerDataBytes(h.opcode, h.length);
     const rec = this.#record;
@@ -686,6 +796,7 @@ export class LinkServer {
       a.dataBytes = n;
       copyBytes(b, o + REQ_HEADER, a.data, 0, n);
     }
+    return true;
   }
 
   #pair(key: string): PairState {

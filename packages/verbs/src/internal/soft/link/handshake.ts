@@ -7,18 +7,26 @@
 // is acted on before it has proven K, and the initiator sends nothing of its QP's data
 // before the target has proven K too.
 //
+// Link protocol 4 carries both QPs of a pair on one connection (frames.ts): the initiator
+// also proves its own QP's key KI (from its own endpoint, which the target QP holds as its
+// remote's), so the target QP may send its own requests on the connection — to its RC peer
+// and no one else — instead of dialing a second one.
+//
 //   target → initiator  HELLO   magic u32, version u16, pad u16, maxPayload u32, nonceT[32]
 //   initiator → target  AUTH    magic u32, version u16, pad u16, slot u32, gen u32,
-//                               nonceI[32], mac[32]
+//                               nonceI[32], mac[32], maxPayloadI u32, peerMac[32]
 //                               mac = HMAC(K, "rdmajs-link-2 initiator" | nonceT | nonceI)
+//                               peerMac = HMAC(KI, "rdmajs-link-4 peer" | nonceT | nonceI)
+//                               (zeros when the initiator's device does not listen: it
+//                               has no KI, and the target never sends requests its way)
 //   target → initiator  WELCOME magic u32, version u16, pad u16, mac[32]
 //                               mac = HMAC(K, "rdmajs-link-2 target" | nonceI | nonceT)
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const LINK_MAGIC = 0x4b4c4452; // 'RDLK'
-export const LINK_VERSION = 3;
+export const LINK_VERSION = 4;
 export const HELLO_BYTES = 44;
-export const AUTH_BYTES = 80;
+export const AUTH_BYTES = 116;
 export const WELCOME_BYTES = 40;
 /** A peer that has not authenticated within this is dropped. */
 export const HANDSHAKE_DEADLINE_MS = 5000;
@@ -26,6 +34,15 @@ export const SECRET_BYTES = 32;
 
 function mac(key: Buffer, role: 'initiator' | 'target', a: Buffer, b: Buffer): Buffer {
   return createHmac('sha256', key).update(`rdmajs-link-2 ${role}`).update(a).update(b).digest();
+}
+
+/** The initiator's proof of its own QP's key KI (protocol 4). */
+function peerMac(key: Buffer, nonceT: Buffer, nonceI: Buffer): Buffer {
+  return createHmac('sha256', key)
+    .update('rdmajs-link-4 peer')
+    .update(nonceT)
+    .update(nonceI)
+    .digest();
 }
 
 /** The QP the connection speaks to: its descriptor slot and generation. */
@@ -66,6 +83,10 @@ export function newSecret(): Buffer {
 export interface Accepted {
   welcome: Buffer;
   target: LinkTarget;
+  /** What the initiator accepts per frame (requests sent its way stay within it). */
+  peerMaxPayload: number;
+  /** True when the initiator proved `key` (base64url): the key of the target QP's RC peer. */
+  provesPeer(key: string): boolean;
 }
 
 /** The target's side: a challenge, then the check of the initiator's answer. */
@@ -97,7 +118,16 @@ export class TargetHandshake {
     const welcome = Buffer.alloc(WELCOME_BYTES);
     preamble(welcome);
     mac(key, 'target', nonceI, this.#nonce).copy(welcome, 8);
-    return { welcome, target };
+    const nonceT = this.#nonce;
+    const nI = Buffer.from(nonceI);
+    const proof = Buffer.from(auth.subarray(84, 116));
+    return {
+      welcome,
+      target,
+      peerMaxPayload: auth.readUInt32LE(80),
+      provesPeer: (k: string) =>
+        timingSafeEqual(peerMac(Buffer.from(k, 'base64url'), nonceT, nI), proof),
+    };
   }
 }
 
@@ -110,10 +140,18 @@ export class InitiatorHandshake {
   /** What the target accepts per frame, from its HELLO. */
   maxPayload = 0;
 
-  /** `key`: the target QP's link key, from its endpoint (`tcp.key`). */
-  constructor(key: Buffer, target: LinkTarget) {
+  readonly #ownKey: Buffer | undefined;
+  readonly #ownMaxPayload: number;
+
+  /**
+   * `key`: the target QP's link key, from its endpoint (`tcp.key`); `ownKey`: the dialing
+   * QP's own (undefined when its device does not listen) and what it accepts per frame.
+   */
+  constructor(key: Buffer, target: LinkTarget, ownKey?: Buffer, ownMaxPayload = 0) {
     this.#key = key;
     this.#target = target;
+    this.#ownKey = ownKey;
+    this.#ownMaxPayload = ownMaxPayload;
   }
 
   /** The AUTH answering `hello`; undefined when it is no HELLO of this protocol. */
@@ -127,6 +165,8 @@ export class InitiatorHandshake {
     a.writeUInt32LE(this.#target.gen, 12);
     this.#nonce.copy(a, 16);
     mac(this.#key, 'initiator', this.#nonceT, this.#nonce).copy(a, 48);
+    a.writeUInt32LE(this.#ownMaxPayload, 80);
+    if (this.#ownKey) peerMac(this.#ownKey, this.#nonceT, this.#nonce).copy(a, 84);
     return a;
   }
 
