@@ -79,15 +79,20 @@ export function writePullRequestHead(out: Uint8Array, table: string, count: numb
       `a pull request of ${count} keys needs ${total} bytes`,
     );
   }
+  // Byte by byte, little-endian: no DataView per request.
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PullRequest;
   out[2] = 0;
   out[3] = 0;
-  const v = viewOf(out);
-  v.setUint16(4, name.length, true);
-  v.setUint16(6, 0, true);
-  v.setUint32(8, count, true);
-  v.setUint32(12, 0, true);
+  out[4] = name.length & 0xff;
+  out[5] = name.length >>> 8;
+  out[6] = 0;
+  out[7] = 0;
+  out[8] = count & 0xff;
+  out[9] = (count >>> 8) & 0xff;
+  out[10] = (count >>> 16) & 0xff;
+  out[11] = count >>> 24;
+  out.fill(0, 12, 16);
   const at = writeName(out, PULL_REQUEST_FIXED, name);
   // A reused buffer: the name's padding must be zero again (the decoder checks it).
   out.fill(0, PULL_REQUEST_FIXED + name.length, at);
