@@ -14,6 +14,12 @@ const EMPTY = new Uint8Array(0);
 const EMPTY32 = new Uint32Array(0);
 /** Plans kept for reuse per client: more than the pulls one process keeps in flight. */
 const MAX_POOLED_PLANS = 64;
+/**
+ * A plan holding more than this (request buffers and index arrays of a huge pull) is not
+ * kept: 64 idle plans of a million keys each would pin gigabytes, and such a pull's own
+ * allocations are small beside its work.
+ */
+const MAX_POOLED_PLAN_BYTES = 1 << 20;
 
 /** Capacity for `n` elements: a power of two, so a batch size that wanders grows it rarely. */
 function capacityFor(n: number, min: number): number {
@@ -25,6 +31,10 @@ function capacityFor(n: number, min: number): number {
 /** One segment's request, in a buffer reused from pull to pull (little-endian hosts). */
 class RequestSlot {
   #buf: Uint8Array = EMPTY;
+  /** The buffer's capacity, bytes. */
+  get capacity(): number {
+    return this.#buf.length;
+  }
   /** The table whose name `#keys32` was laid out after. */
   #table = '';
   /** Key halves (lo, hi) from the request's keys to the end of the buffer. */
@@ -101,7 +111,16 @@ export class PullPlan {
 
   /** Back to its pool for the next pull (only once no call can read its requests). */
   recycle(): void {
-    if (this.#pool.length < MAX_POOLED_PLANS) this.#pool.push(this);
+    if (this.#pool.length < MAX_POOLED_PLANS && this.#bytes() <= MAX_POOLED_PLAN_BYTES) {
+      this.#pool.push(this);
+    }
+  }
+
+  /** What the plan holds on to between pulls. */
+  #bytes(): number {
+    let n = 4 * (this.segOf.length + this.offOf.length + this.#shardOf.length + this.#posOf.length);
+    for (const s of this.#slots) n += s.capacity;
+    return n;
   }
 
   /**
