@@ -43,25 +43,15 @@ export function shardSeed(id: string): number {
   return fmix32(h);
 }
 
-/** log2 of the routes a router remembers (8192 × 16 bytes: 128 KiB per router of 2+ shards). */
-const ROUTE_SLOT_BITS = 13;
-const ROUTE_SLOT_SHIFT = 32 - ROUTE_SLOT_BITS;
-
 /**
  * Rendezvous (highest-random-weight) hashing over shard ids: a key goes to the shard whose
  * score for it is highest. Adding a shard moves only the keys the new shard wins (≈ 1/N of
  * them) and removing one moves only its own keys; no virtual nodes or ring to keep. O(shards)
- * per key, fine for tens of shards; a key routed recently is found in a small direct-mapped
- * table of routes instead (hot keys recur from batch to batch).
+ * per key, fine for tens of shards.
  */
 export class ShardRouter {
   readonly ids: readonly string[];
   readonly #seeds: Int32Array;
-  /**
-   * Routes of recent keys, direct-mapped: (lo, hi, shard + 1, unused) per slot, 0 = empty.
-   * A router is never changed (a new map makes a new one), so its routes never go stale.
-   */
-  readonly #routes: Int32Array;
 
   constructor(ids: readonly string[]) {
     if (!Array.isArray(ids) || ids.length === 0) {
@@ -72,23 +62,14 @@ export class ShardRouter {
     }
     this.ids = [...ids];
     this.#seeds = Int32Array.from(ids, shardSeed);
-    this.#routes = new Int32Array(ids.length > 1 ? 4 << ROUTE_SLOT_BITS : 0);
   }
 
   /** The shard index of the key with halves (lo, hi). */
   shardOfHalves(lo: number, hi: number): number {
     const seeds = this.#seeds;
-    if (seeds.length === 1) return 0;
     // The key's blocks are scrambled once, not once per shard (the score is the same).
     const klo = scramble(lo);
     const khi = scramble(hi);
-    // A key routed before (hot keys recur from batch to batch) is one lookup, not a score per
-    // shard; the slot is taken from the scrambled blocks, so it costs no hash of its own.
-    const routes = this.#routes;
-    const slot = ((klo ^ Math.imul(khi, 0x9e3779b1)) >>> ROUTE_SLOT_SHIFT) << 2;
-    if (routes[slot + 2] !== 0 && routes[slot] === (lo | 0) && routes[slot + 1] === (hi | 0)) {
-      return (routes[slot + 2] as number) - 1;
-    }
     let best = 0;
     let bestScore = -1;
     for (let s = 0; s < seeds.length; s++) {
@@ -98,9 +79,6 @@ export class ShardRouter {
         best = s;
       }
     }
-    routes[slot] = lo;
-    routes[slot + 1] = hi;
-    routes[slot + 2] = best + 1;
     return best;
   }
 
