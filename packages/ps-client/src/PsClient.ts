@@ -2,14 +2,12 @@ import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import { firstNonFinite } from '@rdmajs/ps-server';
 import {
-  allocatePullRequest,
   allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
   decodePushReply,
   decodeTableInfoReply,
   encodePullDenseRequest,
-  encodePullRequest,
   encodePushDenseRequest,
   encodePushRequest,
   encodeTableInfoRequest,
@@ -18,7 +16,6 @@ import {
   MAX_MESSAGE_BYTES,
   PsMessageKind,
   PsMethod,
-  PULL_REPLY_FIXED,
   type PushReply,
   pushRequestLength,
   type TableInfo,
@@ -29,6 +26,7 @@ import { ClientTransports, type TransportChoice, type TransportPorts } from './C
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
+import { PullPlan } from './internal/PullPlan.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
@@ -117,23 +115,6 @@ export interface MissingRows {
   missingCount: number;
   /** Shards whose part did not arrive. */
   missingShards: string[];
-}
-
-/** A partial pull's rows: `missing` is set. */
-/** A pull's requests and where its rows will be, made before anything is sent. */
-interface PullPlan {
-  readonly n: number;
-  readonly distinct: number;
-  /** The map and links the pull was planned on (whatever changes meanwhile). */
-  readonly router: ShardRouter;
-  readonly links: readonly ShardLink[];
-  readonly counts: Uint32Array;
-  /** Segment g of shard s: segBase[s] ≤ g < segBase[s + 1]. */
-  readonly segBase: Uint32Array;
-  readonly reqs: Uint8Array[];
-  readonly segKeys: BigUint64Array[];
-  readonly segOf: Uint32Array;
-  readonly offOf: Uint32Array;
 }
 
 const releaseReply = (r: HeldReply): void => r.release();
@@ -264,6 +245,8 @@ export class PsClient {
   #router: ShardRouter;
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
+  /** Plans of pulls whose rows were released, for the next pulls (see PullPlan). */
+  readonly #plans: PullPlan[] = [];
   readonly #signature: string;
   #base: LinkBase | undefined;
   #shardMap: EtcdShardMap | undefined;
@@ -680,99 +663,23 @@ export class PsClient {
       : this.#fetchWhole(t, plan, deadlineMs);
   }
 
-  /**
-   * The synchronous part of a pull: distinct keys, their shards, each segment's request with
-   * its keys written in, and where each requested row will be. A plain method of its own (no
-   * closure captures its locals), so its per-key loops keep them in registers.
-   */
+  /** The synchronous part of a pull (see PullPlan), in a plan reused from an earlier pull. */
   #plan(table: string, t: TableShape, keys: BigUint64Array): PullPlan {
-    const n = keys.length;
-    const dim = t.dim;
-    // De-duplicate: each distinct key is fetched once, from its shard. The deduper's arrays
-    // are this client's scratch, read only in this synchronous part (before any await).
-    const h = halvesOf(keys);
-    const distinct = this.#deduper.run(h, n);
-    const { firstAt, uniqueOf } = this.#deduper;
+    const plan = PullPlan.take(this.#plans);
     // One map for the whole call, whatever changes meanwhile.
-    const router = this.#router;
-    const links = this.#links;
-    const S = links.length;
-    const counts = new Uint32Array(S);
-    const shardOf = new Uint32Array(distinct);
-    const posOf = new Uint32Array(distinct);
-    for (let u = 0; u < distinct; u++) {
-      const i = firstAt[u] as number;
-      const s = router.shardOfHalves(h[2 * i] as number, h[2 * i + 1] as number);
-      shardOf[u] = s;
-      posOf[u] = (counts[s] as number)++;
-    }
-    // A shard's part goes in requests whose replies fit in one message, fetched in parallel;
-    // segment c of shard s holds its keys [c·perRequest, (c+1)·perRequest).
-    const perRequest = Math.max(1, Math.floor((MAX_MESSAGE_BYTES - PULL_REPLY_FIXED) / (4 * dim)));
-    const segBase = new Uint32Array(S + 1);
-    for (let s = 0; s < S; s++)
-      segBase[s + 1] = (segBase[s] as number) + Math.ceil((counts[s] as number) / perRequest);
-    const nSeg = segBase[S] as number;
-    // Each segment's request with its keys written once, straight into it (no per-shard
-    // arrays copied again by an encoder).
-    const reqs = new Array<Uint8Array>(nSeg);
-    const segKeys = new Array<BigUint64Array>(nSeg);
-    for (let s = 0; s < S; s++) {
-      const count = counts[s] as number;
-      for (let c = 0, g = segBase[s] as number; g < (segBase[s + 1] as number); c++, g++) {
-        const len = Math.min(perRequest, count - c * perRequest);
-        if (LITTLE_ENDIAN) {
-          const r = allocatePullRequest(table, len);
-          reqs[g] = r.bytes;
-          segKeys[g] = r.keys;
-        } else segKeys[g] = new BigUint64Array(len);
-      }
-    }
-    if (LITTLE_ENDIAN) {
-      // Copied as u32 halves (views of the keys): no bigint per key.
-      const sh = segKeys.map(halvesOf);
-      for (let u = 0; u < distinct; u++) {
-        const p = posOf[u] as number;
-        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-        const to = sh[(segBase[shardOf[u] as number] as number) + c] as Uint32Array;
-        const at = 2 * (p - c * perRequest);
-        const i = firstAt[u] as number;
-        to[at] = h[2 * i] as number;
-        to[at + 1] = h[2 * i + 1] as number;
-      }
-    } else {
-      for (let u = 0; u < distinct; u++) {
-        const p = posOf[u] as number;
-        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-        const to = segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
-        to[p - c * perRequest] = keys[firstAt[u] as number] as bigint;
-      }
-      // In-place requests are native order: a big-endian host encodes portable copies.
-      for (let g = 0; g < nSeg; g++) {
-        reqs[g] = encodePullRequest({ table, keys: segKeys[g] as BigUint64Array });
-      }
-    }
-    // Where each requested row will be: its segment and offset there (the routing decides).
-    const segOf = new Uint32Array(n);
-    const offOf = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      const u = uniqueOf[i] as number;
-      const p = posOf[u] as number;
-      const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-      segOf[i] = (segBase[shardOf[u] as number] as number) + c;
-      offOf[i] = (p - c * perRequest) * dim;
-    }
+    plan.build(table, t.dim, keys, this.#deduper, this.#router, this.#links);
     this.#counts.pulls++;
-    this.#counts.keysRequested += n;
-    this.#counts.keysFetched += distinct;
-    return { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf };
+    this.#counts.keysRequested += plan.n;
+    this.#counts.keysFetched += plan.distinct;
+    return plan;
   }
 
   /** A pull that takes what answered by its deadline (`partial`). */
   async #fetchPartial(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
-    const { n, distinct, router, links, counts, segBase, reqs, segKeys, segOf, offOf } = plan;
+    // Not recycled: calls that missed the deadline may still send (and resend) its requests.
+    const { n, distinct, links, counts, segBase, reqs, segLen, segOf, offOf, nSeg } = plan;
+    const router = plan.router as ShardRouter;
     const S = links.length;
-    const nSeg = reqs.length;
     const dim = t.dim;
     // A partial pull stops waiting at its deadline; the late calls end on their own deadline.
     let timer: NodeJS.Timeout | undefined;
@@ -791,7 +698,7 @@ export class PsClient {
       }
       held.push(reply);
       const r = decodePullReply(reply.bytes);
-      if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
+      if (r.dim !== dim || r.count !== segLen[g]) {
         throw new PsClientError(
           'ERR_PS_CLIENT_SHARD_MISMATCH',
           `shard ${link.label} answered ${r.count} × ${r.dim}`,
@@ -851,7 +758,7 @@ export class PsClient {
       // The table's init, as the store would give for an unseen key, one segment per chunk.
       for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
         segMissed[g] = 1;
-        const kh = halvesOf(segKeys[g] as BigUint64Array);
+        const kh = plan.keyHalves(g);
         const len = kh.length / 2;
         const seg = new Float32Array(len * dim);
         for (let j = 0; j < len; j++) {
@@ -872,7 +779,7 @@ export class PsClient {
     const whole =
       segments.length === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
     const missingShards = router.ids.filter((_, s) => missedSet.has(s));
-    return new PulledRows(dim, segments, segOf, offOf, held, whole, {
+    return new PulledRows(dim, n, segments, segOf, offOf, held, whole, undefined, {
       missing,
       missingCount,
       missingShards,
@@ -885,10 +792,9 @@ export class PsClient {
    * later, are released). No closure or async step per shard.
    */
   async #fetchWhole(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
-    const { n, distinct, links, segBase, reqs, segKeys, segOf, offOf } = plan;
+    const { n, distinct, links, segBase, reqs, segLen, nSeg, calls, segments } = plan;
     const S = links.length;
-    const nSeg = reqs.length;
-    const calls = new Array<Promise<RpcReply>>(nSeg);
+    calls.length = nSeg;
     for (let s = 0; s < S; s++) {
       const link = links[s] as ShardLink;
       for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
@@ -899,17 +805,18 @@ export class PsClient {
     try {
       replies = await Promise.all(calls);
     } catch (err) {
+      // The plan is dropped, not reused: calls still pending hold its requests.
       for (const c of calls) c.then(releaseReply, ignore);
       throw err;
     }
     const dim = t.dim;
-    const segments = new Array<Float32Array>(nSeg);
+    segments.length = nSeg;
     for (let s = 0; s < S; s++) {
       for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
         let r: ReturnType<typeof decodePullReply>;
         try {
           r = decodePullReply((replies[g] as RpcReply).bytes);
-          if (r.dim !== dim || r.count !== (segKeys[g] as BigUint64Array).length) {
+          if (r.dim !== dim || r.count !== segLen[g]) {
             const label = (links[s] as ShardLink).label;
             throw new PsClientError(
               'ERR_PS_CLIENT_SHARD_MISMATCH',
@@ -926,7 +833,18 @@ export class PsClient {
     }
     // One segment holding exactly the distinct keys, which are the request: a view as it is.
     const whole = nSeg === 1 && distinct === n ? (segments[0] as Float32Array) : undefined;
-    return new PulledRows(dim, segments, segOf, offOf, replies, whole, undefined);
+    // Every call settled: the plan goes back to the pool when the rows are released.
+    return new PulledRows(
+      dim,
+      n,
+      segments,
+      plan.segOf,
+      plan.offOf,
+      replies,
+      whole,
+      plan,
+      undefined,
+    );
   }
 
   /**

@@ -5,6 +5,11 @@ export interface HeldReply {
   release(): void;
 }
 
+/** What gives the pull's plan (its index arrays and request buffers) back for reuse. */
+export interface RecyclablePlan {
+  recycle(): void;
+}
+
 /** Replies of a PulledRows that was dropped without `release()`: given back by the GC. */
 const dropped = new FinalizationRegistry<HeldReply[]>((replies) => {
   for (const r of replies) r.release();
@@ -35,21 +40,28 @@ export class PulledRows implements Disposable {
   readonly #segOf: Uint32Array;
   readonly #offOf: Uint32Array;
   readonly #replies: HeldReply[];
+  readonly #plan: RecyclablePlan | undefined;
   #rows: Float32Array | undefined;
   #released = false;
 
-  /** @internal Built by PsClient: row i is `segments[segOf[i]]` from float `offOf[i]`. */
+  /**
+   * @internal Built by PsClient: row i (< count) is `segments[segOf[i]]` from float
+   * `offOf[i]`; `plan`, which owns `segments`, `segOf` and `offOf`, is recycled at `release()`.
+   */
   constructor(
     dim: number,
+    count: number,
     segments: readonly Float32Array[],
     segOf: Uint32Array,
     offOf: Uint32Array,
     replies: HeldReply[],
     /** The rows in request order as one view, when one segment is exactly that. */
     whole: Float32Array | undefined,
+    plan: RecyclablePlan | undefined,
     mask: { missing: Uint8Array; missingCount: number; missingShards: string[] } | undefined,
   ) {
-    this.count = segOf.length;
+    this.count = count;
+    this.#plan = plan;
     this.dim = dim;
     this.#segments = segments;
     this.#segOf = segOf;
@@ -120,6 +132,8 @@ export class PulledRows implements Disposable {
     this.#rows = undefined;
     dropped.unregister(this);
     for (const r of this.#replies) r.release();
+    // Its arrays are only read through this object, which is released now.
+    this.#plan?.recycle();
   }
 
   [Symbol.dispose](): void {

@@ -208,6 +208,46 @@ describe('PsClient against three in-process shards', () => {
     await expect(c.pull('emb', [1n])).rejects.toMatchObject({ code: 'ERR_PS_CLIENT_CLOSED' });
   });
 
+  it('pulls reuse their plans: varying batches and tables, held rows stay right while later pulls reuse released plans', async () => {
+    const ref = new ParameterStore(parseServiceTables(spec));
+    const want = (table: string, dim: number, keys: BigUint64Array) => {
+      const out = new Float32Array(keys.length * dim);
+      ref.pullInto(table, keys, out);
+      return bits(out);
+    };
+    // Keys no other test pushed to (their rows are the init on every shard and in `ref`).
+    const batch = (n: number, salt: number) =>
+      BigUint64Array.from(
+        { length: n },
+        (_, i) => 5_000_000_000n + BigInt(((i * 7919 + salt) % (n + 3)) + salt),
+      );
+    // A pull held across the others: its plan is not reused until it is released.
+    const heldKeys = batch(50, 11);
+    const held = await client.pull('emb', heldKeys);
+    const heldWant = want('emb', 4, heldKeys);
+    for (let round = 0; round < 30; round++) {
+      const n = 1 + ((round * 37) % 90);
+      const [table, dim] = round % 3 === 2 ? ['wide', 32] : ['emb', 4];
+      const keys = batch(n, round * 1000);
+      // Two at once: each takes its own plan.
+      const other = batch(n + 5, round * 1000 + 500);
+      const [a, b] = await Promise.all([
+        pulledRows(client.pull(table as string, keys)),
+        pulledRows(client.pull('emb', other)),
+      ]);
+      expect(bits(a)).toEqual(want(table as string, dim as number, keys));
+      expect(bits(b)).toEqual(want('emb', 4, other));
+    }
+    const got = new Float32Array(heldKeys.length * 4);
+    for (let i = 0; i < held.count; i++) got.set(held.row(i), i * 4);
+    expect(bits(got)).toEqual(heldWant);
+    held.release();
+    expect(() => held.row(0)).toThrow(expect.objectContaining({ code: 'ERR_PS_CLIENT_RELEASED' }));
+    // Its plan is reused by the next pull; the released rows stay unusable.
+    await pulledRows(client.pull('emb', heldKeys));
+    expect(() => held.row(0)).toThrow(expect.objectContaining({ code: 'ERR_PS_CLIENT_RELEASED' }));
+  });
+
   it('a push of wide rows (each copied with one set into its shard request) matches a single store', async () => {
     const ref = new ParameterStore(parseServiceTables(spec));
     const keys = BigUint64Array.from({ length: 40 }, (_, i) => BigInt(1000 + ((i * 7) % 37)));

@@ -58,16 +58,45 @@ export function allocatePullRequest(
   table: string,
   count: number,
 ): { bytes: Uint8Array; keys: BigUint64Array } {
+  const out = new Uint8Array(pullRequestLength(table, count));
+  const at = writePullRequestHead(out, table, count);
+  return { bytes: out, keys: new BigUint64Array(out.buffer, at, count) };
+}
+
+/**
+ * Writes a pull request's fixed part and table at the start of `out` (which must hold at
+ * least `pullRequestLength(table, count)` bytes; its first `pullRequestLength` bytes are the
+ * request once the keys are in); returns the byte offset of the keys in `out`. For a client
+ * that reuses its request buffers from pull to pull: no allocation per request.
+ */
+export function writePullRequestHead(out: Uint8Array, table: string, count: number): number {
   const name = nameBytes(table, 'table');
   checkU32(count, 'count');
-  const out = new Uint8Array(pullRequestLength(table, count));
-  const v = viewOf(out);
+  const total = pullRequestLength(table, count);
+  if (!(out instanceof Uint8Array) || out.length < total) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `a pull request of ${count} keys needs ${total} bytes`,
+    );
+  }
+  // Byte by byte, little-endian: no DataView per request.
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PullRequest;
-  v.setUint16(4, name.length, true);
-  v.setUint32(8, count, true);
+  out[2] = 0;
+  out[3] = 0;
+  out[4] = name.length & 0xff;
+  out[5] = name.length >>> 8;
+  out[6] = 0;
+  out[7] = 0;
+  out[8] = count & 0xff;
+  out[9] = (count >>> 8) & 0xff;
+  out[10] = (count >>> 16) & 0xff;
+  out[11] = count >>> 24;
+  out.fill(0, 12, 16);
   const at = writeName(out, PULL_REQUEST_FIXED, name);
-  return { bytes: out, keys: new BigUint64Array(out.buffer, at, count) };
+  // A reused buffer: the name's padding must be zero again (the decoder checks it).
+  out.fill(0, PULL_REQUEST_FIXED + name.length, at);
+  return at;
 }
 
 export function encodePullRequest(req: PullRequest): Uint8Array {

@@ -34,6 +34,7 @@ export {
   pullReplyInto,
   pullReplyLength,
   pullRequestLength,
+  writePullRequestHead,
 } from './Pull.js';
 export {
   allocatePushRequest,

@@ -26,6 +26,8 @@ import {
   pullDenseReplyLength,
   pullReplyInto,
   pullReplyLength,
+  pullRequestLength,
+  writePullRequestHead,
 } from '../src/index.js';
 
 const nameArb = fc.stringMatching(/^[A-Za-z0-9_.-]{1,40}$/);
@@ -74,6 +76,29 @@ describe('ps-wire round trips', () => {
         expect(Array.from(decodePullRequest(r.bytes).keys)).toEqual(Array.from(keys));
       }),
     );
+  });
+
+  it('pull requests written over a reused buffer (old bytes in it) equal the encoded ones', () => {
+    fc.assert(
+      fc.property(nameArb, keysArb, fc.integer({ min: 0, max: 255 }), (table, keys, junk) => {
+        const len = pullRequestLength(table, keys.length);
+        const buf = new Uint8Array(len + 24).fill(junk);
+        const at = writePullRequestHead(buf, table, keys.length);
+        expect(at % 8).toBe(0);
+        new BigUint64Array(buf.buffer, at, keys.length).set(keys);
+        const req = buf.subarray(0, len);
+        expect(Array.from(req)).toEqual(Array.from(encodePullRequest({ table, keys })));
+        expect(Array.from(decodePullRequest(req).keys)).toEqual(Array.from(keys));
+      }),
+    );
+  });
+
+  it('a pull request head refuses a buffer too short for it, typed', () => {
+    const short = new Uint8Array(pullRequestLength('t', 4) - 1);
+    expect(() => writePullRequestHead(short, 't', 4)).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }),
+    );
+    expect(() => writePullRequestHead(new Uint8Array(64), 'bad name!', 1)).toThrow(PsWireError);
   });
 
   it('pull reply', () => {

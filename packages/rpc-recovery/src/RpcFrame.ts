@@ -1,4 +1,5 @@
 import { RpcDecodeError, RpcError } from './errors.js';
+import { MethodNames } from './internal/MethodNames.js';
 import { checkInt, checkKnownKeys, describeValue, ownOptions } from './internal/validate.js';
 import { MAX_EPOCH } from './SessionAuthority.js';
 
@@ -138,6 +139,9 @@ const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** Method names that passed METHOD (a client uses a few, over and over): no RegExp per call. */
 const goodMethods = new Set<string>();
 const GOOD_METHODS_MAX = 256;
+
+/** Names of decoded requests (a server sees few): found again without building a string. */
+const decodedMethods = new MethodNames(16);
 
 function rememberMethod(method: string): boolean {
   if (!METHOD.test(method)) return false;
@@ -491,13 +495,17 @@ export function decodeRpcFrame(
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (bytes[0] === RpcFrameKind.Request) {
     const methodLength = v.getUint16(32);
-    let method = '';
-    for (let i = 0; i < methodLength; i++) {
-      const c = bytes[REQUEST_HEADER_BYTES + i] as number;
-      if (!isMethodChar(c)) {
-        throw protocol(`byte 0x${c.toString(16)} in a method name`, REQUEST_HEADER_BYTES + i);
+    let method = decodedMethods.find(bytes, REQUEST_HEADER_BYTES, methodLength);
+    if (method === undefined) {
+      method = '';
+      for (let i = 0; i < methodLength; i++) {
+        const c = bytes[REQUEST_HEADER_BYTES + i] as number;
+        if (!isMethodChar(c)) {
+          throw protocol(`byte 0x${c.toString(16)} in a method name`, REQUEST_HEADER_BYTES + i);
+        }
+        method += String.fromCharCode(c);
       }
-      method += String.fromCharCode(c);
+      decodedMethods.add(method);
     }
     const start = REQUEST_HEADER_BYTES + pad8(methodLength);
     // Checked zero, not ignored: a frame has one encoding (no covert or stale bytes).

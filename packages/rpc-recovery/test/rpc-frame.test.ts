@@ -104,6 +104,45 @@ describe('RPC frame codec', () => {
     );
   });
 
+  it('method names are found again from their bytes: a name one byte off, a bad byte or a 17th name still decode (or fail) as themselves', () => {
+    const frame = (method: string) => {
+      const h = encodeRequestHeader(
+        {
+          requestId: 1,
+          sessionSeq: 0,
+          ackBelow: 0,
+          epoch: 1,
+          idempotent: true,
+          deadlineMs: 100,
+          method,
+          payloadLength: 0,
+        },
+        LIMITS,
+      );
+      return h;
+    };
+    const method = (b: Uint8Array) => {
+      const f = decodeRpcFrame(b, LIMITS);
+      if (f.kind !== 'request') throw new Error('not a request');
+      return f.header.method;
+    };
+    const first = method(frame('ps.pull'));
+    expect(first).toBe('ps.pull');
+    // The same bytes again: the same name; bytes one off: their own name.
+    expect(method(frame('ps.pull'))).toBe('ps.pull');
+    expect(method(frame('ps.pulm'))).toBe('ps.pulm');
+    expect(method(frame('ps.pul'))).toBe('ps.pul');
+    // A byte no name may hold, at a kept name's length, is refused as before.
+    const bad = frame('ps.pull');
+    bad[REQUEST_HEADER_BYTES + 6] = 0x20;
+    expect(() => decodeRpcFrame(bad, LIMITS)).toThrow(RpcDecodeError);
+    // More names than are kept: every one still decodes as itself.
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 40; i++) expect(method(frame(`m${i}`))).toBe(`m${i}`);
+    }
+    expect(method(frame('ps.pull'))).toBe('ps.pull');
+  });
+
   it('responses round trip', () => {
     fc.assert(
       fc.property(
