@@ -26,6 +26,7 @@ const LIMITS = rpcFrameLimits({
   maxErrorMessageBytes: 64,
 });
 
+const utf8 = new TextEncoder();
 const methodArb = fc.stringMatching(/^[A-Za-z0-9_.:/-]{1,32}$/);
 const requestArb: fc.Arbitrary<RpcRequestHeader> = fc.record({
   requestId: fc.integer({ min: 0, max: 0xffff_ffff }),
@@ -42,7 +43,10 @@ const errorResponseArb: fc.Arbitrary<RpcResponseHeader> = fc.record({
   epoch: fc.integer({ min: 1, max: 0xffff_ffff }),
   status: fc.constantFrom(RpcStatus.Error, RpcStatus.Rejected, RpcStatus.Unknown),
   errorCode: fc.stringMatching(/^[A-Z0-9_]{1,64}$/),
-  errorMessage: fc.string({ unit: 'grapheme', maxLength: 16 }),
+  // 16 graphemes can exceed the 64-byte limit (combining marks, emoji sequences): by bytes.
+  errorMessage: fc
+    .string({ unit: 'grapheme', maxLength: 16 })
+    .filter((s) => utf8.encode(s).length <= LIMITS.maxErrorMessageBytes),
   payloadLength: fc.constant(0),
 });
 const okResponseArb: fc.Arbitrary<RpcResponseHeader> = fc.record({
