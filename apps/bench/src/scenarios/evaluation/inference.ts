@@ -1,9 +1,8 @@
 import type { Result } from '../../report/Result.js';
-import { collectGarbage } from '../../stats/collectGarbage.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
-import { type Capacity, closedLoopRps } from './capacity.js';
-import { runOpenLoop } from './openLoop.js';
-import { EVAL_DIM, type PsTarget } from './PsTarget.js';
+import type { ClientProcess } from './ClientProcess.js';
+import type { Capacity } from './capacity.js';
+import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
 export interface InferenceOptions {
@@ -63,35 +62,30 @@ export function fetchWorkload(o: InferenceOptions): FetchWorkload {
   return { requests, meanKeys, sizeBytes: Math.round(meanKeys) * EVAL_DIM * 4 };
 }
 
-/** One open-loop fetch row: `target` at `rate` requests per second. */
+/**
+ * One open-loop fetch row: `target` at `rate` requests per second, its arrivals generated and
+ * its latencies recorded in the target's own client process (which holds `w`'s requests).
+ * No GC is forced between rows: each client process collects its own garbage, inside its own
+ * calls, as a user's does.
+ */
 export async function measureFetch(
-  t: PsTarget,
+  t: ClientProcess,
   w: FetchWorkload,
   rate: number,
   durationMs: number,
   seed: number,
   row: { op: string; baselineOp: string } & Record<string, unknown>,
 ): Promise<Result> {
-  // The clients of every target share this process: the previous row's garbage (gRPC's and
-  // TCP's replies are heap Buffers) is collected before this row, not inside it.
-  collectGarbage();
-  const cpu0 = t.cpuUs();
-  const r = await runOpenLoop((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), {
-    rate,
-    durationMs,
-    maxOutstanding: MAX_OUTSTANDING,
-    seed,
-  });
-  const cpu = t.cpuUs() - cpu0;
-  const co = r.fromArrival.summary();
-  const lag = r.lag.summary();
+  const r = await t.fetch({ rate, durationMs, maxOutstanding: MAX_OUTSTANDING, seed });
+  const co = r.fromArrival;
+  const lag = r.lag;
   return {
     transport: t.transport,
     sizeBytes: w.sizeBytes,
     meanKeys: w.meanKeys,
     ...row,
-    ...r.latency.summary(),
-    cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+    ...r.latency,
+    cpuUsPerOp: r.completed > 0 ? r.cpuUs / r.completed : Number.NaN,
     coP50Us: co.p50Us,
     coMeanUs: co.meanUs,
     coP99Us: co.p99Us,
@@ -102,18 +96,16 @@ export async function measureFetch(
     failed: r.failed,
     lagMeanUs: lag.meanUs,
     lagP99Us: lag.p99Us,
-    rssBytes: t.rssBytes(),
+    rssBytes: r.rssBytes,
   };
 }
 
+/** Inference warm-up pulls per target before its capacity probe. */
+export const FETCH_WARMUP_PULLS = 300;
+
 /** Closed-loop capacity of one target, `CAPACITY_CONCURRENCY` pulls always in flight. */
-export async function measureCapacity(
-  t: PsTarget,
-  w: FetchWorkload,
-  probeMs: number,
-): Promise<Capacity> {
-  const pull = (k: number) => t.pull(w.requests[k % w.requests.length] as BigUint64Array);
-  const rps = await closedLoopRps(pull, CAPACITY_CONCURRENCY, probeMs);
+export async function measureCapacity(t: ClientProcess, probeMs: number): Promise<Capacity> {
+  const rps = await t.capacity(CAPACITY_CONCURRENCY, probeMs);
   return { rps, concurrency: CAPACITY_CONCURRENCY };
 }
 
@@ -126,24 +118,24 @@ export async function measureCapacity(
  * in a rotating order so a burst of machine noise does not land on one side only.
  */
 export async function runInference(
-  targets: readonly PsTarget[],
+  targets: readonly ClientProcess[],
+  w: FetchWorkload,
   o: InferenceOptions,
   progress: (label: string) => void,
 ): Promise<Result[]> {
-  const w = fetchWorkload(o);
   for (const t of targets) {
     progress(`inference warm-up (${t.transport})`);
-    for (let k = 0; k < 300; k++) await t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+    await t.warmUp(FETCH_WARMUP_PULLS, 0);
   }
-  const capacity = new Map<PsTarget, Capacity>();
+  const capacity = new Map<ClientProcess, Capacity>();
   for (const t of targets) {
     progress(`inference capacity probe (${t.transport}, closed loop)`);
-    capacity.set(t, await measureCapacity(t, w, o.probeMs));
+    capacity.set(t, await measureCapacity(t, o.probeMs));
   }
-  const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as PsTarget);
+  const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as ClientProcess);
   const tcpCapacity = (capacity.get(reference) as Capacity).rps;
   const grpc = targets.find((t) => t.transport === 'grpc');
-  const capacityOf = (t: PsTarget) => (capacity.get(t) as Capacity).rps;
+  const capacityOf = (t: ClientProcess) => (capacity.get(t) as Capacity).rps;
   // Every (load, basis) point, each with the targets it runs on.
   const points = [
     ...o.loads.map((load) => ({ load, own: false, on: targets })),
@@ -157,7 +149,7 @@ export async function runInference(
   ];
   const results: Result[] = [];
   for (const [li, p] of points.entries()) {
-    const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as PsTarget);
+    const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as ClientProcess);
     for (const t of order) {
       const own = capacity.get(t) as Capacity;
       const basis = p.own ? capacityOf(grpc ?? t) : tcpCapacity;

@@ -1,0 +1,154 @@
+// One evaluation target's clients, run as their own process (`ClientProcess`): the open-loop
+// arrivals, closed loops and incast bursts are generated here and latencies recorded here, so
+// each target's garbage is collected in its own process, inside its own calls, and its event
+// loop serves no other target. One summary goes back per row. argv[2]: JSON ClientProcessArgs.
+
+import { exitWithParent } from '../../peers/IpcChild.js';
+import { cpuNowUs } from '../../stats/cpu.js';
+import { closedLoopRps } from './capacity.js';
+import type {
+  ClientInfoReply,
+  ClientProcessArgs,
+  ClientProcessRequest,
+  FetchRowReply,
+  IncastRowReply,
+} from './clientProtocol.js';
+import { runIncast } from './incast.js';
+import { runOpenLoop } from './openLoop.js';
+import { EVAL_DIM, GrpcPsTarget, type PsTarget, RdmajsPsTarget } from './PsTarget.js';
+
+exitWithParent();
+const args = JSON.parse(process.argv[2] ?? '{}') as ClientProcessArgs;
+
+let target: PsTarget;
+try {
+  target =
+    args.kind === 'grpc'
+      ? GrpcPsTarget.connect(args.ports)
+      : await RdmajsPsTarget.connect(args.servers, args.side, args.provider, args.options);
+} catch (err) {
+  process.send?.({ startError: (err as Error).message });
+  process.exit(1);
+}
+
+let fetchPool: BigUint64Array[] = [];
+let pushPool: BigUint64Array[] = [];
+/** Gradients of a push batch, by its key count (all zero-ish, allocated once). */
+const grads = new Map<number, Float32Array>();
+const gradsFor = (keys: BigUint64Array): Float32Array => {
+  let g = grads.get(keys.length);
+  if (g === undefined) {
+    g = new Float32Array(keys.length * EVAL_DIM).fill(0.001);
+    grads.set(keys.length, g);
+  }
+  return g;
+};
+const pull = (k: number) => target.pull(fetchPool[k % fetchPool.length] as BigUint64Array);
+const push = (k: number, writer: number) => {
+  const keys = pushPool[k % pushPool.length] as BigUint64Array;
+  return target.push(keys, gradsFor(keys), writer);
+};
+
+const count = (x: unknown, min = 0): boolean => Number.isSafeInteger(x) && (x as number) >= min;
+const positive = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x) && x > 0;
+const isPool = (p: unknown): p is BigUint64Array[] =>
+  Array.isArray(p) && p.every((b) => b instanceof BigUint64Array && b.length > 0);
+
+function need(ok: boolean, m: ClientProcessRequest): void {
+  if (!ok)
+    throw new Error(
+      `bad ${m.op} request ${JSON.stringify(m, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`,
+    );
+}
+
+const rssBytes = () => process.memoryUsage.rss();
+
+async function handle(m: ClientProcessRequest): Promise<unknown> {
+  switch (m.op) {
+    case 'workload': {
+      need(isPool(m.fetch) && isPool(m.push), m);
+      fetchPool = m.fetch;
+      pushPool = m.push;
+      return null;
+    }
+    case 'warmup': {
+      need(count(m.pulls) && count(m.pushes), m);
+      need((m.pulls === 0 || fetchPool.length > 0) && (m.pushes === 0 || pushPool.length > 0), m);
+      for (let k = 0; k < m.pulls; k++) await pull(k);
+      for (let k = 0; k < m.pushes; k++) await push(k, 0);
+      return null;
+    }
+    case 'capacity': {
+      need(count(m.concurrency, 1) && positive(m.durationMs) && fetchPool.length > 0, m);
+      return closedLoopRps(pull, m.concurrency, m.durationMs);
+    }
+    case 'fetch': {
+      need(
+        positive(m.rate) &&
+          positive(m.durationMs) &&
+          count(m.maxOutstanding, 1) &&
+          count(m.seed) &&
+          fetchPool.length > 0,
+        m,
+      );
+      // The window: first arrival to last completion, nothing of IPC in it.
+      const cpu0 = cpuNowUs();
+      const r = await runOpenLoop(pull, m);
+      const cpuUs = cpuNowUs() - cpu0;
+      return {
+        latency: r.latency.summary(),
+        fromArrival: r.fromArrival.summary(),
+        lag: r.lag.summary(),
+        completed: r.completed,
+        dropped: r.dropped,
+        failed: r.failed,
+        seconds: r.seconds,
+        cpuUs,
+        rssBytes: rssBytes(),
+      } satisfies FetchRowReply;
+    }
+    case 'incast': {
+      need(
+        count(m.concurrency, 1) && count(m.bursts, 1) && count(m.gapMs) && pushPool.length > 0,
+        m,
+      );
+      const c = m.concurrency;
+      const cpu0 = cpuNowUs();
+      const r = await runIncast((b, w) => push(b * c + w, w), m);
+      const cpuUs = cpuNowUs() - cpu0;
+      return {
+        latency: r.latency.summary(),
+        count: r.latency.count,
+        failed: r.failed,
+        busyMs: r.busyMs,
+        seconds: r.seconds,
+        cpuUs,
+        rssBytes: rssBytes(),
+      } satisfies IncastRowReply;
+    }
+    case 'info': {
+      const info: ClientInfoReply = { rssBytes: rssBytes() };
+      if (target instanceof RdmajsPsTarget) {
+        const registered = target.registeredBytes();
+        const qps = target.qps();
+        if (registered !== undefined) info.registeredBytes = registered;
+        if (qps !== undefined) info.qps = qps;
+      }
+      return info;
+    }
+    case 'exit':
+      await target.close();
+      setImmediate(() => process.exit(0));
+      return null;
+    default:
+      throw new Error(`unknown op ${String((m as { op: unknown }).op)}`);
+  }
+}
+
+process.on('message', (m: ClientProcessRequest & { id: number }) => {
+  void handle(m).then(
+    (result) => process.send?.({ id: m.id, result }),
+    (err: Error) => process.send?.({ id: m.id, error: err.message }),
+  );
+});
+process.send?.({ ready: true });
