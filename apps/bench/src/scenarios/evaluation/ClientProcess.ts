@@ -53,20 +53,20 @@ export interface ClientPools {
   push: readonly BigUint64Array[];
 }
 
-/** A row's figures with the cost of every process: the client process and each server. */
+/** A round's reply (the row so far) with what the servers spent over that round. */
 export type Costed<T> = T & {
-  /** CPU of the client process and every server process over the row, µs. */
-  cpuUs: number;
-  /** Resident memory of the client process and every server process at the row's end, bytes. */
-  rssBytes: number;
+  /** CPU of every server process over this round, µs (add up the rounds of a row). */
+  serversCpuUs: number;
+  /** Resident memory of every server process at this round's end, bytes. */
+  serversRssBytes: number;
 };
 
 /**
  * One evaluation target's clients in their own process (`client-process.ts`, forked through
- * IpcChild): the bench sends it the workload once, then asks for whole rows (an open-loop
- * fetch, a closed-loop probe, an incast) and gets one summary back per row. The client gets its
+ * IpcChild): the bench sends it the workload once, then asks for rows (an open-loop fetch,
+ * a closed-loop probe, an incast), in rounds, and gets one summary back per round. The client gets its
  * own GC and event loop, as a user's does; the bench never forces a GC between rows. Server
- * CPU over a row is read from /proc around the request. A process that fails, misses a
+ * CPU over a round is read from /proc around the request. A process that fails, misses a
  * deadline or answers malformed is killed before the error surfaces.
  */
 export class ClientProcess {
@@ -130,7 +130,8 @@ export class ClientProcess {
     return this.#check(finite(rps) && rps >= 0, rps);
   }
 
-  async fetch(o: OpenLoopOptions): Promise<Costed<FetchRowReply>> {
+  /** One round of a fetch row (`fresh`: the row's first); the reply is the row so far. */
+  async fetch(o: OpenLoopOptions & { fresh: boolean }): Promise<Costed<FetchRowReply>> {
     return this.#costed(
       { op: 'fetch', ...o },
       o.durationMs,
@@ -141,7 +142,11 @@ export class ClientProcess {
     );
   }
 
-  async incast(o: IncastOptions, expectedMs: number): Promise<Costed<IncastRowReply>> {
+  /** One round of an incast row (`fresh`: the row's first); the reply is the row so far. */
+  async incast(
+    o: IncastOptions & { firstBurst: number; fresh: boolean },
+    expectedMs: number,
+  ): Promise<Costed<IncastRowReply>> {
     return this.#costed(
       { op: 'incast', ...o },
       expectedMs,
@@ -182,13 +187,9 @@ export class ClientProcess {
   ): Promise<Costed<T>> {
     const servers0 = sumOver(this.serverPids(), procThreadsCpuUs);
     const r = await this.ipc.request<T>(req, expectedMs + ROW_SLACK_MS);
-    const serversUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
+    const serversCpuUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
     await this.#check(typeof r === 'object' && r !== null && isCost(r) && valid(r), r);
-    return {
-      ...r,
-      cpuUs: r.cpuUs + serversUs,
-      rssBytes: r.rssBytes + sumOver(this.serverPids(), procRssBytes),
-    };
+    return { ...r, serversCpuUs, serversRssBytes: sumOver(this.serverPids(), procRssBytes) };
   }
 
   /** `r` if `ok`; else the process is killed, then the error thrown. */

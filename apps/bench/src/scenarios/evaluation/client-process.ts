@@ -5,6 +5,7 @@
 
 import { exitWithParent } from '../../peers/IpcChild.js';
 import { cpuNowUs } from '../../stats/cpu.js';
+import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
 import { closedLoopRps } from './capacity.js';
 import type {
   ClientInfoReply,
@@ -14,6 +15,7 @@ import type {
   IncastRowReply,
 } from './clientProtocol.js';
 import { runIncast } from './incast.js';
+import { OpenLoopLatency } from './OpenLoopLatency.js';
 import { runOpenLoop } from './openLoop.js';
 import { EVAL_DIM, GrpcPsTarget, type PsTarget, RdmajsPsTarget } from './PsTarget.js';
 
@@ -63,6 +65,13 @@ function need(ok: boolean, m: ClientProcessRequest): void {
 
 const rssBytes = () => process.memoryUsage.rss();
 
+/** The row being measured, over its rounds (one fetch row and one incast row at a time). */
+const zeroCounts = () => ({ completed: 0, dropped: 0, failed: 0, seconds: 0, cpuUs: 0 });
+let fetchRow: ({ rec: OpenLoopLatency } & ReturnType<typeof zeroCounts>) | undefined;
+let incastRow:
+  | ({ rec: LatencyRecorder; busyMs: number } & ReturnType<typeof zeroCounts>)
+  | undefined;
+
 async function handle(m: ClientProcessRequest): Promise<unknown> {
   switch (m.op) {
     case 'workload': {
@@ -88,41 +97,60 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
           positive(m.durationMs) &&
           count(m.maxOutstanding, 1) &&
           count(m.seed) &&
-          fetchPool.length > 0,
+          typeof m.fresh === 'boolean' &&
+          fetchPool.length > 0 &&
+          (m.fresh || fetchRow !== undefined),
         m,
       );
+      if (m.fresh) fetchRow = { rec: new OpenLoopLatency(), ...zeroCounts() };
+      const row = fetchRow as NonNullable<typeof fetchRow>;
       // The window: first arrival to last completion, nothing of IPC in it.
       const cpu0 = cpuNowUs();
-      const r = await runOpenLoop(pull, m);
-      const cpuUs = cpuNowUs() - cpu0;
+      const r = await runOpenLoop(pull, m, row.rec);
+      row.cpuUs += cpuNowUs() - cpu0;
+      row.completed += r.completed;
+      row.dropped += r.dropped;
+      row.failed += r.failed;
+      row.seconds += r.seconds;
       return {
-        latency: r.latency.summary(),
-        fromArrival: r.fromArrival.summary(),
-        lag: r.lag.summary(),
-        completed: r.completed,
-        dropped: r.dropped,
-        failed: r.failed,
-        seconds: r.seconds,
-        cpuUs,
+        latency: row.rec.service.summary(),
+        fromArrival: row.rec.fromArrival.summary(),
+        lag: row.rec.lag.summary(),
+        completed: row.completed,
+        dropped: row.dropped,
+        failed: row.failed,
+        seconds: row.seconds,
+        cpuUs: row.cpuUs,
         rssBytes: rssBytes(),
       } satisfies FetchRowReply;
     }
     case 'incast': {
       need(
-        count(m.concurrency, 1) && count(m.bursts, 1) && count(m.gapMs) && pushPool.length > 0,
+        count(m.concurrency, 1) &&
+          count(m.bursts, 1) &&
+          count(m.gapMs) &&
+          count(m.firstBurst) &&
+          typeof m.fresh === 'boolean' &&
+          pushPool.length > 0 &&
+          (m.fresh || incastRow !== undefined),
         m,
       );
+      if (m.fresh) incastRow = { rec: new LatencyRecorder(), ...zeroCounts(), busyMs: 0 };
+      const row = incastRow as NonNullable<typeof incastRow>;
       const c = m.concurrency;
       const cpu0 = cpuNowUs();
-      const r = await runIncast((b, w) => push(b * c + w, w), m);
-      const cpuUs = cpuNowUs() - cpu0;
+      const r = await runIncast((b, w) => push((m.firstBurst + b) * c + w, w), m, row.rec);
+      row.cpuUs += cpuNowUs() - cpu0;
+      row.failed += r.failed;
+      row.busyMs += r.busyMs;
+      row.seconds += r.seconds;
       return {
-        latency: r.latency.summary(),
-        count: r.latency.count,
-        failed: r.failed,
-        busyMs: r.busyMs,
-        seconds: r.seconds,
-        cpuUs,
+        latency: row.rec.summary(),
+        count: row.rec.count,
+        failed: row.failed,
+        busyMs: row.busyMs,
+        seconds: row.seconds,
+        cpuUs: row.cpuUs,
         rssBytes: rssBytes(),
       } satisfies IncastRowReply;
     }

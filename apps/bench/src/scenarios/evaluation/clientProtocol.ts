@@ -20,23 +20,40 @@ export type ClientProcessRequest =
   | { op: 'warmup'; pulls: number; pushes: number }
   /** Closed loop: `concurrency` pulls always in flight for `durationMs`. */
   | { op: 'capacity'; concurrency: number; durationMs: number }
-  /** One open-loop fetch row, arrivals generated in the client process. */
-  | { op: 'fetch'; rate: number; durationMs: number; maxOutstanding: number; seed: number }
-  /** One incast row. */
-  | { op: 'incast'; concurrency: number; bursts: number; gapMs: number }
+  /**
+   * One round of an open-loop fetch row, arrivals generated in the client process; `fresh`
+   * starts a new row, else the round adds to the current one. Replies the row so far.
+   */
+  | {
+      op: 'fetch';
+      rate: number;
+      durationMs: number;
+      maxOutstanding: number;
+      seed: number;
+      fresh: boolean;
+    }
+  /** One round of an incast row (bursts `firstBurst` …), added to the current row unless `fresh`. */
+  | {
+      op: 'incast';
+      concurrency: number;
+      bursts: number;
+      gapMs: number;
+      firstBurst: number;
+      fresh: boolean;
+    }
   /** Memory and RDMA resources of this side. */
   | { op: 'info' }
   | { op: 'exit' };
 
-/** What every measured row carries: the client process's own CPU over the row. */
+/** What every measured row carries: the client process's own CPU over the row's rounds. */
 interface RowCost {
-  /** CPU (user + system, all threads) of the client process over the row, µs. */
+  /** CPU (user + system, all threads) of the client process over the row's rounds, µs. */
   cpuUs: number;
   /** Resident memory of the client process at the row's end, bytes. */
   rssBytes: number;
 }
 
-/** An open-loop fetch row, summarized in the client process (one message per row). */
+/** An open-loop fetch row so far, summarized in the client process (one message per round). */
 export interface FetchRowReply extends RowCost {
   /** Issue → completion. */
   latency: LatencySummary;
@@ -47,6 +64,7 @@ export interface FetchRowReply extends RowCost {
   completed: number;
   dropped: number;
   failed: number;
+  /** Time the row's rounds took (their sum). */
   seconds: number;
 }
 

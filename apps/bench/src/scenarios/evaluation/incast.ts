@@ -9,7 +9,7 @@ export interface IncastOptions {
 }
 
 export interface IncastRun {
-  /** Each acknowledged push, from its burst's start. */
+  /** Each acknowledged push, from its burst's start (every round's, when given). */
   latency: LatencyRecorder;
   failed: number;
   /** Time bursts were in flight (gaps excluded), ms. */
@@ -25,8 +25,9 @@ export interface IncastRun {
 export async function runIncast(
   push: (burst: number, writer: number) => Promise<void>,
   o: IncastOptions,
+  /** Where latencies go: a row measured in several rounds records them all into one. */
+  latency = new LatencyRecorder(),
 ): Promise<IncastRun> {
-  const latency = new LatencyRecorder();
   let failed = 0;
   let busyMs = 0;
   const t0 = performance.now();

@@ -1,7 +1,8 @@
 import type { Result } from '../../report/Result.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
-import type { ClientProcess } from './ClientProcess.js';
+import type { ClientProcess, Costed } from './ClientProcess.js';
 import type { Capacity } from './capacity.js';
+import type { FetchRowReply } from './clientProtocol.js';
 import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
@@ -62,42 +63,78 @@ export function fetchWorkload(o: InferenceOptions): FetchWorkload {
   return { requests, meanKeys, sizeBytes: Math.round(meanKeys) * EVAL_DIM * 4 };
 }
 
+/** Rounds a fetch row is cut into, one per `FETCH_ROUND_MS` of its duration. */
+const FETCH_ROUND_MS = 1000;
+
+/** One open-loop fetch row to measure: a target, its offered rate and the row's labels. */
+export interface FetchRowPlan {
+  t: ClientProcess;
+  rate: number;
+  row: { op: string; baselineOp: string } & Record<string, unknown>;
+}
+
 /**
- * One open-loop fetch row: `target` at `rate` requests per second, its arrivals generated and
- * its latencies recorded in the target's own client process (which holds `w`'s requests).
- * No GC is forced between rows: each client process collects its own garbage, inside its own
- * calls, as a user's does.
+ * Open-loop fetch rows measured side by side: each row's `durationMs` is cut into rounds of
+ * about a second, and the targets take turns round by round (the first one rotating), so a
+ * burst of load from the shared host lands on every row alike instead of on one row's whole
+ * window. Arrivals are generated and latencies recorded in each target's own client process
+ * (which holds `w`'s requests), one summary per round; CPU is that process's plus every
+ * server's over the row's rounds. No GC is forced between rows: each client process collects
+ * its own garbage, inside its own calls, as a user's does.
  */
-export async function measureFetch(
-  t: ClientProcess,
+export async function measureFetchRows(
+  plans: readonly FetchRowPlan[],
   w: FetchWorkload,
-  rate: number,
   durationMs: number,
   seed: number,
-  row: { op: string; baselineOp: string } & Record<string, unknown>,
-): Promise<Result> {
-  const r = await t.fetch({ rate, durationMs, maxOutstanding: MAX_OUTSTANDING, seed });
-  const co = r.fromArrival;
-  const lag = r.lag;
-  return {
-    transport: t.transport,
-    sizeBytes: w.sizeBytes,
-    meanKeys: w.meanKeys,
-    ...row,
-    ...r.latency,
-    cpuUsPerOp: r.completed > 0 ? r.cpuUs / r.completed : Number.NaN,
-    coP50Us: co.p50Us,
-    coMeanUs: co.meanUs,
-    coP99Us: co.p99Us,
-    coP999Us: co.p999Us,
-    offeredRps: rate,
-    achievedRps: r.completed / r.seconds,
-    dropped: r.dropped,
-    failed: r.failed,
-    lagMeanUs: lag.meanUs,
-    lagP99Us: lag.p99Us,
-    rssBytes: r.rssBytes,
-  };
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  const rounds = Math.max(1, Math.round(durationMs / FETCH_ROUND_MS));
+  const serversUs = plans.map(() => 0);
+  const last: (Costed<FetchRowReply> | undefined)[] = plans.map(() => undefined);
+  for (let round = 0; round < rounds; round++) {
+    for (let j = 0; j < plans.length; j++) {
+      const i = (j + round) % plans.length;
+      const { t, rate, row } = plans[i] as FetchRowPlan;
+      progress(
+        `inference fetch ${t.transport} ${row.op} (${rate} req/s), round ${round + 1}/${rounds}`,
+      );
+      const r = await t.fetch({
+        rate,
+        durationMs: durationMs / rounds,
+        maxOutstanding: MAX_OUTSTANDING,
+        seed: seed * 1000 + round,
+        fresh: round === 0,
+      });
+      serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+      last[i] = r;
+    }
+  }
+  return plans.map(({ t, rate, row }, i) => {
+    const r = last[i] as Costed<FetchRowReply>;
+    const co = r.fromArrival;
+    const lag = r.lag;
+    const cpu = r.cpuUs + (serversUs[i] as number);
+    return {
+      transport: t.transport,
+      sizeBytes: w.sizeBytes,
+      meanKeys: w.meanKeys,
+      ...row,
+      ...r.latency,
+      cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+      coP50Us: co.p50Us,
+      coMeanUs: co.meanUs,
+      coP99Us: co.p99Us,
+      coP999Us: co.p999Us,
+      offeredRps: rate,
+      achievedRps: r.completed / r.seconds,
+      dropped: r.dropped,
+      failed: r.failed,
+      lagMeanUs: lag.meanUs,
+      lagP99Us: lag.p99Us,
+      rssBytes: r.rssBytes + r.serversRssBytes,
+    };
+  });
 }
 
 /** Inference warm-up pulls per target before its capacity probe. */
@@ -150,14 +187,14 @@ export async function runInference(
   const results: Result[] = [];
   for (const [li, p] of points.entries()) {
     const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as ClientProcess);
-    for (const t of order) {
+    const op = fetchOp(p.load, p.own);
+    const plans = order.map((t): FetchRowPlan => {
       const own = capacity.get(t) as Capacity;
       const basis = p.own ? capacityOf(grpc ?? t) : tcpCapacity;
-      const rate = Math.max(1, Math.round(p.load * basis));
-      const op = fetchOp(p.load, p.own);
-      progress(`inference fetch ${t.transport} at ${op.slice(6)} (${rate} req/s)`);
-      results.push(
-        await measureFetch(t, w, rate, o.durationMs, 7 + li, {
+      return {
+        t,
+        rate: Math.max(1, Math.round(p.load * basis)),
+        row: {
           op,
           // A row at gRPC's rate compares with TCP's row at that rate (when TCP runs it).
           baselineOp: op,
@@ -166,9 +203,10 @@ export async function runInference(
           capacityRps: own.rps,
           capacityConcurrency: own.concurrency,
           tcpCapacityRps: tcpCapacity,
-        }),
-      );
-    }
+        },
+      };
+    });
+    results.push(...(await measureFetchRows(plans, w, o.durationMs, 7 + li, progress)));
   }
   return results;
 }

@@ -10,10 +10,11 @@ import { type ClientPools, ClientProcess } from './ClientProcess.js';
 import { type FailureOptions, runFailure } from './failure.js';
 import {
   FETCH_WARMUP_PULLS,
+  type FetchRowPlan,
   type FetchWorkload,
   fetchOp,
   HEADLINE_LOAD,
-  measureFetch,
+  measureFetchRows,
 } from './inference.js';
 import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import type { RdmaTuning } from './RdmaTuning.js';
@@ -96,17 +97,26 @@ export async function runLiveAblation(
       const w = c.workload;
       await t.warmUp(FETCH_WARMUP_PULLS, 0);
       const base = fetchOp(HEADLINE_LOAD, false);
-      const measure = (x: ClientProcess, label: string) => {
-        progress(`ablation −${a.name}: ${base} ${label} (${c.fetchRate} req/s)`);
-        return measureFetch(x, w, c.fetchRate, c.fetchMs, 71, {
+      progress(`ablation −${a.name}: ${base} (${c.fetchRate} req/s), ref and −${a.name} by turns`);
+      const plan = (x: ClientProcess, label: string): FetchRowPlan => ({
+        t: x,
+        rate: c.fetchRate,
+        row: {
           op: `${base} ${label}`,
           baselineOp: base,
           load: HEADLINE_LOAD,
           loadBasis: 'tcp-capacity',
-        });
-      };
-      refRow = { ...(await measure(ref, REF)), ...(await footprint(c.full)) };
-      row = { ...(await measure(t, `−${a.name}`)), ...(await footprint(t)) };
+        },
+      });
+      const [r0, r1] = await measureFetchRows(
+        [plan(ref, REF), plan(t, `−${a.name}`)],
+        w,
+        c.fetchMs,
+        71,
+        progress,
+      );
+      refRow = { ...(r0 as Result), ...(await footprint(c.full)) };
+      row = { ...(r1 as Result), ...(await footprint(t)) };
     } else if (a.measure === 'incast') {
       progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
       const rows = await runTraining(

@@ -1,5 +1,6 @@
 import type { Result } from '../../report/Result.js';
-import type { ClientProcess } from './ClientProcess.js';
+import type { ClientProcess, Costed } from './ClientProcess.js';
+import type { IncastRowReply } from './clientProtocol.js';
 import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
@@ -22,6 +23,8 @@ const DISTINCT_BATCHES = 32;
 const GAP_MS = 2;
 /** Training warm-up pushes per target before its first incast row. */
 const PUSH_WARMUP = 100;
+/** Rounds an incast row's bursts are cut into (at most one burst each). */
+const INCAST_ROUNDS = 4;
 /** What a push is expected to take at most on a loaded host, for a row's deadline. */
 const PUSH_BUDGET_MS = 50;
 
@@ -38,7 +41,7 @@ export function pushBatches(o: TrainingOptions): BigUint64Array[] {
  * the same moment (as data-parallel workers do after a step), all to the same shards; the next
  * burst starts once every push of this one is acknowledged, after a short gap. Latency is per
  * push, from the burst's start. Bursts run in each target's own client process (which holds
- * `pushBatches(o)`); no GC is forced between rows.
+ * `pushBatches(o)`), in rounds the targets take in turn; no GC is forced between rows.
  */
 export async function runTraining(
   targets: readonly ClientProcess[],
@@ -52,13 +55,30 @@ export async function runTraining(
   }
   for (const [ci, c] of o.concurrency.entries()) {
     const bursts = Math.max(2, Math.ceil(o.samples / c));
+    const rounds = Math.min(INCAST_ROUNDS, bursts);
     const order = targets.map((_, i) => targets[(i + ci) % targets.length] as ClientProcess);
-    for (const t of order) {
-      progress(`training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts`);
-      const r = await t.incast(
-        { concurrency: c, bursts, gapMs: GAP_MS },
-        bursts * (GAP_MS + c * PUSH_BUDGET_MS),
-      );
+    const serversUs = order.map(() => 0);
+    const last: (Costed<IncastRowReply> | undefined)[] = order.map(() => undefined);
+    // Rounds of bursts, the targets taking turns (first one rotating), as the fetch rows do.
+    for (let round = 0; round < rounds; round++) {
+      const firstBurst = Math.floor((round * bursts) / rounds);
+      const n = Math.floor(((round + 1) * bursts) / rounds) - firstBurst;
+      for (let j = 0; j < order.length; j++) {
+        const i = (j + round) % order.length;
+        const t = order[i] as ClientProcess;
+        progress(
+          `training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts, round ${round + 1}/${rounds}`,
+        );
+        const r = await t.incast(
+          { concurrency: c, bursts: n, gapMs: GAP_MS, firstBurst, fresh: round === 0 },
+          n * (GAP_MS + c * PUSH_BUDGET_MS),
+        );
+        serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+        last[i] = r;
+      }
+    }
+    for (const [i, t] of order.entries()) {
+      const r = last[i] as Costed<IncastRowReply>;
       const op = `push-incast×${c}`;
       results.push({
         transport: t.transport,
@@ -67,11 +87,11 @@ export async function runTraining(
         sizeBytes: o.keysPerPush * EVAL_DIM * 4,
         concurrency: c,
         ...r.latency,
-        cpuUsPerOp: r.cpuUs / Math.max(1, r.count),
+        cpuUsPerOp: (r.cpuUs + (serversUs[i] as number)) / Math.max(1, r.count),
         pushesPerSec: r.count / (r.busyMs / 1000),
         failed: r.failed,
         seconds: r.seconds,
-        rssBytes: r.rssBytes,
+        rssBytes: r.rssBytes + r.serversRssBytes,
       });
     }
   }
