@@ -1,9 +1,8 @@
 // One evaluation target's clients, run as their own process (`ClientProcess`): the open-loop
 // arrivals, closed loops and incast bursts are generated here and latencies recorded here, so
 // each target's garbage is collected in its own process, inside its own calls, and its event
-// loop serves no other target. One summary goes back per row. argv[2]: JSON ClientProcessArgs.
-
-import { exitWithParent } from '../../peers/IpcChild.js';
+// loop serves no other target. One summary goes back per round. argv[2]: JSON ClientProcessArgs.
+import { openChild, serveChild } from '../../peers/IpcChild.js';
 import { cpuNowUs } from '../../stats/cpu.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
 import { closedLoopRps } from './capacity.js';
@@ -19,19 +18,11 @@ import { OpenLoopLatency } from './OpenLoopLatency.js';
 import { runOpenLoop } from './openLoop.js';
 import { EVAL_DIM, GrpcPsTarget, type PsTarget, RdmajsPsTarget } from './PsTarget.js';
 
-exitWithParent();
-const args = JSON.parse(process.argv[2] ?? '{}') as ClientProcessArgs;
-
-let target: PsTarget;
-try {
-  target =
-    args.kind === 'grpc'
-      ? GrpcPsTarget.connect(args.ports)
-      : await RdmajsPsTarget.connect(args.servers, args.side, args.provider, args.options);
-} catch (err) {
-  process.send?.({ startError: (err as Error).message });
-  process.exit(1);
-}
+const target = await openChild<ClientProcessArgs, PsTarget>((args) =>
+  args.kind === 'grpc'
+    ? Promise.resolve(GrpcPsTarget.connect(args.ports))
+    : RdmajsPsTarget.connect(args.servers, args.side, args.provider, args.options),
+);
 
 let fetchPool: BigUint64Array[] = [];
 let pushPool: BigUint64Array[] = [];
@@ -173,10 +164,4 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
   }
 }
 
-process.on('message', (m: ClientProcessRequest & { id: number }) => {
-  void handle(m).then(
-    (result) => process.send?.({ id: m.id, result }),
-    (err: Error) => process.send?.({ id: m.id, error: err.message }),
-  );
-});
-process.send?.({ ready: true });
+serveChild(handle);
