@@ -140,10 +140,38 @@ export async function measureFetchRows(
 /** Inference warm-up pulls per target before its capacity probe. */
 export const FETCH_WARMUP_PULLS = 300;
 
-/** Closed-loop capacity of one target, `CAPACITY_CONCURRENCY` pulls always in flight. */
-export async function measureCapacity(t: ClientProcess, probeMs: number): Promise<Capacity> {
-  const rps = await t.capacity(CAPACITY_CONCURRENCY, probeMs);
-  return { rps, concurrency: CAPACITY_CONCURRENCY };
+/** Rounds each capacity probe is cut into (the targets take them in turn). */
+const CAPACITY_ROUNDS = 3;
+
+/**
+ * Closed-loop capacity of every target, `CAPACITY_CONCURRENCY` pulls always in flight: the
+ * probe is cut into rounds the targets take in turn, and a target's capacity is the median of
+ * its rounds, so one burst of load from the shared host does not set one target's rate basis
+ * (a single probe per target put gRPC's anywhere from 116 to 626 req/s in runs at load 8–17).
+ */
+export async function measureCapacities(
+  targets: readonly ClientProcess[],
+  probeMs: number,
+  progress: (label: string) => void,
+): Promise<Map<ClientProcess, Capacity>> {
+  const rounds = targets.map((): number[] => []);
+  for (let round = 0; round < CAPACITY_ROUNDS; round++) {
+    for (let j = 0; j < targets.length; j++) {
+      const i = (j + round) % targets.length;
+      const t = targets[i] as ClientProcess;
+      progress(`inference capacity probe (${t.transport}, closed loop), round ${round + 1}`);
+      (rounds[i] as number[]).push(
+        await t.capacity(CAPACITY_CONCURRENCY, probeMs / CAPACITY_ROUNDS),
+      );
+    }
+  }
+  return new Map(
+    targets.map((t, i) => {
+      const sorted = (rounds[i] as number[]).sort((a, b) => a - b);
+      const rps = sorted[sorted.length >> 1] as number;
+      return [t, { rps, concurrency: CAPACITY_CONCURRENCY }];
+    }),
+  );
 }
 
 /**
@@ -151,8 +179,8 @@ export async function measureCapacity(t: ClientProcess, probeMs: number): Promis
  * closed-loop capacity is measured. Shared loads are fractions of the TCP target's capacity,
  * the same requests per second for every target (`fetch@50%`); gRPC loads are fractions of
  * the gRPC target's capacity (`fetch@50%grpc`), again the same rate for every target that
- * runs them, where gRPC is not yet saturated. Each load is measured on every target back to back
- * in a rotating order so a burst of machine noise does not land on one side only.
+ * runs them, where gRPC is not yet saturated. Probes and loads are measured on every target in
+ * rounds taken in turn, so a burst of machine noise does not land on one side only.
  */
 export async function runInference(
   targets: readonly ClientProcess[],
@@ -164,11 +192,7 @@ export async function runInference(
     progress(`inference warm-up (${t.transport})`);
     await t.warmUp(FETCH_WARMUP_PULLS, 0);
   }
-  const capacity = new Map<ClientProcess, Capacity>();
-  for (const t of targets) {
-    progress(`inference capacity probe (${t.transport}, closed loop)`);
-    capacity.set(t, await measureCapacity(t, o.probeMs));
-  }
+  const capacity = await measureCapacities(targets, o.probeMs, progress);
   const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as ClientProcess);
   const tcpCapacity = (capacity.get(reference) as Capacity).rps;
   const grpc = targets.find((t) => t.transport === 'grpc');
