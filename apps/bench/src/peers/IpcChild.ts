@@ -147,3 +147,32 @@ export class IpcChild<Req extends { op: string }> {
 export function exitWithParent(): void {
   process.on('disconnect', () => process.exit(1));
 }
+
+/**
+ * In a child script: exits with the parent, reads the JSON argument it was forked with
+ * (argv[2]) and returns what `open` makes of it; when `open` fails, the parent gets the reason
+ * as the start error (IpcChild.fork rejects with it) and the child exits.
+ */
+export async function openChild<A, T>(open: (args: A) => Promise<T>): Promise<T> {
+  exitWithParent();
+  try {
+    return await open(JSON.parse(process.argv[2] ?? '{}') as A);
+  } catch (err) {
+    process.send?.({ startError: (err as Error).message });
+    process.exit(1);
+  }
+}
+
+/**
+ * In a child script: answers every request with `handle`'s result or its error's message
+ * (matched by `id`), then tells the parent it is ready.
+ */
+export function serveChild<Req>(handle: (m: Req) => Promise<unknown>): void {
+  process.on('message', (m: Req & { id: number }) => {
+    void handle(m).then(
+      (result) => process.send?.({ id: m.id, result }),
+      (err: Error) => process.send?.({ id: m.id, error: err.message }),
+    );
+  });
+  process.send?.({ ready: true });
+}

@@ -1,13 +1,12 @@
 import { ShardRouter } from '@rdmajs/ps-client';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { GrpcStoreClient } from './GrpcStoreClient.js';
-import { GrpcStoreServer } from './GrpcStoreServer.js';
 
 /**
- * The parameter server as a Node user would build it on gRPC today: one forked
- * `@grpc/grpc-js` server per shard, one channel per shard, keys routed by the same
- * rendezvous hashing as `PsClient`, each batch split by shard, sent in parallel and put
- * back in request order.
+ * The client side of the parameter server as a Node user would build it on gRPC today (one
+ * `@grpc/grpc-js` server per shard, `GrpcStoreServer`): one channel per shard, keys routed by
+ * the same rendezvous hashing as `PsClient`, each batch split by shard, sent in parallel and
+ * put back in request order.
  */
 export class GrpcShardedStore {
   readonly #router: ShardRouter;
@@ -15,26 +14,18 @@ export class GrpcShardedStore {
   readonly #seqs: number[] = [];
 
   private constructor(
-    readonly servers: readonly GrpcStoreServer[],
     readonly clients: readonly GrpcStoreClient[],
     readonly dims: ReadonlyMap<string, number>,
   ) {
-    this.#router = new ShardRouter(servers.map((_, i) => `g${i}`));
+    this.#router = new ShardRouter(clients.map((_, i) => `g${i}`));
   }
 
-  static async start(shards: number, tables: SparseTableConfig[]): Promise<GrpcShardedStore> {
-    const servers = await Promise.all(
-      Array.from({ length: shards }, () => GrpcStoreServer.start(tables)),
-    );
+  /** A channel to each shard (`ports`, in shard order) serving `tables`. */
+  static connect(ports: readonly number[], tables: readonly SparseTableConfig[]): GrpcShardedStore {
     return new GrpcShardedStore(
-      servers,
-      servers.map((s) => new GrpcStoreClient(s.port)),
+      ports.map((p) => new GrpcStoreClient(p)),
       new Map(tables.map((t) => [t.name, t.dim])),
     );
-  }
-
-  get pids(): number[] {
-    return this.servers.map((s) => s.pid);
   }
 
   /** Rows of `keys` in request order (keys.length × dim). */
@@ -82,9 +73,8 @@ export class GrpcShardedStore {
     );
   }
 
-  async close(): Promise<void> {
+  close(): void {
     for (const c of this.clients) c.close();
-    await Promise.all(this.servers.map((s) => s.close()));
   }
 
   #dimOf(table: string): number {

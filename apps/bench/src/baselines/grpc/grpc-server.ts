@@ -1,17 +1,18 @@
-// The gRPC baseline's server, run as a forked child: a ParameterStore served over
-// @grpc/grpc-js on loopback. The parent sends { op: 'start', tables }, gets { port }; it
-// asks { op: 'cpu' } for this process's CPU time and { op: 'exit' } to stop.
+// The gRPC baseline's server, run as a forked child (GrpcStoreServer, on IpcChild): a
+// ParameterStore served over @grpc/grpc-js on loopback. The parent sends { op: 'start',
+// tables }, gets { port }; it asks { op: 'cpu' } for this process's CPU time and { op: 'exit' }
+// to stop. It exits when the bench does.
 import * as grpc from '@grpc/grpc-js';
-import { ParameterStore, type SparseTableConfig } from '@rdmajs/ps-server';
+import { ParameterStore } from '@rdmajs/ps-server';
+import { exitWithParent } from '../../peers/IpcChild.js';
 import { cpuNowUs } from '../../stats/cpu.js';
+import type { GrpcServerRequest } from './GrpcStoreServer.js';
 import { loadService } from './protocol.js';
 import { storeHandlers } from './storeService.js';
 
-type Msg = { id: number } & (
-  | { op: 'start'; tables: SparseTableConfig[] }
-  | { op: 'cpu' }
-  | { op: 'exit' }
-);
+type Msg = { id: number } & GrpcServerRequest;
+
+exitWithParent();
 
 let server: grpc.Server | undefined;
 
@@ -50,4 +51,4 @@ process.on('message', (m: Msg) => {
     }
   }
 });
-process.send?.({ started: true });
+process.send?.({ ready: true });

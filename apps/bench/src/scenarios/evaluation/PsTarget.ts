@@ -4,9 +4,7 @@ import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { type Device, openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
 import { TCP_BASELINE_OPTIONS } from '../../baselines/tcpFrames.js';
-import type { PsShardSet } from '../../peers/PsShardSet.js';
 import type { Transport } from '../../report/Result.js';
-import { cpuNowUs, procCpuUs, procRssBytes } from '../../stats/cpu.js';
 import type { RdmaTuning } from './RdmaTuning.js';
 
 /** The embedding table every evaluation scenario uses. */
@@ -22,7 +20,18 @@ export const EVAL_TABLES: SparseTableConfig[] = [
   { name: COUNTER_TABLE, dim: 1, optimizer: { kind: 'sgd', lr: 1 } },
 ];
 
-/** A parameter server as the scenarios drive it: ours over one transport, or the gRPC one. */
+/** A shard's address, as `PsClient.connect` takes it. */
+export interface ShardAddress {
+  host: string;
+  port: number;
+  id: string;
+}
+
+/**
+ * A parameter server's client side as the scenarios drive it: ours over one transport, or the
+ * gRPC one. It lives in the process that makes the calls (a client process of the evaluation,
+ * `client-process.ts`); the servers are someone else's.
+ */
 export interface PsTarget {
   readonly transport: Transport;
   /** What differs from the full system (an ablation), if anything: added to the rows' op. */
@@ -31,23 +40,7 @@ export interface PsTarget {
   pull(keys: BigUint64Array): Promise<void>;
   /** One push from logical client `writer` (one push at a time per writer). */
   push(keys: BigUint64Array, grads: Float32Array, writer: number): Promise<void>;
-  /** CPU so far of every process involved (this one and each server), µs. */
-  cpuUs(): number;
-  /** Resident memory of every process involved, bytes. */
-  rssBytes(): number;
   close(): Promise<void>;
-}
-
-function sumOver(pids: readonly number[], read: (pid: number) => number): number {
-  let sum = 0;
-  for (const pid of pids) {
-    try {
-      sum += read(pid);
-    } catch {
-      // a shard killed by the failure scenario has no /proc entry until it is restarted
-    }
-  }
-  return sum;
 }
 
 /** How an RDMA target differs from the full system (every lesson on): the ablations. */
@@ -69,14 +62,14 @@ const NO_RETRY = { nextDelay: () => null };
 /** Clients connected at once (each opens a connection per shard). */
 const CONNECT_AT_ONCE = 8;
 
-/** Our parameter server on `set`'s shards, through PsClients on one transport. */
+/** Our parameter server on `servers` (a PsShardSet's), through PsClients on one transport. */
 export class RdmajsPsTarget implements PsTarget {
   readonly #copies = new Map<number, Float32Array>();
   #next = 0;
 
   private constructor(
     readonly transport: Transport,
-    readonly set: PsShardSet,
+    readonly servers: readonly ShardAddress[],
     readonly clients: PsClient[],
     readonly options: RdmaTargetOptions,
     /** The client's RdmaTransport (RDMA only), shared by its PsClients and closed here. */
@@ -94,7 +87,7 @@ export class RdmajsPsTarget implements PsTarget {
   }
 
   static async connect(
-    set: PsShardSet,
+    servers: readonly ShardAddress[],
     side: 'tcp' | 'rdma',
     provider: 'soft' | 'ibverbs',
     o: RdmaTargetOptions = {},
@@ -116,7 +109,7 @@ export class RdmajsPsTarget implements PsTarget {
           ...(await Promise.all(
             Array.from({ length: batch }, () =>
               PsClient.connect({
-                servers: set.servers(side),
+                servers: [...servers],
                 transport: rdma ?? 'tcp',
                 tcp: TCP_BASELINE_OPTIONS,
                 secret: EVAL_SECRET,
@@ -133,7 +126,7 @@ export class RdmajsPsTarget implements PsTarget {
       device?.close();
       throw err;
     }
-    return new RdmajsPsTarget(side === 'tcp' ? 'tcp' : provider, set, clients, o, rdma, device);
+    return new RdmajsPsTarget(side === 'tcp' ? 'tcp' : provider, servers, clients, o, rdma, device);
   }
 
   async pull(keys: BigUint64Array): Promise<void> {
@@ -158,14 +151,6 @@ export class RdmajsPsTarget implements PsTarget {
     await (this.clients[writer % this.clients.length] as PsClient).push(EVAL_TABLE, keys, grads);
   }
 
-  cpuUs(): number {
-    return cpuNowUs() + sumOver(this.set.pids, procCpuUs);
-  }
-
-  rssBytes(): number {
-    return process.memoryUsage.rss() + sumOver(this.set.pids, procRssBytes);
-  }
-
   /** This side's registered memory (RDMA: the client transport's allocator). */
   registeredBytes(): number | undefined {
     return this.rdma?.allocator.registeredBytes;
@@ -174,7 +159,7 @@ export class RdmajsPsTarget implements PsTarget {
   /** RC QPs this side holds: a connection per client and shard, `qpPoolSize` QPs each. */
   qps(): number | undefined {
     if (this.rdma === undefined) return undefined;
-    return this.clients.length * this.set.shards.length * (this.options.tuning?.qpPoolSize ?? 1);
+    return this.clients.length * this.servers.length * (this.options.tuning?.qpPoolSize ?? 1);
   }
 
   /** Closes the clients and their transport; the shard set is closed by whoever started it. */
@@ -185,14 +170,15 @@ export class RdmajsPsTarget implements PsTarget {
   }
 }
 
-/** The same service on @grpc/grpc-js: what a Node user would pick today. */
+/** The same service on @grpc/grpc-js, what a Node user would pick today: its client side. */
 export class GrpcPsTarget implements PsTarget {
   readonly transport = 'grpc' as const;
 
   private constructor(readonly store: GrpcShardedStore) {}
 
-  static async start(): Promise<GrpcPsTarget> {
-    return new GrpcPsTarget(await GrpcShardedStore.start(EVAL_SHARDS, EVAL_TABLES));
+  /** Channels to the gRPC shards listening on `ports` (GrpcStoreServer processes). */
+  static connect(ports: readonly number[]): GrpcPsTarget {
+    return new GrpcPsTarget(GrpcShardedStore.connect(ports, EVAL_TABLES));
   }
 
   async pull(keys: BigUint64Array): Promise<void> {
@@ -204,15 +190,7 @@ export class GrpcPsTarget implements PsTarget {
     return this.store.push(EVAL_TABLE, keys, grads, writer);
   }
 
-  cpuUs(): number {
-    return cpuNowUs() + sumOver(this.store.pids, procCpuUs);
-  }
-
-  rssBytes(): number {
-    return process.memoryUsage.rss() + sumOver(this.store.pids, procRssBytes);
-  }
-
-  close(): Promise<void> {
-    return this.store.close();
+  async close(): Promise<void> {
+    this.store.close();
   }
 }

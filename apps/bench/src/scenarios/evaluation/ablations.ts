@@ -1,6 +1,6 @@
 import type { Result } from '../../report/Result.js';
 import { div } from '../../report/summary.js';
-import type { PsTarget, RdmaTargetOptions } from './PsTarget.js';
+import type { RdmaTargetOptions } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { HEADLINE_CONCURRENCY } from './training.js';
 
@@ -87,19 +87,6 @@ export function ablatedTarget(a: Ablation, tuning: RdmaTuning): RdmaTargetOption
 /** The flags of the ablated shards: the run's tuning, then the ablation's own. */
 export function ablatedServerArgs(a: Ablation, tuning: RdmaTuning): string[] {
   return [...serverArgsOf({ ...tuning, ...a.tuning }), ...(a.serverArgs ?? [])];
-}
-
-/** The same target under another variant label (the reference rows measured beside an ablation). */
-export function relabel(t: PsTarget, variant: string): PsTarget {
-  return {
-    transport: t.transport,
-    variant,
-    pull: (keys) => t.pull(keys),
-    push: (keys, grads, writer) => t.push(keys, grads, writer),
-    cpuUs: () => t.cpuUs(),
-    rssBytes: () => t.rssBytes(),
-    close: () => Promise.resolve(), // the target itself is closed by its owner
-  };
 }
 
 /** Marks an ablated row with its lesson and its ratios against the reference row. */

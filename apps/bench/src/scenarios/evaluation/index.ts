@@ -1,9 +1,11 @@
+import { GrpcStoreServer } from '../../baselines/grpc/GrpcStoreServer.js';
 import { PsShardSet } from '../../peers/PsShardSet.js';
 import { formatRatio, formatSize } from '../../report/format.js';
 import type { Result } from '../../report/Result.js';
 import type { HeadlineValues } from '../../report/summary.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
 import { ABLATIONS, type Ablation, NOT_MEASURED } from './ablations.js';
+import { type ClientPools, ClientProcess } from './ClientProcess.js';
 import { type FailureOptions, runFailure } from './failure.js';
 import {
   fetchOp,
@@ -12,17 +14,15 @@ import {
   type InferenceOptions,
   runInference,
 } from './inference.js';
-import {
-  EVAL_SECRET,
-  EVAL_SHARDS,
-  EVAL_TABLES,
-  GrpcPsTarget,
-  type PsTarget,
-  RdmajsPsTarget,
-} from './PsTarget.js';
+import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { runFailureAblation, runLiveAblation } from './runAblations.js';
-import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
+import {
+  HEADLINE_CONCURRENCY,
+  pushBatches,
+  runTraining,
+  type TrainingOptions,
+} from './training.js';
 
 const KEY_SPACE = 1_000_000;
 const ZIPF = 0.99;
@@ -145,12 +145,17 @@ export const evaluationScenario: Scenario = {
     const shardArgs = serverArgsOf(tuning);
     const sides = (['tcp', 'rdma'] as const).filter((t) => o.transports.includes(t));
     const results: Result[] = [];
-    const targets: PsTarget[] = [];
+    // Each target's clients run in their own process (ClientProcess), as a user's do: their
+    // own GC and event loop; the servers are the shard processes and the gRPC servers.
+    const targets: ClientProcess[] = [];
+    const grpcServers: GrpcStoreServer[] = [];
+    const workload = fetchWorkload(p.inference);
+    const pools: ClientPools = { fetch: workload.requests, push: pushBatches(p.training) };
     let set: PsShardSet | undefined;
     try {
       progress(`starting shards (${sides.join(', ')}, grpc)`);
       if (sides.length > 0) {
-        set = await PsShardSet.start({
+        const shards = await PsShardSet.start({
           shards: EVAL_SHARDS,
           tables: EVAL_TABLES,
           secret: EVAL_SECRET,
@@ -158,13 +163,44 @@ export const evaluationScenario: Scenario = {
           provider: o.provider,
           args: shardArgs,
         });
-        for (const side of sides)
-          targets.push(await RdmajsPsTarget.connect(set, side, o.provider, { tuning }));
+        set = shards;
+        for (const side of sides) {
+          progress(`starting the ${side} client process`);
+          targets.push(
+            await ClientProcess.spawn(
+              {
+                kind: 'rdmajs',
+                side,
+                provider: o.provider,
+                servers: shards.servers(side),
+                options: { tuning },
+              },
+              {
+                transport: side === 'tcp' ? 'tcp' : o.provider,
+                serverPids: () => shards.pids,
+                pools,
+              },
+            ),
+          );
+        }
       }
-      targets.push(await GrpcPsTarget.start());
-      results.push(...(await runInference(targets, p.inference, progress)));
+      // Settled all, so one that fails leaves none of the others running (closed below).
+      const started = await Promise.allSettled(
+        Array.from({ length: EVAL_SHARDS }, () => GrpcStoreServer.start(EVAL_TABLES)),
+      );
+      for (const s of started) if (s.status === 'fulfilled') grpcServers.push(s.value);
+      const failed = started.find((s) => s.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      progress('starting the grpc client process');
+      targets.push(
+        await ClientProcess.spawn(
+          { kind: 'grpc', ports: grpcServers.map((s) => s.port) },
+          { transport: 'grpc', serverPids: () => grpcServers.map((s) => s.pid), pools },
+        ),
+      );
+      results.push(...(await runInference(targets, workload, p.inference, progress)));
       results.push(...(await runTraining(targets, p.training, progress)));
-      const full = targets.find((t) => t.transport === o.provider) as RdmajsPsTarget | undefined;
+      const full = targets.find((t) => t.transport === o.provider);
       const headline = results.find((r) => r.op === fetchOp(HEADLINE_LOAD, false));
       if (set && full && headline) {
         for (const a of p.ablations.filter((x) => x.measure !== 'failure')) {
@@ -176,7 +212,8 @@ export const evaluationScenario: Scenario = {
                 full,
                 provider: o.provider,
                 tuning,
-                workload: fetchWorkload(p.inference),
+                workload,
+                pools,
                 fetchRate: headline.offeredRps as number,
                 fetchMs: p.ablationFetchMs,
                 training: p.training,
@@ -188,6 +225,7 @@ export const evaluationScenario: Scenario = {
       }
     } finally {
       await Promise.all(targets.splice(0).map((t) => t.close()));
+      await Promise.all(grpcServers.splice(0).map((s) => s.close()));
       await set?.stop();
     }
     // --quick kills a shard under the last transport only (RDMA when it runs).
@@ -203,7 +241,9 @@ export const evaluationScenario: Scenario = {
         args: shardArgs,
       });
       try {
-        const t = await RdmajsPsTarget.connect(durable, side, o.provider, { tuning });
+        const t = await RdmajsPsTarget.connect(durable.servers(side), side, o.provider, {
+          tuning,
+        });
         try {
           results.push(await runFailure(durable, t, p.failure, progress));
         } finally {

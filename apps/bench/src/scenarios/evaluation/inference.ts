@@ -1,9 +1,9 @@
 import type { Result } from '../../report/Result.js';
-import { collectGarbage } from '../../stats/collectGarbage.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
-import { type Capacity, closedLoopRps } from './capacity.js';
-import { runOpenLoop } from './openLoop.js';
-import { EVAL_DIM, type PsTarget } from './PsTarget.js';
+import type { ClientProcess, Costed } from './ClientProcess.js';
+import type { Capacity } from './capacity.js';
+import type { FetchRowReply } from './clientProtocol.js';
+import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
 export interface InferenceOptions {
@@ -63,58 +63,115 @@ export function fetchWorkload(o: InferenceOptions): FetchWorkload {
   return { requests, meanKeys, sizeBytes: Math.round(meanKeys) * EVAL_DIM * 4 };
 }
 
-/** One open-loop fetch row: `target` at `rate` requests per second. */
-export async function measureFetch(
-  t: PsTarget,
-  w: FetchWorkload,
-  rate: number,
-  durationMs: number,
-  seed: number,
-  row: { op: string; baselineOp: string } & Record<string, unknown>,
-): Promise<Result> {
-  // The clients of every target share this process: the previous row's garbage (gRPC's and
-  // TCP's replies are heap Buffers) is collected before this row, not inside it.
-  collectGarbage();
-  const cpu0 = t.cpuUs();
-  const r = await runOpenLoop((k) => t.pull(w.requests[k % w.requests.length] as BigUint64Array), {
-    rate,
-    durationMs,
-    maxOutstanding: MAX_OUTSTANDING,
-    seed,
-  });
-  const cpu = t.cpuUs() - cpu0;
-  const co = r.fromArrival.summary();
-  const lag = r.lag.summary();
-  return {
-    transport: t.transport,
-    sizeBytes: w.sizeBytes,
-    meanKeys: w.meanKeys,
-    ...row,
-    ...r.latency.summary(),
-    cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
-    coP50Us: co.p50Us,
-    coMeanUs: co.meanUs,
-    coP99Us: co.p99Us,
-    coP999Us: co.p999Us,
-    offeredRps: rate,
-    achievedRps: r.completed / r.seconds,
-    dropped: r.dropped,
-    failed: r.failed,
-    lagMeanUs: lag.meanUs,
-    lagP99Us: lag.p99Us,
-    rssBytes: t.rssBytes(),
-  };
+/** Rounds a fetch row is cut into, one per `FETCH_ROUND_MS` of its duration. */
+const FETCH_ROUND_MS = 1000;
+
+/** One open-loop fetch row to measure: a target, its offered rate and the row's labels. */
+export interface FetchRowPlan {
+  t: ClientProcess;
+  rate: number;
+  row: { op: string; baselineOp: string } & Record<string, unknown>;
 }
 
-/** Closed-loop capacity of one target, `CAPACITY_CONCURRENCY` pulls always in flight. */
-export async function measureCapacity(
-  t: PsTarget,
+/**
+ * Open-loop fetch rows measured side by side: each row's `durationMs` is cut into rounds of
+ * about a second, and the targets take turns round by round (the first one rotating), so a
+ * burst of load from the shared host lands on every row alike instead of on one row's whole
+ * window. Arrivals are generated and latencies recorded in each target's own client process
+ * (which holds `w`'s requests), one summary per round; CPU is that process's plus every
+ * server's over the row's rounds. No GC is forced between rows: each client process collects
+ * its own garbage, inside its own calls, as a user's does.
+ */
+export async function measureFetchRows(
+  plans: readonly FetchRowPlan[],
   w: FetchWorkload,
+  durationMs: number,
+  seed: number,
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  const rounds = Math.max(1, Math.round(durationMs / FETCH_ROUND_MS));
+  const serversUs = plans.map(() => 0);
+  const last: (Costed<FetchRowReply> | undefined)[] = plans.map(() => undefined);
+  for (let round = 0; round < rounds; round++) {
+    for (let j = 0; j < plans.length; j++) {
+      const i = (j + round) % plans.length;
+      const { t, rate, row } = plans[i] as FetchRowPlan;
+      progress(
+        `inference fetch ${t.transport} ${row.op} (${rate} req/s), round ${round + 1}/${rounds}`,
+      );
+      const r = await t.fetch({
+        rate,
+        durationMs: durationMs / rounds,
+        maxOutstanding: MAX_OUTSTANDING,
+        seed: seed * 1000 + round,
+        fresh: round === 0,
+      });
+      serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+      last[i] = r;
+    }
+  }
+  return plans.map(({ t, rate, row }, i) => {
+    const r = last[i] as Costed<FetchRowReply>;
+    const co = r.fromArrival;
+    const lag = r.lag;
+    const cpu = r.cpuUs + (serversUs[i] as number);
+    return {
+      transport: t.transport,
+      sizeBytes: w.sizeBytes,
+      meanKeys: w.meanKeys,
+      ...row,
+      ...r.latency,
+      cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+      coP50Us: co.p50Us,
+      coMeanUs: co.meanUs,
+      coP99Us: co.p99Us,
+      coP999Us: co.p999Us,
+      offeredRps: rate,
+      achievedRps: r.completed / r.seconds,
+      dropped: r.dropped,
+      failed: r.failed,
+      lagMeanUs: lag.meanUs,
+      lagP99Us: lag.p99Us,
+      rssBytes: r.rssBytes + r.serversRssBytes,
+    };
+  });
+}
+
+/** Inference warm-up pulls per target before its capacity probe. */
+export const FETCH_WARMUP_PULLS = 300;
+
+/** Rounds each capacity probe is cut into (the targets take them in turn). */
+const CAPACITY_ROUNDS = 3;
+
+/**
+ * Closed-loop capacity of every target, `CAPACITY_CONCURRENCY` pulls always in flight: the
+ * probe is cut into rounds the targets take in turn, and a target's capacity is the median of
+ * its rounds, so one burst of load from the shared host does not set one target's rate basis
+ * (a single probe per target put gRPC's anywhere from 116 to 626 req/s in runs at load 8–17).
+ */
+export async function measureCapacities(
+  targets: readonly ClientProcess[],
   probeMs: number,
-): Promise<Capacity> {
-  const pull = (k: number) => t.pull(w.requests[k % w.requests.length] as BigUint64Array);
-  const rps = await closedLoopRps(pull, CAPACITY_CONCURRENCY, probeMs);
-  return { rps, concurrency: CAPACITY_CONCURRENCY };
+  progress: (label: string) => void,
+): Promise<Map<ClientProcess, Capacity>> {
+  const rounds = targets.map((): number[] => []);
+  for (let round = 0; round < CAPACITY_ROUNDS; round++) {
+    for (let j = 0; j < targets.length; j++) {
+      const i = (j + round) % targets.length;
+      const t = targets[i] as ClientProcess;
+      progress(`inference capacity probe (${t.transport}, closed loop), round ${round + 1}`);
+      (rounds[i] as number[]).push(
+        await t.capacity(CAPACITY_CONCURRENCY, probeMs / CAPACITY_ROUNDS),
+      );
+    }
+  }
+  return new Map(
+    targets.map((t, i) => {
+      const sorted = (rounds[i] as number[]).sort((a, b) => a - b);
+      const rps = sorted[sorted.length >> 1] as number;
+      return [t, { rps, concurrency: CAPACITY_CONCURRENCY }];
+    }),
+  );
 }
 
 /**
@@ -122,28 +179,29 @@ export async function measureCapacity(
  * closed-loop capacity is measured. Shared loads are fractions of the TCP target's capacity,
  * the same requests per second for every target (`fetch@50%`); gRPC loads are fractions of
  * the gRPC target's capacity (`fetch@50%grpc`), again the same rate for every target that
- * runs them, where gRPC is not yet saturated. Each load is measured on every target back to back
- * in a rotating order so a burst of machine noise does not land on one side only.
+ * runs them, where gRPC is not yet saturated. Probes and loads are measured on every target in
+ * rounds taken in turn, so a burst of machine noise does not land on one side only.
  */
 export async function runInference(
-  targets: readonly PsTarget[],
+  targets: readonly ClientProcess[],
+  w: FetchWorkload,
   o: InferenceOptions,
   progress: (label: string) => void,
 ): Promise<Result[]> {
-  const w = fetchWorkload(o);
   for (const t of targets) {
     progress(`inference warm-up (${t.transport})`);
-    for (let k = 0; k < 300; k++) await t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+    await t.warmUp(FETCH_WARMUP_PULLS, 0);
+    // Then a closed loop as deep as the probe's, unmeasured: client and servers compile their
+    // hot paths over the first thousands of calls (measured, RDMA client in its own process:
+    // 500 ms closed loops after 300 warm-up pulls gave 1 490, 2 113, 4 955, 11 316 req/s in
+    // turn, load 5), and a capacity probed before that sets every row's rate too low.
+    await t.capacity(CAPACITY_CONCURRENCY, o.probeMs);
   }
-  const capacity = new Map<PsTarget, Capacity>();
-  for (const t of targets) {
-    progress(`inference capacity probe (${t.transport}, closed loop)`);
-    capacity.set(t, await measureCapacity(t, w, o.probeMs));
-  }
-  const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as PsTarget);
+  const capacity = await measureCapacities(targets, o.probeMs, progress);
+  const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as ClientProcess);
   const tcpCapacity = (capacity.get(reference) as Capacity).rps;
   const grpc = targets.find((t) => t.transport === 'grpc');
-  const capacityOf = (t: PsTarget) => (capacity.get(t) as Capacity).rps;
+  const capacityOf = (t: ClientProcess) => (capacity.get(t) as Capacity).rps;
   // Every (load, basis) point, each with the targets it runs on.
   const points = [
     ...o.loads.map((load) => ({ load, own: false, on: targets })),
@@ -157,15 +215,15 @@ export async function runInference(
   ];
   const results: Result[] = [];
   for (const [li, p] of points.entries()) {
-    const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as PsTarget);
-    for (const t of order) {
+    const order = p.on.map((_, i) => p.on[(i + li) % p.on.length] as ClientProcess);
+    const op = fetchOp(p.load, p.own);
+    const plans = order.map((t): FetchRowPlan => {
       const own = capacity.get(t) as Capacity;
       const basis = p.own ? capacityOf(grpc ?? t) : tcpCapacity;
-      const rate = Math.max(1, Math.round(p.load * basis));
-      const op = fetchOp(p.load, p.own);
-      progress(`inference fetch ${t.transport} at ${op.slice(6)} (${rate} req/s)`);
-      results.push(
-        await measureFetch(t, w, rate, o.durationMs, 7 + li, {
+      return {
+        t,
+        rate: Math.max(1, Math.round(p.load * basis)),
+        row: {
           op,
           // A row at gRPC's rate compares with TCP's row at that rate (when TCP runs it).
           baselineOp: op,
@@ -174,9 +232,10 @@ export async function runInference(
           capacityRps: own.rps,
           capacityConcurrency: own.concurrency,
           tcpCapacityRps: tcpCapacity,
-        }),
-      );
-    }
+        },
+      };
+    });
+    results.push(...(await measureFetchRows(plans, w, o.durationMs, 7 + li, progress)));
   }
   return results;
 }

@@ -12,7 +12,7 @@ export interface OpenLoopOptions {
 }
 
 export interface OpenLoopResult {
-  /** Issue → completion of each request. */
+  /** Issue → completion of each request (every round's, when `rec` was given). */
   latency: LatencyRecorder;
   /** Scheduled arrival → issue: how far the client fell behind the offered load. */
   lag: LatencyRecorder;
@@ -37,10 +37,11 @@ export interface OpenLoopResult {
 export async function runOpenLoop(
   request: (k: number) => Promise<void>,
   o: OpenLoopOptions,
+  /** Where latencies go: a row measured in several rounds records them all into one. */
+  rec = new OpenLoopLatency(),
 ): Promise<OpenLoopResult> {
   const next = xorshift32(o.seed);
   const meanGapMs = 1000 / o.rate;
-  const rec = new OpenLoopLatency();
   let outstanding = 0;
   let completed = 0;
   let dropped = 0;

@@ -5,10 +5,17 @@ import {
   ablatedServerArgs,
   ablatedTarget,
   compareWithReference,
-  relabel,
 } from './ablations.js';
+import { type ClientPools, ClientProcess } from './ClientProcess.js';
 import { type FailureOptions, runFailure } from './failure.js';
-import { type FetchWorkload, fetchOp, HEADLINE_LOAD, measureFetch } from './inference.js';
+import {
+  FETCH_WARMUP_PULLS,
+  type FetchRowPlan,
+  type FetchWorkload,
+  fetchOp,
+  HEADLINE_LOAD,
+  measureFetchRows,
+} from './inference.js';
 import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import type { RdmaTuning } from './RdmaTuning.js';
 import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
@@ -16,11 +23,13 @@ import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './train
 /** What the fetch and incast ablations run against: the main shards and RDMA target. */
 export interface LiveAblationContext {
   set: PsShardSet;
-  /** The full system's RDMA target on `set`. */
-  full: RdmajsPsTarget;
+  /** The full system's RDMA client process on `set`. */
+  full: ClientProcess;
   provider: 'soft' | 'ibverbs';
   tuning: RdmaTuning;
   workload: FetchWorkload;
+  /** The request pools of every client process. */
+  pools: ClientPools;
   /** The headline load's offered rate (requests per second, of TCP's capacity). */
   fetchRate: number;
   fetchMs: number;
@@ -30,12 +39,11 @@ export interface LiveAblationContext {
 const REF = 'ref';
 
 /** Side facts of an RDMA target for its row: QPs and registered memory of this side. */
-function footprint(t: RdmajsPsTarget): Record<string, number> {
-  const qps = t.qps();
-  const registered = t.registeredBytes();
+async function footprint(t: ClientProcess): Promise<Record<string, number>> {
+  const { qps, registeredBytes } = await t.info();
   return {
     ...(qps === undefined ? {} : { qps }),
-    ...(registered === undefined ? {} : { registeredBytes: registered }),
+    ...(registeredBytes === undefined ? {} : { registeredBytes }),
   };
 }
 
@@ -50,7 +58,7 @@ export async function runLiveAblation(
   progress: (label: string) => void,
 ): Promise<Result[]> {
   let own: PsShardSet | undefined;
-  let t: RdmajsPsTarget | undefined;
+  let t: ClientProcess | undefined;
   try {
     if (a.serverArgs !== undefined) {
       const args = ablatedServerArgs(a, c.tuning);
@@ -65,26 +73,50 @@ export async function runLiveAblation(
       });
     }
     progress(`ablation −${a.name}: connecting`);
-    t = await RdmajsPsTarget.connect(own ?? c.set, 'rdma', c.provider, ablatedTarget(a, c.tuning));
-    const ref = relabel(c.full, REF);
+    const shards = own ?? c.set;
+    const options = ablatedTarget(a, c.tuning);
+    t = await ClientProcess.spawn(
+      {
+        kind: 'rdmajs',
+        side: 'rdma',
+        provider: c.provider,
+        servers: shards.servers('rdma'),
+        options,
+      },
+      {
+        transport: c.provider,
+        variant: options.variant,
+        serverPids: () => shards.pids,
+        pools: c.pools,
+      },
+    );
+    const ref = c.full.as(REF);
     let refRow: Result;
     let row: Result;
     if (a.measure === 'fetch') {
       const w = c.workload;
-      for (let k = 0; k < 300; k++)
-        await t.pull(w.requests[k % w.requests.length] as BigUint64Array);
+      await t.warmUp(FETCH_WARMUP_PULLS, 0);
       const base = fetchOp(HEADLINE_LOAD, false);
-      const measure = (x: RdmajsPsTarget | typeof ref, label: string) => {
-        progress(`ablation −${a.name}: ${base} ${label} (${c.fetchRate} req/s)`);
-        return measureFetch(x, w, c.fetchRate, c.fetchMs, 71, {
+      progress(`ablation −${a.name}: ${base} (${c.fetchRate} req/s), ref and −${a.name} by turns`);
+      const plan = (x: ClientProcess, label: string): FetchRowPlan => ({
+        t: x,
+        rate: c.fetchRate,
+        row: {
           op: `${base} ${label}`,
           baselineOp: base,
           load: HEADLINE_LOAD,
           loadBasis: 'tcp-capacity',
-        });
-      };
-      refRow = { ...(await measure(ref, REF)), ...footprint(c.full) };
-      row = { ...(await measure(t, `−${a.name}`)), ...footprint(t) };
+        },
+      });
+      const [r0, r1] = await measureFetchRows(
+        [plan(ref, REF), plan(t, `−${a.name}`)],
+        w,
+        c.fetchMs,
+        71,
+        progress,
+      );
+      refRow = { ...(r0 as Result), ...(await footprint(c.full)) };
+      row = { ...(r1 as Result), ...(await footprint(t)) };
     } else if (a.measure === 'incast') {
       progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
       const rows = await runTraining(
@@ -92,8 +124,11 @@ export async function runLiveAblation(
         { ...c.training, concurrency: [HEADLINE_CONCURRENCY] },
         progress,
       );
-      refRow = { ...(rows.find((r) => r.op.endsWith(REF)) as Result), ...footprint(c.full) };
-      row = { ...(rows.find((r) => !r.op.endsWith(REF)) as Result), ...footprint(t) };
+      refRow = {
+        ...(rows.find((r) => r.op.endsWith(REF)) as Result),
+        ...(await footprint(c.full)),
+      };
+      row = { ...(rows.find((r) => !r.op.endsWith(REF)) as Result), ...(await footprint(t)) };
     } else {
       throw new Error(`ablation ${a.name}: ${a.measure} is not measured on the live shards`);
     }
@@ -126,7 +161,12 @@ export async function runFailureAblation(
     args: ablatedServerArgs(a, tuning),
   });
   try {
-    const t = await RdmajsPsTarget.connect(durable, 'rdma', provider, ablatedTarget(a, tuning));
+    const t = await RdmajsPsTarget.connect(
+      durable.servers('rdma'),
+      'rdma',
+      provider,
+      ablatedTarget(a, tuning),
+    );
     try {
       const row = await runFailure(durable, t, o, progress);
       return reference === undefined ? row : compareWithReference(a, row, reference);

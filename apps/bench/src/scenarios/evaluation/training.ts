@@ -1,7 +1,7 @@
 import type { Result } from '../../report/Result.js';
-import { collectGarbage } from '../../stats/collectGarbage.js';
-import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
-import { EVAL_DIM, type PsTarget } from './PsTarget.js';
+import type { ClientProcess, Costed } from './ClientProcess.js';
+import type { IncastRowReply } from './clientProtocol.js';
+import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
 export interface TrainingOptions {
@@ -14,61 +14,71 @@ export interface TrainingOptions {
   zipfExponent: number;
 }
 
-const nameOf = (t: PsTarget) =>
+const nameOf = (t: ClientProcess) =>
   t.variant === undefined ? t.transport : `${t.transport} ${t.variant}`;
 
 /** The fan-in the headline incast ratio is read at. */
 export const HEADLINE_CONCURRENCY = 64;
 const DISTINCT_BATCHES = 32;
 const GAP_MS = 2;
+/** Training warm-up pushes per target before its first incast row. */
+const PUSH_WARMUP = 100;
+/** Rounds an incast row's bursts are cut into (at most one burst each). */
+const INCAST_ROUNDS = 4;
+/** What a push is expected to take at most on a loaded host, for a row's deadline. */
+const PUSH_BUDGET_MS = 50;
+
+/** The push key batches of every incast row (Zipf keys: hot keys repeat across clients). */
+export function pushBatches(o: TrainingOptions): BigUint64Array[] {
+  const zipf = new ZipfKeys(o.keySpace, o.zipfExponent, 4242);
+  return Array.from({ length: DISTINCT_BATCHES }, () =>
+    zipf.fill(new BigUint64Array(o.keysPerPush)),
+  );
+}
 
 /**
- * Training push, bursty incast: `c` logical clients push a gradient batch each at the same
- * moment (as data-parallel workers do after a step), all to the same shards; the next burst
- * starts once every push of this one is acknowledged, after a short gap. Latency is per push,
- * from the burst's start. Hot keys repeat across clients (Zipf), as shared embeddings do.
+ * Training push, bursty incast (`runIncast`): `c` logical clients push a gradient batch each at
+ * the same moment (as data-parallel workers do after a step), all to the same shards; the next
+ * burst starts once every push of this one is acknowledged, after a short gap. Latency is per
+ * push, from the burst's start. Bursts run in each target's own client process (which holds
+ * `pushBatches(o)`), in rounds the targets take in turn; no GC is forced between rows.
  */
 export async function runTraining(
-  targets: readonly PsTarget[],
+  targets: readonly ClientProcess[],
   o: TrainingOptions,
   progress: (label: string) => void,
 ): Promise<Result[]> {
-  const zipf = new ZipfKeys(o.keySpace, o.zipfExponent, 4242);
-  const batches = Array.from({ length: DISTINCT_BATCHES }, () =>
-    zipf.fill(new BigUint64Array(o.keysPerPush)),
-  );
-  const grads = new Float32Array(o.keysPerPush * EVAL_DIM).fill(0.001);
   const results: Result[] = [];
   for (const t of targets) {
     progress(`training warm-up (${nameOf(t)})`);
-    for (let k = 0; k < 100; k++)
-      await t.push(batches[k % DISTINCT_BATCHES] as BigUint64Array, grads, 0);
+    await t.warmUp(0, PUSH_WARMUP);
   }
   for (const [ci, c] of o.concurrency.entries()) {
     const bursts = Math.max(2, Math.ceil(o.samples / c));
-    const order = targets.map((_, i) => targets[(i + ci) % targets.length] as PsTarget);
-    for (const t of order) {
-      progress(`training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts`);
-      const rec = new LatencyRecorder();
-      let failed = 0;
-      collectGarbage(); // the previous row's garbage is not collected inside this one
-      const cpu0 = t.cpuUs();
-      const t0 = performance.now();
-      let busyMs = 0;
-      for (let b = 0; b < bursts; b++) {
-        const start = performance.now();
-        await Promise.all(
-          Array.from({ length: c }, (_, w) =>
-            t.push(batches[(b * c + w) % DISTINCT_BATCHES] as BigUint64Array, grads, w).then(
-              () => rec.record((performance.now() - start) * 1000),
-              () => failed++,
-            ),
-          ),
+    const rounds = Math.min(INCAST_ROUNDS, bursts);
+    const order = targets.map((_, i) => targets[(i + ci) % targets.length] as ClientProcess);
+    const serversUs = order.map(() => 0);
+    const last: (Costed<IncastRowReply> | undefined)[] = order.map(() => undefined);
+    // Rounds of bursts, the targets taking turns (first one rotating), as the fetch rows do.
+    for (let round = 0; round < rounds; round++) {
+      const firstBurst = Math.floor((round * bursts) / rounds);
+      const n = Math.floor(((round + 1) * bursts) / rounds) - firstBurst;
+      for (let j = 0; j < order.length; j++) {
+        const i = (j + round) % order.length;
+        const t = order[i] as ClientProcess;
+        progress(
+          `training incast ${nameOf(t)}, ${c} clients × ${bursts} bursts, round ${round + 1}/${rounds}`,
         );
-        busyMs += performance.now() - start;
-        await new Promise((r) => setTimeout(r, GAP_MS));
+        const r = await t.incast(
+          { concurrency: c, bursts: n, gapMs: GAP_MS, firstBurst, fresh: round === 0 },
+          n * (GAP_MS + c * PUSH_BUDGET_MS),
+        );
+        serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+        last[i] = r;
       }
-      const seconds = (performance.now() - t0) / 1000;
+    }
+    for (const [i, t] of order.entries()) {
+      const r = last[i] as Costed<IncastRowReply>;
       const op = `push-incast×${c}`;
       results.push({
         transport: t.transport,
@@ -76,12 +86,12 @@ export async function runTraining(
         baselineOp: op,
         sizeBytes: o.keysPerPush * EVAL_DIM * 4,
         concurrency: c,
-        ...rec.summary(),
-        cpuUsPerOp: (t.cpuUs() - cpu0) / Math.max(1, rec.count),
-        pushesPerSec: rec.count / (busyMs / 1000),
-        failed,
-        seconds,
-        rssBytes: t.rssBytes(),
+        ...r.latency,
+        cpuUsPerOp: (r.cpuUs + (serversUs[i] as number)) / Math.max(1, r.count),
+        pushesPerSec: r.count / (r.busyMs / 1000),
+        failed: r.failed,
+        seconds: r.seconds,
+        rssBytes: r.rssBytes + r.serversRssBytes,
       });
     }
   }
