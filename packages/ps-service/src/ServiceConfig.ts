@@ -106,6 +106,9 @@ export const serviceTablesSchema = z.strictObject({
       policy: z.enum(['fsync', 'group', 'none']).optional(),
       groupBytes: z.number().int().positive().optional(),
       groupDelayMs: z.number().positive().optional(),
+      maxGroupBytes: z.number().int().positive().optional(),
+      maxGroupRecords: z.number().int().positive().optional(),
+      syncTimeoutMs: z.number().positive().optional(),
       segmentBytes: z.number().int().positive().optional(),
     })
     .optional(),

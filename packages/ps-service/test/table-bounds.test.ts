@@ -37,6 +37,16 @@ it('tables of the file are bounded unless "unbounded" is asked for', () => {
   ).toThrow(expect.objectContaining({ code: 'ERR_PS_SERVICE_CONFIG' }));
 });
 
+it("the log's group-commit bounds are accepted and checked", () => {
+  const log = { policy: 'fsync', maxGroupBytes: 1 << 20, maxGroupRecords: 64, syncTimeoutMs: 5000 };
+  expect(parseServiceTables({ tables: [], log }).log).toMatchObject(log);
+  for (const bad of [{ maxGroupBytes: 0 }, { maxGroupRecords: 1.5 }, { syncTimeoutMs: -1 }]) {
+    expect(() => parseServiceTables({ tables: [], log: bad })).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_SERVICE_CONFIG' }),
+    );
+  }
+});
+
 it('an unbounded table is warned about in the structured log at start', async () => {
   const lines: { level: LogLevel; msg: string; fields: Record<string, unknown> | undefined }[] = [];
   const service = await PsService.start({
