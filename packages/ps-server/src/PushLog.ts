@@ -194,6 +194,22 @@ export function scanSegment(
   return { records, validEnd: o, torn: false };
 }
 
+/**
+ * The bytes of a push's log record; ERR_PS_INVALID_ARG when it would not fit one record (the
+ * store checks this before it applies the push, so a rejected push changes nothing).
+ */
+export function loggedRecordBytes(
+  session: string,
+  name: string,
+  keys: Uint32Array,
+  grads: Float32Array,
+): number {
+  const size = recordBytes(session, name, keys, grads);
+  if (size - RECORD_HEADER > MAX_RECORD_BODY)
+    throw new PsError('ERR_PS_INVALID_ARG', 'push too large for one log record');
+  return size;
+}
+
 interface Waiter {
   lsn: number;
   resolve: () => void;
@@ -312,9 +328,12 @@ export class PushLog {
   ): Promise<void> {
     if (this.#failed !== null) return Promise.reject(this.#failed);
     if (this.#closed) return Promise.reject(new PsError('ERR_PS_CLOSED', 'push log is closed'));
-    const size = recordBytes(session, name, keys, grads);
-    if (size - RECORD_HEADER > MAX_RECORD_BODY)
-      return Promise.reject(new PsError('ERR_PS_INVALID_ARG', 'push too large for one log record'));
+    let size: number;
+    try {
+      size = loggedRecordBytes(session, name, keys, grads);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     if (this.policy === 'none') {
       try {
         this.#openIfNeeded(lsn);
