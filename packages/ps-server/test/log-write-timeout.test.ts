@@ -35,19 +35,27 @@ function isOpen(fd: number): boolean {
 function shortFirstWrite(first: number) {
   const calls: number[] = [];
   let fd = -1;
-  let held: (() => void) | null = null;
+  let returned: (() => void) | null = null;
+  const wrote = new Promise<void>((r) => (returned = r));
+  let deliver: (() => void) | null = null;
   const io: LogFileIo = {
     writev(f, bufs, position, cb) {
       fd = f;
       calls.push(bufs.reduce((n, b) => n + b.length, 0));
       if (calls.length > 1) return fs.writev(f, bufs, position, cb);
       fs.writev(f, [(bufs[0] as Uint8Array).subarray(0, first)], position, (err, n) => {
-        held = () => cb(err, n);
+        deliver = () => cb(err, n);
+        returned?.();
       });
     },
     fdatasync: (fd, cb) => fs.fdatasync(fd, cb),
   };
-  return { io, calls, fd: () => fd, release: () => (held as () => void)() };
+  /** Once the short write has returned, hands its result to the writer (which may go on). */
+  const release = async (): Promise<void> => {
+    await wrote;
+    (deliver as unknown as () => void)();
+  };
+  return { io, calls, fd: () => fd, release };
 }
 
 const heldUntil = async (f: () => boolean) => {
@@ -90,8 +98,8 @@ describe('a write that outlives the sync timeout', () => {
     await expect(ack).rejects.toMatchObject({ code: 'ERR_PS_IO' });
     await heldUntil(() => s.calls.length === 1);
     await log.close();
-    s.release();
-    for (let i = 0; i < 10; i++) await new Promise<void>((r) => setImmediate(r));
+    // A continuation would be issued from inside the callback release() delivers.
+    await s.release();
     expect(s.calls.length).toBe(1);
     const seg = fs.readdirSync(dir).find((n) => n.endsWith('.seg')) as string;
     expect(fs.statSync(`${dir}/${seg}`).size).toBe(10);
@@ -102,7 +110,7 @@ describe('a write that outlives the sync timeout', () => {
     const log = new PushLog(tmpDir('ps-timeout-'), 0, { policy: 'fsync' }, fileLogWriter(s.io));
     const ack = appendOne(log, 1);
     await heldUntil(() => s.calls.length === 1);
-    s.release();
+    await s.release();
     await ack;
     expect(s.calls.length).toBe(2);
     expect(s.calls[1]).toBe((s.calls[0] as number) - 10);
