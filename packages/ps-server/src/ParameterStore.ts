@@ -5,7 +5,13 @@ import * as path from 'node:path';
 import { DenseTensor, type DenseTensorConfig } from './DenseTensor.js';
 import { invalidArg, PsCorruptError, PsError, PsNoValidSnapshotError } from './errors.js';
 import { KIND_DENSE, KIND_SPARSE, type PushRecord } from './internal/record.js';
-import { listSegments, PushLog, type PushLogOptions, scanSegment } from './PushLog.js';
+import {
+  listSegments,
+  loggedRecordBytes,
+  PushLog,
+  type PushLogOptions,
+  scanSegment,
+} from './PushLog.js';
 import { heapRowMemory, type RowMemory } from './RowMemory.js';
 import {
   listSnapshots,
@@ -99,6 +105,8 @@ export interface SnapshotInfo {
 export type StoreState = 'open' | 'closing' | 'closed' | 'failed';
 
 const SESSION_RE = /^[\x20-\x7e]{1,256}$/;
+/** Dense records carry no keys (shared: nothing writes to an empty array). */
+const EMPTY_KEYS = new Uint32Array(0);
 
 function canonicalTable(t: SparseTable): unknown {
   const c = t.config;
@@ -291,6 +299,17 @@ export class ParameterStore {
       throw invalidArg('seq must be a non-negative safe integer');
   }
 
+  /** A push whose log record would not fit one is refused before it applies (not after). */
+  #checkLoggable(
+    logged: boolean,
+    opts: PushOptions,
+    name: string,
+    keys: Uint32Array,
+    grads: Float32Array,
+  ): void {
+    if (this.#log !== null && logged) loggedRecordBytes(opts.session, name, keys, grads);
+  }
+
   #duplicate(opts: PushOptions): PushResult | Promise<PushResult> | null {
     const s = this.#sessions.get(opts.session);
     if (s !== undefined && opts.seq - s.seq > this.#maxSeqGap)
@@ -362,6 +381,7 @@ export class ParameterStore {
     if (grads.length > MAX_PUSH_FLOATS)
       throw invalidArg(`at most ${MAX_PUSH_FLOATS} gradient floats per push`);
     this.#checkPushOptions(opts);
+    this.#checkLoggable(t.logged, opts, table, k32, grads);
     const dup = this.#duplicate(opts);
     if (dup !== null) return dup;
     const now = this.#clock();
@@ -395,13 +415,14 @@ export class ParameterStore {
     if (!(grad instanceof Float32Array) || grad.length !== d.length)
       throw invalidArg(`grad must be a Float32Array of ${d.length} floats`);
     this.#checkPushOptions(opts);
+    this.#checkLoggable(d.logged, opts, name, EMPTY_KEYS, grad);
     const dup = this.#duplicate(opts);
     if (dup !== null) return dup;
     d.push(grad);
     const result: PushResult = { applied: true, duplicate: false, rows: 1, dropped: 0 };
     return this.#logged(
       d.logged,
-      { kind: KIND_DENSE, name, keys: new Uint32Array(0), grads: grad, now: this.#clock(), opts },
+      { kind: KIND_DENSE, name, keys: EMPTY_KEYS, grads: grad, now: this.#clock(), opts },
       result,
     );
   }

@@ -43,40 +43,70 @@ export interface PushLogOptions {
 /**
  * How a group reaches the disk: `bufs` appended at the file's offset and durable (data
  * integrity, as fdatasync) when `done(null)` runs. Injected by tests to watch and hold syncs.
+ * `abandoned()` turns true once the log has given up on the write (its sync timeout fired):
+ * the writer then issues no further write or sync on `fd` and calls `done` when what is
+ * running returns. The log keeps `fd` open until `done` runs, so its number is not reused
+ * under a write still queued or running.
  */
 export interface LogWriter {
   /** Whether segments are opened with O_DSYNC for this writer (its writes then sync). */
   readonly dsync: boolean;
-  writeDurable(fd: number, bufs: Uint8Array[], done: (err: Error | null) => void): void;
+  writeDurable(
+    fd: number,
+    bufs: Uint8Array[],
+    done: (err: Error | null) => void,
+    abandoned: () => boolean,
+  ): void;
+}
+
+/** The file calls of the default writer (injected by tests to make writes short or slow). */
+export interface LogFileIo {
+  writev(
+    fd: number,
+    bufs: Uint8Array[],
+    position: null,
+    cb: (err: Error | null, written: number) => void,
+  ): void;
+  fdatasync(fd: number, cb: (err: Error | null) => void): void;
 }
 
 const O_DSYNC: number | undefined = fs.constants.O_DSYNC;
 
-/** The default writer: one writev on an O_DSYNC segment (one thread-pool trip per group). */
-export const fsLogWriter: LogWriter = {
-  dsync: O_DSYNC !== undefined,
-  writeDurable(fd, bufs, done) {
-    const sync = (): void => {
-      if (O_DSYNC !== undefined) done(null);
-      else fs.fdatasync(fd, (err) => done(err));
-    };
-    const rest = (views: Uint8Array[], written: number): void => {
-      // A short write (disk nearly full, a signal) goes on from where it stopped.
-      let skip = written;
-      const left: Uint8Array[] = [];
-      for (const v of views) {
-        if (skip >= v.length) skip -= v.length;
-        else {
-          left.push(skip === 0 ? v : v.subarray(skip));
-          skip = 0;
+/** A writer doing one writev on an O_DSYNC segment (one thread-pool trip per group). */
+export function fileLogWriter(io: LogFileIo = fs): LogWriter {
+  return {
+    dsync: O_DSYNC !== undefined,
+    writeDurable(fd, bufs, done, abandoned) {
+      const sync = (): void => {
+        if (O_DSYNC !== undefined) done(null);
+        else io.fdatasync(fd, (err) => done(err));
+      };
+      const rest = (views: Uint8Array[], written: number): void => {
+        // A short write (disk nearly full, a signal) goes on from where it stopped, unless
+        // the log gave up on it meanwhile: then not a byte more goes to fd.
+        if (abandoned()) {
+          done(new Error('write abandoned after the sync timeout'));
+          return;
         }
-      }
-      if (left.length === 0) sync();
-      else fs.writev(fd, left, null, (err, n) => (err ? done(err) : rest(left, n)));
-    };
-    fs.writev(fd, bufs, null, (err, n) => (err ? done(err) : rest(bufs, n)));
-  },
-};
+        let skip = written;
+        const left: Uint8Array[] = [];
+        for (const v of views) {
+          if (skip >= v.length) skip -= v.length;
+          else {
+            left.push(skip === 0 ? v : v.subarray(skip));
+            skip = 0;
+          }
+        }
+        if (left.length === 0) sync();
+        else io.writev(fd, left, null, (err, n) => (err ? done(err) : rest(left, n)));
+      };
+      io.writev(fd, bufs, null, (err, n) => (err ? done(err) : rest(bufs, n)));
+    },
+  };
+}
+
+/** The default writer. */
+export const fsLogWriter: LogWriter = fileLogWriter();
 
 const SEG_RE = /^log-(\d{16})\.seg$/;
 
@@ -164,6 +194,22 @@ export function scanSegment(
   return { records, validEnd: o, torn: false };
 }
 
+/**
+ * The bytes of a push's log record; ERR_PS_INVALID_ARG when it would not fit one record (the
+ * store checks this before it applies the push, so a rejected push changes nothing).
+ */
+export function loggedRecordBytes(
+  session: string,
+  name: string,
+  keys: Uint32Array,
+  grads: Float32Array,
+): number {
+  const size = recordBytes(session, name, keys, grads);
+  if (size - RECORD_HEADER > MAX_RECORD_BODY)
+    throw new PsError('ERR_PS_INVALID_ARG', 'push too large for one log record');
+  return size;
+}
+
 interface Waiter {
   lsn: number;
   resolve: () => void;
@@ -214,6 +260,10 @@ export class PushLog {
   #immediate: NodeJS.Immediate | null = null;
   #failed: PsError | null = null;
   #closed = false;
+  /** The writer has a write (or its sync) under way: the segment fd must stay open. */
+  #writing = false;
+  /** The segment fd, closed by the log while a timed-out write was still on it. */
+  #orphanFd: number | null = null;
   /** Groups written (write + sync), for tests and diagnostics. */
   #groups = 0;
 
@@ -278,9 +328,12 @@ export class PushLog {
   ): Promise<void> {
     if (this.#failed !== null) return Promise.reject(this.#failed);
     if (this.#closed) return Promise.reject(new PsError('ERR_PS_CLOSED', 'push log is closed'));
-    const size = recordBytes(session, name, keys, grads);
-    if (size - RECORD_HEADER > MAX_RECORD_BODY)
-      return Promise.reject(new PsError('ERR_PS_INVALID_ARG', 'push too large for one log record'));
+    let size: number;
+    try {
+      size = loggedRecordBytes(session, name, keys, grads);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     if (this.policy === 'none') {
       try {
         this.#openIfNeeded(lsn);
@@ -351,6 +404,8 @@ export class PushLog {
   #openIfNeeded(firstLsn: number): void {
     if (this.#fd !== null && !this.#roll && this.#segSize < this.#segmentBytes) return;
     if (this.#fd !== null) {
+      // Unreachable while writes are serial and a timed-out one fails the log: kept as a guard.
+      if (this.#writing) throw new Error('segment roll while a write is under way');
       fs.fsyncSync(this.#fd);
       fs.closeSync(this.#fd);
     }
@@ -422,12 +477,25 @@ export class PushLog {
         settled = true;
         reject(new Error(`write + sync not done after ${this.#syncTimeoutMs} ms`));
       }, this.#syncTimeoutMs);
-      this.#writer.writeDurable(fd, bufs, (err) => {
-        if (settled) return;
-        clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      });
+      this.#writing = true;
+      this.#writer.writeDurable(
+        fd,
+        bufs,
+        (err) => {
+          this.#writing = false;
+          if (this.#orphanFd !== null) {
+            // close() ran while this write was out: its fd is closed now, unsynced (failed).
+            const orphan = this.#orphanFd;
+            this.#orphanFd = null;
+            closeQuietly(orphan);
+          }
+          if (settled) return;
+          clearTimeout(timer);
+          if (err) reject(err);
+          else resolve();
+        },
+        () => settled,
+      );
     });
   }
 
@@ -473,15 +541,29 @@ export class PushLog {
     this.#closed = true;
     if (this.#immediate !== null) clearImmediate(this.#immediate);
     this.#immediate = null;
-    if (this.#fd !== null) {
+    const fd = this.#fd;
+    this.#fd = null;
+    if (fd === null) return;
+    // A write that timed out may still be queued or running on fd: closing fd now would let
+    // its number be reused under it, so that write's callback closes it. A failed log's fd
+    // is never synced here: the device may be what stalled, and fsyncSync would block.
+    if (this.#writing) this.#orphanFd = fd;
+    else if (this.#failed !== null) closeQuietly(fd);
+    else {
       try {
-        fs.fsyncSync(this.#fd);
+        fs.fsyncSync(fd);
       } finally {
-        fs.closeSync(this.#fd);
-        this.#fd = null;
+        fs.closeSync(fd);
       }
     }
   }
+}
+
+/** Closes an fd whose log has failed already (a second error has nowhere to go). */
+function closeQuietly(fd: number): void {
+  try {
+    fs.closeSync(fd);
+  } catch {}
 }
 
 /** fsync a directory so a create/rename in it is durable. */

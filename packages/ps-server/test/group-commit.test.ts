@@ -10,42 +10,8 @@ import {
   type PushLogOptions,
   scanSegment,
 } from '../src/PushLog.js';
+import { HeldWriter } from './heldWriter.js';
 import { tmpDir } from './helpers.js';
-
-/** The real writer, each call held until the test releases it; records what each call wrote. */
-class HeldWriter implements LogWriter {
-  readonly dsync = fsLogWriter.dsync;
-  /** Highest lsn whose write + sync has completed (set before the log hears of it). */
-  synced = 0;
-  readonly calls: { lsns: number[]; release: () => void }[] = [];
-  #arrived: (() => void) | null = null;
-
-  writeDurable(fd: number, bufs: Uint8Array[], done: (err: Error | null) => void): void {
-    const lsns = scanSegment(Buffer.concat(bufs), 'group', false, lsnOf(bufs)).records.map(
-      (r) => r.lsn,
-    );
-    this.calls.push({
-      lsns,
-      release: () =>
-        fsLogWriter.writeDurable(fd, bufs, (err) => {
-          if (err === null) this.synced = Math.max(this.synced, ...lsns);
-          done(err);
-        }),
-    });
-    this.#arrived?.();
-  }
-
-  /** Resolves once `n` calls have arrived. */
-  async calledTimes(n: number): Promise<void> {
-    while (this.calls.length < n) await new Promise<void>((r) => (this.#arrived = r));
-  }
-}
-
-/** The lsn of a group's first record (body offset 16, f64). */
-function lsnOf(bufs: Uint8Array[]): number {
-  const first = bufs[0] as Uint8Array;
-  return new DataView(first.buffer, first.byteOffset).getFloat64(16, true);
-}
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
@@ -163,9 +129,9 @@ describe('push log group commit', () => {
     const seen = new Set<ArrayBufferLike>();
     const watching: LogWriter = {
       dsync: fsLogWriter.dsync,
-      writeDurable(fd, bufs, done) {
+      writeDurable(fd, bufs, done, abandoned) {
         for (const b of bufs) seen.add(b.buffer);
-        fsLogWriter.writeDurable(fd, bufs, done);
+        fsLogWriter.writeDurable(fd, bufs, done, abandoned);
       },
     };
     const log = new PushLog(dir, 0, {}, watching);
