@@ -5,15 +5,7 @@ import type { Transport } from '../src/report/Result.js';
 import { type ClientPools, ClientProcess } from '../src/scenarios/evaluation/ClientProcess.js';
 import type { ClientProcessArgs } from '../src/scenarios/evaluation/clientProtocol.js';
 import { EVAL_SECRET, EVAL_TABLES } from '../src/scenarios/evaluation/PsTarget.js';
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { alive } from './fixtures/alive.js';
 
 const keys = (n: number, from: number) =>
   BigUint64Array.from({ length: n }, (_, i) => BigInt(from + i + 1));

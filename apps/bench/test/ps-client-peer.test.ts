@@ -5,18 +5,10 @@ import { PsClientPeer } from '../src/peers/PsClientPeer.js';
 import { PsShardSet } from '../src/peers/PsShardSet.js';
 import type { PsClientPeerArgs } from '../src/peers/psClientProtocol.js';
 import { psTableName } from '../src/peers/psWorkload.js';
+import { alive } from './fixtures/alive.js';
 
 const SECRET = 'rdmajs-bench-ps-peer-test-secret-0123';
 const DIM = 8;
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** Waits (at most `ms`) for `pid` to be gone. */
 async function gone(pid: number, ms = 20_000): Promise<boolean> {
