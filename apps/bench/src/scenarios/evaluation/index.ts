@@ -1,4 +1,4 @@
-import { GrpcStoreServer } from '../../baselines/grpc/GrpcStoreServer.js';
+import { GrpcStoreServer, grpcServersGc } from '../../baselines/grpc/GrpcStoreServer.js';
 import { PsShardSet } from '../../peers/PsShardSet.js';
 import { formatRatio, formatSize } from '../../report/format.js';
 import type { Result } from '../../report/Result.js';
@@ -100,6 +100,35 @@ export function evaluationHeadlines(results: Result[]): HeadlineValues {
   return out;
 }
 
+const rps = (x: unknown) => (typeof x === 'number' ? x.toFixed(x >= 100 ? 0 : 1) : '?');
+
+/**
+ * What rate a fetch ablation ran at and whether it was served: its capacity against the
+ * ref's (the throughput the lesson buys), the rate both ran at when the headline rate was
+ * more than the ablated target could serve, and a row offered more than it served, labelled.
+ */
+function rateNotes(r: Result, ref: Result | undefined): string[] {
+  if (typeof r.offeredRps !== 'number') return [];
+  const notes: string[] = [];
+  if (typeof r.capacityVsRef === 'number')
+    notes.push(
+      `capacity ${rps(r.capacityRps)} vs ${rps(ref?.capacityRps)} req/s (${formatRatio(r.capacityVsRef)})`,
+    );
+  if (r.loadBasis === 'ablated-capacity')
+    notes.push(
+      `both at ${rps(r.offeredRps)} req/s, half its capacity (the headline ${rps(r.headlineRps)} req/s is more than it serves)`,
+    );
+  for (const [who, x] of [
+    ['it', r],
+    ['the ref', ref],
+  ] as const)
+    if (x?.pastCapacity === true)
+      notes.push(
+        `PAST CAPACITY (${who}): served ${rps(x.achievedRps)} of ${rps(x.offeredRps)} req/s offered, ${x.dropped} dropped: its latency is a queue`,
+      );
+  return notes;
+}
+
 /** The ablation block under the table: each lesson off against the full system measured beside it. */
 export function renderAblations(results: Result[]): string {
   const rows = results.filter((r) => typeof r.ablation === 'string');
@@ -123,6 +152,7 @@ export function renderAblations(results: Result[]): string {
         ]
       : [
           `mean ${formatRatio(r.meanVsRef as number)}, p99 ${formatRatio(r.p99VsRef as number)}, CPU/op ${formatRatio(r.cpuVsRef as number)} the ref`,
+          ...rateNotes(r, ref),
           ...extra,
         ];
     lines.push(
@@ -178,6 +208,7 @@ export const evaluationScenario: Scenario = {
               {
                 transport: side === 'tcp' ? 'tcp' : o.provider,
                 serverPids: () => shards.pids,
+                serverGc: () => shards.gcCounts(),
                 pools,
               },
             ),
@@ -195,7 +226,12 @@ export const evaluationScenario: Scenario = {
       targets.push(
         await ClientProcess.spawn(
           { kind: 'grpc', ports: grpcServers.map((s) => s.port) },
-          { transport: 'grpc', serverPids: () => grpcServers.map((s) => s.pid), pools },
+          {
+            transport: 'grpc',
+            serverPids: () => grpcServers.map((s) => s.pid),
+            serverGc: () => grpcServersGc(grpcServers),
+            pools,
+          },
         ),
       );
       results.push(...(await runInference(targets, workload, p.inference, progress)));
@@ -216,6 +252,7 @@ export const evaluationScenario: Scenario = {
                 pools,
                 fetchRate: headline.offeredRps as number,
                 fetchMs: p.ablationFetchMs,
+                probeMs: p.inference.probeMs,
                 training: p.training,
               },
               progress,
