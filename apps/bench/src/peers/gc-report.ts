@@ -7,8 +7,10 @@ import { GcTally } from '../stats/GcTally.js';
 if (process.send !== undefined) {
   const tally = new GcTally().start();
   process.on('message', (m: { op?: unknown; id?: unknown }) => {
-    if (m?.op === 'gc' && typeof m.id === 'number')
-      process.send?.({ id: m.id, gc: tally.snapshot() });
+    if (m?.op === 'gc' && typeof m.id === 'number') {
+      const id = m.id;
+      void tally.settled().then((gc) => process.send?.({ id, gc }));
+    }
   });
   process.channel?.unref();
 }

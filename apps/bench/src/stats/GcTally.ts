@@ -22,10 +22,20 @@ export class GcTally {
     this.#on = false;
   }
 
-  /** The totals so far, including entries not yet delivered to the observer's callback. */
+  /**
+   * The totals so far, including entries queued but not yet delivered to the observer. Node
+   * queues a GC's entry on the turn of the event loop after the GC: one that ran in this very
+   * turn counts from the next (`settled()`).
+   */
   snapshot(): GcCounts {
     if (this.#on) this.#add(this.#obs.takeRecords());
     return { ...this.#counts };
+  }
+
+  /** The totals after one more turn of the event loop: the GCs of this turn included. */
+  async settled(): Promise<GcCounts> {
+    await new Promise((resolve) => setImmediate(resolve));
+    return this.snapshot();
   }
 
   #add(entries: readonly PerformanceEntry[]): void {

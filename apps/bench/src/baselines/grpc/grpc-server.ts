@@ -23,7 +23,7 @@ const reply = (id: number, result: unknown, error?: string) =>
 
 process.on('message', (m: Msg) => {
   if (m.op === 'cpu') return reply(m.id, cpuNowUs());
-  if (m.op === 'gc') return reply(m.id, gc.snapshot());
+  if (m.op === 'gc') return void gc.settled().then((counts) => reply(m.id, counts));
   if (m.op === 'exit') {
     const bye = () => process.exit(0);
     if (!server) return bye();

@@ -111,7 +111,7 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       const gc0 = gcTally.snapshot();
       const r = await runOpenLoop(pull, m, row.rec);
       row.cpuUs += cpuNowUs() - cpu0;
-      row.gc = addGc(row.gc, gcSince(gcTally.snapshot(), gc0));
+      row.gc = addGc(row.gc, gcSince(await gcTally.settled(), gc0));
       row.completed += r.completed;
       row.dropped += r.dropped;
       row.failed += r.failed;
@@ -147,7 +147,7 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       const gc0 = gcTally.snapshot();
       const r = await runIncast((b, w) => push((m.firstBurst + b) * c + w, w), m, row.rec);
       row.cpuUs += cpuNowUs() - cpu0;
-      row.gc = addGc(row.gc, gcSince(gcTally.snapshot(), gc0));
+      row.gc = addGc(row.gc, gcSince(await gcTally.settled(), gc0));
       row.failed += r.failed;
       row.busyMs += r.busyMs;
       row.seconds += r.seconds;
