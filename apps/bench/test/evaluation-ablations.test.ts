@@ -95,6 +95,9 @@ describe('evaluation ablations: configuration', () => {
   it('--quick runs one ablation, the full evaluation all of them', () => {
     expect(plan(true, 'soft').ablations.map((a) => a.name)).toEqual(['zero-copy']);
     expect(plan(false, 'soft').ablations).toEqual(ABLATIONS);
+    // The incast again on shards that log pushes: the full run only.
+    expect(plan(true, 'soft').loggedIncast).toBe(false);
+    expect(plan(false, 'soft').loggedIncast).toBe(true);
     // gRPC at fractions of its own capacity; TCP and RDMA at the headline fraction of it.
     expect(plan(false, 'soft').inference.grpcLoads).toEqual({
       grpc: [0.25, 0.5, 0.75, 1],

@@ -14,6 +14,7 @@ import {
   type InferenceOptions,
   runInference,
 } from './inference.js';
+import { runLoggedIncast } from './loggedIncast.js';
 import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { runFailureAblation, runLiveAblation } from './runAblations.js';
@@ -37,6 +38,8 @@ export function plan(
   failure: FailureOptions;
   ablations: readonly Ablation[];
   ablationFetchMs: number;
+  /** The headline incast again on shards that log every push (the full run only). */
+  loggedIncast: boolean;
 } {
   const loads = quick ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
   return {
@@ -68,6 +71,7 @@ export function plan(
     // --quick runs one ablation (zero-copy, at the headline fetch load); the full run all.
     ablations: quick ? ABLATIONS.filter((a) => a.name === 'zero-copy') : ABLATIONS,
     ablationFetchMs: quick ? 1000 : 2000,
+    loggedIncast: !quick,
   };
 }
 
@@ -265,6 +269,13 @@ export const evaluationScenario: Scenario = {
       await Promise.all(grpcServers.splice(0).map((s) => s.close()));
       await set?.stop();
     }
+    if (p.loggedIncast)
+      results.push(
+        ...(await runLoggedIncast(
+          { sides, provider: o.provider, tuning, shardArgs, pools, training: p.training },
+          progress,
+        )),
+      );
     // --quick kills a shard under the last transport only (RDMA when it runs).
     for (const side of o.quick ? sides.slice(-1) : sides) {
       progress(`failure scenario (${side})`);
