@@ -120,7 +120,7 @@ function rateNotes(r: Result, ref: Result | undefined): string[] {
     );
   if (r.loadBasis === 'ablated-capacity')
     notes.push(
-      `both at ${rps(r.offeredRps)} req/s, half its capacity (the headline ${rps(r.headlineRps)} req/s is more than it serves)`,
+      `both at ${rps(r.offeredRps)} req/s, half its capacity (the headline ${rps(r.headlineRps)} req/s is more than that)`,
     );
   for (const [who, x] of [
     ['it', r],
