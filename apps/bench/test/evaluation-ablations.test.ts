@@ -13,6 +13,7 @@ import {
 } from '../src/scenarios/evaluation/ablations.js';
 import { plan, renderAblations } from '../src/scenarios/evaluation/index.js';
 import { serverArgsOf } from '../src/scenarios/evaluation/RdmaTuning.js';
+import { ablationFetchRate } from '../src/scenarios/evaluation/runAblations.js';
 
 const require = createRequire(import.meta.url);
 const psCli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
@@ -94,6 +95,9 @@ describe('evaluation ablations: configuration', () => {
   it('--quick runs one ablation, the full evaluation all of them', () => {
     expect(plan(true, 'soft').ablations.map((a) => a.name)).toEqual(['zero-copy']);
     expect(plan(false, 'soft').ablations).toEqual(ABLATIONS);
+    // The incast again on shards that log pushes: the full run only.
+    expect(plan(true, 'soft').loggedIncast).toBe(false);
+    expect(plan(false, 'soft').loggedIncast).toBe(true);
     // gRPC at fractions of its own capacity; TCP and RDMA at the headline fraction of it.
     expect(plan(false, 'soft').inference.grpcLoads).toEqual({
       grpc: [0.25, 0.5, 0.75, 1],
@@ -140,6 +144,53 @@ describe('evaluation ablations: report', () => {
     expect(text).toContain('mean 1.50×');
     expect(text).toContain('2 MiB vs 1 MiB registered');
     for (const n of NOT_MEASURED) expect(text).toContain(`−${n.name}`);
+  });
+
+  it('a fetch ablation runs at the headline rate, or at half its own capacity when that is lower', () => {
+    // It serves the headline rate: both rows run at it (the full system's rows' rate).
+    expect(ablationFetchRate(400, 1000)).toEqual({ rate: 400, basis: 'tcp-capacity' });
+    expect(ablationFetchRate(400, 800)).toEqual({ rate: 400, basis: 'tcp-capacity' });
+    // It cannot: both at half its capacity, so neither row measures a queue.
+    expect(ablationFetchRate(400, 120)).toEqual({ rate: 60, basis: 'ablated-capacity' });
+    expect(ablationFetchRate(400, 0.5)).toEqual({ rate: 1, basis: 'ablated-capacity' });
+  });
+
+  it('a fetch ablation row says its capacity against the ref, its rate, and when it was past capacity', () => {
+    const zc = ABLATIONS[0] as (typeof ABLATIONS)[number];
+    const fetchRow = (op: string, meanUs: number, capacityRps: number, extra: Partial<Result>) =>
+      row(op, meanUs, {
+        offeredRps: 60,
+        achievedRps: 60,
+        dropped: 0,
+        pastCapacity: false,
+        capacityRps,
+        headlineRps: 400,
+        loadBasis: 'ablated-capacity',
+        ...extra,
+      });
+    const ref = fetchRow('fetch@50% ref', 1000, 900, {});
+    const off = compareWithReference(zc, fetchRow('fetch@50% −zero-copy', 2000, 120, {}), ref);
+    expect(off.capacityVsRef).toBeCloseTo(120 / 900, 9);
+    const text = renderAblations([ref, off]);
+    expect(text).toContain('capacity 120 vs 900 req/s (0.13×)');
+    expect(text).toContain('both at 60.0 req/s, half its capacity (the headline 400 req/s');
+    expect(text).not.toContain('PAST CAPACITY');
+    // Offered more than it served (the old way: the headline rate to a target that cannot).
+    const queued = compareWithReference(
+      zc,
+      fetchRow('fetch@50% −zero-copy', 900_000, 20, {
+        offeredRps: 400,
+        achievedRps: 9.4,
+        dropped: 1500,
+        pastCapacity: true,
+        loadBasis: 'tcp-capacity',
+      }),
+      ref,
+    );
+    const past = renderAblations([ref, queued]);
+    expect(past).toContain('PAST CAPACITY (it): served 9.4 of 400 req/s offered, 1500 dropped');
+    expect(past).not.toContain('PAST CAPACITY (the ref)');
+    expect(past).not.toContain('half its capacity');
   });
 
   it('the recovery row reports pushes failed and torn across shards, not latency ratios', () => {

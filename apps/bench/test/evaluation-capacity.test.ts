@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { isPastCapacity } from '../src/scenarios/evaluation/inference.js';
 import { OpenLoopLatency } from '../src/scenarios/evaluation/OpenLoopLatency.js';
 import { runOpenLoop } from '../src/scenarios/evaluation/openLoop.js';
 
@@ -43,5 +44,13 @@ describe('coordinated-omission-corrected latency', () => {
     expect(co.meanUs).toBeGreaterThanOrEqual(issue.meanUs);
     expect(co.meanUs).toBeCloseTo(issue.meanUs + r.lag.summary().meanUs, -1);
     expect(co.p99Us).toBeGreaterThanOrEqual(issue.p99Us);
+  });
+
+  it('a fetch row is past capacity when it dropped arrivals or served well below the offer', () => {
+    expect(isPastCapacity(400, 396, 0)).toBe(false);
+    // Poisson counts of a short row vary by a few per cent: not a queue.
+    expect(isPastCapacity(400, 350, 0)).toBe(false);
+    expect(isPastCapacity(400, 9.4, 0)).toBe(true);
+    expect(isPastCapacity(400, 400, 3)).toBe(true);
   });
 });

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GrpcStoreServer } from '../src/baselines/grpc/GrpcStoreServer.js';
+import { GrpcStoreServer, grpcServersGc } from '../src/baselines/grpc/GrpcStoreServer.js';
 import { PsShardSet } from '../src/peers/PsShardSet.js';
 import type { Transport } from '../src/report/Result.js';
 import { type ClientPools, ClientProcess } from '../src/scenarios/evaluation/ClientProcess.js';
 import type { ClientProcessArgs } from '../src/scenarios/evaluation/clientProtocol.js';
 import { EVAL_SECRET, EVAL_TABLES } from '../src/scenarios/evaluation/PsTarget.js';
+import { isGcCounts } from '../src/stats/GcCounts.js';
 import { alive } from './fixtures/alive.js';
 
 const keys = (n: number, from: number) =>
@@ -51,6 +52,7 @@ describe('evaluation client process (one target’s clients in their own process
     return ClientProcess.spawn(args, {
       transport,
       serverPids: () => (target === 'grpc' ? [g.pid] : s.pids),
+      serverGc: () => (target === 'grpc' ? grpcServersGc([g]) : s.gcCounts()),
       pools,
     });
   };
@@ -74,6 +76,14 @@ describe('evaluation client process (one target’s clients in their own process
         expect(b.latency.meanUs).toBeGreaterThan(0);
         expect(b.fromArrival.meanUs).toBeGreaterThanOrEqual(b.latency.meanUs * 0.999);
         expect(a.serversCpuUs).toBeGreaterThan(0);
+        // GCs over the round: the client process's own (the row's so far), each server's.
+        expect(isGcCounts(a.gc) && isGcCounts(b.gc)).toBe(true);
+        expect(b.gc.minor).toBeGreaterThanOrEqual(a.gc.minor);
+        expect(b.gc.pauseMs).toBeGreaterThanOrEqual(a.gc.pauseMs);
+        expect(a.serversGc.map((g) => g.process)).toEqual([
+          target === 'grpc' ? 'grpc server 0' : 'shard client-process-test-0',
+        ]);
+        expect(a.serversGc.every(isGcCounts)).toBe(true);
         expect(a.rssBytes).toBeGreaterThan(0);
         const fresh = await c.fetch({ ...round, seed: 3, fresh: true });
         expect(fresh.completed).toBeLessThan(b.completed);

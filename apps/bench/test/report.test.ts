@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { baselineFor } from '../src/report/baselineRow.js';
+import { chartsFor } from '../src/report/charts.js';
 import { formatSize, ratio } from '../src/report/format.js';
+import { renderSvg } from '../src/report/html.js';
 import type { Result } from '../src/report/Result.js';
 import { renderTable } from '../src/report/table.js';
+import { gcFields } from '../src/scenarios/evaluation/gcFields.js';
 import { LatencyRecorder } from '../src/stats/LatencyRecorder.js';
 
 const row = (
@@ -58,5 +61,42 @@ describe('bench report', () => {
     const table = renderTable(rows);
     expect(table).toContain('0.10×');
     expect(table).toContain('4.00×');
+  });
+
+  it("shows every row's GCs: table columns, and charts stacked by process", async () => {
+    const shards = [
+      { process: 'shard e0', pid: 2, major: 6, minor: 1, pauseMs: 60 },
+      { process: 'shard e1', pid: 3, major: 2, minor: 0, pauseMs: 20 },
+    ];
+    const rows = [
+      row('tcp', 'fetch@50%', 40, {
+        offeredRps: 400,
+        ...gcFields({ pid: 1, major: 2, minor: 30, pauseMs: 20 }, shards, 2000),
+      }),
+      row('soft', 'fetch@50%', 20, {
+        offeredRps: 400,
+        ...gcFields({ pid: 4, major: 0, minor: 2, pauseMs: 1 }, [], 2000),
+      }),
+    ];
+    const table = renderTable(rows);
+    for (const h of ['full GCs', 'full GC/1k op', 'GC pause µs/op']) expect(table).toContain(h);
+    // tcp: 10 full GCs, 5 per 1 000 requests, 100 ms of pause over 2 000 requests.
+    expect(table).toMatch(/tcp .* 10 +5\.00 +50\.0$/m);
+    const charts = chartsFor({ scenario: 'evaluation', machine: {} as never, results: rows });
+    const major = charts.find((c) => c.id === 'gc-major');
+    const pause = charts.find((c) => c.id === 'gc-pause');
+    if (major === undefined || pause === undefined) throw new Error('no GC charts');
+    const values = (major.spec as { data: { values: Record<string, unknown>[] } }).data.values;
+    expect(values.filter((v) => v.row === 'tcp fetch@50%')).toEqual([
+      { row: 'tcp fetch@50%', process: 'client', majorPer1k: 1, pauseUsPerOp: 10 },
+      { row: 'tcp fetch@50%', process: 'shard e0', majorPer1k: 3, pauseUsPerOp: 30 },
+      { row: 'tcp fetch@50%', process: 'shard e1', majorPer1k: 1, pauseUsPerOp: 10 },
+    ]);
+    const svg = await renderSvg(pause.spec);
+    expect(svg).toContain('<svg');
+    expect(svg).toContain('shard e1');
+    // Rows without GC figures (other scenarios) get no GC chart.
+    const plain = chartsFor({ scenario: 'x', machine: {} as never, results: [row('tcp', 'p', 1)] });
+    expect(plain.some((c) => c.id.startsWith('gc-'))).toBe(false);
   });
 });

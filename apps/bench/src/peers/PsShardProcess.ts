@@ -1,11 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { type GcCounts, isGcCounts } from '../stats/GcCounts.js';
 
 const require = createRequire(import.meta.url);
 const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
+/** The GC counter preloaded into every shard (answers `gc` over the IPC channel). */
+const gcReport = new URL('./gc-report.ts', import.meta.url).href;
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
+const GC_READ_TIMEOUT_MS = 10_000;
 
 export interface PsShardOptions {
   id: string;
@@ -19,14 +23,33 @@ export interface PsShardOptions {
   args?: readonly string[];
 }
 
-/** One `rdmajs-ps-server` process run from source, ready once it logs `serving`. */
+/**
+ * One `rdmajs-ps-server` process run from source, ready once it logs `serving`. The bench
+ * preloads `gc-report.ts` into it and keeps an IPC channel to it for that alone: `gcCounts()`
+ * reads the shard's GCs so far (the CLI has no way to report them: its metrics endpoint has
+ * no `nodejs_gc_*`).
+ */
 export class PsShardProcess {
+  readonly #gcWaits = new Map<number, (gc: GcCounts | undefined) => void>();
+  #nextGc = 1;
+
   private constructor(
     readonly options: PsShardOptions,
     readonly proc: ChildProcess,
     /** The port of each transport it listens on (`tcp`, `rdma`). */
     readonly ports: Readonly<Record<string, number>>,
-  ) {}
+  ) {
+    proc.on('message', (m: { id?: unknown; gc?: unknown }) => {
+      const done = typeof m?.id === 'number' ? this.#gcWaits.get(m.id) : undefined;
+      if (done === undefined) return;
+      this.#gcWaits.delete(m.id as number);
+      done(isGcCounts(m.gc) ? m.gc : undefined);
+    });
+    proc.once('exit', () => {
+      for (const done of this.#gcWaits.values()) done(undefined);
+      this.#gcWaits.clear();
+    });
+  }
 
   /** The first listener's port (what `--listen` is given back on a restart). */
   get port(): number {
@@ -51,6 +74,8 @@ export class PsShardProcess {
       '--conditions=@rdmajs/source',
       '--import',
       'tsx',
+      '--import',
+      gcReport,
       cli,
       '--tables',
       options.tablesFile,
@@ -65,7 +90,7 @@ export class PsShardProcess {
       ...(options.dataDir === undefined ? [] : ['--data-dir', options.dataDir]),
       ...(options.args ?? []),
     ];
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
     return new Promise((resolve, reject) => {
       let buf = '';
       const fail = (err: Error) => {
@@ -89,6 +114,28 @@ export class PsShardProcess {
         resolve(new PsShardProcess(options, proc, ports));
       };
       proc.stdout?.on('data', onData);
+    });
+  }
+
+  /**
+   * The shard's GCs since it started; undefined when it is not running, does not answer within
+   * `timeoutMs` (a loaded host: the reading is skipped, the shard is left alone) or answers
+   * malformed.
+   */
+  gcCounts(timeoutMs = GC_READ_TIMEOUT_MS): Promise<GcCounts | undefined> {
+    if (!this.running || !this.proc.connected) return Promise.resolve(undefined);
+    const id = this.#nextGc++;
+    return new Promise((resolve) => {
+      const done = (gc: GcCounts | undefined) => {
+        clearTimeout(t);
+        this.#gcWaits.delete(id);
+        resolve(gc);
+      };
+      const t = setTimeout(() => done(undefined), timeoutMs);
+      this.#gcWaits.set(id, done);
+      this.proc.send({ op: 'gc', id }, (err) => {
+        if (err) done(undefined);
+      });
     });
   }
 

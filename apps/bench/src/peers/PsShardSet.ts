@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { TCP_BASELINE_SHARD_ARGS } from '../baselines/tcpFrames.js';
+import type { ProcessGc } from '../stats/GcCounts.js';
 import { PsShardProcess } from './PsShardProcess.js';
 
 export interface PsShardSetOptions {
@@ -82,6 +83,14 @@ export class PsShardSet {
   /** Server processes now running (a killed shard has none until it is restarted). */
   get pids(): number[] {
     return this.shards.filter((s) => s.running).map((s) => s.pid);
+  }
+
+  /** Every running shard's GCs since it started (a shard that does not answer is left out). */
+  async gcCounts(): Promise<ProcessGc[]> {
+    const read = await Promise.all(this.shards.map(async (s) => ({ s, gc: await s.gcCounts() })));
+    return read.flatMap(({ s, gc }) =>
+      gc === undefined ? [] : [{ process: `shard ${s.options.id}`, pid: s.pid, ...gc }],
+    );
   }
 
   /** SIGKILL shard `i`, then start it again on the same ports and data directory. */

@@ -149,6 +149,7 @@ function evaluationCharts(results: readonly Result[]): Chart[] {
       },
     });
   }
+  charts.push(...gcCharts(results));
   const push = results.filter((r) => typeof r.concurrency === 'number');
   if (push.length > 0) {
     charts.push({
@@ -180,4 +181,72 @@ function evaluationCharts(results: readonly Result[]): Chart[] {
     });
   }
   return charts;
+}
+
+/** One process's GCs in a row, as the evaluation puts them in `gc`. */
+interface RowProcessGc {
+  process: string;
+  major: number;
+  minor: number;
+  pauseMs: number;
+}
+
+const processGcs = (r: Result): RowProcessGc[] =>
+  Array.isArray(r.gc)
+    ? (r.gc as RowProcessGc[]).filter(
+        (g) =>
+          typeof g?.process === 'string' && Number.isFinite(g.major) && Number.isFinite(g.pauseMs),
+      )
+    : [];
+
+/** Requests (or pushes) a row completed in the window its GCs were counted over. */
+const opsOf = (r: Result): number =>
+  typeof r.gcOps === 'number' && r.gcOps > 0 ? r.gcOps : Number.NaN;
+
+/**
+ * Full GCs per 1 000 requests and GC pause per request of every row, stacked by process
+ * (client process, each shard or gRPC server): where the tail's pauses come from.
+ */
+function gcCharts(results: readonly Result[]): Chart[] {
+  const rows = results.filter((r) => processGcs(r).length > 0 && Number.isFinite(opsOf(r)));
+  if (rows.length === 0) return [];
+  const values = rows.flatMap((r) => {
+    const ops = opsOf(r);
+    return processGcs(r).map((g) => ({
+      row: series(r),
+      process: g.process,
+      majorPer1k: (g.major * 1000) / ops,
+      pauseUsPerOp: (g.pauseMs * 1000) / ops,
+    }));
+  });
+  const chart = (id: string, title: string, field: string, axis: string): Chart => ({
+    id,
+    title,
+    spec: {
+      $schema: SCHEMA,
+      width: WIDTH,
+      height: { step: 12 },
+      data: { values },
+      mark: 'bar',
+      encoding: {
+        y: { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 300 } },
+        x: { field, type: 'quantitative', stack: 'zero', title: axis },
+        color: { field: 'process', type: 'nominal', title: 'process' },
+      },
+    },
+  });
+  return [
+    chart(
+      'gc-major',
+      'Full (Mark-Compact) GCs per 1 000 requests, every process of the row',
+      'majorPer1k',
+      'full GCs per 1 000 requests (or pushes)',
+    ),
+    chart(
+      'gc-pause',
+      'GC pause per request, every process of the row',
+      'pauseUsPerOp',
+      'GC pause µs per request (or push), all GC kinds',
+    ),
+  ];
 }

@@ -47,6 +47,13 @@ export const RESULT_COLUMNS: readonly ResultColumn[] = [
   { header: 'from arrival: mean µs', cell: (r) => opt(r.coMeanUs) },
   { header: 'from arrival: p99 µs', cell: (r) => opt(r.coP99Us) },
   { header: 'issue lag p99 µs', cell: (r) => opt(r.lagP99Us) },
+  // GCs of every process of the row (client process and servers) over its measured window.
+  { header: 'full GCs', cell: (r) => (typeof r.gcMajor === 'number' ? String(r.gcMajor) : '') },
+  {
+    header: 'full GC/1k op',
+    cell: (r) => (typeof r.majorGcPerOp === 'number' ? opt(r.majorGcPerOp * 1000) : ''),
+  },
+  { header: 'GC pause µs/op', cell: (r) => opt(r.gcPauseUsPerOp) },
 ];
 
 /** The rows as cells, leaving out the optional columns no row fills (each scenario fills its own). */

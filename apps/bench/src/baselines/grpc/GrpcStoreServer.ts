@@ -1,5 +1,6 @@
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { IpcChild } from '../../peers/IpcChild.js';
+import { type GcCounts, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
 
 const CALL_TIMEOUT_MS = 30_000;
 const CLOSE_TIMEOUT_MS = 5_000;
@@ -8,6 +9,7 @@ const CLOSE_TIMEOUT_MS = 5_000;
 export type GrpcServerRequest =
   | { op: 'start'; tables: SparseTableConfig[] }
   | { op: 'cpu' }
+  | { op: 'gc' }
   | { op: 'exit' };
 
 /**
@@ -49,8 +51,25 @@ export class GrpcStoreServer {
     return this.ipc.request<number>({ op: 'cpu' }, CALL_TIMEOUT_MS);
   }
 
+  /** The server process's GCs since it started. */
+  async gcCounts(): Promise<GcCounts> {
+    const gc = await this.ipc.request<unknown>({ op: 'gc' }, CALL_TIMEOUT_MS);
+    if (!isGcCounts(gc)) throw new Error('grpc server: malformed gc reply');
+    return gc;
+  }
+
   /** Graceful shutdown (bounded in the child), SIGKILL if it does not exit in time. */
   close(): Promise<void> {
     return this.ipc.close({ op: 'exit' }, CLOSE_TIMEOUT_MS);
   }
+}
+
+/** Every server's GCs since it started (`grpc server 0` …; one that does not answer is left out). */
+export async function grpcServersGc(servers: readonly GrpcStoreServer[]): Promise<ProcessGc[]> {
+  const read = await Promise.allSettled(servers.map((s) => s.gcCounts()));
+  return read.flatMap((r, i) =>
+    r.status === 'fulfilled'
+      ? [{ process: `grpc server ${i}`, pid: (servers[i] as GrpcStoreServer).pid, ...r.value }]
+      : [],
+  );
 }

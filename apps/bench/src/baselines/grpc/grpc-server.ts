@@ -1,11 +1,12 @@
 // The gRPC baseline's server, run as a forked child (GrpcStoreServer, on IpcChild): a
 // ParameterStore served over @grpc/grpc-js on loopback. The parent sends { op: 'start',
-// tables }, gets { port }; it asks { op: 'cpu' } for this process's CPU time and { op: 'exit' }
-// to stop. It exits when the bench does.
+// tables }, gets { port }; it asks { op: 'cpu' } for this process's CPU time, { op: 'gc' } for
+// its GCs so far, and { op: 'exit' } to stop. It exits when the bench does.
 import * as grpc from '@grpc/grpc-js';
 import { ParameterStore } from '@rdmajs/ps-server';
 import { exitWithParent } from '../../peers/IpcChild.js';
 import { cpuNowUs } from '../../stats/cpu.js';
+import { GcTally } from '../../stats/GcTally.js';
 import type { GrpcServerRequest } from './GrpcStoreServer.js';
 import { loadService } from './protocol.js';
 import { storeHandlers } from './storeService.js';
@@ -15,12 +16,14 @@ type Msg = { id: number } & GrpcServerRequest;
 exitWithParent();
 
 let server: grpc.Server | undefined;
+const gc = new GcTally().start();
 
 const reply = (id: number, result: unknown, error?: string) =>
   process.send?.(error === undefined ? { id, result } : { id, error });
 
 process.on('message', (m: Msg) => {
   if (m.op === 'cpu') return reply(m.id, cpuNowUs());
+  if (m.op === 'gc') return void gc.settled().then((counts) => reply(m.id, counts));
   if (m.op === 'exit') {
     const bye = () => process.exit(0);
     if (!server) return bye();

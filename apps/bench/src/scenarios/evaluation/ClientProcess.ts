@@ -1,6 +1,7 @@
 import { IpcChild } from '../../peers/IpcChild.js';
 import type { Transport } from '../../report/Result.js';
 import { procRssBytes, procThreadsCpuUs } from '../../stats/cpu.js';
+import { gcBetween, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
 import type { LatencySummary } from '../../stats/LatencyRecorder.js';
 import type {
   ClientInfoReply,
@@ -42,8 +43,8 @@ const isSummary = (s: unknown): s is LatencySummary => {
     x.cdf.every((c) => finite(c?.p) && finite(c?.us))
   );
 };
-const isCost = (r: { cpuUs: unknown; rssBytes: unknown }) =>
-  finite(r.cpuUs) && (r.cpuUs as number) >= 0 && safeCount(r.rssBytes);
+const isCost = (r: { cpuUs: unknown; rssBytes: unknown; gc: unknown }) =>
+  finite(r.cpuUs) && (r.cpuUs as number) >= 0 && safeCount(r.rssBytes) && isGcCounts(r.gc);
 
 /** The request pools every row of a client process draws from (sent once, structured clone). */
 export interface ClientPools {
@@ -59,7 +60,12 @@ export type Costed<T> = T & {
   serversCpuUs: number;
   /** Resident memory of every server process at this round's end, bytes. */
   serversRssBytes: number;
+  /** GCs of each server process over this round (add up the rounds of a row). */
+  serversGc: ProcessGc[];
 };
+
+/** Reads every server process's GCs so far (a process that cannot be read is left out). */
+export type ServerGcReader = () => Promise<readonly ProcessGc[]>;
 
 /**
  * One evaluation target's clients in their own process (`client-process.ts`, forked through
@@ -76,6 +82,7 @@ export class ClientProcess {
     readonly variant: string | undefined,
     readonly ipc: IpcChild<ClientProcessRequest>,
     readonly serverPids: () => readonly number[],
+    readonly serverGc: ServerGcReader,
     readonly owner: boolean,
   ) {}
 
@@ -86,6 +93,8 @@ export class ClientProcess {
       transport: Transport;
       variant?: string | undefined;
       serverPids: () => readonly number[];
+      /** The servers' GCs (none counted when not given). */
+      serverGc?: ServerGcReader;
       pools: ClientPools;
     },
   ): Promise<ClientProcess> {
@@ -95,7 +104,14 @@ export class ClientProcess {
       [JSON.stringify(args)],
       name,
     );
-    const p = new ClientProcess(o.transport, o.variant, ipc, o.serverPids, true);
+    const p = new ClientProcess(
+      o.transport,
+      o.variant,
+      ipc,
+      o.serverPids,
+      o.serverGc ?? (() => Promise.resolve([])),
+      true,
+    );
     try {
       await ipc.request(
         { op: 'workload', fetch: [...o.pools.fetch], push: [...o.pools.push] },
@@ -110,7 +126,14 @@ export class ClientProcess {
 
   /** The same process under another label (the reference rows measured beside an ablation). */
   as(variant: string): ClientProcess {
-    return new ClientProcess(this.transport, variant, this.ipc, this.serverPids, false);
+    return new ClientProcess(
+      this.transport,
+      variant,
+      this.ipc,
+      this.serverPids,
+      this.serverGc,
+      false,
+    );
   }
 
   get pid(): number {
@@ -180,16 +203,23 @@ export class ClientProcess {
     return this.owner ? this.ipc.kill() : Promise.resolve();
   }
 
-  async #costed<T extends { cpuUs: number; rssBytes: number }>(
+  async #costed<T extends { cpuUs: number; rssBytes: number; gc: unknown }>(
     req: ClientProcessRequest,
     expectedMs: number,
     valid: (r: T) => boolean,
   ): Promise<Costed<T>> {
+    const gc0 = await this.serverGc();
     const servers0 = sumOver(this.serverPids(), procThreadsCpuUs);
     const r = await this.ipc.request<T>(req, expectedMs + ROW_SLACK_MS);
     const serversCpuUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
+    const serversGc = gcBetween(gc0, await this.serverGc());
     await this.#check(typeof r === 'object' && r !== null && isCost(r) && valid(r), r);
-    return { ...r, serversCpuUs, serversRssBytes: sumOver(this.serverPids(), procRssBytes) };
+    return {
+      ...r,
+      serversCpuUs,
+      serversRssBytes: sumOver(this.serverPids(), procRssBytes),
+      serversGc,
+    };
   }
 
   /** `r` if `ok`; else the process is killed, then the error thrown. */

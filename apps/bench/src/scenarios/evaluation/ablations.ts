@@ -100,5 +100,9 @@ export function compareWithReference(a: Ablation, row: Result, ref: Result): Res
     meanVsRef: div(row.meanUs, ref.meanUs),
     p99VsRef: div(row.p99Us, ref.p99Us),
     cpuVsRef: div(row.cpuUsPerOp, ref.cpuUsPerOp),
+    // Fetch ablations probe both sides' closed-loop capacity: the throughput the lesson buys.
+    ...(typeof row.capacityRps === 'number' && typeof ref.capacityRps === 'number'
+      ? { capacityVsRef: div(row.capacityRps, ref.capacityRps) }
+      : {}),
   };
 }

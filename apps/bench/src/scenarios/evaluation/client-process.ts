@@ -4,6 +4,8 @@
 // loop serves no other target. One summary goes back per round. argv[2]: JSON ClientProcessArgs.
 import { openChild, serveChild } from '../../peers/IpcChild.js';
 import { cpuNowUs } from '../../stats/cpu.js';
+import { addGc, gcSince, NO_GC } from '../../stats/GcCounts.js';
+import { GcTally } from '../../stats/GcTally.js';
 import { LatencyRecorder } from '../../stats/LatencyRecorder.js';
 import { closedLoopRps } from './capacity.js';
 import type {
@@ -55,9 +57,18 @@ function need(ok: boolean, m: ClientProcessRequest): void {
 }
 
 const rssBytes = () => process.memoryUsage.rss();
+/** This process's GCs from the start; a row adds up the differences over its rounds. */
+const gcTally = new GcTally().start();
 
 /** The row being measured, over its rounds (one fetch row and one incast row at a time). */
-const zeroCounts = () => ({ completed: 0, dropped: 0, failed: 0, seconds: 0, cpuUs: 0 });
+const zeroCounts = () => ({
+  completed: 0,
+  dropped: 0,
+  failed: 0,
+  seconds: 0,
+  cpuUs: 0,
+  gc: { ...NO_GC },
+});
 let fetchRow: ({ rec: OpenLoopLatency } & ReturnType<typeof zeroCounts>) | undefined;
 let incastRow:
   | ({ rec: LatencyRecorder; busyMs: number } & ReturnType<typeof zeroCounts>)
@@ -97,8 +108,10 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       const row = fetchRow as NonNullable<typeof fetchRow>;
       // The window: first arrival to last completion, nothing of IPC in it.
       const cpu0 = cpuNowUs();
+      const gc0 = gcTally.snapshot();
       const r = await runOpenLoop(pull, m, row.rec);
       row.cpuUs += cpuNowUs() - cpu0;
+      row.gc = addGc(row.gc, gcSince(await gcTally.settled(), gc0));
       row.completed += r.completed;
       row.dropped += r.dropped;
       row.failed += r.failed;
@@ -113,6 +126,7 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
         seconds: row.seconds,
         cpuUs: row.cpuUs,
         rssBytes: rssBytes(),
+        gc: row.gc,
       } satisfies FetchRowReply;
     }
     case 'incast': {
@@ -130,8 +144,10 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       const row = incastRow as NonNullable<typeof incastRow>;
       const c = m.concurrency;
       const cpu0 = cpuNowUs();
+      const gc0 = gcTally.snapshot();
       const r = await runIncast((b, w) => push((m.firstBurst + b) * c + w, w), m, row.rec);
       row.cpuUs += cpuNowUs() - cpu0;
+      row.gc = addGc(row.gc, gcSince(await gcTally.settled(), gc0));
       row.failed += r.failed;
       row.busyMs += r.busyMs;
       row.seconds += r.seconds;
@@ -143,6 +159,7 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
         seconds: row.seconds,
         cpuUs: row.cpuUs,
         rssBytes: rssBytes(),
+        gc: row.gc,
       } satisfies IncastRowReply;
     }
     case 'info': {

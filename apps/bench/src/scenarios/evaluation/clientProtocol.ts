@@ -1,3 +1,4 @@
+import type { GcCounts } from '../../stats/GcCounts.js';
 import type { LatencySummary } from '../../stats/LatencyRecorder.js';
 import type { RdmaTargetOptions, ShardAddress } from './PsTarget.js';
 
@@ -51,6 +52,8 @@ interface RowCost {
   cpuUs: number;
   /** Resident memory of the client process at the row's end, bytes. */
   rssBytes: number;
+  /** GCs of the client process over the row's rounds (the same window as `cpuUs`). */
+  gc: GcCounts;
 }
 
 /** An open-loop fetch row so far, summarized in the client process (one message per round). */

@@ -1,4 +1,4 @@
-import { GrpcStoreServer } from '../../baselines/grpc/GrpcStoreServer.js';
+import { GrpcStoreServer, grpcServersGc } from '../../baselines/grpc/GrpcStoreServer.js';
 import { PsShardSet } from '../../peers/PsShardSet.js';
 import { formatRatio, formatSize } from '../../report/format.js';
 import type { Result } from '../../report/Result.js';
@@ -14,6 +14,7 @@ import {
   type InferenceOptions,
   runInference,
 } from './inference.js';
+import { runLoggedIncast } from './loggedIncast.js';
 import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { runFailureAblation, runLiveAblation } from './runAblations.js';
@@ -37,6 +38,8 @@ export function plan(
   failure: FailureOptions;
   ablations: readonly Ablation[];
   ablationFetchMs: number;
+  /** The headline incast again on shards that log every push (the full run only). */
+  loggedIncast: boolean;
 } {
   const loads = quick ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
   return {
@@ -68,6 +71,7 @@ export function plan(
     // --quick runs one ablation (zero-copy, at the headline fetch load); the full run all.
     ablations: quick ? ABLATIONS.filter((a) => a.name === 'zero-copy') : ABLATIONS,
     ablationFetchMs: quick ? 1000 : 2000,
+    loggedIncast: !quick,
   };
 }
 
@@ -100,6 +104,35 @@ export function evaluationHeadlines(results: Result[]): HeadlineValues {
   return out;
 }
 
+const rps = (x: unknown) => (typeof x === 'number' ? x.toFixed(x >= 100 ? 0 : 1) : '?');
+
+/**
+ * What rate a fetch ablation ran at and whether it was served: its capacity against the
+ * ref's (the throughput the lesson buys), the rate both ran at when the headline rate was
+ * more than the ablated target could serve, and a row offered more than it served, labelled.
+ */
+function rateNotes(r: Result, ref: Result | undefined): string[] {
+  if (typeof r.offeredRps !== 'number') return [];
+  const notes: string[] = [];
+  if (typeof r.capacityVsRef === 'number')
+    notes.push(
+      `capacity ${rps(r.capacityRps)} vs ${rps(ref?.capacityRps)} req/s (${formatRatio(r.capacityVsRef)})`,
+    );
+  if (r.loadBasis === 'ablated-capacity')
+    notes.push(
+      `both at ${rps(r.offeredRps)} req/s, half its capacity (the headline ${rps(r.headlineRps)} req/s is more than that)`,
+    );
+  for (const [who, x] of [
+    ['it', r],
+    ['the ref', ref],
+  ] as const)
+    if (x?.pastCapacity === true)
+      notes.push(
+        `PAST CAPACITY (${who}): served ${rps(x.achievedRps)} of ${rps(x.offeredRps)} req/s offered, ${x.dropped} dropped: its latency is a queue`,
+      );
+  return notes;
+}
+
 /** The ablation block under the table: each lesson off against the full system measured beside it. */
 export function renderAblations(results: Result[]): string {
   const rows = results.filter((r) => typeof r.ablation === 'string');
@@ -123,6 +156,7 @@ export function renderAblations(results: Result[]): string {
         ]
       : [
           `mean ${formatRatio(r.meanVsRef as number)}, p99 ${formatRatio(r.p99VsRef as number)}, CPU/op ${formatRatio(r.cpuVsRef as number)} the ref`,
+          ...rateNotes(r, ref),
           ...extra,
         ];
     lines.push(
@@ -178,6 +212,7 @@ export const evaluationScenario: Scenario = {
               {
                 transport: side === 'tcp' ? 'tcp' : o.provider,
                 serverPids: () => shards.pids,
+                serverGc: () => shards.gcCounts(),
                 pools,
               },
             ),
@@ -195,7 +230,12 @@ export const evaluationScenario: Scenario = {
       targets.push(
         await ClientProcess.spawn(
           { kind: 'grpc', ports: grpcServers.map((s) => s.port) },
-          { transport: 'grpc', serverPids: () => grpcServers.map((s) => s.pid), pools },
+          {
+            transport: 'grpc',
+            serverPids: () => grpcServers.map((s) => s.pid),
+            serverGc: () => grpcServersGc(grpcServers),
+            pools,
+          },
         ),
       );
       results.push(...(await runInference(targets, workload, p.inference, progress)));
@@ -216,6 +256,7 @@ export const evaluationScenario: Scenario = {
                 pools,
                 fetchRate: headline.offeredRps as number,
                 fetchMs: p.ablationFetchMs,
+                probeMs: p.inference.probeMs,
                 training: p.training,
               },
               progress,
@@ -228,6 +269,13 @@ export const evaluationScenario: Scenario = {
       await Promise.all(grpcServers.splice(0).map((s) => s.close()));
       await set?.stop();
     }
+    if (p.loggedIncast)
+      results.push(
+        ...(await runLoggedIncast(
+          { sides, provider: o.provider, tuning, shardArgs, pools, training: p.training },
+          progress,
+        )),
+      );
     // --quick kills a shard under the last transport only (RDMA when it runs).
     for (const side of o.quick ? sides.slice(-1) : sides) {
       progress(`failure scenario (${side})`);

@@ -1,8 +1,10 @@
 import type { Result } from '../../report/Result.js';
+import { addProcessGc, type ProcessGc } from '../../stats/GcCounts.js';
 import { BatchMix, INFERENCE_BATCHES } from './BatchMix.js';
 import type { ClientProcess, Costed } from './ClientProcess.js';
 import type { Capacity } from './capacity.js';
 import type { FetchRowReply } from './clientProtocol.js';
+import { gcFields } from './gcFields.js';
 import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
@@ -63,6 +65,20 @@ export function fetchWorkload(o: InferenceOptions): FetchWorkload {
   return { requests, meanKeys, sizeBytes: Math.round(meanKeys) * EVAL_DIM * 4 };
 }
 
+/**
+ * Below this share of the offered rate, a row's target did not keep up: its latencies measure
+ * a queue (Poisson counts of a few hundred arrivals vary by a few per cent, not 20).
+ */
+const SERVED_SHARE = 0.8;
+
+/**
+ * Whether a fetch row was offered more than its target served: arrivals dropped (256 in
+ * flight), or completions per second well below the offered rate.
+ */
+export function isPastCapacity(offeredRps: number, achievedRps: number, dropped: number): boolean {
+  return dropped > 0 || achievedRps < SERVED_SHARE * offeredRps;
+}
+
 /** Rounds a fetch row is cut into, one per `FETCH_ROUND_MS` of its duration. */
 const FETCH_ROUND_MS = 1000;
 
@@ -91,6 +107,7 @@ export async function measureFetchRows(
 ): Promise<Result[]> {
   const rounds = Math.max(1, Math.round(durationMs / FETCH_ROUND_MS));
   const serversUs = plans.map(() => 0);
+  const serversGc = plans.map((): ProcessGc[] => []);
   const last: (Costed<FetchRowReply> | undefined)[] = plans.map(() => undefined);
   for (let round = 0; round < rounds; round++) {
     for (let j = 0; j < plans.length; j++) {
@@ -107,6 +124,7 @@ export async function measureFetchRows(
         fresh: round === 0,
       });
       serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+      addProcessGc(serversGc[i] as ProcessGc[], r.serversGc);
       last[i] = r;
     }
   }
@@ -115,6 +133,7 @@ export async function measureFetchRows(
     const co = r.fromArrival;
     const lag = r.lag;
     const cpu = r.cpuUs + (serversUs[i] as number);
+    const achievedRps = r.completed / r.seconds;
     return {
       transport: t.transport,
       sizeBytes: w.sizeBytes,
@@ -127,18 +146,32 @@ export async function measureFetchRows(
       coP99Us: co.p99Us,
       coP999Us: co.p999Us,
       offeredRps: rate,
-      achievedRps: r.completed / r.seconds,
+      achievedRps,
+      pastCapacity: isPastCapacity(rate, achievedRps, r.dropped),
       dropped: r.dropped,
       failed: r.failed,
       lagMeanUs: lag.meanUs,
       lagP99Us: lag.p99Us,
       rssBytes: r.rssBytes + r.serversRssBytes,
+      ...gcFields({ pid: t.pid, ...r.gc }, serversGc[i] as ProcessGc[], r.completed),
     };
   });
 }
 
 /** Inference warm-up pulls per target before its capacity probe. */
 export const FETCH_WARMUP_PULLS = 300;
+
+/**
+ * Warms a target up before its capacity is probed: `FETCH_WARMUP_PULLS` pulls, then a closed
+ * loop as deep as the probe's for `probeMs`, unmeasured: client and servers compile their hot
+ * paths over the first thousands of calls (measured, RDMA client in its own process: 500 ms
+ * closed loops after 300 warm-up pulls gave 1 490, 2 113, 4 955, 11 316 req/s in turn, load
+ * 5), and a capacity probed before that sets every row's rate too low.
+ */
+export async function warmUpFetch(t: ClientProcess, probeMs: number): Promise<void> {
+  await t.warmUp(FETCH_WARMUP_PULLS, 0);
+  await t.capacity(CAPACITY_CONCURRENCY, probeMs);
+}
 
 /** Rounds each capacity probe is cut into (the targets take them in turn). */
 const CAPACITY_ROUNDS = 3;
@@ -190,12 +223,7 @@ export async function runInference(
 ): Promise<Result[]> {
   for (const t of targets) {
     progress(`inference warm-up (${t.transport})`);
-    await t.warmUp(FETCH_WARMUP_PULLS, 0);
-    // Then a closed loop as deep as the probe's, unmeasured: client and servers compile their
-    // hot paths over the first thousands of calls (measured, RDMA client in its own process:
-    // 500 ms closed loops after 300 warm-up pulls gave 1 490, 2 113, 4 955, 11 316 req/s in
-    // turn, load 5), and a capacity probed before that sets every row's rate too low.
-    await t.capacity(CAPACITY_CONCURRENCY, o.probeMs);
+    await warmUpFetch(t, o.probeMs);
   }
   const capacity = await measureCapacities(targets, o.probeMs, progress);
   const reference = targets.find((t) => t.transport === 'tcp') ?? (targets[0] as ClientProcess);

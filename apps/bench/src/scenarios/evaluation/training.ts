@@ -1,6 +1,8 @@
 import type { Result } from '../../report/Result.js';
+import { addProcessGc, type ProcessGc } from '../../stats/GcCounts.js';
 import type { ClientProcess, Costed } from './ClientProcess.js';
 import type { IncastRowReply } from './clientProtocol.js';
+import { gcFields } from './gcFields.js';
 import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
@@ -58,6 +60,7 @@ export async function runTraining(
     const rounds = Math.min(INCAST_ROUNDS, bursts);
     const order = targets.map((_, i) => targets[(i + ci) % targets.length] as ClientProcess);
     const serversUs = order.map(() => 0);
+    const serversGc = order.map((): ProcessGc[] => []);
     const last: (Costed<IncastRowReply> | undefined)[] = order.map(() => undefined);
     // Rounds of bursts, the targets taking turns (first one rotating), as the fetch rows do.
     for (let round = 0; round < rounds; round++) {
@@ -74,6 +77,7 @@ export async function runTraining(
           n * (GAP_MS + c * PUSH_BUDGET_MS),
         );
         serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
+        addProcessGc(serversGc[i] as ProcessGc[], r.serversGc);
         last[i] = r;
       }
     }
@@ -92,6 +96,7 @@ export async function runTraining(
         failed: r.failed,
         seconds: r.seconds,
         rssBytes: r.rssBytes + r.serversRssBytes,
+        ...gcFields({ pid: t.pid, ...r.gc }, serversGc[i] as ProcessGc[], r.count),
       });
     }
   }
