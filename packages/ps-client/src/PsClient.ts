@@ -592,14 +592,20 @@ export class PsClient {
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
   ): Promise<PulledRows>;
-  async pull(
+  pull(
     table: string,
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
   ): Promise<PulledRows> {
-    this.#open();
-    const t = this.#table(table);
-    return this.#fetch(table, t, keysOf(keys), options);
+    // Not async: the fetch's own promise is the pull's (an async wrapper would add a promise
+    // and three microtask turns per pull). What the checks throw is a rejection all the same.
+    try {
+      this.#open();
+      const t = this.#table(table);
+      return this.#fetch(table, t, keysOf(keys), options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -648,7 +654,7 @@ export class PsClient {
     };
   }
 
-  /** Called from async methods only: what it throws reaches their callers as a rejection. */
+  /** What it throws, its callers turn into a rejection (they are async, or `pull`'s catch). */
   #fetch(
     table: string,
     t: TableShape,
