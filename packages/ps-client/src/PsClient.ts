@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import { firstNonFinite } from '@rdmajs/ps-server';
 import {
-  allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
   decodePushReply,
@@ -19,6 +18,7 @@ import {
   type PushReply,
   pushRequestLength,
   type TableInfo,
+  writePushRequestHead,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy, RpcReply } from '@rdmajs/rpc-recovery';
 import type { TcpTransportOptions } from '@rdmajs/tcp';
@@ -27,6 +27,7 @@ import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { PullPlan } from './internal/PullPlan.js';
+import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
@@ -243,6 +244,9 @@ function keysOf(keys: unknown): BigUint64Array {
 export class PsClient {
   #links: ShardLink[];
   #router: ShardRouter;
+  /** Push request buffers, reused once their push was acknowledged (see RequestBuffers). */
+  readonly #pushBuffers = new RequestBuffers();
+  readonly #givePushBuffer = (bytes: Uint8Array): void => this.#pushBuffers.give(bytes);
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
   /** Plans of pulls whose rows were released, for the next pulls (see PullPlan). */
@@ -930,10 +934,13 @@ export class PsClient {
       };
       seqs[s] = head.seq;
       if (LITTLE_ENDIAN) {
-        const r = allocatePushRequest(head);
-        reqs[s] = r.bytes;
-        rk[s] = new Uint32Array(r.keys.buffer, r.keys.byteOffset, 2 * r.keys.length);
-        rg[s] = new Int32Array(r.grads.buffer, r.grads.byteOffset, r.grads.length);
+        // In a buffer given back by an acknowledged push (see RequestBuffers), not a new one.
+        const count = head.count;
+        const bytes = this.#pushBuffers.take(pushRequestLength(table, head.writer, count, dim));
+        const at = bytes.byteOffset + writePushRequestHead(bytes, head);
+        reqs[s] = bytes;
+        rk[s] = new Uint32Array(bytes.buffer, at, 2 * count);
+        rg[s] = new Int32Array(bytes.buffer, at + 8 * count, count * dim);
       } else {
         rk[s] = new BigUint64Array(head.count);
         rg[s] = new Float32Array(head.count * dim);
@@ -979,7 +986,7 @@ export class PsClient {
       if (bytes === undefined) continue;
       calls.push(
         (links[s] as ShardLink)
-          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs)
+          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs, this.#givePushBuffer)
           .then(decodeSparsePushReply),
       );
     }
