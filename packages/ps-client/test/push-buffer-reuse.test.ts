@@ -1,5 +1,5 @@
-import { encodePushRequest, PsMethod } from '@rdmajs/ps-wire';
 import { PsService, parseServiceTables } from '@rdmajs/ps-service';
+import { encodePushRequest, PsMethod } from '@rdmajs/ps-wire';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ShardLink } from '../src/ShardLink.js';
