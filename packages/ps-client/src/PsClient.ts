@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import { firstNonFinite } from '@rdmajs/ps-server';
 import {
-  allocatePushRequest,
   decodePullDenseReply,
   decodePullReply,
   decodePushReply,
@@ -19,6 +18,7 @@ import {
   type PushReply,
   pushRequestLength,
   type TableInfo,
+  writePushRequestHead,
 } from '@rdmajs/ps-wire';
 import type { BackoffPolicy, RpcReply } from '@rdmajs/rpc-recovery';
 import type { TcpTransportOptions } from '@rdmajs/tcp';
@@ -27,6 +27,7 @@ import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { PullPlan } from './internal/PullPlan.js';
+import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
 import {
   type ShardAddress,
@@ -243,6 +244,9 @@ function keysOf(keys: unknown): BigUint64Array {
 export class PsClient {
   #links: ShardLink[];
   #router: ShardRouter;
+  /** Push request buffers, reused once their push was acknowledged (see RequestBuffers). */
+  readonly #pushBuffers = new RequestBuffers();
+  readonly #givePushBuffer = (bytes: Uint8Array): void => this.#pushBuffers.give(bytes);
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
   /** Plans of pulls whose rows were released, for the next pulls (see PullPlan). */
@@ -592,14 +596,20 @@ export class PsClient {
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
   ): Promise<PulledRows>;
-  async pull(
+  pull(
     table: string,
     keys: BigUint64Array | readonly bigint[],
     options?: PullOptions,
   ): Promise<PulledRows> {
-    this.#open();
-    const t = this.#table(table);
-    return this.#fetch(table, t, keysOf(keys), options);
+    // Not async: the fetch's own promise is the pull's (an async wrapper would add a promise
+    // and three microtask turns per pull). What the checks throw is a rejection all the same.
+    try {
+      this.#open();
+      const t = this.#table(table);
+      return this.#fetch(table, t, keysOf(keys), options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -648,7 +658,7 @@ export class PsClient {
     };
   }
 
-  /** Called from async methods only: what it throws reaches their callers as a rejection. */
+  /** What it throws, its callers turn into a rejection (they are async, or `pull`'s catch). */
   #fetch(
     table: string,
     t: TableShape,
@@ -924,10 +934,13 @@ export class PsClient {
       };
       seqs[s] = head.seq;
       if (LITTLE_ENDIAN) {
-        const r = allocatePushRequest(head);
-        reqs[s] = r.bytes;
-        rk[s] = new Uint32Array(r.keys.buffer, r.keys.byteOffset, 2 * r.keys.length);
-        rg[s] = new Int32Array(r.grads.buffer, r.grads.byteOffset, r.grads.length);
+        // In a buffer given back by an acknowledged push (see RequestBuffers), not a new one.
+        const count = head.count;
+        const bytes = this.#pushBuffers.take(pushRequestLength(table, head.writer, count, dim));
+        const at = bytes.byteOffset + writePushRequestHead(bytes, head);
+        reqs[s] = bytes;
+        rk[s] = new Uint32Array(bytes.buffer, at, 2 * count);
+        rg[s] = new Int32Array(bytes.buffer, at + 8 * count, count * dim);
       } else {
         rk[s] = new BigUint64Array(head.count);
         rg[s] = new Float32Array(head.count * dim);
@@ -973,7 +986,7 @@ export class PsClient {
       if (bytes === undefined) continue;
       calls.push(
         (links[s] as ShardLink)
-          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs)
+          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs, this.#givePushBuffer)
           .then(decodeSparsePushReply),
       );
     }

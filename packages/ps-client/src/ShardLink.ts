@@ -62,6 +62,8 @@ interface QueuedPush {
   readonly deadlineAt: number;
   /** The link generation it was last sent on (0: not sent on the current one). */
   sentGen: number;
+  /** Times it was handed to a session (more than one: an older session may still hold it). */
+  sends: number;
   resolve(reply: Uint8Array): void;
   reject(err: Error): void;
 }
@@ -332,7 +334,13 @@ export class ShardLink {
    * Queues a non-idempotent call under `seq` (= `nextSeq()`, its payload encoded with it).
    * Resolves with the reply once the server acknowledged it (durable under its log policy).
    */
-  push(seq: number, method: string, payload: Uint8Array, deadlineMs: number): Promise<Uint8Array> {
+  push(
+    seq: number,
+    method: string,
+    payload: Uint8Array,
+    deadlineMs: number,
+    reusable?: (payload: Uint8Array) => void,
+  ): Promise<Uint8Array> {
     if (this.#state === 'closed') return Promise.reject(this.#closedError());
     if (this.#state === 'failed') this.#revive();
     if (seq !== this.#nextSeq) {
@@ -360,8 +368,12 @@ export class ShardLink {
         payload,
         deadlineAt: performance.now() + deadlineMs,
         sentGen: 0,
+        sends: 0,
         resolve: (r) => {
-          this.#settle(entry);
+          // Acknowledged after its only send: that session's call has ended and no other
+          // holds the payload, so `reusable` may take it back. A resent or failed push's
+          // payload is left to the GC (an older session might still read it).
+          if (this.#settle(entry) && entry.sends === 1) reusable?.(payload);
           resolve(r);
         },
         reject: (e) => {
@@ -419,8 +431,9 @@ export class ShardLink {
     for (const e of due) e.reject(this.#deadline(e.method, true));
   };
 
-  #settle(entry: QueuedPush): void {
-    if (!this.#queue.delete(entry.seq)) return;
+  /** Forgets a push that ended; false if it had ended already. */
+  #settle(entry: QueuedPush): boolean {
+    if (!this.#queue.delete(entry.seq)) return false;
     this.#queuedBytes -= entry.payload.length;
     if (this.#queue.size === 0) {
       this.#timer?.unref();
@@ -428,6 +441,7 @@ export class ShardLink {
     }
     if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
     this.#pump();
+    return true;
   }
 
   /** Sends queued pushes in seq order while the window has room. */
@@ -442,6 +456,7 @@ export class ShardLink {
       if (left <= 0) continue; // its timer fires now
       if (entry.sentGen !== 0) this.#counts.resent++;
       entry.sentGen = gen;
+      entry.sends++;
       this.#inFlight++;
       let call: Promise<Uint8Array>;
       try {

@@ -70,10 +70,13 @@ export class ShardRouter {
     // The key's blocks are scrambled once, not once per shard (the score is the same).
     const klo = scramble(lo);
     const khi = scramble(hi);
+    // Scores compared as int32 with the top bit flipped (the same order as unsigned): small
+    // integers all through, no float compare per shard. Ties go to the lower index, as before.
+    const S = seeds.length;
     let best = 0;
-    let bestScore = -1;
-    for (let s = 0; s < seeds.length; s++) {
-      const sc = scoreOfScrambled(klo, khi, seeds[s] as number);
+    let bestScore = (scoreOfScrambled(klo, khi, seeds[0] as number) ^ 0x8000_0000) | 0;
+    for (let s = 1; s < S; s++) {
+      const sc = (scoreOfScrambled(klo, khi, seeds[s] as number) ^ 0x8000_0000) | 0;
       if (sc > bestScore) {
         bestScore = sc;
         best = s;

@@ -98,27 +98,55 @@ export function allocatePushRequest(h: PushRequestHeader): {
   keys: BigUint64Array;
   grads: Float32Array;
 } {
+  const out = new Uint8Array(checkedPushHead(h).total); // checked before it is allocated
+  const at = writePushRequestHead(out, h);
+  return {
+    bytes: out,
+    keys: new BigUint64Array(out.buffer, at, h.count),
+    grads: new Float32Array(out.buffer, at + 8 * h.count, h.count * h.dim),
+  };
+}
+
+/** A push request header's fields, each checked, and the request's length. */
+function checkedPushHead(h: PushRequestHeader) {
   const name = nameBytes(h.table, 'table');
   const writer = writerBytes(h.writer);
   const seq = checkSeq(h.seq);
   const dim = checkDim(h.dim);
   const count = checkU32(h.count, 'count');
-  const out = new Uint8Array(pushRequestLength(h.table, h.writer, count, dim));
+  return { name, writer, seq, dim, count, total: pushRequestLength(h.table, h.writer, count, dim) };
+}
+
+/**
+ * Writes a push request's fixed part, table and writer into `out` (exactly
+ * `pushRequestLength` bytes, 8-aligned) and returns the byte offset of its keys in `out`
+ * (its gradients follow them): for a client that reuses its request buffers once a push was
+ * acknowledged — no allocation per request. Little-endian hosts, as `allocatePushRequest`.
+ */
+export function writePushRequestHead(out: Uint8Array, h: PushRequestHeader): number {
+  const { name, writer, seq, dim, count, total } = checkedPushHead(h);
+  if (!(out instanceof Uint8Array) || out.length !== total || out.byteOffset % 8 !== 0) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `a push request of ${count} × ${dim} needs exactly ${total} 8-aligned bytes`,
+    );
+  }
   const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PushRequest;
+  v.setUint16(2, 0, true); // a reused buffer: the reserved field must be zero again
   v.setUint16(4, name.length, true);
   v.setUint16(6, writer.length, true);
   v.setUint32(8, count, true);
   v.setUint32(12, dim, true);
   v.setBigUint64(16, BigInt(seq), true);
   let at = writeName(out, PUSH_REQUEST_FIXED, name);
-  at = writeName(out, at, writer);
-  return {
-    bytes: out,
-    keys: new BigUint64Array(out.buffer, at, count),
-    grads: new Float32Array(out.buffer, at + 8 * count, count * dim),
-  };
+  // The names' zero padding, written again in a reused buffer (the decoder checks it).
+  out.fill(0, PUSH_REQUEST_FIXED + name.length, at);
+  const end = writeName(out, at, writer);
+  out.fill(0, at + writer.length, end);
+  at = end;
+  return at;
 }
 
 export function encodePushRequest(req: PushRequest): Uint8Array {

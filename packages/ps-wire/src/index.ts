@@ -46,6 +46,7 @@ export {
   type PushRequest,
   type PushRequestHeader,
   pushRequestLength,
+  writePushRequestHead,
 } from './Push.js';
 export {
   MAX_MESSAGE_BYTES,

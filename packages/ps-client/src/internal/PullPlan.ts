@@ -96,8 +96,12 @@ export class PullPlan {
   readonly #slots: RequestSlot[] = [];
   /** Big-endian hosts: each segment's keys, encoded into a portable request. */
   readonly #segKeys: BigUint64Array[] = [];
+  /** Per distinct key: its shard, then (once the keys are written) its segment. */
   #shardOf: Uint32Array = EMPTY32;
+  /** Per distinct key: its position in its shard's part, then its float offset in its segment. */
   #posOf: Uint32Array = EMPTY32;
+  /** Scratch: each shard's key halves (single-segment pulls; emptied after use). */
+  readonly #dest: Uint32Array[] = [];
   readonly #pool: PullPlan[];
 
   private constructor(pool: PullPlan[]) {
@@ -187,39 +191,72 @@ export class PullPlan {
       }
     }
     const reqs = this.reqs;
-    if (LITTLE_ENDIAN) {
-      // Each key written once, as u32 halves, straight into its request: no bigint per key.
-      for (let u = 0; u < distinct; u++) {
-        const p = posOf[u] as number;
-        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-        const to = (slots[(segBase[shardOf[u] as number] as number) + c] as RequestSlot).keys32;
-        const at = 2 * (p - c * perRequest);
-        const i = firstAt[u] as number;
-        to[at] = h[2 * i] as number;
-        to[at + 1] = h[2 * i + 1] as number;
+    const segOf = this.segOf;
+    const offOf = this.offOf;
+    if (n <= perRequest) {
+      // Every shard's part fits one request (the usual case): segment segBase[s] of shard s,
+      // keys at their position there. Each distinct key's segment and row offset are worked
+      // out once (into shardOf and posOf), then every requested row just looks them up.
+      const dest = this.#dest;
+      dest.length = S;
+      if (LITTLE_ENDIAN) {
+        for (let s = 0; s < S; s++) {
+          if ((counts[s] as number) > 0)
+            dest[s] = (slots[segBase[s] as number] as RequestSlot).keys32;
+        }
       }
-      for (let g = 0; g < nSeg; g++) reqs[g] = (slots[g] as RequestSlot).bytes;
+      for (let u = 0; u < distinct; u++) {
+        const s = shardOf[u] as number;
+        const p = posOf[u] as number;
+        const i = firstAt[u] as number;
+        if (LITTLE_ENDIAN) {
+          // Each key written once, as u32 halves, straight into its request: no bigint per key.
+          const to = dest[s] as Uint32Array;
+          to[2 * p] = h[2 * i] as number;
+          to[2 * p + 1] = h[2 * i + 1] as number;
+        } else {
+          (this.#segKeys[segBase[s] as number] as BigUint64Array)[p] = keys[i] as bigint;
+        }
+        shardOf[u] = segBase[s] as number;
+        posOf[u] = p * dim;
+      }
+      dest.fill(EMPTY32);
+      for (let i = 0; i < n; i++) {
+        const u = uniqueOf[i] as number;
+        segOf[i] = shardOf[u] as number;
+        offOf[i] = posOf[u] as number;
+      }
     } else {
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
-        const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-        const to = this.#segKeys[(segBase[shardOf[u] as number] as number) + c] as BigUint64Array;
-        to[p - c * perRequest] = keys[firstAt[u] as number] as bigint;
+        const c = Math.floor(p / perRequest);
+        const g = (segBase[shardOf[u] as number] as number) + c;
+        const at = p - c * perRequest;
+        const i = firstAt[u] as number;
+        if (LITTLE_ENDIAN) {
+          const to = (slots[g] as RequestSlot).keys32;
+          to[2 * at] = h[2 * i] as number;
+          to[2 * at + 1] = h[2 * i + 1] as number;
+        } else {
+          (this.#segKeys[g] as BigUint64Array)[at] = keys[i] as bigint;
+        }
+        shardOf[u] = g;
+        posOf[u] = at * dim;
       }
+      // Where each requested row will be: its segment and offset there (the routing decides).
+      for (let i = 0; i < n; i++) {
+        const u = uniqueOf[i] as number;
+        segOf[i] = shardOf[u] as number;
+        offOf[i] = posOf[u] as number;
+      }
+    }
+    if (LITTLE_ENDIAN) {
+      for (let g = 0; g < nSeg; g++) reqs[g] = (slots[g] as RequestSlot).bytes;
+    } else {
       // In-place requests are native order: a big-endian host encodes portable copies.
       for (let g = 0; g < nSeg; g++) {
         reqs[g] = encodePullRequest({ table, keys: this.#segKeys[g] as BigUint64Array });
       }
-    }
-    // Where each requested row will be: its segment and offset there (the routing decides).
-    const segOf = this.segOf;
-    const offOf = this.offOf;
-    for (let i = 0; i < n; i++) {
-      const u = uniqueOf[i] as number;
-      const p = posOf[u] as number;
-      const c = p < perRequest ? 0 : Math.floor(p / perRequest);
-      segOf[i] = (segBase[shardOf[u] as number] as number) + c;
-      offOf[i] = (p - c * perRequest) * dim;
     }
     this.n = n;
     this.distinct = distinct;

@@ -1,0 +1,64 @@
+import { PsService, parseServiceTables } from '@rdmajs/ps-service';
+import { encodePushRequest, PsMethod } from '@rdmajs/ps-wire';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { ShardLink } from '../src/ShardLink.js';
+
+const secret = 'ps-client-test-secret-0123456789';
+let service: PsService;
+let link: ShardLink;
+const transport = new TcpTransport();
+
+beforeAll(async () => {
+  service = await PsService.start({
+    transport: new TcpTransport(),
+    secret,
+    shardId: 'a',
+    tables: parseServiceTables({ tables: [{ name: 'emb', dim: 2, optimizer: { kind: 'sum' } }] }),
+  });
+  link = await ShardLink.open({
+    transport: { primary: transport, primaryName: 'tcp', fallback: undefined, probeIntervalMs: 0 },
+    secret,
+    address: { host: '127.0.0.1', port: service.port },
+    label: 'a',
+    connectTimeoutMs: 5000,
+    reconnectBudgetMs: 5000,
+    maxInFlightPushes: 4,
+    maxQueuedPushes: 64,
+    maxQueuedPushBytes: 1 << 20,
+    heartbeatIntervalMs: 1000,
+    heartbeatMisses: 3,
+  });
+});
+
+afterAll(async () => {
+  await link?.close();
+  await service?.close();
+});
+
+const request = (table: string, seq: number) =>
+  encodePushRequest({
+    table,
+    writer: 'w1',
+    seq,
+    dim: 2,
+    keys: BigUint64Array.of(1n, 2n),
+    grads: Float32Array.of(1, 2, 3, 4),
+  });
+
+it('a push acknowledged after its only send gives its payload back, once; a refused one does not', async () => {
+  const given: Uint8Array[] = [];
+  const give = (b: Uint8Array) => given.push(b);
+  const first = request('emb', link.nextSeq());
+  await link.push(link.nextSeq(), PsMethod.push, first, 5000, give);
+  expect(given).toEqual([first]);
+  expect(given[0]).toBe(first);
+  // Refused by the server (unknown table): the push failed, its payload is not handed back.
+  const refused = request('nope', link.nextSeq());
+  await expect(link.push(link.nextSeq(), PsMethod.push, refused, 5000, give)).rejects.toThrow();
+  expect(given).toHaveLength(1);
+  // Without a taker nothing is handed anywhere, and the stream goes on.
+  await link.push(link.nextSeq(), PsMethod.push, request('emb', link.nextSeq()), 5000);
+  expect(given).toHaveLength(1);
+  expect(link.stats().resent).toBe(0);
+});
