@@ -23,7 +23,7 @@ import {
   RpcServer,
 } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
-import { HeapReplyPool } from './internal/HeapReplyPool.js';
+import { heapAllocator, heapReplyMemory } from './internal/heapMemory.js';
 import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
 import type { ServiceTables } from './ServiceConfig.js';
@@ -132,8 +132,9 @@ export class PsService {
   #snapshotLsn = -1;
   #closing: Promise<void> | undefined;
   #registration: ShardRegistration | undefined;
-  /** Reply memory of the connections that are not RDMA (TCP): reused heap blocks. */
-  readonly #heapReplies = new HeapReplyPool();
+  /** Where replies to connections that are not RDMA (TCP) are built: reused heap blocks. */
+  readonly #heapReplies = heapAllocator();
+  readonly #heapReplyMemory = heapReplyMemory(this.#heapReplies);
 
   private constructor(
     o: PsServiceOptions,
@@ -441,7 +442,7 @@ export class PsService {
           ? this.#o.zeroCopyReplies !== false
             ? (n) => c.allocator.alloc(n, 'remote-read')
             : undefined
-          : this.#heapReplies.memory;
+          : this.#heapReplyMemory;
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
