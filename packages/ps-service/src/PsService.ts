@@ -23,6 +23,7 @@ import {
   RpcServer,
 } from '@rdmajs/rpc-recovery';
 import { PsServiceError } from './errors.js';
+import { heapAllocator, heapReplyMemory } from './internal/heapMemory.js';
 import { type Logger, silentLogger } from './Logger.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
 import type { ServiceTables } from './ServiceConfig.js';
@@ -131,6 +132,9 @@ export class PsService {
   #snapshotLsn = -1;
   #closing: Promise<void> | undefined;
   #registration: ShardRegistration | undefined;
+  /** Where replies to connections that are not RDMA (TCP) are built: reused heap blocks. */
+  readonly #heapReplies = heapAllocator();
+  readonly #heapReplyMemory = heapReplyMemory(this.#heapReplies);
 
   private constructor(
     o: PsServiceOptions,
@@ -431,10 +435,14 @@ export class PsService {
       // is READ by the peer straight from its block, with a key that reaches this peer's
       // pool only (its own replies), never another client's.
       // With zeroCopyReplies off (an ablation) replies are built on the heap and copied.
+      // Other transports (TCP) copy anyway: their replies are built in reused heap blocks,
+      // not a fresh ArrayBuffer each (external memory that brings full GCs nearer).
       const replyMemory: ReplyMemory | undefined =
-        c instanceof RdmaConnection && this.#o.zeroCopyReplies !== false
-          ? (n) => c.allocator.alloc(n, 'remote-read')
-          : undefined;
+        c instanceof RdmaConnection
+          ? this.#o.zeroCopyReplies !== false
+            ? (n) => c.allocator.alloc(n, 'remote-read')
+            : undefined
+          : this.#heapReplyMemory;
       this.#connections.add(c);
       c.once('close', () => this.#connections.delete(c));
       this.#log.log('debug', 'connection', { shard: this.#o.shardId, peer: c.remoteAddress });
@@ -568,6 +576,7 @@ export class PsService {
       this.#log.log('error', 'store close failed', { shard: this.#o.shardId, error: err });
     });
     await Promise.allSettled([...this.#connections].map((c) => c.close({ timeoutMs: 1000 })));
+    this.#heapReplies.close();
     await this.#metrics.close();
     this.#state = 'closed';
     this.#log.log('info', 'closed', { shard: this.#o.shardId, lsn: this.#store.lsn });

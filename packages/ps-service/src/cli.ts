@@ -10,6 +10,7 @@ import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { PsServiceError } from './errors.js';
+import { heapAllocator } from './internal/heapMemory.js';
 import { readSecret } from './internal/readSecret.js';
 import { jsonLogger, type LogLevel } from './Logger.js';
 import { PsService } from './PsService.js';
@@ -80,7 +81,12 @@ function transportOf(
   rdma: RdmaCliOptions,
   tcpFrameProtection: 'aead' | 'none',
 ): Transport {
-  if (name === 'tcp') return new TcpTransport({ frameProtection: tcpFrameProtection });
+  // Frames that span socket chunks are assembled in reused heap blocks, not a fresh buffer each.
+  if (name === 'tcp')
+    return new TcpTransport({
+      frameProtection: tcpFrameProtection,
+      receiveAllocator: heapAllocator(),
+    });
   // Soft provider by default: RDMA semantics over the kernel, no NIC needed.
   const device = openDevice({
     provider: rdma.provider,

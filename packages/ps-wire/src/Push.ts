@@ -233,17 +233,24 @@ export function encodePushReply(
     | typeof PsMessageKind.PushReply
     | typeof PsMessageKind.PushDenseReply = PsMessageKind.PushReply,
 ): Uint8Array {
+  const rows = checkU32(reply.rows, 'rows');
+  const dropped = checkU32(reply.dropped, 'dropped');
+  // Written byte by byte: a DataView would give these 16 bytes an ArrayBuffer backing store of
+  // their own (a malloc and external memory per push in the shard); without one they stay a
+  // small array in the V8 heap.
   const out = new Uint8Array(PUSH_REPLY_BYTES);
-  const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
   out[1] = kind;
-  v.setUint16(
-    2,
-    (reply.applied ? PushReplyFlags.applied : 0) | (reply.duplicate ? PushReplyFlags.duplicate : 0),
-    true,
-  );
-  v.setUint32(4, checkU32(reply.rows, 'rows'), true);
-  v.setUint32(8, checkU32(reply.dropped, 'dropped'), true);
+  out[2] =
+    (reply.applied ? PushReplyFlags.applied : 0) | (reply.duplicate ? PushReplyFlags.duplicate : 0);
+  out[4] = rows & 0xff;
+  out[5] = (rows >>> 8) & 0xff;
+  out[6] = (rows >>> 16) & 0xff;
+  out[7] = rows >>> 24;
+  out[8] = dropped & 0xff;
+  out[9] = (dropped >>> 8) & 0xff;
+  out[10] = (dropped >>> 16) & 0xff;
+  out[11] = dropped >>> 24;
   return out;
 }
 

@@ -10,9 +10,11 @@ export type ReplyBlock = Extract<MessagePart, { release(): void }>;
  * registered pool: `(n) => connection.allocator.alloc(n, 'remote-read')` (remote-read, so a
  * reply above the eager size goes by rendezvous READ from this very block, with a key that
  * reaches that connection's pool only; a block of the shared `transport.allocator` would be
- * copied first).
+ * copied first). A pool of reused heap blocks (for a transport that copies anyway, TCP)
+ * spares a fresh ArrayBuffer per reply; mark it `registered: false` so that
+ * `ReplyBuffer.registered` stays true only for registered memory.
  */
-export type ReplyMemory = (frameBytes: number) => ReplyBlock;
+export type ReplyMemory = ((frameBytes: number) => ReplyBlock) & { readonly registered?: boolean };
 
 let frameOf: (r: ReplyBuffer) => MessagePart;
 let frameBytesOf: (r: ReplyBuffer) => Uint8Array;
@@ -32,6 +34,7 @@ export class ReplyBuffer {
   readonly #frame: MessagePart;
   readonly #bytes: Uint8Array;
   readonly #block: ReplyBlock | undefined;
+  readonly #registered: boolean;
   #released = false;
 
   static {
@@ -51,6 +54,7 @@ export class ReplyBuffer {
       this.#bytes = new Uint8Array(n);
       this.#frame = this.#bytes;
       this.#block = undefined;
+      this.#registered = false;
     } else {
       const block = memory(n);
       const bytes = block.bytes;
@@ -62,6 +66,7 @@ export class ReplyBuffer {
         );
       }
       this.#block = block;
+      this.#registered = memory.registered !== false;
       // Blocks may be rounded up: send exactly the frame.
       this.#frame = bytes.length === n ? block : block.slice(0, n);
       this.#bytes = bytes.subarray(0, n);
@@ -69,9 +74,12 @@ export class ReplyBuffer {
     this.payload = this.#bytes.subarray(RESPONSE_HEADER_BYTES);
   }
 
-  /** True when the frame lives in the connection's reply memory (registered, on RDMA). */
+  /**
+   * True when the frame lives in the connection's registered reply memory (RDMA): not for the
+   * heap, nor for reply memory marked `registered: false`.
+   */
   get registered(): boolean {
-    return this.#block !== undefined;
+    return this.#registered;
   }
 }
 
