@@ -37,8 +37,8 @@ import type { FrameOutput } from './internal/FrameOutput.js';
 import { FrameReader, type FrameSink } from './internal/FrameReader.js';
 import { ReceiveSlabs, type Slab } from './internal/ReceiveSlabs.js';
 import { RecordOpener } from './internal/RecordOpener.js';
-import type { SocketReads } from './internal/SocketReads.js';
 import { SealedWriter } from './internal/SealedWriter.js';
+import type { SocketReads } from './internal/SocketReads.js';
 import { TcpChannel } from './TcpChannel.js';
 
 /** Settings of a connection, resolved by the transport. */

@@ -26,7 +26,11 @@ export interface FrameSink extends FrameLimits {
 }
 
 /** The largest payload of a frame that is not Data (an Open's channel name). */
-const MAX_CONTROL_PAYLOAD = Math.max(MAX_CHANNEL_NAME_BYTES, CREDIT_PAYLOAD_BYTES, PING_PAYLOAD_BYTES);
+const MAX_CONTROL_PAYLOAD = Math.max(
+  MAX_CHANNEL_NAME_BYTES,
+  CREDIT_PAYLOAD_BYTES,
+  PING_PAYLOAD_BYTES,
+);
 
 /**
  * Splits a TCP byte stream into frames without concatenating the stream. The chunks it is
