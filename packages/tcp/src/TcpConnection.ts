@@ -35,8 +35,10 @@ import {
 } from '@rdmajs/mux';
 import type { FrameOutput } from './internal/FrameOutput.js';
 import { FrameReader, type FrameSink } from './internal/FrameReader.js';
+import { ReceiveSlabs, type Slab } from './internal/ReceiveSlabs.js';
 import { RecordOpener } from './internal/RecordOpener.js';
 import { SealedWriter } from './internal/SealedWriter.js';
+import type { SocketReads } from './internal/SocketReads.js';
 import { TcpChannel } from './TcpChannel.js';
 
 /** Settings of a connection, resolved by the transport. */
@@ -50,7 +52,7 @@ export interface TcpConnectionSettings {
   heartbeatIntervalMs: number;
   peerTimeoutMs: number;
   creditFlushMs: number;
-  /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
+  /** Received payloads are copied into blocks of this allocator (else into recycled slabs). */
   receiveAllocator: RegisteredAllocator | undefined;
   /** This side's cap on the send window (the peer's announced window is only an upper bound). */
   maxSendWindow: { maxBytes: number; maxMessages: number };
@@ -106,6 +108,10 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   #creditTimer: NodeJS.Timeout | undefined;
   #creditScheduled = false;
   #assembling: Block | undefined;
+  /** Receive memory when there is no receive allocator. */
+  readonly #slabs = new ReceiveSlabs();
+  /** The release callback of messages cut from each slab (at most MAX_SLABS). */
+  readonly #slabReleases = new Map<Slab, (m: InboundMessage) => void>();
   #lastRead = Date.now();
   #lastWrite = Date.now();
   #heartbeat: NodeJS.Timeout;
@@ -130,6 +136,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     role: 'client' | 'server',
     settings: TcpConnectionSettings,
     leftover: Uint8Array,
+    reads: SocketReads,
   ) {
     super();
     this.#socket = socket;
@@ -157,8 +164,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
           });
     socket.setNoDelay(true);
     socket.setKeepAlive(true, settings.heartbeatIntervalMs);
-    // The handshake left the socket paused: 'data' does not flow until resume() below.
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    // The handshake left the socket paused: nothing is read until resume() below. Reads land
+    // in a buffer the next read reuses (SocketReads): #onData copies what it keeps.
+    reads.sink = (chunk) => this.#onData(chunk);
     socket.on('end', () => this.#onEnd());
     socket.on('error', (err) => this.#lost(err));
     socket.on('close', () => this.#onSocketClose());
@@ -501,30 +509,35 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     }
   }
 
-  assemble(length: number): Uint8Array {
+  payloadSpace(length: number): Uint8Array {
     const a = this.#settings.receiveAllocator;
-    if (a === undefined) return Buffer.allocUnsafeSlow(length);
+    if (a === undefined) return this.#slabs.take(length);
     const block = a.alloc(length);
     this.#assembling = block;
-    return block.bytes;
+    return block.bytes.subarray(0, length);
   }
 
-  frame(h: Readonly<FrameHeader>, payload: Uint8Array, assembled: boolean): void {
+  frame(h: Readonly<FrameHeader>, payload: Uint8Array): void {
     switch (h.type) {
       case FrameType.Data: {
         const ch = this.#channels.get(h.channel) as TcpChannel;
         this.#stats.messagesReceived++;
         this.#stats.bytesReceived += payload.length;
-        let block: Block | undefined;
-        if (assembled && this.#assembling !== undefined) {
-          block = this.#assembling;
+        const block = this.#assembling;
+        let m: InboundMessage;
+        if (block !== undefined) {
           this.#assembling = undefined;
+          m = new InboundMessage(h.channel, h.seq, payload, this.#onReleaseWithBlock, block);
+          this.#onReleaseBlock.set(m, block);
+        } else {
+          const slab = this.#slabs.last;
+          m = new InboundMessage(
+            h.channel,
+            h.seq,
+            payload,
+            slab === undefined ? this.#onRelease : this.#slabRelease(slab),
+          );
         }
-        const m =
-          block === undefined
-            ? new InboundMessage(h.channel, h.seq, payload, this.#onRelease)
-            : new InboundMessage(h.channel, h.seq, payload, this.#onReleaseWithBlock, block);
-        if (block !== undefined) this.#onReleaseBlock.set(m, block);
         ch.deliver(m);
         break;
       }
@@ -558,6 +571,18 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         void this.#peerClosing();
         break;
     }
+  }
+
+  #slabRelease(slab: Slab): (m: InboundMessage) => void {
+    let f = this.#slabReleases.get(slab);
+    if (f === undefined) {
+      f = (m) => {
+        slab.unpin();
+        this.#onRelease(m);
+      };
+      this.#slabReleases.set(slab, f);
+    }
+    return f;
   }
 
   readonly #onReleaseWithBlock = (m: InboundMessage) => {

@@ -26,6 +26,8 @@ import {
   type Transport,
   timeoutOf,
 } from '@rdmajs/mux';
+import { adoptAccepted } from './internal/adoptAccepted.js';
+import { SocketReads } from './internal/SocketReads.js';
 import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 
 const MiB = 1024 * 1024;
@@ -60,7 +62,10 @@ export interface TcpTransportOptions extends PendingHandshakeOptions {
   peerTimeoutMs?: number;
   /** Longest delay before released receive space is credited back. Default 5. */
   creditFlushMs?: number;
-  /** Frames that span socket chunks are assembled in blocks of this allocator (else heap). */
+  /**
+   * Received payloads are copied into blocks of this allocator. Default: into a few slabs
+   * per connection, recycled once their messages are released (see README, Memory).
+   */
   receiveAllocator?: RegisteredAllocator;
   /**
    * Send window cap, whatever the peer announces (a peer that stops reading cannot make us
@@ -233,7 +238,15 @@ export class TcpTransport implements Transport {
     const hs = this.#handshake('client', options.secret); // validates the secret first
     if (signal?.aborted === true) throw new MuxAbortError('connect', signal.reason);
     const started = Date.now();
-    const socket = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
+    const reads = new SocketReads();
+    const socket = net.connect({
+      host,
+      port,
+      allowHalfOpen: true,
+      noDelay: true,
+      onread: reads.onread,
+    });
+    reads.socket = socket;
     await new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
         clearTimeout(timer);
@@ -273,7 +286,7 @@ export class TcpTransport implements Transport {
     });
     const left = Math.max(1, timeoutMs - (Date.now() - started));
     const leftover = await socketHandshake(socket, hs, left, signal);
-    return new TcpConnection(socket, 'client', this.#settings(hs), leftover);
+    return new TcpConnection(socket, 'client', this.#settings(hs), leftover, reads);
   }
 
   async listen(options: ListenOptions): Promise<TcpListener> {
@@ -283,13 +296,14 @@ export class TcpTransport implements Transport {
     this.#handshake('server', options.secret); // validates the secret now, not per peer
     const host = options.host ?? '127.0.0.1';
     const port = checkInt('port', options.port ?? 0, 0, 65_535);
-    const server = net.createServer({ allowHalfOpen: true, noDelay: true });
+    // Paused: each accepted socket is adopted to read into the shared buffer (SocketReads).
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true });
     const listener = new TcpListener(server, host);
     const admission = new PendingHandshakes(this.#o.pending);
-    server.on('connection', (socket) => {
-      const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    server.on('connection', (raw) => {
+      const remote = `${raw.remoteAddress}:${raw.remotePort}`;
       if (listener.closed) {
-        socket.destroy();
+        raw.destroy();
         const err = new MuxHandshakeError(
           'ERR_MUX_HANDSHAKE',
           'handshake (server): the listener is closed',
@@ -297,6 +311,10 @@ export class TcpTransport implements Transport {
         if (listener.listenerCount('reject') > 0) listener.emit('reject', err, remote);
         return;
       }
+      const reads = new SocketReads();
+      const socket = adoptAccepted(raw, reads.onread, { allowHalfOpen: true });
+      if (socket === undefined) return;
+      reads.socket = socket;
       admission.admit(socket); // may drop the oldest unauthenticated socket
       listener.handshaking.add(socket);
       const hs = this.#handshake('server', options.secret);
@@ -308,7 +326,7 @@ export class TcpTransport implements Transport {
             socket.destroy();
             return;
           }
-          const conn = new TcpConnection(socket, 'server', this.#settings(hs), leftover);
+          const conn = new TcpConnection(socket, 'server', this.#settings(hs), leftover, reads);
           listener.emit('connection', conn);
         },
         (err: Error) => {

@@ -1,9 +1,12 @@
 import {
+  CREDIT_PAYLOAD_BYTES,
   decodeFrameHeader,
   FRAME_HEADER_BYTES,
   type FrameHeader,
   type FrameLimits,
   FrameType,
+  MAX_CHANNEL_NAME_BYTES,
+  PING_PAYLOAD_BYTES,
 } from '@rdmajs/mux';
 
 export interface FrameSink extends FrameLimits {
@@ -13,20 +16,27 @@ export interface FrameSink extends FrameLimits {
    */
   header(h: Readonly<FrameHeader>): void;
   /**
-   * A whole frame. `payload` is a view of the socket's chunk when the frame lay inside one
-   * and fills at least half of it (no copy), a copy when it is a smaller part of its chunk,
-   * else the buffer it was assembled in (`assembled` true). Valid as long as the receiver
-   * keeps it.
+   * A whole frame. A Data frame's `payload` is the buffer `payloadSpace` gave for it; any
+   * other frame's is a view of the chunk (or of the reader's scratch), valid only during
+   * the call: the chunk is reused by the next read.
    */
-  frame(h: Readonly<FrameHeader>, payload: Uint8Array, assembled: boolean): void;
-  /** Memory for a payload that spans chunks (a registered block, or heap by default). */
-  assemble(length: number): Uint8Array;
+  frame(h: Readonly<FrameHeader>, payload: Uint8Array): void;
+  /** Memory a Data payload of `length` bytes is copied into (kept until the application releases it). */
+  payloadSpace(length: number): Uint8Array;
 }
 
+/** The largest payload of a frame that is not Data (an Open's channel name). */
+const MAX_CONTROL_PAYLOAD = Math.max(
+  MAX_CHANNEL_NAME_BYTES,
+  CREDIT_PAYLOAD_BYTES,
+  PING_PAYLOAD_BYTES,
+);
+
 /**
- * Splits a TCP byte stream into frames without concatenating the stream: complete frames are
- * views of the chunk they arrived in; only a frame that spans chunks is assembled, into a
- * buffer of exactly its length, allocated after its header was validated.
+ * Splits a TCP byte stream into frames without concatenating the stream. The chunks it is
+ * fed are reused by the next socket read, so nothing keeps a view of them: a Data payload
+ * is copied once, into the memory the sink gives for it after its header was validated;
+ * the other frames (small, bounded) are read during `frame()` and never kept.
  */
 export class FrameReader {
   readonly #sink: FrameSink;
@@ -37,6 +47,8 @@ export class FrameReader {
   #inFrame = false;
   #payload: Uint8Array | undefined;
   #payloadFill = 0;
+  /** A control frame's payload that spans chunks. */
+  readonly #control = new Uint8Array(MAX_CONTROL_PAYLOAD);
 
   constructor(sink: FrameSink) {
     this.#sink = sink;
@@ -66,22 +78,17 @@ export class FrameReader {
           decodeFrameHeader(this.#header, 0, this.#sink, this.#h);
         }
         this.#sink.header(this.#h);
-        this.#inFrame = true;
         const len = this.#h.length;
-        if (n - off >= len) {
-          // The whole payload is in this chunk: hand out a view of it, unless it is a small
-          // part of a big chunk: a held view pins the whole chunk, so memory held could
-          // exceed the receive window many times over. Copying those keeps what is pinned
-          // within twice what is accounted.
-          this.#inFrame = false;
-          const view = chunk.subarray(off, off + len);
+        if (this.#h.type !== FrameType.Data && n - off >= len) {
+          this.#sink.frame(this.#h, chunk.subarray(off, off + len));
           off += len;
-          const payload =
-            len * 2 < chunk.buffer.byteLength ? Uint8Array.prototype.slice.call(view) : view;
-          this.#sink.frame(this.#h, payload, false);
           continue;
         }
-        this.#payload = this.#sink.assemble(len);
+        this.#inFrame = true;
+        this.#payload =
+          this.#h.type === FrameType.Data
+            ? this.#sink.payloadSpace(len)
+            : this.#control.subarray(0, len);
         this.#payloadFill = 0;
       }
       const payload = this.#payload as Uint8Array;
@@ -93,7 +100,7 @@ export class FrameReader {
         this.#inFrame = false;
         this.#payload = undefined;
         this.#payloadFill = 0;
-        this.#sink.frame(this.#h, payload, true);
+        this.#sink.frame(this.#h, payload);
       }
     }
   }
