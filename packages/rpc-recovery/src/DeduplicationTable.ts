@@ -428,11 +428,11 @@ export class DeduplicationTable {
     ) {
       this.repliesDropped++;
     } else {
-      e.reply = reply.slice();
+      e.reply = Uint8Array.prototype.slice.call(reply);
       s.bytes += reply.length;
       this.totalBytes += reply.length;
     }
-    shared?.resolve(e.reply ?? reply.slice());
+    shared?.resolve(e.reply ?? Uint8Array.prototype.slice.call(reply));
     this.notify();
   }
 

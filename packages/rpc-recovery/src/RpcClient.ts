@@ -174,7 +174,7 @@ class PendingCall implements Call {
     }
     if (this.view) this.resolveWith(new RpcReply(msg, bytes));
     else {
-      this.resolveWith(bytes.slice());
+      this.resolveWith(Uint8Array.prototype.slice.call(bytes));
       msg.release();
     }
   }

@@ -181,7 +181,7 @@ export class SessionAuthority {
   constructor(options: SessionAuthorityOptions) {
     const o = ownOptions('SessionAuthority options', options);
     checkKnownKeys('SessionAuthority', o, KEYS);
-    this.key = checkBytes('key', o.key, SESSION_SECRET_BYTES).slice();
+    this.key = Uint8Array.prototype.slice.call(checkBytes('key', o.key, SESSION_SECRET_BYTES));
     this.sessionTtlMs =
       o.sessionTtlMs === undefined ? 600_000 : checkNumber('sessionTtlMs', o.sessionTtlMs, 1);
     this.challengeTtlMs =
@@ -510,6 +510,6 @@ export class SessionAuthority {
     if (!(b instanceof Uint8Array) || b.length !== n) {
       throw new RpcError('ERR_RPC_INVALID_ARG', `randomBytes(${n}) must return ${n} bytes`);
     }
-    return b.slice();
+    return Uint8Array.prototype.slice.call(b);
   }
 }

@@ -69,3 +69,20 @@ describe('ReceiveSlabs', () => {
     expect(kept.bytes.every((v) => v === 7)).toBe(true);
   });
 });
+
+describe('payload memory handed out', () => {
+  it('is_a_plain_Uint8Array_so_slice_copies_and_a_copy_survives_the_slab_reuse', () => {
+    // Buffer's slice() is a view: a caller that copied a reply with slice() and released the
+    // message saw the next message's bytes in its copy (RpcClient did; found by its tests).
+    const slabs = new ReceiveSlabs();
+    for (const n of [16, SLAB_PAYLOAD_MAX + 1]) {
+      const m = take(slabs, n);
+      expect(Buffer.isBuffer(m.bytes)).toBe(false);
+      m.bytes.fill(1);
+      const copy = m.bytes.slice();
+      m.slab?.unpin();
+      take(slabs, n).bytes.fill(2);
+      expect(copy.every((b) => b === 1)).toBe(true);
+    }
+  });
+});

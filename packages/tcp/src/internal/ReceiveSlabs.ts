@@ -7,7 +7,7 @@ export const MAX_SLABS = 4;
 
 /** A slab and the number of received messages that still hold a view of it. */
 export class Slab {
-  readonly bytes = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  readonly bytes = uninitialised(SLAB_BYTES);
   fill = 0;
   live = 0;
   /** No longer cut from: back to the free list when its last view is released. */
@@ -69,6 +69,13 @@ export class ReceiveSlabs {
 
   #own(length: number): Uint8Array {
     this.last = undefined;
-    return Buffer.allocUnsafeSlow(length);
+    return uninitialised(length);
   }
+}
+
+// A plain Uint8Array, not a Buffer: Buffer's slice() is a view, and callers copy what they
+// keep with slice() — a view of reused slab memory would change under them. Not zero-filled:
+// every byte handed out is written by the frame before anyone reads it.
+function uninitialised(length: number): Uint8Array {
+  return new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
 }
