@@ -34,6 +34,9 @@ SoftDevice::SoftDevice(const Napi::CallbackInfo& info) : DeviceWrap(info) {
   step_->data = this;
   uv_idle_init(loop, step_);
   uv_unref(reinterpret_cast<uv_handle_t*>(step_));
+  prepare_ = new uv_prepare_t;
+  prepare_->data = this;
+  uv_prepare_init(loop, prepare_);
   flushCheck_ = new uv_check_t;
   flushCheck_->data = this;
   uv_check_init(loop, flushCheck_);
@@ -57,6 +60,7 @@ void SoftDevice::OnFlush(uv_check_t* h) {
   if (self->linkFlushOwed_ && self->dev_ && !self->linkFlush_.IsEmpty()) {
     self->linkFlushOwed_ = false;
     Napi::HandleScope scope(self->Env());
+    RingHold hold(self, true);
     self->CallBack(self->linkFlush_);
   }
 }
@@ -96,6 +100,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                                T::Def<&SoftDevice::SpinCq>(env, "spinCq"),
+                               T::Def<&SoftDevice::FlushDoorbells>(env, "flushDoorbells"),
                            });
 }
 
@@ -106,6 +111,13 @@ void SoftDevice::Teardown() {
     uv_idle_stop(step_);
     uv_close(reinterpret_cast<uv_handle_t*>(step_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
     step_ = nullptr;
+  }
+  if (prepare_) {
+    uv_prepare_stop(prepare_);
+    uv_close(reinterpret_cast<uv_handle_t*>(prepare_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_prepare_t*>(h); });
+    prepare_ = nullptr;
+    prepareActive_ = false;
   }
   if (flushCheck_) {
     uv_check_stop(flushCheck_);
@@ -155,6 +167,7 @@ void SoftDevice::RunDoorbell() {
   ready_.clear();
   dev_->onDoorbell(events_, ready_);
   Schedule();
+  RingHold hold(this, true);
   DeliverAll();
   DeliverReady();
 }

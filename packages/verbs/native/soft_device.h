@@ -89,6 +89,45 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   static void OnFlush(uv_check_t* h);
   // The doorbell's work: async events and ready CQs to JS.
   void RunDoorbell();
+  // Peers' doorbells a post from JS rings are owed (soft::Device::holdJob) until the JS that
+  // posted is over: the end of this device's call into JS it came from (RunDoorbell,
+  // OnFlush: the handlers of a wake-up and their microtasks), or else the next prepare
+  // phase of the loop, before it polls for I/O and may sleep (a post from a timer, an
+  // immediate such as mux's poll loop, a socket's callback). The prepare handle is active
+  // (and keeps the loop alive) only while something is owed.
+  void HoldJob() {
+    dev_->holdJob();
+    if (!prepareActive_ && prepare_) {
+      prepareActive_ = true;
+      uv_prepare_start(prepare_, &SoftDevice::OnPrepare);
+    }
+  }
+  // The JS that posted is over: what it owes rings now.
+  void EndJob() {
+    if (prepareActive_) {
+      prepareActive_ = false;
+      uv_prepare_stop(prepare_);
+    }
+    if (dev_ && dev_->ringHolds() == 0) dev_->releaseJob();
+  }
+  static void OnPrepare(uv_prepare_t* h) { static_cast<SoftDevice*>(h->data)->EndJob(); }
+  // A call into JS (or a post list) holds doorbells while it runs, scoped: released even if
+  // the device closed meanwhile (its Device then rang what was owed as it went). The
+  // outermost one ends the job (`endsJob`): what its JS posted rings as it returns.
+  struct RingHold {
+    RingHold(SoftDevice* d, bool endsJob) : self(d), endsJob(endsJob) {
+      if (self->dev_) self->dev_->holdRings();
+    }
+    ~RingHold() {
+      if (!self->dev_) return;
+      self->dev_->releaseRings();
+      if (endsJob) self->EndJob();
+    }
+    RingHold(const RingHold&) = delete;
+    RingHold& operator=(const RingHold&) = delete;
+    SoftDevice* self;
+    bool endsJob;
+  };
   // linkFlushSoon(): the link's flush function once, after this turn's I/O (and respond());
   // linkFlushSoon(false): not owed any more.
   Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
@@ -165,9 +204,15 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // soft_queues.cc).
   Napi::Value SpinCq(const Napi::CallbackInfo& info);
 
+  // flushDoorbells(): rings the peers' doorbells this device owes now (HoldJob). For a
+  // process that exits (process.exit(), an uncaught exception) before its loop turns again:
+  // what it posted has reached the peers' CQs, and their wake-ups must not be lost with it.
+  Napi::Value FlushDoorbells(const Napi::CallbackInfo& info);
+
   // stats() → { quarantinedRegions, quarantinedBytes, quarantinedQueues, drainingQpSlots,
-  // busyQps, retiredRegions, retiredBytes }: memory kept because a peer may still be inside
-  // it, and QPs a peer is inside an operation on right now.
+  // busyQps, retiredRegions, retiredBytes, doorbellsRung }: memory kept because a peer may
+  // still be inside it, QPs a peer is inside an operation on right now, and the peers'
+  // doorbells this device has rung (eventfd writes) since it opened.
   Napi::Value Stats(const Napi::CallbackInfo& info);
 
   // A peer that cannot be reached at connect time: EPERM from pidfd_getfd is the kernel's
@@ -217,6 +262,8 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   uv_poll_t* poll_ = nullptr;
   uv_timer_t* timer_ = nullptr;
   uv_idle_t* step_ = nullptr;  // active only while a large copy has a step due
+  uv_prepare_t* prepare_ = nullptr;  // active only while peers' doorbells are owed (HoldJob)
+  bool prepareActive_ = false;
   uv_check_t* flushCheck_ = nullptr;
   uv_idle_t* flushIdle_ = nullptr;
   bool flushArmed_ = false;

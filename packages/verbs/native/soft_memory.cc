@@ -156,6 +156,7 @@ Napi::Value SoftDevice::Stats(const Napi::CallbackInfo& info) {
   o.Set("quarantinedQueues", dq.queueBlocks);
   o.Set("drainingQpSlots", dq.qpSlots);
   o.Set("busyQps", dev_ ? dev_->busyQps() : 0u);
+  o.Set("doorbellsRung", dev_ ? static_cast<double>(dev_->ringsRung()) : 0.0);
   auto* data = env.GetInstanceData<AddonData>();
   o.Set("retiredRegions", data ? static_cast<double>(data->retiredMappings.size() + data->retiredBuffers.size()) : 0.0);
   o.Set("retiredBytes", data ? static_cast<double>(data->retiredBytes) : 0.0);

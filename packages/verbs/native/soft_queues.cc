@@ -61,6 +61,8 @@ Napi::Value SoftDevice::SpinCq(const Napi::CallbackInfo& info) {
   double us = std::clamp(Num(info, 1), 0.0, 1e6);
   Clock::time_point until = start + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
   bool slow = false;
+  // A wait: the peer it may wait for hears of what this side posted first.
+  dev_->ringOwed();
   // The count also moves due retries and large copies on (Device::cqCount).
   uint32_t n = dev_->cqCount(h);
   if (n == 0 && Num(info, 2) != 0) {
@@ -79,6 +81,11 @@ Napi::Value SoftDevice::SpinCq(const Napi::CallbackInfo& info) {
   Schedule();
   // −(n + 1) says the yield was slow (a small integer either way: nothing allocated in JS).
   return Napi::Number::New(info.Env(), slow ? -static_cast<double>(n) - 1 : n);
+}
+
+Napi::Value SoftDevice::FlushDoorbells(const Napi::CallbackInfo& info) {
+  if (dev_) dev_->ringOwed();  // closed: it rang what it owed as it closed
+  return info.Env().Undefined();
 }
 
 Napi::Value SoftDevice::ArmCq(const Napi::CallbackInfo& info) {
@@ -224,6 +231,8 @@ Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
   if (!QpArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &wrs)) return info.Env().Undefined();
   // JS takes a link QP's ready WRs right after the post (afterPost): no doorbell for them.
   dev_->jsTakesLink = true;
+  // A list's SENDs to one peer, and those of the posts after it in this JS: one doorbell.
+  HoldJob();
   soft::PostResult r = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
   dev_->jsTakesLink = false;
   Schedule();

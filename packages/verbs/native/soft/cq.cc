@@ -38,7 +38,9 @@ uint32_t Device::cqCapacity(int h) { return cqAt(h)->capacity; }
 uint32_t Device::cqCount(int h) {
   if (blockedCount_ && now_ms() >= nextDeadline_) progressDue(false);
   CqShared* cq = cqAt(h);
-  return __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+  uint32_t n = __atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+  if (n == 0) lookedEmpty();
+  return n;
 }
 
 uint32_t Device::armCq(int h, bool solicitedOnly) {
@@ -96,7 +98,7 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
     cq->overrun.store(1, std::memory_order_release);
     flag_attention(base);
     if (peer)
-      peer->ring();
+      ringPeer(peer);
     else
       ringSelf();
     return PUSH_FULL;
@@ -114,7 +116,7 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   if ((arm == ARM_NEXT || (arm == ARM_SOLICITED && (e.solicited || e.status != WC_SUCCESS))) &&
       cq->armed.compare_exchange_strong(arm, ARM_NONE)) {
     if (peer)
-      peer->ring();
+      ringPeer(peer);
     else
       ringSelf();
   }
@@ -124,7 +126,10 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
 int Device::pollCq(int h, double* out, int max) {
   if (blockedCount_ && now_ms() >= nextDeadline_) progressDue(false);
   CqShared* cq = cqAt(h);
-  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) return 0;
+  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) {
+    lookedEmpty();
+    return 0;
+  }
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
   // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
   if (!cq->lock.lock(static_cast<uint32_t>(pid_))) return 0;

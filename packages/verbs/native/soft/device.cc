@@ -54,12 +54,40 @@ void Device::quiesceQps() {
 }
 
 Device::~Device() {
+  // Completions already pushed to peers are theirs: their owed doorbells go first.
+  ringOwed();
   // As the kernel tears down a dying process: QPs first (peers now see no responder and end
   // in RETRY_EXC_ERR), then the registrations, waiting for copies already under way.
   quiesceQps();
   revokeMrs();
   qps_.clear();
   seg_.retire();
+}
+
+void Device::ringPeer(const PeerSegment* p) {
+  if ((ringHolds_ > 0 || jobHeld_) && !p->ringsInto()) {
+    if (p->ringOwed) return;
+    std::shared_ptr<const PeerSegment> keep = p->weak_from_this().lock();
+    if (keep) {
+      // Owed once: the reference keeps its eventfd open until it is rung.
+      p->ringOwed = true;
+      owedRings_.push_back(std::move(keep));
+      return;
+    }
+  }
+  ringsRung_++;
+  p->ring();
+}
+
+void Device::ringOwed() {
+  emptyLooks_ = 0;
+  if (owedRings_.empty()) return;
+  for (auto& p : owedRings_) {
+    p->ringOwed = false;
+    ringsRung_++;
+    p->ring();
+  }
+  owedRings_.clear();  // keeps its capacity: no allocation per batch
 }
 
 void Device::ringSelf() {

@@ -264,6 +264,34 @@ class Device {
   bool hasBlocked() const { return blockedCount_ > 0; }
   void ringSelf();
 
+  // Doorbells held back for a batch. While a hold is on, a peer's doorbell is owed instead
+  // of rung, and rung once when the last hold ends. A peer woken by the first SEND of a
+  // batch took that one alone and armed again, and its wake-up preempted the poster in the
+  // middle of the batch (a context switch per few messages at 16 in flight); held, the batch
+  // lands whole and costs one wake-up. Scoped holds (holdRings/releaseRings: a post list, a
+  // call into JS with its microtasks) nest; the job hold (holdJob/releaseJob) is JS's: from
+  // its first post until the JS job that posted and its microtasks end. A wait inside a
+  // hold cannot miss the answer: a CQ looked at empty twice, and every spinCq, ring what is
+  // owed first (the peer may be what it waits for).
+  void holdRings() { ringHolds_++; }
+  void releaseRings() {
+    if (ringHolds_ > 0 && --ringHolds_ == 0 && !jobHeld_) ringOwed();
+  }
+  int ringHolds() const { return ringHolds_; }
+  void holdJob() { jobHeld_ = true; }
+  void releaseJob() {
+    jobHeld_ = false;
+    if (ringHolds_ == 0) ringOwed();
+  }
+  // Rings every owed doorbell now (holds stay on).
+  void ringOwed();
+  // A CQ was found empty: the caller may wait for a peer whose doorbell is owed.
+  void lookedEmpty() {
+    if (!owedRings_.empty() && ++emptyLooks_ >= 2) ringOwed();
+  }
+  // Peer doorbells rung (eventfd writes) since the device opened (stats).
+  uint64_t ringsRung() const { return ringsRung_; }
+
  private:
   // DONE, RNR and TRANSPORT travel on the TCP link: their numbers are the contract's.
   enum Outcome {
@@ -327,6 +355,13 @@ class Device {
   // The local iovecs of a WR (inline copy or checked SGEs); false with `status` set on error.
   bool gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status);
   std::shared_ptr<PeerSegment> selfPeer_;
+  // Rings `p`'s doorbell, or owes it while a hold is on (holdRings).
+  void ringPeer(const PeerSegment* p);
+  int ringHolds_ = 0;
+  bool jobHeld_ = false;
+  uint32_t emptyLooks_ = 0;  // CQs looked at empty since the last ringOwed
+  std::vector<std::shared_ptr<const PeerSegment>> owedRings_;
+  uint64_t ringsRung_ = 0;
   void completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen);
   void flushQp(Qp& q);
   void moveToError(Qp& q);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -57,8 +58,9 @@ class OwnSegment {
   size_t nblocks_ = 0, capBlocks_ = 0;
 };
 
-// A peer's segment, mapped into this process.
-class PeerSegment {
+// A peer's segment, mapped into this process (always owned by a shared_ptr: a doorbell
+// owed to it keeps it, and its eventfd, alive until rung).
+class PeerSegment : public std::enable_shared_from_this<PeerSegment> {
  public:
   PeerSegment(pid_t pid, int remoteMemfd, int remoteEventfd);  // throws SysError
   ~PeerSegment();
@@ -70,6 +72,8 @@ class PeerSegment {
   const Layout& layout() const { return layout_; }
   pid_t pid() const { return pid_; }
   void ring() const;  // doorbell: wakes the owner's event loop
+  // Its doorbell is a flag of this process (ringInto): nothing to save by holding it back.
+  bool ringsInto() const { return ringInto_ != nullptr; }
   // Rings become `*flag = true` instead (this process's own segment, rung by the TCP link's
   // responder: the addon delivers the wake-up itself, without an eventfd round trip).
   void ringInto(bool* flag) { ringInto_ = flag; }
@@ -80,6 +84,8 @@ class PeerSegment {
 
   int refs = 0;
   int remoteMemfd;
+  // In the device's owed doorbells now (Device::ringPeer): owed once, however often rung.
+  mutable bool ringOwed = false;
 
  private:
   pid_t pid_;

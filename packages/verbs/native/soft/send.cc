@@ -244,7 +244,7 @@ void Device::remoteFail(PeerSegment* p, QpShared* t, uint32_t word) {
   // The owner flushes on its doorbell only if the QP is still in this failed incarnation.
   t->remoteError.store(failed, std::memory_order_release);
   flag_attention(p->base());
-  p->ring();
+  ringPeer(p);
 }
 
 Device::Outcome Device::atomic(PeerSegment* p, QpShared* t, uint32_t word, uint8_t opcode, iovec* local, size_t nl,
@@ -460,7 +460,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit, &t->state, word);
     if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
     if (got == TAKE_EMPTY) return RNR;
-    if (limitHit) p->ring();
+    if (limitHit) ringPeer(p);
   }
   auto* rcq = reinterpret_cast<CqShared*>(p->base() + t->recvCqOff);
 

@@ -190,6 +190,11 @@ export interface SoftNativeDevice extends NativeDevice {
    * `false`: not any more (what it would write went already, with a request).
    */
   linkFlushSoon(owed?: boolean): void;
+  /**
+   * Rings now the peers' doorbells this device's posts owe (they ring once the JS that
+   * posted is over): for a process that exits before its loop turns again.
+   */
+  flushDoorbells(): void;
 }
 
 /** The route an ibverbs QP uses: what its endpoint tells the peer. */

@@ -42,6 +42,19 @@ export function softInfo(): DeviceInfo {
 
 const WILDCARDS = new Set(['0.0.0.0', '::', '']);
 
+/**
+ * Open soft devices of this thread. A post's doorbells ring once the JS that posted is over
+ * (the native device holds them, one per peer for a whole batch); a process that exits
+ * first (process.exit() in a handler, an uncaught exception) rings them on 'exit', so a
+ * message it posted never sits in a peer's CQ without its wake-up.
+ */
+const openDevices = new Set<WeakRef<SoftNativeDevice>>(); // weak: a dropped device stays collectable
+const forget = new FinalizationRegistry<WeakRef<SoftNativeDevice>>((r) => openDevices.delete(r));
+let exitHooked = false;
+function flushOnExit(): void {
+  for (const d of openDevices) d.deref()?.flushDoorbells();
+}
+
 /** The address peers should dial when listening on every interface. */
 function advertisedHost(host: string, advertise: string | undefined): string {
   if (advertise !== undefined) return advertise;
@@ -76,6 +89,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   /** The link's secret: never leaves this process; each QP's link key derives from it. */
   readonly #secret = newSecret();
   #closed = false;
+  /** Its entry in openDevices. */
+  readonly #registered: WeakRef<SoftNativeDevice>;
 
   constructor(
     info: DeviceInfo,
@@ -88,6 +103,13 @@ export class SoftDeviceDriver implements DeviceDriver {
     this.postRecord = postRecord;
     this.preferTcp = preferTcp;
     this.#base = native.endpointBase();
+    this.#registered = new WeakRef(native);
+    openDevices.add(this.#registered);
+    forget.register(native, this.#registered, this.#registered);
+    if (!exitHooked) {
+      exitHooked = true;
+      process.on('exit', flushOnExit);
+    }
   }
 
   get closed(): boolean {
@@ -199,6 +221,8 @@ export class SoftDeviceDriver implements DeviceDriver {
     this.#server?.close();
     for (const c of this.#clients.values()) c.close();
     this.#clients.clear();
+    openDevices.delete(this.#registered);
+    forget.unregister(this.#registered);
     this.native.close();
   }
 }
