@@ -232,6 +232,12 @@ const argv = process.argv.slice(2);
 if (argv[0] === '--') argv.shift();
 
 program.parseAsync(argv, { from: 'user' }).catch((err: Error) => {
-  process.stderr.write(`rdmajs-bench: ${err.message}\n`);
+  // The causes too: 'receive repost failed' alone does not say what verbs refused.
+  let line = `rdmajs-bench: ${err.message}`;
+  for (let c = err.cause; c instanceof Error; c = c.cause) {
+    const code = (c as { code?: unknown }).code;
+    line += ` ← ${typeof code === 'string' ? `${code}: ` : ''}${c.message}`;
+  }
+  process.stderr.write(`${line}\n`);
   process.exit(1);
 });

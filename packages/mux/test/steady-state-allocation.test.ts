@@ -28,7 +28,10 @@ const CASES: [policy: string, channels: number][] = [
 ];
 
 for (const [policy, channels] of CASES) {
-  it(`eager round trips on ${channels} channel(s) allocate nothing in mux per message under ${policy} polling`, () => {
+  it(`eager round trips on ${channels} channel(s) allocate nothing in mux per message under ${policy} polling`, {
+    timeout: 150_000,
+    retry: 1,
+  }, () => {
     // Optimizing compiles finish before the code runs on: steady state runs optimized code.
     // No inlining: an allocation is credited to the function that makes it, not to a mux
     // caller a verbs function was inlined into (verbs' requestNotify options parsing showed
@@ -53,5 +56,9 @@ for (const [policy, channels] of CASES) {
     // from copying out arrivals a drain still held). Left out: the promise each receive()
     // returns (the contract's), and what verbs and flowctl allocate (see `top`).
     expect(r.muxPerRound, r.top.join('\n')).toBeLessThan(8);
-  }, 150_000);
+    // One retry: on a loaded 2-core host a run now and then samples a burst that is not per
+    // message (e.g. 80 B objects in giveBackAll in 1 of 10 runs, or ~1 B at each of a dozen mux
+    // sites after a deopt, 8.0–10 B in all). Per-message garbage is ≥ 40 B per round trip in
+    // every run (an InboundMessage per message), so the smaller of two runs keeps that power.
+  });
 }
