@@ -67,6 +67,7 @@ check() { # <dir>: the CLI and the ping-pong from the installed packages
     node pingpong.mjs 200 &&
     node -e 'import("@rdmajs/allocator").then(m => { if (!m.RegisteredAllocator) process.exit(1) })' &&
     node -e 'import("@rdmajs/flowctl").then(m => { if (!m.SendWindow) process.exit(1) })' &&
+    node -e 'import("@rdmajs/socket-reads").then(m => { if (typeof m.adoptAccepted !== "function") process.exit(1) })' &&
     node -e 'import("@rdmajs/rpc-recovery").then(m => { const t = new m.DeduplicationTable(); t.openSession("a"); new m.DeduplicationTable().restore(t.save()) })' &&
     node -e 'import("@rdmajs/ps-server").then(async (m) => {
       const s = new m.ParameterStore({ tables: [{ name: "t", dim: 2, optimizer: { kind: "sum" } }] });

@@ -26,7 +26,7 @@ import {
   type Transport,
   timeoutOf,
 } from '@rdmajs/mux';
-import { adoptAccepted } from './internal/adoptAccepted.js';
+import { adoptAccepted } from '@rdmajs/socket-reads';
 import { SocketReads } from './internal/SocketReads.js';
 import { TcpConnection, type TcpConnectionSettings } from './TcpConnection.js';
 

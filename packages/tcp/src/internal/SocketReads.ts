@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { OnRead } from './adoptAccepted.js';
+import type { OnRead } from '@rdmajs/socket-reads';
 
 /**
  * Every TCP socket of this package reads into this one buffer (`onread`): Node's default

@@ -19,9 +19,9 @@
 // (native place(), which checks the range again each time), and respond then answers it
 // without copying. Anything else (and a WRITE failing a check) is gathered whole first.
 import { createServer, type Server, type Socket } from 'node:net';
+import { adoptAccepted } from '@rdmajs/socket-reads';
 import { ABI } from '../../abi.js';
 import type { SoftNativeDevice } from '../../native.js';
-import { adoptAccepted } from './adoptAccepted.js';
 import {
   answerDataBytes,
   checkRequestHeader,
@@ -293,7 +293,9 @@ export class LinkServer {
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
   ): Promise<{ server: LinkServer; port: number }> {
-    // Paused: adoptAccepted makes each connection read into the listener's buffer.
+    // Paused: adoptAccepted makes each connection read into the listener's buffer. Node's
+    // own reads would allocate one per request and per 64 KiB of a large WRITE (fresh pages
+    // the kernel faults in and zeroes), plus a 'data' event's stream machinery.
     const server = createServer({ pauseOnConnect: true });
     const link = new LinkServer(server, native, secret, maxPayload, ends);
     native.onLinkFlush(link.#flush);
@@ -324,7 +326,7 @@ export class LinkServer {
     }
     const buf = this.#readBuffer;
     let onRead: (n: number) => boolean = () => false;
-    const sock = adoptAccepted(raw, buf, (n) => onRead(n));
+    const sock = adoptAccepted(raw, { buffer: buf, callback: (n) => onRead(n) });
     if (!sock) return;
     if (!this.#admit(sock)) return;
     sock.setNoDelay(true);

@@ -1,13 +1,12 @@
-// A copy of @rdmajs/verbs' soft-link helper (src/internal/soft/link/adoptAccepted.ts), made
-// generic (any `onread`, socket options): tcp must not import verbs, and no lower package
-// both could share holds node:net plumbing yet. Keep the two in step until it moves there.
-//
 // An accepted connection that reads into a buffer of ours (`onread`), as a dialed one does
 // with `net.connect({ onread })`. net.Server has no option for it, and Node's default reads
-// allocate a new buffer per read. Node's Socket takes an existing handle with `onread`; the
-// accepted Socket is left without it. The server must accept paused (`pauseOnConnect`):
-// nothing was read yet.
+// allocate a new buffer per read (fresh pages the kernel faults in and zeroes, external
+// memory that drives full GCs) and emit it through the stream machinery as 'data'. Node's
+// Socket takes an existing handle with `onread` (what `connect` does for a dialed one); the
+// accepted Socket is left without it, so its handle moves to a new Socket that has it. The
+// server must accept paused (`pauseOnConnect`): nothing was read yet.
 import { Socket, type SocketConstructorOpts } from 'node:net';
+import type { OnRead } from './OnRead.js';
 
 /** The fields of node:net's Socket this reaches (stable since Node 12: `onread`'s release). */
 interface SocketInternals {
@@ -17,11 +16,8 @@ interface SocketInternals {
   server: unknown;
 }
 
-/** What `net.connect`'s `onread` takes: each read lands in `buffer`; false pauses. */
-export interface OnRead {
-  buffer: Uint8Array;
-  callback: (n: number, buf: Uint8Array) => boolean;
-}
+/** Options of the adopted Socket (those of the server's sockets a caller may need again). */
+export type AdoptOptions = Pick<SocketConstructorOpts, 'allowHalfOpen'>;
 
 /**
  * The connection `raw` (accepted paused) as a Socket reading per `onread`. Undefined when
@@ -30,7 +26,7 @@ export interface OnRead {
 export function adoptAccepted(
   raw: Socket,
   onread: OnRead,
-  options: Pick<SocketConstructorOpts, 'allowHalfOpen'> = {},
+  options: AdoptOptions = {},
 ): Socket | undefined {
   const r = raw as unknown as SocketInternals;
   const handle = r._handle;
