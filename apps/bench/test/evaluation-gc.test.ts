@@ -50,14 +50,15 @@ describe('GC counts of a process', () => {
       expect(isGcCounts(bad), JSON.stringify(bad)).toBe(false);
   });
 
-  it('a window counts each process by pid: a restarted one from zero, a killed one not at all', () => {
+  it('a window counts each process by pid, only when both readings have it', () => {
     const before = [p('shard e0', 10, 5, 50, 40), p('shard e1', 11, 2, 20, 10)];
-    // e0 went on; e1 was killed and restarted under a new pid; e2 is gone.
-    const after = [p('shard e0', 10, 7, 61, 55.5), p('shard e1', 12, 1, 3, 4)];
-    expect(gcBetween(before, after)).toEqual([
-      p('shard e0', 10, 2, 11, 15.5),
+    // e0 went on; e1 was killed and restarted under a new pid; e2 missed the first reading.
+    const after = [
+      p('shard e0', 10, 7, 61, 55.5),
       p('shard e1', 12, 1, 3, 4),
-    ]);
+      p('shard e2', 13, 90, 900, 800),
+    ];
+    expect(gcBetween(before, after)).toEqual([p('shard e0', 10, 2, 11, 15.5)]);
     // A counter that went backwards under the same pid is a restart too: counted from zero.
     expect(gcSince({ major: 1, minor: 1, pauseMs: 1 }, { major: 3, minor: 0, pauseMs: 0 })).toEqual(
       { major: 1, minor: 1, pauseMs: 1 },

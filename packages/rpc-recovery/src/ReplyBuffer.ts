@@ -13,8 +13,13 @@ export type ReplyBlock = Extract<MessagePart, { release(): void }>;
  * copied first). A pool of reused heap blocks (for a transport that copies anyway, TCP)
  * spares a fresh ArrayBuffer per reply; mark it `registered: false` so that
  * `ReplyBuffer.registered` stays true only for registered memory.
+ *
+ * It may return `undefined` (e.g. a shared pool at its limit): that reply is then built on the
+ * heap, as without reply memory, instead of failing the call.
  */
-export type ReplyMemory = ((frameBytes: number) => ReplyBlock) & { readonly registered?: boolean };
+export type ReplyMemory = ((frameBytes: number) => ReplyBlock | undefined) & {
+  readonly registered?: boolean;
+};
 
 let frameOf: (r: ReplyBuffer) => MessagePart;
 let frameBytesOf: (r: ReplyBuffer) => Uint8Array;
@@ -50,13 +55,13 @@ export class ReplyBuffer {
   /** @internal Made by `CallContext.allocateReply`. */
   constructor(length: number, memory: ReplyMemory | undefined) {
     const n = RESPONSE_HEADER_BYTES + length;
-    if (memory === undefined) {
+    const block = memory === undefined ? undefined : memory(n);
+    if (memory === undefined || block === undefined) {
       this.#bytes = new Uint8Array(n);
       this.#frame = this.#bytes;
       this.#block = undefined;
       this.#registered = false;
     } else {
-      const block = memory(n);
       const bytes = block.bytes;
       if (bytes.length < n) {
         if (!block.released) block.release();

@@ -390,15 +390,16 @@ describe.each(['tcp', 'rdma', 'rdma-fallback'] as const)(
         const call = c.call('slowInc', u32(300), { deadlineMs: 20_000 });
         await new Promise((r) => setTimeout(r, 100));
         expect(await s.ask<number>('break-qps')).toBeGreaterThan(0);
-        // The reply goes out on a broken QP: lost; the replay is answered from the table.
+        // The call is replayed on the new QPs and runs once. Whether the replay is answered
+        // from the table (the break was noticed when the reply was posted, after the handler
+        // finished) or joins the running call (noticed sooner, e.g. by the receives flushed
+        // at the break) depends on when the server sees the QP fail: both are exactly-once.
         expect(readU32(await call)).toBe(1);
         expect(await s.ask('count')).toBe(1);
         expect(c.session.epoch).toBeGreaterThan(epoch1);
-        expect(c.stats()).toMatchObject({
-          state: 'connected',
-          reconnects: 1,
-          answeredFromTable: 1,
-        });
+        const stats = c.stats();
+        expect(stats).toMatchObject({ state: 'connected', reconnects: 1, replayed: 1 });
+        expect(stats.answeredFromTable).toBeLessThanOrEqual(1);
         expect(readU32(await c.call('inc', new Uint8Array(0)))).toBe(2);
       },
     );

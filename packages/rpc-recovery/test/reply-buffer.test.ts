@@ -103,6 +103,29 @@ describe('ReplyBuffer: replies built in place', () => {
     expect([...f.payload]).toEqual([1, 2, 3, 1, 2, 3]);
   });
 
+  it('reply memory that gives nothing (a shared pool at its limit): the reply is built on the heap', async () => {
+    const reg = new MethodRegistry();
+    reg.register(
+      'fill',
+      (p, ctx) => {
+        const r = ctx.allocateReply(p.length);
+        r.payload.set(p);
+        expect(r.registered).toBe(false);
+        return r;
+      },
+      { idempotent: true },
+    );
+    const memory = Object.assign(() => undefined, { registered: true });
+    const parts = await reg.dispatch(request('fill', Uint8Array.of(4, 5)), {
+      epoch: 1,
+      replyMemory: memory,
+    });
+    expect(parts).toHaveLength(1);
+    expect(parts?.[0]).toBeInstanceOf(Uint8Array);
+    const f = decodeRpcFrame(joined(parts));
+    expect(f.kind === 'response' && [...f.payload]).toEqual([4, 5]);
+  });
+
   it('in reply memory: one block part; released when the handler fails or returns another reply', async () => {
     const { memory, given } = countingMemory();
     const reg = new MethodRegistry();

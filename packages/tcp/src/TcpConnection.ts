@@ -187,6 +187,11 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     return this.#state;
   }
 
+  /** FrameSink: nothing more is parsed once the connection failed or closed. */
+  get ended(): boolean {
+    return this.#state === 'failed' || this.#state === 'closed';
+  }
+
   get error(): Error | undefined {
     return this.#error;
   }
@@ -511,8 +516,18 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
 
   payloadSpace(length: number): Uint8Array {
     const a = this.#settings.receiveAllocator;
-    if (a === undefined) return this.#slabs.take(length);
-    const block = a.alloc(length);
+    // An empty message takes no block (the allocator refuses size 0). An allocator at its
+    // limit does not fail this connection: it may be shared by every connection of the
+    // process, and one client holding its messages must not fail the others. The payload goes
+    // to the connection's slabs then, bounded by its receive window like any other.
+    if (a === undefined || length === 0) return this.#slabs.take(length);
+    let block: Block;
+    try {
+      block = a.alloc(length);
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'ERR_ALLOC_LIMIT') throw err;
+      return this.#slabs.take(length);
+    }
     this.#assembling = block;
     return block.bytes.subarray(0, length);
   }

@@ -64,7 +64,9 @@ export interface TcpTransportOptions extends PendingHandshakeOptions {
   creditFlushMs?: number;
   /**
    * Received payloads are copied into blocks of this allocator. Default: into a few slabs
-   * per connection, recycled once their messages are released (see README, Memory).
+   * per connection, recycled once their messages are released (see README, Memory). Empty
+   * payloads, and payloads arriving while the allocator is at its limit (ERR_ALLOC_LIMIT),
+   * go to the slabs: a shared allocator's limit never fails a connection.
    */
   receiveAllocator?: RegisteredAllocator;
   /**

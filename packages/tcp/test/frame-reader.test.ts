@@ -12,6 +12,7 @@ interface Got {
 function sink(out: Got[], assembled: number[]): FrameSink {
   return {
     maxFrameBytes: 1 << 16,
+    ended: false,
     knownChannel: () => true,
     header() {},
     payloadSpace: (n) => {

@@ -55,14 +55,18 @@ export function gcSince(after: GcCounts, before: GcCounts): GcCounts {
 
 /**
  * Per-process GCs between two readings of the same processes' running totals, matched by
- * pid: a process new in `after` (restarted) counts from zero; one gone from `after` (killed)
- * counts nothing, its GCs in the window are lost, not misattributed.
+ * pid. Only processes in both readings count: one missing from `before` may be a restart or a
+ * reading that timed out on a loaded host (counted from zero, its whole life would land in
+ * this window); one gone from `after` was killed. Their GCs in the window are lost, never
+ * misattributed.
  */
 export function gcBetween(before: readonly ProcessGc[], after: readonly ProcessGc[]): ProcessGc[] {
-  return after.map((a) => {
+  const out: ProcessGc[] = [];
+  for (const a of after) {
     const b = before.find((x) => x.pid === a.pid);
-    return { process: a.process, pid: a.pid, ...gcSince(a, b ?? NO_GC) };
-  });
+    if (b !== undefined) out.push({ process: a.process, pid: a.pid, ...gcSince(a, b) });
+  }
+  return out;
 }
 
 /** Adds `more` into `into`, process by process (matched by name: rounds of one row). */

@@ -24,7 +24,21 @@ export function heapAllocator(): RegisteredAllocator {
   });
 }
 
-/** Reply memory of blocks of a heap allocator, marked not registered (see ReplyBuffer.registered). */
+/**
+ * Reply memory of blocks of a heap allocator, marked not registered (see ReplyBuffer.registered).
+ * At the allocator's limit a reply goes to the plain heap (undefined): the pool is shared by
+ * every TCP connection of the service, and clients holding replies must not fail the others'.
+ */
 export function heapReplyMemory(allocator: RegisteredAllocator): ReplyMemory {
-  return Object.assign((n: number) => allocator.alloc(n), { registered: false });
+  return Object.assign(
+    (n: number) => {
+      try {
+        return allocator.alloc(n);
+      } catch (err) {
+        if ((err as { code?: unknown }).code === 'ERR_ALLOC_LIMIT') return undefined;
+        throw err;
+      }
+    },
+    { registered: false },
+  );
 }

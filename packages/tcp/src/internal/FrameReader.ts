@@ -23,6 +23,11 @@ export interface FrameSink extends FrameLimits {
   frame(h: Readonly<FrameHeader>, payload: Uint8Array): void;
   /** Memory a Data payload of `length` bytes is copied into (kept until the application releases it). */
   payloadSpace(length: number): Uint8Array;
+  /**
+   * True once the connection failed or closed, e.g. destroyed by a listener inside `frame`:
+   * the rest of the chunk is then dropped, not parsed (no channel opens on a dead connection).
+   */
+  readonly ended: boolean;
 }
 
 /** The largest payload of a frame that is not Data (an Open's channel name). */
@@ -64,6 +69,7 @@ export class FrameReader {
     let off = 0;
     const n = chunk.length;
     while (off < n) {
+      if (this.#sink.ended) return;
       if (!this.#inFrame) {
         if (this.#headerFill === 0 && n - off >= FRAME_HEADER_BYTES) {
           decodeFrameHeader(chunk, off, this.#sink, this.#h);
