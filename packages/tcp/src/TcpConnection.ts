@@ -696,7 +696,12 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     }
   }
 
+  readonly #forgetSlab = (slab: Slab) => {
+    this.#slabReleases.delete(slab);
+  };
+
   #tick(): void {
+    this.#slabs.trimIdle(this.#forgetSlab);
     const now = Date.now();
     if (now - this.#lastRead > this.#settings.peerTimeoutMs) {
       // Timers run before I/O: after our own event loop was blocked, the peer's frames may

@@ -86,3 +86,28 @@ describe('payload memory handed out', () => {
     }
   });
 });
+
+describe('idle trimming', () => {
+  it('an_idle_connection_drops_the_slabs_no_message_holds_and_keeps_held_ones', () => {
+    const slabs = new ReceiveSlabs();
+    const dropped: Slab[] = [];
+    const a = take(slabs, 100);
+    const b = take(slabs, SLAB_PAYLOAD_MAX);
+    expect(slabs.count).toBe(1);
+    slabs.trimIdle((s) => dropped.push(s)); // payloads were taken since: nothing dropped
+    expect(dropped).toEqual([]);
+    slabs.trimIdle((s) => dropped.push(s)); // idle, but both messages still hold the slab
+    expect(dropped).toEqual([]);
+    expect(slabs.count).toBe(1);
+    a.slab?.unpin();
+    b.slab?.unpin();
+    slabs.trimIdle((s) => dropped.push(s));
+    expect(dropped).toEqual([a.slab]);
+    expect(slabs.count).toBe(0);
+    // Traffic again: a new slab, cut from its start.
+    const c = take(slabs, 10);
+    expect(c.slab).not.toBe(a.slab);
+    expect(c.bytes.byteOffset).toBe(0);
+    expect(slabs.count).toBe(1);
+  });
+});

@@ -43,9 +43,17 @@ export class ReceiveSlabs {
   #count = 0;
   /** The slab the last `take` cut from; undefined when it gave a buffer of its own. */
   last: Slab | undefined;
+  /** A payload was taken since the last `trimIdle`. */
+  #used = false;
+
+  /** Slabs made and not dropped (held by messages, free, or being cut from). */
+  get count(): number {
+    return this.#count;
+  }
 
   /** Memory for a payload of `length` bytes. */
   take(length: number): Uint8Array {
+    this.#used = true;
     if (length > SLAB_PAYLOAD_MAX) return this.#own(length);
     let s = this.#current;
     if (s !== undefined && s.live === 0) s.fill = 0;
@@ -70,6 +78,30 @@ export class ReceiveSlabs {
   #own(length: number): Uint8Array {
     this.last = undefined;
     return uninitialised(length);
+  }
+
+  /**
+   * Called periodically (the connection's heartbeat tick). When nothing was taken since the
+   * last call, the slabs no message holds are dropped (`onDrop` each): a thousand idle
+   * connections must not pin 256 KiB each. Slabs still held are dropped by a later call.
+   */
+  trimIdle(onDrop: (slab: Slab) => void): void {
+    if (this.#used) {
+      this.#used = false;
+      return;
+    }
+    const c = this.#current;
+    if (c !== undefined && c.live === 0) {
+      this.#current = undefined;
+      this.#count--;
+      onDrop(c);
+    }
+    for (const f of this.#free) {
+      this.#count--;
+      onDrop(f);
+    }
+    this.#free.length = 0;
+    this.last = undefined;
   }
 }
 
