@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { LATENCY_BUCKETS, RequestTally } from './RequestTally.js';
 
@@ -13,6 +14,14 @@ export type RequestOutcome = 'ok' | 'refused' | 'error';
 export const MAX_METRICS_CONNECTIONS = 64;
 /** A request's headers and whole request must arrive within this, ms. */
 const METRICS_REQUEST_TIMEOUT_MS = 10_000;
+
+/** perf_hooks' GC kinds, as the `kind` label of the GC metrics. */
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
 
 /** prom-client 15's state of one histogram series (the version is pinned; a test guards this). */
 interface HistogramSeries {
@@ -56,7 +65,12 @@ export class ServiceMetrics {
   readonly snapshots: Counter<'outcome'>;
   readonly duplicates: Counter;
   readonly registeredReplies: Counter;
+  readonly gcs: Counter<'kind'>;
+  readonly gcPause: Counter<'kind'>;
   readonly #tallies: RequestTally[] = [];
+  /** GCs of this process by kind, counted while the endpoint is served (see serve()). */
+  readonly #gc = new Map<string, { count: number; seconds: number }>();
+  #gcObserver: PerformanceObserver | undefined;
   /** Counts not yet handed to their (label-less) counters. */
   readonly #pending = { duplicates: 0, registeredReplies: 0 };
   #server: Server | undefined;
@@ -160,6 +174,31 @@ export class ServiceMetrics {
         pending.registeredReplies = 0;
       },
     });
+    const gc = this.#gc;
+    this.gcs = new Counter({
+      name: 'rdmajs_ps_gc_total',
+      help: 'Garbage collections of this process by kind (major: the full Mark-Compacts that pause for milliseconds)',
+      labelNames: ['kind'] as const,
+      registers,
+      collect() {
+        for (const [kind, g] of gc) {
+          if (g.count > 0) this.inc({ kind }, g.count);
+          g.count = 0;
+        }
+      },
+    });
+    this.gcPause = new Counter({
+      name: 'rdmajs_ps_gc_pause_seconds_total',
+      help: 'Time garbage collections paused this process, by kind',
+      labelNames: ['kind'] as const,
+      registers,
+      collect() {
+        for (const [kind, g] of gc) {
+          if (g.seconds > 0) this.inc({ kind }, g.seconds);
+          g.seconds = 0;
+        }
+      },
+    });
     new Gauge({
       name: 'rdmajs_ps_connections',
       help: 'Open connections',
@@ -206,8 +245,13 @@ export class ServiceMetrics {
     this.#pending.registeredReplies++;
   }
 
-  /** Serves `GET /metrics` on host:port (port 0: any free one). Resolves with the port. */
+  /**
+   * Serves `GET /metrics` on host:port (port 0: any free one). Resolves with the port. GCs are
+   * counted from then on (a PerformanceObserver: nothing per request, no timer), so that a
+   * shard's tail latency can be read against its full GCs.
+   */
   async serve(host: string, port: number): Promise<number> {
+    this.#observeGc();
     const server = createServer((req, res) => {
       if (req.method !== 'GET' || req.url !== '/metrics') {
         res.writeHead(404).end();
@@ -240,7 +284,27 @@ export class ServiceMetrics {
     return typeof addr === 'object' && addr !== null ? addr.port : port;
   }
 
+  #observeGc(): void {
+    if (this.#gcObserver !== undefined) return;
+    const gc = this.#gc;
+    this.#gcObserver = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        const kind = GC_KINDS[(e as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+        let g = gc.get(kind);
+        if (g === undefined) {
+          g = { count: 0, seconds: 0 };
+          gc.set(kind, g);
+        }
+        g.count++;
+        g.seconds += e.duration / 1000;
+      }
+    });
+    this.#gcObserver.observe({ entryTypes: ['gc'] });
+  }
+
   async close(): Promise<void> {
+    this.#gcObserver?.disconnect();
+    this.#gcObserver = undefined;
     const s = this.#server;
     this.#server = undefined;
     if (s === undefined) return;

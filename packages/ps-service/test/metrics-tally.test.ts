@@ -123,3 +123,26 @@ describe('metrics tallies', () => {
     expect((await m.duplicates.get()).values.map((v) => v.value)).toEqual([0]);
   });
 });
+
+describe('GC metrics', () => {
+  it('the served endpoint counts this process GCs by kind, and stops at close', async () => {
+    const m = new ServiceMetrics({ shard: 'gc0' }, gauges);
+    const port = await m.serve('127.0.0.1', 0);
+    try {
+      // Short-lived garbage that escapes (a ring of 1 024 slots): tens of MiB, certainly
+      // scavenges, whatever the optimizing compiler does with the loop.
+      const ring: { i: number }[] = new Array(1024);
+      for (let i = 0; i < 1 << 21; i++) ring[i & 1023] = { i };
+      expect(ring[1023]?.i).toBe((1 << 21) - 1);
+      await new Promise((r) => setTimeout(r, 50)); // GC entries reach observers a turn later
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const minor = /rdmajs_ps_gc_total\{kind="minor",shard="gc0"\} (\d+)/.exec(text);
+      expect(Number(minor?.[1])).toBeGreaterThan(0);
+      expect(text).toMatch(
+        /rdmajs_ps_gc_pause_seconds_total\{kind="minor",shard="gc0"\} [0-9.e-]+/,
+      );
+    } finally {
+      await m.close();
+    }
+  });
+});
