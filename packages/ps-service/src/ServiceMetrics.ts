@@ -175,30 +175,30 @@ export class ServiceMetrics {
       },
     });
     const gc = this.#gc;
-    this.gcs = new Counter({
-      name: 'rdmajs_ps_gc_total',
-      help: 'Garbage collections of this process by kind (major: the full Mark-Compacts that pause for milliseconds)',
-      labelNames: ['kind'] as const,
-      registers,
-      collect() {
-        for (const [kind, g] of gc) {
-          if (g.count > 0) this.inc({ kind }, g.count);
-          g.count = 0;
-        }
-      },
-    });
-    this.gcPause = new Counter({
-      name: 'rdmajs_ps_gc_pause_seconds_total',
-      help: 'Time garbage collections paused this process, by kind',
-      labelNames: ['kind'] as const,
-      registers,
-      collect() {
-        for (const [kind, g] of gc) {
-          if (g.seconds > 0) this.inc({ kind }, g.seconds);
-          g.seconds = 0;
-        }
-      },
-    });
+    // One counter per figure of #gc, each moving what accrued since the last read.
+    const gcCounter = (name: string, help: string, field: 'count' | 'seconds') =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['kind'] as const,
+        registers,
+        collect() {
+          for (const [kind, g] of gc) {
+            if (g[field] > 0) this.inc({ kind }, g[field]);
+            g[field] = 0;
+          }
+        },
+      });
+    this.gcs = gcCounter(
+      'rdmajs_ps_gc_total',
+      'Garbage collections of this process by kind (major: the full Mark-Compacts that pause for milliseconds)',
+      'count',
+    );
+    this.gcPause = gcCounter(
+      'rdmajs_ps_gc_pause_seconds_total',
+      'Time garbage collections paused this process, by kind',
+      'seconds',
+    );
     new Gauge({
       name: 'rdmajs_ps_connections',
       help: 'Open connections',
