@@ -235,6 +235,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
   // linkWrite(h, fd, frame: Uint8Array, headerBytes) → bytes written, or -1 (Device::linkWrite)
   Napi::Value LinkWrite(const Napi::CallbackInfo& info);
+  // linkSend(fd, buf: Uint8Array, offset, length) → bytes the kernel took now, or −errno
+  // (one non-blocking send: what a socket with nothing queued would do, without node's stream)
+  Napi::Value LinkSend(const Napi::CallbackInfo& info);
 
   // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
   bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);
