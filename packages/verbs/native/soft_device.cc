@@ -84,14 +84,6 @@ Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-Napi::Value SoftDevice::LinkWake(const Napi::CallbackInfo& info) {
-  if (dev_ && doorbellOwed_) {
-    doorbellOwed_ = false;
-    RunDoorbell();
-  }
-  return info.Env().Undefined();
-}
-
 Napi::Function SoftDevice::Define(Napi::Env env) {
   using T = rdmajs::Tagged<SoftDevice>;
   return DefineDevice(env, {
@@ -106,7 +98,6 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::Respond>(env, "respond"),
                                T::Def<&SoftDevice::Place>(env, "place"),
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
-                               T::Def<&SoftDevice::LinkWake>(env, "linkWake"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                                T::Def<&SoftDevice::SpinCq>(env, "spinCq"),

@@ -139,10 +139,6 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // linkFlushSoon(): the link's flush function once, after this turn's I/O (and respond());
   // linkFlushSoon(false): not owed any more.
   Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
-  // linkWake(): the wake-up respond()/linkDone() owe, delivered now (the link's read callback
-  // ends: its microtasks then run the woken application's reaction) instead of after the turn's
-  // I/O — one callback from the loop fewer per request; nothing when none is owed.
-  Napi::Value LinkWake(const Napi::CallbackInfo& info);
   // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
   Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);
   Napi::FunctionReference linkFlush_;

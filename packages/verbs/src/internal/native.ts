@@ -196,12 +196,6 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkFlushSoon(owed?: boolean): void;
   /**
-   * Delivers now the wake-up of this device's CQs that respond() or linkDone() owe (else it
-   * comes after this turn's I/O): the link's read callback calls it as it ends, so the woken
-   * application reacts in that callback's microtasks. Nothing when none is owed.
-   */
-  linkWake(): void;
-  /**
    * Rings now the peers' doorbells this device's posts owe (they ring once the JS that
    * posted is over): for a process that exits before its loop turns again.
    */

@@ -267,8 +267,6 @@ export class LinkServer {
   /** connections with answers gathered, written at the next EV_LINK_FLUSH */
   readonly #dirty: AnswerSink[] = [];
   #flushArmed = false;
-  /** a request ran or an answer was delivered in this read: a CQ wake-up may be owed */
-  #wakeOwed = false;
   #connIds = 0;
   /**
    * Authenticated connections bound to each local QP (slot, gen), oldest first. Answers to
@@ -376,7 +374,6 @@ export class LinkServer {
           ok = false;
         }
         this.#afterChunk(conn, ok, resume);
-        this.#wake();
         return !conn.reader.stopped && !sock.destroyed;
       }
       if (!pre) return false;
@@ -462,7 +459,6 @@ export class LinkServer {
         ok = false;
       }
       this.#afterChunk(c, ok, resume);
-      this.#wake();
       return !c.reader.stopped && !sock.destroyed;
     };
   }
@@ -566,20 +562,8 @@ export class LinkServer {
   }
 
   #deliverAnswer(c: Conn, b: Buffer, o: number, len: number): boolean {
-    this.#wakeOwed = true;
     this.#ends(c.bound.slot, c.bound.gen)?.client?.deliverAnswer(b, o, len);
     return !c.sock.destroyed;
-  }
-
-  /**
-   * A read ran requests or delivered answers: the CQ wake-up they owe now, as the read's
-   * callback ends (the woken application's reaction runs in its microtasks, before the
-   * answers are written), not in a callback of its own after the turn's I/O.
-   */
-  #wake(): void {
-    if (!this.#wakeOwed) return;
-    this.#wakeOwed = false;
-    this.#native.linkWake();
   }
 
   /**
@@ -652,10 +636,7 @@ export class LinkServer {
     c.placing = false;
     c.placePair = undefined;
     // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
-    if (this.#answer(c, sink, b, o, placed)) {
-      this.#flushArmed = true;
-      this.#wakeOwed = true;
-    }
+    if (this.#answer(c, sink, b, o, placed)) this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
