@@ -92,6 +92,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::ToRtrLink>(env, "toRtrLink"),
                                T::Def<&SoftDevice::LinkTake>(env, "linkTake"),
                                T::Def<&SoftDevice::LinkWrite>(env, "linkWrite"),
+                               T::Def<&SoftDevice::LinkSend>(env, "linkSend"),
                                T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
                                T::Def<&SoftDevice::LinkProgress>(env, "linkProgress"),
                                T::Def<&SoftDevice::Respond>(env, "respond"),

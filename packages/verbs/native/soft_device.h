@@ -65,8 +65,16 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
       uv_idle_start(step_, &SoftDevice::OnStep);
       return;
     }
+    // Armed already to fire no later: kept, and it re-arms for what is due then (OnTimer). A
+    // link WR's ACK deadline moves later with each WR, and every crossing while one is on the
+    // wire comes here: a re-arm each time was a timer-heap removal and insertion per call.
+    double due = soft::now_ms() + wait;
+    if (timerDue_ > 0 && timerDue_ <= due && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_))) return;
+    timerDue_ = due;
     uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
   }
+  // When the timer armed last fires (ms, soft::now_ms's clock).
+  double timerDue_ = 0;
 
   static void OnTimer(uv_timer_t* t) { static_cast<SoftDevice*>(t->data)->Schedule(true); }
   static void OnStep(uv_idle_t* h) {
@@ -235,6 +243,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
   // linkWrite(h, fd, frame: Uint8Array, headerBytes) → bytes written, or -1 (Device::linkWrite)
   Napi::Value LinkWrite(const Napi::CallbackInfo& info);
+  // linkSend(fd, buf: Uint8Array, offset, length) → bytes the kernel took now, or −errno
+  // (one non-blocking send: what a socket with nothing queued would do, without node's stream)
+  Napi::Value LinkSend(const Napi::CallbackInfo& info);
 
   // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
   bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);

@@ -1,5 +1,9 @@
 // The soft device's TCP link (the sockets live in JS; these move WRs and answers across)
 // and its fault injection.
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "records.h"
 #include "soft_device.h"
 
@@ -90,6 +94,19 @@ Napi::Value SoftDevice::LinkWrite(const Napi::CallbackInfo& info) {
   int64_t n = dev_->linkWrite(h, std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX ? static_cast<int>(fd) : -1,
                               frame.u8(), hdrBytes, frame.bytes);
   return Napi::Number::New(info.Env(), static_cast<double>(n));
+}
+
+// linkSend(fd, buf, offset, length): the bytes of a link connection's gathered frames, sent
+// at once when nothing of the connection is queued in node (the caller checked): node's write
+// makes a request object, a stream pass and a callback per write for the same one syscall.
+Napi::Value SoftDevice::LinkSend(const Napi::CallbackInfo& info) {
+  double fd = Num(info, 0);
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+  if (!RangeArg(info, 1, &data, &len)) return info.Env().Undefined();
+  if (!std::isfinite(fd) || fd < 0 || fd > INT32_MAX) return Napi::Number::New(info.Env(), -EBADF);
+  ssize_t n = send(static_cast<int>(fd), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return Napi::Number::New(info.Env(), n >= 0 ? static_cast<double>(n) : -static_cast<double>(errno));
 }
 
 // The bytes [offset, offset + length) of the Uint8Array argument i, checked against it.

@@ -155,6 +155,11 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkWrite(handle: number, fd: number, frame: Uint8Array, headerBytes: number): number;
   /**
+   * One non-blocking send of `buf[offset, offset + length)` to socket `fd` (nothing of that
+   * connection queued in node): the bytes the kernel took, or −errno.
+   */
+  linkSend(fd: number, buf: Uint8Array, offset: number, length: number): number;
+  /**
    * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
    * WRs are ready to take now (linkTake).
    */

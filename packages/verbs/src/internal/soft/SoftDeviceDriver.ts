@@ -10,6 +10,7 @@ import { invalid } from '../validate.js';
 import { LINK_VERSION, type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
 import { LinkClient } from './link/LinkClient.js';
 import { type AcceptedLink, type LinkEnd, LinkServer } from './link/LinkServer.js';
+import { type SendNow, sendVia } from './link/Outbox.js';
 import { SoftQpDriver } from './SoftQpDriver.js';
 
 export function softInfo(): DeviceInfo {
@@ -84,6 +85,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   /** where the link listens (without a key: each QP's endpoint carries its own) */
   #listening: LinkListener | undefined;
   readonly #clients = new Map<string, LinkClient>();
+  /** how the connections its QPs dial write when nothing is queued in their socket */
+  readonly #linkSend: SendNow;
   /** QPs connected over the link, by slot (their generation checked on lookup) */
   readonly #linkQps = new Map<number, { gen: number; end: LinkEnd }>();
   /** The link's secret: never leaves this process; each QP's link key derives from it. */
@@ -103,6 +106,7 @@ export class SoftDeviceDriver implements DeviceDriver {
     this.postRecord = postRecord;
     this.preferTcp = preferTcp;
     this.#base = native.endpointBase();
+    this.#linkSend = sendVia(native);
     this.#registered = new WeakRef(native);
     openDevices.add(this.#registered);
     forget.register(native, this.#registered, this.#registered);
@@ -205,6 +209,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         serve: server ? (sock) => server.serveDialed(sock, local) : undefined,
         flushed: server?.settle,
         readBuffer: server?.readBuffer,
+        send: this.#linkSend,
       });
       this.#clients.set(id, c);
     }

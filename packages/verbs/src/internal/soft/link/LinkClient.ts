@@ -42,8 +42,9 @@ import {
   WELCOME_BYTES,
 } from './handshake.js';
 import type { AcceptedLink } from './LinkServer.js';
-import { type AnswerSink, Outbox } from './Outbox.js';
+import { type AnswerSink, Outbox, type SendNow } from './Outbox.js';
 import { Ring } from './Ring.js';
+import { socketFd } from './socketFd.js';
 
 /** A QP whose WRs travel over a LinkClient. */
 export interface LinkOwner {
@@ -84,6 +85,8 @@ export interface DialOptions {
    * each read is run before the next is made, and what is kept past one is copied).
    */
   readBuffer?: Buffer | undefined;
+  /** writes gathered frames itself when nothing is queued in the socket (Outbox) */
+  send?: SendNow | undefined;
 }
 
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
@@ -223,7 +226,7 @@ export class LinkClient implements AnswerSink {
       onread: { buffer: readBuffer, callback: (n: number) => this.#onRead(readBuffer, n) },
     });
     this.#sock.unref();
-    this.out = new Outbox(this.#sock, this.#outWritten);
+    this.out = new Outbox(this.#sock, this.#outWritten, dial.send);
     this.#deadline = setTimeout(() => this.#sock.destroy(), HANDSHAKE_DEADLINE_MS);
     this.#deadline.unref();
     const fail = () => this.#fail();
@@ -675,8 +678,7 @@ export class LinkClient implements AnswerSink {
     if (!this.#open || this.#dead || this.#corked || this.#writes.size > 0) return -1;
     if (this.out.used > 0) this.out.flush(); // requests gathered before go first
     if (this.#sock.writableLength > 0) return -1;
-    const fd = (this.#sock as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
-    return typeof fd === 'number' && fd >= 0 ? fd : -1;
+    return socketFd(this.#sock);
   }
 
   /**

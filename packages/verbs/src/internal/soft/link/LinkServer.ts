@@ -50,7 +50,7 @@ import {
   TargetHandshake,
 } from './handshake.js';
 import type { LinkClient } from './LinkClient.js';
-import { type AnswerSink, Outbox } from './Outbox.js';
+import { type AnswerSink, Outbox, type SendNow, sendVia } from './Outbox.js';
 import { isLoopback, loopbackPeerUid } from './peerUid.js';
 
 /**
@@ -202,13 +202,19 @@ class Conn implements AnswerSink, AcceptedLink {
   readonly placeRecord = new Float64Array(ABI.RESPOND_WORDS);
   readonly placeHeader: RequestHeader = newRequestHeader();
 
-  constructor(id: number, sock: Socket, bound: LinkTarget, peer: Accepted | undefined) {
+  constructor(
+    id: number,
+    sock: Socket,
+    bound: LinkTarget,
+    peer: Accepted | undefined,
+    send: SendNow,
+  ) {
     this.id = id;
     this.sock = sock;
     this.bound = bound;
     this.#peer = peer;
     this.peerMaxPayload = peer?.peerMaxPayload ?? 0;
-    this.out = new Outbox(sock, (requests) => this.written?.(requests));
+    this.out = new Outbox(sock, (requests) => this.written?.(requests), send);
   }
 
   get closed(): boolean {
@@ -235,6 +241,8 @@ class Conn implements AnswerSink, AcceptedLink {
 export class LinkServer {
   readonly #server: Server;
   readonly #native: SoftNativeDevice;
+  /** how connections' Outboxes write when nothing is queued in their socket */
+  readonly #send: SendNow;
   readonly #secret: Buffer;
   readonly #maxPayload: number;
   readonly #ends: (slot: number, gen: number) => LinkEnd | undefined;
@@ -280,6 +288,7 @@ export class LinkServer {
   ) {
     this.#server = server;
     this.#native = native;
+    this.#send = sendVia(native);
     this.#secret = secret;
     this.#maxPayload = maxPayload;
     this.#ends = ends;
@@ -407,7 +416,7 @@ export class LinkServer {
   /** The state of an authenticated connection bound to local QP `bound`. */
   #open(sock: Socket, bound: LinkTarget, peer: Accepted | undefined): Conn {
     const max = this.#maxPayload;
-    const c = new Conn(++this.#connIds, sock, bound, peer);
+    const c = new Conn(++this.#connIds, sock, bound, peer, this.#send);
     const placer: FramePlacer = {
       begin: (b, o, len) => !isAnswer(b, o) && this.#beginPlace(c, b, o, len),
       piece: (b, o, n, at) => this.#place(c, b, o, n, at),

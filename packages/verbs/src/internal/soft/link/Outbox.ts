@@ -2,10 +2,14 @@
 // them), gathered into a buffer and written with one system call per flush. Buffers are
 // reused once the socket is done with them (its write callbacks come in order), so steady
 // state allocates nothing; a buffer grown for a large READ answer is dropped after use
-// instead of kept.
+// instead of kept. When nothing of the connection is queued in node's stream, a flush is one
+// non-blocking send of our own (SendNow): node's write would make a request object and run
+// its stream machinery for the same syscall (a ping-pong pays it on every round trip); only
+// what the kernel does not take goes through the stream, behind it.
 import type { Socket } from 'node:net';
 import { copyBytes } from './frames.js';
 import { Ring } from './Ring.js';
+import { socketFd } from './socketFd.js';
 
 const SMALL = 16 << 10;
 const EMPTY = Buffer.alloc(0);
@@ -13,6 +17,17 @@ const EMPTY = Buffer.alloc(0);
 const MOVE_BYTES = 4 << 10;
 /** The largest buffer kept for READ answers once written. */
 const BIG_KEEP = 4 << 20;
+
+/**
+ * One non-blocking send of `buf[offset, offset + length)` to socket `fd`: the bytes the
+ * kernel took, or −errno (the native device's linkSend).
+ */
+export type SendNow = (fd: number, buf: Uint8Array, offset: number, length: number) => number;
+
+/** SendNow through the device's native linkSend (one closure per device). */
+export function sendVia(native: { linkSend: SendNow }): SendNow {
+  return (fd, buf, offset, length) => native.linkSend(fd, buf, offset, length);
+}
 
 /** A buffer and the last exact-length view of it handed to the socket. */
 class Chunk {
@@ -52,6 +67,7 @@ export interface AnswerSink {
 export class Outbox {
   readonly #sock: Socket;
   readonly #written: ((requests: boolean) => void) | undefined;
+  readonly #send: SendNow | undefined;
   #cur = new Chunk(SMALL);
   #used = 0;
   readonly #free: Chunk[] = [];
@@ -63,9 +79,10 @@ export class Outbox {
    * `written`: called as each buffer handed to the socket with a callback is through;
    * `requests` when it held a request (markRequest), not only answers.
    */
-  constructor(sock: Socket, written?: (requests: boolean) => void) {
+  constructor(sock: Socket, written?: (requests: boolean) => void, send?: SendNow) {
     this.#sock = sock;
     this.#written = written;
+    this.#send = send;
   }
 
   /** Bytes gathered and not yet handed to the socket. */
@@ -122,9 +139,15 @@ export class Outbox {
     const c = this.#cur;
     this.#used = 0;
     if (this.#inFlight.size === 0) {
-      // Nothing of ours in the socket: written without a callback (one allocates); when
-      // the kernel took it all at once (writableLength 0) the buffer is free again now.
-      this.#sock.write(c.view(n));
+      // Nothing of ours in the socket: sent by us, or written without a callback (one
+      // allocates); when the kernel took it all at once the buffer is free again now.
+      const sent = this.#sendNow(c.buf, n);
+      if (sent === n) {
+        c.requests = false;
+        return;
+      }
+      // The rest behind what went (a view only then: the kernel's buffer was full).
+      this.#sock.write(sent === 0 ? c.view(n) : c.buf.subarray(sent, n));
       if (this.#sock.writableLength === 0) {
         c.requests = false;
         return;
@@ -136,6 +159,22 @@ export class Outbox {
       this.#sock.write(c.view(n), this.#onWritten);
     }
     this.#cur = this.#free.pop() ?? new Chunk(SMALL);
+  }
+
+  /**
+   * Sends `buf[0, n)` with one syscall of our own when nothing of the connection is queued in
+   * node's stream (so the bytes keep their order); the bytes the kernel took. 0 when it cannot
+   * or on an error: node's write then meets the error too and fails the connection.
+   */
+  #sendNow(buf: Buffer, n: number): number {
+    const send = this.#send;
+    const sock = this.#sock;
+    if (send === undefined || sock.writableLength > 0 || sock.writableCorked > 0) return 0;
+    if (sock.connecting || sock.destroyed) return 0;
+    const fd = socketFd(sock);
+    if (fd < 0) return 0;
+    const sent = send(fd, buf, 0, n);
+    return Math.max(sent, 0);
   }
 
   #write(c: Chunk, n: number): void {

@@ -47,7 +47,9 @@ export function headerSize(b: Buffer, o: number): number {
 
 /** The length an answer header at `b[o..]` declares (its ANSWER_BIT masked off). */
 export function answerLength(b: Buffer, o: number): number {
-  return (b.readUInt32LE(o) & ~ANSWER_BIT) >>> 0;
+  // Read as int32 and masked: a small integer, not a heap number per answer (the word with
+  // ANSWER_BIT set is above what a small integer holds).
+  return b.readInt32LE(o) & ~ANSWER_BIT;
 }
 /** The request id a frame header at `b[o..]` names (requests and answers alike). */
 export function frameReqId(b: Buffer, o: number): number {
@@ -187,7 +189,12 @@ export function writeResponseHeader(
   rnrTimer: number,
   dataBytes: number,
 ): void {
-  b.writeUInt32LE((ANSWER_BIT | (RES_HEADER + dataBytes)) >>> 0, o);
+  // Byte by byte: the word with ANSWER_BIT set would be a heap number per answer.
+  const len = RES_HEADER + dataBytes;
+  b[o] = len & 0xff;
+  b[o + 1] = (len >>> 8) & 0xff;
+  b[o + 2] = (len >>> 16) & 0xff;
+  b[o + 3] = (ANSWER_BIT >>> 24) | ((len >>> 24) & 0x7f);
   b.writeUInt32LE(reqId, o + 4);
   b[o + 8] = outcome;
   b[o + 9] = status;
