@@ -100,6 +100,14 @@ export interface RdmaConnectionSettings {
 /** Every this many sends one is signaled (and always the last of a batch). */
 const SIGNAL_EVERY = 16;
 /**
+ * Retries of receive reposts a post refused for now (ERR_RDMA_BUSY: a peer process holds the
+ * SRQ's lock and is stopped): 2 ms, doubling up to 128 ms, 12 in all (about 0.9 s of waits,
+ * each try bounded by verbs' lock wait) before the connection fails.
+ */
+const REPOST_RETRY_FIRST_MS = 2;
+const REPOST_RETRY_MAX_MS = 128;
+const REPOST_ATTEMPTS = 12;
+/**
  * Send wrIds of a lane are RECV_WR_ID_LIMIT + a sequence modulo this (a power of two above
  * any send queue): they stay small integers (V8 Smis, so reaping allocates nothing) however
  * many sends a lane makes, and a completion's id alone says how far its lane's ring retires.
@@ -312,9 +320,16 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * and after the flush) repost in one batch too.
    */
   #burst = false;
-  /** Receive buffers released and not yet reposted: #reposts[0 … #repostCount). */
+  /**
+   * Receive buffers released and not yet reposted: #reposts[0 … #repostCount). Those a post
+   * refused for now (a peer process holding the SRQ's lock) stay here, their credits not
+   * owed, and go again from #repostTimer.
+   */
   readonly #reposts: number[];
   #repostCount = 0;
+  /** Retries since reposts were last refused (the timer's backoff and bound). */
+  #repostAttempts = 0;
+  #repostTimer: NodeJS.Timeout | undefined;
   /** Parts a SEND gathers after its header. */
   readonly #maxGather: number;
   /** This connection's place in the transport's poll loop ('adaptive'). */
@@ -350,6 +365,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     receiveCopies: 0,
     rnrCount: 0,
     posts: 0,
+    repostRetries: 0,
   };
 
   /** @internal made by RdmaTransport once both sides' QPs are connected. */
@@ -815,7 +831,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   };
 
   #flushAll(): void {
-    if (this.#repostCount > 0) this.#repostReleased();
+    // Refused reposts wait for their timer: each try may wait out a peer's lock.
+    if (this.#repostCount > 0 && this.#repostTimer === undefined) this.#repostReleased();
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
     this.#maybeCreditUpdate();
@@ -1366,19 +1383,57 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#released(charge);
   }
 
-  /** The buffers released since the flush was scheduled go back (teardown took them if ended). */
+  /**
+   * The buffers released since the flush was scheduled go back (teardown took them if ended).
+   * Their credits are owed only once they are posted: those a post refused for now stay.
+   */
   #repostReleased(): void {
     const n = this.#repostCount;
     this.#repostCount = 0;
     if (this.#terminal()) return; // the pool took them back (forget) at teardown
+    let left: number;
     try {
-      this.#pool.giveBackAll(this.#reposts, n);
+      left = this.#pool.giveBackAll(this.#reposts, n, this);
     } catch (err) {
       this.destroy(new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'receive repost failed', err));
       return;
     }
-    this.#recvCredits.release(n);
+    // A credit-only update's buffer among them (refused before) counts as a data credit
+    // here: it goes back by the flush delay at the latest, once, not an endless echo.
+    if (left < n) this.#recvCredits.release(n - left);
+    this.#repostCount = left;
+    if (left > 0) this.#repostLater();
+    else this.#repostAttempts = 0;
   }
+
+  /**
+   * Reposts refused for now go again from a short unref'd timer, backing off, up to
+   * REPOST_ATTEMPTS times; then the connection fails, naming the post's error.
+   */
+  #repostLater(): void {
+    if (this.#repostAttempts >= REPOST_ATTEMPTS) {
+      this.destroy(
+        new MuxConnectionError(
+          'ERR_MUX_CONNECTION_LOST',
+          `receive repost failed: ${this.#repostCount} buffer(s) refused ${REPOST_ATTEMPTS + 1} times (${this.#pool.lastDeferral?.message ?? 'unknown'})`,
+          this.#pool.lastDeferral,
+        ),
+      );
+      return;
+    }
+    this.#stats.repostRetries++;
+    const delay = Math.min(REPOST_RETRY_MAX_MS, REPOST_RETRY_FIRST_MS << this.#repostAttempts);
+    this.#repostAttempts++;
+    this.#repostTimer = setTimeout(this.#repostRetry, delay);
+    this.#repostTimer.unref();
+  }
+
+  readonly #repostRetry = (): void => {
+    this.#repostTimer = undefined;
+    if (this.#terminal()) return;
+    // The flush reposts them, then posts what waited and sends credits now due.
+    this.#flushAll();
+  };
 
   /**
    * A busy peer gets a bigger lease: when it says it waited for a credit (`stalled`), or when
@@ -1468,10 +1523,17 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       }
       return;
     }
+    // Refused ones wait for their timer: this one joins them (credit owed once posted).
+    let posted = false;
     try {
-      this.#pool.giveBack(idx);
+      posted = this.#repostTimer === undefined && this.#pool.giveBack(idx, this);
     } catch (err) {
       this.destroy(new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'receive repost failed', err));
+      return;
+    }
+    if (!posted) {
+      this.#reposts[this.#repostCount++] = idx;
+      if (this.#repostTimer === undefined) this.#repostLater();
       return;
     }
     // A credit-only update's buffer is not the application's: its credit waits for the
@@ -1836,6 +1898,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** QPs go first (nothing touches memory after), then every block this connection holds. */
   #teardown(err: Error): void {
     clearInterval(this.#heartbeat);
+    clearTimeout(this.#repostTimer);
+    this.#repostTimer = undefined;
     this.#s.pollLoop?.remove(this.#poll);
     this.#res.cq.off('completion', this.#onCq);
     for (const lane of this.#lanes) {
@@ -1932,6 +1996,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       outstandingWrs: outstanding,
       rnrCount: s.rnrCount,
       posts: s.posts,
+      repostRetries: s.repostRetries,
       recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
       sendLease: this.#sendCredits.lease,
       polling: this.#poll.polled,

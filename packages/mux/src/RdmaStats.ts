@@ -24,6 +24,11 @@ export interface RdmaConnectionStats extends ConnectionStats {
   /** postSend calls (each posts a batch of work requests). */
   readonly posts: number;
   /**
+   * Retries of receive reposts the SRQ refused for now (a peer process stopped while holding
+   * its lock): those buffers' credits go to the peer only once a retry posts them.
+   */
+  readonly repostRetries: number;
+  /**
    * Receive credits leased to the peer from the transport's shared receive pool (its
    * `recvCredits` when idle, up to `recvBufferCount` while busy; 0 once closed).
    */

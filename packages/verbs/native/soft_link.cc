@@ -26,7 +26,7 @@ Napi::Value SoftDevice::Inject(const Napi::CallbackInfo& info) {
       dev_->injectDelay(h, std::isfinite(v) && v > 0 ? v : 0);
       break;
     case abi::FAULT_HOLD_PEER_LOCK:
-      dev_->injectHoldPeerLock(h);
+      dev_->injectHoldPeerLock(h, std::isfinite(v) && v > 0 ? std::min(v, 10000.0) : 0);
       break;
     case abi::FAULT_PIN_PEER:
     case abi::FAULT_UNPIN_PEER:

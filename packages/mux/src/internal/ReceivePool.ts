@@ -18,6 +18,15 @@ import { WIRE_HEADER_BYTES } from './WireHeader.js';
  */
 export const RECV_WR_ID_LIMIT = 1 << 16;
 
+/**
+ * A post of receive buffers that may go in later: the queue's lock is held by a peer process
+ * that did not let go in time (ERR_RDMA_BUSY: nothing was posted) or the queue is full
+ * (ERR_RDMA_QUEUE_FULL: `posted` went in). Any other failure is not retried.
+ */
+export function isTransientPostError(err: unknown): err is RdmaPostError {
+  return err instanceof RdmaPostError && err.retryable;
+}
+
 /** The connection a buffer's arrival belongs to (told when the application releases it). */
 export interface PoolUser {
   recvReleased(idx: number): void;
@@ -103,6 +112,7 @@ export class ReceivePool {
   #leased = 0;
   #extra = 0;
   #closed = false;
+  #lastDeferral: Error | undefined;
 
   constructor(
     pd: ProtectionDomain,
@@ -312,23 +322,33 @@ export class ReceivePool {
 
   /**
    * A taken buffer is free again: reposted, or freed when the pool holds more than its
-   * leases need (or is closed). Throws what the SRQ post throws (the buffer is freed then).
+   * leases need (or is closed); true then. A post that fails for now (isTransientPostError)
+   * keeps it taken by `keeper` and returns false: the keeper gives it back again later (its
+   * credit is not owed before). Another failure, or any without a keeper (teardown), frees
+   * it and throws what the SRQ post threw.
    */
-  giveBack(idx: number): void {
-    if (!this.#returning(idx)) return;
+  giveBack(idx: number, keeper?: PoolUser): boolean {
+    if (!this.#returning(idx)) return true;
     try {
       this.srq.postRecv(this.#wrs[idx] as RecvWr);
     } catch (err) {
+      if (keeper !== undefined && isTransientPostError(err)) {
+        this.#keep(idx, keeper, err);
+        return false;
+      }
       this.#unpost(idx);
       throw err;
     }
+    return true;
   }
 
   /**
-   * `giveBack` of `idxs[0 … n)` with one SRQ post per POST_LIST_MAX buffers. Throws what the
-   * post throws (the buffers it did not post are freed then).
+   * `giveBack(…, keeper)` of `idxs[0 … n)` with one SRQ post per POST_LIST_MAX buffers.
+   * Returns how many stay taken by `keeper` after a post that failed for now, moved to
+   * `idxs[0 … m)`; throws what another failure throws (the buffers it did not post are
+   * freed then).
    */
-  giveBackAll(idxs: readonly number[], n: number): void {
+  giveBackAll(idxs: number[], n: number, keeper: PoolUser): number {
     const wrs = this.#repostWrs;
     let k = 0;
     for (let i = 0; i < n; i++) {
@@ -341,10 +361,26 @@ export class ReceivePool {
         this.srq.postRecv(m === 1 ? (wrs[i] as RecvWr) : this.#lists.list(wrs, i, m));
       } catch (err) {
         const posted = err instanceof RdmaPostError ? err.posted : 0;
+        if (isTransientPostError(err)) {
+          // idxs were all read above: its front takes the ones left, in their order.
+          let left = 0;
+          for (let j = i + posted; j < k; j++) {
+            const idx = (wrs[j] as RecvWr).wrId;
+            this.#keep(idx, keeper, err);
+            idxs[left++] = idx;
+          }
+          return left;
+        }
         for (let j = i + posted; j < k; j++) this.#unpost((wrs[j] as RecvWr).wrId);
         throw err;
       }
     }
+    return 0;
+  }
+
+  /** Why the last buffer kept by a giveBack was not posted (for the keeper's final error). */
+  get lastDeferral(): Error | undefined {
+    return this.#lastDeferral;
   }
 
   /**
@@ -369,6 +405,14 @@ export class ReceivePool {
     this.#state[idx] = POSTED;
     this.#posted++;
     return true;
+  }
+
+  /** A buffer marked posted whose post failed for now: taken by `keeper` again. */
+  #keep(idx: number, keeper: PoolUser, cause: Error): void {
+    this.#posted--;
+    this.#state[idx] = TAKEN;
+    this.#owner[idx] = keeper;
+    this.#lastDeferral = cause;
   }
 
   /** A buffer marked posted whose post failed: freed. */

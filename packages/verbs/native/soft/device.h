@@ -241,9 +241,11 @@ class Device {
   void injectBreakLink(int h);
   void injectStall(int h, bool on);
   void injectDelay(int h, double ms);
-  // Takes the lock of the connected peer's receive queue and never lets go: what a process
-  // stopped (SIGSTOP, a debugger) inside take_rq leaves behind. For liveness tests.
-  void injectHoldPeerLock(int h);
+  // Takes the lock of the connected peer's receive queue (unless this process holds it).
+  // ms = 0: never lets go, what a process stopped (SIGSTOP, a debugger) inside take_rq
+  // leaves behind once stopped. ms > 0: holds it `ms` more inside this call, then lets go,
+  // as a holder preempted inside its section. For liveness tests.
+  void injectHoldPeerLock(int h, double ms);
   // Takes (hold) or drops a pin on the connected peer's MR `rkey`: a copy stuck mid-way.
   void injectPeerPin(int h, uint32_t rkey, bool hold);
   // The next operation of QP h stops `ms` inside deliver(), after its checks of the target

@@ -41,12 +41,20 @@ uint32_t Device::busyQps() {
   return n;
 }
 
-void Device::injectHoldPeerLock(int h) {
+void Device::injectHoldPeerLock(int h, double ms) {
   Qp& q = *qp(h);
   if (!q.peer) return;
   QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
-  if (sane_queues(q.peer.get(), t))
-    reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock.lock(static_cast<uint32_t>(pid_));
+  if (!sane_queues(q.peer.get(), t)) return;
+  SpinLock& l = reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock;
+  const auto self = static_cast<uint32_t>(pid_);
+  if (l.holder.load(std::memory_order_acquire) != self && !l.lock(self)) return;
+  if (ms <= 0) return;  // for good
+  // Held for `ms` more, asleep but not stopped (as a holder preempted inside its section),
+  // then let go. This thread is busy meanwhile: the process answers nothing else.
+  for (int64_t end = mono_ns() + static_cast<int64_t>(ms * 1e6), now; (now = mono_ns()) < end;)
+    nap_ns(std::min<int64_t>(end - now, kLockNapMaxNs));
+  l.unlock();
 }
 
 }  // namespace soft

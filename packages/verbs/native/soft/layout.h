@@ -10,12 +10,14 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
 #include "../abi.h"
+#include "holder.h"
 
 namespace soft {
 
@@ -53,13 +55,23 @@ enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REM
 // The two atomics: an 8-byte read-modify-write of the target, the prior value returned.
 inline bool is_atomic(uint32_t op) { return op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD; }
 
-// How long a lock in a shared segment is waited for. Critical sections are a few
-// instructions, so a holder that keeps it longer is preempted, stopped (SIGSTOP, a
-// debugger) or frozen: the JS thread must not wait for it. Short for waits that can be
-// retried cleanly (nothing consumed yet); longer for the completion of a receive already
-// taken, whose loss would fail the connection.
+// How long a lock in a shared segment is waited for before its holder is looked at.
+// Critical sections are a few instructions, so a holder that keeps it longer was
+// preempted (a loaded host: tens of ms are common), is stopped (SIGSTOP, a debugger) or
+// died. Short for waits that can be retried cleanly (nothing consumed yet); longer for the
+// completion of a receive already taken, whose loss would fail the connection.
 constexpr int64_t kLockWaitNs = 20'000'000;       // 20 ms
 constexpr int64_t kCommitWaitNs = 1'000'000'000;  // 1 s
+// Past its budget a waiter gives up at once only on a stopped holder; a dead one's lock is
+// taken over, and one that runs (preempted, descheduled, in a page fault) is waited for up
+// to this cap: a holder that runs yet keeps a lock of a few instructions for a second is
+// stuck (or traced in a thread other than its main one), and the JS thread must go on.
+constexpr int64_t kLockHoldCapNs = 1'000'000'000;  // 1 s
+// Backoff of a wait past the spin phase: sleeps from 20 µs up to 1 ms, so a preempted
+// holder gets the core the waiter would otherwise burn (sched_yield alone often does not
+// give it: the holder may be queued on this very core).
+constexpr int64_t kLockNapMinNs = 20'000;
+constexpr int64_t kLockNapMaxNs = 1'000'000;
 
 inline int64_t mono_ns() {
   timespec ts;
@@ -67,26 +79,49 @@ inline int64_t mono_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can take
-// the lock over from a holder that died inside its (very short) critical section. lock()
-// gives up after `budgetNs` and returns false: the caller fails or retries its operation.
+inline void nap_ns(int64_t ns) {
+  timespec ts{0, static_cast<long>(ns)};
+  nanosleep(&ts, nullptr);  // woken early by a signal: the caller's loop looks again
+}
+
+// A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can tell a
+// holder that died inside its (very short) critical section, and take the lock over, or
+// one stopped there (holder_state). lock() returns false, and the caller fails or retries
+// its operation, once `budgetNs` passed and the holder is stopped, or once
+// max(budgetNs, kLockHoldCapNs) passed whatever the holder does. Every wait is bounded.
 struct SpinLock {
   std::atomic<uint32_t> holder;
   bool lock(uint32_t self, int64_t budgetNs = kLockWaitNs) {
-    int64_t deadline = 0;
+    int64_t start = 0;
+    int64_t nap = kLockNapMinNs;
     for (uint32_t spins = 0;; spins++) {
       uint32_t expected = 0;
       if (holder.compare_exchange_weak(expected, self, std::memory_order_acquire)) return true;
-      if (spins < 256) continue;
-      if (deadline == 0) deadline = mono_ns() + budgetNs;
-      if (spins % 64 == 0) {
-        if (expected != 0 && kill(static_cast<pid_t>(expected), 0) != 0 && errno == ESRCH) {
+      if (spins < 256 || expected == 0) continue;
+      int64_t now = mono_ns();
+      if (start == 0) start = now;
+      int64_t waited = now - start;
+      if (waited <= budgetNs) {
+        // Within the budget only the cheap check: a dead holder's lock is taken over at once.
+        if (spins % 64 == 0 && kill(static_cast<pid_t>(expected), 0) != 0 && errno == ESRCH) {
           holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
           continue;
         }
-        if (mono_ns() > deadline) return false;
+        if (spins < 1024) {
+          sched_yield();
+          continue;
+        }
+      } else {
+        Holder h = holder_state(static_cast<pid_t>(expected));
+        if (h == Holder::DEAD) {
+          holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+          continue;
+        }
+        if (h == Holder::STOPPED) return false;
+        if (waited > std::max(budgetNs, kLockHoldCapNs)) return false;
       }
-      sched_yield();
+      nap_ns(nap);
+      nap = std::min(nap * 2, kLockNapMaxNs);
     }
   }
   void unlock() { holder.store(0, std::memory_order_release); }

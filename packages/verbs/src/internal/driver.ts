@@ -8,7 +8,8 @@ export type Fault =
   | { type: 'break-qp' }
   | { type: 'break-link' }
   | { type: 'stall-receiver'; on: boolean }
-  | { type: 'delay'; ms: number };
+  | { type: 'delay'; ms: number }
+  | { type: 'hold-peer-lock'; ms?: number };
 
 /** What a QP driver needs of its queue pair. */
 export interface QpHost {

@@ -371,6 +371,8 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
     else if (fault.type === 'break-link') this.#native.inject(h, ABI.FAULT_BREAK_LINK, 0);
     else if (fault.type === 'stall-receiver')
       this.#native.inject(h, ABI.FAULT_STALL_RECEIVER, fault.on ? 1 : 0);
+    else if (fault.type === 'hold-peer-lock')
+      this.#native.inject(h, ABI.FAULT_HOLD_PEER_LOCK, fault.ms ?? 0);
     else this.#native.inject(h, ABI.FAULT_DELAY, fault.ms);
   }
 }
