@@ -47,6 +47,16 @@ export interface Channel {
    * channel and every message before its close was received.
    */
   receive(options?: ReceiveOptions): Promise<InboundMessage>;
+  /**
+   * Hands every message, in order, to `onMessage` as it arrives (queued ones at once) instead
+   * of keeping it for `receive()`: no promise, timer or wake-up per message, for a reader that
+   * takes everything anyway. Each message is the handler's to release. `onEnd` is called once
+   * when nothing more will arrive: ERR_MUX_CLOSED after the peer's close (or this side's), or
+   * the connection's failure. A handler must not throw (a throw is rethrown on its own tick).
+   * Once listening, `receive()` rejects with ERR_MUX_INVALID_ARG; so does `listen()` twice or
+   * with a receive pending (thrown).
+   */
+  listen(onMessage: (m: InboundMessage) => void, onEnd: (err: Error) => void): void;
   /** Every message until the peer closes the channel. Release each one. */
   [Symbol.asyncIterator](): AsyncIterator<InboundMessage>;
   /**

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Channel, ChannelState, ReceiveOptions, SendOptions } from './Channel.js';
 import type { Connection } from './Connection.js';
-import { MuxAbortError, MuxClosedError, MuxDeadlineError } from './errors.js';
+import { MuxAbortError, MuxClosedError, MuxDeadlineError, MuxError } from './errors.js';
 import { InboundMessage, type OutboundMessage } from './Message.js';
 import type { ChannelStats } from './Stats.js';
 import type { WaitOptions } from './WaitOptions.js';
@@ -123,6 +123,10 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
   #wHead = 0;
   #wTail = 0;
   readonly #idleWaiters: ReceiveWaiter[] = [];
+  /** Set by listen(): messages go straight to it, never to the queue or a waiter. */
+  #onMessage: ((m: InboundMessage) => void) | undefined;
+  /** listen()'s end callback; cleared once called (it is called once). */
+  #onEnd: ((err: Error) => void) | undefined;
   readonly #expire = (w: ReceiveWaiter): void => {
     this.#unwait(w);
     w.fail(new MuxDeadlineError(`receive on channel ${this.id}`, w.timeoutMs));
@@ -168,6 +172,11 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     } catch (err) {
       return Promise.reject(err);
     }
+    if (this.#onMessage !== undefined) {
+      return Promise.reject(
+        new MuxError('ERR_MUX_INVALID_ARG', `channel ${this.id} has a listener: receive() is off`),
+      );
+    }
     if (this.#head < this.#queue.length) return Promise.resolve(this.#take(copy));
     if (this.#error !== undefined) return Promise.reject(this.#error);
     if (this.peerClosed || this.#state !== 'open') {
@@ -180,6 +189,28 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     w.arm(copy, timeoutMs, signal);
     this.#waiters[this.#wTail++] = w;
     return p;
+  }
+
+  listen(onMessage: (m: InboundMessage) => void, onEnd: (err: Error) => void): void {
+    if (typeof onMessage !== 'function' || typeof onEnd !== 'function') {
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'listen needs two functions');
+    }
+    if (this.#onMessage !== undefined || this.#wHead !== this.#wTail) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        `channel ${this.id} already has a listener or a pending receive`,
+      );
+    }
+    this.#onMessage = onMessage;
+    this.#onEnd = onEnd;
+    // What arrived before goes first, in order; then the end if it came already.
+    while (this.#head < this.#queue.length && this.#onMessage !== undefined) {
+      this.#hand(this.#take(false));
+    }
+    if (this.#error !== undefined) this.#end(this.#error);
+    else if (this.peerClosed || this.#state !== 'open') {
+      this.#end(new MuxClosedError(`channel ${this.id}`));
+    }
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<InboundMessage> {
@@ -271,6 +302,10 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
       m.release(); // closed here while it was in flight: give the window back at once
       return;
     }
+    if (this.#onMessage !== undefined) {
+      this.#hand(m);
+      return;
+    }
     const w = this.#nextWaiter();
     if (w !== undefined) {
       this.#settle(w);
@@ -306,6 +341,31 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     if (this.#state === 'open' || this.#state === 'closing') this.#state = 'closed';
   }
 
+  /**
+   * A message to the listener. Its throw must not unwind the transport's receive path (which
+   * calls deliver) half way: it is rethrown on its own, as an event listener's would be.
+   */
+  #hand(m: InboundMessage): void {
+    try {
+      (this.#onMessage as (m: InboundMessage) => void)(m);
+    } catch (err) {
+      process.nextTick(rethrow, err);
+    }
+  }
+
+  /** The listener learns, once, that nothing more will arrive. */
+  #end(err: Error): void {
+    const onEnd = this.#onEnd;
+    if (onEnd === undefined) return;
+    this.#onEnd = undefined;
+    this.#onMessage = noMessage;
+    try {
+      onEnd(err);
+    } catch (thrown) {
+      process.nextTick(rethrow, thrown);
+    }
+  }
+
   #take(copy: boolean): InboundMessage {
     const m = this.#queue[this.#head] as InboundMessage;
     this.#queue[this.#head] = undefined as unknown as InboundMessage;
@@ -333,6 +393,7 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
 
   /** Rejects every pending receive; the channel waits no more, so idle timers go too. */
   #endWaiters(err: Error): void {
+    this.#end(err);
     const ws = this.#waiters.slice(this.#wHead, this.#wTail) as ReceiveWaiter[];
     this.#waiters.length = 0;
     this.#wHead = 0;
@@ -371,6 +432,15 @@ export abstract class ChannelCore<C extends ChannelHost = ChannelHost> implement
     if (this.#idleWaiters.length < WAITER_POOL_MAX) this.#idleWaiters.push(w);
     else w.drop();
   }
+}
+
+/** After the end: what still arrives (a closed channel's in-flight messages) is released. */
+function noMessage(m: InboundMessage): void {
+  m.release();
+}
+
+function rethrow(err: unknown): never {
+  throw err;
 }
 
 /** Copies a message out and releases the transport's memory at once. */

@@ -118,6 +118,8 @@ export interface MissingRows {
   missingShards: string[];
 }
 
+/** Keys of the largest push whose routing scratch is kept (64 Ki keys: 256 KiB). */
+const PUSH_SCRATCH_MAX_KEYS = 1 << 16;
 const releaseReply = (r: HeldReply): void => r.release();
 const decodeSparsePushReply = (b: Uint8Array): PushReply => decodePushReply(b);
 const nonFinite = (grads: Float32Array): never => {
@@ -249,6 +251,18 @@ export class PsClient {
   readonly #givePushBuffer = (bytes: Uint8Array): void => this.#pushBuffers.give(bytes);
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
+  /**
+   * Scratch of every push's routing (read before its first await only): a fresh array per
+   * push was a malloc'd backing store (over V8's 64 on-heap bytes) counted as external memory.
+   */
+  #pushShardOf = new Uint32Array(0);
+
+  /** Room for `n` shard indexes: the kept scratch, or a new array for a huge push (not kept). */
+  #pushScratch(n: number): Uint32Array {
+    if (n > PUSH_SCRATCH_MAX_KEYS) return new Uint32Array(n);
+    if (this.#pushShardOf.length < n) this.#pushShardOf = new Uint32Array(n);
+    return this.#pushShardOf;
+  }
   /** Plans of pulls whose rows were released, for the next pulls (see PullPlan). */
   readonly #plans: PullPlan[] = [];
   readonly #signature: string;
@@ -885,7 +899,7 @@ export class PsClient {
     const dim = t.dim;
     const router = this.#router;
     const links = this.#links;
-    const shardOf = router.route(k);
+    const shardOf = router.route(k, this.#pushScratch(k.length));
     const S = links.length;
     const counts = new Uint32Array(S);
     for (let i = 0; i < k.length; i++) (counts[shardOf[i] as number] as number)++;

@@ -22,7 +22,6 @@ import {
 import { RpcReply } from './RpcReply.js';
 import { resumptionProof } from './SessionAuthority.js';
 import {
-  DATA_RECEIVE,
   decodeSessionFrame,
   encodeSessionFrame,
   RPC_CONTROL_CHANNEL,
@@ -562,6 +561,42 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
     });
   }
 
+  /**
+   * A message of a link's data channel. Not copied: an Ok reply goes to its call, any other
+   * back at once. False when it was malformed (the link is lost).
+   */
+  #onReply(link: Link, msg: InboundMessage): boolean {
+    let frame: ReturnType<typeof decodeRpcFrame>;
+    try {
+      frame = decodeRpcFrame(msg.bytes, this.#limits);
+    } catch (err) {
+      msg.release();
+      link.lost(err as Error);
+      return false;
+    }
+    if (frame.kind !== 'response') {
+      msg.release();
+      return true;
+    }
+    const h = frame.header;
+    // Only the current epoch's replies reach calls; a dead link's late ones are dropped
+    // (undefined also for a call that already ended).
+    const call = this.#machine.epochs.accept(h.epoch) ? this.#pending.get(h.requestId) : undefined;
+    if (call === undefined || h.status !== RpcStatus.Ok) msg.release();
+    if (call === undefined) return true;
+    if (h.status === RpcStatus.Ok) call.resolve(msg, frame.payload);
+    else {
+      const outcome =
+        h.status === RpcStatus.Error
+          ? 'error'
+          : h.status === RpcStatus.Rejected
+            ? 'rejected'
+            : 'unknown';
+      call.reject(new RemoteError(h.errorCode, h.errorMessage, outcome));
+    }
+    return true;
+  }
+
   /** The session's life: connect, serve until the link is lost, reconnect with backoff. */
   async #run(): Promise<void> {
     let attempt = 0;
@@ -911,48 +946,14 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
         lastHeard = performance.now();
       }
     })();
-    void (async () => {
-      for (;;) {
-        let frame: ReturnType<typeof decodeRpcFrame>;
-        // Not copied: an Ok reply's message goes to its call, every other one back at once.
-        let msg: InboundMessage;
-        try {
-          msg = await data.receive(DATA_RECEIVE);
-        } catch (err) {
-          if (codeOf(err) === 'ERR_MUX_DEADLINE') continue;
-          link.lost(err as Error);
-          return;
-        }
-        try {
-          frame = decodeRpcFrame(msg.bytes, this.#limits);
-        } catch (err) {
-          msg.release();
-          link.lost(err as Error);
-          return;
-        }
-        if (frame.kind !== 'response') {
-          msg.release();
-          continue;
-        }
-        const h = frame.header;
-        // Only the current epoch's replies reach calls; a dead link's late ones are dropped.
-        const call = this.#machine.epochs.accept(h.epoch)
-          ? this.#pending.get(h.requestId)
-          : undefined; // undefined also for a call that already ended
-        if (call === undefined || h.status !== RpcStatus.Ok) msg.release();
-        if (call === undefined) continue;
-        if (h.status === RpcStatus.Ok) call.resolve(msg, frame.payload);
-        else {
-          const outcome =
-            h.status === RpcStatus.Error
-              ? 'error'
-              : h.status === RpcStatus.Rejected
-                ? 'rejected'
-                : 'unknown';
-          call.reject(new RemoteError(h.errorCode, h.errorMessage, outcome));
-        }
-      }
-    })();
+    // Replies are taken as they arrive (no promise or timer per reply); the data channel's
+    // end (close or failure) loses the link.
+    // A frame that fails the link stops the reading: what comes after it is released unread.
+    let reading = true;
+    data.listen((msg) => {
+      if (reading) reading = this.#onReply(link, msg);
+      else msg.release();
+    }, link.lost);
     return link;
   }
 }

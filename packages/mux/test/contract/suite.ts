@@ -135,6 +135,69 @@ export function describeTransportContract(target: ContractTarget): void {
         await conn.close(LONG);
       });
 
+      it('a_listener_takes_queued_then_arriving_messages_in_order_and_hears_the_end_once', async () => {
+        const conn = await connect();
+        const ch = conn.openChannel('echo');
+        const enc = new TextEncoder();
+        const dec = new TextDecoder();
+        const N = 200;
+        for (let i = 0; i < N / 2; i++) await ch.send(enc.encode(`m${i}`), LONG);
+        // The first echo by receive(); the rest of the first half queued or in flight.
+        const first = await ch.receive(LONG);
+        expect(dec.decode(first.bytes)).toBe('m0');
+        first.release();
+        const got: string[] = [];
+        const seqs: number[] = [];
+        const ends: unknown[] = [];
+        ch.listen(
+          (m) => {
+            got.push(dec.decode(m.bytes));
+            seqs.push(m.seq);
+            m.release();
+          },
+          (err) => ends.push(err),
+        );
+        expect(codeOf(await rejection(ch.receive(LONG)))).toBe('ERR_MUX_INVALID_ARG');
+        let thrown: unknown;
+        try {
+          ch.listen(
+            () => {},
+            () => {},
+          );
+        } catch (err) {
+          thrown = err;
+        }
+        expect(codeOf(thrown)).toBe('ERR_MUX_INVALID_ARG');
+        for (let i = N / 2; i < N; i++) await ch.send(enc.encode(`m${i}`), LONG);
+        await expect.poll(() => got.length, { timeout: 60_000 }).toBe(N - 1);
+        expect(got).toEqual(Array.from({ length: N - 1 }, (_, i) => `m${i + 1}`));
+        expect(seqs).toEqual(Array.from({ length: N - 1 }, (_, i) => i + 1));
+        expect(ends).toEqual([]);
+        await ch.close(LONG);
+        expect(ends.length).toBe(1);
+        expect(codeOf(ends[0])).toBe('ERR_MUX_CLOSED');
+        // A peer-opened channel: its one message, then the end at the peer's close.
+        const opened = new Promise<Channel>((resolve) => conn.once('channel', resolve));
+        await conn.openChannel('reverse:1').send(new Uint8Array(0));
+        const rc = await opened;
+        const ended = new Promise<unknown>((resolve) => {
+          const msgs: string[] = [];
+          rc.listen(
+            (m) => {
+              msgs.push(dec.decode(m.bytes));
+              m.release();
+            },
+            (err) => resolve({ msgs, code: codeOf(err) }),
+          );
+        });
+        expect(await ended).toEqual({
+          msgs: [`reply ${rc.name.slice(1)}`],
+          code: 'ERR_MUX_CLOSED',
+        });
+        await conn.close(LONG);
+        expect(ends.length).toBe(1);
+      });
+
       it('messages_from_1_byte_to_16_MiB_arrive_intact_and_in_order_per_channel', async () => {
         const seed = Number(process.env.MUX_CONTRACT_SEED ?? 20261203);
         const { transport, alloc } = withReceiveAllocator(target);
@@ -395,9 +458,15 @@ export function describeTransportContract(target: ContractTarget): void {
         const peer = await spawnContractPeer(target.peerScript, SECRET, opts);
         cleanups.push(() => peer.kill());
         const { conn, channels, receives } = await failingChannels(peer, 1000);
+        // A listening channel hears the same failure at its end.
+        const listening = conn.openChannel('echo');
+        const heard = new Promise<unknown>((resolve) =>
+          listening.listen((m) => m.release(), resolve),
+        );
         const started = Date.now();
         peer.signal('SIGKILL');
         const errors = await Promise.all(receives);
+        expect(FAILURE_CODES).toContain(codeOf(await heard));
         expect(Date.now() - started).toBeLessThan(BOUND);
         for (const e of errors) expect(FAILURE_CODES).toContain(codeOf(e));
         expect(conn.state).toBe('failed');

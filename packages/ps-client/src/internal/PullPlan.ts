@@ -219,13 +219,11 @@ export class PullPlan {
         }
         shardOf[u] = segBase[s] as number;
         posOf[u] = p * dim;
+        segOf[i] = segBase[s] as number;
+        offOf[i] = p * dim;
       }
       dest.fill(EMPTY32);
-      for (let i = 0; i < n; i++) {
-        const u = uniqueOf[i] as number;
-        segOf[i] = shardOf[u] as number;
-        offOf[i] = posOf[u] as number;
-      }
+      if (distinct !== n) this.#placeRepeats(n, uniqueOf);
     } else {
       for (let u = 0; u < distinct; u++) {
         const p = posOf[u] as number;
@@ -242,13 +240,10 @@ export class PullPlan {
         }
         shardOf[u] = g;
         posOf[u] = at * dim;
+        segOf[i] = g;
+        offOf[i] = at * dim;
       }
-      // Where each requested row will be: its segment and offset there (the routing decides).
-      for (let i = 0; i < n; i++) {
-        const u = uniqueOf[i] as number;
-        segOf[i] = shardOf[u] as number;
-        offOf[i] = posOf[u] as number;
-      }
+      if (distinct !== n) this.#placeRepeats(n, uniqueOf);
     }
     if (LITTLE_ENDIAN) {
       for (let g = 0; g < nSeg; g++) reqs[g] = (slots[g] as RequestSlot).bytes;
@@ -263,6 +258,23 @@ export class PullPlan {
     this.nSeg = nSeg;
     this.router = router;
     this.links = links;
+  }
+
+  /**
+   * Where each requested row will be, for a batch with repeated keys: its distinct key's
+   * segment and offset (first occurrences were placed with their key; a batch without
+   * repeats needs no pass over every key).
+   */
+  #placeRepeats(n: number, uniqueOf: Uint32Array): void {
+    const segOf = this.segOf;
+    const offOf = this.offOf;
+    const shardOf = this.#shardOf;
+    const posOf = this.#posOf;
+    for (let i = 0; i < n; i++) {
+      const u = uniqueOf[i] as number;
+      segOf[i] = shardOf[u] as number;
+      offOf[i] = posOf[u] as number;
+    }
   }
 
   /** The (lo, hi) halves of segment g's keys (a copy: for the init rows of a missed shard). */
