@@ -132,6 +132,7 @@ inline int32_t CopyF32RowsBody(const F32Rows& r, int64_t n, float* out, int32_t*
     const int32_t s = r.slots[i];
     if (s < 0) {
       miss[misses++] = static_cast<int32_t>(i);
+      std::memset(out + i * dim, 0, rowBytes);  // zeros, as gather promises
       continue;
     }
     const float* src = r.base[static_cast<uint32_t>(s) >> r.shift] + (static_cast<uint32_t>(s) & r.cmask) * dim;
@@ -632,8 +633,9 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   // gather(k32: Uint32Array, n, out: Float32Array, miss: Int32Array, nowMs) → misses (their
-  // request positions in miss[]; the caller fills their init rows: keys without a row, and in
-  // a TTL table rows whose last push is ttlMs old at nowMs), or a K_ error.
+  // request positions in miss[], their rows written as zeros — the init row of a zero-init
+  // table, which then needs no second pass; the caller fills other init rows: keys without a
+  // row, and in a TTL table rows whose last push is ttlMs old at nowMs), or a K_ error.
   Napi::Value Gather(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const int64_t n = BatchN(info, 5);
@@ -693,6 +695,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       float* o = out + i * dim_;
       if (s < 0) {
         miss[misses++] = static_cast<int32_t>(i);
+        std::memset(o, 0, rowBytes);
         continue;
       }
       const Chunk& c = chunks_[static_cast<uint32_t>(s) >> chunkShift_];
@@ -700,6 +703,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       // SparseTable's #expired, the same double operations.
       if (c.lastMs != nullptr && nowMs - c.lastMs[ri] >= ttl_) {
         miss[misses++] = static_cast<int32_t>(i);
+        std::memset(o, 0, rowBytes);
         continue;
       }
       const size_t r = ri * dim_;
