@@ -6,7 +6,7 @@
 namespace rdmajs_ps::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 6;
+constexpr int kVersion = 7;
 
 // Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
 constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5,

@@ -502,14 +502,7 @@ export class SparseTable {
       this.#syncIndex(k);
       const misses = this.#kernelResult(k.gather(k32, n, out, slots, nowMs), 'gather');
       if (this.#zeroInit) {
-        // Miss positions ascend: consecutive ones (all of them, for a batch of new keys) are
-        // zeroed by one fill instead of a call per key.
-        for (let q = 0; q < misses; ) {
-          const from = slots[q] as number;
-          let to = from + 1;
-          for (q++; q < misses && slots[q] === to; q++) to++;
-          out.fill(0, from * dim, to * dim);
-        }
+        // The kernel wrote the misses' rows as zeros: their init rows already.
         index.advanceGrowth(n);
         return;
       }

@@ -182,6 +182,8 @@ export class DeduplicationTable {
 
   /** Insertion order is least recently used first (a touch re-inserts). */
   private readonly sessions = new Map<string, Session>();
+  /** The session last in `sessions` when known (undefined: not known): its touch is a no-op. */
+  private newest: Session | undefined;
   private readonly evicted = new Set<string>();
   /** Peer → its open sessions; dropped when empty. */
   private readonly peers = new Map<string, Set<string>>();
@@ -281,7 +283,7 @@ export class DeduplicationTable {
       if (held === undefined) this.peers.set(peer, new Set([sessionId]));
       else held.add(sessionId);
     }
-    this.sessions.set(sessionId, {
+    const s: Session = {
       id: sessionId,
       peer,
       floor: firstSeq,
@@ -289,7 +291,9 @@ export class DeduplicationTable {
       entries: new Map(),
       bytes: 0,
       running: 0,
-    });
+    };
+    this.sessions.set(sessionId, s);
+    this.newest = s;
     this.notify();
   }
 
@@ -392,8 +396,9 @@ export class DeduplicationTable {
         throw new DedupTableFullError(`${this.totalEntries} requests, no session may be evicted`);
       }
     }
-    const at = lowerBound(s.order, seq);
-    s.order.splice(at, 0, seq);
+    // Sequences mostly arrive in order: an append (no splice, which allocates its result).
+    if (s.order.length === 0 || (s.order[s.order.length - 1] as number) < seq) s.order.push(seq);
+    else s.order.splice(lowerBound(s.order, seq), 0, seq);
     s.entries.set(seq, { state: 'running', reply: null, shared: undefined });
     s.running++;
     this.totalRunning++;
@@ -514,6 +519,7 @@ export class DeduplicationTable {
       maxReplyBytes: this.maxReplyBytes,
     });
     this.sessions.clear();
+    this.newest = undefined;
     this.evicted.clear();
     this.peers.clear();
     this.peerEntries.clear();
@@ -552,10 +558,13 @@ export class DeduplicationTable {
 
   /** The running entry of (session, seq), or undefined when the session is gone. */
   private running(sessionId: string, seq: number): [Session, Entry] | undefined {
-    checkSessionId(sessionId);
     checkInt('seq', seq, 0);
     const s = this.sessions.get(sessionId);
-    if (s === undefined) return undefined;
+    if (s === undefined) {
+      // A session found was checked when opened: only an unknown id is checked here.
+      checkSessionId(sessionId);
+      return undefined;
+    }
     const e = s.entries.get(seq);
     if (e === undefined || e.state !== 'running') {
       throw new RpcError(
@@ -567,8 +576,11 @@ export class DeduplicationTable {
   }
 
   private touch(s: Session): void {
+    // A session's requests mostly follow each other: re-inserting the newest changes nothing.
+    if (this.newest === s) return;
     this.sessions.delete(s.id);
     this.sessions.set(s.id, s);
+    this.newest = s;
   }
 
   private ackSession(s: Session, below: number): void {
@@ -591,7 +603,12 @@ export class DeduplicationTable {
         this.totalBytes -= len;
       }
     }
-    if (keep < n) order.splice(keep, n - keep);
+    if (keep < n) {
+      // In place (a splice allocates the removed elements' array).
+      const len = order.length;
+      for (let i = n; i < len; i++) order[keep + i - n] = order[i] as number;
+      order.length = len - (n - keep);
+    }
   }
 
   private removeEntry(s: Session, seq: number): void {
@@ -677,6 +694,7 @@ export class DeduplicationTable {
 
   private drop(s: Session, err: Error): void {
     this.sessions.delete(s.id);
+    if (this.newest === s) this.newest = undefined;
     const held = s.peer === undefined ? undefined : this.peers.get(s.peer);
     if (held !== undefined) {
       held.delete(s.id);

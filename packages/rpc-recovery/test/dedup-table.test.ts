@@ -113,6 +113,39 @@ describe('DeduplicationTable', () => {
     expect(t.stats()).toMatchObject({ sessions: 1, entries: 2, running: 2, sessionsEvicted: 1 });
   });
 
+  it('a_session_used_again_after_another_opened_is_no_longer_the_least_recently_used', () => {
+    const evicted: string[] = [];
+    const t = new DeduplicationTable({
+      maxTotalEntries: 3,
+      onEvict: (id, why) => evicted.push(`${id}:${why}`),
+    });
+    t.openSession('a');
+    t.begin('a', 0); // 'a' the most recent
+    t.openSession('b'); // now 'b'
+    t.begin('b', 0);
+    t.begin('a', 1); // 'a' again, after 'b'
+    t.openSession('c');
+    t.begin('c', 0); // needs room: 'b' is the least recently used
+    expect(evicted).toEqual(['b:entries']);
+    expect(t.begin('a', 2).status).toBe('new');
+  });
+
+  it('sequences_out_of_order_retire_by_ack_like_in_order_ones', () => {
+    const t = new DeduplicationTable();
+    t.openSession('a');
+    for (const seq of [2, 0, 5, 3, 1, 4]) {
+      t.begin('a', seq);
+      t.complete('a', seq, bytes(seq));
+    }
+    t.ack('a', 3);
+    expect(t.stats().entries).toBe(3);
+    for (const seq of [0, 1, 2])
+      expect(codeOf(() => t.begin('a', seq))).toBe('ERR_RPC_DEDUP_EXPIRED');
+    for (const seq of [3, 4, 5])
+      expect(t.begin('a', seq)).toEqual({ status: 'done', reply: bytes(seq) });
+    expect(t.resumeState('a')).toMatchObject({ floor: 3, done: [3, 4, 5], running: [] });
+  });
+
   it('a_throwing_onEvict_never_breaks_the_operation_that_evicted', async () => {
     const seen: number[] = [];
     const t = new DeduplicationTable({

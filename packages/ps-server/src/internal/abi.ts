@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 6,
+  version: 7,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,

@@ -16,8 +16,8 @@ export interface NativeTableKernels {
   ): number;
   setIndex(buckets: Int32Array, tags: Uint8Array, old: Int32Array | null, salt: number): void;
   /**
-   * Rows of hits into out; request positions of misses (no row, or expired at nowMs) into
-   * miss. Misses, or a K_ code.
+   * Rows of hits into out, zeros for misses; request positions of misses (no row, or expired
+   * at nowMs) into miss. Misses, or a K_ code.
    */
   gather(k32: Uint32Array, n: number, out: Float32Array, miss: Int32Array, nowMs: number): number;
   /** Slot per key (-1 without a row). Misses, or a K_ code. */
