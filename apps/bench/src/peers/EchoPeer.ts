@@ -1,5 +1,5 @@
 import { type ChildProcess, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { peerExecArgv, peerScriptPath } from './peerLaunch.js';
 import type { PeerRequest } from './protocol.js';
 
 /** The echo peer as a child process, with request/response over IPC (every call has a deadline). */
@@ -33,9 +33,9 @@ export class EchoPeer {
   }
 
   static async spawn(): Promise<EchoPeer> {
-    const script = fileURLToPath(new URL('./echo-peer.ts', import.meta.url));
+    const script = peerScriptPath('./echo-peer', import.meta.url);
     const proc = fork(script, [], {
-      execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+      execArgv: [...peerExecArgv],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     await new Promise<void>((resolve, reject) => {

@@ -1,5 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { peerExecArgv } from './peerLaunch.js';
 
 /** What a child sends once: `{ ready: true }` when it serves requests, or why it could not. */
 type StartMessage = { ready: true } | { startError: string };
@@ -54,9 +55,7 @@ export class IpcChild<Req extends { op: string }> {
         ...(process.env.BENCH_CPU_PROF_DIR
           ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`]
           : []),
-        '--import',
-        'tsx',
-        '--conditions=@rdmajs/source',
+        ...peerExecArgv,
       ],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'advanced',

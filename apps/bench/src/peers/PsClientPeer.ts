@@ -1,4 +1,5 @@
 import { IpcChild } from './IpcChild.js';
+import { peerScriptUrl } from './peerLaunch.js';
 import type {
   PsBlockRequest,
   PsBlockResult,
@@ -24,7 +25,7 @@ export class PsClientPeer {
   /** Starts the process and connects its client (resolves once it is connected). */
   static async spawn(args: PsClientPeerArgs): Promise<PsClientPeer> {
     const ipc = await IpcChild.fork<PsClientPeerRequest>(
-      new URL('./ps-client-peer.ts', import.meta.url),
+      peerScriptUrl('./ps-client-peer', import.meta.url),
       [JSON.stringify(args)],
       `ps ${args.side} client peer`,
     );

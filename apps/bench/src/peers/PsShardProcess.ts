@@ -2,11 +2,16 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type GcCounts, isGcCounts } from '../stats/GcCounts.js';
+import { peerExecArgv, peerScriptUrl, runsFromSource } from './peerLaunch.js';
 
 const require = createRequire(import.meta.url);
-const cli = join(dirname(require.resolve('@rdmajs/ps-service/package.json')), 'src', 'cli.ts');
+// The shard CLI as the bench runs: its source through tsx, or the compiled `rdmajs-ps-server`.
+const cli = join(
+  dirname(require.resolve('@rdmajs/ps-service/package.json')),
+  ...(runsFromSource ? ['src', 'cli.ts'] : ['dist', 'cli.js']),
+);
 /** The GC counter preloaded into every shard (answers `gc` over the IPC channel). */
-const gcReport = new URL('./gc-report.ts', import.meta.url).href;
+const gcReport = peerScriptUrl('./gc-report', import.meta.url).href;
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
 const GC_READ_TIMEOUT_MS = 10_000;
@@ -71,9 +76,7 @@ export class PsShardProcess {
       ...(process.env.BENCH_CPU_PROF_DIR
         ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`]
         : []),
-      '--conditions=@rdmajs/source',
-      '--import',
-      'tsx',
+      ...peerExecArgv,
       '--import',
       gcReport,
       cli,

@@ -5,7 +5,6 @@
 // plain bytes that RdmaTransport copies into a bounce buffer.
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Block } from '@rdmajs/allocator';
 import {
   type Channel,
@@ -19,6 +18,7 @@ import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
 import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
 import { EchoPeer } from '../peers/EchoPeer.js';
+import { peerExecArgv, peerScriptPath } from '../peers/peerLaunch.js';
 import { formatSize } from '../report/format.js';
 import type { Result, Transport } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
@@ -62,9 +62,9 @@ class MuxPeer {
   }
 
   static async spawn(secret: string, args: string[] = ['tcp']): Promise<MuxPeer> {
-    const script = fileURLToPath(new URL('../peers/mux-echo-peer.ts', import.meta.url));
+    const script = peerScriptPath('../peers/mux-echo-peer', import.meta.url);
     const proc = fork(script, [secret, ...args], {
-      execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+      execArgv: [...peerExecArgv],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const port = await new Promise<number>((resolve, reject) => {

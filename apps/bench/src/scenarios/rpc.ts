@@ -6,11 +6,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { type MessagePart, RdmaTransport, type Transport } from '@rdmajs/mux';
 import { type BackoffPolicy, ExponentialBackoff, RpcClient } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { TCP_BASELINE_OPTIONS } from '../baselines/tcpFrames.js';
+import { peerExecArgv, peerScriptPath } from '../peers/peerLaunch.js';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
@@ -58,9 +58,9 @@ class RpcPeer {
     rdmaPort?: number;
     tcpPort?: number;
   }): Promise<RpcPeer> {
-    const script = fileURLToPath(new URL('../peers/rpc-peer.ts', import.meta.url));
+    const script = peerScriptPath('../peers/rpc-peer', import.meta.url);
     const proc = fork(script, [JSON.stringify(args)], {
-      execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+      execArgv: [...peerExecArgv],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const ready = await new Promise<{ rdmaPort: number; tcpPort: number; at: number }>(

@@ -1,7 +1,7 @@
 import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { SendWr } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
+import { peerExecArgv, peerScriptPath } from '../peers/peerLaunch.js';
 import { pingPongWr, type VerbsSetup, type WaitMode } from '../peers/protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
 import { type Result, throughputResult } from '../report/Result.js';
@@ -233,9 +233,9 @@ export async function verbsIdle(provider: Provider, ms: number): Promise<Result>
  * time a shared host gave to other processes); CPU is that process's (it is both ends).
  */
 export function verbsLoopDelay(provider: Provider, bytes: number): Promise<Result> {
-  const script = fileURLToPath(new URL('../peers/loop-delay-child.ts', import.meta.url));
+  const script = peerScriptPath('../peers/loop-delay-child', import.meta.url);
   const proc = fork(script, [provider, String(bytes)], {
-    execArgv: ['--import', 'tsx', '--conditions=@rdmajs/source'],
+    execArgv: [...peerExecArgv],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   return new Promise<Result>((resolve, reject) => {

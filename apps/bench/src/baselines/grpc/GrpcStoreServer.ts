@@ -1,5 +1,6 @@
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { IpcChild } from '../../peers/IpcChild.js';
+import { peerScriptUrl } from '../../peers/peerLaunch.js';
 import { type GcCounts, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
 
 const CALL_TIMEOUT_MS = 30_000;
@@ -24,7 +25,7 @@ export class GrpcStoreServer {
 
   static async start(tables: SparseTableConfig[]): Promise<GrpcStoreServer> {
     const ipc = await IpcChild.fork<GrpcServerRequest>(
-      new URL('./grpc-server.ts', import.meta.url),
+      peerScriptUrl('./grpc-server', import.meta.url),
       [],
       'grpc server',
       CALL_TIMEOUT_MS,

@@ -26,7 +26,8 @@ export interface PushReply {
   dropped: number;
 }
 
-const protoFile = fileURLToPath(new URL('./ps.proto', import.meta.url));
+// From the sources either way: tsc does not copy it into dist (src/ and dist/ are equally deep).
+const protoFile = fileURLToPath(new URL('../../../src/baselines/grpc/ps.proto', import.meta.url));
 
 /** The loaded `rdmajs.bench.ParameterStore` service: its definition and client class. */
 export function loadService(): {

@@ -1,4 +1,5 @@
 import { IpcChild } from '../../peers/IpcChild.js';
+import { peerScriptUrl } from '../../peers/peerLaunch.js';
 import type { Transport } from '../../report/Result.js';
 import { procRssBytes, procThreadsCpuUs } from '../../stats/cpu.js';
 import { gcBetween, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
@@ -100,7 +101,7 @@ export class ClientProcess {
   ): Promise<ClientProcess> {
     const name = `${o.transport}${o.variant === undefined ? '' : ` ${o.variant}`} client process`;
     const ipc = await IpcChild.fork<ClientProcessRequest>(
-      new URL('./client-process.ts', import.meta.url),
+      peerScriptUrl('./client-process', import.meta.url),
       [JSON.stringify(args)],
       name,
     );
