@@ -1400,10 +1400,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
     // A credit-only update's buffer among them (refused before) counts as a data credit
     // here: it goes back by the flush delay at the latest, once, not an endless echo.
-    if (left < n) this.#recvCredits.release(n - left);
+    if (left < n) {
+      this.#recvCredits.release(n - left);
+      this.#repostAttempts = 0; // progress: the backoff starts over
+    }
     this.#repostCount = left;
     if (left > 0) this.#repostLater();
-    else this.#repostAttempts = 0;
   }
 
   /**

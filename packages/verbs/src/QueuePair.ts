@@ -373,7 +373,7 @@ function postError(code: number, index: number, what: string, state: QpState): R
   if (code === ABI.POST_BUSY)
     return new RdmaPostError(
       'ERR_RDMA_BUSY',
-      `the ${what} queue is locked by a peer process that does not let go (stopped or traced); nothing was posted, try again`,
+      `the ${what} queue is locked by a peer process that did not let go within the budget (stopped, traced or descheduled); nothing was posted, try again`,
       index,
       true,
     );

@@ -71,7 +71,7 @@ export class SharedReceiveQueue extends Resource {
     if (rc === ABI.POST_BUSY)
       throw new RdmaPostError(
         'ERR_RDMA_BUSY',
-        'the shared receive queue is locked by a peer process that does not let go (stopped or traced); nothing was posted, try again',
+        'the shared receive queue is locked by a peer process that did not let go within the budget (stopped, traced or descheduled); nothing was posted, try again',
         posted,
         true,
       );

@@ -1,24 +1,27 @@
-// A queue lock in a shared segment is given up only when its holder cannot let go. On a
+// A queue lock in a shared segment is waited for only as long as the call's budget. On a
 // loaded host a peer preempted inside its few-instruction section held one past the 20 ms
-// budget, and the post that gave up failed a mux connection (`receive repost failed`). Now
-// a waiter past its budget looks at the holder: one that runs is waited for (bounded by
-// the 1 s hard cap: past it the call gives up too), a stopped one makes the call a typed
-// retryable ERR_RDMA_BUSY, a dead one's lock is taken over. The owner runs in a child
-// process, so a freeze fails the test by its deadline instead of hanging the runner.
+// budget and the refused post failed a mux connection (`receive repost failed`; mux now
+// retries such a post later). A waiter past 20 ms looks at the holder: a stopped one makes the
+// call a typed retryable ERR_RDMA_BUSY at once, a dead one's lock is taken over, one that runs
+// is waited for until the budget ends, then refused alike — never for the holder's whole
+// section (a review measured a 17 s event-loop stall when a running holder was waited for up
+// to 1 s per call). The owner runs in a child process, so a freeze fails the test by its
+// deadline instead of hanging the runner.
 import { describe, expect, it } from 'vitest';
 import { runIsolated } from './harness/isolated.js';
 
 describe('a peer holding a queue lock on soft', () => {
-  it('waits_for_a_running_holder_up_to_the_cap_gives_up_on_a_stopped_one_takes_over_from_a_dead_one', async () => {
+  it('refuses_a_post_once_its_budget_ends_whether_the_holder_runs_or_is_stopped_and_takes_over_from_a_dead_one', async () => {
     const r = await runIsolated<Record<string, unknown>>('lock-wait-owner.ts', [], 60_000);
     expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
     expect(r.result).toEqual({
-      'post while a running peer holds the queue past the budget': { posted: 1 },
-      'post while a running peer keeps the queue past the hard cap': { code: 'ERR_RDMA_BUSY' },
+      'post while a running peer keeps the queue past the budget': { code: 'ERR_RDMA_BUSY' },
       'post while the holder is stopped': { code: 'ERR_RDMA_BUSY' },
-      'post after the holder died': { posted: 4 },
-      // wrIds 2 and 3 were refused as a whole: never on the queue.
-      flushed: [1, 4],
+      'post after the holder died': { posted: 3 },
+      // A bound, not a timing: the budget is 20 ms; the holders keep the lock for seconds.
+      refusedWithinASecond: true,
+      // wrIds 1 and 2 were refused as a whole: never on the queue.
+      flushed: [3],
     });
   });
 });

@@ -445,6 +445,9 @@ export class ReceivePool {
    * by the caller.
    */
   forget(user: PoolUser): void {
+    // After one refused post the rest are freed unposted: each post may wait out the lock's
+    // budget on this thread (a peer holding the SRQ lock would cost one budget per buffer).
+    let refused = false;
     for (let i = 0; i < this.#top; i++) {
       if (this.#owner[i] !== user) continue;
       // Held ones keep their owner (their release still settles the connection's accounting)
@@ -455,10 +458,15 @@ export class ReceivePool {
         continue;
       }
       if (this.#state[i] !== TAKEN) continue;
+      if (refused) {
+        this.#owner[i] = undefined;
+        this.#drop(i);
+        continue;
+      }
       try {
         this.giveBack(i);
       } catch {
-        // the SRQ failed: the buffer is freed
+        refused = true; // the SRQ refused it: the buffer is freed
       }
     }
   }

@@ -62,11 +62,11 @@ inline bool is_atomic(uint32_t op) { return op == OP_ATOMIC_CMP_AND_SWP || op ==
 // completion of a receive already taken, whose loss would fail the connection.
 constexpr int64_t kLockWaitNs = 20'000'000;       // 20 ms
 constexpr int64_t kCommitWaitNs = 1'000'000'000;  // 1 s
-// Past its budget a waiter gives up at once only on a stopped holder; a dead one's lock is
-// taken over, and one that runs (preempted, descheduled, in a page fault) is waited for up
-// to this cap: a holder that runs yet keeps a lock of a few instructions for a second is
-// stuck (or traced in a thread other than its main one), and the JS thread must go on.
-constexpr int64_t kLockHoldCapNs = 1'000'000'000;  // 1 s
+// Past kLockWaitNs a waiter looks at the holder: a dead one's lock is taken over, a stopped
+// one's is given up at once; one that runs (preempted, descheduled, in a page fault) is
+// waited for until the caller's budget ends. Calls on the JS thread keep the short budget, so
+// one refused call blocks it 20 ms at most and its caller retries later (mux backs off); only
+// the commit of a receive already taken waits up to kCommitWaitNs.
 // Backoff of a wait past the spin phase: sleeps from 20 µs up to 1 ms, so a preempted
 // holder gets the core the waiter would otherwise burn (sched_yield alone often does not
 // give it: the holder may be queued on this very core).
@@ -87,8 +87,8 @@ inline void nap_ns(int64_t ns) {
 // A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can tell a
 // holder that died inside its (very short) critical section, and take the lock over, or
 // one stopped there (holder_state). lock() returns false, and the caller fails or retries
-// its operation, once `budgetNs` passed and the holder is stopped, or once
-// max(budgetNs, kLockHoldCapNs) passed whatever the holder does. Every wait is bounded.
+// its operation, once `budgetNs` passed (at once past kLockWaitNs when the holder is
+// stopped). Every wait is bounded by `budgetNs` plus one nap.
 struct SpinLock {
   std::atomic<uint32_t> holder;
   bool lock(uint32_t self, int64_t budgetNs = kLockWaitNs) {
@@ -101,7 +101,7 @@ struct SpinLock {
       int64_t now = mono_ns();
       if (start == 0) start = now;
       int64_t waited = now - start;
-      if (waited <= budgetNs) {
+      if (waited <= std::min(budgetNs, kLockWaitNs)) {
         // Within the budget only the cheap check: a dead holder's lock is taken over at once.
         if (spins % 64 == 0 && kill(static_cast<pid_t>(expected), 0) != 0 && errno == ESRCH) {
           holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
@@ -117,8 +117,7 @@ struct SpinLock {
           holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
           continue;
         }
-        if (h == Holder::STOPPED) return false;
-        if (waited > std::max(budgetNs, kLockHoldCapNs)) return false;
+        if (h == Holder::STOPPED || waited > budgetNs) return false;
       }
       nap_ns(nap);
       nap = std::min(nap * 2, kLockNapMaxNs);

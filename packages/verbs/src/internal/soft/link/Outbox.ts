@@ -170,7 +170,7 @@ export class Outbox {
     const send = this.#send;
     const sock = this.#sock;
     if (send === undefined || sock.writableLength > 0 || sock.writableCorked > 0) return 0;
-    if (sock.connecting || sock.destroyed) return 0;
+    if (sock.connecting || sock.destroyed || !sock.writable) return 0; // after end(): node reports it
     const fd = socketFd(sock);
     if (fd < 0) return 0;
     const sent = send(fd, buf, 0, n);
