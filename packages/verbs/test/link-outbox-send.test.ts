@@ -112,6 +112,7 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
       writableCorked: 0,
       connecting: false,
       destroyed: false,
+      writable: true,
       _handle: { fd: 99 },
       write(b: Uint8Array) {
         writes.push(b.length);
@@ -146,6 +147,19 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
     fresh.reserve(100);
     fresh.commit(100);
     fresh.flush();
+    expect(sent).toBe(100);
+    // Ended (end() called): node's write reports that, not a send of ours.
+    const ended = new Outbox(
+      { ...fake, writableLength: 0, writableCorked: 0, writable: false } as unknown as Socket,
+      undefined,
+      (_fd, _b, _o, n) => {
+        sent += n;
+        return n;
+      },
+    );
+    ended.reserve(100);
+    ended.commit(100);
+    ended.flush();
     expect(sent).toBe(100);
   });
 
