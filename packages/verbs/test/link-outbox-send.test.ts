@@ -120,46 +120,30 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
       },
     };
     let sent = 0;
-    const out = new Outbox(fake as unknown as Socket, undefined, (_fd, _b, _o, n) => {
-      sent += n;
-      return n;
-    });
-    const gather = (n: number) => {
-      out.reserve(n);
-      out.commit(n);
-      out.flush();
+    /** 100 bytes gathered and flushed by an Outbox over `sock` whose own sends count in `sent`. */
+    const flush100 = (sock: object, out?: Outbox) => {
+      const o =
+        out ??
+        new Outbox(sock as unknown as Socket, undefined, (_fd, _b, _o, n) => {
+          sent += n;
+          return n;
+        });
+      o.reserve(100);
+      o.commit(100);
+      o.flush();
+      return o;
     };
-    gather(100);
+    const out = flush100(fake);
     expect([sent, writes.length]).toEqual([0, 2]); // the bytes, then the empty write's callback
     fake.writableLength = 0;
     fake.writableCorked = 1;
-    gather(100);
+    flush100(fake, out);
     expect(sent).toBe(0);
     // Nothing queued, nothing corked, nothing of its own in flight: its own send.
-    const fresh = new Outbox(
-      { ...fake, writableCorked: 0 } as unknown as Socket,
-      undefined,
-      (_fd, _b, _o, n) => {
-        sent += n;
-        return n;
-      },
-    );
-    fresh.reserve(100);
-    fresh.commit(100);
-    fresh.flush();
+    flush100({ ...fake, writableCorked: 0 });
     expect(sent).toBe(100);
     // Ended (end() called): node's write reports that, not a send of ours.
-    const ended = new Outbox(
-      { ...fake, writableLength: 0, writableCorked: 0, writable: false } as unknown as Socket,
-      undefined,
-      (_fd, _b, _o, n) => {
-        sent += n;
-        return n;
-      },
-    );
-    ended.reserve(100);
-    ended.commit(100);
-    ended.flush();
+    flush100({ ...fake, writableCorked: 0, writable: false });
     expect(sent).toBe(100);
   });
 
