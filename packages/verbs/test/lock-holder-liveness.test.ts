@@ -24,4 +24,27 @@ describe('a peer holding a queue lock on soft', () => {
       flushed: [3],
     });
   });
+
+  // A holder is known by (pid, start time): once the dead holder's pid names another process,
+  // the lock is still taken over (known by its pid alone it read as running: every call gave
+  // up after 20 ms for good). Reusing a pid on purpose needs root (ns_last_pid).
+  it('takes_over_from_a_dead_holder_whose_pid_another_process_now_has', async (ctx) => {
+    const r = await runIsolated<Record<string, unknown>>('lock-pid-reuse-owner.ts', [], 60_000);
+    expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
+    if (r.result && 'skipped' in r.result) ctx.skip(String(r.result.skipped));
+    expect(r.result).toEqual({
+      'post while another process runs under the dead holder’s pid': { posted: 1 },
+      reuserRan: true,
+      flushed: [1],
+    });
+  });
+
+  // Pids and start times mean the same to holder and waiter only in one pid and time
+  // namespace: a peer in another is refused at connect rather than have its locks misjudged.
+  it('refuses_to_share_a_segment_with_a_peer_in_another_time_namespace', async (ctx) => {
+    const r = await runIsolated<Record<string, unknown>>('namespace-peer-owner.ts', [], 60_000);
+    expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
+    if (r.result && 'skipped' in r.result) ctx.skip(String(r.result.skipped));
+    expect(r.result).toEqual({ code: 'ERR_RDMA_UNREACHABLE', errnoName: 'EXDEV' });
+  });
 });

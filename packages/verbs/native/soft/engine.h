@@ -203,7 +203,7 @@ inline RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
 
 // Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
 // that overruns `words` or names more SGEs than the queue holds is refused, not read.
-inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
+inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint64_t self, const double* wrs, size_t words, int count) {
   if (count > 0 && !r->lock.lock(self)) return {0, POST_BUSY};  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
@@ -238,7 +238,7 @@ enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
 // With `state`, only while it still holds `word` (checked under the queue's lock, which the
 // owner's reset takes too): a WQE posted for the next connection is never taken by an
 // operation of the previous one.
-inline Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
+inline Take take_rq(uint8_t* base, RecvQueue* r, uint64_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
                     const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
   if (!r->lock.lock(self)) return TAKE_BUSY;
   if (state && state->load(std::memory_order_seq_cst) != word) {
