@@ -65,6 +65,11 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'soft/idle-wait/0',
       'soft/write-loop-delay/1073741824',
     ]);
+    // Every ping-pong row is pooled from interleaved rounds, each round's p50 kept.
+    for (const r of json.results.filter((x) => String(x.op).includes('pingpong'))) {
+      expect(r.rounds, `${r.transport}/${r.op}`).toBe(5);
+      expect(r.roundP50Us).toHaveLength(5);
+    }
     for (const r of json.results) {
       // The loop-delay row holds stalls beyond the sampling interval: 0 on a quiet loop.
       const floor = r.op === 'write-loop-delay' ? -1 : 0;
