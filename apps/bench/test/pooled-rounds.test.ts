@@ -6,6 +6,7 @@ import type { Result } from '../src/report/Result.js';
 import { roundSpread } from '../src/scenarios/verbs-pingpong.js';
 import { LatencyRecorder } from '../src/stats/LatencyRecorder.js';
 import { PooledRounds } from '../src/stats/PooledRounds.js';
+import { floorSummary } from '../src/stats/wakeupFloor.js';
 
 function round(samplesUs: number[], cpuUsPerOp: number, heapBytesPerOp: number, gcCount: number) {
   const rec = new LatencyRecorder();
@@ -63,5 +64,28 @@ describe('a row pooled from interleaved rounds', () => {
     const tcp = row('pingpong', [30, 45, 40]);
     expect(roundSpread(link, tcp)).toBe('; per round 1.00–2.00×');
     expect(roundSpread(link, row('pingpong', [30]))).toBe('');
+  });
+});
+
+describe('the wake-up floor line', () => {
+  it('names CPU and latency per round trip on two vCPUs, and on one when measured', () => {
+    const floor = (op: string, cpu: number, p50: number): Result => ({
+      transport: 'machine',
+      op,
+      sizeBytes: 0,
+      p50Us: p50,
+      meanUs: p50,
+      p99Us: p50,
+      cpuUsPerOp: cpu,
+      placement: op === 'wakeup-floor' ? 'cross-vcpu' : 'same-vcpu',
+    });
+    const line = floorSummary([
+      floor('wakeup-floor', 33, 46),
+      floor('wakeup-floor-same-vcpu', 9, 8),
+    ]);
+    expect(line).toBe(
+      "this machine's wake-up floor: 33.0 µs CPU / 46.0 µs per round trip between two threads on two vCPUs (9.0 µs / 8.0 µs when both share one vCPU); every event-driven round trip pays it at least once per side",
+    );
+    expect(floorSummary([])).toBe('');
   });
 });

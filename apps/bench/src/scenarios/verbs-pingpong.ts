@@ -2,6 +2,7 @@ import { EchoPeer } from '../peers/EchoPeer.js';
 import type { Result, Transport } from '../report/Result.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { PooledRounds } from '../stats/PooledRounds.js';
+import { floorSummary, wakeupFloor } from '../stats/wakeupFloor.js';
 import { iterationsFor, warmupFor } from './iterations.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong, tcpThroughput } from './tcp.js';
@@ -47,6 +48,9 @@ export const verbsPingPongScenario: Scenario = {
         progress(`${o.provider} event-loop delay during a 1 GiB WRITE`);
         results.push(await verbsLoopDelay(o.provider, GiB));
       }
+      // What no event-driven row above can beat on this machine (reference rows).
+      progress('machine wake-up floor');
+      results.push(await wakeupFloor('cross-vcpu'), await wakeupFloor('same-vcpu'));
     } finally {
       await peer.close();
     }
@@ -54,7 +58,9 @@ export const verbsPingPongScenario: Scenario = {
   },
   summarize(results: Result[]): string {
     const r = results.find((x) => x.op === 'write-loop-delay');
-    return [r ? loopDelayVerdict(r) : '', linkVerdict(results)].filter((x) => x).join('\n');
+    return [r ? loopDelayVerdict(r) : '', linkVerdict(results), floorSummary(results)]
+      .filter((x) => x)
+      .join('\n');
   },
 };
 
