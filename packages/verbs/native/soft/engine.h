@@ -170,6 +170,9 @@ inline bool sane_queues(PeerSegment* p, QpShared* t) {
   const uint64_t lo = p->layout().heapOff, hi = kSegmentBytes;
   uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
   if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
+  // Aligned as the owner allocates them: a peer's odd offset would put a lock word across
+  // two cache lines (a split lock: slow, or SIGBUS where the kernel makes it fatal).
+  if (rqOff % alignof(RecvQueue) != 0 || cqOff % alignof(CqShared) != 0) return false;
   auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
   auto* cq = reinterpret_cast<CqShared*>(p->base() + cqOff);
   if (r->capacity == 0 || r->maxSge == 0 || r->maxSge > kMaxIov) return false;
