@@ -32,7 +32,8 @@ describe('rdmajs-bench verbs-pingpong', () => {
     const { json } = runBench(['verbs-pingpong', '--quick', '--transports', 'tcp']);
     const cfg = (json as unknown as { config: Record<string, unknown> }).config;
     expect(cfg).toMatchObject({ quick: true, iterations: 300, sizes: [64, 4096] });
-    expect(json.results.map((r) => r.sizeBytes)).toEqual([64, 4096, 1 << 20]);
+    // The ping-pong rows, TCP's throughput, then the machine's two wake-up floor rows.
+    expect(json.results.map((r) => r.sizeBytes)).toEqual([64, 4096, 1 << 20, 0, 0]);
   });
 
   it('measures soft and tcp in one run and writes the documented JSON shape', () => {
@@ -64,7 +65,15 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'soft/write-throughput-link-tcp/1048576',
       'soft/idle-wait/0',
       'soft/write-loop-delay/1073741824',
+      'machine/wakeup-floor/0',
+      'machine/wakeup-floor-same-vcpu/0',
     ]);
+    // Every ping-pong row is pooled from interleaved rounds, each round's p50 kept.
+    for (const r of json.results.filter((x) => String(x.op).includes('pingpong'))) {
+      expect(r.rounds, `${r.transport}/${r.op}`).toBe(5);
+      expect(r.roundP50Us).toHaveLength(5);
+    }
+    expect(stdout).toContain("this machine's wake-up floor:");
     for (const r of json.results) {
       // The loop-delay row holds stalls beyond the sampling interval: 0 on a quiet loop.
       const floor = r.op === 'write-loop-delay' ? -1 : 0;
@@ -108,7 +117,10 @@ describe('rdmajs-bench verbs-pingpong', () => {
       '--transports',
       'tcp',
     ]);
-    expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
+    // TCP's rows, and the machine's reference rows (no transport of ours).
+    expect(json.results.every((r) => r.transport === 'tcp' || r.transport === 'machine')).toBe(
+      true,
+    );
   });
 
   it('accepts the `--` pnpm passes on (`pnpm bench -- verbs-pingpong --transports tcp`)', () => {
@@ -123,7 +135,9 @@ describe('rdmajs-bench verbs-pingpong', () => {
       'tcp',
     ]);
     expect(json.scenario).toBe('verbs-pingpong');
-    expect(json.results.every((r) => r.transport === 'tcp')).toBe(true);
+    expect(json.results.every((r) => r.transport === 'tcp' || r.transport === 'machine')).toBe(
+      true,
+    );
   });
 });
 
@@ -189,6 +203,8 @@ describe('rdmajs-bench evaluation', () => {
     expect(killed?.duplicated).toBe(0);
     expect(killed?.recoveryMs).toBeGreaterThan(0);
     expect(stdout).toContain('headline ratios');
+    expect(ops).toContain('machine/wakeup-floor');
+    expect(stdout).toContain("this machine's wake-up floor:");
     // Every headline is measured (its value depends on the machine; that it exists does not).
     const summary = (json as unknown as { summary: Record<string, unknown> }).summary;
     for (const k of [

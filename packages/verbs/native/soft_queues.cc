@@ -211,12 +211,14 @@ Napi::Value SoftDevice::ModifyQp(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SoftDevice::RtrError(const Napi::CallbackInfo& info, const soft::SysError& se) {
-  if (se.err == EPERM || se.err == ESRCH || se.err == ESTALE) {
+  if (se.err == EPERM || se.err == ESRCH || se.err == ESTALE || se.err == EXDEV) {
     const char* why =
         se.err == EPERM ? "the peer process does not let this one take its file descriptors (ptrace access check: Yama "
                           "ptrace_scope, a different user or a sandbox); run both under one user with ptrace_scope 0/1 "
                           "(the soft provider sets PR_SET_PTRACER), or use the TCP link (openDevice({ link: 'tcp' }))"
         : se.err == ESRCH ? "the peer process is gone"
+        : se.err == EXDEV ? "the peer process is in another pid or time namespace, where shared queue locks cannot tell "
+                            "a live holder from a dead one; use the TCP link (openDevice({ link: 'tcp' }))"
                           : "the endpoint names a device that no longer exists";
     system_error(info.Env(), se.syscall, se.err, why, "ERR_RDMA_UNREACHABLE").ThrowAsJavaScriptException();
   } else {

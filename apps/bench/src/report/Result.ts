@@ -1,7 +1,8 @@
 import type { MachineInfo } from '../machine.js';
 import type { Summary } from './summary.js';
 
-export type Transport = 'soft' | 'ibverbs' | 'tcp' | 'grpc';
+/** `machine`: a reference row of the host itself (no transport), e.g. its wake-up floor. */
+export type Transport = 'soft' | 'ibverbs' | 'tcp' | 'grpc' | 'machine';
 
 /** One measured row; every scenario keeps this shape and may add fields. */
 export interface Result {

@@ -60,17 +60,20 @@ function rounds(
   });
 }
 
-/** Node TCP loopback ping-pong, the fair baseline: setNoDelay, one connection, echo peer. */
+/**
+ * Node TCP loopback ping-pong, the fair baseline: setNoDelay, one connection, echo peer.
+ * Samples go into `rec` (a caller pooling rounds passes its own).
+ */
 export async function tcpPingPong(
   peer: EchoPeer,
   size: number,
   iterations: number,
   warmup: number,
+  rec: LatencyRecorder = new LatencyRecorder(),
 ): Promise<Result> {
   const { port } = await peer.call<{ port: number }>({ op: 'tcp-listen', size });
   const sock = await open(port);
   const payload = Buffer.alloc(size, 1);
-  const rec = new LatencyRecorder();
   try {
     await rounds(sock, payload, warmup, undefined);
     const peerCpu0 = await peer.call<number>({ op: 'cpu' });

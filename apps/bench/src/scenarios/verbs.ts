@@ -28,6 +28,7 @@ function opName(mode: 'send' | 'write', v: PingPongVariant): string {
  * Verbs ping-pong in the ib_send_lat / ib_write_lat style: both sides busy-poll.
  * `send`: SEND into the peer's posted receive, wait for its SEND back.
  * `write`: RDMA WRITE into the peer's buffer, wait for its WRITE back (last byte = sequence).
+ * Samples go into `rec` (a caller pooling rounds passes its own).
  */
 export async function verbsPingPong(
   peer: EchoPeer,
@@ -37,6 +38,7 @@ export async function verbsPingPong(
   iterations: number,
   warmup: number,
   variant: PingPongVariant = {},
+  rec: LatencyRecorder = new LatencyRecorder(),
 ): Promise<Result> {
   const { wait, link } = variant;
   if (wait !== undefined && mode !== 'send') throw new Error('event-driven rows are SEND rows');
@@ -70,7 +72,6 @@ export async function verbsPingPong(
       ...(wait === undefined ? {} : { wait }),
     });
     await ready;
-    const rec = new LatencyRecorder();
     const deadline = new SpinDeadline(120_000, `${mode} ping-pong`);
     const bytes = me.mr.bytes;
     const { cq, qp, wcs } = me;

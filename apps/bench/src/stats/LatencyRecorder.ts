@@ -31,6 +31,13 @@ export class LatencyRecorder {
     this.#count++;
   }
 
+  /** Adds every sample `other` recorded (rounds of one row pooled into one distribution). */
+  addAll(other: LatencyRecorder): void {
+    this.#h.add(other.#h);
+    this.#sum += other.#sum;
+    this.#count += other.#count;
+  }
+
   get count(): number {
     return this.#count;
   }

@@ -92,7 +92,7 @@ void Device::readyCqs(std::vector<uint32_t>& ready) {
 }
 
 Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const PeerSegment* peer, int64_t budgetNs) {
-  if (!cq->lock.lock(static_cast<uint32_t>(pid_), budgetNs)) return PUSH_BUSY;
+  if (!cq->lock.lock(holder_, budgetNs)) return PUSH_BUSY;
   if (cq->count == cq->capacity) {
     cq->lock.unlock();
     cq->overrun.store(1, std::memory_order_release);
@@ -132,7 +132,7 @@ int Device::pollCq(int h, double* out, int max) {
   }
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
   // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
-  if (!cq->lock.lock(static_cast<uint32_t>(pid_))) return 0;
+  if (!cq->lock.lock(holder_)) return 0;
   int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
   for (int i = 0; i < n; i++) {
     const Cqe& e = entries[(cq->head + i) % cq->capacity];

@@ -32,7 +32,7 @@ static void allow_same_user_peers() {
   });
 }
 
-Device::Device() : pid_(getpid()) {
+Device::Device() : pid_(getpid()), holder_(self_holder(pid_)) {
   allow_same_user_peers();
   std::random_device rd;
   uint32_t expected = 0;

@@ -378,6 +378,7 @@ class Device {
 
   OwnSegment seg_;
   pid_t pid_;
+  uint64_t holder_;  // this process in a shared lock's word: holder_word(pid, start time)
   int nextHandle_ = 1;
   std::map<int, Mr> mrs_;
   struct CqRec {

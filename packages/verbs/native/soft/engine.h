@@ -170,6 +170,9 @@ inline bool sane_queues(PeerSegment* p, QpShared* t) {
   const uint64_t lo = p->layout().heapOff, hi = kSegmentBytes;
   uint64_t rqOff = t->rqOff, cqOff = t->recvCqOff;
   if (rqOff < lo || rqOff + sizeof(RecvQueue) > hi || cqOff < lo || cqOff + sizeof(CqShared) > hi) return false;
+  // Aligned as the owner allocates them: a peer's odd offset would put a lock word across
+  // two cache lines (a split lock: slow, or SIGBUS where the kernel makes it fatal).
+  if (rqOff % alignof(RecvQueue) != 0 || cqOff % alignof(CqShared) != 0) return false;
   auto* r = reinterpret_cast<RecvQueue*>(p->base() + rqOff);
   auto* cq = reinterpret_cast<CqShared*>(p->base() + cqOff);
   if (r->capacity == 0 || r->maxSge == 0 || r->maxSge > kMaxIov) return false;
@@ -203,7 +206,7 @@ inline RecvWqe* wqe_at(uint8_t* base, RecvQueue* r, uint32_t i) {
 
 // Appends receive WRs (JS encoding: wrId, numSge, then addr/length/lkey triples). A WR
 // that overruns `words` or names more SGEs than the queue holds is refused, not read.
-inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint32_t self, const double* wrs, size_t words, int count) {
+inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint64_t self, const double* wrs, size_t words, int count) {
   if (count > 0 && !r->lock.lock(self)) return {0, POST_BUSY};  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
@@ -238,7 +241,7 @@ enum Take { TAKEN, TAKE_EMPTY, TAKE_BUSY };
 // With `state`, only while it still holds `word` (checked under the queue's lock, which the
 // owner's reset takes too): a WQE posted for the next connection is never taken by an
 // operation of the previous one.
-inline Take take_rq(uint8_t* base, RecvQueue* r, uint32_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
+inline Take take_rq(uint8_t* base, RecvQueue* r, uint64_t self, RecvWqe* out, WireSge* sgOut, bool* limitHit,
                     const std::atomic<uint32_t>* state = nullptr, uint32_t word = 0) {
   if (!r->lock.lock(self)) return TAKE_BUSY;
   if (state && state->load(std::memory_order_seq_cst) != word) {

@@ -47,8 +47,7 @@ void Device::injectHoldPeerLock(int h, double ms) {
   QpShared* t = reinterpret_cast<QpShared*>(q.peer->base() + q.peer->layout().qpTableOff) + q.peerSlot;
   if (!sane_queues(q.peer.get(), t)) return;
   SpinLock& l = reinterpret_cast<RecvQueue*>(q.peer->base() + t->rqOff)->lock;
-  const auto self = static_cast<uint32_t>(pid_);
-  if (l.holder.load(std::memory_order_acquire) != self && !l.lock(self)) return;
+  if (l.holder.load(std::memory_order_acquire) != holder_ && !l.lock(holder_)) return;
   if (ms <= 0) return;  // for good
   // Held for `ms` more, asleep but not stopped (as a holder preempted inside its section),
   // then let go. This thread is busy meanwhile: the process answers nothing else.

@@ -22,7 +22,8 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 4;  // 2: MrEntry::pins; 3: QP incarnations and pins; 4: attention
+constexpr uint32_t kLayoutVersion = 5;  // 2: MrEntry::pins; 3: QP incarnations and pins; 4: attention;
+                                        // 5: lock words hold (pid, start time), header procView
 constexpr uint64_t kSegmentBytes = 256ull << 20;    // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;
@@ -84,26 +85,29 @@ inline void nap_ns(int64_t ns) {
   nanosleep(&ts, nullptr);  // woken early by a signal: the caller's loop looks again
 }
 
-// A tiny inter-process spinlock. The word holds the holder's pid, so a waiter can tell a
-// holder that died inside its (very short) critical section, and take the lock over, or
-// one stopped there (holder_state). lock() returns false, and the caller fails or retries
-// its operation, once `budgetNs` passed (at once past kLockWaitNs when the holder is
-// stopped). Every wait is bounded by `budgetNs` plus one nap.
+// A tiny inter-process spinlock. The word holds the holder's identity (holder_word: pid and
+// start time), so a waiter can tell a holder that died inside its (very short) critical
+// section, and take the lock over, or one stopped there (holder_state). lock() returns
+// false, and the caller fails or retries its operation, once `budgetNs` passed (at once
+// past kLockWaitNs when the holder is stopped). Every wait is bounded by `budgetNs` plus
+// one nap. A takeover is a compare-and-swap against the very word judged dead, so it never
+// frees a lock the next holder took meanwhile.
 struct SpinLock {
-  std::atomic<uint32_t> holder;
-  bool lock(uint32_t self, int64_t budgetNs = kLockWaitNs) {
+  std::atomic<uint64_t> holder;
+  bool lock(uint64_t self, int64_t budgetNs = kLockWaitNs) {
     int64_t start = 0;
     int64_t nap = kLockNapMinNs;
     for (uint32_t spins = 0;; spins++) {
-      uint32_t expected = 0;
+      uint64_t expected = 0;
       if (holder.compare_exchange_weak(expected, self, std::memory_order_acquire)) return true;
       if (spins < 256 || expected == 0) continue;
       int64_t now = mono_ns();
       if (start == 0) start = now;
       int64_t waited = now - start;
       if (waited <= std::min(budgetNs, kLockWaitNs)) {
-        // Within the budget only the cheap check: a dead holder's lock is taken over at once.
-        if (spins % 64 == 0 && kill(static_cast<pid_t>(expected), 0) != 0 && errno == ESRCH) {
+        // Within the budget only the cheap check: a holder whose pid is gone (every holder
+        // shares this waiter's pid namespace: proc_view) died; its lock is taken over at once.
+        if (spins % 64 == 0 && kill(static_cast<pid_t>(holder_pid(expected)), 0) != 0 && errno == ESRCH) {
           holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
           continue;
         }
@@ -112,7 +116,7 @@ struct SpinLock {
           continue;
         }
       } else {
-        Holder h = holder_state(static_cast<pid_t>(expected));
+        Holder h = holder_state(expected);
         if (h == Holder::DEAD) {
           holder.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
           continue;
@@ -125,6 +129,7 @@ struct SpinLock {
   }
   void unlock() { holder.store(0, std::memory_order_release); }
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "a lock word is shared between processes");
 
 struct SegmentHeader {
   uint64_t magic;
@@ -142,6 +147,7 @@ struct SegmentHeader {
   uint64_t heapOff;
   uint64_t segmentBytes;
   char bootId[40];
+  uint64_t procView;  // the owner's proc_view(): attachers must see /proc as it does
   uint64_t nonce;  // random, < 2^48: tells this segment from a later one at the same fd
   // Set (before the doorbell) by whoever leaves the owner something rarer than a completion
   // (a QP failed by a peer, a CQ overrun, an SRQ limit): the owner's doorbell scans its

@@ -195,7 +195,7 @@ int Device::toReset(int h) {
   q.sqHead = q.sqRetired = q.linkSent = q.sqTail;
   RecvQueue* r = rq(s->rqOff);
   if (!s->hasSrq) {
-    if (quiet && r->lock.lock(static_cast<uint32_t>(pid_))) {
+    if (quiet && r->lock.lock(holder_)) {
       r->head = 0;
       r->count = 0;
       r->lock.unlock();
@@ -264,7 +264,7 @@ PostResult Device::postRecv(int h, const double* wrs, size_t words, int count) {
   QpShared* s = qpShared(q.slot);
   uint32_t st = state_code(s->state.load());
   if (st == QPS_RESET || s->hasSrq) return {0, POST_EINVAL};
-  PostResult rc = post_rq(seg_.base(), rq(s->rqOff), static_cast<uint32_t>(pid_), wrs, words, count);
+  PostResult rc = post_rq(seg_.base(), rq(s->rqOff), holder_, wrs, words, count);
   // The specification flushes receives posted in ERR at once (rxe waits for the next
   // transition to ERR; documented difference).
   if (st == QPS_ERR) flushRecvQueue(seg_.base(), rq(s->rqOff), s->recvCqOff, s->qpn, nullptr);

@@ -10,7 +10,7 @@ void Device::flushRecvQueue(uint8_t* base, RecvQueue* r, uint64_t cqOff, uint32_
     RecvWqe w;
     WireSge sg[kMaxIov];
     bool lim;
-    if (take_rq(base, r, static_cast<uint32_t>(pid_), &w, sg, &lim) != TAKEN) break;
+    if (take_rq(base, r, holder_, &w, sg, &lim) != TAKEN) break;
     Cqe e{};
     e.wrId = w.wrId;
     e.status = WC_WR_FLUSH_ERR;
@@ -44,7 +44,7 @@ int Device::destroySrq(int h) {
 PostResult Device::postSrqRecv(int h, const double* wrs, size_t words, int count) {
   auto it = srqs_.find(h);
   if (it == srqs_.end()) return {0, POST_EINVAL};
-  return post_rq(seg_.base(), rq(it->second.off), static_cast<uint32_t>(pid_), wrs, words, count);
+  return post_rq(seg_.base(), rq(it->second.off), holder_, wrs, words, count);
 }
 
 void Device::armSrqLimit(int h, uint32_t limit) {

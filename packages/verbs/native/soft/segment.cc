@@ -95,6 +95,7 @@ OwnSegment::OwnSegment() {
   if (getrandom(&r, sizeof r, 0) != sizeof r)
     r = static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 20);
   h->nonce = (r & ((1ull << 48) - 1)) | 1;
+  h->procView = proc_view();
   capBlocks_ = 64;
   blocks_ = static_cast<Block*>(std::malloc(sizeof(Block) * capBlocks_));
   blocks_[0] = Block{h->heapOff, kSegmentBytes - h->heapOff, false};
@@ -205,6 +206,14 @@ PeerSegment::PeerSegment(pid_t pid, int remoteMemfd_, int remoteEventfd) : remot
     close(eventfd_);
     close(pidfd_);
     throw SysError{"connect", EPROTO};
+  }
+  // A peer that sees other pids or start times than ours (another pid or time namespace)
+  // would misjudge our lock holders, and we its: no segment is shared with it.
+  if (h->procView != proc_view()) {
+    munmap(base_, kSegmentBytes);
+    close(eventfd_);
+    close(pidfd_);
+    throw SysError{"connect", EXDEV};
   }
 }
 

@@ -457,7 +457,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
   if (needRecv) {
     if (t->stalled.load(std::memory_order_relaxed)) return RNR;
     bool limitHit = false;
-    Take got = take_rq(p->base(), r, static_cast<uint32_t>(pid_), &w, rsg, &limitHit, &t->state, word);
+    Take got = take_rq(p->base(), r, holder_, &w, rsg, &limitHit, &t->state, word);
     if (got == TAKE_BUSY) return TRANSPORT;  // nothing taken: retried like a lost packet
     if (got == TAKE_EMPTY) return RNR;
     if (limitHit) ringPeer(p);
