@@ -68,6 +68,34 @@ async function footprint(t: ClientProcess): Promise<Record<string, number>> {
   };
 }
 
+/** How often a target's receive queues ran dry so far: its client's, its shards' (if its own). */
+interface QueueCounts {
+  client: number | undefined;
+  shards: number | undefined;
+}
+
+async function queueCounts(t: ClientProcess, shards: PsShardSet | undefined): Promise<QueueCounts> {
+  const [info, s] = await Promise.all([t.info(), shards?.receiveQueueEmptied()]);
+  return { client: info.receiveQueueEmptied, shards: s };
+}
+
+/**
+ * The row's receive-queue counts over its measurement: each time a queue ran dry a SEND
+ * arriving found no buffer — with credits on none arrives then, with credits off it is
+ * RNR-NAKed and retried (verbs counts no NAKs; this is what mux sees).
+ */
+function queueDelta(
+  before: QueueCounts | undefined,
+  after: QueueCounts | undefined,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (before?.client !== undefined && after?.client !== undefined)
+    out.clientQueueEmptied = after.client - before.client;
+  if (before?.shards !== undefined && after?.shards !== undefined)
+    out.shardQueueEmptied = after.shards - before.shards;
+  return out;
+}
+
 /**
  * A fetch or incast ablation: the ablated target (on its own shards when the servers differ)
  * and the full system measured back to back with the same workload, so both meet the same
@@ -149,16 +177,28 @@ export async function runLiveAblation(
       row = { ...(r1 as Result), ...(await footprint(t)) };
     } else if (a.measure === 'incast') {
       progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
+      // The ablated target's shards are its own (else the shard counts would mix both rows).
+      const sides = [
+        { client: c.full, shards: c.set },
+        { client: t, shards: own },
+      ] as const;
+      const before = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
       const rows = await runTraining(
         [ref, t],
         { ...c.training, concurrency: [HEADLINE_CONCURRENCY] },
         progress,
       );
+      const after = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
       refRow = {
         ...(rows.find((r) => r.op.endsWith(REF)) as Result),
         ...(await footprint(c.full)),
+        ...queueDelta(before[0], after[0]),
       };
-      row = { ...(rows.find((r) => !r.op.endsWith(REF)) as Result), ...(await footprint(t)) };
+      row = {
+        ...(rows.find((r) => !r.op.endsWith(REF)) as Result),
+        ...(await footprint(t)),
+        ...queueDelta(before[1], after[1]),
+      };
     } else {
       throw new Error(`ablation ${a.name}: ${a.measure} is not measured on the live shards`);
     }
