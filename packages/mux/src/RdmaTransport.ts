@@ -18,8 +18,8 @@ import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { PollLoop } from './internal/PollLoop.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
-import { ReceivePool, type ReceivePoolStats } from './internal/ReceivePool.js';
 import { ABLATE_CREDITS } from './internal/RdmaSetup.js';
+import { ReceivePool, type ReceivePoolStats } from './internal/ReceivePool.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
 import {
   type PendingHandshakeLimits,

@@ -27,11 +27,11 @@ interface Pair {
   rx: Channel;
 }
 
-/** A client and a server transport in this process, one channel open between them. */
-async function pair(
+/** A server transport listening and a client transport, in this process (closed after the test). */
+async function transports(
   serverOptions: RdmaTransportOptions,
   clientOptions: RdmaTransportOptions,
-): Promise<Pair> {
+) {
   const server = new RdmaTransport(serverOptions);
   const client = new RdmaTransport(clientOptions);
   const listener = await server.listen({ secret: SECRET });
@@ -40,6 +40,15 @@ async function pair(
     client.close();
     server.close();
   });
+  return { server, client, listener };
+}
+
+/** A client and a server transport in this process, one channel open between them. */
+async function pair(
+  serverOptions: RdmaTransportOptions,
+  clientOptions: RdmaTransportOptions,
+): Promise<Pair> {
+  const { server, client, listener } = await transports(serverOptions, clientOptions);
   const rx = new Promise<Channel>((resolve) =>
     listener.on('connection', (c) => {
       c.on('error', () => {});
@@ -196,8 +205,12 @@ it('send window on (the full system): the same sender waits at the announced win
   let err: unknown;
   for (let i = 0; i < 64 && err === undefined; i++) {
     await p.tx.send(message(i, SIZE), { timeoutMs: 300 }).then(
-      () => void sent++,
-      (e: unknown) => void (err = e),
+      () => {
+        sent++;
+      },
+      (e: unknown) => {
+        err = e;
+      },
     );
   }
   expect(sent).toBe(15); // 64 KiB / (4 KiB + 16)
@@ -212,14 +225,7 @@ it('both sides must switch off the same lessons: a mismatch fails the connection
     [{ ablations: ['credits'] }, { ablations: ['credits', 'send-window'] }],
   ];
   for (const [serverOptions, clientOptions] of cases) {
-    const server = new RdmaTransport(serverOptions);
-    const client = new RdmaTransport(clientOptions);
-    const listener = await server.listen({ secret: SECRET });
-    cleanups.push(async () => {
-      await listener.close();
-      client.close();
-      server.close();
-    });
+    const { server, client, listener } = await transports(serverOptions, clientOptions);
     const rejected = new Promise<Error>((resolve) => listener.on('reject', resolve));
     await expect(
       client.connect({ port: listener.port, secret: SECRET, timeoutMs: 10_000 }),
