@@ -18,8 +18,14 @@ import {
   measureFetchRows,
   warmUpFetch,
 } from './inference.js';
-import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
-import type { RdmaTuning } from './RdmaTuning.js';
+import {
+  EVAL_SECRET,
+  EVAL_SHARDS,
+  EVAL_TABLES,
+  RdmajsPsTarget,
+  type RdmaTargetOptions,
+} from './PsTarget.js';
+import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
 
 /** What the fetch and incast ablations run against: the main shards and RDMA target. */
@@ -107,24 +113,20 @@ export async function runLiveAblation(
   progress: (label: string) => void,
 ): Promise<Result[]> {
   let own: PsShardSet | undefined;
+  let twin: PsShardSet | undefined;
   let t: ClientProcess | undefined;
-  try {
-    if (a.serverArgs !== undefined) {
-      const args = ablatedServerArgs(a, c.tuning);
-      progress(`ablation −${a.name}: starting shards (${args.join(' ')})`);
-      own = await PsShardSet.start({
-        shards: EVAL_SHARDS,
-        tables: EVAL_TABLES,
-        secret: EVAL_SECRET,
-        transports: ['rdma'],
-        provider: c.provider,
-        args,
-      });
-    }
-    progress(`ablation −${a.name}: connecting`);
-    const shards = own ?? c.set;
-    const options = ablatedTarget(a, c.tuning);
-    t = await ClientProcess.spawn(
+  let twinClient: ClientProcess | undefined;
+  const startShards = (args: string[]) =>
+    PsShardSet.start({
+      shards: EVAL_SHARDS,
+      tables: EVAL_TABLES,
+      secret: EVAL_SECRET,
+      transports: ['rdma'],
+      provider: c.provider,
+      args,
+    });
+  const spawn = (shards: PsShardSet, options: RdmaTargetOptions) =>
+    ClientProcess.spawn(
       {
         kind: 'rdmajs',
         side: 'rdma',
@@ -140,7 +142,29 @@ export async function runLiveAblation(
         pools: c.pools,
       },
     );
-    const ref = c.full.as(REF);
+  try {
+    if (a.serverArgs !== undefined) {
+      const args = ablatedServerArgs(a, c.tuning);
+      // An incast on fresh shards against the main ones measured their cold start (new rows
+      // inserted, JIT, receive pools growing): −send-window, the same data path, read 3.7×
+      // the ref. So its ref runs on twin shards started alike, without the lesson off.
+      const twinned = a.measure === 'incast';
+      progress(
+        `ablation −${a.name}: starting shards (${args.join(' ')})${twinned ? " and the ref's twins" : ''}`,
+      );
+      [own, twin] = await Promise.all([
+        startShards(args),
+        twinned ? startShards(serverArgsOf(c.tuning)) : undefined,
+      ]);
+    }
+    progress(`ablation −${a.name}: connecting`);
+    const options = ablatedTarget(a, c.tuning);
+    [t, twinClient] = await Promise.all([
+      spawn(own ?? c.set, options),
+      twin === undefined ? undefined : spawn(twin, { tuning: c.tuning, variant: REF }),
+    ]);
+    const full = twinClient ?? c.full;
+    const ref = twinClient ?? c.full.as(REF);
     let refRow: Result;
     let row: Result;
     if (a.measure === 'fetch') {
@@ -173,13 +197,13 @@ export async function runLiveAblation(
         71,
         progress,
       );
-      refRow = { ...(r0 as Result), ...(await footprint(c.full)) };
+      refRow = { ...(r0 as Result), ...(await footprint(full)) };
       row = { ...(r1 as Result), ...(await footprint(t)) };
     } else if (a.measure === 'incast') {
       progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
-      // The ablated target's shards are its own (else the shard counts would mix both rows).
+      // Shard counts only from shards of a row's own (else they would mix both rows).
       const sides = [
-        { client: c.full, shards: c.set },
+        { client: full, shards: twin },
         { client: t, shards: own },
       ] as const;
       const before = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
@@ -191,7 +215,7 @@ export async function runLiveAblation(
       const after = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
       refRow = {
         ...(rows.find((r) => r.op.endsWith(REF)) as Result),
-        ...(await footprint(c.full)),
+        ...(await footprint(full)),
         ...queueDelta(before[0], after[0]),
       };
       row = {
@@ -204,8 +228,8 @@ export async function runLiveAblation(
     }
     return [refRow, compareWithReference(a, row, refRow)];
   } finally {
-    await t?.close();
-    await own?.stop();
+    await Promise.all([t?.close(), twinClient?.close()]);
+    await Promise.all([own?.stop(), twin?.stop()]);
   }
 }
 
