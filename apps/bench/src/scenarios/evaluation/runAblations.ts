@@ -105,7 +105,8 @@ function queueDelta(
 /**
  * A fetch or incast ablation: the ablated target (on its own shards when the servers differ)
  * and the full system measured back to back with the same workload, so both meet the same
- * machine load; the ablated row carries its ratios against that reference row.
+ * machine load; the ablated row carries its ratios against that reference row. The full
+ * system is the main target, or for an incast on shards of its own a twin started alike.
  */
 export async function runLiveAblation(
   a: Ablation,
@@ -146,8 +147,8 @@ export async function runLiveAblation(
     if (a.serverArgs !== undefined) {
       const args = ablatedServerArgs(a, c.tuning);
       // An incast on fresh shards against the main ones measured their cold start (new rows
-      // inserted, JIT, receive pools growing): −send-window, the same data path, read 3.7×
-      // the ref. So its ref runs on twin shards started alike, without the lesson off.
+      // inserted, JIT, receive pools growing): −send-window, the same data path, read 4.1× the
+      // ref's CPU per push. So its ref runs on twin shards started alike, lesson on.
       const twinned = a.measure === 'incast';
       progress(
         `ablation −${a.name}: starting shards (${args.join(' ')})${twinned ? " and the ref's twins" : ''}`,
