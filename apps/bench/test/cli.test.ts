@@ -195,7 +195,8 @@ describe('rdmajs-bench evaluation', () => {
     expect(zc?.referenceOp).toBe('fetch@50% ref');
     expect(zc?.meanVsRef).toBeGreaterThan(0);
     expect(ops).toContain('soft/fetch@50% ref');
-    expect(stdout).toContain('not measured');
+    expect(stdout).toContain('ablations: one lesson off');
+    expect(stdout).not.toContain('not measured');
     const killed = rows.find((r) => r.op === 'push-shard-killed' && r.transport === 'soft');
     expect(killed).toBeDefined();
     expect(killed?.acked).toBeGreaterThan(0);

@@ -9,7 +9,6 @@ import {
   ablatedServerArgs,
   ablatedTarget,
   compareWithReference,
-  NOT_MEASURED,
 } from '../src/scenarios/evaluation/ablations.js';
 import { plan, renderAblations } from '../src/scenarios/evaluation/index.js';
 import { serverArgsOf } from '../src/scenarios/evaluation/RdmaTuning.js';
@@ -85,10 +84,24 @@ describe('evaluation ablations: configuration', () => {
     // recovery: the same shards, a client without session recovery, on the shard kill.
     expect(ablatedTarget(rec, {})).toEqual({ recovery: false, tuning: {}, variant: '−recovery' });
     expect(rec.measure).toBe('failure');
-    // No lesson is both measured and reported as not measurable.
-    for (const n of NOT_MEASURED) {
-      expect(byName.has(n.name)).toBe(false);
-      expect(n.reason.length).toBeGreaterThan(40);
+    // credits, send-window: mux's negotiated ablation on the client and on shards of their own
+    // (both sides must agree), on the incast.
+    for (const [name, lesson] of [
+      ['credits', 'credits'],
+      ['send-window', 'send-window'],
+    ] as const) {
+      const a = byName.get(name);
+      expect(a?.measure).toBe('incast');
+      if (a === undefined) return;
+      expect(ablatedServerArgs(a, tuning)).toEqual([
+        ...serverArgsOf(tuning),
+        '--rdma-ablate',
+        lesson,
+      ]);
+      expect(ablatedTarget(a, tuning)).toEqual({
+        tuning: { ...tuning, ablations: [lesson] },
+        variant: `−${name}`,
+      });
     }
   });
 
@@ -143,7 +156,20 @@ describe('evaluation ablations: report', () => {
     expect(text).toContain('−zero-copy');
     expect(text).toContain('mean 1.50×');
     expect(text).toContain('2 MiB vs 1 MiB registered');
-    for (const n of NOT_MEASURED) expect(text).toContain(`−${n.name}`);
+    expect(text).not.toContain('receive queue ran dry');
+  });
+
+  it('an incast ablation row says how often the receive queues ran dry against the ref', () => {
+    const credits = ABLATIONS.find((a) => a.name === 'credits') as (typeof ABLATIONS)[number];
+    const ref = row('push-incast×64 ref', 1000, { shardQueueEmptied: 0, clientQueueEmptied: 0 });
+    const off = compareWithReference(
+      credits,
+      row('push-incast×64 −credits', 1200, { shardQueueEmptied: 37, clientQueueEmptied: 0 }),
+      ref,
+    );
+    const text = renderAblations([ref, off]);
+    expect(text).toContain('−credits');
+    expect(text).toContain("shards' receive queue ran dry 37× vs 0×");
   });
 
   it('a fetch ablation runs at the headline rate, or at half its own capacity when that is lower', () => {

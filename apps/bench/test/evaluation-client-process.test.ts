@@ -99,6 +99,11 @@ describe('evaluation client process (one target’s clients in their own process
         expect(info.rssBytes).toBeGreaterThan(0);
         if (target === 'rdma') expect(info.qps).toBe(1);
         else expect(info.qps).toBeUndefined();
+        // How often the receive queues ran dry (the incast ablations' RNR column): the client's
+        // RDMA pool and the shard's, read through its metrics endpoint.
+        if (target === 'rdma') expect(info.receiveQueueEmptied).toBeTypeOf('number');
+        else expect(info.receiveQueueEmptied).toBeUndefined();
+        if (target !== 'grpc') expect(await set?.receiveQueueEmptied()).toBeTypeOf('number');
       } finally {
         await c.close();
       }

@@ -12,11 +12,13 @@ import {
   PROTOCOL_VERSION,
   type SessionKeys,
 } from './Handshake.js';
+import { ablatedSettings } from './internal/ablatedSettings.js';
 import { ControlLink } from './internal/ControlLink.js';
 import { establish, type LocalSetup } from './internal/establish.js';
 import { PeerResources } from './internal/PeerResources.js';
 import { PollLoop } from './internal/PollLoop.js';
 import { type ParsedRdmaTuning, parseRdmaTuning, type RdmaTuning } from './internal/RdmaOptions.js';
+import { ABLATE_CREDITS } from './internal/RdmaSetup.js';
 import { ReceivePool, type ReceivePoolStats } from './internal/ReceivePool.js';
 import { WIRE_HEADER_BYTES } from './internal/WireHeader.js';
 import {
@@ -296,6 +298,7 @@ export class RdmaTransport implements Transport {
         windowMessages: this.#o.windowMessages,
         maxMessageBytes: t.eagerThreshold,
       },
+      ablations: t.ablations,
     };
   }
 
@@ -325,6 +328,7 @@ export class RdmaTransport implements Transport {
           local.flow.receiveCredits,
           local.recvBufferCount,
           link.remoteAddress,
+          (local.ablations & ABLATE_CREDITS) !== 0,
         ),
       this.#o.tuning.qpPoolSize,
       timeoutMs,
@@ -358,7 +362,13 @@ export class RdmaTransport implements Transport {
       maxSendWindow: o.maxSendWindow,
       doneTimeoutMs: o.doneTimeoutMs,
     };
-    const conn = new RdmaConnection(link, role, settings, resources);
+    // Both sides agreed on them in the setup (establish); none: the settings as they are.
+    const conn = new RdmaConnection(
+      link,
+      role,
+      ablatedSettings(settings, local.ablations),
+      resources,
+    );
     this.#connections.add(conn);
     conn.once('close', () => this.#connections.delete(conn));
     return conn;

@@ -33,6 +33,11 @@ export type MuxErrorCode =
   | 'ERR_MUX_INTEGRITY'
   /** The peer is an rdmajs peer of another transport (e.g. an RDMA client at a TCP listener). */
   | 'ERR_MUX_TRANSPORT'
+  /**
+   * The two sides switched off different lessons for a measurement (RdmaTransport's
+   * `ablations`): they must agree, so the connection is not made.
+   */
+  | 'ERR_MUX_ABLATION'
   /** The peer went away: the connection closed, reset or could not be established. */
   | 'ERR_MUX_CONNECTION_LOST'
   /** The peer stopped answering heartbeats within the configured deadline. */
@@ -85,14 +90,19 @@ export class MuxProtocolError extends MuxError {
 
 /**
  * The handshake failed; `code` tells why (ERR_MUX_HANDSHAKE, ERR_MUX_VERSION, ERR_MUX_AUTH,
- * ERR_MUX_TRANSPORT).
+ * ERR_MUX_TRANSPORT; ERR_MUX_ABLATION in RdmaTransport's setup).
  */
 export class MuxHandshakeError extends MuxError {
   /** The peer's protocol version, when it told us (ERR_MUX_VERSION). */
   readonly peerVersion: number | undefined;
 
   constructor(
-    code: 'ERR_MUX_HANDSHAKE' | 'ERR_MUX_VERSION' | 'ERR_MUX_AUTH' | 'ERR_MUX_TRANSPORT',
+    code:
+      | 'ERR_MUX_HANDSHAKE'
+      | 'ERR_MUX_VERSION'
+      | 'ERR_MUX_AUTH'
+      | 'ERR_MUX_TRANSPORT'
+      | 'ERR_MUX_ABLATION',
     message: string,
     peerVersion?: number,
   ) {

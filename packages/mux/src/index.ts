@@ -42,7 +42,7 @@ export {
   SESSION_KEY_BYTES,
   type SessionKeys,
 } from './Handshake.js';
-export type { PollPolicy, RdmaTuning } from './internal/RdmaOptions.js';
+export type { PollPolicy, RdmaAblation, RdmaTuning } from './internal/RdmaOptions.js';
 export type { ReceivePoolStats } from './internal/ReceivePool.js';
 export {
   InboundMessage,

@@ -11,6 +11,7 @@ describe('rdma tuning options', () => {
       recvCredits: 16,
       leaseIdleMs: 1000,
       pollPolicy: 'event',
+      ablations: 0,
     });
     // The initial lease never exceeds the most a peer may lease.
     expect(parseRdmaTuning({ recvBufferCount: 8 }).recvCredits).toBe(8);

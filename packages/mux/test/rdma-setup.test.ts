@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  ABLATE_CREDITS,
+  ABLATE_SEND_WINDOW,
   decodeRdmaSetup,
   encodeRdmaSetup,
   MAX_SETUP_QPS,
@@ -21,12 +23,15 @@ const base: RdmaSetup = {
     windowMessages: 256,
     maxMessageBytes: 8192,
   },
+  ablations: 0,
 };
 
 describe('rdma setup message', () => {
   it('setup_round_trips_endpoints_buffers_and_flow_params', () => {
     const two = { ...base, endpoints: [...base.endpoints, { provider: 'soft', qpn: 18 }] };
     expect(decodeRdmaSetup(encodeRdmaSetup(two))).toEqual(two);
+    const ablated = { ...base, ablations: ABLATE_CREDITS | ABLATE_SEND_WINDOW };
+    expect(decodeRdmaSetup(encodeRdmaSetup(ablated))).toEqual(ablated);
   });
 
   it('setup_encode_rejects_promises_the_buffers_do_not_keep', () => {
@@ -50,7 +55,7 @@ describe('rdma setup message', () => {
     };
     expect(tamper((b) => b.writeUInt16BE(1, 0))).toBe('ERR_MUX_PROTOCOL'); // version
     expect(tamper((b) => b.writeUInt8(0, 2))).toBe('ERR_MUX_PROTOCOL'); // no QPs
-    expect(tamper((b) => b.writeUInt8(1, 3))).toBe('ERR_MUX_PROTOCOL'); // reserved
+    expect(tamper((b) => b.writeUInt8(4, 3))).toBe('ERR_MUX_PROTOCOL'); // unknown ablation bit
     expect(tamper((b) => b.writeUInt32BE(1 << 20, 16))).toBe('ERR_MUX_PROTOCOL'); // credits > buffers
     expect(tamper((b) => b.writeUInt16BE(0xffff, 40))).toBe('ERR_MUX_PROTOCOL'); // endpoint length
     expect(tamper((b) => b.write('x', 42))).toBe('ERR_MUX_PROTOCOL'); // not JSON

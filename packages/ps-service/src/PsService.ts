@@ -3,6 +3,7 @@ import {
   type Connection,
   type Listener,
   RdmaConnection,
+  RdmaTransport,
   type SharedSecret,
   type Transport,
 } from '@rdmajs/mux';
@@ -284,6 +285,7 @@ export class PsService {
         connections: () => service?.stats().connections ?? 0,
         inFlight: () => inFlight.size,
         sessionsResumed: () => rpc.stats().resumed,
+        receiveQueueEmptied: () => receiveQueueEmptied(specs),
       },
     );
     const outcomeOf = (err: unknown): Exclude<RequestOutcome, 'ok'> => {
@@ -623,4 +625,16 @@ function listenSpecsOf(o: PsServiceOptions): readonly ListenSpec[] {
     names.add(s.transport.name);
   }
   return specs;
+}
+
+/**
+ * Times the shared receive queue of the shard's RDMA transports ran dry (mux's receive pool
+ * `emptied`): with the `credits` ablation, when clients' SENDs were RNR-retried.
+ */
+function receiveQueueEmptied(specs: readonly ListenSpec[]): number {
+  let n = 0;
+  for (const s of specs) {
+    if (s.transport instanceof RdmaTransport) n += s.transport.stats().receivePool?.emptied ?? 0;
+  }
+  return n;
 }

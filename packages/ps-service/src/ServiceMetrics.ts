@@ -77,7 +77,12 @@ export class ServiceMetrics {
 
   constructor(
     labels: { shard: string },
-    gauges: { connections: () => number; inFlight: () => number; sessionsResumed: () => number },
+    gauges: {
+      connections: () => number;
+      inFlight: () => number;
+      sessionsResumed: () => number;
+      receiveQueueEmptied: () => number;
+    },
   ) {
     this.registry.setDefaultLabels(labels);
     const registers = [this.registry];
@@ -221,6 +226,14 @@ export class ServiceMetrics {
       registers,
       collect() {
         this.set(gauges.sessionsResumed());
+      },
+    });
+    new Gauge({
+      name: 'rdmajs_ps_rdma_receive_queue_emptied',
+      help: 'Times the RDMA shared receive queue ran dry so far (with credits off: SENDs RNR-retried)',
+      registers,
+      collect() {
+        this.set(gauges.receiveQueueEmptied());
       },
     });
   }

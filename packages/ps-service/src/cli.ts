@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import {
   MIN_SECRET_BYTES,
+  type RdmaAblation,
   RdmaTransport,
   type RdmaTransportOptions,
   type Transport,
@@ -156,6 +157,11 @@ async function main(argv: string[]): Promise<void> {
         .choices(['on', 'off'])
         .default('on'),
     )
+    .option(
+      '--rdma-ablate <lessons>',
+      'rdma, for measurement only: lessons switched off, comma-separated: credits (SENDs without receive credits, RNR retried by the NIC), send-window (no send window); clients must switch off the same',
+      (v: string) => v.split(',') as RdmaAblation[],
+    )
     .addOption(
       new Option(
         '--tcp-frame-protection <aead|none>',
@@ -212,6 +218,7 @@ async function main(argv: string[]): Promise<void> {
     rdmaWindowBytes?: number;
     rdmaMaxRegistered?: number;
     rdmaZeroCopy: 'on' | 'off';
+    rdmaAblate?: RdmaAblation[];
     tcpFrameProtection: 'aead' | 'none';
     dataDir?: string;
     snapshotInterval?: number;
@@ -250,6 +257,7 @@ async function main(argv: string[]): Promise<void> {
       ...(o.rdmaRecvBuffers === undefined ? {} : { recvBufferCount: o.rdmaRecvBuffers }),
       ...(o.rdmaWindowBytes === undefined ? {} : { windowBytes: o.rdmaWindowBytes }),
       ...(o.rdmaMaxRegistered === undefined ? {} : { maxRegisteredBytes: o.rdmaMaxRegistered }),
+      ...(o.rdmaAblate === undefined ? {} : { ablations: o.rdmaAblate }),
     },
   };
   const service = await PsService.start({

@@ -133,7 +133,7 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
     expect(r2.out).toMatch(/transports are rdma, tcp; got udp/);
   });
 
-  it('with an RDMA tuning flag out of range or a bad --rdma-zero-copy', async () => {
+  it('with an RDMA tuning flag out of range, a bad --rdma-zero-copy or an unknown --rdma-ablate', async () => {
     const common = ['--tables', tables, '--shard-id', 's0', '--secret-file', secretFile];
     // RdmaTransport's own bound (at most 8 QPs) applies: the start fails with mux's code.
     const r1 = await run([...common, '--transport', 'rdma', '--rdma-qp-pool', '9']);
@@ -152,6 +152,13 @@ describe('rdmajs-ps-server refuses to start, typed, exit 1', () => {
     const r4 = await run([...common, '--transport', 'rdma', '--rdma-max-registered', '4096']);
     expect(r4.code).toBe(1);
     expect(r4.logs.at(-1)).toMatchObject({
+      msg: 'start failed',
+      error: { code: 'ERR_MUX_INVALID_ARG' },
+    });
+    // mux names the ablations it knows; the flag passes the list on.
+    const r5 = await run([...common, '--transport', 'rdma', '--rdma-ablate', 'credits,recovery']);
+    expect(r5.code).toBe(1);
+    expect(r5.logs.at(-1)).toMatchObject({
       msg: 'start failed',
       error: { code: 'ERR_MUX_INVALID_ARG' },
     });

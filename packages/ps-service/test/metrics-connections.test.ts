@@ -29,7 +29,12 @@ describe('metrics endpoint connection cap', () => {
   it('idle_connections_beyond_the_cap_drop_the_oldest_and_scrapes_still_work', async () => {
     metrics = new ServiceMetrics(
       { shard: 'm0' },
-      { connections: () => 0, inFlight: () => 0, sessionsResumed: () => 0 },
+      {
+        connections: () => 0,
+        inFlight: () => 0,
+        sessionsResumed: () => 0,
+        receiveQueueEmptied: () => 0,
+      },
     );
     const port = await metrics.serve('127.0.0.1', 0);
     const extra = 10;

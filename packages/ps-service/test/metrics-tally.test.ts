@@ -3,7 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { LATENCY_BUCKETS } from '../src/RequestTally.js';
 import { ServiceMetrics } from '../src/ServiceMetrics.js';
 
-const gauges = { connections: () => 0, inFlight: () => 0, sessionsResumed: () => 0 };
+const gauges = {
+  connections: () => 0,
+  inFlight: () => 0,
+  sessionsResumed: () => 0,
+  receiveQueueEmptied: () => 0,
+};
 
 /** What the metrics held when every request called prom-client directly (before the tallies). */
 function reference() {

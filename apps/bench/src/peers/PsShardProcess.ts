@@ -43,6 +43,8 @@ export class PsShardProcess {
     readonly proc: ChildProcess,
     /** The port of each transport it listens on (`tcp`, `rdma`). */
     readonly ports: Readonly<Record<string, number>>,
+    /** Where it serves its Prometheus metrics (`--metrics`), if it does. */
+    readonly metricsPort: number | undefined,
   ) {
     proc.on('message', (m: { id?: unknown; gc?: unknown }) => {
       const done = typeof m?.id === 'number' ? this.#gcWaits.get(m.id) : undefined;
@@ -108,13 +110,13 @@ export class PsShardProcess {
       proc.once('exit', (c, s) => fail(new Error(`ps shard ${options.id} exited (${c ?? s})`)));
       const onData = (d: Buffer) => {
         buf += d.toString();
-        const ports = servingPorts(buf);
-        if (ports === undefined) return;
+        const serving = servingLine(buf);
+        if (serving === undefined) return;
         clearTimeout(timer);
         proc.removeAllListeners('exit');
         proc.stdout?.off('data', onData);
         proc.stdout?.resume(); // later log lines are not read
-        resolve(new PsShardProcess(options, proc, ports));
+        resolve(new PsShardProcess(options, proc, serving.ports, serving.metricsPort));
       };
       proc.stdout?.on('data', onData);
     });
@@ -140,6 +142,25 @@ export class PsShardProcess {
         if (err) done(undefined);
       });
     });
+  }
+
+  /**
+   * The value of the shard's metric `name` (a single unlabelled series besides its `shard`
+   * label), scraped from its metrics endpoint; undefined when it serves none, is not running,
+   * or does not answer within `timeoutMs`.
+   */
+  async metric(name: string, timeoutMs = GC_READ_TIMEOUT_MS): Promise<number | undefined> {
+    if (this.metricsPort === undefined || !this.running) return undefined;
+    try {
+      const res = await fetch(`http://127.0.0.1:${this.metricsPort}/metrics`, {
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name}{`));
+      const value = Number(line?.slice(line.lastIndexOf(' ') + 1));
+      return line === undefined || !Number.isFinite(value) ? undefined : value;
+    } catch {
+      return undefined;
+    }
   }
 
   /** The same shard again, on the same ports and data directory. */
@@ -170,20 +191,31 @@ export class PsShardProcess {
   }
 }
 
-/** The ports of the CLI's `serving` log line (JSON), once a whole one has arrived. */
-function servingPorts(out: string): Record<string, number> | undefined {
+/** The ports (and metrics port) of the CLI's `serving` log line (JSON), once a whole one has arrived. */
+function servingLine(
+  out: string,
+): { ports: Record<string, number>; metricsPort: number | undefined } | undefined {
   for (const line of out.split('\n')) {
     if (!line.includes('"serving"')) continue;
-    let entry: { msg?: string; port?: number; listeners?: { transport: string; port: number }[] };
+    let entry: {
+      msg?: string;
+      port?: number;
+      listeners?: { transport: string; port: number }[];
+      metricsPort?: number | null;
+    };
     try {
       entry = JSON.parse(line);
     } catch {
       continue; // not a whole line yet
     }
     if (entry.msg !== 'serving') continue;
+    const metricsPort = typeof entry.metricsPort === 'number' ? entry.metricsPort : undefined;
     if (Array.isArray(entry.listeners))
-      return Object.fromEntries(entry.listeners.map((l) => [l.transport, l.port]));
-    if (typeof entry.port === 'number') return { tcp: entry.port };
+      return {
+        ports: Object.fromEntries(entry.listeners.map((l) => [l.transport, l.port])),
+        metricsPort,
+      };
+    if (typeof entry.port === 'number') return { ports: { tcp: entry.port }, metricsPort };
   }
   return undefined;
 }

@@ -21,6 +21,9 @@ export interface PsShardSetOptions {
   args?: readonly string[];
 }
 
+/** The shard metric of mux's receive pool `emptied` (ps-service). */
+const RECEIVE_QUEUE_EMPTIED = 'rdmajs_ps_rdma_receive_queue_emptied';
+
 /**
  * `rdmajs-ps-server` shards listening on every transport at once, so the TCP and RDMA clients
  * of a scenario talk to the very same server processes.
@@ -47,6 +50,9 @@ export class PsShardSet {
       '--rdma-provider',
       o.provider,
       ...TCP_BASELINE_SHARD_ARGS,
+      // Read for the shards' transport counters (RECEIVE_QUEUE_EMPTIED); port 0: any free one.
+      '--metrics',
+      '127.0.0.1:0',
       ...(o.args ?? []),
     ];
     const started = await Promise.allSettled(
@@ -91,6 +97,15 @@ export class PsShardSet {
     return read.flatMap(({ s, gc }) =>
       gc === undefined ? [] : [{ process: `shard ${s.options.id}`, pid: s.pid, ...gc }],
     );
+  }
+
+  /**
+   * Times the shards' RDMA shared receive queues ran dry so far, summed (with credits off:
+   * clients' SENDs were RNR-retried then); undefined when a running shard does not tell.
+   */
+  async receiveQueueEmptied(): Promise<number | undefined> {
+    const read = await Promise.all(this.shards.map((s) => s.metric(RECEIVE_QUEUE_EMPTIED)));
+    return read.includes(undefined) ? undefined : read.reduce((a = 0, b = 0) => a + b, 0);
   }
 
   /** SIGKILL shard `i`, then start it again on the same ports and data directory. */

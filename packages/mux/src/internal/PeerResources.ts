@@ -13,6 +13,8 @@ import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './ReceivePool
 /** Send work requests per QP (the software queue in front of it holds the rest). */
 export const MAX_SEND_WR = 512;
 export const MAX_SEND_SGE = 4;
+/** The IB rule: rnr_retry 7 means retry forever. */
+const RNR_RETRY_FOREVER = 7;
 
 /**
  * The verbs objects of one peer: a CQ for everything (its receive completions name buffers
@@ -45,8 +47,15 @@ export class PeerResources {
     /** The most credits this side ever leases the peer (the CQ holds that many receives). */
     readonly maxLease: number,
     label?: string,
+    /**
+     * The 'credits' ablation: the peer's SENDs are not bounded by its lease, so they may take
+     * any buffer the shared pool posts (the CQ holds that many receives), and a SEND that finds
+     * none is retried by the NIC forever (rnrRetry 7) instead of failing.
+     */
+    readonly creditsOff = false,
   ) {
-    this.cq = device.createCq({ capacity: maxLease + qpCount * MAX_SEND_WR + 64 });
+    const receives = creditsOff ? Math.max(maxLease, pool.maxBuffers) : maxLease;
+    this.cq = device.createCq({ capacity: receives + qpCount * MAX_SEND_WR + 64 });
     try {
       // Posted before the peer learns of the QPs: its first SEND finds a buffer.
       pool.lease(initialLease);
@@ -101,12 +110,14 @@ export class PeerResources {
   }
 
   /**
-   * RC connect of every QP; rnrRetry 0: a SEND without a posted buffer fails at once. The
-   * peer may only READ through them (mux posts SEND and RDMA_READ, never WRITE or atomics).
+   * RC connect of every QP; rnrRetry 0: a SEND without a posted buffer fails at once (with
+   * credits off: 7, retried forever every min RNR timer of the receiver, the verbs default).
+   * The peer may only READ through them (mux posts SEND and RDMA_READ, never WRITE or atomics).
    */
   connect(remote: readonly Record<string, unknown>[]): void {
+    const rnrRetry = this.creditsOff ? RNR_RETRY_FOREVER : 0;
     for (const [i, qp] of this.qps.entries()) {
-      qp.connect(remote[i] as unknown as Endpoint, { rnrRetry: 0, access: Access.RemoteRead });
+      qp.connect(remote[i] as unknown as Endpoint, { rnrRetry, access: Access.RemoteRead });
     }
   }
 

@@ -1,8 +1,22 @@
 import { MuxError } from '../errors.js';
-import { MAX_SETUP_QPS } from './RdmaSetup.js';
+import { ABLATE_CREDITS, ABLATE_SEND_WINDOW, MAX_SETUP_QPS } from './RdmaSetup.js';
 
 /** How completions are reaped: CQ events only, a short spin after activity, or always spin. */
 export type PollPolicy = 'event' | 'adaptive' | 'busy';
+
+/**
+ * A lesson switched off, for measurement only (the evaluation's ablations); both sides must
+ * name the same ones. 'credits': SENDs go without receive credits, QPs retry RNR forever
+ * (`rnrRetry` 7) instead. 'send-window': no send window or shared budget, and the receiver
+ * does not enforce the window it announced.
+ */
+export type RdmaAblation = 'credits' | 'send-window';
+
+const ABLATION_BITS: Readonly<Record<RdmaAblation, number>> = {
+  credits: ABLATE_CREDITS,
+  'send-window': ABLATE_SEND_WINDOW,
+};
+const ABLATIONS = Object.keys(ABLATION_BITS) as RdmaAblation[];
 
 export interface RdmaTuning {
   /** RC QPs per peer carrying every channel. Default 1. */
@@ -25,6 +39,8 @@ export interface RdmaTuning {
   /** A sender that used no credit for this long gives its grown lease back. Default 1 000. */
   leaseIdleMs?: number;
   pollPolicy?: PollPolicy;
+  /** Lessons switched off, for measurement only (see RdmaAblation). Default none. */
+  ablations?: readonly RdmaAblation[];
 }
 
 export interface ParsedRdmaTuning {
@@ -34,6 +50,8 @@ export interface ParsedRdmaTuning {
   readonly recvCredits: number;
   readonly leaseIdleMs: number;
   readonly pollPolicy: PollPolicy;
+  /** Bit set of the ablations (RdmaSetup's ABLATE_* bits), 0 for the full system. */
+  readonly ablations: number;
 }
 
 /**
@@ -89,5 +107,29 @@ export function parseRdmaTuning(o: RdmaTuning = {}): ParsedRdmaTuning {
     ),
     leaseIdleMs: int('leaseIdleMs', o.leaseIdleMs, 1_000, 1, 2_147_483_647),
     pollPolicy,
+    ablations: parseAblations(o.ablations),
   };
+}
+
+function parseAblations(list: readonly RdmaAblation[] | undefined): number {
+  if (list === undefined) return 0;
+  if (!Array.isArray(list)) {
+    throw new MuxError('ERR_MUX_INVALID_ARG', 'ablations must be an array');
+  }
+  let bits = 0;
+  for (const a of list as readonly RdmaAblation[]) {
+    if (!ABLATIONS.includes(a)) {
+      throw new MuxError(
+        'ERR_MUX_INVALID_ARG',
+        `ablations: unknown ${JSON.stringify(a)} (one of ${ABLATIONS.join(', ')})`,
+      );
+    }
+    bits |= ABLATION_BITS[a];
+  }
+  return bits;
+}
+
+/** The names of an ablation bit set, for messages and stats. */
+export function ablationNames(bits: number): RdmaAblation[] {
+  return ABLATIONS.filter((a) => (bits & ABLATION_BITS[a]) !== 0);
 }

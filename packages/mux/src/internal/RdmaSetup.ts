@@ -5,15 +5,21 @@ import { MuxError } from '../errors.js';
  * 'done' (so no QP endpoint reaches an unauthenticated peer). Peers are untrusted: decode
  * checks every length and range before it builds anything.
  *
- * Layout (big-endian): u16 version, u8 qpCount, u8 reserved 0, u32 recvBufferBytes,
+ * Layout (big-endian): u16 version, u8 qpCount, u8 ablations, u32 recvBufferBytes,
  * u32 recvBufferCount, 7 × u32 flow parameters (FlowParams order), then per QP a u16 length
  * and that many bytes of UTF-8 JSON: the provider's endpoint object.
  *
  * Version 2 (credit leases): `flow.receiveCredits` is the peer's initial lease and
  * `recvBufferCount` the most it may grow to (buffers come from a shared receive pool).
+ * `ablations` (the byte that was reserved, 0 in the full system): the lessons this side
+ * switched off for a measurement (ABLATE_* bits); both sides must send the same.
  */
 export const RDMA_SETUP_VERSION = 2;
 export const MAX_SETUP_QPS = 8;
+/** Ablation bits: SENDs without receive credits (RNR retried forever instead); no send window. */
+export const ABLATE_CREDITS = 1;
+export const ABLATE_SEND_WINDOW = 2;
+const ABLATION_MASK = ABLATE_CREDITS | ABLATE_SEND_WINDOW;
 export const MAX_ENDPOINT_JSON_BYTES = 1024;
 const FIXED_BYTES = 4 + 8 + 7 * 4;
 export const MAX_SETUP_BYTES = FIXED_BYTES + MAX_SETUP_QPS * (2 + MAX_ENDPOINT_JSON_BYTES);
@@ -46,6 +52,8 @@ export interface RdmaSetup {
   /** The most credits this side leases the peer (its initial lease is `flow.receiveCredits`). */
   recvBufferCount: number;
   flow: SetupFlowParams;
+  /** ABLATE_* bits: lessons switched off for a measurement (0: none). */
+  ablations: number;
 }
 
 function u32(name: string, n: unknown, err: (m: string) => MuxError): number {
@@ -80,6 +88,9 @@ function checkSetup(s: RdmaSetup, err: (m: string) => MuxError): void {
   if (u32('recvBufferBytes', s.recvBufferBytes, err) < 64) throw err('recvBufferBytes < 64');
   if (u32('recvBufferCount', s.recvBufferCount, err) < 1) throw err('recvBufferCount < 1');
   for (const f of FLOW_FIELDS) u32(`flow.${f}`, s.flow[f], err);
+  if ((u32('ablations', s.ablations, err) & ~ABLATION_MASK) !== 0) {
+    throw err(`unknown ablation bits ${s.ablations}`);
+  }
   // What the flow parameters promise must match the buffers actually posted.
   if (s.flow.receiveCredits > s.recvBufferCount) {
     throw err('flow.receiveCredits exceeds recvBufferCount');
@@ -98,6 +109,7 @@ export function encodeRdmaSetup(s: RdmaSetup): Uint8Array {
   const out = Buffer.alloc(FIXED_BYTES + jsons.reduce((a, j) => a + 2 + j.length, 0));
   out.writeUInt16BE(RDMA_SETUP_VERSION, 0);
   out.writeUInt8(s.endpoints.length, 2);
+  out.writeUInt8(s.ablations, 3);
   out.writeUInt32BE(s.recvBufferBytes, 4);
   out.writeUInt32BE(s.recvBufferCount, 8);
   let off = 12;
@@ -121,7 +133,6 @@ export function decodeRdmaSetup(msg: Uint8Array): RdmaSetup {
   const version = b.readUInt16BE(0);
   if (version !== RDMA_SETUP_VERSION) throw protoErr(`version ${version}`);
   const qps = b.readUInt8(2);
-  if (b.readUInt8(3) !== 0) throw protoErr('reserved byte set');
   if (qps < 1 || qps > MAX_SETUP_QPS) throw protoErr(`${qps} QPs`);
   const flow = {} as SetupFlowParams;
   let off = 12;
@@ -151,6 +162,7 @@ export function decodeRdmaSetup(msg: Uint8Array): RdmaSetup {
     recvBufferBytes: b.readUInt32BE(4),
     recvBufferCount: b.readUInt32BE(8),
     flow,
+    ablations: b.readUInt8(3),
   };
   checkSetup(setup, protoErr);
   return setup;

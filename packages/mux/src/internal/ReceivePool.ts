@@ -50,6 +50,12 @@ export interface ReceivePoolStats {
   readonly registeredBytes: number;
   /** Most buffers the pool may hold (SRQ depth, registration limit). */
   readonly maxBuffers: number;
+  /**
+   * Arrivals that took the last posted buffer: until the next repost a SEND to any of the
+   * transport's QPs finds none (RNR). With credits on no sender holds a credit then; with the
+   * 'credits' ablation each SEND arriving meanwhile is NAKed and retried by the NIC.
+   */
+  readonly emptied: number;
 }
 
 const EMPTY = 0;
@@ -106,6 +112,7 @@ export class ReceivePool {
   #top = 0;
   #size = 0;
   #posted = 0;
+  #emptied = 0;
   #held = 0;
   /** Held buffers of ended connections: no lease stands for them, so they do not cover one. */
   #orphans = 0;
@@ -271,7 +278,7 @@ export class ReceivePool {
     }
     this.#state[idx] = TAKEN;
     this.#owner[idx] = user;
-    this.#posted--;
+    if (--this.#posted === 0) this.#emptied++;
     return idx;
   }
 
@@ -483,6 +490,7 @@ export class ReceivePool {
       bufferBytes: this.#bufferBytes,
       registeredBytes: this.#size * (block?.capacity ?? this.#bufferBytes),
       maxBuffers: this.maxBuffers,
+      emptied: this.#emptied,
     };
   }
 

@@ -4,10 +4,12 @@ import {
   MuxConnectionError,
   MuxDeadlineError,
   MuxError,
+  MuxHandshakeError,
   MuxProtocolError,
 } from '../errors.js';
 import { type ControlLink, ControlType } from './ControlLink.js';
 import type { PeerResources } from './PeerResources.js';
+import { ablationNames } from './RdmaOptions.js';
 import {
   decodeRdmaSetup,
   encodeRdmaSetup,
@@ -21,6 +23,8 @@ export interface LocalSetup {
   recvBufferBytes: number;
   recvBufferCount: number;
   flow: SetupFlowParams;
+  /** ABLATE_* bits: the peer must announce the same. */
+  ablations: number;
 }
 
 /** The outcome: the peer's validated setup and our QPs connected to it. */
@@ -114,6 +118,8 @@ export async function establish(
       resources = makeResources(peer.endpoints.length);
       link.send(ControlType.Setup, encodeRdmaSetup({ ...local, endpoints: resources.endpoints() }));
     }
+    // After the exchange, so each side learns the other's choice and fails with the same code.
+    checkAblations(peer, local, role);
     try {
       resources.connect(peer.endpoints);
     } catch (cause) {
@@ -130,13 +136,34 @@ export async function establish(
     return { peer, resources };
   } catch (err) {
     resources?.close();
-    link.destroy();
+    // A disagreement ends the link once our Setup is out: the peer reads it and says why too.
+    if (err instanceof MuxError && err.code === 'ERR_MUX_ABLATION') endSoon(link);
+    else link.destroy();
     throw err;
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
   }
 }
+
+/** Both sides must switch off the same lessons (a measurement of one, never a silent mix). */
+function checkAblations(peer: RdmaSetup, local: LocalSetup, role: 'client' | 'server'): void {
+  if (peer.ablations === local.ablations) return;
+  const names = (bits: number) => ablationNames(bits).join(', ') || 'none';
+  throw new MuxHandshakeError(
+    'ERR_MUX_ABLATION',
+    `setup (${role}): this side switched off ${names(local.ablations)}, the peer ${names(peer.ablations)}; both must agree`,
+  );
+}
+
+/** Ends the link (what was sent goes first), and destroys it if the peer does not close it soon. */
+function endSoon(link: ControlLink): void {
+  link.end();
+  setTimeout(() => link.destroy(), ABLATION_LINGER_MS).unref();
+}
+
+/** How long a link refused for an ablation mismatch waits for the peer to close it. */
+const ABLATION_LINGER_MS = 1_000;
 
 /** What the peer announced must fit what this side will send into its buffers. */
 function checkPeer(peer: RdmaSetup, local: LocalSetup): RdmaSetup {

@@ -190,7 +190,8 @@ export class ClientProcess {
         r !== null &&
         safeCount(r.rssBytes) &&
         (r.qps === undefined || safeCount(r.qps)) &&
-        (r.registeredBytes === undefined || safeCount(r.registeredBytes)),
+        (r.registeredBytes === undefined || safeCount(r.registeredBytes)) &&
+        (r.receiveQueueEmptied === undefined || safeCount(r.receiveQueueEmptied)),
       r,
     );
   }

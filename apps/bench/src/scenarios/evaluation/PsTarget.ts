@@ -156,6 +156,11 @@ export class RdmajsPsTarget implements PsTarget {
     return this.rdma?.allocator.registeredBytes;
   }
 
+  /** Times this side's shared receive queue ran dry (RDMA: the transport's receive pool). */
+  receiveQueueEmptied(): number | undefined {
+    return this.rdma?.stats().receivePool?.emptied;
+  }
+
   /** RC QPs this side holds: a connection per client and shard, `qpPoolSize` QPs each. */
   qps(): number | undefined {
     if (this.rdma === undefined) return undefined;

@@ -12,6 +12,7 @@ export type RdmaTuning = Pick<
   | 'recvBufferCount'
   | 'windowBytes'
   | 'maxRegisteredBytes'
+  | 'ablations'
 >;
 
 /** The `rdmajs-ps-server` flags that give a shard's RdmaTransport the same tuning. */
@@ -24,5 +25,7 @@ export function serverArgsOf(t: RdmaTuning): string[] {
   if (t.windowBytes !== undefined) args.push('--rdma-window-bytes', String(t.windowBytes));
   if (t.maxRegisteredBytes !== undefined)
     args.push('--rdma-max-registered', String(t.maxRegisteredBytes));
+  if (t.ablations !== undefined && t.ablations.length > 0)
+    args.push('--rdma-ablate', t.ablations.join(','));
   return args;
 }

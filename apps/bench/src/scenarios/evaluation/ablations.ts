@@ -22,13 +22,6 @@ export interface Ablation {
   client: Pick<RdmaTargetOptions, 'copyRows' | 'clients' | 'recovery'>;
 }
 
-/** A lesson the evaluation cannot switch off honestly (yet), and why. */
-export interface NotMeasured {
-  name: string;
-  lesson: string;
-  reason: string;
-}
-
 export const ABLATIONS: readonly Ablation[] = [
   {
     name: 'zero-copy',
@@ -54,6 +47,26 @@ export const ABLATIONS: readonly Ablation[] = [
     client: { clients: HEADLINE_CONCURRENCY },
   },
   {
+    name: 'credits',
+    lesson: 'receive credits: never SEND without a posted receive buffer (no RNR)',
+    instead:
+      "SENDs go without credits (client and shards: --rdma-ablate credits); a SEND that finds the shard's shared receive queue empty is RNR-NAKed and retried by the NIC every 0.64 ms, forever (rnrRetry 7); leases stay at 16 buffers per connection (nothing signals a busy sender), and the receiver copies nothing out to keep buffers posted",
+    measure: 'incast',
+    tuning: { ablations: ['credits'] },
+    serverArgs: [],
+    client: {},
+  },
+  {
+    name: 'send-window',
+    lesson: 'software send window: bounded bytes and messages in flight per connection and process',
+    instead:
+      'no send window and no shared budget on the client and the shards (--rdma-ablate send-window), and no side enforces the window it announced: what bounds data in flight is the receive credits and registered memory',
+    measure: 'incast',
+    tuning: { ablations: ['send-window'] },
+    serverArgs: [],
+    client: {},
+  },
+  {
     name: 'recovery',
     lesson:
       'recovery above the transport: sessions outlive connections, pushes are resent and de-duplicated',
@@ -61,21 +74,6 @@ export const ABLATIONS: readonly Ablation[] = [
       'no reconnect inside an RPC session, one relink attempt, no resend: pushes in flight when the shard dies fail; the next push after it is back opens a new session',
     measure: 'failure',
     client: { recovery: false },
-  },
-];
-
-export const NOT_MEASURED: readonly NotMeasured[] = [
-  {
-    name: 'credits',
-    lesson: 'receive credits: never SEND without a posted receive buffer (no RNR)',
-    reason:
-      "mux has no credit-less mode: the sender's credit check, the receiver's refusal of a SEND without a credit (ERR_MUX_PROTOCOL) and the QPs' rnrRetry 0 are one protocol; switching it off honestly means a new negotiated mode in RdmaConnection (the hot path another change is reworking), not an option. Besides, the open loop caps requests in flight at 256 and PsClient pushes at 64 per shard, against leases of up to 256 receive buffers per connection (16 at first, doubled while busy): credits could only stall at the very edge of saturation here, so RNR would rarely happen even without them",
-  },
-  {
-    name: 'send-window',
-    lesson: 'software send window: bounded bytes and messages in flight per connection and process',
-    reason:
-      'mux has no window-less mode (the receiver enforces the window it announced and fails a sender that overruns it); raising --rdma-window would only move a bound that this workload never reaches (64 MiB per connection against at most 64 pushes × ≈ 22 KiB in flight per shard), so such a row would measure the same code; what the window protects against — switch buffers and PFC pauses under incast — does not exist on loopback',
   },
 ];
 

@@ -167,8 +167,10 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       if (target instanceof RdmajsPsTarget) {
         const registered = target.registeredBytes();
         const qps = target.qps();
+        const emptied = target.receiveQueueEmptied();
         if (registered !== undefined) info.registeredBytes = registered;
         if (qps !== undefined) info.qps = qps;
+        if (emptied !== undefined) info.receiveQueueEmptied = emptied;
       }
       return info;
     }

@@ -84,4 +84,6 @@ export interface ClientInfoReply {
   rssBytes: number;
   registeredBytes?: number;
   qps?: number;
+  /** Times the client transport's shared receive queue ran dry so far (mux's pool `emptied`). */
+  receiveQueueEmptied?: number;
 }

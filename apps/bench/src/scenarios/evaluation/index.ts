@@ -5,7 +5,7 @@ import type { Result } from '../../report/Result.js';
 import type { HeadlineValues } from '../../report/summary.js';
 import { floorSummary, wakeupFloor } from '../../stats/wakeupFloor.js';
 import type { Scenario, ScenarioOptions } from '../Scenario.js';
-import { ABLATIONS, type Ablation, NOT_MEASURED } from './ablations.js';
+import { ABLATIONS, type Ablation } from './ablations.js';
 import { type ClientPools, ClientProcess } from './ClientProcess.js';
 import { type FailureOptions, runFailure } from './failure.js';
 import {
@@ -147,6 +147,10 @@ export function renderAblations(results: Result[]): string {
       extra.push(
         `${formatSize(r.registeredBytes)} vs ${formatSize(ref.registeredBytes as number)} registered (client)`,
       );
+    if (typeof r.shardQueueEmptied === 'number')
+      extra.push(
+        `shards' receive queue ran dry ${r.shardQueueEmptied}× vs ${ref?.shardQueueEmptied ?? '?'}× (client's ${r.clientQueueEmptied ?? '?'}× vs ${ref?.clientQueueEmptied ?? '?'}×; RNR NAKs with credits off)`,
+      );
     // A push that fails is not timed: the kill row's latencies say nothing of the lesson.
     const figures = r.op.startsWith('push-shard-killed')
       ? [
@@ -165,7 +169,6 @@ export function renderAblations(results: Result[]): string {
       `   ${''.padEnd(10)} instead: ${r.instead}`,
     );
   }
-  for (const n of NOT_MEASURED) lines.push(`  −${n.name.padEnd(10)} not measured: ${n.reason}`);
   return lines.join('\n');
 }
 

@@ -18,8 +18,14 @@ import {
   measureFetchRows,
   warmUpFetch,
 } from './inference.js';
-import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
-import type { RdmaTuning } from './RdmaTuning.js';
+import {
+  EVAL_SECRET,
+  EVAL_SHARDS,
+  EVAL_TABLES,
+  RdmajsPsTarget,
+  type RdmaTargetOptions,
+} from './PsTarget.js';
+import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { HEADLINE_CONCURRENCY, runTraining, type TrainingOptions } from './training.js';
 
 /** What the fetch and incast ablations run against: the main shards and RDMA target. */
@@ -68,10 +74,39 @@ async function footprint(t: ClientProcess): Promise<Record<string, number>> {
   };
 }
 
+/** How often a target's receive queues ran dry so far: its client's, its shards' (if its own). */
+interface QueueCounts {
+  client: number | undefined;
+  shards: number | undefined;
+}
+
+async function queueCounts(t: ClientProcess, shards: PsShardSet | undefined): Promise<QueueCounts> {
+  const [info, s] = await Promise.all([t.info(), shards?.receiveQueueEmptied()]);
+  return { client: info.receiveQueueEmptied, shards: s };
+}
+
+/**
+ * The row's receive-queue counts over its measurement: each time a queue ran dry a SEND
+ * arriving found no buffer — with credits on none arrives then, with credits off it is
+ * RNR-NAKed and retried (verbs counts no NAKs; this is what mux sees).
+ */
+function queueDelta(
+  before: QueueCounts | undefined,
+  after: QueueCounts | undefined,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (before?.client !== undefined && after?.client !== undefined)
+    out.clientQueueEmptied = after.client - before.client;
+  if (before?.shards !== undefined && after?.shards !== undefined)
+    out.shardQueueEmptied = after.shards - before.shards;
+  return out;
+}
+
 /**
  * A fetch or incast ablation: the ablated target (on its own shards when the servers differ)
  * and the full system measured back to back with the same workload, so both meet the same
- * machine load; the ablated row carries its ratios against that reference row.
+ * machine load; the ablated row carries its ratios against that reference row. The full
+ * system is the main target, or for an incast on shards of its own a twin started alike.
  */
 export async function runLiveAblation(
   a: Ablation,
@@ -79,24 +114,20 @@ export async function runLiveAblation(
   progress: (label: string) => void,
 ): Promise<Result[]> {
   let own: PsShardSet | undefined;
+  let twin: PsShardSet | undefined;
   let t: ClientProcess | undefined;
-  try {
-    if (a.serverArgs !== undefined) {
-      const args = ablatedServerArgs(a, c.tuning);
-      progress(`ablation −${a.name}: starting shards (${args.join(' ')})`);
-      own = await PsShardSet.start({
-        shards: EVAL_SHARDS,
-        tables: EVAL_TABLES,
-        secret: EVAL_SECRET,
-        transports: ['rdma'],
-        provider: c.provider,
-        args,
-      });
-    }
-    progress(`ablation −${a.name}: connecting`);
-    const shards = own ?? c.set;
-    const options = ablatedTarget(a, c.tuning);
-    t = await ClientProcess.spawn(
+  let twinClient: ClientProcess | undefined;
+  const startShards = (args: string[]) =>
+    PsShardSet.start({
+      shards: EVAL_SHARDS,
+      tables: EVAL_TABLES,
+      secret: EVAL_SECRET,
+      transports: ['rdma'],
+      provider: c.provider,
+      args,
+    });
+  const spawn = (shards: PsShardSet, options: RdmaTargetOptions) =>
+    ClientProcess.spawn(
       {
         kind: 'rdmajs',
         side: 'rdma',
@@ -112,7 +143,29 @@ export async function runLiveAblation(
         pools: c.pools,
       },
     );
-    const ref = c.full.as(REF);
+  try {
+    if (a.serverArgs !== undefined) {
+      const args = ablatedServerArgs(a, c.tuning);
+      // An incast on fresh shards against the main ones measured their cold start (new rows
+      // inserted, JIT, receive pools growing): −send-window, the same data path, read 4.1× the
+      // ref's CPU per push. So its ref runs on twin shards started alike, lesson on.
+      const twinned = a.measure === 'incast';
+      progress(
+        `ablation −${a.name}: starting shards (${args.join(' ')})${twinned ? " and the ref's twins" : ''}`,
+      );
+      [own, twin] = await Promise.all([
+        startShards(args),
+        twinned ? startShards(serverArgsOf(c.tuning)) : undefined,
+      ]);
+    }
+    progress(`ablation −${a.name}: connecting`);
+    const options = ablatedTarget(a, c.tuning);
+    [t, twinClient] = await Promise.all([
+      spawn(own ?? c.set, options),
+      twin === undefined ? undefined : spawn(twin, { tuning: c.tuning, variant: REF }),
+    ]);
+    const full = twinClient ?? c.full;
+    const ref = twinClient ?? c.full.as(REF);
     let refRow: Result;
     let row: Result;
     if (a.measure === 'fetch') {
@@ -145,27 +198,39 @@ export async function runLiveAblation(
         71,
         progress,
       );
-      refRow = { ...(r0 as Result), ...(await footprint(c.full)) };
+      refRow = { ...(r0 as Result), ...(await footprint(full)) };
       row = { ...(r1 as Result), ...(await footprint(t)) };
     } else if (a.measure === 'incast') {
       progress(`ablation −${a.name}: push-incast×${HEADLINE_CONCURRENCY}`);
+      // Shard counts only from shards of a row's own (else they would mix both rows).
+      const sides = [
+        { client: full, shards: twin },
+        { client: t, shards: own },
+      ] as const;
+      const before = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
       const rows = await runTraining(
         [ref, t],
         { ...c.training, concurrency: [HEADLINE_CONCURRENCY] },
         progress,
       );
+      const after = await Promise.all(sides.map((x) => queueCounts(x.client, x.shards)));
       refRow = {
         ...(rows.find((r) => r.op.endsWith(REF)) as Result),
-        ...(await footprint(c.full)),
+        ...(await footprint(full)),
+        ...queueDelta(before[0], after[0]),
       };
-      row = { ...(rows.find((r) => !r.op.endsWith(REF)) as Result), ...(await footprint(t)) };
+      row = {
+        ...(rows.find((r) => !r.op.endsWith(REF)) as Result),
+        ...(await footprint(t)),
+        ...queueDelta(before[1], after[1]),
+      };
     } else {
       throw new Error(`ablation ${a.name}: ${a.measure} is not measured on the live shards`);
     }
     return [refRow, compareWithReference(a, row, refRow)];
   } finally {
-    await t?.close();
-    await own?.stop();
+    await Promise.all([t?.close(), twinClient?.close()]);
+    await Promise.all([own?.stop(), twin?.stop()]);
   }
 }
 
