@@ -207,6 +207,17 @@ async function muxConcurrent(
   };
 }
 
+/** The bench's RDMA client transport: the run's provider, the policy, the eager threshold. */
+function rdmaClient(o: ScenarioOptions, policy: PollPolicy, qpPoolSize: number): RdmaTransport {
+  const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
+  return new RdmaTransport({
+    pollPolicy: policy,
+    qpPoolSize,
+    ...eagerOption,
+    ...(device ? { device } : {}),
+  });
+}
+
 /** Every RDMA row of one polling policy: its own peer process and client transport. */
 async function rdmaRows(
   o: ScenarioOptions,
@@ -220,14 +231,7 @@ async function rdmaRows(
   const transport = o.provider === 'soft' ? 'soft' : 'ibverbs';
   const side: Side = { transport, suffix: ` ${policy}`, baselineOp: 'mux-rtt' };
   const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
-  const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-  const options = {
-    pollPolicy: policy,
-    qpPoolSize: 2,
-    ...eagerOption,
-    ...(device ? { device } : {}),
-  };
-  const client = new RdmaTransport(options);
+  const client = rdmaClient(o, policy, 2);
   const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
   try {
     progress(`rdma ${policy} warm-up`);
@@ -291,13 +295,7 @@ async function qpPerChannel(
   for (const n of QP_ABLATION) {
     for (const perChannel of [false, true]) {
       const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
-      const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-      const client = new RdmaTransport({
-        pollPolicy: policy,
-        qpPoolSize: perChannel ? 1 : 2,
-        ...eagerOption,
-        ...(device ? { device } : {}),
-      });
+      const client = rdmaClient(o, policy, perChannel ? 1 : 2);
       const conns: Connection[] = [];
       try {
         for (let i = 0; i < (perChannel ? n : 1); i++)
@@ -386,13 +384,7 @@ async function sameLoadRows(
     for (const policy of POLICIES.filter((p) => p !== 'busy')) {
       const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
       peers.push(peer);
-      const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-      const client = new RdmaTransport({
-        pollPolicy: policy,
-        qpPoolSize: 2,
-        ...eagerOption,
-        ...(device ? { device } : {}),
-      });
+      const client = rdmaClient(o, policy, 2);
       closers.push(() => client.close());
       const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
       closers.push(() => conn.destroy());
