@@ -52,4 +52,6 @@ process.on('message', (m: { id: number; op: string }) => {
   if (m.op === 'cpu') process.send?.({ id: m.id, result: cpuNowUs() });
   else if (m.op === 'exit') process.exit(0);
 });
+// The bench went away without killing us (it crashed, or was killed): so do we.
+process.on('disconnect', () => process.exit(0));
 process.send?.({ port: listener.port });
