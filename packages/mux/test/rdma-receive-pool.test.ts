@@ -5,7 +5,6 @@
 // test reads both sides' leases.
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  type Channel,
   type InboundMessage,
   type RdmaConnection,
   RdmaTransport,
@@ -13,6 +12,7 @@ import {
 } from '../src/index.js';
 import { spawnContractPeer } from './contract/spawnPeer.js';
 import { rdmaTarget } from './rdmaTarget.js';
+import { rdmaPair } from './support/rdmaPair.js';
 import { roguePeer } from './support/roguePeer.js';
 
 const SECRET = 'rdma receive pool test secret (test only)';
@@ -25,43 +25,8 @@ afterEach(async () => {
 });
 
 /** An echo server and a client transport in this process; `hold` keeps what arrives instead. */
-async function pair(options: RdmaTransportOptions = {}, hold?: InboundMessage[]) {
-  const server = new RdmaTransport(options);
-  const client = new RdmaTransport(options);
-  const listener = await server.listen({ secret: SECRET });
-  const serverConns: RdmaConnection[] = [];
-  listener.on('connection', (c) => {
-    const conn = c as RdmaConnection;
-    serverConns.push(conn);
-    conn.on('error', () => {});
-    conn.on('channel', async (ch: Channel) => {
-      try {
-        for await (const m of ch) {
-          if (hold !== undefined) {
-            hold.push(m);
-            continue;
-          }
-          try {
-            await ch.send(m.bytes, LONG);
-          } finally {
-            m.release();
-          }
-        }
-      } catch {
-        // the connection went away
-      }
-    });
-  });
-  cleanups.push(async () => {
-    await listener.close();
-    for (const c of serverConns) c.destroy();
-    server.close();
-    client.close();
-  });
-  const conn = await client.connect({ port: listener.port, secret: SECRET });
-  cleanups.push(() => conn.destroy());
-  return { server, client, listener, conn, serverConns };
-}
+const pair = (options: RdmaTransportOptions = {}, hold?: InboundMessage[]) =>
+  rdmaPair(cleanups, { secret: SECRET, options, ...(hold === undefined ? {} : { hold }) });
 
 describe('RdmaTransport shared receive pool', () => {
   it('a_thousand_connections_to_a_forked_peer_fit_the_default_registration_limit', async () => {

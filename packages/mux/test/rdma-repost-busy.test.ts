@@ -15,13 +15,8 @@ import {
   type SharedReceiveQueue,
 } from '@rdmajs/verbs';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  type Channel,
-  type InboundMessage,
-  type MuxError,
-  type RdmaConnection,
-  RdmaTransport,
-} from '../src/index.js';
+import type { InboundMessage, MuxError, RdmaConnection } from '../src/index.js';
+import { rdmaPair } from './support/rdmaPair.js';
 
 const SECRET = 'rdma repost busy test secret (test only)';
 const LONG = { timeoutMs: 120_000 };
@@ -79,33 +74,13 @@ async function stoppedHolderScene() {
     serverPd = allocPd();
     return serverPd;
   };
-  const server = new RdmaTransport({ device: serverDev });
-  const client = new RdmaTransport();
-  const listener = await server.listen({ secret: SECRET });
+  cleanups.push(() => serverDev.close());
   const held: InboundMessage[] = [];
-  const serverConns: RdmaConnection[] = [];
-  listener.on('connection', (c) => {
-    const conn = c as RdmaConnection;
-    serverConns.push(conn);
-    conn.on('error', () => {});
-    conn.on('channel', async (ch: Channel) => {
-      try {
-        for await (const m of ch) held.push(m);
-      } catch {
-        // the connection went away (the test's expectations say so)
-      }
-    });
+  const { conn, serverConns } = await rdmaPair(cleanups, {
+    secret: SECRET,
+    serverOptions: { device: serverDev },
+    hold: held,
   });
-  cleanups.push(async () => {
-    for (const m of held.splice(0)) if (!m.released) m.release();
-    await listener.close();
-    for (const c of serverConns) c.destroy();
-    server.close();
-    client.close();
-    serverDev.close();
-  });
-  const conn = await client.connect({ port: listener.port, secret: SECRET });
-  cleanups.push(() => conn.destroy());
   conn.on('error', () => {});
 
   const ch = conn.openChannel('numbers');

@@ -5,12 +5,11 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  type Channel,
   HANDSHAKE_MESSAGE_BYTES,
   Handshake,
   type InboundMessage,
   type RdmaConnection,
-  RdmaTransport,
+  type RdmaTransport,
   type RdmaTransportOptions,
   type SessionKeys,
 } from '../src/index.js';
@@ -18,6 +17,7 @@ import { ControlSealer } from '../src/internal/ControlSeal.js';
 import { fillPattern, prng, sizeMix } from './contract/pattern.js';
 import { spawnContractPeer } from './contract/spawnPeer.js';
 import { rdmaTarget } from './rdmaTarget.js';
+import { rdmaPair } from './support/rdmaPair.js';
 
 const SECRET = 'rdma transport test secret (test only)';
 const LONG = { timeoutMs: 120_000 };
@@ -29,42 +29,8 @@ afterEach(async () => {
 });
 
 /** A server that echoes every message on every channel, and a client transport. */
-async function pair(options: RdmaTransportOptions = {}) {
-  const server = new RdmaTransport(options);
-  const client = new RdmaTransport(options);
-  const listener = await server.listen({ secret: SECRET });
-  const serverConns: RdmaConnection[] = [];
-  const rejects: string[] = [];
-  listener.on('reject', (err) => rejects.push((err as { code?: string }).code ?? 'none'));
-  listener.on('connection', (c) => {
-    const conn = c as RdmaConnection;
-    serverConns.push(conn);
-    conn.on('error', () => {});
-    conn.on('channel', async (ch: Channel) => {
-      try {
-        for await (const m of ch) {
-          try {
-            await ch.send(m.bytes, LONG);
-          } finally {
-            m.release();
-          }
-        }
-        await ch.close(LONG);
-      } catch {
-        // the connection went away
-      }
-    });
-  });
-  cleanups.push(async () => {
-    await listener.close();
-    for (const c of serverConns) c.destroy();
-    server.close();
-    client.close();
-  });
-  const conn = await client.connect({ port: listener.port, secret: SECRET });
-  cleanups.push(() => conn.destroy());
-  return { server, client, listener, conn, serverConns, rejects };
-}
+const pair = (options: RdmaTransportOptions = {}) =>
+  rdmaPair(cleanups, { secret: SECRET, options });
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {

@@ -10,7 +10,6 @@ import type { ReplyMemory } from './ReplyBuffer.js';
 import { decodeRpcFrame, requestBudgetMs } from './RpcFrame.js';
 import { SessionAuthority } from './SessionAuthority.js';
 import {
-  DATA_RECEIVE,
   decodeSessionFrame,
   encodeSessionFrame,
   MAX_WELCOME_SEQS,
@@ -334,7 +333,7 @@ export class RpcServer {
           drop(`more than ${this.#maxDataChannels} data channels`, 'ERR_RPC_CHANNEL_LIMIT');
           return;
         }
-        void this.#serveData(connection, ch, st, replyMemory);
+        this.#serveData(connection, ch, st, replyMemory);
       } else {
         drop(`unexpected channel ${ch.name} in phase ${st.phase}`);
       }
@@ -491,12 +490,12 @@ export class RpcServer {
     this.#live.set(sessionId, connection);
   }
 
-  async #serveData(
+  #serveData(
     connection: Connection,
     ch: Channel,
     st: ConnState,
     replyMemory: ReplyMemory | undefined,
-  ): Promise<void> {
+  ): void {
     const scope = {
       epoch: st.epoch,
       sessionId: st.sessionId as string,
@@ -512,67 +511,110 @@ export class RpcServer {
     const fail = (err: unknown): void => {
       connection.destroy(err instanceof Error ? err : undefined);
     };
-    for (;;) {
-      let msg: InboundMessage;
-      try {
-        // Not copied: the handler reads the transport's receive memory (registered memory on
-        // RDMA). The message is released once the reply went out, which may alias it; until
-        // then it counts against the peer's window, so slow handlers backpressure the peer
-        // instead of piling up copies here.
-        msg = await ch.receive(DATA_RECEIVE);
-      } catch (err) {
-        if ((err as { code?: string }).code === 'ERR_MUX_DEADLINE') continue; // just quiet
-        return; // channel closed or connection lost: nothing left to answer
-      }
-      // At the bound, this call (and the channel behind it) waits until one finishes. Not a
-      // refusal: a refused non-idempotent call would leave the client unsure whether to retry
-      // it; a waiting one runs exactly once. It waits once, in line, for at most its own
-      // deadline budget: past that its caller has given up, so it is dropped unexecuted.
-      if (!slots.tryTake()) {
-        this.#stats.throttled++;
-        const budget = requestBudgetMs(msg.bytes, limits);
-        if (budget === 0) {
-          // Not a request with a valid budget: treated as dispatch would, without a slot — a
-          // malformed frame fails the connection (not counted as expired and dropped quietly),
-          // a well-formed frame of another kind is dropped.
-          try {
-            decodeRpcFrame(msg.bytes, limits);
-          } catch (err) {
-            msg.release();
-            fail(err);
-            return;
-          }
-          msg.release();
-          continue;
-        }
-        const waited = await slots.take(budget);
-        if (waited !== 'taken') {
-          msg.release();
-          if (waited === 'closed') return; // the connection went away while waiting
-          this.#stats.expired++;
-          continue;
-        }
-      }
-      // Requests run concurrently; each reply goes out when its handler settles — a
-      // synchronous handler's at once, without a promise job.
+    // Requests run concurrently; each reply goes out when its handler settles — a
+    // synchronous handler's at once, without a promise job.
+    const dispatch = (msg: InboundMessage): void => {
       let parts: ReturnType<MethodRegistry['dispatchNow']>;
       try {
         parts = registry.dispatchNow(msg.bytes, scope);
       } catch (err) {
         replies.settle(msg);
         fail(err);
-        continue;
+        return;
       }
       if (parts instanceof Promise) {
-        const m = msg;
         parts.then(
-          (p) => replies.add(p, m),
+          (p) => replies.add(p, msg),
           (err: unknown) => {
-            replies.settle(m);
+            replies.settle(msg);
             fail(err);
           },
         );
       } else replies.add(parts, msg);
-    }
+    };
+    // Requests that found every slot taken, in arrival order (held, not copied: each still
+    // counts against the peer's window, so slow handlers backpressure the peer instead of
+    // piling up here). Later arrivals queue behind them, so admission stays in order.
+    const backlog: InboundMessage[] = [];
+    // Slots closed with the connection refuse like full ones; the wait then says 'closed'.
+    const tryTake = (): boolean => {
+      try {
+        return slots.tryTake();
+      } catch {
+        return false;
+      }
+    };
+    let ended = false;
+    let waiting = false;
+    // At the bound, a call (and the calls behind it) waits until one finishes. Not a refusal:
+    // a refused non-idempotent call would leave the client unsure whether to retry it; a
+    // waiting one runs exactly once. It waits once, in line, for at most its own deadline
+    // budget: past that its caller has given up, so it is dropped unexecuted.
+    const admitBacklog = async (): Promise<void> => {
+      waiting = true;
+      try {
+        while (backlog.length > 0 && !ended) {
+          const msg = backlog[0] as InboundMessage;
+          if (!tryTake()) {
+            this.#stats.throttled++;
+            const budget = requestBudgetMs(msg.bytes, limits);
+            if (budget === 0) {
+              // Not a request with a valid budget: treated as dispatch would, without a slot —
+              // a malformed frame fails the connection (not counted as expired and dropped
+              // quietly), a well-formed frame of another kind is dropped.
+              backlog.shift();
+              try {
+                decodeRpcFrame(msg.bytes, limits);
+              } catch (err) {
+                msg.release();
+                fail(err);
+                return;
+              }
+              msg.release();
+              continue;
+            }
+            const waited = await slots.take(budget);
+            if (waited === 'closed') {
+              // The connection went away while waiting: nothing here will be answered.
+              ended = true;
+              return;
+            }
+            if (waited === 'expired') {
+              backlog.shift();
+              msg.release();
+              this.#stats.expired++;
+              continue;
+            }
+          }
+          backlog.shift();
+          dispatch(msg);
+        }
+      } finally {
+        waiting = false;
+        if (ended) for (const m of backlog.splice(0)) m.release();
+      }
+    };
+    // Not copied: the handler reads the transport's receive memory (registered memory on
+    // RDMA). The message is released once the reply went out, which may alias it. Read by
+    // `listen`: no receive promise or deadline timer per request.
+    ch.listen(
+      (msg) => {
+        if (ended) {
+          msg.release(); // the connection's slots are closed: it is going away
+          return;
+        }
+        if (backlog.length === 0 && tryTake()) {
+          dispatch(msg);
+          return;
+        }
+        backlog.push(msg);
+        if (!waiting) void admitBacklog();
+      },
+      () => {
+        // Channel closed or connection lost: nothing left to answer.
+        ended = true;
+        if (!waiting) for (const m of backlog.splice(0)) m.release();
+      },
+    );
   }
 }

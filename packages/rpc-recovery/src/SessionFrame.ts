@@ -300,9 +300,3 @@ export function decodeSessionFrame(bytes: Uint8Array): SessionFrame {
       throw protocol(`unknown control frame kind ${bytes[0]}`, 0);
   }
 }
-
-/**
- * How the data channels are read: a wait of at most a minute at a time (a quiet channel just
- * waits again). One object for every receive, not one per message.
- */
-export const DATA_RECEIVE = Object.freeze({ timeoutMs: 60_000 });

@@ -95,6 +95,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   readonly #views: Uint8Array[] = [];
   /** Writes handed to the socket whose callback has not run. */
   #pendingWrites = 0;
+  /** Data frames written and not yet taken by the socket: resolve, reject, … oldest first. */
+  readonly #writeSettles: (((e: Error) => void) | (() => void) | undefined)[] = [];
+  #settleHead = 0;
   /** Settles at the socket's next 'drain' (or close): sends over the backlog bound wait on it. */
   #drained: Promise<void> | undefined;
   #writesIdle: (() => void) | undefined;
@@ -399,15 +402,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
       }
     }
     return new Promise<void>((resolve, reject) => {
-      const cb = (err?: Error | null) => {
-        this.#writeDone();
-        if (err)
-          reject(
-            this.#error ?? new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'write failed', err),
-          );
-        else resolve();
-      };
+      this.#writeSettles.push(resolve, reject);
       this.#pendingWrites++;
+      const cb = this.#dataWritten;
       s.write(header, last < 0 ? cb : undefined);
       for (let i = 0; i <= last; i++) {
         const p = parts[i] as Uint8Array;
@@ -415,6 +412,32 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
       }
     });
   }
+
+  /**
+   * The write callback of every data frame (one per frame, on its last chunk): the socket
+   * calls write callbacks in write order, so it settles the oldest send — no closure per send.
+   */
+  readonly #dataWritten = (err?: Error | null): void => {
+    const settles = this.#writeSettles;
+    const h = this.#settleHead;
+    const resolve = settles[h] as () => void;
+    const reject = settles[h + 1] as (e: Error) => void;
+    settles[h] = settles[h + 1] = undefined;
+    this.#settleHead = h + 2;
+    if (this.#settleHead === settles.length) {
+      settles.length = 0;
+      this.#settleHead = 0;
+    } else if (this.#settleHead > 1024 && this.#settleHead * 2 > settles.length) {
+      // Never drained under steady load: the settled front goes, the array stays bounded.
+      settles.copyWithin(0, this.#settleHead);
+      settles.length -= this.#settleHead;
+      this.#settleHead = 0;
+    }
+    this.#writeDone();
+    if (err)
+      reject(this.#error ?? new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'write failed', err));
+    else resolve();
+  };
 
   /** Control frames: fire and forget (errors fail the connection through the socket). */
   #writeFrame(

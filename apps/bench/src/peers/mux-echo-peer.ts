@@ -14,21 +14,18 @@ const pollPolicy = (process.argv[4] ?? 'event') as PollPolicy;
 const provider = (process.argv[5] ?? 'soft') as 'soft' | 'ibverbs';
 const LONG = { timeoutMs: 600_000 };
 
-async function echo(ch: Channel): Promise<void> {
-  for (;;) {
-    let m: Awaited<ReturnType<Channel['receive']>>;
-    try {
-      m = await ch.receive(LONG);
-    } catch {
-      break; // the bench closed the channel or the connection
-    }
-    try {
-      await ch.send(m.bytes, LONG);
-    } finally {
-      m.release();
-    }
-  }
-  await ch.close().catch(() => {});
+/**
+ * Echoes every message of `ch` as it arrives (`listen`: no receive promise per message); each
+ * is released once its echo no longer needs the memory.
+ */
+function echo(ch: Channel): void {
+  ch.listen(
+    (m) => {
+      const release = () => m.release();
+      ch.send(m.bytes, LONG).then(release, release);
+    },
+    () => void ch.close().catch(() => {}), // the bench closed the channel or the connection
+  );
 }
 
 let listener: Listener;
@@ -49,10 +46,12 @@ if (kind === 'rdma') {
 }
 listener.on('connection', (conn) => {
   conn.on('error', () => {});
-  conn.on('channel', (ch) => void echo(ch));
+  conn.on('channel', echo);
 });
 process.on('message', (m: { id: number; op: string }) => {
   if (m.op === 'cpu') process.send?.({ id: m.id, result: cpuNowUs() });
   else if (m.op === 'exit') process.exit(0);
 });
+// The bench went away without killing us (it crashed, or was killed): so do we.
+process.on('disconnect', () => process.exit(0));
 process.send?.({ port: listener.port });

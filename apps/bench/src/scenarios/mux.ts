@@ -7,7 +7,6 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { Block } from '@rdmajs/allocator';
 import {
-  type Channel,
   type Connection,
   type OutboundMessage,
   type PollPolicy,
@@ -24,11 +23,17 @@ import type { Result, Transport } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { LatencyRecorder } from '../stats/LatencyRecorder.js';
 import { iterationsFor, warmupFor } from './iterations.js';
+import { EchoChannel } from './muxEchoChannel.js';
+import {
+  OPEN_CHANNELS,
+  type OpenLoopTarget,
+  openLoopRows,
+  openLoopSummary,
+} from './muxOpenLoop.js';
 import type { Scenario, ScenarioOptions } from './Scenario.js';
 import { tcpPingPong } from './tcp.js';
 
 const MiB = 1 << 20;
-const LONG = { timeoutMs: 180_000 };
 const CONCURRENCY = [1, 16, 256, 1024];
 /** `MUX_BENCH_POLICIES=event,adaptive`: a part of the policies (quick looks). */
 const POLICIES: PollPolicy[] = (
@@ -95,21 +100,6 @@ class MuxPeer {
   }
 }
 
-async function roundTrips(
-  ch: Channel,
-  payload: OutboundMessage,
-  n: number,
-  rec: LatencyRecorder | undefined,
-): Promise<void> {
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await ch.send(payload, LONG);
-    const m = await ch.receive(LONG);
-    m.release();
-    rec?.record((performance.now() - t0) * 1000);
-  }
-}
-
 /** How a row's transport is named: the table's transport column and its op suffix. */
 interface Side {
   transport: Transport;
@@ -127,15 +117,15 @@ interface Side {
  * copy-out mark: its row, 5 round trips per channel, cost RDMA 1.3–1.9× the CPU of a warm one).
  */
 async function warmUp(conn: Connection, iterations: number): Promise<void> {
-  const warm = conn.openChannel('warm-up');
-  await roundTrips(warm, new Uint8Array(64), Math.max(500, iterations), undefined);
-  await warm.close(LONG);
+  const warm = new EchoChannel(conn.openChannel('warm-up'));
+  await warm.roundTrips(new Uint8Array(64), Math.max(500, iterations));
+  await warm.close();
   for (const n of CONCURRENCY) {
     if (n === 1) continue;
-    const chs = Array.from({ length: n }, () => conn.openChannel('warm-up'));
+    const chs = Array.from({ length: n }, () => new EchoChannel(conn.openChannel('warm-up')));
     const per = Math.max(4, Math.ceil(iterations / n));
-    await Promise.all(chs.map((ch) => roundTrips(ch, new Uint8Array(64), per, undefined)));
-    await Promise.all(chs.map((ch) => ch.close(LONG)));
+    await Promise.all(chs.map((ch) => ch.roundTrips(new Uint8Array(64), per)));
+    await Promise.all(chs.map((ch) => ch.close()));
   }
 }
 
@@ -150,17 +140,17 @@ async function muxRoundTrip(
   payload: OutboundMessage = new Uint8Array(size).fill(1),
   label = 'mux-rtt',
 ): Promise<Result> {
-  const ch = conn.openChannel('rtt');
+  const ch = new EchoChannel(conn.openChannel('rtt'));
   const rec = new LatencyRecorder();
-  await roundTrips(ch, payload, warmup, undefined);
+  await ch.roundTrips(payload, warmup);
   const peerCpu0 = await peer.cpu();
   const cpu0 = cpuNowUs();
   const t0 = performance.now();
-  await roundTrips(ch, payload, iterations, rec);
+  await ch.roundTrips(payload, iterations, (us) => rec.record(us));
   const seconds = (performance.now() - t0) / 1000;
   const cpu = cpuNowUs() - cpu0;
   const peerCpu = (await peer.cpu()) - peerCpu0;
-  await ch.close(LONG);
+  await ch.close();
   return {
     transport: side.transport,
     op: `${label}${side.suffix}`,
@@ -184,20 +174,22 @@ async function muxConcurrent(
 ): Promise<Result> {
   const per = Math.max(4, Math.ceil(total / channels));
   // Channels spread over the connections given (one: the pool; one each: a QP per channel).
-  const chs = Array.from({ length: channels }, (_, i) =>
-    (conns[i % conns.length] as Connection).openChannel('conc'),
+  const chs = Array.from(
+    { length: channels },
+    (_, i) => new EchoChannel((conns[i % conns.length] as Connection).openChannel('conc')),
   );
   const payload = new Uint8Array(64).fill(3);
-  await Promise.all(chs.map((ch) => roundTrips(ch, payload, 2, undefined)));
+  await Promise.all(chs.map((ch) => ch.roundTrips(payload, 2)));
   const rec = new LatencyRecorder();
+  const record = (us: number) => rec.record(us);
   const peerCpu0 = await peer.cpu();
   const cpu0 = cpuNowUs();
   const t0 = performance.now();
-  await Promise.all(chs.map((ch) => roundTrips(ch, payload, per, rec)));
+  await Promise.all(chs.map((ch) => ch.roundTrips(payload, per, record)));
   const seconds = (performance.now() - t0) / 1000;
   const cpu = cpuNowUs() - cpu0;
   const peerCpu = (await peer.cpu()) - peerCpu0;
-  await Promise.all(chs.map((ch) => ch.close(LONG)));
+  await Promise.all(chs.map((ch) => ch.close()));
   const messages = per * channels;
   let qps = 0;
   for (const c of conns)
@@ -215,6 +207,17 @@ async function muxConcurrent(
   };
 }
 
+/** The bench's RDMA client transport: the run's provider, the policy, the eager threshold. */
+function rdmaClient(o: ScenarioOptions, policy: PollPolicy, qpPoolSize: number): RdmaTransport {
+  const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
+  return new RdmaTransport({
+    pollPolicy: policy,
+    qpPoolSize,
+    ...eagerOption,
+    ...(device ? { device } : {}),
+  });
+}
+
 /** Every RDMA row of one polling policy: its own peer process and client transport. */
 async function rdmaRows(
   o: ScenarioOptions,
@@ -228,14 +231,7 @@ async function rdmaRows(
   const transport = o.provider === 'soft' ? 'soft' : 'ibverbs';
   const side: Side = { transport, suffix: ` ${policy}`, baselineOp: 'mux-rtt' };
   const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
-  const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-  const options = {
-    pollPolicy: policy,
-    qpPoolSize: 2,
-    ...eagerOption,
-    ...(device ? { device } : {}),
-  };
-  const client = new RdmaTransport(options);
+  const client = rdmaClient(o, policy, 2);
   const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
   try {
     progress(`rdma ${policy} warm-up`);
@@ -299,13 +295,7 @@ async function qpPerChannel(
   for (const n of QP_ABLATION) {
     for (const perChannel of [false, true]) {
       const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
-      const device = o.provider === 'soft' ? undefined : openDevice({ provider: o.provider });
-      const client = new RdmaTransport({
-        pollPolicy: policy,
-        qpPoolSize: perChannel ? 1 : 2,
-        ...eagerOption,
-        ...(device ? { device } : {}),
-      });
+      const client = rdmaClient(o, policy, perChannel ? 1 : 2);
       const conns: Connection[] = [];
       try {
         for (let i = 0; i < (perChannel ? n : 1); i++)
@@ -367,10 +357,55 @@ async function tcpRows(
   return results;
 }
 
+/**
+ * The same-offered-load rows: TCP (@rdmajs/tcp) and RDMA under event and adaptive polling (busy
+ * spins by design), each against its own echo peer, all connected at once so their rounds
+ * interleave. The load is a fraction of TCP's x16 closed-loop capacity of this run.
+ */
+async function sameLoadRows(
+  o: ScenarioOptions,
+  secret: string,
+  capacity: number,
+  progress: (label: string) => void,
+): Promise<Result[]> {
+  const peers: MuxPeer[] = [];
+  const closers: (() => void)[] = [];
+  const targets: OpenLoopTarget[] = [];
+  try {
+    const tcpPeer = await MuxPeer.spawn(secret);
+    peers.push(tcpPeer);
+    const tcpConn = await new TcpTransport(TCP_BASELINE_OPTIONS).connect({
+      port: tcpPeer.port,
+      secret,
+      timeoutMs: 30_000,
+    });
+    closers.push(() => tcpConn.destroy());
+    targets.push({ transport: 'tcp', suffix: '', conn: tcpConn, peerCpu: () => tcpPeer.cpu() });
+    for (const policy of POLICIES.filter((p) => p !== 'busy')) {
+      const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
+      peers.push(peer);
+      const client = rdmaClient(o, policy, 2);
+      closers.push(() => client.close());
+      const conn = await client.connect({ port: peer.port, secret, timeoutMs: 30_000 });
+      closers.push(() => conn.destroy());
+      targets.push({
+        transport: o.provider === 'soft' ? 'soft' : 'ibverbs',
+        suffix: ` ${policy}`,
+        conn,
+        peerCpu: () => peer.cpu(),
+      });
+    }
+    return await openLoopRows(targets, capacity, progress);
+  } finally {
+    for (const close of closers.reverse()) close();
+    for (const p of peers) p.close();
+  }
+}
+
 export const muxScenario: Scenario = {
   name: 'mux',
   description:
-    'mux channels over RDMA (RdmaTransport: event, adaptive, busy polling) vs @rdmajs/tcp vs plain Node TCP: round trip 64 B … 16 MiB, 1 … 1024 concurrent channels, CPU of both processes; ablations: a QP per channel vs the pool, allocator blocks vs a bounce-buffer copy',
+    'mux channels over RDMA (RdmaTransport: event, adaptive, busy polling) vs @rdmajs/tcp vs plain Node TCP: round trip 64 B … 16 MiB, 1 … 1024 concurrent channels, CPU of both processes; the same offered load (open loop, Poisson over 16 channels, 25 % and 50 % of the TCP x16 capacity) for TCP, event and adaptive in interleaved rounds; ablations: a QP per channel vs the pool, allocator blocks vs a bounce-buffer copy',
   async run(o: ScenarioOptions, progress: (label: string) => void): Promise<Result[]> {
     const results: Result[] = [];
     // The full run reaches 16 MiB; --quick (small sizes only) stays quick.
@@ -385,10 +420,16 @@ export const muxScenario: Scenario = {
         results.push(...rows);
       }
     }
+    // The same offered load for every transport: a fraction of TCP's closed-loop capacity.
+    const capacity = results.find(
+      (r) => r.transport === 'tcp' && r.op === `mux-rtt x${OPEN_CHANNELS}`,
+    )?.roundTripsPerSec;
+    if (typeof capacity === 'number' && o.transports.includes('rdma'))
+      results.push(...(await sameLoadRows(o, secret, capacity, progress)));
     return results;
   },
   summarize(results: Result[]): string {
-    const lines: string[] = [];
+    const lines: string[] = openLoopSummary(results);
     const tcp = (op: string, size: number) =>
       results.find((x) => x.transport === 'tcp' && x.op === op && x.sizeBytes === size);
     for (const r of results.filter((x) => x.transport === 'tcp' && x.op === 'mux-rtt')) {
