@@ -96,14 +96,17 @@ Napi::Value SoftDevice::LinkWrite(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(n));
 }
 
-// linkSend(fd, buf, offset, length): the bytes of a link connection's gathered frames, sent
-// at once when nothing of the connection is queued in node (the caller checked): node's write
-// makes a request object, a stream pass and a callback per write for the same one syscall.
+// linkSend(fd, buf, offset, length, settles): the bytes of a link connection's gathered
+// frames, sent at once when nothing of the connection is queued in node (the caller checked):
+// node's write makes a request object, a stream pass and a callback per write for the same one
+// syscall. `settles` true: these bytes are the last the link's flush was owed for, so it is
+// called off here (what linkFlushSoon(false) did in a crossing of its own, every round trip).
 Napi::Value SoftDevice::LinkSend(const Napi::CallbackInfo& info) {
   double fd = Num(info, 0);
   const uint8_t* data = nullptr;
   size_t len = 0;
   if (!RangeArg(info, 1, &data, &len)) return info.Env().Undefined();
+  if (info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value()) linkFlushOwed_ = false;
   if (!std::isfinite(fd) || fd < 0 || fd > INT32_MAX) return Napi::Number::New(info.Env(), -EBADF);
   ssize_t n = send(static_cast<int>(fd), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   return Napi::Number::New(info.Env(), n >= 0 ? static_cast<double>(n) : -static_cast<double>(errno));

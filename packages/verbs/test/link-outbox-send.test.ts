@@ -147,6 +147,39 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
     expect(sent).toBe(100);
   });
 
+  it('calls the link flush off only with a send of its own that took the last owed bytes', () => {
+    // The flag reaches the one send that carries the bytes, and flush says whether it did:
+    // when the bytes go through node's stream instead, the caller must call it off itself.
+    const fake = {
+      writableLength: 0,
+      writableCorked: 0,
+      connecting: false,
+      destroyed: false,
+      writable: true,
+      _handle: { fd: 99 },
+      write: () => true,
+    };
+    const flags: boolean[] = [];
+    const out = new Outbox(fake as unknown as Socket, undefined, (_fd, _b, _o, n, settles) => {
+      flags.push(settles);
+      return n;
+    });
+    const gatherAndFlush = (settles: boolean): boolean => {
+      out.reserve(64);
+      out.commit(64);
+      return out.flush(settles);
+    };
+    expect(gatherAndFlush(true)).toBe(true);
+    expect(gatherAndFlush(false)).toBe(false);
+    expect(flags).toEqual([true, false]);
+    // Bytes of another writer queued in the stream: no send of ours, so nothing called off.
+    fake.writableLength = 10;
+    expect(gatherAndFlush(true)).toBe(false);
+    expect(flags).toEqual([true, false]);
+    // Nothing gathered: nothing sent, nothing called off.
+    expect(out.flush(true)).toBe(false);
+  });
+
   it('a READ answer far larger than the socket buffer arrives whole', async () => {
     p = await linkPair({ mrBytes: 40 * MiB });
     const { a, b } = p;

@@ -156,9 +156,10 @@ export interface SoftNativeDevice extends NativeDevice {
   linkWrite(handle: number, fd: number, frame: Uint8Array, headerBytes: number): number;
   /**
    * One non-blocking send of `buf[offset, offset + length)` to socket `fd` (nothing of that
-   * connection queued in node): the bytes the kernel took, or −errno.
+   * connection queued in node): the bytes the kernel took, or −errno. `settles`: they are
+   * the last the link's flush was owed for (linkFlushSoon(false) with them, no crossing).
    */
-  linkSend(fd: number, buf: Uint8Array, offset: number, length: number): number;
+  linkSend(fd: number, buf: Uint8Array, offset: number, length: number, settles?: boolean): number;
   /**
    * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
    * WRs are ready to take now (linkTake).

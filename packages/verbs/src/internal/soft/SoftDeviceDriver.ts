@@ -208,6 +208,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         ownMaxPayload: this.#maxFrame,
         serve: server ? (sock) => server.serveDialed(sock, local) : undefined,
         flushed: server?.settle,
+        lastOwed: server?.lastOwed,
         readBuffer: server?.readBuffer,
         send: this.#linkSend,
       });
@@ -218,7 +219,11 @@ export class SoftDeviceDriver implements DeviceDriver {
 
   /** A connection the remote QP dialed, adopted by a local QP for its own requests. */
   adoptedClient(link: AcceptedLink, previous: LinkClient | undefined): LinkClient {
-    return new LinkClient(link, undefined, previous, { flushed: this.#server?.settle });
+    const server = this.#server;
+    return new LinkClient(link, undefined, previous, {
+      flushed: server?.settle,
+      lastOwed: server?.lastOwed,
+    });
   }
 
   close(): void {

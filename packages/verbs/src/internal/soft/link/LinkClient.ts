@@ -78,8 +78,13 @@ export interface DialOptions {
   ownMaxPayload?: number;
   /** reads the connection: requests to the dialing QP and answers to it (else answers only) */
   serve?: ServeDialed | undefined;
-  /** told when this connection wrote what it had gathered (LinkServer.settle) */
-  flushed?: (() => void) | undefined;
+  /**
+   * told when this connection wrote what it had gathered (LinkServer.settle); `calledOff`:
+   * the write itself called the link's flush off (`lastOwed` said it could)
+   */
+  flushed?: ((calledOff: boolean) => void) | undefined;
+  /** true when `sink`'s gathered bytes are the last the link's flush is owed for */
+  lastOwed?: ((sink: AnswerSink) => boolean) | undefined;
   /**
    * The buffer to read into, shared with the LinkServer that reads the connection (`serve`:
    * each read is run before the next is made, and what is kept past one is copied).
@@ -157,7 +162,8 @@ export class LinkClient implements AnswerSink {
   readonly #reader: FrameReader | undefined;
   readonly #deadline: NodeJS.Timeout | undefined;
   readonly #serve: ServeDialed | undefined;
-  readonly #flushed: (() => void) | undefined;
+  readonly #flushed: ((calledOff: boolean) => void) | undefined;
+  readonly #lastOwed: ((sink: AnswerSink) => boolean) | undefined;
   /** reads the authenticated connection (DialOptions.serve), else #reader does */
   #served: ((buf: Buffer, start: number, end: number) => boolean) | undefined;
   /** what the target accepts per frame (its HELLO, or the dialer's AUTH when adopted) */
@@ -190,6 +196,7 @@ export class LinkClient implements AnswerSink {
     this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
     this.#serve = dial.serve;
     this.#flushed = dial.flushed;
+    this.#lastOwed = dial.lastOwed;
     if ('sock' in address) {
       // Adopted: the remote QP dialed it and proved the key of this QP's peer.
       this.#sock = address.sock;
@@ -533,8 +540,8 @@ export class LinkClient implements AnswerSink {
     }
     // Small requests gathered, with the answers waiting beside them: one write.
     if (this.out.used === 0 || !this.#open || this.#dead) return;
-    this.out.flush();
-    this.#flushed?.();
+    const calledOff = this.out.flush(this.#lastOwed?.(this) === true);
+    this.#flushed?.(calledOff);
   }
 
   /**

@@ -35,10 +35,10 @@ import {
   LINK_PROGRESS,
   newRequestHeader,
   PROGRESS_BYTES,
+  parseRequestHeader,
   REQ_HEADER,
   RES_HEADER,
   type RequestHeader,
-  readRequestHeader,
   writeResponseHeader,
 } from './frames.js';
 import type { Accepted } from './handshake.js';
@@ -424,7 +424,7 @@ export class LinkServer {
     c.reader = new FrameReader(
       { minHeader: RES_HEADER, sizeOf: headerSize },
       (b, o) => (isAnswer(b, o) ? this.#checkAnswer(c, b, o) : checkRequestHeader(b, o, max)),
-      (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o)),
+      (b, o, n) => (isAnswer(b, o) ? this.#deliverAnswer(c, b, o, n) : this.#onFrame(c, b, o, n)),
       placer,
       true,
     );
@@ -592,7 +592,7 @@ export class LinkServer {
    * connection has any left to write, the flush is called off — no call into JS for nothing
    * after the wake-ups (a ping-pong's answer always leaves that way).
    */
-  readonly settle = (): void => {
+  readonly settle = (calledOff = false): void => {
     if (!this.#flushArmed) return;
     const list = this.#dirty;
     for (let i = 0; i < list.length; i++) {
@@ -602,7 +602,22 @@ export class LinkServer {
     for (let i = 0; i < list.length; i++) (list[i] as AnswerSink).dirty = false;
     list.length = 0;
     this.#flushArmed = false;
-    this.#native.linkFlushSoon(false);
+    // Called off natively by the write that took the last bytes, or here in a crossing.
+    if (!calledOff) this.#native.linkFlushSoon(false);
+  };
+
+  /**
+   * True when `sink`'s gathered bytes are the last the flush is owed for: its write may call
+   * the flush off itself (LinkClient.endBatch), settle() then makes no crossing for it.
+   */
+  readonly lastOwed = (sink: AnswerSink): boolean => {
+    if (!this.#flushArmed) return false;
+    const list = this.#dirty;
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as AnswerSink;
+      if (c !== sink && c.out.used > 0 && !c.closed) return false;
+    }
+    return true;
   };
 
   /** Writes what every connection gathered (called by the device: linkFlushSoon). */
@@ -618,7 +633,7 @@ export class LinkServer {
   };
 
   /** Runs one whole request frame at `b[o..]`; false to stop reading (answers back up). */
-  #onFrame(c: Conn, b: Buffer, o: number): boolean {
+  #onFrame(c: Conn, b: Buffer, o: number, len: number): boolean {
     if (c.sock.destroyed) return false;
     const sink = this.#sinkFor(c, b, o);
     // The bound QP's connection back is still authenticating: its answers wait for it.
@@ -636,7 +651,7 @@ export class LinkServer {
     c.placing = false;
     c.placePair = undefined;
     // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
-    if (this.#answer(c, sink, b, o, placed)) this.#flushArmed = true;
+    if (this.#answer(c, sink, b, o, len, placed)) this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
@@ -650,7 +665,7 @@ export class LinkServer {
   #beginPlace(c: Conn, b: Buffer, o: number, len: number): boolean {
     if (len - REQ_HEADER < PLACE_MIN || b[o + 8] !== ABI.OP_RDMA_WRITE) return false;
     const h = c.placeHeader;
-    if (!readRequestHeader(b, o, this.#maxPayload, h)) return false;
+    parseRequestHeader(b, o, len, h); // checked by the reader before it began the frame
     if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) return false;
     const pair = this.#pairOf(c, h);
     const known = pair.answers[h.token & (ANSWERS_PER_PAIR - 1)];
@@ -699,9 +714,11 @@ export class LinkServer {
    * Answers the frame at `b[o..]`; `placed`: a WRITE placed as it arrived (header only).
    * True when respond() ran it (and so armed the link's flush).
    */
-  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, placed: boolean): boolean {
+  #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, len: number, placed: boolean): boolean {
     const h = this.#h;
-    readRequestHeader(b, o, this.#maxPayload, h); // checked by the reader
+    // Checked by the reader before it handed the frame over: parsed only. A placed WRITE's
+    // frame is its header alone (the payload went into place), with its whole length.
+    parseRequestHeader(b, o, len, h);
     const sock = c.sock;
     if (h.slot !== c.bound.slot || h.gen !== c.bound.gen) {
       sock.destroy(); // a QP this connection has not proven the key of

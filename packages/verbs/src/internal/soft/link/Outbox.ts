@@ -20,13 +20,20 @@ const BIG_KEEP = 4 << 20;
 
 /**
  * One non-blocking send of `buf[offset, offset + length)` to socket `fd`: the bytes the
- * kernel took, or −errno (the native device's linkSend).
+ * kernel took, or −errno (the native device's linkSend). `settles`: they are the last bytes
+ * the link's flush was owed for, and the send calls it off (no crossing of its own for that).
  */
-export type SendNow = (fd: number, buf: Uint8Array, offset: number, length: number) => number;
+export type SendNow = (
+  fd: number,
+  buf: Uint8Array,
+  offset: number,
+  length: number,
+  settles: boolean,
+) => number;
 
 /** SendNow through the device's native linkSend (one closure per device). */
 export function sendVia(native: { linkSend: SendNow }): SendNow {
-  return (fd, buf, offset, length) => native.linkSend(fd, buf, offset, length);
+  return (fd, buf, offset, length, settles) => native.linkSend(fd, buf, offset, length, settles);
 }
 
 /** A buffer and the last exact-length view of it handed to the socket. */
@@ -74,6 +81,10 @@ export class Outbox {
   readonly #inFlight = new Ring<Chunk>();
   /** one large buffer kept for the next large READ answer */
   #big: Chunk | undefined;
+  /** the socket's descriptor once known (socketFd) */
+  #fd = -1;
+  /** the last flush's own send called the link's flush off (flush's `settles`) */
+  #calledOff = false;
 
   /**
    * `written`: called as each buffer handed to the socket with a callback is through;
@@ -132,25 +143,29 @@ export class Outbox {
     this.#cur.requests = true;
   }
 
-  /** Hands what was gathered to the socket. */
-  flush(): void {
+  /**
+   * Hands what was gathered to the socket. `settles`: these are the last bytes the link's
+   * flush is owed for (SendNow); true when our own send carried that, so the flush is off.
+   */
+  flush(settles = false): boolean {
     const n = this.#used;
-    if (n === 0) return;
+    if (n === 0) return false;
     const c = this.#cur;
     this.#used = 0;
+    this.#calledOff = false;
     if (this.#inFlight.size === 0) {
       // Nothing of ours in the socket: sent by us, or written without a callback (one
       // allocates); when the kernel took it all at once the buffer is free again now.
-      const sent = this.#sendNow(c.buf, n);
+      const sent = this.#sendNow(c.buf, n, settles);
       if (sent === n) {
         c.requests = false;
-        return;
+        return this.#calledOff;
       }
       // The rest behind what went (a view only then: the kernel's buffer was full).
       this.#sock.write(sent === 0 ? c.view(n) : c.buf.subarray(sent, n));
       if (this.#sock.writableLength === 0) {
         c.requests = false;
-        return;
+        return this.#calledOff;
       }
       this.#inFlight.push(c);
       this.#sock.write(EMPTY, this.#onWritten); // called once the one above is through
@@ -159,6 +174,7 @@ export class Outbox {
       this.#sock.write(c.view(n), this.#onWritten);
     }
     this.#cur = this.#free.pop() ?? new Chunk(SMALL);
+    return this.#calledOff;
   }
 
   /**
@@ -166,14 +182,17 @@ export class Outbox {
    * node's stream (so the bytes keep their order); the bytes the kernel took. 0 when it cannot
    * or on an error: node's write then meets the error too and fails the connection.
    */
-  #sendNow(buf: Buffer, n: number): number {
+  #sendNow(buf: Buffer, n: number, settles: boolean): number {
     const send = this.#send;
     const sock = this.#sock;
     if (send === undefined || sock.writableLength > 0 || sock.writableCorked > 0) return 0;
     if (sock.connecting || sock.destroyed || !sock.writable) return 0; // after end(): node reports it
-    const fd = socketFd(sock);
+    // Looked up once: a socket keeps its descriptor until destroyed (checked just above).
+    if (this.#fd < 0) this.#fd = socketFd(sock);
+    const fd = this.#fd;
     if (fd < 0) return 0;
-    const sent = send(fd, buf, 0, n);
+    const sent = send(fd, buf, 0, n, settles);
+    this.#calledOff = settles;
     return Math.max(sent, 0);
   }
 

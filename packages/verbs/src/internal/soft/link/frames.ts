@@ -126,15 +126,11 @@ export function checkRequestHeader(b: Buffer, o: number, maxPayload: number): nu
   return len;
 }
 
-/** Parses a request header at `b[o..]` into `h`; false when the frame is malformed. */
-export function readRequestHeader(
-  b: Buffer,
-  o: number,
-  maxPayload: number,
-  h: RequestHeader,
-): boolean {
-  const len = checkRequestHeader(b, o, maxPayload);
-  if (len < 0) return false;
+/**
+ * Parses the request header at `b[o..]` that checkRequestHeader already passed (it declared
+ * `len`) into `h`: the frame reader checked it before handing the frame over, once.
+ */
+export function parseRequestHeader(b: Buffer, o: number, len: number, h: RequestHeader): void {
   h.len = len;
   h.reqId = frameReqId(b, o);
   h.opcode = b[o + 8] as number;
@@ -148,7 +144,6 @@ export function readRequestHeader(
   h.srcQpn = b.readUInt32LE(o + 40);
   h.srcPid = b.readUInt32LE(o + 44);
   h.token = b.readUInt32LE(o + 48);
-  return true;
 }
 
 /**
