@@ -1135,7 +1135,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           // Arrivals this poll may take before the copy-out mark.
           let max = wcs.length;
           if (yieldable && this.#stats.framesIn !== received) {
-            max = Math.min(max, rc.posted - Math.ceil(rc.capacity / 4));
+            max = Math.min(max, rc.posted - this.#copyOutMark());
             if (max <= 0) {
               yielded = true;
               break;
@@ -1208,6 +1208,16 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * An eager message copied out of its receive buffer, which is reposted at once. Its own
    * method: the release closure's context would otherwise be allocated for every message.
    */
+  /**
+   * Posted buffers below which eager arrivals are copied out: a quarter of the lease, above
+   * the credits reserved for updates — the sender can never use those, so a mark at or below
+   * them (a lease of 4: a quarter is the 1 reserved) would never be reached and a receiver
+   * holding its buffers would stall its sender until it released one.
+   */
+  #copyOutMark(): number {
+    return this.#s.receiveCredits.reservedCredits + Math.ceil(this.#recvCredits.capacity / 4);
+  }
+
   #copyOut(
     idx: number,
     bytes: Uint8Array,
@@ -1262,7 +1272,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         // Buffers running low (the application holds many): copy out and repost at once, so
         // a receiver holding up to its window never starves its sender of buffers.
         const m =
-          this.#recvCredits.posted < this.#recvCredits.capacity / 4
+          this.#recvCredits.posted < this.#copyOutMark()
             ? this.#copyOut(idx, bytes, h.channel, h.seq, h.length, charge)
             : pool.hold(idx, h.channel, h.seq, h.length, charge);
         ch.arrive(m);

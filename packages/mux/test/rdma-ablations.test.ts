@@ -61,11 +61,7 @@ async function pair(
   return { server, client, conn, tx, rx: await rx };
 }
 
-/**
- * A small fixed lease (no growth), the same in both credit tests. Not 4: with a lease of 4
- * (one reserved) a receiver holding 3 messages has 1 of 4 posted, not below a quarter, so mux
- * copies nothing out and the full system's sender waits until the application releases.
- */
+/** A small fixed lease (no growth), the same in both credit tests. */
 const LEASE: RdmaTransportOptions = { recvCredits: 8, recvBufferCount: 8 };
 
 /** Message `i`: its index, then bytes derived from it (checked on arrival). */
@@ -143,28 +139,35 @@ it('credits off: a receiver holding its buffers empties the shared queue, SENDs 
   await reader;
 });
 
-it('credits on (the full system): the same slow receiver stalls the sender on credits, the queue never runs dry', async () => {
-  const N = 200;
-  const SIZE = 512;
-  const full: RdmaTransportOptions = LEASE;
-  const p = await pair(full, full);
-  const held: InboundMessage[] = [];
-  const sends = Array.from({ length: N }, (_, i) =>
-    p.tx.send(message(i, SIZE), { timeoutMs: 20_000 }),
-  );
-  while (held.length < N) {
-    const m = await p.rx.receive({ timeoutMs: 20_000 });
-    expectIntact(m, held.length, SIZE);
-    held.push(m);
-  }
-  await Promise.all(sends);
-  // The receiver held every message: mux copied them out of their buffers so the sender's
-  // credits came back; the sender waited for credits instead of finding no buffer.
-  expect(p.conn.stats().creditStalls).toBeGreaterThan(0);
-  expect(p.server.stats().receivePool?.emptied).toBe(0);
-  for (const m of held) m.release();
-  await p.conn.close({ timeoutMs: 10_000 });
-});
+// The smallest lease too: 4 buffers, one reserved for credit updates, so the copy-out mark
+// must sit above the reserve (a quarter of 4 is the reserve itself, never reached).
+it.each([
+  ['8', LEASE],
+  ['4', { recvCredits: 4, recvBufferCount: 4 }],
+] as const)(
+  'credits on (the full system), a lease of %s: the same slow receiver stalls the sender on credits, the queue never runs dry',
+  async (_lease, full: RdmaTransportOptions) => {
+    const N = 200;
+    const SIZE = 512;
+    const p = await pair(full, full);
+    const held: InboundMessage[] = [];
+    const sends = Array.from({ length: N }, (_, i) =>
+      p.tx.send(message(i, SIZE), { timeoutMs: 20_000 }),
+    );
+    while (held.length < N) {
+      const m = await p.rx.receive({ timeoutMs: 20_000 });
+      expectIntact(m, held.length, SIZE);
+      held.push(m);
+    }
+    await Promise.all(sends);
+    // The receiver held every message: mux copied them out of their buffers so the sender's
+    // credits came back; the sender waited for credits instead of finding no buffer.
+    expect(p.conn.stats().creditStalls).toBeGreaterThan(0);
+    expect(p.server.stats().receivePool?.emptied).toBe(0);
+    for (const m of held) m.release();
+    await p.conn.close({ timeoutMs: 10_000 });
+  },
+);
 
 it('send window off: the sender passes the window the receiver announced, and the receiver does not fail it', async () => {
   const N = 64;
