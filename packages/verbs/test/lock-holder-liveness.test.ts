@@ -47,6 +47,17 @@ describe('a peer holding a queue lock on soft', () => {
 
   // Pids and start times mean the same to holder and waiter only in one pid and time
   // namespace: a peer in another is refused at connect rather than have its locks misjudged.
+  // Under `unshare --pid --fork` without a /proc of its own, /proc/<pid> is the parent
+  // namespace's process of that number: a running holder must not read as dead (reused pid or
+  // gone) and have its lock taken from under it — the waiter trusts no /proc that is not its own.
+  it('never_takes_over_from_a_running_holder_when_proc_belongs_to_another_pid_namespace', async (ctx) => {
+    expect(await owner('foreign-proc-owner.ts', ctx)).toEqual({
+      'post while a running peer keeps the queue, /proc of another namespace': {
+        code: 'ERR_RDMA_BUSY',
+      },
+    });
+  });
+
   it('refuses_to_share_a_segment_with_a_peer_in_another_time_namespace', async (ctx) => {
     expect(await owner('namespace-peer-owner.ts', ctx)).toEqual({
       code: 'ERR_RDMA_UNREACHABLE',

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 namespace soft {
 
@@ -58,18 +59,24 @@ inline int read_proc_stat(const char* path, char* state, uint32_t* start) {
 }
 
 // This process's lock word, read once per Device (a forked child builds its own Device).
+// Whether this process's /proc is its own pid namespace's: /proc/self names getpid(). Not
+// so without /proc, or under `unshare --pid --fork` without a /proc mounted for it: there
+// /proc/<pid> is the parent namespace's process of that number, and a holder would read as
+// dead (gone, or another start time) while it runs.
+inline bool proc_is_ours() {
+  char link[32];
+  ssize_t n = readlink("/proc/self", link, sizeof link - 1);
+  if (n <= 0) return false;
+  link[n] = 0;
+  return std::strtol(link, nullptr, 10) == static_cast<long>(getpid());
+}
+
+// This process's lock word, read once per Device (a forked child builds its own Device).
 inline uint64_t self_holder(pid_t pid) {
   char state = 0;
   uint32_t start = 0;
-  if (read_proc_stat("/proc/self/stat", &state, &start) != 0) start = kStartUnknown;
+  if (!proc_is_ours() || read_proc_stat("/proc/self/stat", &state, &start) != 0) start = kStartUnknown;
   return holder_word(static_cast<uint32_t>(pid), start);
-}
-
-// Whether this waiter's /proc shows its own pid namespace: only then is a pid missing
-// from it proof of death (without /proc every holder would read as gone).
-inline bool proc_is_ours() {
-  struct stat st;
-  return stat("/proc/self/stat", &st) == 0;
 }
 
 // The state of the holder (its main thread: a stop stops every thread; a traced thread
@@ -77,15 +84,17 @@ inline bool proc_is_ours() {
 // cap bounds it). DEAD needs proof: the pid is gone from /proc, the process under it
 // started at another time than the holder (the pid was reused), or it is a zombie. A holder
 // can only be in this waiter's pid namespace: segments are attached only between processes
-// of one view of /proc (PeerSegment checks proc_view()), so a missing pid is proof. Unreadable for another reason
-// (EACCES, hidepid, no /proc): RUNS, and the waiter's budget bounds the wait.
+// of one pid and time namespace (PeerSegment checks proc_view()), so a missing pid is proof
+// — if this /proc is that namespace's (proc_is_ours). Otherwise, or unreadable for another
+// reason (EACCES, hidepid): RUNS, and the waiter's budget bounds the wait.
 inline Holder holder_state(uint64_t word) {
+  if (!proc_is_ours()) return Holder::RUNS;
   char path[32];
   std::snprintf(path, sizeof path, "/proc/%u/stat", holder_pid(word));
   char state = 0;
   uint32_t start = 0;
   int err = read_proc_stat(path, &state, &start);
-  if (err == ENOENT || err == ESRCH) return proc_is_ours() ? Holder::DEAD : Holder::RUNS;
+  if (err == ENOENT || err == ESRCH) return Holder::DEAD;
   if (err != 0) return Holder::RUNS;
   if (holder_start(word) != kStartUnknown && start != holder_start(word)) return Holder::DEAD;  // reused
   switch (state) {
