@@ -1205,10 +1205,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   /**
-   * An eager message copied out of its receive buffer, which is reposted at once. Its own
-   * method: the release closure's context would otherwise be allocated for every message.
-   */
-  /**
    * Posted buffers below which eager arrivals are copied out: a quarter of the lease, above
    * the credits reserved for updates — the sender can never use those, so a mark at or below
    * them (a lease of 4: a quarter is the 1 reserved) would never be reached and a receiver
@@ -1218,6 +1214,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return this.#s.receiveCredits.reservedCredits + Math.ceil(this.#recvCredits.capacity / 4);
   }
 
+  /**
+   * An eager message copied out of its receive buffer, which is reposted at once. Its own
+   * method: the release closure's context would otherwise be allocated for every message.
+   */
   #copyOut(
     idx: number,
     bytes: Uint8Array,

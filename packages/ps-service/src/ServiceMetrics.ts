@@ -228,12 +228,17 @@ export class ServiceMetrics {
         this.set(gauges.sessionsResumed());
       },
     });
-    new Gauge({
-      name: 'rdmajs_ps_rdma_receive_queue_emptied',
-      help: 'Times the RDMA shared receive queue ran dry so far (with credits off: SENDs RNR-retried)',
+    // A count that only grows, read from the transport at scrape time: a counter advanced by
+    // what it grew since the last scrape (rate() and resets work on it as on any counter).
+    let emptiedSeen = 0;
+    new Counter({
+      name: 'rdmajs_ps_rdma_receive_queue_emptied_total',
+      help: 'Times the RDMA shared receive queue ran dry (with credits off: SENDs RNR-retried)',
       registers,
       collect() {
-        this.set(gauges.receiveQueueEmptied());
+        const now = gauges.receiveQueueEmptied();
+        if (now > emptiedSeen) this.inc(now - emptiedSeen);
+        emptiedSeen = Math.max(emptiedSeen, now);
       },
     });
   }

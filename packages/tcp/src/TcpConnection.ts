@@ -388,6 +388,10 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
 
   /** Writes a Data frame; resolves when the socket has taken every part. */
   #writeData(ch: TcpChannel, parts: Uint8Array[], length: number): Promise<void> {
+    // A destroyed socket calls a new write back at once, ahead of the writes still in flight:
+    // refused here, so the callbacks left keep write order.
+    if (this.#writeFailure !== undefined || this.#socket.destroyed)
+      return Promise.reject(this.#writeFailure ?? this.#writeError());
     const header = this.#headerSpace();
     encodeFrameHeader(header, 0, FrameType.Data, ch.id, ch.sendSeq, length);
     ch.sendSeq = (ch.sendSeq + 1) >>> 0;
@@ -413,6 +417,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     });
   }
 
+  /** The first data write that failed: every send after it settles with this. */
+  #writeFailure: Error | undefined;
+
   /**
    * The write callback of every data frame (one per frame, on its last chunk): the socket
    * calls write callbacks in write order, so it settles the oldest send — no closure per send.
@@ -434,10 +441,17 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
       this.#settleHead = 0;
     }
     this.#writeDone();
-    if (err)
-      reject(this.#error ?? new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'write failed', err));
+    // After one failed write no later one counts as written: a dying socket may call back out
+    // of order, and a null after an error is no proof the bytes left.
+    if (err) this.#writeFailure ??= this.#writeError(err);
+    if (this.#writeFailure !== undefined) reject(this.#writeFailure);
     else resolve();
   };
+
+  /** The error a send that did not go out settles with. */
+  #writeError(cause?: Error): Error {
+    return this.#error ?? new MuxConnectionError('ERR_MUX_CONNECTION_LOST', 'write failed', cause);
+  }
 
   /** Control frames: fire and forget (errors fail the connection through the socket). */
   #writeFrame(

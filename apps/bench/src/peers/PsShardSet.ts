@@ -22,7 +22,7 @@ export interface PsShardSetOptions {
 }
 
 /** The shard metric of mux's receive pool `emptied` (ps-service). */
-const RECEIVE_QUEUE_EMPTIED = 'rdmajs_ps_rdma_receive_queue_emptied';
+const RECEIVE_QUEUE_EMPTIED = 'rdmajs_ps_rdma_receive_queue_emptied_total';
 
 /**
  * `rdmajs-ps-server` shards listening on every transport at once, so the TCP and RDMA clients

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Result } from '../report/Result.js';
 import { LatencyRecorder } from './LatencyRecorder.js';
@@ -15,10 +15,15 @@ const SIDE = `
 const { workerData, parentPort } = require('node:worker_threads');
 const { sab, role, warmup, iterations, cpu } = workerData;
 const turn = new Int32Array(sab);
+let pinned = false;
 if (cpu !== undefined) {
-  // This thread only (its tid from /proc/thread-self): the other side goes elsewhere.
-  const tid = require('node:fs').readlinkSync('/proc/thread-self').split('/').pop();
-  require('node:child_process').execFileSync('taskset', ['-p', '-c', String(cpu), tid], { stdio: 'ignore' });
+  // This thread only (its tid from /proc/thread-self): the other side goes elsewhere. A CPU
+  // the process may not use (a cpuset, taskset) fails the call: the side runs unpinned.
+  try {
+    const tid = require('node:fs').readlinkSync('/proc/thread-self').split('/').pop();
+    require('node:child_process').execFileSync('taskset', ['-p', '-c', String(cpu), tid], { stdio: 'ignore' });
+    pinned = true;
+  } catch {}
 }
 const total = warmup + iterations;
 if (role === 'pong') {
@@ -27,7 +32,7 @@ if (role === 'pong') {
     Atomics.store(turn, 0, 2 * k + 2);
     Atomics.notify(turn, 0);
   }
-  parentPort.postMessage(null);
+  parentPort.postMessage({ pinned });
 } else {
   const samples = new Float64Array(iterations);
   let cpu0 = process.cpuUsage();
@@ -40,7 +45,7 @@ if (role === 'pong') {
     if (k >= warmup) samples[k - warmup] = (performance.now() - t0) * 1000;
   }
   const cpu = process.cpuUsage(cpu0);
-  parentPort.postMessage({ samples, cpuUs: cpu.user + cpu.system }, [samples.buffer]);
+  parentPort.postMessage({ samples, cpuUs: cpu.user + cpu.system, pinned }, [samples.buffer]);
 }
 `;
 
@@ -76,13 +81,24 @@ function side(
 /** Where the two threads of the floor run: on two vCPUs, or both on one. */
 export type FloorPlacement = 'cross-vcpu' | 'same-vcpu';
 
-/** Whether threads can be pinned here (`taskset`, util-linux) onto two CPUs. */
-function canPin(): boolean {
+/**
+ * The first two CPUs this process may run on (`Cpus_allowed_list` of /proc/self/status: a
+ * cpuset or `taskset` may leave CPU 0 or 1 out), if `taskset` (util-linux) is here to pin
+ * threads onto them; undefined otherwise.
+ */
+function pinnableCpus(): [number, number] | undefined {
   try {
     execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
-    return availableParallelism() >= 2;
+    const line = /^Cpus_allowed_list:\s*(\S+)/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    const cpus: number[] = [];
+    for (const range of line?.[1]?.split(',') ?? []) {
+      const [lo, hi = lo] = range.split('-').map(Number);
+      for (let c = lo as number; c <= (hi as number) && cpus.length < 2; c++) cpus.push(c);
+      if (cpus.length === 2) return [cpus[0] as number, cpus[1] as number];
+    }
+    return undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -90,9 +106,10 @@ function canPin(): boolean {
  * This machine's wake-up floor: two threads of one process ping-pong, each sleeping until
  * the other wakes it (Atomics.wait/notify, the cheapest wake-up Node has). Every event-driven
  * round trip between two processes pays at least this: one sleep and one wake-up per side,
- * in the kernel's scheduler, whatever the transport. Pinned `cross-vcpu` (CPUs 0 and 1: what
+ * in the kernel's scheduler, whatever the transport. Pinned `cross-vcpu` (the first two CPUs
+ * this process may use: what
  * two processes pay when the scheduler puts them apart, as it does under load) or
- * `same-vcpu` (both on CPU 0: a hand-off without an inter-processor wake-up); unpinned where
+ * `same-vcpu` (both on the first: a hand-off without an inter-processor wake-up); unpinned where
  * `taskset` or a second CPU is missing (`placement: 'unpinned'`). The reference row `machine
  * wakeup-floor` (`wakeup-floor-same-vcpu`): latency per round trip, CPU of the whole process
  * per round trip.
@@ -102,15 +119,21 @@ export async function wakeupFloor(
   iterations = 20_000,
   warmup = 2_000,
 ): Promise<Result> {
-  const pinned = canPin();
-  const [pingCpu, pongCpu] = !pinned ? [] : placement === 'cross-vcpu' ? [0, 1] : [0, 0];
+  const cpus = pinnableCpus();
+  const [pingCpu, pongCpu] =
+    cpus === undefined ? [] : placement === 'cross-vcpu' ? cpus : [cpus[0], cpus[0]];
   const sab = new SharedArrayBuffer(4);
-  const pong = side(sab, 'pong', warmup, iterations, pongCpu);
+  const pong = side(sab, 'pong', warmup, iterations, pongCpu) as Promise<{ pinned: boolean }>;
   const ping = side(sab, 'ping', warmup, iterations, pingCpu) as Promise<{
     samples: Float64Array;
     cpuUs: number;
+    pinned: boolean;
   }>;
-  const [{ samples, cpuUs }] = await Promise.all([ping, pong]);
+  const [{ samples, cpuUs, pinned: pingPinned }, { pinned: pongPinned }] = await Promise.all([
+    ping,
+    pong,
+  ]);
+  const pinned = pingPinned && pongPinned;
   const rec = new LatencyRecorder();
   for (const us of samples) rec.record(us);
   // No CDF: the report draws one chart per message size, and the floor moves no message.
