@@ -36,7 +36,7 @@ RDMAJS_TEST_PROVIDERS=ibverbs node node_modules/vitest/vitest.mjs run --project 
 
 step "verbs ping-pong bench on ibverbs (emulated VM: timings are not performance figures)"
 node --conditions=@rdmajs/source --import tsx apps/bench/src/cli.ts verbs-pingpong \
-  --provider ibverbs --iterations 200 --sizes 64,4k,64k,1m --json /tmp/bench-ibverbs.json
+  --provider ibverbs --iterations 200 --rounds 1 --sizes 64,4k,64k,1m --json /tmp/bench-ibverbs.json
 node -e '
   const r = JSON.parse(require("fs").readFileSync("/tmp/bench-ibverbs.json", "utf8"));
   const ib = r.results.filter((x) => x.transport === "ibverbs");

@@ -14,6 +14,7 @@ import type { Report } from './report/Result.js';
 import { summarize } from './report/summary.js';
 import { renderTable } from './report/table.js';
 import { scenarios } from './scenarios/index.js';
+import { PINGPONG_ROUNDS } from './scenarios/verbs-pingpong.js';
 
 function positiveInt(v: string): number {
   const n = Number(v);
@@ -44,6 +45,11 @@ const program = new Command('rdmajs-bench')
     new Option('--provider <name>', 'verbs provider').choices(['soft', 'ibverbs']).default('soft'),
   )
   .option('--iterations <n>', 'measured round trips for small sizes', positiveInt, 5000)
+  .option(
+    '--rounds <n>',
+    `verbs-pingpong: rounds each size's rows are interleaved in (default ${PINGPONG_ROUNDS}; each round repeats the connection and warm-up)`,
+    positiveInt,
+  )
   .option('--sizes <list>', 'message sizes, e.g. 64,4k,64k,1m', sizeList, [
     64,
     4096,
@@ -105,6 +111,7 @@ const program = new Command('rdmajs-bench')
       opts: {
         provider: 'soft' | 'ibverbs';
         iterations: number;
+        rounds?: number;
         sizes: number[];
         transports: ('tcp' | 'rdma')[];
         json?: string;
@@ -153,6 +160,7 @@ const program = new Command('rdmajs-bench')
         {
           provider: opts.provider,
           iterations: opts.iterations,
+          ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }),
           sizes: opts.sizes,
           transports: opts.transports,
           quick: opts.quick === true,

@@ -11,6 +11,8 @@ export interface ScenarioOptions {
   transports: ('tcp' | 'rdma')[];
   /** Seconds instead of minutes (CI, smoke tests). */
   quick?: boolean;
+  /** verbs-pingpong: rounds each size's rows are interleaved in (default PINGPONG_ROUNDS). */
+  rounds?: number;
   /** RDMA knobs of the evaluation's client and shards (`--rdma-*`); unset: mux's defaults. */
   rdma?: RdmaTuning;
 }

@@ -28,7 +28,7 @@ export const verbsPingPongScenario: Scenario = {
     try {
       for (const size of o.sizes) {
         const rows = pingPongRows(o, peer, want);
-        results.push(...(await interleaved(rows, size, o.iterations, progress)));
+        results.push(...(await interleaved(rows, size, o.iterations, o.rounds, progress)));
       }
       const count = Math.max(32, Math.floor(o.iterations / 10));
       if (want('tcp')) {
@@ -123,11 +123,12 @@ async function interleaved(
   rows: PingPongRow[],
   size: number,
   baseIterations: number,
+  wantedRounds: number | undefined,
   progress: (label: string) => void,
 ): Promise<Result[]> {
   const iterations = iterationsFor(size, baseIterations);
   const warmup = warmupFor(size, iterations);
-  const rounds = Math.min(PINGPONG_ROUNDS, iterations);
+  const rounds = Math.min(wantedRounds ?? PINGPONG_ROUNDS, iterations);
   const perRound = Math.ceil(iterations / rounds);
   const pools = rows.map(() => new PooledRounds());
   for (let r = 0; r < rounds; r++) {
