@@ -3,11 +3,14 @@
 // byte for byte the one frames.ts writes, for every opcode, and a ping-pong must not need a
 // separate linkSend for its requests. The addon is watched through a subclass of its
 // SoftDevice (the loader's cached module), so what the library calls is what is checked.
+
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, type CompletionQueue } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
 import { loadAddon } from '../src/internal/native.js';
 import { REQ_HEADER, writeRequestHeader } from '../src/internal/soft/link/frames.js';
+import { Outbox } from '../src/internal/soft/link/Outbox.js';
 import { ALL, collect, linkPair, type Pair, providers } from './harness/pair.js';
 
 interface Watch {
@@ -208,6 +211,40 @@ describe.runIf(providers.includes('soft'))(
       // Every request and the answers before it left with its take: linkSend is for answers
       // with no request to ride on, and a ping-pong's always have one.
       expect(w.calls.get('linkSend') ?? 0).toBeLessThan(rounds / 10);
+    });
+
+    it('what the kernel did not take of a native send follows through the stream, in order', () => {
+      // A socket as the Outbox sees it: nothing queued, so a native send may go first.
+      const writes: Buffer[] = [];
+      const fake = {
+        writableLength: 0,
+        writableCorked: 0,
+        connecting: false,
+        destroyed: false,
+        writable: true,
+        _handle: { fd: 99 },
+        write(b: Buffer) {
+          writes.push(Buffer.from(b));
+          return true;
+        },
+      };
+      const out = new Outbox(fake as unknown as Socket, undefined, () => -11);
+      expect(out.sendFd()).toBe(99);
+      const b = out.reserve(100);
+      for (let i = 0; i < 100; i++) b[out.at + i] = i;
+      out.commit(100);
+      // The take sent it and the kernel took 40 bytes: the other 60 go through the stream.
+      expect(out.sentNatively(100, 40, true)).toBe(true);
+      expect(out.used).toBe(0);
+      expect(writes.map((w) => [w.length, w[0]])).toEqual([[60, 40]]);
+      // All of it taken: nothing more through the stream.
+      out.reserve(10);
+      out.commit(10);
+      expect(out.sentNatively(10, 10, false)).toBe(false);
+      expect(writes.length).toBe(1);
+      // Bytes of another writer queued in the stream: no native send may go before them.
+      fake.writableLength = 5;
+      expect(out.sendFd()).toBe(-1);
     });
   },
 );
