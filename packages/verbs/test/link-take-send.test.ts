@@ -11,6 +11,7 @@ import { ABI } from '../src/internal/abi.js';
 import { loadAddon } from '../src/internal/native.js';
 import { REQ_HEADER, writeRequestHeader } from '../src/internal/soft/link/frames.js';
 import { Outbox } from '../src/internal/soft/link/Outbox.js';
+import { fakeSocket } from './harness/fakeSocket.js';
 import { ALL, collect, linkPair, type Pair, providers } from './harness/pair.js';
 
 interface Watch {
@@ -216,18 +217,7 @@ describe.runIf(providers.includes('soft'))(
     it('what the kernel did not take of a native send follows through the stream, in order', () => {
       // A socket as the Outbox sees it: nothing queued, so a native send may go first.
       const writes: Buffer[] = [];
-      const fake = {
-        writableLength: 0,
-        writableCorked: 0,
-        connecting: false,
-        destroyed: false,
-        writable: true,
-        _handle: { fd: 99 },
-        write(b: Buffer) {
-          writes.push(Buffer.from(b));
-          return true;
-        },
-      };
+      const fake = fakeSocket(0, (b) => writes.push(Buffer.from(b)));
       const out = new Outbox(fake as unknown as Socket, undefined, () => -11);
       expect(out.sendFd()).toBe(99);
       const b = out.reserve(100);
