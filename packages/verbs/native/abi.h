@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 11;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*)
+constexpr int kVersion = 12;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -67,10 +67,14 @@ constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_COMP_SWAP
 
 // Soft TCP link: the header linkTake fills (Float64Array, LINK_WORDS words). LINK_SENT: the
 // bytes linkTake itself sent to the socket it was given (-1: it sent nothing, see linkTake).
-constexpr int LINK_WORDS = 12;
+// LINK_IN_*: linkTake's optional inputs (request id, socket descriptor + 1, the target's
+// frame limit, settles 1/0), set by the caller and zeroed by every call — words, not arguments: a seventh
+// argument makes node-addon-api allocate the argument array on every call.
+constexpr int LINK_WORDS = 16;
 constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3, LINK_LENGTH = 4, LINK_DST_SLOT = 5,
               LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9,
-              LINK_HEAD = 10, LINK_SENT = 11;
+              LINK_HEAD = 10, LINK_SENT = 11, LINK_IN_REQ_ID = 12, LINK_IN_SEND_FD = 13, LINK_IN_SEND_MAX = 14,
+              LINK_IN_SETTLES = 15;
 // A link request frame's header (frames.ts has the layout), written by JS or by linkTake:
 // its size, and the flags byte's bits (HEAD: the initiator's oldest unfinished WR;
 // ANSWER_BACK: answer on the target QP's own connection back, when it has one).
@@ -184,6 +188,10 @@ constexpr Entry kTable[] = {
     {"LINK_TOKEN", LINK_TOKEN},
     {"LINK_HEAD", LINK_HEAD},
     {"LINK_SENT", LINK_SENT},
+    {"LINK_IN_REQ_ID", LINK_IN_REQ_ID},
+    {"LINK_IN_SEND_FD", LINK_IN_SEND_FD},
+    {"LINK_IN_SEND_MAX", LINK_IN_SEND_MAX},
+    {"LINK_IN_SETTLES", LINK_IN_SETTLES},
     {"LINK_REQ_HEADER", LINK_REQ_HEADER},
     {"LINK_FLAG_HEAD", LINK_FLAG_HEAD},
     {"LINK_FLAG_ANSWER_BACK", LINK_FLAG_ANSWER_BACK},
@@ -286,7 +294,8 @@ static_assert(check::distinct({WCO_SEND, WCO_RDMA_WRITE, WCO_RDMA_READ, WCO_COMP
                                WCO_RECV_RDMA_WITH_IMM}),
               "completion opcodes are distinct");
 static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY, LINK_LENGTH, LINK_DST_SLOT,
-                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD, LINK_SENT},
+                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD, LINK_SENT,
+                             LINK_IN_REQ_ID, LINK_IN_SEND_FD, LINK_IN_SEND_MAX, LINK_IN_SETTLES},
                             LINK_WORDS),
               "link header fields");
 static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER, LINK_TAKE_LAST}),

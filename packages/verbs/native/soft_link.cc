@@ -79,30 +79,46 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
   // defer (optional): a WRITE/SEND's payload is left where it lies, for linkWrite.
   bool defer = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
-  // reqId (optional, > 0): the frame's request header is written here, at offset -
-  // LINK_REQ_HEADER, naming it (no JS pass over the record for it).
-  uint32_t reqId = info.Length() > 6 ? U32(info, 6) : 0;
-  if (reqId != 0 && offset < static_cast<size_t>(rdmajs::abi::LINK_REQ_HEADER)) {
+  // The inputs in hdr's LINK_IN_* words, consumed: zeroed here, so a call that sets none
+  // never acts on an earlier call's. reqId (> 0): the frame's request header is written at
+  // offset - LINK_REQ_HEADER, naming it (no JS pass over the record for it).
+  double* words = hdr.f64();
+  namespace abi = rdmajs::abi;
+  double reqIdWord = words[abi::LINK_IN_REQ_ID];
+  double fd = words[abi::LINK_IN_SEND_FD] - 1;  // stored + 1: a zeroed word names no socket
+  double sendMax = words[abi::LINK_IN_SEND_MAX];
+  bool settles = words[abi::LINK_IN_SETTLES] == 1;
+  words[abi::LINK_IN_REQ_ID] = words[abi::LINK_IN_SEND_FD] = words[abi::LINK_IN_SEND_MAX] =
+      words[abi::LINK_IN_SETTLES] = 0;
+  words[abi::LINK_SENT] = -1;
+  uint32_t reqId = std::isfinite(reqIdWord) && reqIdWord > 0 && reqIdWord <= UINT32_MAX
+                       ? static_cast<uint32_t>(reqIdWord)
+                       : 0;
+  if (reqId != 0 && offset < static_cast<size_t>(abi::LINK_REQ_HEADER)) {
     Fail(info, EINVAL, "linkTake: no room for the request header before offset", "ERR_RDMA_INVALID_ARG");
     return info.Env().Undefined();
   }
-  double* words = hdr.f64();
-  words[rdmajs::abi::LINK_SENT] = -1;
+  if (reqId != 0 && defer) {
+    // A deferred payload is not here to go after the header: linkWrite writes both.
+    Fail(info, EINVAL, "linkTake: a request header goes with a gathered payload, not a deferred one",
+         "ERR_RDMA_INVALID_ARG");
+    return info.Env().Undefined();
+  }
   int r = dev_->linkTake(h, words, payload.u8() + offset, cap, defer);
-  bool taken = r == rdmajs::abi::LINK_TAKE_READY || r == rdmajs::abi::LINK_TAKE_LAST;
-  if (taken && reqId != 0 && !defer) {
-    size_t end = offset + WriteRequestHeader(payload.u8() + offset - rdmajs::abi::LINK_REQ_HEADER, reqId, words) -
-                 rdmajs::abi::LINK_REQ_HEADER;
-    // sendFd, sendMax, settles (optional): the last WR there is to take now, whose length
-    // the target takes (at most sendMax), goes out at once with everything gathered before
-    // it, payload[0, end) — linkSend's work in this same crossing. The caller checked that
-    // nothing of the connection is queued in node (the bytes keep their order).
-    double fd = info.Length() > 7 ? Num(info, 7) : -1;
-    if (r == rdmajs::abi::LINK_TAKE_LAST && std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX &&
-        words[rdmajs::abi::LINK_LENGTH] <= Num(info, 8)) {
-      if (info.Length() > 9 && info[9].IsBoolean() && info[9].As<Napi::Boolean>().Value()) linkFlushOwed_ = false;
+  bool taken = r == abi::LINK_TAKE_READY || r == abi::LINK_TAKE_LAST;
+  if (taken && reqId != 0) {
+    size_t end = offset + WriteRequestHeader(payload.u8() + offset - abi::LINK_REQ_HEADER, reqId, words) -
+                 abi::LINK_REQ_HEADER;
+    // With a socket: the last WR there is to take now, whose length the target takes (at
+    // most sendMax), goes out at once with everything gathered before it, payload[0, end) —
+    // linkSend's work in this same crossing. The caller checked that nothing of the
+    // connection is queued in node (the bytes keep their order) and that payload[0,
+    // offset - LINK_REQ_HEADER) holds only gathered bytes not sent yet.
+    if (r == abi::LINK_TAKE_LAST && std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX &&
+        words[abi::LINK_LENGTH] <= sendMax) {
+      if (settles) linkFlushOwed_ = false;
       ssize_t n = send(static_cast<int>(fd), payload.u8(), end, MSG_NOSIGNAL | MSG_DONTWAIT);
-      words[rdmajs::abi::LINK_SENT] = n > 0 ? static_cast<double>(n) : 0;  // an error: node's write meets it
+      words[abi::LINK_SENT] = n > 0 ? static_cast<double>(n) : 0;  // an error: node's write meets it
     }
   }
   Schedule();
@@ -114,6 +130,7 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
 size_t SoftDevice::WriteRequestHeader(uint8_t* b, uint32_t reqId, const double* hdr) {
   namespace abi = rdmajs::abi;
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the link's wire is little-endian, copied as such");
+  static_assert(48 + 4 == abi::LINK_REQ_HEADER, "the last field written below ends the header");
   auto u32 = [&](size_t at, uint32_t v) { std::memcpy(b + at, &v, 4); };
   uint32_t opcode = soft::to_u32(hdr[abi::LINK_OPCODE]);
   uint32_t length = soft::to_u32(hdr[abi::LINK_LENGTH]);

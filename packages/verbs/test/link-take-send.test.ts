@@ -33,16 +33,9 @@ function watchAddon(): Watch {
   const mismatches: string[] = [];
   const headed: number[] = [];
   const expected = Buffer.alloc(REQ_HEADER);
-  const checkTake = (a: unknown[], r: unknown): void => {
-    const [, hdr, frame, offset, , , reqId] = a as [
-      number,
-      Float64Array,
-      Uint8Array,
-      number,
-      number,
-      boolean,
-      number | undefined,
-    ];
+  // reqId: the LINK_IN_REQ_ID word as the call found it (the call zeroes it).
+  const checkTake = (a: unknown[], reqId: number, r: unknown): void => {
+    const [, hdr, frame, offset] = a as [number, Float64Array, Uint8Array, number];
     if (!reqId || (r !== ABI.LINK_TAKE_READY && r !== ABI.LINK_TAKE_LAST)) return;
     const opcode = hdr[ABI.LINK_OPCODE] as number;
     const length = hdr[ABI.LINK_LENGTH] as number;
@@ -68,8 +61,9 @@ function watchAddon(): Watch {
             const name = String(k);
             w = (...a: unknown[]) => {
               calls.set(name, (calls.get(name) ?? 0) + 1);
+              const reqId = name === 'linkTake' ? ((a[1] as Float64Array)[ABI.LINK_IN_REQ_ID] ?? 0) : 0;
               const r = (f as AnyFn).apply(target, a);
-              if (name === 'linkTake') checkTake(a, r);
+              if (name === 'linkTake') checkTake(a, reqId, r);
               return r;
             };
             cache.set(k, w);
@@ -184,6 +178,31 @@ describe.runIf(providers.includes('soft'))(
           ABI.OP_ATOMIC_CMP_AND_SWP,
         ]),
       );
+    });
+
+    it('writes the header of a WR taken behind others (pipelined, not the head)', async () => {
+      w = watchAddon();
+      p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
+      w.restore();
+      const { a, b } = p;
+      b.qp.postRecv(Array.from({ length: 9 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 8, 8)] })));
+      a.qp.postSend({ wrId: 0, opcode: 'SEND', sgList: [a.mr.sge(0, 1)] });
+      await collect(a.cq, 1);
+      w.headed.length = 0;
+      // Eight posted at once: taken one after another, all but the first behind the head.
+      a.qp.postSend(
+        Array.from({ length: 8 }, (_, i) => ({
+          wrId: i + 1,
+          opcode: 'SEND_WITH_IMM' as const,
+          imm: i,
+          sgList: [a.mr.sge(i, 8)],
+        })),
+      );
+      await collect(a.cq, 8);
+      const r = await collect(b.cq, 9);
+      expect(r.slice(1).map((c) => c.imm)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      expect(w.mismatches).toEqual([]);
+      expect(w.headed.length).toBe(8);
     });
 
     it('a ping-pong sends its requests with the take, not with linkSend', async () => {

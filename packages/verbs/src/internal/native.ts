@@ -140,10 +140,13 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   /**
    * `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`).
-   * `reqId` (> 0): the request header naming it goes at `offset - REQ_HEADER` too. `sendFd`
-   * (≥ 0, with `reqId`): when it took the last WR there is now and the WR's length is at
-   * most `sendMax`, `frame[0, its end)` is sent to that socket in this same call (linkSend's
-   * `settles` alike); hdr[LINK_SENT] says what the kernel took, -1 when nothing was sent.
+   * Inputs in hdr's LINK_IN_* words, zeroed by every call (words: a seventh argument makes
+   * node-addon-api allocate per call): LINK_IN_REQ_ID (> 0) puts the request header naming it
+   * at `offset - REQ_HEADER` too (not with `defer`); LINK_IN_SEND_FD (the socket's descriptor
+   * + 1) with it: when it took the last WR there is now and the WR's length is at most
+   * LINK_IN_SEND_MAX, `frame[0, its end)` is sent to that socket in this same call
+   * (LINK_IN_SETTLES 1: linkSend's `settles` alike); hdr[LINK_SENT] says what the kernel
+   * took, -1 when nothing was sent.
    */
   linkTake(
     handle: number,
@@ -152,10 +155,6 @@ export interface SoftNativeDevice extends NativeDevice {
     offset: number,
     cap?: number,
     defer?: boolean,
-    reqId?: number,
-    sendFd?: number,
-    sendMax?: number,
-    settles?: boolean,
   ): number;
   /**
    * `defer`: a WRITE/SEND's payload stays in registered memory; then linkWrite writes the

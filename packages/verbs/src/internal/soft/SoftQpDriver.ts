@@ -296,18 +296,11 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
           const b = out.reserve(REQ_HEADER + SMALL_REQUEST);
           const fd = link.sendFd();
           const settles = fd >= 0 && link.settles;
-          const taken = this.#native.linkTake(
-            h,
-            hdr,
-            b,
-            out.at + REQ_HEADER,
-            SMALL_REQUEST,
-            false,
-            link.nextReqId,
-            fd,
-            link.maxPayload,
-            settles,
-          );
+          hdr[ABI.LINK_IN_REQ_ID] = link.nextReqId;
+          hdr[ABI.LINK_IN_SEND_FD] = fd + 1;
+          hdr[ABI.LINK_IN_SEND_MAX] = link.maxPayload;
+          hdr[ABI.LINK_IN_SETTLES] = settles ? 1 : 0;
+          const taken = this.#native.linkTake(h, hdr, b, out.at + REQ_HEADER, SMALL_REQUEST, false);
           if (taken === ABI.LINK_TAKE_NONE) return;
           if (taken !== ABI.LINK_TAKE_NEEDS_BUFFER) {
             link.sendGathered(hdr, this.#linkOwner, true, settles);
