@@ -61,7 +61,8 @@ function watchAddon(): Watch {
             const name = String(k);
             w = (...a: unknown[]) => {
               calls.set(name, (calls.get(name) ?? 0) + 1);
-              const reqId = name === 'linkTake' ? ((a[1] as Float64Array)[ABI.LINK_IN_REQ_ID] ?? 0) : 0;
+              const reqId =
+                name === 'linkTake' ? ((a[1] as Float64Array)[ABI.LINK_IN_REQ_ID] ?? 0) : 0;
               const r = (f as AnyFn).apply(target, a);
               if (name === 'linkTake') checkTake(a, reqId, r);
               return r;
@@ -185,7 +186,9 @@ describe.runIf(providers.includes('soft'))(
       p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
       w.restore();
       const { a, b } = p;
-      b.qp.postRecv(Array.from({ length: 9 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 8, 8)] })));
+      b.qp.postRecv(
+        Array.from({ length: 9 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 8, 8)] })),
+      );
       a.qp.postSend({ wrId: 0, opcode: 'SEND', sgList: [a.mr.sge(0, 1)] });
       await collect(a.cq, 1);
       w.headed.length = 0;
