@@ -12,6 +12,7 @@ import type {
   IncastRowReply,
 } from './clientProtocol.js';
 import type { IncastOptions } from './incast.js';
+import { procLoopWakeups, sumLoopWakeups } from './loopWakeups.js';
 import type { OpenLoopOptions } from './openLoop.js';
 
 /** Slack on top of a row's own duration before its process counts as stuck (loaded host). */
@@ -63,6 +64,12 @@ export type Costed<T> = T & {
   serversRssBytes: number;
   /** GCs of each server process over this round (add up the rounds of a row). */
   serversGc: ProcessGc[];
+  /**
+   * Event-loop wake-ups over this round (main threads' voluntary context switches) of the
+   * client process and of every server together; undefined where /proc cannot say.
+   */
+  clientWakeups: number | undefined;
+  serversWakeups: number | undefined;
 };
 
 /** Reads every server process's GCs so far (a process that cannot be read is left out). */
@@ -212,8 +219,14 @@ export class ClientProcess {
   ): Promise<Costed<T>> {
     const gc0 = await this.serverGc();
     const servers0 = sumOver(this.serverPids(), procThreadsCpuUs);
+    const wake0 = [procLoopWakeups(this.pid), sumLoopWakeups(this.serverPids())];
     const r = await this.ipc.request<T>(req, expectedMs + ROW_SLACK_MS);
     const serversCpuUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
+    const wake1 = [procLoopWakeups(this.pid), sumLoopWakeups(this.serverPids())];
+    const [clientWakeups, serversWakeups] = wake0.map((w0, i) => {
+      const w1 = wake1[i];
+      return w0 === undefined || w1 === undefined ? undefined : w1 - w0;
+    });
     const serversGc = gcBetween(gc0, await this.serverGc());
     await this.#check(typeof r === 'object' && r !== null && isCost(r) && valid(r), r);
     return {
@@ -221,6 +234,8 @@ export class ClientProcess {
       serversCpuUs,
       serversRssBytes: sumOver(this.serverPids(), procRssBytes),
       serversGc,
+      clientWakeups,
+      serversWakeups,
     };
   }
 
