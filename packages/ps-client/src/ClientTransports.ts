@@ -1,6 +1,12 @@
 import { RdmaTransport, type RdmaTransportOptions, type Transport } from '@rdmajs/mux';
+import { PS_RDMA_CREDIT_FLUSH_MS } from '@rdmajs/ps-wire';
 import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { PsClientError } from './errors.js';
+
+/** The caller's RdmaTransport options, with the PS's credit flush delay unless it chose one. */
+export function psRdmaOptions(rdma: RdmaTransportOptions | undefined): RdmaTransportOptions {
+  return { creditFlushMs: PS_RDMA_CREDIT_FLUSH_MS, ...rdma };
+}
 
 /** How a client reaches its shards. */
 export type TransportChoice = 'rdma' | 'tcp' | 'auto';
@@ -73,7 +79,7 @@ export class ClientTransports {
     }
     // Made lazily by mux: the device opens on the first connect, so 'auto' without any RDMA
     // device still works (its connects fail and fall back).
-    const r = new RdmaTransport(rdma ?? {});
+    const r = new RdmaTransport(psRdmaOptions(rdma));
     if (transport === 'rdma') {
       const link = { primary: r, primaryName: 'rdma', fallback: undefined, probeIntervalMs };
       return new ClientTransports('rdma', link, [r]);

@@ -3,7 +3,13 @@ import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PsClient, type PsClientOptions, type ShardSpec } from '../src/index.js';
+import { psRdmaOptions } from '../src/ClientTransports.js';
+import {
+  PS_RDMA_CREDIT_FLUSH_MS,
+  PsClient,
+  type PsClientOptions,
+  type ShardSpec,
+} from '../src/index.js';
 
 const secret = 'ps-client-transport-secret-0123456789';
 const spec = {
@@ -237,5 +243,17 @@ describe('PsClient transport choice', () => {
     // pullInto: exactly one copy of the rows more.
     expect(into - views).toBeGreaterThan(0.95);
     expect(into - views).toBeLessThan(1.05);
+  });
+});
+
+describe('PsClient: the RdmaTransport it makes', () => {
+  it("takes the PS's credit flush delay unless the caller chose one", () => {
+    expect(PS_RDMA_CREDIT_FLUSH_MS).toBeGreaterThan(5); // longer than mux's default, on purpose
+    expect(psRdmaOptions(undefined)).toEqual({ creditFlushMs: PS_RDMA_CREDIT_FLUSH_MS });
+    expect(psRdmaOptions({ pollPolicy: 'busy' })).toEqual({
+      creditFlushMs: PS_RDMA_CREDIT_FLUSH_MS,
+      pollPolicy: 'busy',
+    });
+    expect(psRdmaOptions({ creditFlushMs: 1 })).toEqual({ creditFlushMs: 1 });
   });
 });

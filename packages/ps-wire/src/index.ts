@@ -74,3 +74,4 @@ export {
   type WireDenseInfo,
   type WireTableInfo,
 } from './TableInfo.js';
+export { PS_RDMA_CREDIT_FLUSH_MS } from './TransportDefaults.js';
