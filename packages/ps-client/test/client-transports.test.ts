@@ -3,9 +3,9 @@ import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { psRdmaOptions } from '../src/ClientTransports.js';
+import { withPsCreditFlush } from '../src/ClientTransports.js';
 import {
-  PS_RDMA_CREDIT_FLUSH_MS,
+  PS_CREDIT_FLUSH_MS,
   PsClient,
   type PsClientOptions,
   type ShardSpec,
@@ -246,14 +246,18 @@ describe('PsClient transport choice', () => {
   });
 });
 
-describe('PsClient: the RdmaTransport it makes', () => {
-  it("takes the PS's credit flush delay unless the caller chose one", () => {
-    expect(PS_RDMA_CREDIT_FLUSH_MS).toBeGreaterThan(5); // longer than mux's default, on purpose
-    expect(psRdmaOptions(undefined)).toEqual({ creditFlushMs: PS_RDMA_CREDIT_FLUSH_MS });
-    expect(psRdmaOptions({ pollPolicy: 'busy' })).toEqual({
-      creditFlushMs: PS_RDMA_CREDIT_FLUSH_MS,
+describe('PsClient: the transports it makes', () => {
+  it("take the PS's credit flush delay unless the caller chose one", () => {
+    expect(PS_CREDIT_FLUSH_MS).toBeGreaterThan(5); // longer than mux's and tcp's default, on purpose
+    expect(withPsCreditFlush(undefined)).toEqual({ creditFlushMs: PS_CREDIT_FLUSH_MS });
+    expect(withPsCreditFlush({ pollPolicy: 'busy' })).toEqual({
+      creditFlushMs: PS_CREDIT_FLUSH_MS,
       pollPolicy: 'busy',
     });
-    expect(psRdmaOptions({ creditFlushMs: 1 })).toEqual({ creditFlushMs: 1 });
+    expect(withPsCreditFlush({ frameProtection: 'none' })).toEqual({
+      creditFlushMs: PS_CREDIT_FLUSH_MS,
+      frameProtection: 'none',
+    });
+    expect(withPsCreditFlush({ creditFlushMs: 1 })).toEqual({ creditFlushMs: 1 });
   });
 });

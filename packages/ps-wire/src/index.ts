@@ -1,3 +1,4 @@
+export { PS_CREDIT_FLUSH_MS } from './CreditFlush.js';
 export {
   allocatePullDenseReply,
   decodePullDenseReply,
@@ -74,4 +75,3 @@ export {
   type WireDenseInfo,
   type WireTableInfo,
 } from './TableInfo.js';
-export { PS_RDMA_CREDIT_FLUSH_MS } from './TransportDefaults.js';
