@@ -1,7 +1,7 @@
-import { RdmaTransport } from '@rdmajs/mux';
+import { RdmaTransport, type RdmaTransportOptions } from '@rdmajs/mux';
 import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
-import { TcpTransport } from '@rdmajs/tcp';
+import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withPsCreditFlush } from '../src/ClientTransports.js';
 import {
@@ -250,11 +250,11 @@ describe('PsClient: the transports it makes', () => {
   it("take the PS's credit flush delay unless the caller chose one", () => {
     expect(PS_CREDIT_FLUSH_MS).toBeGreaterThan(5); // longer than mux's and tcp's default, on purpose
     expect(withPsCreditFlush(undefined)).toEqual({ creditFlushMs: PS_CREDIT_FLUSH_MS });
-    expect(withPsCreditFlush({ pollPolicy: 'busy' })).toEqual({
+    expect(withPsCreditFlush<RdmaTransportOptions>({ pollPolicy: 'busy' })).toEqual({
       creditFlushMs: PS_CREDIT_FLUSH_MS,
       pollPolicy: 'busy',
     });
-    expect(withPsCreditFlush({ frameProtection: 'none' })).toEqual({
+    expect(withPsCreditFlush<TcpTransportOptions>({ frameProtection: 'none' })).toEqual({
       creditFlushMs: PS_CREDIT_FLUSH_MS,
       frameProtection: 'none',
     });
