@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 10;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`
+constexpr int kVersion = 11;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*)
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -65,11 +65,16 @@ constexpr int WC_FLAG_WITH_IMM = 2;  // IBV_WC_WITH_IMM
 constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_COMP_SWAP = 3, WCO_FETCH_ADD = 4, WCO_RECV = 128,
               WCO_RECV_RDMA_WITH_IMM = 129;
 
-// Soft TCP link: the header linkTake fills (Float64Array, LINK_WORDS words).
-constexpr int LINK_WORDS = 11;
+// Soft TCP link: the header linkTake fills (Float64Array, LINK_WORDS words). LINK_SENT: the
+// bytes linkTake itself sent to the socket it was given (-1: it sent nothing, see linkTake).
+constexpr int LINK_WORDS = 12;
 constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3, LINK_LENGTH = 4, LINK_DST_SLOT = 5,
               LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9,
-              LINK_HEAD = 10;
+              LINK_HEAD = 10, LINK_SENT = 11;
+// A link request frame's header (frames.ts has the layout), written by JS or by linkTake:
+// its size, and the flags byte's bits (HEAD: the initiator's oldest unfinished WR;
+// ANSWER_BACK: answer on the target QP's own connection back, when it has one).
+constexpr int LINK_REQ_HEADER = 52, LINK_FLAG_HEAD = 1, LINK_FLAG_ANSWER_BACK = 2;
 
 // What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
 // bytes, does not fit the buffer given (nothing was taken: call again with one that large;
@@ -178,6 +183,10 @@ constexpr Entry kTable[] = {
     {"LINK_SRC_PID", LINK_SRC_PID},
     {"LINK_TOKEN", LINK_TOKEN},
     {"LINK_HEAD", LINK_HEAD},
+    {"LINK_SENT", LINK_SENT},
+    {"LINK_REQ_HEADER", LINK_REQ_HEADER},
+    {"LINK_FLAG_HEAD", LINK_FLAG_HEAD},
+    {"LINK_FLAG_ANSWER_BACK", LINK_FLAG_ANSWER_BACK},
     {"LINK_TAKE_NONE", LINK_TAKE_NONE},
     {"LINK_TAKE_READY", LINK_TAKE_READY},
     {"LINK_TAKE_NEEDS_BUFFER", LINK_TAKE_NEEDS_BUFFER},
@@ -277,7 +286,7 @@ static_assert(check::distinct({WCO_SEND, WCO_RDMA_WRITE, WCO_RDMA_READ, WCO_COMP
                                WCO_RECV_RDMA_WITH_IMM}),
               "completion opcodes are distinct");
 static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY, LINK_LENGTH, LINK_DST_SLOT,
-                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD},
+                             LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD, LINK_SENT},
                             LINK_WORDS),
               "link header fields");
 static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER, LINK_TAKE_LAST}),

@@ -238,9 +238,13 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // toRtrLink(h, { pid, slot, gen, qpn, minRnrTimer }) → errno (the peer QP's fields)
   Napi::Value ToRtrLink(const Napi::CallbackInfo& info);
 
-  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset, cap?, defer?) →
-  //   LINK_TAKE_* (abi.h); the payload is gathered into frame[offset..] (not when deferred)
+  // linkTake(h, hdr: Float64Array(LINK_WORDS), frame: Uint8Array, offset, cap?, defer?,
+  //   reqId?, sendFd?, sendMax?, settles?) → LINK_TAKE_* (abi.h); the payload is gathered into
+  //   frame[offset..] (not when deferred). With reqId the request header goes before it, and
+  //   with sendFd the last WR to take now (length ≤ sendMax) is sent at once with all of
+  //   frame before it: hdr[LINK_SENT] the bytes the kernel took (-1: not sent).
   Napi::Value LinkTake(const Napi::CallbackInfo& info);
+  static size_t WriteRequestHeader(uint8_t* b, uint32_t reqId, const double* hdr);
   // linkWrite(h, fd, frame: Uint8Array, headerBytes) → bytes written, or -1 (Device::linkWrite)
   Napi::Value LinkWrite(const Napi::CallbackInfo& info);
   // linkSend(fd, buf: Uint8Array, offset, length) → bytes the kernel took now, or −errno

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "records.h"
 #include "soft_device.h"
@@ -78,9 +79,62 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
   // defer (optional): a WRITE/SEND's payload is left where it lies, for linkWrite.
   bool defer = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
-  int r = dev_->linkTake(h, hdr.f64(), payload.u8() + offset, cap, defer);
+  // reqId (optional, > 0): the frame's request header is written here, at offset -
+  // LINK_REQ_HEADER, naming it (no JS pass over the record for it).
+  uint32_t reqId = info.Length() > 6 ? U32(info, 6) : 0;
+  if (reqId != 0 && offset < static_cast<size_t>(rdmajs::abi::LINK_REQ_HEADER)) {
+    Fail(info, EINVAL, "linkTake: no room for the request header before offset", "ERR_RDMA_INVALID_ARG");
+    return info.Env().Undefined();
+  }
+  double* words = hdr.f64();
+  words[rdmajs::abi::LINK_SENT] = -1;
+  int r = dev_->linkTake(h, words, payload.u8() + offset, cap, defer);
+  bool taken = r == rdmajs::abi::LINK_TAKE_READY || r == rdmajs::abi::LINK_TAKE_LAST;
+  if (taken && reqId != 0 && !defer) {
+    size_t end = offset + WriteRequestHeader(payload.u8() + offset - rdmajs::abi::LINK_REQ_HEADER, reqId, words) -
+                 rdmajs::abi::LINK_REQ_HEADER;
+    // sendFd, sendMax, settles (optional): the last WR there is to take now, whose length
+    // the target takes (at most sendMax), goes out at once with everything gathered before
+    // it, payload[0, end) — linkSend's work in this same crossing. The caller checked that
+    // nothing of the connection is queued in node (the bytes keep their order).
+    double fd = info.Length() > 7 ? Num(info, 7) : -1;
+    if (r == rdmajs::abi::LINK_TAKE_LAST && std::isfinite(fd) && fd >= 0 && fd <= INT32_MAX &&
+        words[rdmajs::abi::LINK_LENGTH] <= Num(info, 8)) {
+      if (info.Length() > 9 && info[9].IsBoolean() && info[9].As<Napi::Boolean>().Value()) linkFlushOwed_ = false;
+      ssize_t n = send(static_cast<int>(fd), payload.u8(), end, MSG_NOSIGNAL | MSG_DONTWAIT);
+      words[rdmajs::abi::LINK_SENT] = n > 0 ? static_cast<double>(n) : 0;  // an error: node's write meets it
+    }
+  }
   Schedule();
   return Napi::Number::New(info.Env(), r);
+}
+
+// The request header of the WR linkTake just filled `hdr` with, at b (LINK_REQ_HEADER bytes,
+// little-endian, frames.ts's layout); the frame's length (header and payload).
+size_t SoftDevice::WriteRequestHeader(uint8_t* b, uint32_t reqId, const double* hdr) {
+  namespace abi = rdmajs::abi;
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the link's wire is little-endian, copied as such");
+  auto u32 = [&](size_t at, uint32_t v) { std::memcpy(b + at, &v, 4); };
+  uint32_t opcode = soft::to_u32(hdr[abi::LINK_OPCODE]);
+  uint32_t length = soft::to_u32(hdr[abi::LINK_LENGTH]);
+  uint32_t frame = abi::LINK_REQ_HEADER + (opcode == abi::OP_RDMA_READ ? 0 : length);
+  u32(0, frame);
+  u32(4, reqId);
+  b[8] = static_cast<uint8_t>(opcode);
+  b[9] = static_cast<uint8_t>((hdr[abi::LINK_HEAD] == 1 ? abi::LINK_FLAG_HEAD : 0) | abi::LINK_FLAG_ANSWER_BACK);
+  b[10] = 0;
+  b[11] = 0;
+  u32(12, soft::to_u32(hdr[abi::LINK_IMM]));
+  double addr = hdr[abi::LINK_REMOTE_ADDR];  // a double on the wire, as JS writes it
+  std::memcpy(b + 16, &addr, 8);
+  u32(24, soft::to_u32(hdr[abi::LINK_RKEY]));
+  u32(28, length);
+  u32(32, soft::to_u32(hdr[abi::LINK_DST_SLOT]));
+  u32(36, soft::to_u32(hdr[abi::LINK_DST_GEN]));
+  u32(40, soft::to_u32(hdr[abi::LINK_SRC_QPN]));
+  u32(44, soft::to_u32(hdr[abi::LINK_SRC_PID]));
+  u32(48, soft::to_u32(hdr[abi::LINK_TOKEN]));
+  return frame;
 }
 
 // linkWrite(h, fd, frame, headerBytes): the WR just taken deferred, from its memory to the

@@ -7,6 +7,7 @@ import { writeSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Outbox, type SendNow } from '../src/internal/soft/link/Outbox.js';
+import { fakeSocket } from './harness/fakeSocket.js';
 import { collect, linkPair, type Pair, providers } from './harness/pair.js';
 
 const MiB = 1 << 20;
@@ -107,18 +108,7 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
   it('never sends past bytes queued in the stream or corked in it', () => {
     // A socket as the Outbox sees it: bytes of another writer queued (or corked) in its stream.
     const writes: number[] = [];
-    const fake = {
-      writableLength: 4096,
-      writableCorked: 0,
-      connecting: false,
-      destroyed: false,
-      writable: true,
-      _handle: { fd: 99 },
-      write(b: Uint8Array) {
-        writes.push(b.length);
-        return true;
-      },
-    };
+    const fake = fakeSocket(4096, (b) => writes.push(b.length));
     let sent = 0;
     /** 100 bytes gathered and flushed by an Outbox over `sock` whose own sends count in `sent`. */
     const flush100 = (sock: object, out?: Outbox) => {
@@ -150,15 +140,7 @@ describe.runIf(providers.includes('soft'))('soft TCP link: the Outbox sends itse
   it('calls the link flush off only with a send of its own that took the last owed bytes', () => {
     // The flag reaches the one send that carries the bytes, and flush says whether it did:
     // when the bytes go through node's stream instead, the caller must call it off itself.
-    const fake = {
-      writableLength: 0,
-      writableCorked: 0,
-      connecting: false,
-      destroyed: false,
-      writable: true,
-      _handle: { fd: 99 },
-      write: () => true,
-    };
+    const fake = fakeSocket();
     const flags: boolean[] = [];
     const out = new Outbox(fake as unknown as Socket, undefined, (_fd, _b, _o, n, settles) => {
       flags.push(settles);

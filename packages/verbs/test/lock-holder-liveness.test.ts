@@ -52,6 +52,8 @@ describe('a peer holding a queue lock on soft', () => {
   // gone) and have its lock taken from under it — the waiter trusts no /proc that is not its own.
   it('never_takes_over_from_a_running_holder_when_proc_belongs_to_another_pid_namespace', async (ctx) => {
     expect(await owner('foreign-proc-owner.ts', ctx)).toEqual({
+      // The scene's control: this /proc would have named the wrong process.
+      '/proc/<holder pid> is the holder': false,
       'post while a running peer keeps the queue, /proc of another namespace': {
         code: 'ERR_RDMA_BUSY',
       },

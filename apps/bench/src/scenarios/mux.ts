@@ -380,7 +380,13 @@ async function sameLoadRows(
       timeoutMs: 30_000,
     });
     closers.push(() => tcpConn.destroy());
-    targets.push({ transport: 'tcp', suffix: '', conn: tcpConn, peerCpu: () => tcpPeer.cpu() });
+    targets.push({
+      transport: 'tcp',
+      suffix: '',
+      conn: tcpConn,
+      peerCpu: () => tcpPeer.cpu(),
+      peerPid: tcpPeer.proc.pid,
+    });
     for (const policy of POLICIES.filter((p) => p !== 'busy')) {
       const peer = await MuxPeer.spawn(secret, ['rdma', policy, o.provider]);
       peers.push(peer);
@@ -393,6 +399,7 @@ async function sameLoadRows(
         suffix: ` ${policy}`,
         conn,
         peerCpu: () => peer.cpu(),
+        peerPid: peer.proc.pid,
       });
     }
     return await openLoopRows(targets, capacity, progress);

@@ -7,7 +7,9 @@ import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
 import { OpenLoopLatency } from './evaluation/OpenLoopLatency.js';
 import { runOpenLoop } from './evaluation/openLoop.js';
+import { cpuSplitLines } from './muxCpuModel.js';
 import { EchoChannel } from './muxEchoChannel.js';
+import { bothWakeups } from './muxWakeups.js';
 
 /** Channels the offered messages are spread over (round robin). */
 export const OPEN_CHANNELS = 16;
@@ -33,6 +35,8 @@ export interface OpenLoopTarget {
   suffix: string;
   conn: Connection;
   peerCpu(): Promise<number>;
+  /** The echo peer's process id: its wake-ups are counted with this process's. */
+  peerPid?: number | undefined;
 }
 
 interface Tally {
@@ -43,6 +47,8 @@ interface Tally {
   seconds: number;
   /** CPU per message of each round (both processes), µs. */
   rounds: number[];
+  /** Wake-ups of both processes (NaN once a round could not count them). */
+  wakeups: number;
   latency: OpenLoopLatency;
 }
 
@@ -85,6 +91,7 @@ export async function openLoopRows(
           failed: 0,
           seconds: 0,
           rounds: [],
+          wakeups: 0,
           latency: new OpenLoopLatency(),
         }),
       );
@@ -96,6 +103,7 @@ export async function openLoopRows(
           const chs = channels.get(t) as EchoChannel[];
           progress(`${t.transport}${t.suffix} ${openLoopOp(load)} round ${round + 1}`);
           const peer0 = await t.peerCpu();
+          const woken0 = bothWakeups(t.peerPid);
           const cpu0 = cpuNowUs();
           const r = await runOpenLoop(
             (k) => (chs[k % OPEN_CHANNELS] as EchoChannel).roundTrip(payload),
@@ -103,6 +111,9 @@ export async function openLoopRows(
             tally.latency,
           );
           const cpu = cpuNowUs() - cpu0 + ((await t.peerCpu()) - peer0);
+          const woken1 = bothWakeups(t.peerPid);
+          tally.wakeups +=
+            woken0 === undefined || woken1 === undefined ? Number.NaN : woken1 - woken0;
           tally.cpuUs += cpu;
           tally.completed += r.completed;
           tally.dropped += r.dropped;
@@ -131,6 +142,10 @@ export async function openLoopRows(
           coMeanUs: fromArrival.meanUs,
           coP99Us: fromArrival.p99Us,
           lagP99Us: tally.latency.lag.summary().p99Us,
+          // The peer's CPU is read over IPC (one wake-up each side per read, a few per round).
+          ...(Number.isNaN(tally.wakeups)
+            ? {}
+            : { wakeupsPerMsg: tally.wakeups / Math.max(1, tally.completed) }),
           ...(t.transport === 'tcp' ? {} : { baselineOp: op }),
         });
       });
@@ -178,5 +193,6 @@ export function openLoopSummary(results: Result[]): string[] {
     const line = describe(r);
     if (line !== undefined) lines.push(line);
   }
+  lines.push(...cpuSplitLines(rows));
   return lines;
 }

@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 10,
+  version: 11,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -61,7 +61,7 @@ export const ABI = {
   WCO_FETCH_ADD: 4,
   WCO_RECV: 128,
   WCO_RECV_RDMA_WITH_IMM: 129,
-  LINK_WORDS: 11,
+  LINK_WORDS: 12,
   LINK_OPCODE: 0,
   LINK_IMM: 1,
   LINK_REMOTE_ADDR: 2,
@@ -73,6 +73,10 @@ export const ABI = {
   LINK_SRC_PID: 8,
   LINK_TOKEN: 9,
   LINK_HEAD: 10,
+  LINK_SENT: 11,
+  LINK_REQ_HEADER: 52,
+  LINK_FLAG_HEAD: 1,
+  LINK_FLAG_ANSWER_BACK: 2,
   LINK_TAKE_NONE: 0,
   LINK_TAKE_READY: 1,
   LINK_TAKE_NEEDS_BUFFER: 2,

@@ -138,7 +138,13 @@ export interface SoftNativeDevice extends NativeDevice {
    * The next WR for the wire into `hdr` (LINK_* words) and its payload into
    * `frame[offset..]`: a LINK_TAKE_* code (LINK_TAKE_LAST: taken, and no other one now).
    */
-  /** `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`). */
+  /**
+   * `cap`: payload bytes it may put at `offset` at most (default: the rest of `frame`).
+   * `reqId` (> 0): the request header naming it goes at `offset - REQ_HEADER` too. `sendFd`
+   * (≥ 0, with `reqId`): when it took the last WR there is now and the WR's length is at
+   * most `sendMax`, `frame[0, its end)` is sent to that socket in this same call (linkSend's
+   * `settles` alike); hdr[LINK_SENT] says what the kernel took, -1 when nothing was sent.
+   */
   linkTake(
     handle: number,
     hdr: Float64Array,
@@ -146,6 +152,10 @@ export interface SoftNativeDevice extends NativeDevice {
     offset: number,
     cap?: number,
     defer?: boolean,
+    reqId?: number,
+    sendFd?: number,
+    sendMax?: number,
+    settles?: boolean,
   ): number;
   /**
    * `defer`: a WRITE/SEND's payload stays in registered memory; then linkWrite writes the

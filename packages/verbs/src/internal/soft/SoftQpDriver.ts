@@ -289,12 +289,28 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
         if (need === 0 && link.open) {
           // Small: gathered straight into the connection's Outbox, beside the answers
           // waiting there, and written with them at endBatch (one write).
+          // Its header is written natively, and when it is the last WR to take now and
+          // nothing of ours waits in node's stream, the take sends it with the answers
+          // before it too: one crossing for take, header and send.
           const out = link.out;
           const b = out.reserve(REQ_HEADER + SMALL_REQUEST);
-          const taken = this.#native.linkTake(h, hdr, b, out.at + REQ_HEADER, SMALL_REQUEST);
+          const fd = link.sendFd();
+          const settles = fd >= 0 && link.settles;
+          const taken = this.#native.linkTake(
+            h,
+            hdr,
+            b,
+            out.at + REQ_HEADER,
+            SMALL_REQUEST,
+            false,
+            link.nextReqId,
+            fd,
+            link.maxPayload,
+            settles,
+          );
           if (taken === ABI.LINK_TAKE_NONE) return;
           if (taken !== ABI.LINK_TAKE_NEEDS_BUFFER) {
-            link.sendGathered(hdr, this.#linkOwner);
+            link.sendGathered(hdr, this.#linkOwner, true, settles);
             if (taken === ABI.LINK_TAKE_LAST) return;
             continue;
           }

@@ -577,12 +577,38 @@ export class LinkClient implements AnswerSink {
     if (this.#open) this.#write(p);
   }
 
+  /** The id the next request will carry (linkTake writes its header with it). */
+  get nextReqId(): number {
+    return nextReqId;
+  }
+
+  /** What the target takes per frame (a WR longer is refused, not sent). */
+  get maxPayload(): number {
+    return this.#maxPayload;
+  }
+
+  /**
+   * The socket's descriptor when the native take may send gathered bytes itself now (open,
+   * outside any outer batch and cork, nothing of ours queued in node's stream), else -1.
+   */
+  sendFd(): number {
+    if (!this.#open || this.#dead || this.#corked || this.#batchDepth !== 1) return -1;
+    return this.out.sendFd();
+  }
+
+  /** True when what is gathered now is the last the link's flush is owed for (settles). */
+  get settles(): boolean {
+    return this.#lastOwed?.(this) === true;
+  }
+
   /**
    * Sends the WR described by `hdr` whose payload the engine gathered into `out` after
    * REQ_HEADER bytes at `out.at` (only while open, payload at most SMALL_REQUEST): it leaves
-   * with the answers gathered beside it, at endBatch().
+   * with the answers gathered beside it, at endBatch(). `headed`: the native take wrote its
+   * header already, with the id nextReqId named, and it may have sent the lot itself
+   * (hdr[LINK_SENT] ≥ 0: the kernel took that many bytes; `settles` as it was told).
    */
-  sendGathered(hdr: Float64Array, owner: LinkOwner): void {
+  sendGathered(hdr: Float64Array, owner: LinkOwner, headed = false, settles = false): void {
     const opcode = hdr[ABI.LINK_OPCODE] as number;
     const length = hdr[ABI.LINK_LENGTH] as number;
     const bytes = opcode === ABI.OP_RDMA_READ ? 0 : length;
@@ -596,12 +622,18 @@ export class LinkClient implements AnswerSink {
     }
     const id = takeReqId();
     const out = this.out;
-    writeRequestHeader(out.reserve(0), out.at, id, hdr, bytes);
+    if (!headed) writeRequestHeader(out.reserve(0), out.at, id, hdr, bytes);
     out.commit(REQ_HEADER + bytes);
     out.markRequest();
     const p = this.#track(id, hdr, owner);
     p.frame = undefined;
     p.frameLength = REQ_HEADER + bytes;
+    const sent = headed ? (hdr[ABI.LINK_SENT] as number) : -1;
+    if (sent >= 0) {
+      // Sent by the take with everything gathered before it: as endBatch's flush ends.
+      const calledOff = out.sentNatively(out.used, sent, settles);
+      this.#flushed?.(calledOff);
+    }
   }
 
   /** A pending record for request `id` (the WR `hdr` describes), in the ring. */

@@ -156,23 +156,53 @@ export class Outbox {
     if (this.#inFlight.size === 0) {
       // Nothing of ours in the socket: sent by us, or written without a callback (one
       // allocates); when the kernel took it all at once the buffer is free again now.
-      const sent = this.#sendNow(c.buf, n, settles);
-      if (sent === n) {
-        c.requests = false;
-        return this.#calledOff;
-      }
-      // The rest behind what went (a view only then: the kernel's buffer was full).
-      this.#sock.write(sent === 0 ? c.view(n) : c.buf.subarray(sent, n));
-      if (this.#sock.writableLength === 0) {
-        c.requests = false;
-        return this.#calledOff;
-      }
-      this.#inFlight.push(c);
-      this.#sock.write(EMPTY, this.#onWritten); // called once the one above is through
-    } else {
-      this.#inFlight.push(c);
-      this.#sock.write(c.view(n), this.#onWritten);
+      return this.#afterSend(n, this.#sendNow(c.buf, n, settles));
     }
+    this.#inFlight.push(c);
+    this.#sock.write(c.view(n), this.#onWritten);
+    this.#cur = this.#free.pop() ?? new Chunk(SMALL);
+    return this.#calledOff;
+  }
+
+  /**
+   * The socket's descriptor when what is gathered may be sent by us now, outside node's
+   * stream (nothing of ours queued in it, so the bytes keep their order), else -1: the
+   * native linkTake sends a small request with what was gathered before it this way.
+   */
+  sendFd(): number {
+    const sock = this.#sock;
+    if (this.#send === undefined || this.#inFlight.size > 0) return -1;
+    if (sock.writableLength > 0 || sock.writableCorked > 0) return -1;
+    if (sock.connecting || sock.destroyed || !sock.writable) return -1;
+    if (this.#fd < 0) this.#fd = socketFd(sock);
+    return this.#fd;
+  }
+
+  /**
+   * The current buffer's first `n` bytes (gathered and committed) were sent natively from
+   * sendFd(), `sent` of them taken by the kernel; `settles` as flush's. As flush() ends.
+   */
+  sentNatively(n: number, sent: number, settles: boolean): boolean {
+    this.#used = 0;
+    this.#calledOff = settles;
+    return this.#afterSend(n, sent);
+  }
+
+  /** flush() after its own send of the current buffer's `n` bytes took `sent` of them. */
+  #afterSend(n: number, sent: number): boolean {
+    const c = this.#cur;
+    if (sent === n) {
+      c.requests = false;
+      return this.#calledOff;
+    }
+    // The rest behind what went (a view only then: the kernel's buffer was full).
+    this.#sock.write(sent === 0 ? c.view(n) : c.buf.subarray(sent, n));
+    if (this.#sock.writableLength === 0) {
+      c.requests = false;
+      return this.#calledOff;
+    }
+    this.#inFlight.push(c);
+    this.#sock.write(EMPTY, this.#onWritten); // called once the one above is through
     this.#cur = this.#free.pop() ?? new Chunk(SMALL);
     return this.#calledOff;
   }

@@ -30,7 +30,8 @@
 // a frame longer than the connection's limit is refused without reading it.
 import { ABI } from '../../abi.js';
 
-export const REQ_HEADER = 52;
+/** A request's header (abi.h: linkTake writes it too). */
+export const REQ_HEADER = ABI.LINK_REQ_HEADER;
 export const RES_HEADER = 12;
 /** Set in an answer's length word: requests and answers share a connection (protocol 3). */
 export const ANSWER_BIT = 0x8000_0000;
@@ -68,8 +69,8 @@ export function answerDataBytes(opcode: number, length: number): number {
   if (opcode === ABI.OP_RDMA_READ) return length;
   return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
 }
-export const FLAG_HEAD = 1;
-export const FLAG_ANSWER_BACK = 2;
+export const FLAG_HEAD = ABI.LINK_FLAG_HEAD;
+export const FLAG_ANSWER_BACK = ABI.LINK_FLAG_ANSWER_BACK;
 /** Response outcome (link-only, beyond the engine's LINK_* outcomes): bytes arrived. */
 export const LINK_PROGRESS = 0xff;
 /** A target reports progress each time this much more of one request has arrived. */
