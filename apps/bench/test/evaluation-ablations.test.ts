@@ -105,19 +105,28 @@ describe('evaluation ablations: configuration', () => {
     }
   });
 
+  it('BENCH_EVAL_ONLY=fetch plans the headline fetch rows alone', () => {
+    const p = plan(false, 'soft', true);
+    expect(p.fetchOnly).toBe(true);
+    expect(p.inference.loads).toEqual([0.5]);
+    expect(p.inference.grpcLoads).toEqual({ grpc: [0.5], tcp: [0.5], soft: [0.5] });
+    expect(plan(false, 'soft', false).fetchOnly).toBe(false);
+    expect(plan(false, 'soft', false).inference.loads).toEqual([0.25, 0.5, 0.75, 1]);
+  });
+
   it('--quick runs one ablation, the full evaluation all of them', () => {
-    expect(plan(true, 'soft').ablations.map((a) => a.name)).toEqual(['zero-copy']);
-    expect(plan(false, 'soft').ablations).toEqual(ABLATIONS);
+    expect(plan(true, 'soft', false).ablations.map((a) => a.name)).toEqual(['zero-copy']);
+    expect(plan(false, 'soft', false).ablations).toEqual(ABLATIONS);
     // The incast again on shards that log pushes: the full run only.
-    expect(plan(true, 'soft').loggedIncast).toBe(false);
-    expect(plan(false, 'soft').loggedIncast).toBe(true);
+    expect(plan(true, 'soft', false).loggedIncast).toBe(false);
+    expect(plan(false, 'soft', false).loggedIncast).toBe(true);
     // gRPC at fractions of its own capacity; TCP and RDMA at the headline fraction of it.
-    expect(plan(false, 'soft').inference.grpcLoads).toEqual({
+    expect(plan(false, 'soft', false).inference.grpcLoads).toEqual({
       grpc: [0.25, 0.5, 0.75, 1],
       tcp: [0.5],
       soft: [0.5],
     });
-    expect(plan(true, 'ibverbs').inference.grpcLoads).toEqual({
+    expect(plan(true, 'ibverbs', false).inference.grpcLoads).toEqual({
       grpc: [0.5],
       tcp: [0.5],
       ibverbs: [0.5],

@@ -1,6 +1,12 @@
 import { RdmaTransport, type RdmaTransportOptions, type Transport } from '@rdmajs/mux';
+import { PS_CREDIT_FLUSH_MS } from '@rdmajs/ps-wire';
 import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { PsClientError } from './errors.js';
+
+/** A caller's transport options, with the PS's credit flush delay unless it chose one. */
+export function withPsCreditFlush<T extends { creditFlushMs?: number }>(o: T | undefined): T {
+  return { creditFlushMs: PS_CREDIT_FLUSH_MS, ...o } as T;
+}
 
 /** How a client reaches its shards. */
 export type TransportChoice = 'rdma' | 'tcp' | 'auto';
@@ -67,18 +73,18 @@ export class ClientTransports {
       return new ClientTransports('custom', { ...custom, probeIntervalMs }, []);
     }
     if (transport === 'tcp') {
-      const tcp = new TcpTransport(tcpOptions);
+      const tcp = new TcpTransport(withPsCreditFlush(tcpOptions));
       const link = { primary: tcp, primaryName: 'tcp', fallback: undefined, probeIntervalMs };
       return new ClientTransports('tcp', link, []); // nothing to close: it holds no resources
     }
     // Made lazily by mux: the device opens on the first connect, so 'auto' without any RDMA
     // device still works (its connects fail and fall back).
-    const r = new RdmaTransport(rdma ?? {});
+    const r = new RdmaTransport(withPsCreditFlush(rdma));
     if (transport === 'rdma') {
       const link = { primary: r, primaryName: 'rdma', fallback: undefined, probeIntervalMs };
       return new ClientTransports('rdma', link, [r]);
     }
-    const tcp = new TcpTransport(tcpOptions);
+    const tcp = new TcpTransport(withPsCreditFlush(tcpOptions));
     const link = { primary: r, primaryName: 'rdma', fallback: tcp, probeIntervalMs };
     return new ClientTransports('auto', link, [r]);
   }

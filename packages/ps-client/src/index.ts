@@ -1,3 +1,6 @@
+// The credit flush delay PsClient gives the transports it makes, for callers that make
+// their own (one transport shared by several clients).
+export { PS_CREDIT_FLUSH_MS } from '@rdmajs/ps-wire';
 export type { TransportChoice, TransportPorts } from './ClientTransports.js';
 export { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 export { PsClientError, type PsClientErrorCode } from './errors.js';

@@ -1,9 +1,15 @@
-import { RdmaTransport } from '@rdmajs/mux';
+import { RdmaTransport, type RdmaTransportOptions } from '@rdmajs/mux';
 import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
-import { TcpTransport } from '@rdmajs/tcp';
+import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PsClient, type PsClientOptions, type ShardSpec } from '../src/index.js';
+import { withPsCreditFlush } from '../src/ClientTransports.js';
+import {
+  PS_CREDIT_FLUSH_MS,
+  PsClient,
+  type PsClientOptions,
+  type ShardSpec,
+} from '../src/index.js';
 
 const secret = 'ps-client-transport-secret-0123456789';
 const spec = {
@@ -237,5 +243,21 @@ describe('PsClient transport choice', () => {
     // pullInto: exactly one copy of the rows more.
     expect(into - views).toBeGreaterThan(0.95);
     expect(into - views).toBeLessThan(1.05);
+  });
+});
+
+describe('PsClient: the transports it makes', () => {
+  it("take the PS's credit flush delay unless the caller chose one", () => {
+    expect(PS_CREDIT_FLUSH_MS).toBeGreaterThan(5); // longer than mux's and tcp's default, on purpose
+    expect(withPsCreditFlush(undefined)).toEqual({ creditFlushMs: PS_CREDIT_FLUSH_MS });
+    expect(withPsCreditFlush<RdmaTransportOptions>({ pollPolicy: 'busy' })).toEqual({
+      creditFlushMs: PS_CREDIT_FLUSH_MS,
+      pollPolicy: 'busy',
+    });
+    expect(withPsCreditFlush<TcpTransportOptions>({ frameProtection: 'none' })).toEqual({
+      creditFlushMs: PS_CREDIT_FLUSH_MS,
+      frameProtection: 'none',
+    });
+    expect(withPsCreditFlush({ creditFlushMs: 1 })).toEqual({ creditFlushMs: 1 });
   });
 });

@@ -7,6 +7,7 @@ import {
   type RdmaTransportOptions,
   type Transport,
 } from '@rdmajs/mux';
+import { PS_CREDIT_FLUSH_MS } from '@rdmajs/ps-wire';
 import { TcpTransport } from '@rdmajs/tcp';
 import { openDevice } from '@rdmajs/verbs';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -85,6 +86,7 @@ function transportOf(
   // Frames that span socket chunks are assembled in reused heap blocks, not a fresh buffer each.
   if (name === 'tcp')
     return new TcpTransport({
+      creditFlushMs: PS_CREDIT_FLUSH_MS,
       frameProtection: tcpFrameProtection,
       receiveAllocator: heapAllocator(),
     });
@@ -93,7 +95,7 @@ function transportOf(
     provider: rdma.provider,
     ...(rdma.device === undefined ? {} : { name: rdma.device }),
   });
-  return new RdmaTransport({ ...rdma.transport, device });
+  return new RdmaTransport({ creditFlushMs: PS_CREDIT_FLUSH_MS, ...rdma.transport, device });
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -1,3 +1,4 @@
+export { PS_CREDIT_FLUSH_MS } from './CreditFlush.js';
 export {
   allocatePullDenseReply,
   decodePullDenseReply,

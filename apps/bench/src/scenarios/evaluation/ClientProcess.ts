@@ -4,6 +4,7 @@ import type { Transport } from '../../report/Result.js';
 import { procRssBytes, procThreadsCpuUs } from '../../stats/cpu.js';
 import { gcBetween, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
 import type { LatencySummary } from '../../stats/LatencyRecorder.js';
+import { wakeups } from '../muxWakeups.js';
 import type {
   ClientInfoReply,
   ClientProcessArgs,
@@ -12,6 +13,7 @@ import type {
   IncastRowReply,
 } from './clientProtocol.js';
 import type { IncastOptions } from './incast.js';
+import { sumLoopWakeups } from './loopWakeups.js';
 import type { OpenLoopOptions } from './openLoop.js';
 
 /** Slack on top of a row's own duration before its process counts as stuck (loaded host). */
@@ -63,6 +65,12 @@ export type Costed<T> = T & {
   serversRssBytes: number;
   /** GCs of each server process over this round (add up the rounds of a row). */
   serversGc: ProcessGc[];
+  /**
+   * Event-loop wake-ups over this round (main threads' voluntary context switches) of the
+   * client process and of every server together; undefined where /proc cannot say.
+   */
+  clientWakeups: number | undefined;
+  serversWakeups: number | undefined;
 };
 
 /** Reads every server process's GCs so far (a process that cannot be read is left out). */
@@ -212,8 +220,14 @@ export class ClientProcess {
   ): Promise<Costed<T>> {
     const gc0 = await this.serverGc();
     const servers0 = sumOver(this.serverPids(), procThreadsCpuUs);
+    const wake0 = [wakeups(this.pid), sumLoopWakeups(this.serverPids())];
     const r = await this.ipc.request<T>(req, expectedMs + ROW_SLACK_MS);
     const serversCpuUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
+    const wake1 = [wakeups(this.pid), sumLoopWakeups(this.serverPids())];
+    const [clientWakeups, serversWakeups] = wake0.map((w0, i) => {
+      const w1 = wake1[i];
+      return w0 === undefined || w1 === undefined ? undefined : w1 - w0;
+    });
     const serversGc = gcBetween(gc0, await this.serverGc());
     await this.#check(typeof r === 'object' && r !== null && isCost(r) && valid(r), r);
     return {
@@ -221,6 +235,8 @@ export class ClientProcess {
       serversCpuUs,
       serversRssBytes: sumOver(this.serverPids(), procRssBytes),
       serversGc,
+      clientWakeups,
+      serversWakeups,
     };
   }
 

@@ -1,5 +1,5 @@
 import { RdmaTransport } from '@rdmajs/mux';
-import { PsClient } from '@rdmajs/ps-client';
+import { PS_CREDIT_FLUSH_MS, PsClient } from '@rdmajs/ps-client';
 import type { SparseTableConfig } from '@rdmajs/ps-server';
 import { type Device, openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
@@ -96,6 +96,9 @@ export class RdmajsPsTarget implements PsTarget {
     const rdma =
       side === 'rdma'
         ? new RdmaTransport({
+            // What PsClient gives the transports it makes itself (the shards' CLI too; the
+            // TCP client's is PsClient's own, made with TCP_BASELINE_OPTIONS).
+            creditFlushMs: PS_CREDIT_FLUSH_MS,
             ...(device === undefined ? {} : { device }),
             ...o.tuning,
           })

@@ -33,6 +33,7 @@ const ZIPF = 0.99;
 export function plan(
   quick: boolean,
   rdma: 'soft' | 'ibverbs',
+  fetchOnly = process.env.BENCH_EVAL_ONLY === 'fetch',
 ): {
   inference: InferenceOptions;
   training: TrainingOptions;
@@ -41,9 +42,12 @@ export function plan(
   ablationFetchMs: number;
   /** The headline incast again on shards that log every push (the full run only). */
   loggedIncast: boolean;
+  /** Only the headline fetch rows (`BENCH_EVAL_ONLY=fetch`): no training, failure, ablations. */
+  fetchOnly: boolean;
 } {
-  const loads = quick ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
+  const loads = quick || fetchOnly ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
   return {
+    fetchOnly,
     failure: {
       beforeMs: quick ? 500 : 1500,
       afterMs: quick ? 500 : 1500,
@@ -248,6 +252,7 @@ export const evaluationScenario: Scenario = {
         ),
       );
       results.push(...(await runInference(targets, workload, p.inference, progress)));
+      if (p.fetchOnly) return results;
       results.push(...(await runTraining(targets, p.training, progress)));
       const full = targets.find((t) => t.transport === o.provider);
       const headline = results.find((r) => r.op === fetchOp(HEADLINE_LOAD, false));

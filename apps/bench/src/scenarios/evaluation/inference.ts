@@ -79,6 +79,10 @@ export function isPastCapacity(offeredRps: number, achievedRps: number, dropped:
   return dropped > 0 || achievedRps < SERVED_SHARE * offeredRps;
 }
 
+/** `n` per completed request; null when unknown (NaN) or nothing completed. */
+const perOp = (n: number, completed: number): number | null =>
+  completed > 0 && Number.isFinite(n) ? n / completed : null;
+
 /** Rounds a fetch row is cut into, one per `FETCH_ROUND_MS` of its duration. */
 const FETCH_ROUND_MS = 1000;
 
@@ -108,6 +112,9 @@ export async function measureFetchRows(
   const rounds = Math.max(1, Math.round(durationMs / FETCH_ROUND_MS));
   const serversUs = plans.map(() => 0);
   const serversGc = plans.map((): ProcessGc[] => []);
+  // Event-loop wake-ups over the row's rounds (NaN once a round could not read them).
+  const clientWakeups = plans.map(() => 0);
+  const serversWakeups = plans.map(() => 0);
   const last: (Costed<FetchRowReply> | undefined)[] = plans.map(() => undefined);
   for (let round = 0; round < rounds; round++) {
     for (let j = 0; j < plans.length; j++) {
@@ -125,6 +132,8 @@ export async function measureFetchRows(
       });
       serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
       addProcessGc(serversGc[i] as ProcessGc[], r.serversGc);
+      clientWakeups[i] = (clientWakeups[i] as number) + (r.clientWakeups ?? Number.NaN);
+      serversWakeups[i] = (serversWakeups[i] as number) + (r.serversWakeups ?? Number.NaN);
       last[i] = r;
     }
   }
@@ -141,6 +150,9 @@ export async function measureFetchRows(
       ...row,
       ...r.latency,
       cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+      // Per fetch: how often the client's and all the servers' event loops slept and woke.
+      clientWakeupsPerOp: perOp(clientWakeups[i] as number, r.completed),
+      serverWakeupsPerOp: perOp(serversWakeups[i] as number, r.completed),
       coP50Us: co.p50Us,
       coMeanUs: co.meanUs,
       coP99Us: co.p99Us,
