@@ -89,6 +89,13 @@ export class QueuePair extends Resource {
   readonly #sendScratch: Float64Array;
   readonly #sendOperands: BigUint64Array;
   readonly #recvScratch: Float64Array;
+  /** Read once here, not through caps / ctx.driver.info.limits per posted WR. */
+  readonly #maxSendWr: number;
+  readonly #maxSendSge: number;
+  readonly #maxInline: number;
+  readonly #maxMsg: number;
+  readonly #maxRecvWr: number;
+  readonly #maxRecvSge: number;
   readonly #one: [SendWr | RecvWr] = [undefined as unknown as SendWr];
 
   /** Queue pairs come from `pd.createQp()`. */
@@ -113,6 +120,12 @@ export class QueuePair extends Resource {
     this.srq = init.srq;
     this.#sendScratch = new Float64Array(this.caps.maxSendWr * sendWrWords(this.caps.maxSendSge));
     this.#sendOperands = operandView(this.#sendScratch);
+    this.#maxSendWr = this.caps.maxSendWr;
+    this.#maxSendSge = this.caps.maxSendSge;
+    this.#maxInline = this.caps.maxInlineData;
+    this.#maxMsg = ctx.driver.info.limits.maxMsgSize;
+    this.#maxRecvWr = this.caps.maxRecvWr;
+    this.#maxRecvSge = this.caps.maxRecvSge;
     this.#recvScratch = new Float64Array(
       Math.max(this.caps.maxRecvWr, 1) * recvWrWords(this.caps.maxRecvSge),
     );
@@ -226,7 +239,7 @@ export class QueuePair extends Resource {
   postSend(wrs: SendWr | readonly SendWr[]): void {
     this.assertOpen();
     const list = asList(wrs, this.#one as [SendWr]);
-    const n = Math.min(list.length, this.caps.maxSendWr);
+    const n = Math.min(list.length, this.#maxSendWr);
     let p = 0;
     for (let i = 0; i < n; i++) {
       p = packSendWr(
@@ -234,9 +247,9 @@ export class QueuePair extends Resource {
         this.#sendOperands,
         p,
         list[i] as SendWr,
-        this.caps.maxSendSge,
-        this.caps.maxInlineData,
-        this.#ctx.driver.info.limits.maxMsgSize,
+        this.#maxSendSge,
+        this.#maxInline,
+        this.#maxMsg,
       );
     }
     const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n);
@@ -254,10 +267,10 @@ export class QueuePair extends Resource {
         'this QP receives through a shared receive queue; post there',
       );
     const list = asList(wrs, this.#one as [RecvWr]);
-    const n = Math.min(list.length, this.caps.maxRecvWr);
+    const n = Math.min(list.length, this.#maxRecvWr);
     let p = 0;
     for (let i = 0; i < n; i++)
-      p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.caps.maxRecvSge);
+      p = packRecvWr(this.#recvScratch, p, list[i] as RecvWr, this.#maxRecvSge);
     const rc = this.#ctx.driver.native.postRecv(this.#handle, this.#recvScratch, n);
     if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'receive', this.state);
     if (list.length > n) throw postError(ABI.POST_ENOMEM, n, 'receive', 'rts');

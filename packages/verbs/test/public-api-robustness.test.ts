@@ -90,6 +90,40 @@ describe('completion queues', () => {
     );
   });
 
+  it('waitForCompletion refuses an unknown own option, not an inherited one', async () => {
+    dev = openDevice({ provider: 'soft' });
+    const cq = dev.createCq();
+    expect(() => cq.waitForCompletion({ timeoutMs: 1, spinus: 5 } as never)).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
+    expect(() => cq.waitForCompletion({ toString: 1 } as never)).toThrow(
+      code('ERR_RDMA_INVALID_ARG'),
+    );
+    // Known keys with an inherited extra: the wait runs (and times out, typed).
+    const o = Object.assign(Object.create({ extra: 1 }), { timeoutMs: 1, spinUs: 0 });
+    expect(() => cq.waitForCompletion(o)).toThrow(code('ERR_RDMA_INVALID_ARG')); // not plain
+    await expect(cq.waitForCompletion({ timeoutMs: 1, spinUs: 0 })).rejects.toMatchObject({
+      code: 'ERR_RDMA_TIMEOUT',
+    });
+  });
+
+  it("'completion' listeners added after all were removed still get the event", async () => {
+    p = pair('soft');
+    const { a, b } = p;
+    let first = 0;
+    let second = 0;
+    const one = () => first++;
+    const two = () => second++;
+    b.cq.on('completion', one).off('completion', one).on('completion', two);
+    b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 8)] });
+    b.cq.requestNotify();
+    a.qp.postSend({ wrId: 2, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+    await b.cq.waitForCompletion({ timeoutMs: 5000 });
+    await new Promise((r) => setImmediate(r));
+    expect(first).toBe(0);
+    expect(second).toBe(1);
+  });
+
   it('allocCompletions refuses negative and fractional counts', () => {
     expect(() => allocCompletions(-1)).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
     expect(() => allocCompletions(1.5)).toThrow(code('ERR_RDMA_INVALID_ARG'));
@@ -136,9 +170,11 @@ describe('work requests', () => {
     expect(() =>
       a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: 2 ** 70, length: 8, lkey: 1 }] }),
     ).toThrow(code('ERR_RDMA_OUT_OF_RANGE'));
-    expect(() => a.qp.postSend({ wrId: 1, opcode: 'toString' as never, sgList: [] })).toThrow(
-      code('ERR_RDMA_INVALID_ARG'),
-    );
+    // Names an object literal inherits, and near misses, are not opcodes.
+    for (const opcode of ['toString', '__proto__', 'constructor', 'hasOwnProperty', 'send', 1])
+      expect(() => a.qp.postSend({ wrId: 1, opcode: opcode as never, sgList: [] })).toThrow(
+        code('ERR_RDMA_INVALID_ARG'),
+      );
   });
 
   it('a partly posted batch is an RdmaPostError that says how many went in', () => {

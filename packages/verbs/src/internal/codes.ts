@@ -1,5 +1,5 @@
 // Names for the addon's numbers (all defined once, in abi.ts / native/abi.h).
-import type { QpState, SendOpcode, WcOpcode } from '../types.js';
+import type { QpState, WcOpcode } from '../types.js';
 import { ABI } from './abi.js';
 
 export const QP_STATE_CODE = {
@@ -25,15 +25,30 @@ export function qpStateName(code: number): QpState {
   }
 }
 
-export const SEND_OPCODE_CODE: Record<SendOpcode, number> = {
-  SEND: ABI.OP_SEND,
-  SEND_WITH_IMM: ABI.OP_SEND_WITH_IMM,
-  RDMA_WRITE: ABI.OP_RDMA_WRITE,
-  RDMA_WRITE_WITH_IMM: ABI.OP_RDMA_WRITE_WITH_IMM,
-  RDMA_READ: ABI.OP_RDMA_READ,
-  ATOMIC_CMP_AND_SWP: ABI.OP_ATOMIC_CMP_AND_SWP,
-  ATOMIC_FETCH_AND_ADD: ABI.OP_ATOMIC_FETCH_AND_ADD,
-};
+/**
+ * A send WR's opcode code, or -1 for anything else (inherited names such as 'toString'
+ * included). A switch on the string: the post path called Object.hasOwn on the table per WR.
+ */
+export function sendOpcodeCode(name: unknown): number {
+  switch (name) {
+    case 'SEND':
+      return ABI.OP_SEND;
+    case 'SEND_WITH_IMM':
+      return ABI.OP_SEND_WITH_IMM;
+    case 'RDMA_WRITE':
+      return ABI.OP_RDMA_WRITE;
+    case 'RDMA_WRITE_WITH_IMM':
+      return ABI.OP_RDMA_WRITE_WITH_IMM;
+    case 'RDMA_READ':
+      return ABI.OP_RDMA_READ;
+    case 'ATOMIC_CMP_AND_SWP':
+      return ABI.OP_ATOMIC_CMP_AND_SWP;
+    case 'ATOMIC_FETCH_AND_ADD':
+      return ABI.OP_ATOMIC_FETCH_AND_ADD;
+    default:
+      return -1;
+  }
+}
 
 export function wcOpcodeName(code: number): WcOpcode {
   switch (code) {

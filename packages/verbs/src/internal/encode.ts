@@ -4,7 +4,7 @@
 
 import type { RecvWr, SendWr, Sge } from '../types.js';
 import { ABI } from './abi.js';
-import { SEND_OPCODE_CODE } from './codes.js';
+import { sendOpcodeCode } from './codes.js';
 import {
   describe,
   intError,
@@ -83,9 +83,8 @@ export function packSendWr(
 ): number {
   if (wr === null || typeof wr !== 'object') throw invalid('a send work request must be an object');
   const wrId = checkWrId(wr.wrId);
-  const opcode = SEND_OPCODE_CODE[wr.opcode];
-  if (opcode === undefined || !Object.hasOwn(SEND_OPCODE_CODE, wr.opcode))
-    throw invalid(`unknown opcode ${describe(wr.opcode)}`);
+  const opcode = sendOpcodeCode(wr.opcode);
+  if (opcode < 0) throw invalid(`unknown opcode ${describe(wr.opcode)}`);
   const isRdma = opcode >= 2;
   const withImm = wr.opcode === 'SEND_WITH_IMM' || wr.opcode === 'RDMA_WRITE_WITH_IMM';
   const imm = wr.imm === undefined ? 0 : wr.imm;
@@ -102,7 +101,7 @@ export function packSendWr(
   }
   const isInline = wr.inline === true;
   const isAtomic = opcode === ABI.OP_ATOMIC_CMP_AND_SWP || opcode === ABI.OP_ATOMIC_FETCH_AND_ADD;
-  if (isInline && (opcode === SEND_OPCODE_CODE.RDMA_READ || isAtomic))
+  if (isInline && (opcode === ABI.OP_RDMA_READ || isAtomic))
     throw invalid(`${wr.opcode} cannot be inline`);
   out[p] = wrId;
   out[p + 1] = opcode;

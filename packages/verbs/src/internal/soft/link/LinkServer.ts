@@ -599,8 +599,8 @@ export class LinkServer {
       const c = list[i] as AnswerSink;
       if (c.out.used > 0 && !c.closed) return;
     }
-    for (let i = 0; i < list.length; i++) (list[i] as AnswerSink).dirty = false;
-    list.length = 0;
+    // Emptied by pops (inlined), not `length = 0` (a runtime call per round trip).
+    while (list.length > 0) (list.pop() as AnswerSink).dirty = false;
     this.#flushArmed = false;
     // Called off natively by the write that took the last bytes, or here in a crossing.
     if (!calledOff) this.#native.linkFlushSoon(false);
