@@ -5,7 +5,8 @@ import { PsClientError } from './errors.js';
 
 /** A caller's transport options, with the PS's credit flush delay unless it chose one. */
 export function withPsCreditFlush<T extends { creditFlushMs?: number }>(o: T | undefined): T {
-  return { creditFlushMs: PS_CREDIT_FLUSH_MS, ...o } as T;
+  // `?? ` and not a spread under it: an explicit `creditFlushMs: undefined` keeps the PS's.
+  return { ...o, creditFlushMs: o?.creditFlushMs ?? PS_CREDIT_FLUSH_MS } as T;
 }
 
 /** How a client reaches its shards. */

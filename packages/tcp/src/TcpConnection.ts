@@ -535,6 +535,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
       this.#peerMessages++;
       this.#held += charge;
       if (this.#held > this.#maxHeld) this.#maxHeld = this.#held;
+      // Credit owed from earlier releases may be what the peer's next message waits for now
+      // that this one filled its view past half: not left to the flush delay.
+      if (this.#creditMessages > 0 && this.#peerMayStall()) this.#scheduleCredit();
     } else if (h.type === FrameType.Open) {
       if (h.channel % 2 !== (this.role === 'client' ? 0 : 1)) {
         throw new MuxProtocolError(
@@ -682,8 +685,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     // Below, credit waits up to creditFlushMs and goes as one frame for many releases (a
     // frame per release would double the writes and reads of a request/response pattern).
     if (
-      this.#peerBytes + this.#creditBytes >= local.windowBytes / 2 ||
-      this.#peerMessages + this.#creditMessages >= local.windowMessages / 2 ||
+      this.#peerMayStall() ||
       this.#creditBytes >= local.windowBytes / 4 ||
       this.#creditMessages >= local.windowMessages / 4
     ) {
@@ -695,6 +697,15 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
         this.#flushCredit();
       }, this.#settings.creditFlushMs);
     }
+  }
+
+  /** The peer's view of its window (held plus released, not yet credited) is past half. */
+  #peerMayStall(): boolean {
+    const local = this.#settings.local;
+    return (
+      this.#peerBytes + this.#creditBytes >= local.windowBytes / 2 ||
+      this.#peerMessages + this.#creditMessages >= local.windowMessages / 2
+    );
   }
 
   #scheduleCredit(): void {

@@ -66,6 +66,17 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
     Fail(info, EINVAL, "linkTake: the header record is shorter than LINK_WORDS", "ERR_RDMA_INVALID_ARG");
     return info.Env().Undefined();
   }
+  // The inputs in hdr's LINK_IN_* words, consumed before anything can refuse the call: zeroed
+  // here, so a call that sets none never acts on an earlier call's (a refused one's included).
+  namespace abi = rdmajs::abi;
+  double* words = hdr.f64();
+  double reqIdWord = words[abi::LINK_IN_REQ_ID];
+  double fd = words[abi::LINK_IN_SEND_FD] - 1;  // stored + 1: a zeroed word names no socket
+  double sendMax = words[abi::LINK_IN_SEND_MAX];
+  bool settles = words[abi::LINK_IN_SETTLES] == 1;
+  words[abi::LINK_IN_REQ_ID] = words[abi::LINK_IN_SEND_FD] = words[abi::LINK_IN_SEND_MAX] =
+      words[abi::LINK_IN_SETTLES] = 0;
+  words[abi::LINK_SENT] = -1;
   // The payload goes at `offset`: the bytes before it are the frame's header (one buffer,
   // one write per frame).
   size_t offset = U32(info, 3);
@@ -79,18 +90,8 @@ Napi::Value SoftDevice::LinkTake(const Napi::CallbackInfo& info) {
   if (info.Length() > 4 && info[4].IsNumber()) cap = std::min<size_t>(cap, U32(info, 4));
   // defer (optional): a WRITE/SEND's payload is left where it lies, for linkWrite.
   bool defer = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
-  // The inputs in hdr's LINK_IN_* words, consumed: zeroed here, so a call that sets none
-  // never acts on an earlier call's. reqId (> 0): the frame's request header is written at
-  // offset - LINK_REQ_HEADER, naming it (no JS pass over the record for it).
-  double* words = hdr.f64();
-  namespace abi = rdmajs::abi;
-  double reqIdWord = words[abi::LINK_IN_REQ_ID];
-  double fd = words[abi::LINK_IN_SEND_FD] - 1;  // stored + 1: a zeroed word names no socket
-  double sendMax = words[abi::LINK_IN_SEND_MAX];
-  bool settles = words[abi::LINK_IN_SETTLES] == 1;
-  words[abi::LINK_IN_REQ_ID] = words[abi::LINK_IN_SEND_FD] = words[abi::LINK_IN_SEND_MAX] =
-      words[abi::LINK_IN_SETTLES] = 0;
-  words[abi::LINK_SENT] = -1;
+  // reqId (> 0): the frame's request header is written at offset - LINK_REQ_HEADER, naming
+  // it (no JS pass over the record for it).
   uint32_t reqId = std::isfinite(reqIdWord) && reqIdWord > 0 && reqIdWord <= UINT32_MAX
                        ? static_cast<uint32_t>(reqIdWord)
                        : 0;

@@ -20,6 +20,8 @@ interface Watch {
   mismatches: string[];
   /** opcodes of the WRs whose header the addon wrote */
   headed: number[];
+  /** hdr[LINK_HEAD] of each of those WRs (1: the oldest unfinished, 0: taken behind it) */
+  heads: number[];
   restore(): void;
 }
 
@@ -32,6 +34,7 @@ function watchAddon(): Watch {
   const calls = new Map<string, number>();
   const mismatches: string[] = [];
   const headed: number[] = [];
+  const heads: number[] = [];
   const expected = Buffer.alloc(REQ_HEADER);
   // reqId: the LINK_IN_REQ_ID word as the call found it (the call zeroes it).
   const checkTake = (a: unknown[], reqId: number, r: unknown): void => {
@@ -42,6 +45,7 @@ function watchAddon(): Watch {
     writeRequestHeader(expected, 0, reqId, hdr, opcode === ABI.OP_RDMA_READ ? 0 : length);
     const got = Buffer.from(frame.buffer, frame.byteOffset + offset - REQ_HEADER, REQ_HEADER);
     headed.push(opcode);
+    heads.push(hdr[ABI.LINK_HEAD] as number);
     if (!got.equals(expected))
       mismatches.push(`${got.toString('hex')} != ${expected.toString('hex')}`);
   };
@@ -79,6 +83,7 @@ function watchAddon(): Watch {
     calls,
     mismatches,
     headed,
+    heads,
     restore: () => {
       addon.SoftDevice = Original;
     },
@@ -192,6 +197,7 @@ describe.runIf(providers.includes('soft'))(
       a.qp.postSend({ wrId: 0, opcode: 'SEND', sgList: [a.mr.sge(0, 1)] });
       await collect(a.cq, 1);
       w.headed.length = 0;
+      w.heads.length = 0;
       // Eight posted at once: taken one after another, all but the first behind the head.
       a.qp.postSend(
         Array.from({ length: 8 }, (_, i) => ({
@@ -206,6 +212,7 @@ describe.runIf(providers.includes('soft'))(
       expect(r.slice(1).map((c) => c.imm)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
       expect(w.mismatches).toEqual([]);
       expect(w.headed.length).toBe(8);
+      expect(w.heads).toContain(0);
     });
 
     it('a ping-pong sends its requests with the take, not with linkSend', async () => {

@@ -325,6 +325,9 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
         // memory straight into the socket when nothing of ours is queued there; the frame
         // then takes only what the kernel did not.
         const fd = need > SMALL_REQUEST ? link.directFd() : -1;
+        // No header and no send of its own here, whatever a refused call left in the words.
+        hdr[ABI.LINK_IN_REQ_ID] = 0;
+        hdr[ABI.LINK_IN_SEND_FD] = 0;
         const taken = this.#native.linkTake(h, hdr, frame.buf, REQ_HEADER, undefined, fd >= 0);
         if (taken !== ABI.LINK_TAKE_READY && taken !== ABI.LINK_TAKE_LAST) {
           this.#linkFree.push(frame);
