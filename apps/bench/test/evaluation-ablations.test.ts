@@ -114,6 +114,16 @@ describe('evaluation ablations: configuration', () => {
     expect(plan(false, 'soft', false).inference.loads).toEqual([0.25, 0.5, 0.75, 1]);
   });
 
+  it('BENCH_EVAL_ONLY=incast plans the headline push-incast rows alone, with more bursts', () => {
+    const p = plan(false, 'soft', false, true);
+    expect(p.incastOnly).toBe(true);
+    expect(p.training.concurrency).toEqual([64]);
+    expect(p.training.samples).toBe(2048);
+    expect(p.loggedIncast).toBe(false);
+    expect(plan(false, 'soft', false, false).incastOnly).toBe(false);
+    expect(plan(false, 'soft', false, false).training.concurrency).toEqual([1, 16, 64, 256]);
+  });
+
   it('--quick runs one ablation, the full evaluation all of them', () => {
     expect(plan(true, 'soft', false).ablations.map((a) => a.name)).toEqual(['zero-copy']);
     expect(plan(false, 'soft', false).ablations).toEqual(ABLATIONS);

@@ -39,6 +39,15 @@ describe('evaluation: the headline incast on shards that log every push', () => 
       expect(r).toMatchObject({ baselineOp: r.op, pushLog: 'group', failed: 0, concurrency: 64 });
       // Two bursts of 64 pushes, each GC of the client process and the three shards counted.
       expect(r.gcOps).toBe(128);
+      // The CPU per push split into the client's part and the shards' part, which add up.
+      const client = r.clientCpuUsPerOp as number;
+      const shards = r.serverCpuUsPerOp as number;
+      expect(client).toBeGreaterThan(0);
+      expect(shards).toBeGreaterThan(0);
+      expect(client + shards).toBeCloseTo(r.cpuUsPerOp, 6);
+      // Wake-ups per push (Linux /proc: readable here), never negative.
+      expect(r.clientWakeupsPerOp).toBeGreaterThanOrEqual(0);
+      expect(r.serverWakeupsPerOp).toBeGreaterThanOrEqual(0);
       expect((r.gc as { process: string }[]).map((g) => g.process)).toEqual([
         'client',
         'shard log0',

@@ -34,6 +34,7 @@ export function plan(
   quick: boolean,
   rdma: 'soft' | 'ibverbs',
   fetchOnly = process.env.BENCH_EVAL_ONLY === 'fetch',
+  incastOnly = process.env.BENCH_EVAL_ONLY === 'incast',
 ): {
   inference: InferenceOptions;
   training: TrainingOptions;
@@ -44,10 +45,13 @@ export function plan(
   loggedIncast: boolean;
   /** Only the headline fetch rows (`BENCH_EVAL_ONLY=fetch`): no training, failure, ablations. */
   fetchOnly: boolean;
+  /** Only the headline push-incast rows (`BENCH_EVAL_ONLY=incast`): no fetch, failure, ablations. */
+  incastOnly: boolean;
 } {
   const loads = quick || fetchOnly ? [HEADLINE_LOAD] : [0.25, 0.5, 0.75, 1];
   return {
     fetchOnly,
+    incastOnly,
     failure: {
       beforeMs: quick ? 500 : 1500,
       afterMs: quick ? 500 : 1500,
@@ -67,16 +71,17 @@ export function plan(
       zipfExponent: ZIPF,
     },
     training: {
-      concurrency: quick ? [HEADLINE_CONCURRENCY] : [1, 16, HEADLINE_CONCURRENCY, 256],
+      concurrency:
+        quick || incastOnly ? [HEADLINE_CONCURRENCY] : [1, 16, HEADLINE_CONCURRENCY, 256],
       keysPerPush: 256,
-      samples: quick ? 128 : 512,
+      samples: quick ? 128 : incastOnly ? 2048 : 512,
       keySpace: KEY_SPACE,
       zipfExponent: ZIPF,
     },
     // --quick runs one ablation (zero-copy, at the headline fetch load); the full run all.
     ablations: quick ? ABLATIONS.filter((a) => a.name === 'zero-copy') : ABLATIONS,
     ablationFetchMs: quick ? 1000 : 2000,
-    loggedIncast: !quick,
+    loggedIncast: !quick && !incastOnly,
   };
 }
 
@@ -251,6 +256,7 @@ export const evaluationScenario: Scenario = {
           },
         ),
       );
+      if (p.incastOnly) return [...results, ...(await runTraining(targets, p.training, progress))];
       results.push(...(await runInference(targets, workload, p.inference, progress)));
       if (p.fetchOnly) return results;
       results.push(...(await runTraining(targets, p.training, progress)));

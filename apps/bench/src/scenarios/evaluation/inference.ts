@@ -80,7 +80,7 @@ export function isPastCapacity(offeredRps: number, achievedRps: number, dropped:
 }
 
 /** `n` per completed request; null when unknown (NaN) or nothing completed. */
-const perOp = (n: number, completed: number): number | null =>
+export const perOp = (n: number, completed: number): number | null =>
   completed > 0 && Number.isFinite(n) ? n / completed : null;
 
 /** Rounds a fetch row is cut into, one per `FETCH_ROUND_MS` of its duration. */

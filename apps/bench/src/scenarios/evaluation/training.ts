@@ -3,6 +3,7 @@ import { addProcessGc, type ProcessGc } from '../../stats/GcCounts.js';
 import type { ClientProcess, Costed } from './ClientProcess.js';
 import type { IncastRowReply } from './clientProtocol.js';
 import { gcFields } from './gcFields.js';
+import { perOp } from './inference.js';
 import { EVAL_DIM } from './PsTarget.js';
 import { ZipfKeys } from './ZipfKeys.js';
 
@@ -61,6 +62,9 @@ export async function runTraining(
     const order = targets.map((_, i) => targets[(i + ci) % targets.length] as ClientProcess);
     const serversUs = order.map(() => 0);
     const serversGc = order.map((): ProcessGc[] => []);
+    // Event-loop wake-ups over the row's rounds (NaN once a round could not read them).
+    const clientWakeups = order.map(() => 0);
+    const serversWakeups = order.map(() => 0);
     const last: (Costed<IncastRowReply> | undefined)[] = order.map(() => undefined);
     // Rounds of bursts, the targets taking turns (first one rotating), as the fetch rows do.
     for (let round = 0; round < rounds; round++) {
@@ -78,6 +82,8 @@ export async function runTraining(
         );
         serversUs[i] = (serversUs[i] as number) + r.serversCpuUs;
         addProcessGc(serversGc[i] as ProcessGc[], r.serversGc);
+        clientWakeups[i] = (clientWakeups[i] as number) + (r.clientWakeups ?? Number.NaN);
+        serversWakeups[i] = (serversWakeups[i] as number) + (r.serversWakeups ?? Number.NaN);
         last[i] = r;
       }
     }
@@ -92,6 +98,11 @@ export async function runTraining(
         concurrency: c,
         ...r.latency,
         cpuUsPerOp: (r.cpuUs + (serversUs[i] as number)) / Math.max(1, r.count),
+        // Where a push's CPU goes: the client process, and every shard together.
+        clientCpuUsPerOp: perOp(r.cpuUs, r.count),
+        serverCpuUsPerOp: perOp(serversUs[i] as number, r.count),
+        clientWakeupsPerOp: perOp(clientWakeups[i] as number, r.count),
+        serverWakeupsPerOp: perOp(serversWakeups[i] as number, r.count),
         pushesPerSec: r.count / (r.busyMs / 1000),
         failed: r.failed,
         seconds: r.seconds,
