@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sumLoopWakeups } from '../src/scenarios/evaluation/loopWakeups.js';
-import { wakeups } from '../src/scenarios/muxWakeups.js';
+import { sumWakeups, wakeups } from '../src/stats/loopWakeups.js';
 
 describe('evaluation: event-loop wake-ups of a row’s servers', () => {
   it.runIf(process.platform === 'linux')(
@@ -10,11 +9,11 @@ describe('evaluation: event-loop wake-ups of a row’s servers', () => {
       expect(Number.isSafeInteger(before)).toBe(true);
       // Sleeping in the event loop is a voluntary switch of the main thread.
       for (let i = 0; i < 3; i++) await new Promise((r) => setTimeout(r, 5));
-      const sum = sumLoopWakeups([process.pid, process.pid]) as number;
+      const sum = sumWakeups([process.pid, process.pid]) as number;
       expect(sum).toBeGreaterThan(2 * before);
-      expect(sumLoopWakeups([])).toBe(0);
+      expect(sumWakeups([])).toBe(0);
       // Above any pid_max: no such process.
-      expect(sumLoopWakeups([process.pid, 2 ** 22 + 1])).toBeUndefined();
+      expect(sumWakeups([process.pid, 2 ** 22 + 1])).toBeUndefined();
     },
   );
 });

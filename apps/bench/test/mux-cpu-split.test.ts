@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Result } from '../src/report/Result.js';
 import { cpuSplit, cpuSplitLines } from '../src/scenarios/muxCpuModel.js';
-import { bothWakeups, wakeups } from '../src/scenarios/muxWakeups.js';
+import { bothWakeups, wakeups } from '../src/stats/loopWakeups.js';
 
 /** A row whose CPU per second is `fixedMs` ms + `perMsgUs` µs per message at `rate`. */
 function row(

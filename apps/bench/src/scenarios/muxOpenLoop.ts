@@ -5,11 +5,11 @@
 import type { Connection } from '@rdmajs/mux';
 import type { Result } from '../report/Result.js';
 import { cpuNowUs } from '../stats/cpu.js';
+import { bothWakeups } from '../stats/loopWakeups.js';
 import { OpenLoopLatency } from './evaluation/OpenLoopLatency.js';
 import { runOpenLoop } from './evaluation/openLoop.js';
 import { cpuSplitLines } from './muxCpuModel.js';
 import { EchoChannel } from './muxEchoChannel.js';
-import { bothWakeups } from './muxWakeups.js';
 
 /** Channels the offered messages are spread over (round robin). */
 export const OPEN_CHANNELS = 16;

@@ -4,7 +4,7 @@ import type { Transport } from '../../report/Result.js';
 import { procRssBytes, procThreadsCpuUs } from '../../stats/cpu.js';
 import { gcBetween, isGcCounts, type ProcessGc } from '../../stats/GcCounts.js';
 import type { LatencySummary } from '../../stats/LatencyRecorder.js';
-import { wakeups } from '../muxWakeups.js';
+import { sumWakeups, wakeups } from '../../stats/loopWakeups.js';
 import type {
   ClientInfoReply,
   ClientProcessArgs,
@@ -13,7 +13,6 @@ import type {
   IncastRowReply,
 } from './clientProtocol.js';
 import type { IncastOptions } from './incast.js';
-import { sumLoopWakeups } from './loopWakeups.js';
 import type { OpenLoopOptions } from './openLoop.js';
 
 /** Slack on top of a row's own duration before its process counts as stuck (loaded host). */
@@ -220,10 +219,10 @@ export class ClientProcess {
   ): Promise<Costed<T>> {
     const gc0 = await this.serverGc();
     const servers0 = sumOver(this.serverPids(), procThreadsCpuUs);
-    const wake0 = [wakeups(this.pid), sumLoopWakeups(this.serverPids())];
+    const wake0 = [wakeups(this.pid), sumWakeups(this.serverPids())];
     const r = await this.ipc.request<T>(req, expectedMs + ROW_SLACK_MS);
     const serversCpuUs = sumOver(this.serverPids(), procThreadsCpuUs) - servers0;
-    const wake1 = [wakeups(this.pid), sumLoopWakeups(this.serverPids())];
+    const wake1 = [wakeups(this.pid), sumWakeups(this.serverPids())];
     const [clientWakeups, serversWakeups] = wake0.map((w0, i) => {
       const w1 = wake1[i];
       return w0 === undefined || w1 === undefined ? undefined : w1 - w0;
