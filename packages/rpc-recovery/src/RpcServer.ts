@@ -585,6 +585,12 @@ export class RpcServer {
               this.#stats.expired++;
               continue;
             }
+            if (ended) {
+              // Taken, but the channel closed meanwhile: its reply could not go out, and the
+              // client replays the call on its next connection — running it here is waste.
+              slots.give();
+              return;
+            }
           }
           backlog.shift();
           dispatch(msg);
