@@ -270,9 +270,14 @@ inline void SeqEnd(uint32_t* seq) {
   __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
+// The element data of a typed array (its byte offset applied). Through the typed array's own
+// info, not its buffer's: napi_get_arraybuffer_info refuses a SharedArrayBuffer ("Invalid
+// argument"), and a one-sided readable table may live in shared memory.
 template <typename T>
 T* DataOf(const Napi::TypedArray& a) {
-  return reinterpret_cast<T*>(static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset());
+  void* data = nullptr;
+  napi_get_typedarray_info(a.Env(), a, nullptr, nullptr, &data, nullptr, nullptr);
+  return static_cast<T*>(data);
 }
 
 class TableKernels : public Napi::ObjectWrap<TableKernels> {

@@ -107,8 +107,12 @@ export function storeViewLayout(shape: StoreViewShape): StoreViewLayout {
   const rowsOffset = alignUp(metaOffset + slotCount * STORE_VIEW.META_BYTES, A);
   const totalBytes = rowsOffset + (slotCount / chunkRows) * chunkStride;
   return {
-    ...shape,
+    dim,
+    rowDtype: shape.rowDtype,
+    buckets,
     salt: shape.salt >>> 0,
+    slotCount,
+    chunkRows,
     rowBytes,
     chunkStride,
     indexOffset,
