@@ -380,6 +380,7 @@ export class SparseTable {
         chunkRows,
       });
       this.#slabs.push(this.#view.block);
+      this.#adviseHuge?.(this.#view.bytes);
       this.#slabBytes = this.#view.rowSectionBytes;
       this.#index = new HashIndex({
         initialBuckets: this.#view.layout.buckets,

@@ -3,31 +3,17 @@ import { Worker } from 'node:worker_threads';
 import {
   decodeStoreViewHeader,
   initRowFn,
+  localViewRead,
   readStoreView,
   resolveInit,
   StoreViewReader,
   ViewKeyStatus,
-  type ViewReadFn,
 } from '@rdmajs/ps-wire';
 import { describe, expect, it } from 'vitest';
 import type { SparseTableConfig } from '../src/index.js';
 
 const READ_BATCHES = 4000;
 const KEYS = 24;
-
-/** READs as a NIC does them: byte copies of live shared memory, in list order. */
-const liveRead =
-  (region: Uint8Array): ViewReadFn =>
-  (list, scratch, out) => {
-    for (let i = 0; i < list.count; i++) {
-      const r = list.remote[i] as number;
-      const len = list.length[i] as number;
-      (list.into[i] === 0 ? scratch : out).set(
-        region.subarray(r, r + len),
-        list.local[i] as number,
-      );
-    }
-  };
 
 async function torture(config: SparseTableConfig, keySpace: number) {
   const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url)), {
@@ -57,7 +43,8 @@ async function torture(config: SparseTableConfig, keySpace: number) {
       init: initRowFn(resolveInit(config.init)),
       windowBuckets: 16,
     });
-    const read = liveRead(region);
+    // Byte copies of live shared memory, in list order: what a NIC's READs do.
+    const read = localViewRead(region);
     const dim = config.dim;
     const k32 = new Uint32Array(2 * KEYS);
     const out = new Float32Array(KEYS * dim);

@@ -2,33 +2,18 @@ import {
   decodeStoreViewHeader,
   type InitConfig,
   initRowFn,
+  localViewRead,
   readStoreView,
   resolveInit,
   STORE_VIEW,
   STORE_VIEW_HEADER,
   StoreViewReader,
   ViewKeyStatus,
-  type ViewReadFn,
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SparseTable, type SparseTableConfig } from '../src/index.js';
 import { bits } from './helpers.js';
-
-/** Executes READs by copying from the region, refusing anything outside it. */
-export function localRead(region: Uint8Array): ViewReadFn {
-  return (list, scratch, out) => {
-    for (let i = 0; i < list.count; i++) {
-      const r = list.remote[i] as number;
-      const len = list.length[i] as number;
-      const dst = list.into[i] === 0 ? scratch : out;
-      const l = list.local[i] as number;
-      if (r < 0 || r + len > region.byteLength || l < 0 || l + len > dst.byteLength)
-        throw new Error(`READ out of range: ${r} + ${len} → ${l}`);
-      dst.set(region.subarray(r, r + len), l);
-    }
-  };
-}
 
 function readerFor(table: SparseTable, maxKeys: number, init?: InitConfig, windowBuckets = 8) {
   const view = table.storeView;
@@ -39,7 +24,7 @@ function readerFor(table: SparseTable, maxKeys: number, init?: InitConfig, windo
     init: initRowFn(resolveInit(init)),
     windowBuckets,
   });
-  return { reader, read: localRead(view.bytes) };
+  return { reader, read: localViewRead(view.bytes) };
 }
 
 /** Every slot's seq is even (no write left open). */
@@ -168,6 +153,7 @@ describe('one-sided readable tables', () => {
           t.push(k32Of(b), b.length, grads, 0);
         }
         expect(seqsEven(t)).toBe(true);
+        if (w.budgeted) expect(t.stats().bytes).toBeLessThanOrEqual(config.budgetBytes as number);
         const n = w.reads.length;
         const k = k32Of(w.reads);
         const want = new Float32Array(n * w.dim);

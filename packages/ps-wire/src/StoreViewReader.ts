@@ -48,6 +48,25 @@ export type ViewReadFn = (
   out: Uint8Array,
 ) => void | Promise<void>;
 
+/**
+ * A ViewReadFn over a region in this process's memory (a colocated shard's, a test's): each
+ * op a byte copy, in list order; a range outside the region or the destination is
+ * ERR_PS_WIRE_INVALID_ARG (a reader never plans one from a decoded header).
+ */
+export function localViewRead(region: Uint8Array): ViewReadFn {
+  return (list, scratch, out) => {
+    for (let i = 0; i < list.count; i++) {
+      const r = list.remote[i] as number;
+      const len = list.length[i] as number;
+      const l = list.local[i] as number;
+      const dst = list.into[i] === 0 ? scratch : out;
+      if (!(r >= 0 && r + len <= region.byteLength && l >= 0 && l + len <= dst.byteLength))
+        throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', `READ ${r} + ${len} → ${l} out of range`);
+      dst.set(region.subarray(r, r + len), l);
+    }
+  };
+}
+
 export interface StoreViewReaderOptions {
   /** Most keys of one batch. */
   maxKeys: number;

@@ -80,6 +80,7 @@ export {
   writeStoreViewHeader,
 } from './StoreView.js';
 export {
+  localViewRead,
   readStoreView,
   StoreViewReader,
   type StoreViewReaderOptions,
