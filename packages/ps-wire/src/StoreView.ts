@@ -160,9 +160,9 @@ export function writeStoreViewHeader(bytes: Uint8Array, l: StoreViewLayout): voi
 }
 
 /**
- * Decodes and validates a header read from a peer: every field in range and every section
- * inside [HEADER_BYTES, totalBytes] ⊆ [0, regionBytes) (the length the region was advertised
- * with), in order and without overlap — so nothing the reader plans from it leaves the region.
+ * Decodes and validates a header read from a peer: every field in range, every section exactly
+ * where storeViewLayout puts it for the shape, and totalBytes ≤ regionBytes (the length the
+ * region was advertised with) — so nothing the reader plans from it leaves the region.
  * Anything else is a PsWireError (ERR_PS_WIRE_TRUNCATED, _VERSION or _FIELD with the offset).
  */
 export function decodeStoreViewHeader(bytes: Uint8Array, regionBytes: number): StoreViewLayout {
@@ -202,37 +202,26 @@ export function decodeStoreViewHeader(bytes: Uint8Array, regionBytes: number): S
   const chunkRows = u32(H.CHUNK_ROWS);
   if (!isPow2(chunkRows) || chunkRows > STORE_VIEW.MAX_CHUNK_ROWS || slotCount % chunkRows !== 0)
     field(H.CHUNK_ROWS, 'chunk rows');
-  const chunkStride = u64(H.CHUNK_STRIDE);
-  if (chunkStride < chunkRows * rowBytes || chunkStride % 4 !== 0)
-    field(H.CHUNK_STRIDE, 'chunk stride');
-  const totalBytes = u64(H.TOTAL_BYTES);
-  if (totalBytes > regionBytes) field(H.TOTAL_BYTES, 'region larger than advertised');
-  // Sections in order, 4-aligned (typed views of the rows), each ending by the next's start.
-  let end = STORE_VIEW.HEADER_BYTES;
-  const section = (at: number, bytesOf: number): number => {
-    const off = u64(at);
-    if (off % 4 !== 0 || off < end || off + bytesOf > totalBytes) field(at, 'section out of range');
-    end = off + bytesOf;
-    return off;
-  };
-  const indexOffset = section(H.INDEX_OFFSET, buckets * STORE_VIEW.BUCKET_BYTES);
-  const tagsOffset = section(H.TAGS_OFFSET, buckets + STORE_VIEW.TAG_PAD);
-  const metaOffset = section(H.META_OFFSET, slotCount * STORE_VIEW.META_BYTES);
-  const rowsOffset = section(H.ROWS_OFFSET, (slotCount / chunkRows) * chunkStride);
-  return {
+  // The sections are where this layout version puts them for this shape, exactly (so each is
+  // inside the region and in order by construction): any other offset is refused.
+  const l = storeViewLayout({
     dim,
     rowDtype: dt === STORE_VIEW.ROW_F32 ? 'f32' : 'f16',
     buckets,
     salt: u32(H.SALT),
     slotCount,
     chunkRows,
-    rowBytes,
-    chunkStride,
-    indexOffset,
-    tagsOffset,
-    metaOffset,
-    rowsOffset,
-    totalBytes,
-    generation: u32(H.GENERATION),
-  };
+  });
+  const placed: Array<[number, number]> = [
+    [H.CHUNK_STRIDE, l.chunkStride],
+    [H.INDEX_OFFSET, l.indexOffset],
+    [H.TAGS_OFFSET, l.tagsOffset],
+    [H.META_OFFSET, l.metaOffset],
+    [H.ROWS_OFFSET, l.rowsOffset],
+    [H.TOTAL_BYTES, l.totalBytes],
+  ];
+  for (const [at, want] of placed) if (u64(at) !== want) field(at, 'not where the layout puts it');
+  if (l.totalBytes > regionBytes) field(H.TOTAL_BYTES, 'region larger than advertised');
+  l.generation = u32(H.GENERATION);
+  return l;
 }

@@ -107,6 +107,8 @@ export class StoreViewReader {
   readonly #metaAt: number;
   readonly #rowsAt: number;
   #n = 0;
+  #out: Float32Array | null = null;
+  #outBytes: Uint8Array = new Uint8Array(0);
 
   constructor(layout: StoreViewLayout, options: StoreViewReaderOptions) {
     const max = options.maxKeys;
@@ -285,6 +287,15 @@ export class StoreViewReader {
     return retry;
   }
 
+  /** The bytes of out, as `into` 1 READs address them (cached: a reused out costs nothing). */
+  outBytes(out: Float32Array): Uint8Array {
+    if (out !== this.#out) {
+      this.#out = out;
+      this.#outBytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+    }
+    return this.#outBytes;
+  }
+
   /** RETRY keys become PENDING (another attempt) or, with `last`, FALLBACK. */
   rearm(last: boolean): void {
     const next = last ? ViewKeyStatus.FALLBACK : ViewKeyStatus.PENDING;
@@ -318,7 +329,7 @@ export async function readStoreView(
   if (out.length < n * reader.layout.dim)
     throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'out is shorter than the batch');
   reader.begin(k32, n);
-  const outBytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  const outBytes = reader.outBytes(out);
   for (let a = 0; a < attempts; a++) {
     const r1 = reader.planIndex();
     if (r1.count === 0) break;
