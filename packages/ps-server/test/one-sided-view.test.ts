@@ -122,7 +122,8 @@ describe('one-sided readable tables', () => {
       maxLength: 12,
     }),
     reads: fc.array(fc.integer({ min: 0, max: 260 }), { minLength: 1, maxLength: 64 }),
-    window: fc.constantFrom(2, 8, 256),
+    window: fc.constantFrom(1, 2, 8, 256),
+    attempts: fc.constantFrom(1, 4),
   });
 
   it('reads exactly what pullInto returns (inserts, pushes, LRU evictions, absent keys)', async () => {
@@ -160,9 +161,9 @@ describe('one-sided readable tables', () => {
         t.pullInto(k, n, want, 0);
         const { reader, read } = readerFor(t, 64, w.init, w.window);
         const got = new Float32Array(n * w.dim).fill(Number.NaN);
-        const left = await readStoreView(reader, k, n, got, read);
-        // Nothing races here: a key falls back only when its probe chain outruns the window
-        // (never when the window spans the whole index).
+        const left = await readStoreView(reader, k, n, got, read, w.attempts);
+        // Nothing races here: a key falls back only when its probe chain outruns the windows
+        // its attempts read (never when one window spans the whole index).
         if (w.window >= reader.layout.buckets) expect(left).toBe(0);
         expect(reader.count(ViewKeyStatus.DONE) + left).toBe(n);
         for (let i = 0; i < n; i++)

@@ -18,14 +18,16 @@ export const ViewKeyStatus = Object.freeze({
   DONE: 1,
   /** Read raced a write (or the bytes made no sense): read again. */
   RETRY: 2,
-  /** Give up reading one-sidedly: pull it two-sided (retries spent, or a probe chain longer
-   * than the read window). */
+  /** Give up reading one-sidedly: pull it two-sided (attempts spent on races or on a probe
+   * chain longer than the windows they read). */
   FALLBACK: 3,
 });
 
 // Internal states between the rounds.
 const FOUND = 4;
 const ABSENT = 5;
+/** Neither the key nor an empty bucket in its window: the next window, next attempt. */
+const CONTINUE = 6;
 
 /**
  * READs to execute: op i copies `length[i]` bytes at region offset `remote[i]` to
@@ -103,6 +105,10 @@ export class StoreViewReader {
   readonly #s32: Uint32Array;
   readonly #s16: Uint16Array;
   readonly #slot: Int32Array;
+  /** Per key: buckets past home where its next window starts (a chain read over attempts). */
+  readonly #probe: Int32Array;
+  /** Per key: the (generation, index seq) its chain's first window was read under. */
+  readonly #chain: Uint32Array;
   readonly #k32: Uint32Array;
   readonly #metaAt: number;
   readonly #rowsAt: number;
@@ -132,6 +138,8 @@ export class StoreViewReader {
     this.#s16 = new Uint16Array(scratch.buffer, scratch.byteOffset, Math.floor(bytes / 2));
     this.status = new Uint8Array(max);
     this.#slot = new Int32Array(max);
+    this.#probe = new Int32Array(max);
+    this.#chain = new Uint32Array(2 * max);
     this.#k32 = new Uint32Array(2 * max);
     const ops = 2 + 3 * max;
     this.#list = {
@@ -157,6 +165,7 @@ export class StoreViewReader {
     this.#n = n;
     this.#k32.set(k32.subarray(0, 2 * n));
     this.status.fill(ViewKeyStatus.PENDING, 0, n);
+    this.#probe.fill(0, 0, n);
   }
 
   #op(remote: number, length: number, local: number, into: number): void {
@@ -180,7 +189,10 @@ export class StoreViewReader {
       if (this.status[i] !== ViewKeyStatus.PENDING) continue;
       if (!any) this.#op(H.GENERATION, EPOCH_BYTES, 0, 0);
       any = true;
-      const home = hash64(k32[2 * i] as number, k32[2 * i + 1] as number, l.salt) & mask;
+      const home =
+        ((hash64(k32[2 * i] as number, k32[2 * i + 1] as number, l.salt) & mask) +
+          (this.#probe[i] as number)) &
+        mask;
       const local = 2 * EPOCH_BYTES + i * w * B;
       // A window past the last bucket wraps: two READs landing back to back.
       const first = Math.min(w, l.buckets - home);
@@ -197,15 +209,18 @@ export class StoreViewReader {
     const s = this.#s32;
     const w = this.#w;
     const k32 = this.#k32;
-    // Absent is trusted only if no bucket moved meanwhile: same generation, same even seq.
-    const stable = s[0] === s[2] && s[1] === s[3] && ((s[1] as number) & 1) === 0;
+    // Absent is trusted only if no bucket moved meanwhile: same generation, same even seq
+    // (and, for a chain read over several attempts, the same as when its first window was).
+    const gen = s[0] as number;
+    const seq = s[1] as number;
+    const stable = gen === s[2] && seq === s[3] && (seq & 1) === 0;
     this.#list.count = 0;
     for (let i = 0; i < this.#n; i++) {
       if (this.status[i] !== ViewKeyStatus.PENDING) continue;
       const lo = k32[2 * i] as number;
       const hi = k32[2 * i + 1] as number;
       let p = (2 * EPOCH_BYTES + i * w * B) >>> 2;
-      let outcome: number = ViewKeyStatus.FALLBACK;
+      let outcome: number = CONTINUE;
       for (let b = 0; b < w; b++, p += 3) {
         const v = (s[p + 2] as number) | 0;
         if (v === STORE_VIEW.BUCKET_EMPTY) {
@@ -221,6 +236,22 @@ export class StoreViewReader {
         }
         break;
       }
+      const probe = this.#probe[i] as number;
+      if (outcome === CONTINUE || (outcome === ABSENT && probe > 0)) {
+        const first = probe === 0;
+        if (first && stable) {
+          this.#chain[2 * i] = gen;
+          this.#chain[2 * i + 1] = seq;
+        }
+        const sameChain = stable && this.#chain[2 * i] === gen && this.#chain[2 * i + 1] === seq;
+        if (!sameChain) outcome = ViewKeyStatus.RETRY;
+        else if (outcome === CONTINUE) {
+          this.#probe[i] = probe + w;
+          // The whole index read without the key or an empty bucket: a full (forged) index.
+          if (probe + w >= l.buckets) outcome = ViewKeyStatus.FALLBACK;
+        }
+      }
+      if (outcome === ViewKeyStatus.RETRY) this.#probe[i] = 0;
       this.status[i] = outcome;
       if (outcome !== FOUND) continue;
       const slot = this.#slot[i] as number;
@@ -238,7 +269,7 @@ export class StoreViewReader {
   /**
    * Completes the round: rows of found keys whose two metas agree (even seq, the key, live)
    * are DONE (f16 widened into out), absent keys get their KeyInit row; the rest RETRY.
-   * Returns the keys marked RETRY.
+   * Returns the keys to read again (RETRY, or a chain continuing in its next window).
    */
   finish(out: Float32Array): number {
     const l = this.layout;
@@ -257,7 +288,7 @@ export class StoreViewReader {
         this.status[i] = ViewKeyStatus.DONE;
         continue;
       }
-      if (st === ViewKeyStatus.RETRY) retry++;
+      if (st === ViewKeyStatus.RETRY || st === CONTINUE) retry++;
       if (st !== FOUND) continue;
       const a = (this.#metaAt + i * 2 * M) >>> 2;
       const b = a + (M >>> 2);
@@ -273,6 +304,7 @@ export class StoreViewReader {
         s[b + STORE_VIEW_META.LIVE] === 1;
       if (!ok) {
         this.status[i] = ViewKeyStatus.RETRY;
+        this.#probe[i] = 0;
         retry++;
         continue;
       }
@@ -296,11 +328,16 @@ export class StoreViewReader {
     return this.#outBytes;
   }
 
-  /** RETRY keys become PENDING (another attempt) or, with `last`, FALLBACK. */
+  /**
+   * RETRY keys (and keys whose chain continues in the next window) become PENDING for another
+   * attempt or, with `last`, FALLBACK.
+   */
   rearm(last: boolean): void {
     const next = last ? ViewKeyStatus.FALLBACK : ViewKeyStatus.PENDING;
-    for (let i = 0; i < this.#n; i++)
-      if (this.status[i] === ViewKeyStatus.RETRY) this.status[i] = next;
+    for (let i = 0; i < this.#n; i++) {
+      const st = this.status[i];
+      if (st === ViewKeyStatus.RETRY || st === CONTINUE) this.status[i] = next;
+    }
   }
 
   /** Keys of the batch with this status. */

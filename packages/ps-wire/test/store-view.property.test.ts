@@ -2,12 +2,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   decodeStoreViewHeader,
+  hash64,
   initRowFn,
   localViewRead,
   PsWireError,
   readStoreView,
   resolveInit,
   STORE_VIEW,
+  STORE_VIEW_HEADER,
   type StoreViewLayout,
   StoreViewReader,
   storeViewLayout,
@@ -156,6 +158,53 @@ describe('store view reader against a hostile shard', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  it('a probe chain read over attempts is not trusted across a bucket move (absent → RETRY)', async () => {
+    const layout = storeViewLayout({
+      dim: 2,
+      rowDtype: 'f32',
+      buckets: 16,
+      salt: 99,
+      slotCount: 4,
+      chunkRows: 4,
+    });
+    const region = new Uint8Array(layout.totalBytes);
+    writeStoreViewHeader(region, layout);
+    const u32 = new Uint32Array(region.buffer);
+    const i32 = new Int32Array(region.buffer);
+    const f32 = new Float32Array(region.buffer);
+    const bucket = (b: number) => (layout.indexOffset + (b & 15) * 12) / 4;
+    for (let b = 0; b < 16; b++) i32[bucket(b) + 2] = -1;
+    const K = [7, 0];
+    const home = hash64(K[0] as number, K[1] as number, layout.salt) & 15;
+    // Another key X sits in K's home bucket, K one past it in slot 2.
+    i32.set([1234, 0, 1], bucket(home));
+    i32.set([7, 0, 2], bucket(home + 1));
+    u32.set([0, 7, 0, 1], (layout.metaOffset + 2 * 16) / 4);
+    f32.set([5, 5], (layout.rowsOffset + 2 * 8) / 4);
+    const reader = new StoreViewReader(layout, {
+      maxKeys: 1,
+      init: initRowFn(resolveInit({ kind: 'uniform', seed: 1 })),
+      windowBuckets: 1,
+    });
+    const plain = localViewRead(region);
+    let rounds = 0;
+    const read: ViewReadFn = (list, scratch, out) => {
+      plain(list, scratch, out);
+      // After the first window: X is deleted, K shifts back into its home bucket, and the
+      // index seq moves on (odd during the shift, even after).
+      if (++rounds === 1) {
+        i32.set([7, 0, 2], bucket(home));
+        i32[bucket(home + 1) + 2] = -1;
+        u32[STORE_VIEW_HEADER.INDEX_SEQ / 4] = 2;
+      }
+    };
+    const out = new Float32Array(2);
+    expect(await readStoreView(reader, Uint32Array.from(K), 1, out, read, 4)).toBe(0);
+    expect(Array.from(out)).toEqual([5, 5]);
+    // Without the chain check the second window (home + 1, now empty) would have made K absent.
+    expect(rounds).toBeGreaterThanOrEqual(3);
   });
 
   it('refuses batches beyond its size and a too-small scratch with typed errors', () => {
