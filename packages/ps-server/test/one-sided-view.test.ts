@@ -12,8 +12,8 @@ import {
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SparseTable, type SparseTableConfig } from '../src/index.js';
-import { bits } from './helpers.js';
+import { ParameterStore, SparseTable, type SparseTableConfig } from '../src/index.js';
+import { bits, tmpDir } from './helpers.js';
 
 function readerFor(table: SparseTable, maxKeys: number, init?: InitConfig, windowBuckets = 8) {
   const view = table.storeView;
@@ -216,6 +216,45 @@ describe('one-sided readable tables', () => {
     expect(Array.from(got)).toEqual(Array.from(want));
     expect(Array.from(got)).toEqual([1, 1, 1, 3, 3, 3, 0, 0, 0]);
     t.close();
+  });
+
+  it('a durable store restores a readable table: reads equal pullInto, generation bumped', async () => {
+    const dir = tmpDir('ps-view-');
+    const tables: SparseTableConfig[] = [
+      {
+        name: 't',
+        dim: 5,
+        optimizer: { kind: 'adagrad', lr: 0.1 },
+        oneSidedRead: true,
+        maxRows: 100,
+      },
+    ];
+    const keys = BigUint64Array.from({ length: 60 }, (_, i) => BigInt(i * 977) + (1n << 40n));
+    const grads = Float32Array.from({ length: 60 * 5 }, (_, i) => (i % 11) / 10);
+    const a = await ParameterStore.open({ dir, tables, log: { policy: 'none' } });
+    await a.push('t', keys, grads, { session: 's', seq: 1 });
+    await a.snapshot();
+    await a.push('t', keys.subarray(0, 30), grads.subarray(0, 150), { session: 's', seq: 2 });
+    await a.close();
+    const b = await ParameterStore.open({ dir, tables, log: { policy: 'none' } });
+    const v = b.storeView('t');
+    expect(v).not.toBeNull();
+    const view = v as NonNullable<typeof v>;
+    const head = new Uint32Array(view.bytes.buffer, view.bytes.byteOffset, 32);
+    expect(head[STORE_VIEW_HEADER.GENERATION / 4]).toBe(1);
+    const ask = BigUint64Array.from([...keys, 5n, 1n << 40n]);
+    const want = new Float32Array(ask.length * 5);
+    b.pullInto('t', ask, want);
+    const layout = decodeStoreViewHeader(view.bytes, view.bytes.byteLength);
+    const reader = new StoreViewReader(layout, {
+      maxKeys: 64,
+      init: initRowFn(resolveInit(undefined)),
+    });
+    const got = new Float32Array(ask.length * 5);
+    const k32 = new Uint32Array(ask.buffer);
+    expect(await readStoreView(reader, k32, ask.length, got, localViewRead(view.bytes))).toBe(0);
+    expect(bits(got)).toEqual(bits(want));
+    await b.close();
   });
 
   it('a header whose bytes are intact but region too short is refused', () => {
