@@ -90,6 +90,17 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
     expect(r.accepted).toBeGreaterThan(READ_BATCHES); // far more than one key a batch resolved
   });
 
+  it('native updates of a budgeted table (JS admission and LRU eviction): no torn row is accepted', async () => {
+    const r = await torture(
+      { name: 't', dim: 32, optimizer: { kind: 'sum' }, oneSidedRead: true, budgetBytes: 12_000 },
+      96,
+    );
+    expect(r.torn).toBe(0);
+    expect(r.evicted).toBeGreaterThan(0);
+    expect(r.withPushes).toBeGreaterThan(0);
+    expect(r.accepted).toBeGreaterThan(READ_BATCHES);
+  });
+
   it('f16 rows, JS kernels, LRU eviction and slot reuse: no torn row is accepted', async () => {
     const r = await torture(
       {
