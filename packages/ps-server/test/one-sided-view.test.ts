@@ -143,8 +143,12 @@ describe('one-sided readable tables', () => {
           // A budget of a few dozen rows makes the 200-key space evict; maxRows drops instead.
           ...(w.budgeted ? { budgetBytes: 16 * (w.dim * 12 + 64) + 2048 } : { maxRows: 30 }),
         };
+        let taken = 0;
         const t = new SparseTable(config, {
-          alloc: (n) => ({ bytes: new Uint8Array(n), release() {} }),
+          alloc: (n) => {
+            taken += n;
+            return { bytes: new Uint8Array(n), release() {} };
+          },
         });
         for (const b of w.batches) {
           const grads = Float32Array.from(
@@ -154,7 +158,10 @@ describe('one-sided readable tables', () => {
           t.push(k32Of(b), b.length, grads, 0);
         }
         expect(seqsEven(t)).toBe(true);
-        if (w.budgeted) expect(t.stats().bytes).toBeLessThanOrEqual(config.budgetBytes as number);
+        if (w.budgeted) {
+          expect(t.stats().bytes).toBeLessThanOrEqual(config.budgetBytes as number);
+          expect(taken).toBeLessThanOrEqual(config.budgetBytes as number);
+        }
         const n = w.reads.length;
         const k = k32Of(w.reads);
         const want = new Float32Array(n * w.dim);
