@@ -1,10 +1,12 @@
 // Standalone rate driver over built dist/: pull and push rows/s at one dim, one process, no
-// other work (run pinned: `taskset -c 1 node bench/driver.mjs`). Args: rows dim kernels.
+// other work (run pinned: `taskset -c 1 node bench/driver.mjs`). Args: rows dim kernels
+// [view: a one-sided readable table of `rows` rows, to see what its seqlock costs].
 import { ParameterStore } from '../dist/index.js';
 
 const rows = Number(process.argv[2] ?? 1e4);
 const dim = Number(process.argv[3] ?? 32);
 const kernels = process.argv[4] ?? 'native';
+const view = process.argv[5] === 'view' ? { oneSidedRead: true, maxRows: rows } : {};
 const BATCH = 4096;
 const keyOf = (i) => (BigInt(i) * 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn;
 let x = 12345;
@@ -25,7 +27,14 @@ const distinct = Array.from({ length: 64 }, (_, b) =>
 const opt = { kind: 'adagrad' };
 const store = new ParameterStore({
   tables: [
-    { name: 't', dim, optimizer: opt, log: false, ...(kernels === 'js' ? { kernels } : {}) },
+    {
+      name: 't',
+      dim,
+      optimizer: opt,
+      log: false,
+      ...(kernels === 'js' ? { kernels } : {}),
+      ...view,
+    },
   ],
 });
 const g = new Float32Array(BATCH * dim).fill(0.001);
@@ -48,7 +57,9 @@ function time(label, fn) {
     }
     best = Math.max(best, n / ((performance.now() - t0) / 1e3));
   }
-  console.log(`${label} rows=${rows} dim=${dim} ${kernels}: ${(best / 1e6).toFixed(2)} M rows/s`);
+  console.log(
+    `${label} rows=${rows} dim=${dim} ${kernels}${view.oneSidedRead ? ' view' : ''}: ${(best / 1e6).toFixed(2)} M rows/s`,
+  );
 }
 time('pull', (k) => store.pullInto('t', bs[k % 64], out));
 // A session of its own: the store refuses a seq more than maxSeqGap above its session's last.

@@ -35,7 +35,8 @@ using rdmajs_ps::HalfToFloat;
 
 namespace {
 
-// murmur3's finalizer and the index hash: src/internal/mix.ts.
+// murmur3's finalizer and the index hash: @rdmajs/ps-wire src/Hash.ts (one definition, shared
+// with the one-sided reader): native probes of the index JS builds find nothing if they differ.
 inline uint32_t Fmix32(uint32_t h) {
   h ^= h >> 16;
   h *= 0x85ebca6bu;
@@ -251,11 +252,32 @@ struct Chunk {
   float* state = nullptr;
   uint32_t* steps = nullptr;
   const double* lastMs = nullptr;  // TTL tables: each row's last push time
+  // One-sided readable tables: the slots' meta records (VIEW_META_INTS words each, the seq
+  // first) in the table's store view; null otherwise.
+  Napi::Reference<Napi::TypedArray> metaRef;
+  uint32_t* meta = nullptr;
 };
 
+// The store view's seqlock, writer side (ps-wire README "Store view"): the slot's seq made
+// odd before its row changes and even (advanced) after, with release fences so no row store
+// becomes visible before the odd seq or after the even one. Readers (other processes, NICs)
+// copy seq, row, seq and accept the row only when both seqs are the same even value.
+inline void SeqBegin(uint32_t* seq) {
+  __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+inline void SeqEnd(uint32_t* seq) {
+  __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+// The element data of a typed array (its byte offset applied). Through the typed array's own
+// info, not its buffer's: napi_get_arraybuffer_info refuses a SharedArrayBuffer ("Invalid
+// argument"), and a one-sided readable table may live in shared memory.
 template <typename T>
 T* DataOf(const Napi::TypedArray& a) {
-  return reinterpret_cast<T*>(static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset());
+  void* data = nullptr;
+  napi_get_typedarray_info(a.Env(), a, nullptr, nullptr, &data, nullptr, nullptr);
+  return static_cast<T*>(data);
 }
 
 class TableKernels : public Napi::ObjectWrap<TableKernels> {
@@ -336,15 +358,17 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 
   // addChunk(rows: Float32Array | Uint16Array, state: Float32Array, steps: Uint32Array | null,
-  //          lastMs: Float64Array | null)
+  //          lastMs: Float64Array | null[, meta: Uint32Array | null])
   Napi::Value AddChunk(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const int64_t cr = ChunkRows();
     const napi_typedarray_type rowType = rowDtype_ == abi::ROW_F32 ? napi_float32_array : napi_uint16_array;
-    if (info.Length() != 4 || !IsType(info[0], rowType) || !IsType(info[1], napi_float32_array) ||
+    const bool hasMeta = info.Length() == 5 && !info[4].IsNull();
+    if ((info.Length() != 4 && info.Length() != 5) || (hasMeta && !IsType(info[4], napi_uint32_array)) ||
+        !IsType(info[0], rowType) || !IsType(info[1], napi_float32_array) ||
         !(info[2].IsNull() || IsType(info[2], napi_uint32_array)) || (info[2].IsNull() == usesSteps_) ||
         !(info[3].IsNull() || IsType(info[3], napi_float64_array)) || (info[3].IsNull() == hasTtl_)) {
-      Napi::TypeError::New(env, "addChunk(rows, state, steps, lastMs)").ThrowAsJavaScriptException();
+      Napi::TypeError::New(env, "addChunk(rows, state, steps, lastMs[, meta])").ThrowAsJavaScriptException();
       return env.Undefined();
     }
     if (hasTtl_ && static_cast<int64_t>(info[3].As<Napi::TypedArray>().ElementLength()) < cr) {
@@ -355,7 +379,8 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     auto state = info[1].As<Napi::TypedArray>();
     if (static_cast<int64_t>(rows.ElementLength()) < cr * dim_ ||
         static_cast<int64_t>(state.ElementLength()) < cr * stateDim_ ||
-        (usesSteps_ && static_cast<int64_t>(info[2].As<Napi::TypedArray>().ElementLength()) < cr)) {
+        (usesSteps_ && static_cast<int64_t>(info[2].As<Napi::TypedArray>().ElementLength()) < cr) ||
+        (hasMeta && static_cast<int64_t>(info[4].As<Napi::TypedArray>().ElementLength()) < cr * abi::VIEW_META_INTS)) {
       Napi::RangeError::New(env, "addChunk: arrays shorter than a chunk").ThrowAsJavaScriptException();
       return env.Undefined();
     }
@@ -376,6 +401,11 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       auto lastMs = info[3].As<Napi::TypedArray>();
       c.lastMsRef = Napi::Persistent(lastMs);
       c.lastMs = DataOf<double>(lastMs);
+    }
+    if (hasMeta) {
+      auto meta = info[4].As<Napi::TypedArray>();
+      c.metaRef = Napi::Persistent(meta);
+      c.meta = DataOf<uint32_t>(meta);
     }
     rowsF32_.push_back(c.f32);
     rowBytePtrs_.push_back(c.f32 != nullptr ? reinterpret_cast<const char*>(c.f32) : reinterpret_cast<const char*>(c.f16));
@@ -843,11 +873,19 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   }
 #endif
 
-  // Its step count advanced, then the update (fp16 rows widened and rounded back around it).
-  // Inlined into each UpdateSlot* so the loops are compiled for that one's vectors.
+  // A slot's update, inside its seqlock in a one-sided readable table. Inlined into each
+  // UpdateSlot* so the loops are compiled for that one's vectors.
   __attribute__((always_inline)) void UpdateSlotBody(uint32_t slot, const float* g, const float* sc) {
     Chunk& c = chunks_[slot >> chunkShift_];
     const size_t i = slot & static_cast<uint32_t>(ChunkRows() - 1);
+    uint32_t* seq = c.meta != nullptr ? c.meta + i * abi::VIEW_META_INTS : nullptr;
+    if (seq != nullptr) SeqBegin(seq);
+    UpdateRow(c, i, g, sc);
+    if (seq != nullptr) SeqEnd(seq);
+  }
+
+  // Its step count advanced, then the update (fp16 rows widened and rounded back around it).
+  __attribute__((always_inline)) void UpdateRow(Chunk& c, size_t i, const float* g, const float* sc) {
     uint32_t step = 0;
     if (c.steps != nullptr) step = ++c.steps[i];
     float* s = c.state + i * stateDim_;

@@ -38,6 +38,11 @@ export interface HashIndexOptions {
    * kernels addon for transparent huge pages there (probes of a large index are TLB misses).
    */
   advise?: (fresh: Int32Array) => void;
+  /**
+   * The bucket and tag arrays to use (a fixed index placed in a one-sided readable table's
+   * store view): `initialBuckets` × 3 int32 and buckets + IDX_TAG_PAD bytes, filled here.
+   */
+  arrays?: { buckets: Int32Array; tags: Uint8Array };
 }
 
 function pow2AtLeast(n: number): number {
@@ -95,8 +100,16 @@ export class HashIndex {
     this.#fixed = options.fixed ?? false;
     this.#salt = (options.salt ?? Math.floor(Math.random() * 2 ** 32)) >>> 0;
     this.#advise = options.advise;
-    this.#b = table(buckets, this.#advise);
-    this.#tags = tagTable(buckets);
+    const given = options.arrays;
+    if (given !== undefined) {
+      if (!this.#fixed || given.buckets.length !== buckets * 3)
+        throw invalidArg('given index arrays need a fixed index of their size');
+      if (given.tags.length !== buckets + TAG_PAD) throw invalidArg('tag array size');
+      for (let i = 2; i < given.buckets.length; i += 3) given.buckets[i] = EMPTY;
+      given.tags.fill(ABI.IDX_TAG_EMPTY);
+    }
+    this.#b = given?.buckets ?? table(buckets, this.#advise);
+    this.#tags = given?.tags ?? tagTable(buckets);
     this.#mask = buckets - 1;
   }
 
@@ -207,6 +220,8 @@ export class HashIndex {
       return;
     }
     const p = i * 3;
+    // The key before the value: a one-sided reader that sees the value takes the bucket as
+    // this key's (or checks the slot's meta key, which catches the rest).
     b[p] = l;
     b[p + 1] = h;
     b[p + 2] = value;

@@ -21,6 +21,7 @@ import {
   writeSnapshot,
 } from './Snapshot.js';
 import { SparseTable, type SparseTableConfig, type SparseTableStats } from './SparseTable.js';
+import type { StoreViewWriter } from './StoreViewWriter.js';
 
 /** Largest batch one call takes (keys for sparse calls). */
 export const MAX_BATCH_KEYS = 1 << 20;
@@ -239,6 +240,15 @@ export class ParameterStore {
 
   stats(table: string): SparseTableStats {
     return this.#table(table).stats();
+  }
+
+  /**
+   * A `oneSidedRead` table's region (its `bytes`, registered for peers to READ, and `layout`),
+   * or null for other tables. Valid until the store closes.
+   */
+  storeView(table: string): StoreViewWriter | null {
+    this.#checkOpen();
+    return this.#table(table).storeView;
   }
 
   #checkOpen(): void {

@@ -16,6 +16,7 @@ import {
   overflowPolicy,
 } from './Optimizer.js';
 import type { RowBlock, RowMemory } from './RowMemory.js';
+import { StoreViewWriter } from './StoreViewWriter.js';
 
 export interface AdmissionConfig {
   /** A new key gets a row on the push that brings its estimated count to this. ≥ 1. */
@@ -59,6 +60,13 @@ export interface SparseTableConfig {
   kernels?: 'native' | 'js';
   /** Non-finite update results: see OverflowPolicy. Default 'saturate'. */
   overflow?: OverflowPolicy;
+  /**
+   * Lay the table out for one-sided reads (@rdmajs/ps-wire "Store view"): the index, a meta
+   * record per row slot and the rows in ONE region taken from the RowMemory up front, every
+   * change to a slot under its seqlock. Needs a fixed size (`maxRows` or `budgetBytes`: the
+   * index never grows or moves) and no `ttlMs`. Default false.
+   */
+  oneSidedRead?: boolean;
 }
 
 export interface SparseTableStats {
@@ -96,6 +104,8 @@ interface Chunk {
   readonly keys: Uint32Array;
   readonly steps: Uint32Array | null;
   readonly live: Uint8Array;
+  /** One-sided readable tables: the slots' meta records in the store view (seq, key, live). */
+  readonly meta: Uint32Array | null;
   readonly prev: Int32Array | null;
   readonly next: Int32Array | null;
   readonly tick: Float64Array | null;
@@ -192,6 +202,7 @@ export class SparseTable {
   readonly #threshold: number;
   readonly #ttl: number;
   readonly #lru: boolean;
+  readonly #view: StoreViewWriter | null;
   readonly #stateDim: number;
   readonly #rowStoreBytes: number;
   readonly #slotBytes: number;
@@ -276,6 +287,15 @@ export class SparseTable {
       throw invalidArg(`table ${config.name}: maxRows is for tables without budgetBytes`);
     this.#budget = budget;
     this.#lru = Number.isFinite(budget) || Number.isFinite(ttl);
+    const oneSided = config.oneSidedRead ?? false;
+    if (typeof oneSided !== 'boolean')
+      throw invalidArg(`table ${config.name}: oneSidedRead must be a boolean`);
+    if (oneSided && Number.isFinite(ttl))
+      // A row past its TTL is KeyInit to a pull before any push sweeps it; a reader cannot see
+      // the shard's clock, so it would return the stale row.
+      throw invalidArg(`table ${config.name}: oneSidedRead tables cannot have ttlMs`);
+    if (oneSided && !Number.isFinite(budget) && config.maxRows === undefined)
+      throw invalidArg(`table ${config.name}: oneSidedRead needs maxRows or budgetBytes`);
     if (config.admission !== undefined) {
       const a = config.admission;
       if (!Number.isInteger(a.threshold) || a.threshold < 1 || a.threshold > 0xffff)
@@ -298,7 +318,8 @@ export class SparseTable {
       9 +
       (this.optimizer.usesSteps ? 4 : 0) +
       (this.#lru ? 16 : 0) +
-      (Number.isFinite(ttl) ? 8 : 0);
+      (Number.isFinite(ttl) ? 8 : 0) +
+      (oneSided ? StoreViewWriter.META_BYTES : 0);
     let chunkRows = Math.min(
       MAX_CHUNK_ROWS,
       floorPow2(Math.max(1, Math.floor(TARGET_CHUNK_BYTES / this.#slotBytes))),
@@ -321,6 +342,7 @@ export class SparseTable {
         const stride = slabStride(cr * this.#rowStoreBytes);
         return (
           sketchBytes +
+            (oneSided ? StoreViewWriter.FIXED_BYTES : 0) +
             HashIndex.bytesFor(HashIndex.bucketsFor(rows)) +
             chunks * chunkCost(cr) +
             slabsFor(chunks, stride) * SLAB_ALIGN_PAD <=
@@ -338,20 +360,44 @@ export class SparseTable {
       rows = Math.floor(rows / chunkRows) * chunkRows || rows;
       while (!fit(rows, chunkRows)) rows--;
       this.#maxRows = rows;
-      this.#index = new HashIndex({
-        initialBuckets: HashIndex.bucketsFor(rows),
-        fixed: true,
-        ...advise,
-      });
     } else {
       const cap = config.maxRows ?? MAX_ROWS;
       if (!Number.isInteger(cap) || cap < 1 || cap > MAX_ROWS)
         throw invalidArg(`table ${config.name}: maxRows must be an integer in [1, ${MAX_ROWS}]`);
       this.#maxRows = cap;
-      this.#index = new HashIndex(advise);
+      // All of a readable table's slots exist from the start: no chunk much larger than it.
+      if (oneSided) chunkRows = Math.min(chunkRows, floorPow2(cap));
     }
     this.#chunkRows = chunkRows;
     this.#chunkShift = Math.log2(chunkRows);
+    if (oneSided) {
+      this.#view = new StoreViewWriter(memory, {
+        name: config.name,
+        dim: config.dim,
+        rowDtype: dtype,
+        buckets: HashIndex.bucketsFor(this.#maxRows),
+        slotCount: Math.ceil(this.#maxRows / chunkRows) * chunkRows,
+        chunkRows,
+      });
+      this.#slabs.push(this.#view.block);
+      this.#adviseHuge?.(this.#view.bytes);
+      this.#slabBytes = this.#view.rowSectionBytes;
+      this.#index = new HashIndex({
+        initialBuckets: this.#view.layout.buckets,
+        fixed: true,
+        salt: this.#view.layout.salt,
+        arrays: this.#view.indexArrays,
+      });
+    } else {
+      this.#view = null;
+      this.#index = Number.isFinite(budget)
+        ? new HashIndex({
+            initialBuckets: HashIndex.bucketsFor(this.#maxRows),
+            fixed: true,
+            ...advise,
+          })
+        : new HashIndex(advise);
+    }
     if (addon !== null) {
       const nk = this.optimizer.native;
       this.#kPush = nk !== null;
@@ -371,6 +417,14 @@ export class SparseTable {
       this.#k = null;
       this.#kPush = false;
     }
+    // A readable table's layout is fixed: every chunk is carved from its region now.
+    if (this.#view !== null)
+      for (let c = this.#view.layout.slotCount / chunkRows; c > 0; c--) this.#addChunk();
+  }
+
+  /** The one-sided read region (its bytes and layout), or null when not `oneSidedRead`. */
+  get storeView(): StoreViewWriter | null {
+    return this.#view;
   }
 
   /** Which batch kernels this table runs. */
@@ -742,6 +796,7 @@ export class SparseTable {
       this.#beforeWrite(ci);
       const c = this.#chunks[ci] as Chunk;
       const i = slot & cmask;
+      if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
       let step = 0;
       if (c.steps !== null) {
         step = (c.steps[i] as number) + 1;
@@ -769,6 +824,7 @@ export class SparseTable {
         }
         for (let j = 0; j < dim; j++) h[r + j] = toHalf(tmp[j] as number);
       }
+      if (c.meta !== null) StoreViewWriter.end(c.meta, i);
       if (tick) (c.tick as Float64Array)[i] = ++this.#tick;
       if (ttl) (c.lastMs as Float64Array)[i] = nowMs;
     }
@@ -824,6 +880,7 @@ export class SparseTable {
     const c = this.#chunks[ci] as Chunk;
     const i = slot & (this.#chunkRows - 1);
     const dim = this.dim;
+    if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
     c.keys[2 * i] = lo;
     c.keys[2 * i + 1] = hi;
     c.live[i] = 1;
@@ -839,6 +896,7 @@ export class SparseTable {
     const so = i * this.#stateDim;
     for (let k = 0; k < names.length; k++)
       c.state.fill(names[k] as number, so + k * dim, so + (k + 1) * dim);
+    if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
     if (this.#lru) {
       (c.prev as Int32Array)[i] = NONE;
       (c.next as Int32Array)[i] = NONE;
@@ -849,6 +907,49 @@ export class SparseTable {
   #addChunk(): void {
     const cr = this.#chunkRows;
     const rowBytes = cr * this.#rowStoreBytes;
+    const ci = this.#chunks.length;
+    const b = this.#view?.chunkRows(ci, rowBytes) ?? this.#slabRows(rowBytes);
+    const f32 =
+      this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+    const f16 =
+      this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
+    const meta = this.#view?.chunkMeta(ci) ?? null;
+    const chunk: Chunk = {
+      f32,
+      f16,
+      state: new Float32Array(cr * this.#stateDim),
+      keys: new Uint32Array(cr * 2),
+      steps: this.optimizer.usesSteps ? new Uint32Array(cr) : null,
+      live: new Uint8Array(cr),
+      meta,
+      prev: this.#lru ? new Int32Array(cr) : null,
+      next: this.#lru ? new Int32Array(cr) : null,
+      tick: this.#lru ? new Float64Array(cr) : null,
+      lastMs: Number.isFinite(this.#ttl) ? new Float64Array(cr) : null,
+      liveCount: 0,
+      bytes: cr * this.#slotBytes,
+    };
+    this.#chunks.push(chunk);
+    this.#chunkBytes += chunk.bytes;
+    const at = this.#rowBufferAt.get(b.buffer) ?? -1;
+    const end = b.byteOffset + rowBytes;
+    if (at < 0) {
+      this.#rowBufferAt.set(b.buffer, this.#rowBuffers.length);
+      this.#rowBuffers.push(b.buffer);
+      this.#rowBufferEnds.push(end);
+    } else if ((this.#rowBufferEnds[at] as number) < end) this.#rowBufferEnds[at] = end;
+    this.#k?.addChunk(
+      (f32 ?? f16) as Float32Array | Uint16Array,
+      chunk.state,
+      chunk.steps,
+      chunk.lastMs,
+      meta,
+    );
+  }
+
+  // The next chunk's row bytes from the newest slab (a new slab when it is full).
+  #slabRows(rowBytes: number): Uint8Array {
+    const cr = this.#chunkRows;
     const stride = slabStride(rowBytes);
     let slab = this.#slab;
     if (slab === null || slab.next + stride > slab.bytes.byteLength) {
@@ -877,39 +978,7 @@ export class SparseTable {
     }
     const b = slab.bytes.subarray(slab.next, slab.next + rowBytes);
     slab.next += stride;
-    const f32 =
-      this.rowDtype === 'f32' ? new Float32Array(b.buffer, b.byteOffset, cr * this.dim) : null;
-    const f16 =
-      this.rowDtype === 'f16' ? new Uint16Array(b.buffer, b.byteOffset, cr * this.dim) : null;
-    const chunk: Chunk = {
-      f32,
-      f16,
-      state: new Float32Array(cr * this.#stateDim),
-      keys: new Uint32Array(cr * 2),
-      steps: this.optimizer.usesSteps ? new Uint32Array(cr) : null,
-      live: new Uint8Array(cr),
-      prev: this.#lru ? new Int32Array(cr) : null,
-      next: this.#lru ? new Int32Array(cr) : null,
-      tick: this.#lru ? new Float64Array(cr) : null,
-      lastMs: Number.isFinite(this.#ttl) ? new Float64Array(cr) : null,
-      liveCount: 0,
-      bytes: cr * this.#slotBytes,
-    };
-    this.#chunks.push(chunk);
-    this.#chunkBytes += chunk.bytes;
-    const at = this.#rowBufferAt.get(b.buffer) ?? -1;
-    const end = b.byteOffset + rowBytes;
-    if (at < 0) {
-      this.#rowBufferAt.set(b.buffer, this.#rowBuffers.length);
-      this.#rowBuffers.push(b.buffer);
-      this.#rowBufferEnds.push(end);
-    } else if ((this.#rowBufferEnds[at] as number) < end) this.#rowBufferEnds[at] = end;
-    this.#k?.addChunk(
-      (f32 ?? f16) as Float32Array | Uint16Array,
-      chunk.state,
-      chunk.steps,
-      chunk.lastMs,
-    );
+    return b;
   }
 
   #nextOf(slot: number): number {
@@ -964,7 +1033,15 @@ export class SparseTable {
     this.#beforeWrite(ci);
     const c = this.#chunks[ci] as Chunk;
     const i = slot & (this.#chunkRows - 1);
+    const view = this.#view;
+    // Index buckets may shift back: readers must not trust an absent key meanwhile.
+    view?.beginIndexMove();
     this.#index.delete(c.keys[2 * i] as number, c.keys[2 * i + 1] as number);
+    view?.endIndexMove();
+    if (c.meta !== null) {
+      StoreViewWriter.begin(c.meta, i);
+      StoreViewWriter.end(c.meta, i, c.keys[2 * i] as number, c.keys[2 * i + 1] as number, 0);
+    }
     c.live[i] = 0;
     c.liveCount--;
     this.#unlink(slot);
@@ -1104,6 +1181,7 @@ export class SparseTable {
       this.#index.set(lo, hi, slot);
       const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
       const i = slot & (this.#chunkRows - 1);
+      if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
       if (c.f32 !== null)
         c.f32.set((data.rows as Float32Array).subarray(k * dim, (k + 1) * dim), i * dim);
       else
@@ -1119,7 +1197,9 @@ export class SparseTable {
       if (c.steps !== null && data.steps !== null) c.steps[i] = data.steps[k] as number;
       if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
       if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;
+      if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
     }
+    this.#view?.bumpGeneration();
     if (this.#sketch !== null && data.sketch !== null) this.#sketch.counters.set(data.sketch);
     this.#tick = data.tickCounter;
   }

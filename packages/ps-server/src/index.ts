@@ -40,3 +40,4 @@ export {
   type SparseTableConfig,
   type SparseTableStats,
 } from './SparseTable.js';
+export { StoreViewWriter } from './StoreViewWriter.js';

@@ -1,4 +1,5 @@
 import { PsWireError } from './errors.js';
+import { fmix32 } from './Hash.js';
 
 /**
  * How rows of unseen keys start — part of the schema because both sides compute it: the
@@ -20,15 +21,6 @@ export type ResolvedInit =
 export type InitFn = (out: Float32Array, o: number, dim: number, lo: number, hi: number) => void;
 
 export const INIT_DEFAULTS = Object.freeze({ low: -0.01, high: 0.01, mean: 0, std: 0.01 });
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /**
  * A counter-based generator (Philox's idea, murmur3 finalizer rounds instead of Philox

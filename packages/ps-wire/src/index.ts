@@ -13,6 +13,8 @@ export {
   pullDenseReplyLength,
 } from './Dense.js';
 export { PsWireError, type PsWireErrorCode, type PsWireErrorOptions } from './errors.js';
+export { HALF_TO_FLOAT, toHalf } from './Fp16.js';
+export { fmix32, hash64 } from './Hash.js';
 export {
   counterU32,
   INIT_DEFAULTS,
@@ -66,6 +68,26 @@ export {
   TableFlags,
   WRITER_PATTERN,
 } from './Schema.js';
+export {
+  decodeStoreViewHeader,
+  STORE_VIEW,
+  STORE_VIEW_HEADER,
+  STORE_VIEW_META,
+  type StoreViewLayout,
+  type StoreViewShape,
+  storeViewLayout,
+  storeViewRowOffset,
+  writeStoreViewHeader,
+} from './StoreView.js';
+export {
+  localViewRead,
+  readStoreView,
+  StoreViewReader,
+  type StoreViewReaderOptions,
+  ViewKeyStatus,
+  type ViewReadFn,
+  type ViewReadList,
+} from './StoreViewReader.js';
 export {
   decodeTableInfoReply,
   decodeTableInfoRequest,

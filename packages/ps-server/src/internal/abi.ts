@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 7,
+  version: 8,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,
@@ -28,6 +28,7 @@ export const ABI = {
   IDX_TAG_PAD: 16,
   K_BAD_LENGTH: -1,
   K_BAD_SLOT: -2,
+  VIEW_META_INTS: 4,
 } as const;
 
 /** Throws ERR_PS_NATIVE_LOAD naming the first field that differs. */

@@ -13,6 +13,8 @@ export interface NativeTableKernels {
     state: Float32Array,
     steps: Uint32Array | null,
     lastMs: Float64Array | null,
+    /** One-sided readable tables: the chunk's slot meta records (seqs bumped around updates). */
+    meta?: Uint32Array | null,
   ): number;
   setIndex(buckets: Int32Array, tags: Uint8Array, old: Int32Array | null, salt: number): void;
   /**

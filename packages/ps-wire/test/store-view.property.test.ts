@@ -1,0 +1,226 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  decodeStoreViewHeader,
+  hash64,
+  initRowFn,
+  localViewRead,
+  PsWireError,
+  readStoreView,
+  resolveInit,
+  STORE_VIEW,
+  STORE_VIEW_HEADER,
+  type StoreViewLayout,
+  StoreViewReader,
+  storeViewLayout,
+  ViewKeyStatus,
+  type ViewReadFn,
+  writeStoreViewHeader,
+} from '../src/index.js';
+
+const shape = fc.record({
+  dim: fc.integer({ min: 1, max: 4096 }),
+  rowDtype: fc.constantFrom<'f32' | 'f16'>('f32', 'f16'),
+  buckets: fc.integer({ min: 1, max: 16 }).map((e) => 2 ** e),
+  salt: fc.nat(),
+  chunkRows: fc.integer({ min: 0, max: 8 }).map((e) => 2 ** e),
+  chunks: fc.integer({ min: 1, max: 4 }),
+});
+
+type Shape = typeof shape extends fc.Arbitrary<infer T> ? T : never;
+
+function headerOf(s: Shape): { bytes: Uint8Array; layout: StoreViewLayout } {
+  const layout = storeViewLayout({ ...s, slotCount: s.chunks * s.chunkRows });
+  const bytes = new Uint8Array(STORE_VIEW.HEADER_BYTES);
+  writeStoreViewHeader(bytes, layout);
+  return { bytes, layout };
+}
+
+/** localViewRead, counting the READs (it refuses any range outside the region). */
+function strictRead(region: Uint8Array, reads: { n: number }): ViewReadFn {
+  const read = localViewRead(region);
+  return (list, scratch, out) => {
+    reads.n += list.count;
+    return read(list, scratch, out);
+  };
+}
+
+/** The layout's checks: every section in the region, in order. */
+function inside(l: StoreViewLayout, regionBytes: number): boolean {
+  return (
+    l.indexOffset >= STORE_VIEW.HEADER_BYTES &&
+    l.indexOffset + l.buckets * STORE_VIEW.BUCKET_BYTES <= l.tagsOffset &&
+    l.tagsOffset + l.buckets + STORE_VIEW.TAG_PAD <= l.metaOffset &&
+    l.metaOffset + l.slotCount * STORE_VIEW.META_BYTES <= l.rowsOffset &&
+    l.rowsOffset + (l.slotCount / l.chunkRows) * l.chunkStride <= l.totalBytes &&
+    l.totalBytes <= regionBytes
+  );
+}
+
+describe('store view header', () => {
+  it('round-trips every valid shape', () => {
+    fc.assert(
+      fc.property(shape, (s) => {
+        const { bytes, layout } = headerOf(s);
+        expect(decodeStoreViewHeader(bytes, layout.totalBytes)).toEqual(layout);
+      }),
+    );
+  });
+
+  it('random bytes are refused with a typed error (or decode to a layout inside the region)', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 0, maxLength: 160 }),
+        fc.integer({ min: 128, max: 2 ** 40 }),
+        (bytes, region) => {
+          try {
+            expect(inside(decodeStoreViewHeader(bytes, region), region)).toBe(true);
+          } catch (err) {
+            expect(err).toBeInstanceOf(PsWireError);
+          }
+        },
+      ),
+    );
+  });
+
+  it('a mutated valid header is refused with a typed error or stays inside the region', () => {
+    fc.assert(
+      fc.property(
+        shape,
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 127 }), fc.nat(255)), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.integer({ min: -64, max: 64 }),
+        (s, flips, slack) => {
+          const { bytes, layout } = headerOf(s);
+          for (const [at, v] of flips) bytes[at] = v;
+          const region = Math.max(128, layout.totalBytes + slack);
+          try {
+            const l = decodeStoreViewHeader(bytes, region);
+            expect(inside(l, region)).toBe(true);
+          } catch (err) {
+            expect(err).toBeInstanceOf(PsWireError);
+            expect((err as PsWireError).code).toMatch(
+              /^ERR_PS_WIRE_(FIELD|VERSION|TRUNCATED|INVALID_ARG)$/,
+            );
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe('store view reader against a hostile shard', () => {
+  it('any accepted header and any region bytes: every READ stays inside, reads end, keys DONE or FALLBACK', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        shape.filter((s) => s.dim <= 64 && s.chunkRows * s.chunks <= 64),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 127 }), fc.nat(255)), { maxLength: 4 }),
+        fc.uint8Array({ minLength: 64, maxLength: 4096 }),
+        fc.array(fc.tuple(fc.nat(), fc.nat()), { minLength: 1, maxLength: 16 }),
+        fc.integer({ min: 1, max: 6 }),
+        async (s, flips, noise, keys, attempts) => {
+          const { bytes, layout: honest } = headerOf(s);
+          for (const [at, v] of flips) bytes[at] = v;
+          // The shard's region: the header, then garbage (buckets, metas and rows it forged).
+          const region = new Uint8Array(honest.totalBytes);
+          for (let i = 0; i < region.length; i++) region[i] = noise[i % noise.length] as number;
+          region.set(bytes);
+          let layout: StoreViewLayout;
+          try {
+            layout = decodeStoreViewHeader(region, region.byteLength);
+          } catch (err) {
+            expect(err).toBeInstanceOf(PsWireError);
+            return;
+          }
+          const reader = new StoreViewReader(layout, {
+            maxKeys: 16,
+            init: initRowFn(resolveInit({ kind: 'uniform', seed: 3 })),
+          });
+          const k32 = Uint32Array.from(keys.flat());
+          const n = keys.length;
+          const out = new Float32Array(n * layout.dim);
+          const reads = { n: 0 };
+          const left = await readStoreView(
+            reader,
+            k32,
+            n,
+            out,
+            strictRead(region, reads),
+            attempts,
+          );
+          expect(left).toBe(reader.count(ViewKeyStatus.FALLBACK));
+          expect(reader.count(ViewKeyStatus.DONE) + left).toBe(n);
+          // Bounded work: per attempt two epoch reads, ≤ 2 window reads and 3 row reads a key.
+          expect(reads.n).toBeLessThanOrEqual(attempts * (2 + 5 * n));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a probe chain read over attempts is not trusted across a bucket move (absent → RETRY)', async () => {
+    const layout = storeViewLayout({
+      dim: 2,
+      rowDtype: 'f32',
+      buckets: 16,
+      salt: 99,
+      slotCount: 4,
+      chunkRows: 4,
+    });
+    const region = new Uint8Array(layout.totalBytes);
+    writeStoreViewHeader(region, layout);
+    const u32 = new Uint32Array(region.buffer);
+    const i32 = new Int32Array(region.buffer);
+    const f32 = new Float32Array(region.buffer);
+    const bucket = (b: number) => (layout.indexOffset + (b & 15) * 12) / 4;
+    for (let b = 0; b < 16; b++) i32[bucket(b) + 2] = -1;
+    const K = [7, 0];
+    const home = hash64(K[0] as number, K[1] as number, layout.salt) & 15;
+    // Another key X sits in K's home bucket, K one past it in slot 2.
+    i32.set([1234, 0, 1], bucket(home));
+    i32.set([7, 0, 2], bucket(home + 1));
+    u32.set([0, 7, 0, 1], (layout.metaOffset + 2 * 16) / 4);
+    f32.set([5, 5], (layout.rowsOffset + 2 * 8) / 4);
+    const reader = new StoreViewReader(layout, {
+      maxKeys: 1,
+      init: initRowFn(resolveInit({ kind: 'uniform', seed: 1 })),
+      windowBuckets: 1,
+    });
+    const plain = localViewRead(region);
+    let rounds = 0;
+    const read: ViewReadFn = (list, scratch, out) => {
+      plain(list, scratch, out);
+      // After the first window: X is deleted, K shifts back into its home bucket, and the
+      // index seq moves on (odd during the shift, even after).
+      if (++rounds === 1) {
+        i32.set([7, 0, 2], bucket(home));
+        i32[bucket(home + 1) + 2] = -1;
+        u32[STORE_VIEW_HEADER.INDEX_SEQ / 4] = 2;
+      }
+    };
+    const out = new Float32Array(2);
+    expect(await readStoreView(reader, Uint32Array.from(K), 1, out, read, 4)).toBe(0);
+    expect(Array.from(out)).toEqual([5, 5]);
+    // Without the chain check the second window (home + 1, now empty) would have made K absent.
+    expect(rounds).toBeGreaterThanOrEqual(3);
+  });
+
+  it('refuses batches beyond its size and a too-small scratch with typed errors', () => {
+    const layout = storeViewLayout({
+      dim: 4,
+      rowDtype: 'f32',
+      buckets: 16,
+      salt: 1,
+      slotCount: 8,
+      chunkRows: 8,
+    });
+    const init = initRowFn(resolveInit(undefined));
+    const r = new StoreViewReader(layout, { maxKeys: 2, init });
+    expect(() => r.begin(new Uint32Array(6), 3)).toThrow(PsWireError);
+    expect(
+      () => new StoreViewReader(layout, { maxKeys: 2, init, scratch: new Uint8Array(8) }),
+    ).toThrow(expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }));
+  });
+});
