@@ -35,6 +35,7 @@ import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
 import { PollEntry, type PollLoop } from './internal/PollLoop.js';
 import { POST_LIST_MAX, PostLists } from './internal/PostLists.js';
+import { prepareRead } from './internal/prepareRead.js';
 import type { PollPolicy } from './internal/RdmaOptions.js';
 import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './internal/ReceivePool.js';
 import {
@@ -61,6 +62,8 @@ import {
 } from './Message.js';
 import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
 import type { RdmaConnectionStats } from './RdmaStats.js';
+import type { ReadDescriptor } from './ReadDescriptor.js';
+import { ReadList } from './ReadList.js';
 import type { WaitOptions } from './WaitOptions.js';
 import { signalOf, timeoutOf } from './WaitOptions.js';
 
@@ -95,6 +98,8 @@ export interface RdmaConnectionSettings {
   maxSendWindow: { maxBytes: number; maxMessages: number };
   /** A peer must answer Done for an offered block within this, else ERR_MUX_PEER_TIMEOUT. */
   doneTimeoutMs: number;
+  /** The peer's transport incarnation (setup): read() takes only its descriptors. */
+  peerIncarnation: bigint;
 }
 
 /** Every this many sends one is signaled (and always the last of a batch). */
@@ -120,6 +125,8 @@ const ARM_SOLICITED = 1;
 const ARM_ANY = 2;
 const KIND_SEND = 0;
 const KIND_READ = 1;
+/** A one-sided read() of a ReadList: its WRs are the list's own. */
+const KIND_LIST = 2;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
@@ -184,11 +191,26 @@ class OutItem {
     this.reject = reject;
   };
   read: ReadOp | undefined;
+  /** KIND_LIST: the list, and the read()'s deadline timer and abort signal. */
+  list: ReadList | undefined;
+  timer: NodeJS.Timeout | undefined;
+  signal: AbortSignal | undefined;
+  readonly onAbort = (): void => {
+    this.settle(new MuxAbortError('read', this.signal?.reason));
+  };
   posted = 0;
   /** Posted, and someone waits for its own completion (a gathered send(), a READ). */
   awaited = false;
 
   settle(err?: Error): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.signal !== undefined) {
+      this.signal.removeEventListener('abort', this.onAbort);
+      this.signal = undefined;
+    }
     const res = this.resolve;
     const rej = this.reject;
     this.resolve = undefined;
@@ -366,6 +388,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     rnrCount: 0,
     posts: 0,
     repostRetries: 0,
+    reads: 0,
+    readItems: 0,
   };
 
   /** @internal made by RdmaTransport once both sides' QPs are connected. */
@@ -505,6 +529,78 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     b.set(nameBytes, WIRE_HEADER_BYTES);
     this.#enqueue(ch.lane, item);
     return ch;
+  }
+
+  /** One-sided reads work on RDMA connections (see `read`). */
+  get supportsRead(): boolean {
+    return true;
+  }
+
+  /**
+   * Copies every entry of `list` from the peer's read region (`descriptor`) into this side's
+   * memory with RDMA READs, without the peer's CPU. Everything is checked before anything is
+   * posted (synchronous throws: ERR_MUX_STALE_DESCRIPTOR for a descriptor of another
+   * incarnation or peer, ERR_MUX_READ_RANGE for a range outside the region or a destination
+   * not live in this connection's registered memory, ERR_MUX_INVALID_ARG, ERR_MUX_CLOSED);
+   * the connection stays usable after any of them.
+   *
+   * The list's WRs go on one QP of the pool (the least busy), chained in one postSend (more
+   * only past 64 WRs or when the send queue is full: the rest follow as completions free it),
+   * one signaled WR at the end. RC executes the READs of one QP in posting order (rxe, NICs
+   * and soft alike; a NIC keeps at most max_rd_atomic in flight and queues the rest), so the
+   * entries land in list order: a seqlock "meta, row, meta" list reads meta last.
+   *
+   * Resolves once all have landed; rejects with ERR_MUX_DEADLINE after `timeoutMs` or
+   * ERR_MUX_ABORTED (the list stays `busy`, and its destinations may still be written, until
+   * the READs end), or with the connection's error. A READ the peer's NIC refuses (the region
+   * was closed: REM_ACCESS_ERR) fails the QP and so the whole connection
+   * (ERR_MUX_CONNECTION_LOST, cause the completion error), like any QP error.
+   */
+  read(descriptor: ReadDescriptor, list: ReadList, options?: WaitOptions): Promise<void> {
+    this.#checkOpen('read');
+    if (!(list instanceof ReadList))
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'read: list must be a ReadList');
+    const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+    const signal = signalOf(options);
+    prepareRead(descriptor, list, this.#s.peerIncarnation, this.#ours);
+    if (signal?.aborted === true) throw new MuxAbortError('read', signal.reason);
+    if (list.length === 0) return RESOLVED;
+    const item = this.#items.take() ?? new OutItem();
+    item.kind = KIND_LIST;
+    item.list = list;
+    list.busy = true;
+    this.#stats.reads++;
+    this.#stats.readItems += list.length;
+    const done = new Promise<void>(item.executor);
+    this.#enqueue(this.#readLane(), item);
+    // Soft completes a READ within its post: reaped now, not after a wake-up.
+    if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0) this.#drain();
+    // Still pending (and not recycled by a read() a handler made during that drain).
+    if (item.list === list && item.resolve !== undefined && item.timer === undefined) {
+      item.timer = setTimeout(readDeadline, timeoutMs, item, timeoutMs);
+      if (signal !== undefined) {
+        item.signal = signal;
+        signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+    }
+    return done;
+  }
+
+  readonly #ours = (block: Block): boolean =>
+    this.#alloc.owns(block) || this.#res.rendezvous.owns(block);
+
+  /** The lane with the least queued and posted: a read waits behind as little as can be. */
+  #readLane(): number {
+    let best = 0;
+    let load = Number.POSITIVE_INFINITY;
+    for (const l of this.#lanes) {
+      const x = l.tail - l.head + l.sqUsed;
+      if (x < load) {
+        load = x;
+        best = l.index;
+      }
+    }
+    return best;
   }
 
   /** Channels map to QPs by id, both sides alike; odd and even ids spread over the pool. */
@@ -776,6 +872,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.resolve = undefined;
     item.reject = undefined;
     item.read = undefined;
+    if (item.list !== undefined) item.list.busy = false;
+    item.list = undefined;
     item.posted = 0;
     item.awaited = false;
     this.#items.put(item);
@@ -855,6 +953,20 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         }
         lane.creditStalled = false;
         batch[n++] = this.#stamp(lane, item);
+        lane.fifo[lane.head++] = undefined;
+      } else if (item.kind === KIND_LIST) {
+        // The list's own WRs, in order; the last is signaled and completes the read().
+        const list = item.list as ReadList;
+        const count = list.length;
+        while (item.posted < count && lane.sqUsed < lane.max) {
+          const wr = list.wrs[item.posted] as SendWr;
+          const last = ++item.posted === count;
+          if (last) this.#await(item);
+          wr.wrId = this.#ringPush(lane, last ? item : undefined);
+          wr.signaled = last;
+          batch[n++] = wr;
+        }
+        if (item.posted < count) break;
         lane.fifo[lane.head++] = undefined;
       } else {
         const op = item.read as ReadOp;
@@ -1001,6 +1113,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       item.slot = undefined;
       if (slot !== undefined) this.#putSlot(slot);
       item.settle();
+    } else if (item.kind === KIND_LIST) {
+      item.settle(); // a no-op after its deadline: the list is free again now (#putItem)
     } else {
       this.#readDone(item.read as ReadOp);
     }
@@ -1932,6 +2046,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         quietly(it.slot?.block);
         it.slot = undefined;
         it.settle(err);
+        // The QPs are closed: nothing lands in the list's destinations any more.
+        if (it.list !== undefined) it.list.busy = false;
       }
       lane.fifo.length = 0;
       lane.head = 0;
@@ -2009,6 +2125,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       rnrCount: s.rnrCount,
       posts: s.posts,
       repostRetries: s.repostRetries,
+      reads: s.reads,
+      readItems: s.readItems,
       recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
       sendLease: this.#sendCredits.lease,
       polling: this.#poll.polled,
@@ -2023,6 +2141,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 }
 
 /** Teardown releases what it can: a block its allocator already revoked stays gone. */
+/** A read()'s deadline passed (its READs stay posted: the item completes with them). */
+function readDeadline(item: OutItem, timeoutMs: number): void {
+  item.timer = undefined;
+  item.settle(new MuxDeadlineError('read', timeoutMs));
+}
+
 function quietly(b: Block | undefined): void {
   try {
     if (b !== undefined && !b.released) b.release();

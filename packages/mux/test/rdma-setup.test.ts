@@ -24,6 +24,7 @@ const base: RdmaSetup = {
     maxMessageBytes: 8192,
   },
   ablations: 0,
+  incarnation: 0x0123456789abcdefn,
 };
 
 describe('rdma setup message', () => {
