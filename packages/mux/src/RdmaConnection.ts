@@ -1027,13 +1027,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return WIRE_FLAG_CREDIT_STALLED;
   }
 
-  /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
+  /**
+   * Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped.
+   * READs do not count: a chain of them ends in a signaled one (or the batch's last), and
+   * they hold no send slot to give back sooner, so a read() of 192 costs one completion.
+   */
   #post(lane: Lane, n: number): void {
     if (n === 0) return;
     const batch = this.#batch;
     for (let i = 0; i < n; i++) {
       const wr = batch[i] as SendWr;
-      if (wr.signaled === true || ++lane.unsignaled >= SIGNAL_EVERY || i === n - 1) {
+      if (
+        wr.signaled === true ||
+        i === n - 1 ||
+        (wr.opcode !== 'RDMA_READ' && ++lane.unsignaled >= SIGNAL_EVERY)
+      ) {
         wr.signaled = true;
         lane.unsignaled = 0;
       }
