@@ -127,6 +127,8 @@ const KIND_SEND = 0;
 const KIND_READ = 1;
 /** A one-sided read() of a ReadList: its WRs are the list's own. */
 const KIND_LIST = 2;
+/** #enqueue's lane for the read QP. */
+const READ_LANE = -1;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
@@ -294,6 +296,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   };
   readonly #lanes: Lane[] = [];
   readonly #laneByQpn = new Map<number, Lane>();
+  /** The QP of one-sided reads (the pool's last): its failure costs the reads, not the channels. */
+  #readLane!: Lane;
+  /** Why reads fail from now on (the read QP is in error), once it is. */
+  #readFailed: Error | undefined;
   readonly #channels = new Map<number, RdmaChannel>();
   readonly #sources = new Map<number, Source>();
   readonly #reads = new Set<ReadOp>();
@@ -442,6 +448,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       clock: this.#creditClock,
       onUpdateNeeded: this.#onCreditsDue,
     });
+    // The last QP carries one-sided reads only (see read()); the others, the channels.
     for (const [index, qp] of resources.qps.entries()) {
       const lane: Lane = {
         qp,
@@ -457,7 +464,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         nextSeq: 0,
         creditStalled: false,
       };
-      this.#lanes.push(lane);
+      if (index < resources.qps.length - 1) this.#lanes.push(lane);
+      else this.#readLane = lane;
       this.#laneByQpn.set(qp.qpn, lane);
     }
     this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
@@ -544,17 +552,18 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * not live in this connection's registered memory, ERR_MUX_INVALID_ARG, ERR_MUX_CLOSED);
    * the connection stays usable after any of them.
    *
-   * The list's WRs go on one QP of the pool (the least busy), chained in one postSend (more
-   * only past 64 WRs or when the send queue is full: the rest follow as completions free it),
-   * one signaled WR at the end. RC executes the READs of one QP in posting order (rxe, NICs
-   * and soft alike; a NIC keeps at most max_rd_atomic in flight and queues the rest), so the
-   * entries land in list order: a seqlock "meta, row, meta" list reads meta last.
+   * The list's WRs go on the connection's read QP (one more RC QP beside the channels'),
+   * chained in one postSend (more only past 64 WRs or when its send queue is full: the rest
+   * follow as completions free it), one signaled WR at the end. RC executes the READs of one
+   * QP in posting order (rxe, NICs and soft alike; a NIC keeps at most max_rd_atomic in
+   * flight and queues the rest), so the entries land in list order: a seqlock "meta, row,
+   * meta" list reads meta last. Reads never wait behind channel traffic, nor it behind them.
    *
    * Resolves once all have landed; rejects with ERR_MUX_DEADLINE after `timeoutMs` or
    * ERR_MUX_ABORTED (the list stays `busy`, and its destinations may still be written, until
-   * the READs end), or with the connection's error. A READ the peer's NIC refuses (the region
-   * was closed: REM_ACCESS_ERR) fails the QP and so the whole connection
-   * (ERR_MUX_CONNECTION_LOST, cause the completion error), like any QP error.
+   * the READs end), or with the connection's error. A READ the peer refuses (its region was
+   * closed: REM_ACCESS_ERR) puts the read QP in error: that read and every later one reject
+   * with ERR_MUX_READ_FAILED (retryable: a new connection reads again); channels go on.
    */
   read(descriptor: ReadDescriptor, list: ReadList, options?: WaitOptions): Promise<void> {
     this.#checkOpen('read');
@@ -562,6 +571,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       throw new MuxError('ERR_MUX_INVALID_ARG', 'read: list must be a ReadList');
     const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
     const signal = signalOf(options);
+    if (this.#readFailed !== undefined) throw this.#readFailed;
     prepareRead(descriptor, list, this.#s.peerIncarnation, this.#ours);
     if (signal?.aborted === true) throw new MuxAbortError('read', signal.reason);
     if (list.length === 0) return RESOLVED;
@@ -572,7 +582,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#stats.reads++;
     this.#stats.readItems += list.length;
     const done = new Promise<void>(item.executor);
-    this.#enqueue(this.#readLane(), item);
+    this.#enqueue(READ_LANE, item);
     // Soft completes a READ within its post: reaped now, not after a wake-up.
     if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0) this.#drain();
     // Still pending (and not recycled by a read() a handler made during that drain).
@@ -589,18 +599,35 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #ours = (block: Block): boolean =>
     this.#alloc.owns(block) || this.#res.rendezvous.owns(block);
 
-  /** The lane with the least queued and posted: a read waits behind as little as can be. */
-  #readLane(): number {
-    let best = 0;
-    let load = Number.POSITIVE_INFINITY;
-    for (const l of this.#lanes) {
-      const x = l.tail - l.head + l.sqUsed;
-      if (x < load) {
-        load = x;
-        best = l.index;
-      }
+  /**
+   * The read QP is in error (a READ the peer refused, or its own QP failed when the peer's
+   * READ was refused): every read queued or posted on it rejects with `err`, and so does
+   * every later read(); the channels are not affected. A new connection reads again.
+   */
+  #failReads(err: Error): void {
+    if (this.#readFailed !== undefined) return;
+    this.#readFailed = err;
+    const lane = this.#readLane;
+    const items = new Set<OutItem>();
+    for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
+    for (let k = 0; k < lane.sqUsed; k++) {
+      const it = lane.ringItems[(lane.ringHead + k) % lane.max];
+      if (it !== undefined) items.add(it);
     }
-    return best;
+    lane.fifo.length = 0;
+    lane.head = 0;
+    lane.tail = 0;
+    lane.ringItems.fill(undefined);
+    lane.ringHead = 0;
+    lane.sqUsed = 0;
+    // RC executes nothing on a QP in error: the lists' destinations are not written again.
+    for (const it of items) {
+      if (it.awaited) this.#awaited--;
+      it.settle(err);
+      this.#putItem(it);
+      this.#inFlight--;
+    }
+    this.#checkIdle();
   }
 
   /** Channels map to QPs by id, both sides alike; odd and even ids spread over the pool. */
@@ -901,7 +928,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#inFlight++;
-    const l = this.#lanes[lane] as Lane;
+    const l = lane < 0 ? this.#readLane : (this.#lanes[lane] as Lane);
     l.fifo[l.tail++] = item;
     this.#stats.framesOut++;
     // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
@@ -933,6 +960,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     if (this.#repostCount > 0 && this.#repostTimer === undefined) this.#repostReleased();
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
+    if (this.#readFailed === undefined) this.#flush(this.#readLane);
     this.#maybeCreditUpdate();
   }
 
@@ -1059,6 +1087,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
       this.#s.pollLoop?.activity(this.#poll);
     } catch (err) {
+      if (lane === this.#readLane) {
+        this.#failReads(readFailure(`post of READs on QP ${lane.qp.qpn} failed`, err));
+        return;
+      }
       this.destroy(
         new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
       );
@@ -1094,7 +1126,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #needsOwn(): boolean {
     if (this.#awaited > 0 || this.#idle !== undefined) return true;
     for (const l of this.#lanes) if (l.sqUsed >= l.max) return true;
-    return false;
+    return this.#readLane.sqUsed >= this.#readLane.max;
   }
 
   /**
@@ -1307,6 +1339,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #onCompletion(wc: WorkCompletion): void {
+    if (wc.wrId >= RECV_WR_ID_LIMIT && wc.qpNum === this.#readLane.qp.qpn) {
+      // A READ the peer refused (REM_ACCESS_ERR: its region is closed) fails the read QP:
+      // the reads fail, the channels on the other QPs go on. After it, the QP's flushed
+      // completions name WRs already settled.
+      if (this.#readFailed !== undefined) return;
+      if (wc.status !== 'SUCCESS') {
+        this.#failReads(
+          readFailure(
+            `a one-sided READ failed: ${wc.status} (QP ${wc.qpNum})`,
+            new RdmaCompletionError(wc.status, wc.wrId, wc.vendorErr, false),
+          ),
+        );
+        return;
+      }
+    }
     if (wc.status !== 'SUCCESS') {
       if (wc.status === 'RNR_RETRY_EXC_ERR') this.#stats.rnrCount++;
       // A failed receive still took a buffer of the shared pool: it goes back.
@@ -2036,14 +2083,15 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#repostTimer = undefined;
     this.#s.pollLoop?.remove(this.#poll);
     this.#res.cq.off('completion', this.#onCq);
-    for (const lane of this.#lanes) {
+    const lanes = [...this.#lanes, this.#readLane];
+    for (const lane of lanes) {
       try {
         lane.qp.close();
       } catch {
         // closed with the resources below
       }
     }
-    for (const lane of this.#lanes) {
+    for (const lane of lanes) {
       const items = new Set<OutItem>();
       for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
       for (let k = 0; k < lane.sqUsed; k++) {
@@ -2105,6 +2153,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   stats(): RdmaConnectionStats {
     let outstanding = 0;
     for (const l of this.#lanes) outstanding += l.sqUsed;
+    outstanding += this.#readLane.sqUsed;
     const s = this.#stats;
     return {
       state: this.#state,
@@ -2149,6 +2198,14 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 }
 
 /** Teardown releases what it can: a block its allocator already revoked stays gone. */
+/** What read() fails with once the read QP is in error (retryable on a new connection). */
+function readFailure(what: string, cause: unknown): MuxError {
+  return new MuxError('ERR_MUX_READ_FAILED', `${what}; reads need a new connection`, {
+    cause,
+    retryable: true,
+  });
+}
+
 /** A read()'s deadline passed (its READs stay posted: the item completes with them). */
 function readDeadline(item: OutItem, timeoutMs: number): void {
   item.timer = undefined;

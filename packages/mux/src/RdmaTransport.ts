@@ -379,7 +379,7 @@ export class RdmaTransport implements Transport {
           link.remoteAddress,
           (local.ablations & ABLATE_CREDITS) !== 0,
         ),
-      this.#o.tuning.qpPoolSize,
+      this.#o.tuning.qpPoolSize + 1, // the channels' QPs and the read QP (RdmaConnection.read)
       timeoutMs,
       signal,
     );

@@ -55,7 +55,14 @@ export type MuxErrorCode =
    * A read-region descriptor of another incarnation of the peer (a restarted or other process)
    * or of another peer: refused before posting. Fetch a fresh descriptor.
    */
-  | 'ERR_MUX_STALE_DESCRIPTOR';
+  | 'ERR_MUX_STALE_DESCRIPTOR'
+  /**
+   * A one-sided read failed on the RDMA path (the peer closed the region: REM_ACCESS_ERR; or
+   * the peer's read failed on the same QP pair): the connection's read QP is in error, so
+   * every read on it fails from now on; channels are not affected. Retryable on a new
+   * connection (`cause`: the completion error).
+   */
+  | 'ERR_MUX_READ_FAILED';
 
 export interface MuxErrorOptions {
   cause?: unknown;

@@ -15,21 +15,13 @@ import {
   ReadList,
 } from '../src/index.js';
 import { rdmaPair } from './support/rdmaPair.js';
+import { thrownCode as code } from './support/thrownCode.js';
 
 const SECRET = 'one-sided read test secret, 32+ bytes';
 const cleanups: Array<() => void | Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-const code = (f: () => unknown): string | undefined => {
-  try {
-    f();
-  } catch (err) {
-    return (err as MuxError).code;
-  }
-  return undefined;
-};
 
 /** A region of `bytes` on the server side, byte i = (i * 7 + seed) & 255, its descriptor on the wire. */
 async function setup(bytes = 64 * 1024, options = {}) {
@@ -164,8 +156,8 @@ describe('one-sided reads over RDMA', () => {
     expect(dst.bytes).toEqual(expected(0, 8));
   });
 
-  it('reading_a_region_its_owner_closed_fails_the_connection_with_a_typed_error_and_no_hang', async () => {
-    const { conn, descriptor, region } = await setup(4096);
+  it('reading_a_region_its_owner_closed_fails_the_reads_with_a_typed_error_and_the_channels_go_on', async () => {
+    const { conn, descriptor, region, serverConns, server, client } = await setup(4096);
     const dst = conn.allocator.alloc(64);
     const list = new ReadList(2).add(0, 32, dst).add(32, 32, dst, 32);
     await conn.read(descriptor, list);
@@ -176,13 +168,35 @@ describe('one-sided reads over RDMA', () => {
     const err = (await conn
       .read(descriptor, list, { timeoutMs: 30_000 })
       .catch((e) => e)) as MuxError;
-    expect(err.code).toBe('ERR_MUX_CONNECTION_LOST');
+    expect(err.code).toBe('ERR_MUX_READ_FAILED');
+    expect(err.retryable).toBe(true);
     expect((err.cause as { status?: string }).status).toBe('REM_ACCESS_ERR');
-    // Everything pending on the connection rejects with it; the list is free again.
-    expect(((await pending.catch((e) => e)) as MuxError).code).toBe('ERR_MUX_CONNECTION_LOST');
-    expect(conn.state).toBe('failed');
     expect(list.busy).toBe(false);
-    expect(code(() => conn.read(descriptor, list))).toBe('ERR_MUX_CONNECTION_LOST');
+    // Later reads fail at once (the read QP is in error), even of a live region.
+    const live = server.allocReadRegion(64);
+    cleanups.push(() => live.close());
+    expect(code(() => conn.read(live.descriptor, list))).toBe('ERR_MUX_READ_FAILED');
+    expect(conn.stats().outstandingWrs).toBe(0);
+    // The channels live on other QPs: the pending receive gets its echo, both sides stay open.
+    await ch.send(new Uint8Array([9, 8, 7]));
+    const echo = await pending;
+    expect([...echo.bytes]).toEqual([9, 8, 7]);
+    echo.release();
+    expect(conn.state).toBe('open');
+    expect(serverConns[0]?.state).toBe('open');
+    // The owner's reads over the same QP pair fail too (its QP failed with ours), typed.
+    const owner = serverConns[0];
+    if (owner === undefined) throw new Error('no server connection');
+    const mine = client.allocReadRegion(64);
+    cleanups.push(() => mine.close());
+    const into = owner.allocator.alloc(8);
+    const failed = (await Promise.resolve()
+      .then(() =>
+        owner.read(mine.descriptor, new ReadList(1).add(0, 8, into), { timeoutMs: 30_000 }),
+      )
+      .catch((e) => e)) as MuxError;
+    expect(failed.code).toBe('ERR_MUX_READ_FAILED');
+    expect(owner.state).toBe('open');
   });
 
   it('a_read_region_is_remote_read_only_zeroed_and_counted_in_the_registration_limit', async () => {

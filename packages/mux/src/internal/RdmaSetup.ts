@@ -14,10 +14,13 @@ import { MuxError } from '../errors.js';
  * `ablations` (the byte that was reserved, 0 in the full system): the lessons this side
  * switched off for a measurement (ABLATE_* bits); both sides must send the same.
  * Version 3: the sender's transport incarnation (random, non-zero), which every read-region
- * descriptor it hands out carries: the peer refuses descriptors of another incarnation.
+ * descriptor it hands out carries: the peer refuses descriptors of another incarnation; and
+ * the last endpoint is the QP of one-sided reads (so at least 2: channel QPs, then it).
  */
 export const RDMA_SETUP_VERSION = 3;
+/** Channel QPs of a pool at most (`qpPoolSize`); the setup names one more, the read QP. */
 export const MAX_SETUP_QPS = 8;
+const MAX_ENDPOINTS = MAX_SETUP_QPS + 1;
 /** Ablation bits: SENDs without receive credits (RNR retried forever instead); no send window. */
 export const ABLATE_CREDITS = 1;
 export const ABLATE_SEND_WINDOW = 2;
@@ -26,7 +29,7 @@ export const MAX_ENDPOINT_JSON_BYTES = 1024;
 const FIXED_BYTES = 4 + 8 + 7 * 4;
 const INCARNATION_BYTES = 8;
 export const MAX_SETUP_BYTES =
-  FIXED_BYTES + MAX_SETUP_QPS * (2 + MAX_ENDPOINT_JSON_BYTES) + INCARNATION_BYTES;
+  FIXED_BYTES + MAX_ENDPOINTS * (2 + MAX_ENDPOINT_JSON_BYTES) + INCARNATION_BYTES;
 
 /** Same fields as flowctl's FlowParams, kept here so the wire codec owns its layout. */
 export interface SetupFlowParams {
@@ -50,7 +53,7 @@ const FLOW_FIELDS = [
 ] as const satisfies readonly (keyof SetupFlowParams)[];
 
 export interface RdmaSetup {
-  /** One provider endpoint object per QP of the pool (e.g. verbs' SoftEndpoint). */
+  /** One provider endpoint object per QP of the pool (e.g. verbs' SoftEndpoint), then the read QP's. */
   endpoints: Record<string, unknown>[];
   recvBufferBytes: number;
   /** The most credits this side leases the peer (its initial lease is `flow.receiveCredits`). */
@@ -87,8 +90,8 @@ function checkEndpoint(ep: unknown, err: (m: string) => MuxError): Record<string
 }
 
 function checkSetup(s: RdmaSetup, err: (m: string) => MuxError): void {
-  if (!Array.isArray(s.endpoints) || s.endpoints.length < 1 || s.endpoints.length > MAX_SETUP_QPS) {
-    throw err(`endpoints must hold 1..${MAX_SETUP_QPS} QPs`);
+  if (!Array.isArray(s.endpoints) || s.endpoints.length < 2 || s.endpoints.length > MAX_ENDPOINTS) {
+    throw err(`endpoints must hold 2..${MAX_ENDPOINTS} QPs (channel QPs, then the read QP)`);
   }
   for (const ep of s.endpoints) checkEndpoint(ep, err);
   if (u32('recvBufferBytes', s.recvBufferBytes, err) < 64) throw err('recvBufferBytes < 64');
@@ -145,7 +148,7 @@ export function decodeRdmaSetup(msg: Uint8Array): RdmaSetup {
   const version = b.readUInt16BE(0);
   if (version !== RDMA_SETUP_VERSION) throw protoErr(`version ${version}`);
   const qps = b.readUInt8(2);
-  if (qps < 1 || qps > MAX_SETUP_QPS) throw protoErr(`${qps} QPs`);
+  if (qps < 2 || qps > MAX_ENDPOINTS) throw protoErr(`${qps} QPs`);
   const flow = {} as SetupFlowParams;
   let off = 12;
   for (const f of FLOW_FIELDS) {
