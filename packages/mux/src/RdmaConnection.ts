@@ -607,21 +607,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #failReads(err: Error): void {
     if (this.#readFailed !== undefined) return;
     this.#readFailed = err;
-    const lane = this.#readLane;
-    const items = new Set<OutItem>();
-    for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
-    for (let k = 0; k < lane.sqUsed; k++) {
-      const it = lane.ringItems[(lane.ringHead + k) % lane.max];
-      if (it !== undefined) items.add(it);
-    }
-    lane.fifo.length = 0;
-    lane.head = 0;
-    lane.tail = 0;
-    lane.ringItems.fill(undefined);
-    lane.ringHead = 0;
-    lane.sqUsed = 0;
     // RC executes nothing on a QP in error: the lists' destinations are not written again.
-    for (const it of items) {
+    for (const it of emptyLane(this.#readLane)) {
       if (it.awaited) this.#awaited--;
       it.settle(err);
       this.#putItem(it);
@@ -2092,25 +2079,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       }
     }
     for (const lane of lanes) {
-      const items = new Set<OutItem>();
-      for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
-      for (let k = 0; k < lane.sqUsed; k++) {
-        const it = lane.ringItems[(lane.ringHead + k) % lane.max];
-        if (it !== undefined) items.add(it);
-      }
-      for (const it of items) {
+      for (const it of emptyLane(lane)) {
         quietly(it.slot?.block);
         it.slot = undefined;
         it.settle(err);
         // The QPs are closed: nothing lands in the list's destinations any more.
         if (it.list !== undefined) it.list.busy = false;
       }
-      lane.fifo.length = 0;
-      lane.head = 0;
-      lane.tail = 0;
-      lane.ringItems.fill(undefined);
-      lane.ringHead = 0;
-      lane.sqUsed = 0;
     }
     this.#smallSlots.drain((slot) => quietly(slot.block));
     this.#largeSlots.drain((slot) => quietly(slot.block));
@@ -2198,6 +2173,23 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 }
 
 /** Teardown releases what it can: a block its allocator already revoked stays gone. */
+/** Every item queued or posted on `lane` (each once), which is left empty. */
+function emptyLane(lane: Lane): Set<OutItem> {
+  const items = new Set<OutItem>();
+  for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
+  for (let k = 0; k < lane.sqUsed; k++) {
+    const it = lane.ringItems[(lane.ringHead + k) % lane.max];
+    if (it !== undefined) items.add(it);
+  }
+  lane.fifo.length = 0;
+  lane.head = 0;
+  lane.tail = 0;
+  lane.ringItems.fill(undefined);
+  lane.ringHead = 0;
+  lane.sqUsed = 0;
+  return items;
+}
+
 /** What read() fails with once the read QP is in error (retryable on a new connection). */
 function readFailure(what: string, cause: unknown): MuxError {
   return new MuxError('ERR_MUX_READ_FAILED', `${what}; reads need a new connection`, {
