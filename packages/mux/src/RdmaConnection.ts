@@ -584,7 +584,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const done = new Promise<void>(item.executor);
     this.#enqueue(READ_LANE, item);
     // Soft completes a READ within its post: reaped now, not after a wake-up.
-    if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0) this.#drain();
+    if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0)
+      this.#drain(true);
     // Still pending (and not recycled by a read() a handler made during that drain).
     if (item.list === list && item.resolve !== undefined && item.timer === undefined) {
       item.timer = setTimeout(readDeadline, timeoutMs, item, timeoutMs);

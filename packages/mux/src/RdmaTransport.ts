@@ -43,8 +43,11 @@ const DEFAULT_BUDGET = { maxBytes: 1024 * MiB, maxMessages: 1 << 20 } as const;
 const DEFAULT_MAX_REGISTERED_BYTES = 1024 * MiB;
 /** Receive buffers the shared pool adds at least when it grows, and keeps spare. */
 const POOL_STEP = 32;
-/** A read region's own arena: whole pages, at least this (the allocator's slab floor), ... */
-const REGION_MIN_ARENA = 1 * MiB;
+/**
+ * A read region's own arena: whole pages, at least this (the allocator's floor: its largest
+ * slab, 8 blocks of 32 KiB), ...
+ */
+const REGION_MIN_ARENA = 256 * 1024;
 /** ... at most this (the transport allocator's largest arena; beyond, a dedicated registration). */
 const REGION_MAX_ARENA = 64 * MiB;
 
