@@ -1,5 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Channel } from './Channel.js';
+import type { ReadDescriptor } from './ReadDescriptor.js';
+import type { ReadList } from './ReadList.js';
 import type { ConnectionStats } from './Stats.js';
 import type { WaitOptions } from './WaitOptions.js';
 
@@ -45,5 +47,13 @@ export interface Connection extends EventEmitter<ConnectionEvents> {
   /** Fails everything pending (and every channel) with `error` (default ERR_MUX_CLOSED). */
   destroy(error?: Error): void;
   stats(): ConnectionStats;
+  /** Whether `read()` works here: true over RDMA, false over TCP. */
+  readonly supportsRead: boolean;
+  /**
+   * One-sided batched read of a peer's read region (`RdmaTransport.allocReadRegion()` on
+   * its side) into this side's registered memory, without the peer's CPU. Transports
+   * without it (TCP) throw ERR_MUX_NOT_SUPPORTED; see RdmaConnection.read for the rest.
+   */
+  read(descriptor: ReadDescriptor, list: ReadList, options?: WaitOptions): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -35,6 +35,7 @@ import { OneTimerClock } from './internal/OneTimerClock.js';
 import type { PeerResources } from './internal/PeerResources.js';
 import { PollEntry, type PollLoop } from './internal/PollLoop.js';
 import { POST_LIST_MAX, PostLists } from './internal/PostLists.js';
+import { prepareRead } from './internal/prepareRead.js';
 import type { PollPolicy } from './internal/RdmaOptions.js';
 import { type PoolUser, RECV_WR_ID_LIMIT, type ReceivePool } from './internal/ReceivePool.js';
 import {
@@ -61,6 +62,8 @@ import {
 } from './Message.js';
 import { type ArrivalSlot, RdmaChannel } from './RdmaChannel.js';
 import type { RdmaConnectionStats } from './RdmaStats.js';
+import type { ReadDescriptor } from './ReadDescriptor.js';
+import { ReadList } from './ReadList.js';
 import type { WaitOptions } from './WaitOptions.js';
 import { signalOf, timeoutOf } from './WaitOptions.js';
 
@@ -95,6 +98,8 @@ export interface RdmaConnectionSettings {
   maxSendWindow: { maxBytes: number; maxMessages: number };
   /** A peer must answer Done for an offered block within this, else ERR_MUX_PEER_TIMEOUT. */
   doneTimeoutMs: number;
+  /** The peer's transport incarnation (setup): read() takes only its descriptors. */
+  peerIncarnation: bigint;
 }
 
 /** Every this many sends one is signaled (and always the last of a batch). */
@@ -120,6 +125,10 @@ const ARM_SOLICITED = 1;
 const ARM_ANY = 2;
 const KIND_SEND = 0;
 const KIND_READ = 1;
+/** A one-sided read() of a ReadList: its WRs are the list's own. */
+const KIND_LIST = 2;
+/** #enqueue's lane for the read QP. */
+const READ_LANE = -1;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
@@ -184,11 +193,26 @@ class OutItem {
     this.reject = reject;
   };
   read: ReadOp | undefined;
+  /** KIND_LIST: the list, and the read()'s deadline timer and abort signal. */
+  list: ReadList | undefined;
+  timer: NodeJS.Timeout | undefined;
+  signal: AbortSignal | undefined;
+  readonly onAbort = (): void => {
+    this.settle(new MuxAbortError('read', this.signal?.reason));
+  };
   posted = 0;
   /** Posted, and someone waits for its own completion (a gathered send(), a READ). */
   awaited = false;
 
   settle(err?: Error): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.signal !== undefined) {
+      this.signal.removeEventListener('abort', this.onAbort);
+      this.signal = undefined;
+    }
     const res = this.resolve;
     const rej = this.reject;
     this.resolve = undefined;
@@ -272,6 +296,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   };
   readonly #lanes: Lane[] = [];
   readonly #laneByQpn = new Map<number, Lane>();
+  /** The QP of one-sided reads (the pool's last): its failure costs the reads, not the channels. */
+  #readLane!: Lane;
+  /** Why reads fail from now on (the read QP is in error), once it is. */
+  #readFailed: Error | undefined;
   readonly #channels = new Map<number, RdmaChannel>();
   readonly #sources = new Map<number, Source>();
   readonly #reads = new Set<ReadOp>();
@@ -366,6 +394,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     rnrCount: 0,
     posts: 0,
     repostRetries: 0,
+    reads: 0,
+    readItems: 0,
   };
 
   /** @internal made by RdmaTransport once both sides' QPs are connected. */
@@ -418,6 +448,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       clock: this.#creditClock,
       onUpdateNeeded: this.#onCreditsDue,
     });
+    // The last QP carries one-sided reads only (see read()); the others, the channels.
     for (const [index, qp] of resources.qps.entries()) {
       const lane: Lane = {
         qp,
@@ -433,7 +464,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         nextSeq: 0,
         creditStalled: false,
       };
-      this.#lanes.push(lane);
+      if (index < resources.qps.length - 1) this.#lanes.push(lane);
+      else this.#readLane = lane;
       this.#laneByQpn.set(qp.qpn, lane);
     }
     this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
@@ -505,6 +537,85 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     b.set(nameBytes, WIRE_HEADER_BYTES);
     this.#enqueue(ch.lane, item);
     return ch;
+  }
+
+  /** One-sided reads work on RDMA connections (see `read`). */
+  get supportsRead(): boolean {
+    return true;
+  }
+
+  /**
+   * Copies every entry of `list` from the peer's read region (`descriptor`) into this side's
+   * memory with RDMA READs, without the peer's CPU. Everything is checked before anything is
+   * posted (synchronous throws: ERR_MUX_STALE_DESCRIPTOR for a descriptor of another
+   * incarnation or peer, ERR_MUX_READ_RANGE for a range outside the region or a destination
+   * not live in this connection's registered memory, ERR_MUX_INVALID_ARG, ERR_MUX_CLOSED);
+   * the connection stays usable after any of them.
+   *
+   * The list's WRs go on the connection's read QP (one more RC QP beside the channels'),
+   * chained in one postSend (more only past 64 WRs or when its send queue is full: the rest
+   * follow as completions free it), one signaled WR at the end. RC executes the READs of one
+   * QP in posting order (rxe, NICs and soft alike; a NIC keeps at most max_rd_atomic in
+   * flight and queues the rest), so the entries land in list order: a seqlock "meta, row,
+   * meta" list reads meta last. Reads never wait behind channel traffic, nor it behind them.
+   *
+   * Resolves once all have landed; rejects with ERR_MUX_DEADLINE after `timeoutMs` or
+   * ERR_MUX_ABORTED (the list stays `busy`, and its destinations may still be written, until
+   * the READs end), or with the connection's error. A READ the peer refuses (its region was
+   * closed: REM_ACCESS_ERR) puts the read QP in error: that read and every later one reject
+   * with ERR_MUX_READ_FAILED (retryable: a new connection reads again); channels go on.
+   */
+  read(descriptor: ReadDescriptor, list: ReadList, options?: WaitOptions): Promise<void> {
+    this.#checkOpen('read');
+    if (!(list instanceof ReadList))
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'read: list must be a ReadList');
+    const timeoutMs = timeoutOf(options, this.defaultTimeoutMs);
+    const signal = signalOf(options);
+    if (this.#readFailed !== undefined) throw this.#readFailed;
+    prepareRead(descriptor, list, this.#s.peerIncarnation, this.#ours);
+    if (signal?.aborted === true) throw new MuxAbortError('read', signal.reason);
+    if (list.length === 0) return RESOLVED;
+    const item = this.#items.take() ?? new OutItem();
+    item.kind = KIND_LIST;
+    item.list = list;
+    list.busy = true;
+    this.#stats.reads++;
+    this.#stats.readItems += list.length;
+    const done = new Promise<void>(item.executor);
+    this.#enqueue(READ_LANE, item);
+    // Soft completes a READ within its post: reaped now, not after a wake-up.
+    if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0)
+      this.#drain(true);
+    // Still pending (and not recycled by a read() a handler made during that drain).
+    if (item.list === list && item.resolve !== undefined && item.timer === undefined) {
+      item.timer = setTimeout(readDeadline, timeoutMs, item, timeoutMs);
+      if (signal !== undefined) {
+        item.signal = signal;
+        signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+    }
+    return done;
+  }
+
+  readonly #ours = (block: Block): boolean =>
+    this.#alloc.owns(block) || this.#res.rendezvous.owns(block);
+
+  /**
+   * The read QP is in error (a READ the peer refused, or its own QP failed when the peer's
+   * READ was refused): every read queued or posted on it rejects with `err`, and so does
+   * every later read(); the channels are not affected. A new connection reads again.
+   */
+  #failReads(err: Error): void {
+    if (this.#readFailed !== undefined) return;
+    this.#readFailed = err;
+    // RC executes nothing on a QP in error: the lists' destinations are not written again.
+    for (const it of emptyLane(this.#readLane)) {
+      if (it.awaited) this.#awaited--;
+      it.settle(err);
+      this.#putItem(it);
+      this.#inFlight--;
+    }
+    this.#checkIdle();
   }
 
   /** Channels map to QPs by id, both sides alike; odd and even ids spread over the pool. */
@@ -776,6 +887,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.resolve = undefined;
     item.reject = undefined;
     item.read = undefined;
+    if (item.list !== undefined) item.list.busy = false;
+    item.list = undefined;
     item.posted = 0;
     item.awaited = false;
     this.#items.put(item);
@@ -803,7 +916,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       return;
     }
     this.#inFlight++;
-    const l = this.#lanes[lane] as Lane;
+    const l = lane < 0 ? this.#readLane : (this.#lanes[lane] as Lane);
     l.fifo[l.tail++] = item;
     this.#stats.framesOut++;
     // An idle lane posts at once (a reply in a ping-pong needs no microtask: Node's
@@ -835,6 +948,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     if (this.#repostCount > 0 && this.#repostTimer === undefined) this.#repostReleased();
     if (this.#terminal()) return;
     for (const lane of this.#lanes) this.#flush(lane);
+    if (this.#readFailed === undefined) this.#flush(this.#readLane);
     this.#maybeCreditUpdate();
   }
 
@@ -855,6 +969,20 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         }
         lane.creditStalled = false;
         batch[n++] = this.#stamp(lane, item);
+        lane.fifo[lane.head++] = undefined;
+      } else if (item.kind === KIND_LIST) {
+        // The list's own WRs, in order; the last is signaled and completes the read().
+        const list = item.list as ReadList;
+        const count = list.length;
+        while (item.posted < count && lane.sqUsed < lane.max) {
+          const wr = list.wrs[item.posted] as SendWr;
+          const last = ++item.posted === count;
+          if (last) this.#await(item);
+          wr.wrId = this.#ringPush(lane, last ? item : undefined);
+          wr.signaled = last;
+          batch[n++] = wr;
+        }
+        if (item.posted < count) break;
         lane.fifo[lane.head++] = undefined;
       } else {
         const op = item.read as ReadOp;
@@ -915,13 +1043,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return WIRE_FLAG_CREDIT_STALLED;
   }
 
-  /** Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped. */
+  /**
+   * Selective signaling: every SIGNAL_EVERY-th and the last of each batch, so all get reaped.
+   * READs do not count: a chain of them ends in a signaled one (or the batch's last), and
+   * they hold no send slot to give back sooner, so a read() of 192 costs one completion.
+   */
   #post(lane: Lane, n: number): void {
     if (n === 0) return;
     const batch = this.#batch;
     for (let i = 0; i < n; i++) {
       const wr = batch[i] as SendWr;
-      if (wr.signaled === true || ++lane.unsignaled >= SIGNAL_EVERY || i === n - 1) {
+      if (
+        wr.signaled === true ||
+        i === n - 1 ||
+        (wr.opcode !== 'RDMA_READ' && ++lane.unsignaled >= SIGNAL_EVERY)
+      ) {
         wr.signaled = true;
         lane.unsignaled = 0;
       }
@@ -939,6 +1075,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
       this.#s.pollLoop?.activity(this.#poll);
     } catch (err) {
+      if (lane === this.#readLane) {
+        this.#failReads(readFailure(`post of READs on QP ${lane.qp.qpn} failed`, err));
+        return;
+      }
       this.destroy(
         new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
       );
@@ -974,7 +1114,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #needsOwn(): boolean {
     if (this.#awaited > 0 || this.#idle !== undefined) return true;
     for (const l of this.#lanes) if (l.sqUsed >= l.max) return true;
-    return false;
+    return this.#readLane.sqUsed >= this.#readLane.max;
   }
 
   /**
@@ -1001,6 +1141,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       item.slot = undefined;
       if (slot !== undefined) this.#putSlot(slot);
       item.settle();
+    } else if (item.kind === KIND_LIST) {
+      item.settle(); // a no-op after its deadline: the list is free again now (#putItem)
     } else {
       this.#readDone(item.read as ReadOp);
     }
@@ -1185,6 +1327,21 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #onCompletion(wc: WorkCompletion): void {
+    if (wc.wrId >= RECV_WR_ID_LIMIT && wc.qpNum === this.#readLane.qp.qpn) {
+      // A READ the peer refused (REM_ACCESS_ERR: its region is closed) fails the read QP:
+      // the reads fail, the channels on the other QPs go on. After it, the QP's flushed
+      // completions name WRs already settled.
+      if (this.#readFailed !== undefined) return;
+      if (wc.status !== 'SUCCESS') {
+        this.#failReads(
+          readFailure(
+            `a one-sided READ failed: ${wc.status} (QP ${wc.qpNum})`,
+            new RdmaCompletionError(wc.status, wc.wrId, wc.vendorErr, false),
+          ),
+        );
+        return;
+      }
+    }
     if (wc.status !== 'SUCCESS') {
       if (wc.status === 'RNR_RETRY_EXC_ERR') this.#stats.rnrCount++;
       // A failed receive still took a buffer of the shared pool: it goes back.
@@ -1914,31 +2071,22 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#repostTimer = undefined;
     this.#s.pollLoop?.remove(this.#poll);
     this.#res.cq.off('completion', this.#onCq);
-    for (const lane of this.#lanes) {
+    const lanes = [...this.#lanes, this.#readLane];
+    for (const lane of lanes) {
       try {
         lane.qp.close();
       } catch {
         // closed with the resources below
       }
     }
-    for (const lane of this.#lanes) {
-      const items = new Set<OutItem>();
-      for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
-      for (let k = 0; k < lane.sqUsed; k++) {
-        const it = lane.ringItems[(lane.ringHead + k) % lane.max];
-        if (it !== undefined) items.add(it);
-      }
-      for (const it of items) {
+    for (const lane of lanes) {
+      for (const it of emptyLane(lane)) {
         quietly(it.slot?.block);
         it.slot = undefined;
         it.settle(err);
+        // The QPs are closed: nothing lands in the list's destinations any more.
+        if (it.list !== undefined) it.list.busy = false;
       }
-      lane.fifo.length = 0;
-      lane.head = 0;
-      lane.tail = 0;
-      lane.ringItems.fill(undefined);
-      lane.ringHead = 0;
-      lane.sqUsed = 0;
     }
     this.#smallSlots.drain((slot) => quietly(slot.block));
     this.#largeSlots.drain((slot) => quietly(slot.block));
@@ -1981,6 +2129,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   stats(): RdmaConnectionStats {
     let outstanding = 0;
     for (const l of this.#lanes) outstanding += l.sqUsed;
+    outstanding += this.#readLane.sqUsed;
     const s = this.#stats;
     return {
       state: this.#state,
@@ -2009,6 +2158,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       rnrCount: s.rnrCount,
       posts: s.posts,
       repostRetries: s.repostRetries,
+      reads: s.reads,
+      readItems: s.readItems,
       recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
       sendLease: this.#sendCredits.lease,
       polling: this.#poll.polled,
@@ -2023,6 +2174,37 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 }
 
 /** Teardown releases what it can: a block its allocator already revoked stays gone. */
+/** Every item queued or posted on `lane` (each once), which is left empty. */
+function emptyLane(lane: Lane): Set<OutItem> {
+  const items = new Set<OutItem>();
+  for (let i = lane.head; i < lane.tail; i++) items.add(lane.fifo[i] as OutItem);
+  for (let k = 0; k < lane.sqUsed; k++) {
+    const it = lane.ringItems[(lane.ringHead + k) % lane.max];
+    if (it !== undefined) items.add(it);
+  }
+  lane.fifo.length = 0;
+  lane.head = 0;
+  lane.tail = 0;
+  lane.ringItems.fill(undefined);
+  lane.ringHead = 0;
+  lane.sqUsed = 0;
+  return items;
+}
+
+/** What read() fails with once the read QP is in error (retryable on a new connection). */
+function readFailure(what: string, cause: unknown): MuxError {
+  return new MuxError('ERR_MUX_READ_FAILED', `${what}; reads need a new connection`, {
+    cause,
+    retryable: true,
+  });
+}
+
+/** A read()'s deadline passed (its READs stay posted: the item completes with them). */
+function readDeadline(item: OutItem, timeoutMs: number): void {
+  item.timer = undefined;
+  item.settle(new MuxDeadlineError('read', timeoutMs));
+}
+
 function quietly(b: Block | undefined): void {
   try {
     if (b !== undefined && !b.released) b.release();

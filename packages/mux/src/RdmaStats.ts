@@ -28,6 +28,9 @@ export interface RdmaConnectionStats extends ConnectionStats {
    * its lock): those buffers' credits go to the peer only once a retry posts them.
    */
   readonly repostRetries: number;
+  /** One-sided `read()` calls posted, and the READs (list entries) they carried. */
+  readonly reads: number;
+  readonly readItems: number;
   /**
    * Receive credits leased to the peer from the transport's shared receive pool (its
    * `recvCredits` when idle, up to `recvBufferCount` while busy; 0 once closed).

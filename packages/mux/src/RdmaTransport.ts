@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { fromProtectionDomain, type RegisteredAllocator } from '@rdmajs/allocator';
+import { type Block, fromProtectionDomain, type RegisteredAllocator } from '@rdmajs/allocator';
 import { SharedBudget } from '@rdmajs/flowctl';
 import { type Device, openDevice, type ProtectionDomain } from '@rdmajs/verbs';
 import { MuxAbortError, MuxConnectionError, MuxError, MuxHandshakeError } from './errors.js';
@@ -29,6 +30,8 @@ import {
 } from './PendingHandshakes.js';
 import { RdmaConnection, type RdmaConnectionSettings } from './RdmaConnection.js';
 import { RdmaListener } from './RdmaListener.js';
+import { newIncarnation } from './ReadDescriptor.js';
+import { ReadRegion } from './ReadRegion.js';
 import { socketHandshake } from './socketHandshake.js';
 import type { ConnectOptions, ListenOptions, SharedSecret, Transport } from './Transport.js';
 import { checkInt, signalOf, timeoutOf } from './WaitOptions.js';
@@ -40,6 +43,13 @@ const DEFAULT_BUDGET = { maxBytes: 1024 * MiB, maxMessages: 1 << 20 } as const;
 const DEFAULT_MAX_REGISTERED_BYTES = 1024 * MiB;
 /** Receive buffers the shared pool adds at least when it grows, and keeps spare. */
 const POOL_STEP = 32;
+/**
+ * A read region's own arena: whole pages, at least this (the allocator's floor: its largest
+ * slab, 8 blocks of 32 KiB), ...
+ */
+const REGION_MIN_ARENA = 256 * 1024;
+/** ... at most this (the transport allocator's largest arena; beyond, a dedicated registration). */
+const REGION_MAX_ARENA = 64 * MiB;
 
 /** What `RdmaTransport.stats()` reports. */
 export interface RdmaTransportStats {
@@ -143,6 +153,14 @@ export class RdmaTransport implements Transport {
   readonly #connections = new Set<RdmaConnection>();
   /** One poll loop for every connection ('adaptive'), so idle-ish peers share its turns. */
   readonly #pollLoop: PollLoop | undefined;
+  /** Read regions not closed yet (closed with the transport). */
+  readonly #regions = new Set<ReadRegion>();
+  /**
+   * Random, drawn once: every read-region descriptor of this transport carries it, and peers
+   * learn it in the setup, so a descriptor outliving this process (or given to the wrong
+   * peer) is refused instead of read.
+   */
+  readonly incarnation: bigint = newIncarnation(randomBytes);
 
   constructor(options: RdmaTransportOptions = {}) {
     const o = options ?? {};
@@ -246,6 +264,38 @@ export class RdmaTransport implements Transport {
     return WIRE_HEADER_BYTES + Math.max(this.#o.tuning.eagerThreshold, 256);
   }
 
+  /**
+   * Memory peers may READ one-sidedly (`connection.read()` on their side): `bytes` (≥ 1)
+   * of its own registration, remote-READ only, counted in `maxRegisteredBytes` (throws
+   * ERR_ALLOC_LIMIT beyond). Hand its `descriptor` (`encodeReadDescriptor`) to the peers
+   * meant to read it; `close()` it when they must not any more.
+   */
+  allocReadRegion(bytes: number): ReadRegion {
+    checkInt('bytes', bytes, 1, Number.MAX_SAFE_INTEGER);
+    this.#open();
+    const arena = Math.min(
+      REGION_MAX_ARENA,
+      Math.max(REGION_MIN_ARENA, Math.ceil(bytes / 4096) * 4096),
+    );
+    // A pool of its own: its arena (or dedicated registration) holds this block alone.
+    const pool = this.allocator.forPeer({
+      arenaBytes: arena,
+      retainEmptyArenas: 0,
+      defaultAccess: 'remote-read',
+      label: 'read-region',
+    });
+    let block: Block;
+    try {
+      block = pool.alloc(bytes, 'remote-read');
+    } catch (err) {
+      pool.close();
+      throw err;
+    }
+    const region = new ReadRegion(pool, block, this.incarnation, (r) => this.#regions.delete(r));
+    this.#regions.add(region);
+    return region;
+  }
+
   /** Connections and the shared receive pool (undefined before the device is opened). */
   stats(): RdmaTransportStats {
     return { connections: this.#connections.size, receivePool: this.#pool?.stats() };
@@ -259,6 +309,7 @@ export class RdmaTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     for (const c of [...this.#connections]) c.destroy();
+    for (const r of [...this.#regions]) r.close();
     this.#pool?.close();
     this.#allocator?.destroy();
     if (this.#ownDevice) this.#device?.close();
@@ -299,6 +350,7 @@ export class RdmaTransport implements Transport {
         maxMessageBytes: t.eagerThreshold,
       },
       ablations: t.ablations,
+      incarnation: this.incarnation,
     };
   }
 
@@ -330,7 +382,7 @@ export class RdmaTransport implements Transport {
           link.remoteAddress,
           (local.ablations & ABLATE_CREDITS) !== 0,
         ),
-      this.#o.tuning.qpPoolSize,
+      this.#o.tuning.qpPoolSize + 1, // the channels' QPs and the read QP (RdmaConnection.read)
       timeoutMs,
       signal,
     );
@@ -361,6 +413,7 @@ export class RdmaTransport implements Transport {
       budget: this.#budget,
       maxSendWindow: o.maxSendWindow,
       doneTimeoutMs: o.doneTimeoutMs,
+      peerIncarnation: peer.incarnation,
     };
     // Both sides agreed on them in the setup (establish); none: the settings as they are.
     const conn = new RdmaConnection(

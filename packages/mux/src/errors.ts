@@ -43,7 +43,26 @@ export type MuxErrorCode =
   /** The peer stopped answering heartbeats within the configured deadline. */
   | 'ERR_MUX_PEER_TIMEOUT'
   /** An inbound message was used after `release()`. */
-  | 'ERR_MUX_RELEASED';
+  | 'ERR_MUX_RELEASED'
+  /** This transport's connections cannot do it (a one-sided `read()` over TCP: see `supportsRead`). */
+  | 'ERR_MUX_NOT_SUPPORTED'
+  /**
+   * A one-sided read names bytes outside the remote region's descriptor, or a destination
+   * outside its block or not in this connection's registered memory (refused before posting).
+   */
+  | 'ERR_MUX_READ_RANGE'
+  /**
+   * A read-region descriptor of another incarnation of the peer (a restarted or other process)
+   * or of another peer: refused before posting. Fetch a fresh descriptor.
+   */
+  | 'ERR_MUX_STALE_DESCRIPTOR'
+  /**
+   * A one-sided read failed on the RDMA path (the peer closed the region: REM_ACCESS_ERR; or
+   * the peer's read failed on the same QP pair): the connection's read QP is in error, so
+   * every read on it fails from now on; channels are not affected. Retryable on a new
+   * connection (`cause`: the completion error).
+   */
+  | 'ERR_MUX_READ_FAILED';
 
 export interface MuxErrorOptions {
   cause?: unknown;

@@ -67,6 +67,14 @@ export {
   type RdmaTransportOptions,
   type RdmaTransportStats,
 } from './RdmaTransport.js';
+export {
+  decodeReadDescriptor,
+  encodeReadDescriptor,
+  READ_DESCRIPTOR_BYTES,
+  type ReadDescriptor,
+} from './ReadDescriptor.js';
+export { MAX_READ_ITEM_BYTES, MAX_READ_LIST, ReadList } from './ReadList.js';
+export { ReadRegion } from './ReadRegion.js';
 export type { ChannelStats, ConnectionStats } from './Stats.js';
 export { socketHandshake } from './socketHandshake.js';
 export type {

@@ -11,7 +11,11 @@ import {
 import { thrownCode as code } from './support/thrownCode.js';
 
 const base: RdmaSetup = {
-  endpoints: [{ provider: 'soft', transport: 'shm', qpn: 17, psn: 99, bootId: 'b', pid: 1 }],
+  // One channel QP, then the read QP (version 3).
+  endpoints: [
+    { provider: 'soft', transport: 'shm', qpn: 17, psn: 99, bootId: 'b', pid: 1 },
+    { provider: 'soft', transport: 'shm', qpn: 19, psn: 7, bootId: 'b', pid: 1 },
+  ],
   recvBufferBytes: 8192,
   recvBufferCount: 64,
   flow: {
@@ -24,6 +28,7 @@ const base: RdmaSetup = {
     maxMessageBytes: 8192,
   },
   ablations: 0,
+  incarnation: 0x0123456789abcdefn,
 };
 
 describe('rdma setup message', () => {
@@ -42,7 +47,12 @@ describe('rdma setup message', () => {
       'ERR_MUX_INVALID_ARG',
     );
     expect(code(() => encodeRdmaSetup({ ...base, endpoints: [] }))).toBe('ERR_MUX_INVALID_ARG');
-    const many = Array.from({ length: MAX_SETUP_QPS + 1 }, (_, i) => ({ provider: 's', qpn: i }));
+    // No read QP.
+    expect(code(() => encodeRdmaSetup({ ...base, endpoints: base.endpoints.slice(0, 1) }))).toBe(
+      'ERR_MUX_INVALID_ARG',
+    );
+    expect(code(() => encodeRdmaSetup({ ...base, incarnation: 0n }))).toBe('ERR_MUX_INVALID_ARG');
+    const many = Array.from({ length: MAX_SETUP_QPS + 2 }, (_, i) => ({ provider: 's', qpn: i }));
     expect(code(() => encodeRdmaSetup({ ...base, endpoints: many }))).toBe('ERR_MUX_INVALID_ARG');
   });
 
@@ -55,6 +65,8 @@ describe('rdma setup message', () => {
     };
     expect(tamper((b) => b.writeUInt16BE(1, 0))).toBe('ERR_MUX_PROTOCOL'); // version
     expect(tamper((b) => b.writeUInt8(0, 2))).toBe('ERR_MUX_PROTOCOL'); // no QPs
+    expect(tamper((b) => b.writeUInt8(1, 2))).toBe('ERR_MUX_PROTOCOL'); // no read QP
+    expect(tamper((b) => b.writeBigUInt64BE(0n, b.length - 8))).toBe('ERR_MUX_PROTOCOL'); // incarnation 0
     expect(tamper((b) => b.writeUInt8(4, 3))).toBe('ERR_MUX_PROTOCOL'); // unknown ablation bit
     expect(tamper((b) => b.writeUInt32BE(1 << 20, 16))).toBe('ERR_MUX_PROTOCOL'); // credits > buffers
     expect(tamper((b) => b.writeUInt16BE(0xffff, 40))).toBe('ERR_MUX_PROTOCOL'); // endpoint length

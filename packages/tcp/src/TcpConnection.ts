@@ -25,6 +25,8 @@ import {
   messageViews,
   type OutboundMessage,
   PING_PAYLOAD_BYTES,
+  type ReadDescriptor,
+  type ReadList,
   readU32,
   type SendOptions,
   type SessionKeys,
@@ -941,6 +943,19 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   #checkOpen(what: string): void {
     if (this.#state !== 'open')
       throw this.#error ?? new MuxClosedError(`${what} on a ${this.#state} connection`);
+  }
+
+  /** TCP has no one-sided reads: callers fall back to a request on a channel. */
+  get supportsRead(): boolean {
+    return false;
+  }
+
+  /** Always throws ERR_MUX_NOT_SUPPORTED (see `supportsRead`). */
+  read(_descriptor: ReadDescriptor, _list: ReadList, _options?: WaitOptions): Promise<void> {
+    throw new MuxError(
+      'ERR_MUX_NOT_SUPPORTED',
+      'read: one-sided reads need an RDMA connection (supportsRead is false over TCP)',
+    );
   }
 
   stats(): ConnectionStats {

@@ -25,6 +25,8 @@ export interface LocalSetup {
   flow: SetupFlowParams;
   /** ABLATE_* bits: the peer must announce the same. */
   ablations: number;
+  /** This transport's incarnation (its read-region descriptors carry it). */
+  incarnation: bigint;
 }
 
 /** The outcome: the peer's validated setup and our QPs connected to it. */

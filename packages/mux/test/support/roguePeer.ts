@@ -50,9 +50,9 @@ export async function roguePeer(port: number, secret: string): Promise<RoguePeer
   const { resources } = await establish(
     link,
     'client',
-    { recvBufferBytes: recvBytes, recvBufferCount: 16, flow, ablations: 0 },
+    { recvBufferBytes: recvBytes, recvBufferCount: 16, flow, ablations: 0, incarnation: 1n },
     (n) => new PeerResources(dev, pd, alloc, pool, n, 16, 16),
-    1,
+    2, // one channel QP (qps[0], the rogue's) and the read QP
     10_000,
     undefined,
   );

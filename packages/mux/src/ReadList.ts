@@ -1,0 +1,99 @@
+import { Block, BlockSlice } from '@rdmajs/allocator';
+import type { SendWr, Sge } from '@rdmajs/verbs';
+import { MuxError } from './errors.js';
+
+/** Largest single READ of a list (one work request; the verbs message limit is 2^31). */
+export const MAX_READ_ITEM_BYTES = 0x7fffffff;
+/** Most entries a ReadList holds. */
+export const MAX_READ_LIST = 1 << 16;
+
+/**
+ * A reusable batch of one-sided reads for `connection.read()`: each entry copies `length`
+ * bytes at `remoteOffset` of a remote region into registered memory of this side. Made once
+ * with its capacity (its work requests and scatter entries are allocated here, none per
+ * call), refilled with `clear()` + `add()`. While a read() of it is in flight the list is
+ * `busy` and cannot be changed (its work requests are posted as they are).
+ */
+export class ReadList {
+  readonly capacity: number;
+  #count = 0;
+  /** @internal set by the connection while a read() of this list is in flight. */
+  busy = false;
+  /** @internal entry i's offset in the remote region. */
+  readonly remoteOffsets: Float64Array;
+  /** @internal entry i's destination block (checked live and ours at read()). */
+  readonly blocks: (Block | undefined)[];
+  /** @internal entry i's work request (remoteAddr, rkey, wrId, signaled set at read()). */
+  readonly wrs: SendWr[];
+
+  constructor(capacity: number) {
+    if (!Number.isSafeInteger(capacity) || capacity < 1 || capacity > MAX_READ_LIST)
+      throw new MuxError('ERR_MUX_INVALID_ARG', `ReadList capacity must be 1..${MAX_READ_LIST}`);
+    this.capacity = capacity;
+    this.remoteOffsets = new Float64Array(capacity);
+    this.blocks = new Array<Block | undefined>(capacity).fill(undefined);
+    this.wrs = Array.from({ length: capacity }, () => {
+      const sge: Sge = { addr: 0, length: 0, lkey: 0 };
+      return {
+        wrId: 0,
+        opcode: 'RDMA_READ',
+        sgList: [sge],
+        remoteAddr: 0,
+        rkey: 0,
+        signaled: false,
+      } satisfies SendWr;
+    });
+  }
+
+  /** Entries added since the last clear(). */
+  get length(): number {
+    return this.#count;
+  }
+
+  /** Empties the list (its objects are kept for the next entries). */
+  clear(): void {
+    this.#checkIdle();
+    this.blocks.fill(undefined, 0, this.#count);
+    this.#count = 0;
+  }
+
+  /**
+   * Adds a read of `length` (≥ 1) bytes at `remoteOffset` of the region into `into` at
+   * `intoOffset`. The destination is checked here (inside its block or slice, block live);
+   * the remote range is checked against the descriptor at read(). Throws ERR_MUX_INVALID_ARG
+   * (bad numbers, list full or busy) or ERR_MUX_READ_RANGE (outside the destination).
+   */
+  add(remoteOffset: number, length: number, into: Block | BlockSlice, intoOffset = 0): this {
+    this.#checkIdle();
+    if (this.#count === this.capacity)
+      throw new MuxError('ERR_MUX_INVALID_ARG', `ReadList is full (${this.capacity} entries)`);
+    if (!Number.isSafeInteger(remoteOffset) || remoteOffset < 0)
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'remoteOffset must be a safe integer ≥ 0');
+    if (!Number.isSafeInteger(length) || length < 1 || length > MAX_READ_ITEM_BYTES)
+      throw new MuxError('ERR_MUX_INVALID_ARG', `length must be 1..${MAX_READ_ITEM_BYTES}`);
+    if (!Number.isSafeInteger(intoOffset) || intoOffset < 0)
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'intoOffset must be a safe integer ≥ 0');
+    const block =
+      into instanceof BlockSlice ? into.block : into instanceof Block ? into : undefined;
+    if (block === undefined)
+      throw new MuxError('ERR_MUX_INVALID_ARG', 'into must be a Block or BlockSlice');
+    if (block.released) throw new MuxError('ERR_MUX_READ_RANGE', 'into: the block is released');
+    if (intoOffset + length > into.length)
+      throw new MuxError(
+        'ERR_MUX_READ_RANGE',
+        `into: ${length} bytes at ${intoOffset} exceed its ${into.length} bytes`,
+      );
+    const i = this.#count++;
+    this.remoteOffsets[i] = remoteOffset;
+    this.blocks[i] = block;
+    const sge = (this.wrs[i] as SendWr).sgList[0] as Sge;
+    sge.addr = into.addr + intoOffset;
+    sge.length = length;
+    sge.lkey = into.lkey;
+    return this;
+  }
+
+  #checkIdle(): void {
+    if (this.busy) throw new MuxError('ERR_MUX_INVALID_ARG', 'ReadList is in use by a read()');
+  }
+}
