@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 13;  // 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+constexpr int kVersion = 13;  // 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -91,6 +91,9 @@ constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 
 
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
 constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
+// linkDone's answer word: outcome (bits 0-7), status (from LINK_DONE_STATUS_SHIFT, 8 bits), RNR
+// timer (from LINK_DONE_RNR_SHIFT, 16 bits as the wire has it; more than 31 counts as 31).
+constexpr int LINK_DONE_STATUS_SHIFT = 8, LINK_DONE_RNR_SHIFT = 16;
 // The RNR timer an outcome other than RNR carries (ignored for it: an answer names one).
 constexpr int LINK_NO_RNR = 12;
 // ibv_wc_status values the link names: a request the target refuses (too long, unknown), and
@@ -223,6 +226,8 @@ constexpr Entry kTable[] = {
     {"LINK_TRANSPORT", LINK_TRANSPORT},
     {"LINK_DISCARDED", LINK_DISCARDED},
     {"LINK_NO_RNR", LINK_NO_RNR},
+    {"LINK_DONE_STATUS_SHIFT", LINK_DONE_STATUS_SHIFT},
+    {"LINK_DONE_RNR_SHIFT", LINK_DONE_RNR_SHIFT},
     {"WC_REM_INV_REQ_ERR", WC_REM_INV_REQ_ERR},
     {"WC_STATUS_LAST", WC_STATUS_LAST},
     {"RESPOND_WORDS", RESPOND_WORDS},
@@ -338,6 +343,8 @@ static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_
               "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
 static_assert(LINK_NO_RNR >= 0 && LINK_NO_RNR <= 31, "an RNR timer is a 5-bit code");
+static_assert(LINK_DONE_STATUS_SHIFT == 8 && LINK_DONE_RNR_SHIFT == 16,
+              "linkDone's word: outcome and status bytes, then the wire's 16-bit RNR timer (one uint32)");
 static_assert(WC_REM_INV_REQ_ERR <= WC_STATUS_LAST, "statuses the link names exist");
 static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
                              RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER,

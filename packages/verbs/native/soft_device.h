@@ -255,7 +255,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
   bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);
 
-  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array, offset, length)
+  // linkDone(h, token, outcome | status << 8 | rnrTimer << 16, data?: Uint8Array, offset, length)
   Napi::Value LinkDone(const Napi::CallbackInfo& info);
   // linkProgress(h): bytes moved on the connection carrying this QP's frames
   Napi::Value LinkProgress(const Napi::CallbackInfo& info);

@@ -306,19 +306,22 @@ bool SoftDevice::RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_
 }
 
 Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
+  namespace abi = rdmajs::abi;
   int h;
   if (!QpArg(info, 0, &h)) return info.Env().Undefined();
   const uint8_t* data = nullptr;
   size_t len = 0;
   // data: (buffer, offset, length), the answer's bytes where the reader has them (no copy).
-  if (info[5].IsTypedArray() && !RangeArg(info, 5, &data, &len)) return info.Env().Undefined();
-  auto u = [&](size_t i) { return U32(info, i); };
+  if (info[3].IsTypedArray() && !RangeArg(info, 3, &data, &len)) return info.Env().Undefined();
+  // The answer's outcome, status and RNR timer in one word (abi.h LINK_DONE_*_SHIFT): six
+  // arguments at most, so node-addon-api keeps them on the stack.
+  uint32_t packed = U32(info, 2);
   // JS takes the WRs this answer lets go right after it (the owner's onLink).
   dev_->jsTakesLink = true;
   dev_->deferSelfRing = true;
-  bool take = dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
-                             static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data,
-                             len);
+  bool take = dev_->linkDone(h, U32(info, 1), static_cast<int>(packed & 0xff),
+                             static_cast<uint8_t>((packed >> abi::LINK_DONE_STATUS_SHIFT) & 0xff),
+                             std::min<uint32_t>(packed >> abi::LINK_DONE_RNR_SHIFT, 31), data, len);
   dev_->jsTakesLink = false;
   dev_->deferSelfRing = false;
   // A completion it made woke one of this device's CQs: delivered after this turn's I/O, as

@@ -170,15 +170,14 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkSend(fd: number, buf: Uint8Array, offset: number, length: number, settles?: boolean): number;
   /**
-   * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
-   * WRs are ready to take now (linkTake).
+   * The peer's answer: `answer` is outcome | status << LINK_DONE_STATUS_SHIFT | rnrTimer <<
+   * LINK_DONE_RNR_SHIFT (six arguments at most: node-addon-api allocates past that); READ or
+   * atomic data are `data[offset, offset + length)`. True when WRs are ready to take now.
    */
   linkDone(
     handle: number,
     token: number,
-    outcome: number,
-    status: number,
-    rnrTimer: number,
+    answer: number,
     data?: Uint8Array,
     offset?: number,
     length?: number,
