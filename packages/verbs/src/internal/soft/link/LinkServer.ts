@@ -679,8 +679,13 @@ export class LinkServer {
     const placed = c.placing;
     c.placing = false;
     c.placePair = undefined;
-    // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
-    if (this.#answer(c, sink, b, o, len, placed)) this.#flushArmed = true;
+    // respond() arms the flush itself (no linkFlushSoon crossing for its answer). The common
+    // request first: #answer, cold then, stays out of the per-frame path.
+    if (
+      (!placed && this.#runExpected(c, sink, b, o, len)) ||
+      this.#answer(c, sink, b, o, len, placed)
+    )
+      this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
@@ -744,7 +749,6 @@ export class LinkServer {
    * True when respond() ran it (and so armed the link's flush).
    */
   #answer(c: Conn, sink: AnswerSink, b: Buffer, o: number, len: number, placed: boolean): boolean {
-    if (!placed && this.#runExpected(c, sink, b, o, len)) return true;
     const h = this.#h;
     // Checked by the reader before it handed the frame over: parsed only. A placed WRITE's
     // frame is its header alone (the payload went into place), with its whole length.
