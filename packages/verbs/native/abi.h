@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 12;  // 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+constexpr int kVersion = 13;  // 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -79,6 +79,9 @@ constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3
 // its size, and the flags byte's bits (HEAD: the initiator's oldest unfinished WR;
 // ANSWER_BACK: answer on the target QP's own connection back, when it has one).
 constexpr int LINK_REQ_HEADER = 52, LINK_FLAG_HEAD = 1, LINK_FLAG_ANSWER_BACK = 2;
+// A response frame's header size, and the bit set in its length word (an answer, not a request).
+constexpr int LINK_RES_HEADER = 12;
+constexpr uint32_t LINK_ANSWER_BIT = 0x80000000u;
 
 // What linkTake returns. LINK_TAKE_NEEDS_BUFFER: the next WR's payload, hdr[LINK_LENGTH]
 // bytes, does not fit the buffer given (nothing was taken: call again with one that large;
@@ -88,6 +91,9 @@ constexpr int LINK_TAKE_NONE = 0, LINK_TAKE_READY = 1, LINK_TAKE_NEEDS_BUFFER = 
 
 // Soft TCP link: outcomes of an operation run by the target (respond, linkDone).
 constexpr int LINK_DONE = 0, LINK_RNR = 1, LINK_TRANSPORT = 2, LINK_DISCARDED = 3;
+// linkDone's answer word: outcome (bits 0-7), status (from LINK_DONE_STATUS_SHIFT, 8 bits), RNR
+// timer (from LINK_DONE_RNR_SHIFT, 16 bits as the wire has it; more than 31 counts as 31).
+constexpr int LINK_DONE_STATUS_SHIFT = 8, LINK_DONE_RNR_SHIFT = 16;
 // The RNR timer an outcome other than RNR carries (ignored for it: an answer names one).
 constexpr int LINK_NO_RNR = 12;
 // ibv_wc_status values the link names: a request the target refuses (too long, unknown), and
@@ -105,6 +111,20 @@ constexpr int RESPOND_WORDS = 12;
 constexpr int RESPOND_SLOT = 0, RESPOND_GEN = 1, RESPOND_OPCODE = 2, RESPOND_IMM = 3, RESPOND_REMOTE_ADDR = 4,
               RESPOND_RKEY = 5, RESPOND_SRC_QPN = 6, RESPOND_SRC_PID = 7, RESPOND_OUTCOME = 8, RESPOND_STATUS = 9,
               RESPOND_RNR_TIMER = 10, RESPOND_PLACED = 11;
+
+// respondFrame's record (Float64Array, FRAME_WORDS words, one per listener): the common request
+// run in one crossing. Inputs (FRAME_IN_*): where the frame lies in its buffer (offset, length),
+// where its answer's header goes in the out buffer, and what the frame must name to run here —
+// the bound QP (slot, gen), the source QP of the pair whose state JS holds (pid, qpn) and that
+// pair's expected token. Anything else (another source, another token, a READ or an atomic, a
+// malformed header) is not run (FRAME_NOT_RUN): the JS path handles it, with every check.
+// Outputs, when run: the answer (FRAME_OUTCOME, also returned; FRAME_STATUS; FRAME_RNR_TIMER) and
+// the request's fields JS remembers for a resend (FRAME_OPCODE .. FRAME_LENGTH).
+constexpr int FRAME_WORDS = 15;
+constexpr int FRAME_IN_OFFSET = 0, FRAME_IN_LENGTH = 1, FRAME_IN_OUT_AT = 2, FRAME_IN_SLOT = 3, FRAME_IN_GEN = 4,
+              FRAME_IN_SRC_PID = 5, FRAME_IN_SRC_QPN = 6, FRAME_IN_TOKEN = 7, FRAME_OUTCOME = 8, FRAME_STATUS = 9,
+              FRAME_RNR_TIMER = 10, FRAME_OPCODE = 11, FRAME_REMOTE_ADDR = 12, FRAME_RKEY = 13, FRAME_LENGTH = 14;
+constexpr int FRAME_NOT_RUN = -1;
 
 // Soft fault kinds (inject). The last four are for tests that model hostile or stuck peers
 // (@rdmajs/verbs/testing exposes the first three).
@@ -195,6 +215,8 @@ constexpr Entry kTable[] = {
     {"LINK_REQ_HEADER", LINK_REQ_HEADER},
     {"LINK_FLAG_HEAD", LINK_FLAG_HEAD},
     {"LINK_FLAG_ANSWER_BACK", LINK_FLAG_ANSWER_BACK},
+    {"LINK_RES_HEADER", LINK_RES_HEADER},
+    {"LINK_ANSWER_BIT", LINK_ANSWER_BIT},
     {"LINK_TAKE_NONE", LINK_TAKE_NONE},
     {"LINK_TAKE_READY", LINK_TAKE_READY},
     {"LINK_TAKE_NEEDS_BUFFER", LINK_TAKE_NEEDS_BUFFER},
@@ -204,6 +226,8 @@ constexpr Entry kTable[] = {
     {"LINK_TRANSPORT", LINK_TRANSPORT},
     {"LINK_DISCARDED", LINK_DISCARDED},
     {"LINK_NO_RNR", LINK_NO_RNR},
+    {"LINK_DONE_STATUS_SHIFT", LINK_DONE_STATUS_SHIFT},
+    {"LINK_DONE_RNR_SHIFT", LINK_DONE_RNR_SHIFT},
     {"WC_REM_INV_REQ_ERR", WC_REM_INV_REQ_ERR},
     {"WC_STATUS_LAST", WC_STATUS_LAST},
     {"RESPOND_WORDS", RESPOND_WORDS},
@@ -219,6 +243,23 @@ constexpr Entry kTable[] = {
     {"RESPOND_STATUS", RESPOND_STATUS},
     {"RESPOND_RNR_TIMER", RESPOND_RNR_TIMER},
     {"RESPOND_PLACED", RESPOND_PLACED},
+    {"FRAME_WORDS", FRAME_WORDS},
+    {"FRAME_IN_OFFSET", FRAME_IN_OFFSET},
+    {"FRAME_IN_LENGTH", FRAME_IN_LENGTH},
+    {"FRAME_IN_OUT_AT", FRAME_IN_OUT_AT},
+    {"FRAME_IN_SLOT", FRAME_IN_SLOT},
+    {"FRAME_IN_GEN", FRAME_IN_GEN},
+    {"FRAME_IN_SRC_PID", FRAME_IN_SRC_PID},
+    {"FRAME_IN_SRC_QPN", FRAME_IN_SRC_QPN},
+    {"FRAME_IN_TOKEN", FRAME_IN_TOKEN},
+    {"FRAME_OUTCOME", FRAME_OUTCOME},
+    {"FRAME_STATUS", FRAME_STATUS},
+    {"FRAME_RNR_TIMER", FRAME_RNR_TIMER},
+    {"FRAME_OPCODE", FRAME_OPCODE},
+    {"FRAME_REMOTE_ADDR", FRAME_REMOTE_ADDR},
+    {"FRAME_RKEY", FRAME_RKEY},
+    {"FRAME_LENGTH", FRAME_LENGTH},
+    {"FRAME_NOT_RUN", FRAME_NOT_RUN},
     {"FAULT_BREAK_LINK", FAULT_BREAK_LINK},
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
     {"FAULT_DELAY", FAULT_DELAY},
@@ -302,12 +343,21 @@ static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_
               "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
 static_assert(LINK_NO_RNR >= 0 && LINK_NO_RNR <= 31, "an RNR timer is a 5-bit code");
+static_assert(LINK_DONE_STATUS_SHIFT == 8 && LINK_DONE_RNR_SHIFT == 16,
+              "linkDone's word: outcome and status bytes, then the wire's 16-bit RNR timer (one uint32)");
 static_assert(WC_REM_INV_REQ_ERR <= WC_STATUS_LAST, "statuses the link names exist");
 static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
                              RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER,
                              RESPOND_PLACED},
                             RESPOND_WORDS),
               "respond record fields");
+static_assert(check::fields({FRAME_IN_OFFSET, FRAME_IN_LENGTH, FRAME_IN_OUT_AT, FRAME_IN_SLOT, FRAME_IN_GEN,
+                             FRAME_IN_SRC_PID, FRAME_IN_SRC_QPN, FRAME_IN_TOKEN, FRAME_OUTCOME, FRAME_STATUS,
+                             FRAME_RNR_TIMER, FRAME_OPCODE, FRAME_REMOTE_ADDR, FRAME_RKEY, FRAME_LENGTH},
+                            FRAME_WORDS),
+              "respondFrame record fields");
+static_assert(FRAME_NOT_RUN < 0, "respondFrame's 'not run' is no outcome (those are distinct and non-negative)");
+static_assert(LINK_RES_HEADER == 12 && (LINK_ANSWER_BIT >> 31) == 1, "frames.ts's response header layout");
 static_assert(check::dense({FAULT_BREAK_LINK, FAULT_STALL_RECEIVER, FAULT_DELAY, FAULT_HOLD_PEER_LOCK, FAULT_PIN_PEER,
                             FAULT_UNPIN_PEER, FAULT_PAUSE_IN_DELIVER}),
               "fault kinds are 0..6");

@@ -96,6 +96,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::LinkDone>(env, "linkDone"),
                                T::Def<&SoftDevice::LinkProgress>(env, "linkProgress"),
                                T::Def<&SoftDevice::Respond>(env, "respond"),
+                               T::Def<&SoftDevice::RespondFrame>(env, "respondFrame"),
                                T::Def<&SoftDevice::Place>(env, "place"),
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),

@@ -255,7 +255,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   // The bytes [offset, offset + length) of the Uint8Array argument i and the two after it.
   bool RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_t** data, size_t* len);
 
-  // linkDone(h, token, outcome, status, rnrTimer, data?: Uint8Array, offset, length)
+  // linkDone(h, token, outcome | status << 8 | rnrTimer << 16, data?: Uint8Array, offset, length)
   Napi::Value LinkDone(const Napi::CallbackInfo& info);
   // linkProgress(h): bytes moved on the connection carrying this QP's frames
   Napi::Value LinkProgress(const Napi::CallbackInfo& info);
@@ -271,6 +271,21 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value Place(const Napi::CallbackInfo& info);
   bool RespondArgs(const Napi::CallbackInfo& info, const char* who, double** record, const uint8_t** bytes,
                    size_t* len);
+  // respondFrame(record: Float64Array(FRAME_WORDS), frame: Uint8Array, out: Uint8Array) → the
+  //   LINK_* outcome, or FRAME_NOT_RUN: the common request (a SEND or WRITE of the pair and
+  //   token the record names) parsed, checked, run and answered (header into `out`) in one
+  //   crossing; nothing done when it is not one (abi.h FRAME_*).
+  Napi::Value RespondFrame(const Napi::CallbackInfo& info);
+  // A link request header's fields (frames.ts's layout), from peer bytes.
+  struct LinkRequest {
+    uint32_t frameLen, reqId, imm, rkey, length, slot, gen, srcQpn, srcPid, token;
+    uint8_t opcode, flags;
+    uint64_t remoteAddr;
+    double remoteAddrWire;  // as it came (JS compares a resend's with Object.is)
+  };
+  // Parses the request header of the frame b[0, avail) into r: false when it is malformed (the
+  // checks of frames.ts checkRequestHeader, and a frame length that is not exactly `avail`).
+  static bool ReadRequestHeader(const uint8_t* b, size_t avail, LinkRequest* r);
 
   std::unique_ptr<soft::Device> dev_;
   std::vector<uint32_t> ready_;                // CQs a doorbell found ready

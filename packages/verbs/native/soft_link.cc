@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "records.h"
@@ -155,6 +156,111 @@ size_t SoftDevice::WriteRequestHeader(uint8_t* b, uint32_t reqId, const double* 
   return frame;
 }
 
+bool SoftDevice::ReadRequestHeader(const uint8_t* b, size_t avail, LinkRequest* r) {
+  namespace abi = rdmajs::abi;
+  if (avail < static_cast<size_t>(abi::LINK_REQ_HEADER)) return false;
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, b + at, 4);
+    return v;
+  };
+  r->frameLen = u32(0);
+  r->reqId = u32(4);
+  r->opcode = b[8];
+  r->flags = b[9];
+  r->imm = u32(12);
+  double addr;
+  std::memcpy(&addr, b + 16, 8);  // a double on the wire, as JS writes it
+  r->rkey = u32(24);
+  r->length = u32(28);
+  r->slot = u32(32);
+  r->gen = u32(36);
+  r->srcQpn = u32(40);
+  r->srcPid = u32(44);
+  r->token = u32(48);
+  // Flag bits nobody defined are a malformed frame, not something to ignore.
+  if ((r->flags & ~(abi::LINK_FLAG_HEAD | abi::LINK_FLAG_ANSWER_BACK)) != 0) return false;
+  if (r->opcode > abi::OP_LAST) return false;
+  bool atomic = r->opcode == abi::OP_ATOMIC_CMP_AND_SWP || r->opcode == abi::OP_ATOMIC_FETCH_AND_ADD;
+  if (atomic && r->length != abi::ATOMIC_OPERAND_WORDS * 8) return false;
+  uint64_t expect = abi::LINK_REQ_HEADER + (r->opcode == abi::OP_RDMA_READ ? 0 : static_cast<uint64_t>(r->length));
+  if (r->frameLen != expect || r->frameLen != avail) return false;
+  // A safe integer, as Number.isSafeInteger (NaN and infinities fail the comparisons).
+  if (!(addr >= 0 && addr <= 9007199254740991.0) || addr != std::floor(addr)) return false;
+  r->remoteAddr = static_cast<uint64_t>(addr);
+  r->remoteAddrWire = addr;
+  return true;
+}
+
+// A record word as an index below `limit`: finite, integral, in range.
+static bool IndexWord(double w, size_t limit, size_t* out) {
+  if (!(w >= 0 && w <= static_cast<double>(limit)) || w != std::floor(w)) return false;
+  *out = static_cast<size_t>(w);
+  return true;
+}
+
+Napi::Value SoftDevice::RespondFrame(const Napi::CallbackInfo& info) {
+  namespace abi = rdmajs::abi;
+  if (!Alive(info)) return info.Env().Undefined();
+  ArrayView rec;
+  ArrayView frame;
+  ArrayView out;
+  if (!ArrayArg(info, 0, napi_float64_array, &rec) || !ArrayArg(info, 1, napi_uint8_array, &frame) ||
+      !ArrayArg(info, 2, napi_uint8_array, &out))
+    return info.Env().Undefined();
+  if (rec.length < static_cast<size_t>(abi::FRAME_WORDS)) {
+    Fail(info, EINVAL, "respondFrame: the record is shorter than FRAME_WORDS", "ERR_RDMA_INVALID_ARG");
+    return info.Env().Undefined();
+  }
+  double* r = rec.f64();
+  size_t off = 0;
+  size_t len = 0;
+  size_t at = 0;
+  if (!IndexWord(r[abi::FRAME_IN_OFFSET], frame.bytes, &off) ||
+      !IndexWord(r[abi::FRAME_IN_LENGTH], frame.bytes - off, &len) ||
+      !IndexWord(r[abi::FRAME_IN_OUT_AT], out.bytes, &at)) {
+    Fail(info, EINVAL, "respondFrame: the frame or its answer lies past its buffer", "ERR_RDMA_INVALID_ARG");
+    return info.Env().Undefined();
+  }
+  const Napi::Value notRun = Napi::Number::New(info.Env(), abi::FRAME_NOT_RUN);
+  if (out.bytes - at < static_cast<size_t>(abi::LINK_RES_HEADER)) return notRun;
+  // Peer bytes: every field checked before use; anything but the common case is JS's.
+  LinkRequest q;
+  if (!ReadRequestHeader(frame.u8() + off, len, &q)) return notRun;
+  if (q.opcode > abi::OP_RDMA_WRITE_WITH_IMM) return notRun;  // READs and atomics carry data back
+  // The pair JS holds the state of, at the token it expects next (0: none; a resend of a WR
+  // it ran is never this token, JS made sure): exactly the frames its own checks would run.
+  double token = r[abi::FRAME_IN_TOKEN];
+  if (token == 0 || q.token != token || q.slot != r[abi::FRAME_IN_SLOT] || q.gen != r[abi::FRAME_IN_GEN] ||
+      q.srcPid != r[abi::FRAME_IN_SRC_PID] || q.srcQpn != r[abi::FRAME_IN_SRC_QPN])
+    return notRun;
+  uint8_t* payload = frame.u8() + off + abi::LINK_REQ_HEADER;
+  soft::Answer a =
+      dev_->respond(q.slot, q.gen, q.opcode, payload, q.length, q.imm, q.remoteAddr, q.rkey, q.srcQpn, q.srcPid, false);
+  // As respond(): the wake-up and the answer's flush after this turn's I/O.
+  if (dev_->takeSelfRing()) doorbellOwed_ = true;
+  linkFlushOwed_ = true;
+  ArmFlush();
+  uint32_t rnr = a.rnrTimer & 31;
+  // The answer's header (frames.ts writeResponseHeader): no data for a SEND or WRITE.
+  uint8_t* h = out.u8() + at;
+  uint32_t word = static_cast<uint32_t>(abi::LINK_RES_HEADER) | abi::LINK_ANSWER_BIT;
+  std::memcpy(h, &word, 4);
+  std::memcpy(h + 4, &q.reqId, 4);
+  h[8] = static_cast<uint8_t>(a.outcome);
+  h[9] = a.status;
+  uint16_t rnr16 = static_cast<uint16_t>(rnr);
+  std::memcpy(h + 10, &rnr16, 2);
+  r[abi::FRAME_OUTCOME] = a.outcome;
+  r[abi::FRAME_STATUS] = a.status;
+  r[abi::FRAME_RNR_TIMER] = rnr;
+  r[abi::FRAME_OPCODE] = q.opcode;
+  r[abi::FRAME_REMOTE_ADDR] = q.remoteAddrWire;
+  r[abi::FRAME_RKEY] = q.rkey;
+  r[abi::FRAME_LENGTH] = q.length;
+  return Napi::Number::New(info.Env(), a.outcome);
+}
+
 // linkWrite(h, fd, frame, headerBytes): the WR just taken deferred, from its memory to the
 // socket; the bytes written (the rest copied into `frame` at its place), or -1.
 Napi::Value SoftDevice::LinkWrite(const Napi::CallbackInfo& info) {
@@ -200,19 +306,22 @@ bool SoftDevice::RangeArg(const Napi::CallbackInfo& info, size_t i, const uint8_
 }
 
 Napi::Value SoftDevice::LinkDone(const Napi::CallbackInfo& info) {
+  namespace abi = rdmajs::abi;
   int h;
   if (!QpArg(info, 0, &h)) return info.Env().Undefined();
   const uint8_t* data = nullptr;
   size_t len = 0;
   // data: (buffer, offset, length), the answer's bytes where the reader has them (no copy).
-  if (info[5].IsTypedArray() && !RangeArg(info, 5, &data, &len)) return info.Env().Undefined();
-  auto u = [&](size_t i) { return U32(info, i); };
+  if (info[3].IsTypedArray() && !RangeArg(info, 3, &data, &len)) return info.Env().Undefined();
+  // The answer's outcome, status and RNR timer in one word (abi.h LINK_DONE_*_SHIFT): six
+  // arguments at most, so node-addon-api keeps them on the stack.
+  uint32_t packed = U32(info, 2);
   // JS takes the WRs this answer lets go right after it (the owner's onLink).
   dev_->jsTakesLink = true;
   dev_->deferSelfRing = true;
-  bool take = dev_->linkDone(h, u(1), static_cast<int>(std::min<uint32_t>(u(2), 255)),
-                             static_cast<uint8_t>(std::min<uint32_t>(u(3), 255)), std::min<uint32_t>(u(4), 31), data,
-                             len);
+  bool take = dev_->linkDone(h, U32(info, 1), static_cast<int>(packed & 0xff),
+                             static_cast<uint8_t>((packed >> abi::LINK_DONE_STATUS_SHIFT) & 0xff),
+                             std::min<uint32_t>(packed >> abi::LINK_DONE_RNR_SHIFT, 31), data, len);
   dev_->jsTakesLink = false;
   dev_->deferSelfRing = false;
   // A completion it made woke one of this device's CQs: delivered after this turn's I/O, as

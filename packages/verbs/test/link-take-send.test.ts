@@ -8,11 +8,11 @@ import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, type CompletionQueue } from '../src/index.js';
 import { ABI } from '../src/internal/abi.js';
-import { loadAddon } from '../src/internal/native.js';
 import { REQ_HEADER, writeRequestHeader } from '../src/internal/soft/link/frames.js';
 import { Outbox } from '../src/internal/soft/link/Outbox.js';
 import { fakeSocket } from './harness/fakeSocket.js';
 import { ALL, collect, linkPair, type Pair, providers } from './harness/pair.js';
+import { watchAddon } from './harness/watchAddon.js';
 
 interface Watch {
   calls: Map<string, number>;
@@ -25,13 +25,8 @@ interface Watch {
   restore(): void;
 }
 
-type AnyFn = (...a: unknown[]) => unknown;
-
 /** Devices opened until restore() count their addon calls and check linkTake's headers. */
-function watchAddon(): Watch {
-  const addon = loadAddon() as unknown as { SoftDevice: new (...a: unknown[]) => object };
-  const Original = addon.SoftDevice;
-  const calls = new Map<string, number>();
+function watchTakes(): Watch {
   const mismatches: string[] = [];
   const headed: number[] = [];
   const heads: number[] = [];
@@ -49,45 +44,14 @@ function watchAddon(): Watch {
     if (!got.equals(expected))
       mismatches.push(`${got.toString('hex')} != ${expected.toString('hex')}`);
   };
-  // The addon's methods are read-only on its objects: `new` on this gives a proxy that hands
-  // out counting ones, each calling the addon's own on the real object.
-  function Watched(...args: unknown[]): object {
-    const target = new Original(...args) as Record<string, unknown>;
-    const cache = new Map<string | symbol, AnyFn>();
-    return new Proxy(
-      {},
-      {
-        get(_, k) {
-          const f = target[k as string];
-          if (typeof f !== 'function') return f;
-          let w = cache.get(k);
-          if (w === undefined) {
-            const name = String(k);
-            w = (...a: unknown[]) => {
-              calls.set(name, (calls.get(name) ?? 0) + 1);
-              const reqId =
-                name === 'linkTake' ? ((a[1] as Float64Array)[ABI.LINK_IN_REQ_ID] ?? 0) : 0;
-              const r = (f as AnyFn).apply(target, a);
-              if (name === 'linkTake') checkTake(a, reqId, r);
-              return r;
-            };
-            cache.set(k, w);
-          }
-          return w;
-        },
-      },
-    );
-  }
-  addon.SoftDevice = Watched as unknown as typeof Original;
-  return {
-    calls,
-    mismatches,
-    headed,
-    heads,
-    restore: () => {
-      addon.SoftDevice = Original;
+  const watch = watchAddon({
+    before: (name, a) =>
+      name === 'linkTake' ? ((a[1] as Float64Array)[ABI.LINK_IN_REQ_ID] ?? 0) : 0,
+    after: (name, a, r, reqId) => {
+      if (name === 'linkTake') checkTake(a, reqId as number, r);
     },
-  };
+  });
+  return { calls: watch.calls, mismatches, headed, heads, restore: watch.restore };
 }
 
 /** The next receive completion on `cq` (send completions before it are skipped). */
@@ -112,7 +76,7 @@ describe.runIf(providers.includes('soft'))(
     });
 
     it('writes the header frames.ts writes, for every opcode', async () => {
-      w = watchAddon();
+      w = watchTakes();
       p = await linkPair({ mrAccess: ALL | Access.RemoteAtomic });
       w.restore();
       const { a, b } = p;
@@ -187,7 +151,7 @@ describe.runIf(providers.includes('soft'))(
     });
 
     it('writes the header of a WR taken behind others (pipelined, not the head)', async () => {
-      w = watchAddon();
+      w = watchTakes();
       p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
       w.restore();
       const { a, b } = p;
@@ -216,7 +180,7 @@ describe.runIf(providers.includes('soft'))(
     });
 
     it('a ping-pong sends its requests with the take, not with linkSend', async () => {
-      w = watchAddon();
+      w = watchTakes();
       p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
       w.restore();
       const { a, b } = p;

@@ -170,15 +170,14 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkSend(fd: number, buf: Uint8Array, offset: number, length: number, settles?: boolean): number;
   /**
-   * The peer's answer; READ or atomic data are `data[offset, offset + length)`. True when
-   * WRs are ready to take now (linkTake).
+   * The peer's answer: `answer` is outcome | status << LINK_DONE_STATUS_SHIFT | rnrTimer <<
+   * LINK_DONE_RNR_SHIFT (six arguments at most: node-addon-api allocates past that); READ or
+   * atomic data are `data[offset, offset + length)`. True when WRs are ready to take now.
    */
   linkDone(
     handle: number,
     token: number,
-    outcome: number,
-    status: number,
-    rnrTimer: number,
+    answer: number,
     data?: Uint8Array,
     offset?: number,
     length?: number,
@@ -192,6 +191,15 @@ export interface SoftNativeDevice extends NativeDevice {
    * the peer: the link's flush is called after this turn's I/O, as linkFlushSoon() does.
    */
   respond(record: Float64Array, buf: Uint8Array, offset: number, length: number): number;
+  /**
+   * The common request in one crossing: the frame `frame[FRAME_IN_OFFSET, + FRAME_IN_LENGTH)`
+   * is parsed and checked natively and, when it is a SEND or WRITE to the bound QP (FRAME_IN_SLOT,
+   * FRAME_IN_GEN) from the source QP (FRAME_IN_SRC_PID, FRAME_IN_SRC_QPN) carrying token
+   * FRAME_IN_TOKEN (≠ 0), run as respond() runs it; its answer's header goes to
+   * `out[FRAME_IN_OUT_AT, + LINK_RES_HEADER)`, the answer and the request's fields to the record
+   * (FRAME_* words). Returns its LINK_* outcome, or FRAME_NOT_RUN with nothing done.
+   */
+  respondFrame(record: Float64Array, frame: Uint8Array, out: Uint8Array): number;
   /**
    * Puts `buf[offset, offset + length)` at bytes `[at, at + length)` of the RDMA WRITE the
    * record names (RESPOND_PLACED: its whole length) after respond's checks for its whole

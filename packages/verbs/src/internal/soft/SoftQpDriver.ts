@@ -58,18 +58,16 @@ export class SoftQpDriver implements QpDriver, LinkEnd {
   readonly #linkOwner: LinkOwner = {
     answer: (token, outcome, status, rnrTimer, data, offset, length) => {
       if (this.#host.closed || this.#device.closed) return;
+      // One word for the three (wire values: outcome and status bytes, RNR timer 16 bits).
+      const word =
+        (outcome |
+          (status << ABI.LINK_DONE_STATUS_SHIFT) |
+          (rnrTimer << ABI.LINK_DONE_RNR_SHIFT)) >>>
+        0;
+      const h = this.#host.handle;
       const more = data
-        ? this.#native.linkDone(
-            this.#host.handle,
-            token,
-            outcome,
-            status,
-            rnrTimer,
-            data,
-            offset,
-            length,
-          )
-        : this.#native.linkDone(this.#host.handle, token, outcome, status, rnrTimer);
+        ? this.#native.linkDone(h, token, word, data, offset, length)
+        : this.#native.linkDone(h, token, word);
       // The WRs it let go (behind it, or itself again): taken now, or none ready.
       if (more) this.onLink();
     },

@@ -10,6 +10,10 @@
 // requests to that QP and answers to its own requests (to the LinkClient they answer). Memory per connection is bounded: one frame being read (its header checked
 // before its payload is kept) plus at most REPLY_BUDGET bytes of answers not yet sent.
 //
+// The common request — a SEND or WRITE from the pair the connection served last, carrying
+// the token that pair expects — is parsed, checked, run and answered in one native crossing
+// (respondFrame, #runExpected); the pair's state stays here, and anything else (first frame,
+// resends, discards, READs, atomics, a frame naming another QP) takes #answer's path.
 // Steady state allocates nothing here: requests are run where they lie in the chunk read
 // (frames.ts FrameReader), headers parse into one record, answers gather in the
 // connection's Outbox (one write per chunk read, not per frame) and recent answers are kept
@@ -150,6 +154,29 @@ function sameRequest(a: Answered, h: RequestHeader): boolean {
   );
 }
 
+/** The answer slot of `token` in `pair`, naming that WR (its outcome is the caller's to set). */
+function remember(
+  pair: PairState,
+  token: number,
+  opcode: number,
+  length: number,
+  remoteAddr: number,
+  rkey: number,
+): Answered {
+  const slot = token & (ANSWERS_PER_PAIR - 1);
+  let a = pair.answers[slot];
+  if (a === undefined) {
+    a = new Answered();
+    pair.answers[slot] = a;
+  }
+  a.token = token;
+  a.opcode = opcode;
+  a.length = length;
+  a.remoteAddr = remoteAddr;
+  a.rkey = rkey;
+  return a;
+}
+
 /** The request's fields into a respond record (RESPOND_* words); `placed` as RESPOND_PLACED. */
 function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
   rec[ABI.RESPOND_SLOT] = h.slot;
@@ -251,6 +278,8 @@ export class LinkServer {
   readonly #pending = new Set<Socket>();
   /** the respond record, one per listener (requests are answered one at a time) */
   readonly #record = new Float64Array(ABI.RESPOND_WORDS);
+  /** respondFrame's record, one per listener as #record (the common request: #runExpected) */
+  readonly #frameRecord = new Float64Array(ABI.FRAME_WORDS);
   /**
    * Every connection reads into this one buffer (adoptAccepted): each read is run before
    * the next is made, and a reader keeps a copy of what it holds past the read (its carry;
@@ -650,8 +679,13 @@ export class LinkServer {
     const placed = c.placing;
     c.placing = false;
     c.placePair = undefined;
-    // respond() arms the flush itself (no linkFlushSoon crossing for its answer).
-    if (this.#answer(c, sink, b, o, len, placed)) this.#flushArmed = true;
+    // respond() arms the flush itself (no linkFlushSoon crossing for its answer). The common
+    // request first: #answer, cold then, stays out of the per-frame path.
+    if (
+      (!placed && this.#runExpected(c, sink, b, o, len)) ||
+      this.#answer(c, sink, b, o, len, placed)
+    )
+      this.#flushArmed = true;
     this.#flushSoon(sink);
     return !c.sock.destroyed;
   }
@@ -808,21 +842,64 @@ export class LinkServer {
     // nothing behind a failure runs out of order.
     pair.expected = ok ? (h.token + 1) >>> 0 : 0;
     if (done && !isRead) {
-      let a = pair.answers[slot];
-      if (a === undefined) {
-        a = new Answered();
-        pair.answers[slot] = a;
-      }
-      a.token = h.token;
-      a.opcode = h.opcode;
-      a.length = h.length;
-      a.remoteAddr = h.remoteAddr;
-      a.rkey = h.rkey;
+      const a = remember(pair, h.token, h.opcode, h.length, h.remoteAddr, h.rkey);
       a.outcome = outcome;
       a.status = status;
       a.rnrTimer = rnrTimer;
       a.dataBytes = n;
       copyBytes(b, o + REQ_HEADER, a.data, 0, n);
+    }
+    return true;
+  }
+
+  /**
+   * The common request in one native crossing (respondFrame): a SEND or WRITE from the source
+   * QP of the pair this connection last served, carrying the token that pair expects next —
+   * parsed, checked against all that, run and answered natively. True when it ran; false with
+   * nothing done (anything else: #answer's checks decide, the peer's bytes checked natively
+   * either way). The pair's state changes as #answer changes it for such a frame.
+   */
+  #runExpected(c: Conn, sink: AnswerSink, b: Buffer, o: number, len: number): boolean {
+    const pair = c.pair;
+    if (pair === undefined) return false;
+    const token = pair.expected;
+    if (token === 0 || c.pairSlot !== c.bound.slot || c.pairGen !== c.bound.gen) return false;
+    // That token answered already (the initiator's tokens came round): #answer sorts it out.
+    const known = pair.answers[token & (ANSWERS_PER_PAIR - 1)];
+    if (known !== undefined && known.token === token) return false;
+    if (this.#pairs.get(c.pairKey) !== pair) return false; // forgotten: #pairOf starts afresh
+    const out = sink.out;
+    const ob = out.reserve(RES_HEADER);
+    const rec = this.#frameRecord;
+    rec[ABI.FRAME_IN_OFFSET] = o;
+    rec[ABI.FRAME_IN_LENGTH] = len;
+    rec[ABI.FRAME_IN_OUT_AT] = out.at;
+    rec[ABI.FRAME_IN_SLOT] = c.pairSlot;
+    rec[ABI.FRAME_IN_GEN] = c.pairGen;
+    rec[ABI.FRAME_IN_SRC_PID] = c.pairPid;
+    rec[ABI.FRAME_IN_SRC_QPN] = c.pairQpn;
+    rec[ABI.FRAME_IN_TOKEN] = token;
+    const outcome = this.#native.respondFrame(rec, b, ob) | 0;
+    if (outcome === ABI.FRAME_NOT_RUN) return false;
+    out.commit(RES_HEADER);
+    pair.conn = c.id;
+    const status = (rec[ABI.FRAME_STATUS] as number) | 0;
+    const done = outcome === ABI.LINK_DONE;
+    // As #answer: only a success lets the next token follow; only a WR that ran is kept.
+    pair.expected = done && status === 0 ? (token + 1) >>> 0 : 0;
+    if (done) {
+      const a = remember(
+        pair,
+        token,
+        rec[ABI.FRAME_OPCODE] as number,
+        rec[ABI.FRAME_LENGTH] as number,
+        rec[ABI.FRAME_REMOTE_ADDR] as number,
+        rec[ABI.FRAME_RKEY] as number,
+      );
+      a.outcome = outcome;
+      a.status = status;
+      a.rnrTimer = (rec[ABI.FRAME_RNR_TIMER] as number) | 0;
+      a.dataBytes = 0;
     }
     return true;
   }

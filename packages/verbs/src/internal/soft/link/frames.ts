@@ -32,9 +32,10 @@ import { ABI } from '../../abi.js';
 
 /** A request's header (abi.h: linkTake writes it too). */
 export const REQ_HEADER = ABI.LINK_REQ_HEADER;
-export const RES_HEADER = 12;
+/** A response's header (abi.h: respondFrame writes it too). */
+export const RES_HEADER = ABI.LINK_RES_HEADER;
 /** Set in an answer's length word: requests and answers share a connection (protocol 3). */
-export const ANSWER_BIT = 0x8000_0000;
+export const ANSWER_BIT = ABI.LINK_ANSWER_BIT;
 
 /** True when the frame at `b[o..]` (at least its first 4 bytes) is an answer. */
 export function isAnswer(b: Buffer, o: number): boolean {
