@@ -28,9 +28,9 @@ import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { PullPlan } from './internal/PullPlan.js';
-import { type PushBlock, PushBlocks, type PushBlocksStats } from './PushBlocks.js';
 import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
+import { type PushBlock, PushBlocks, type PushBlocksStats } from './PushBlocks.js';
 import {
   type ShardAddress,
   ShardLink,

@@ -30,12 +30,8 @@ async function rdmaShard(port = 0, server = new RdmaTransport()) {
   return { service, server, port: service.portOf('rdma') as number };
 }
 
-const grads = (n: number, seed: number) =>
-  Float32Array.from({ length: n * 64 }, (_, i) => ((i * 7 + seed) % 13) - 6);
-const keys = (n: number, from: number) =>
-  BigUint64Array.from({ length: n }, (_, i) => BigInt(from + i));
-
-it('over RDMA a push goes out of a registered block, gathered, and every block comes back', async () => {
+/** A client over its own (spied) RdmaTransport to one RDMA shard; all closed after the test. */
+async function clientOfOneShard(o: { maxInFlightPushes?: number } = {}) {
   const shard = await rdmaShard();
   cleanups.push(() => shard.server.close());
   cleanups.push(() => shard.service.close());
@@ -45,7 +41,18 @@ it('over RDMA a push goes out of a registered block, gathered, and every block c
     servers: [`127.0.0.1:${shard.port}`],
     transport,
     secret,
+    ...o,
   });
+  return { transport, client };
+}
+
+const grads = (n: number, seed: number) =>
+  Float32Array.from({ length: n * 64 }, (_, i) => ((i * 7 + seed) % 13) - 6);
+const keys = (n: number, from: number) =>
+  BigUint64Array.from({ length: n }, (_, i) => BigInt(from + i));
+
+it('over RDMA a push goes out of a registered block, gathered, and every block comes back', async () => {
+  const { transport, client } = await clientOfOneShard();
   cleanups.push(() => client.close());
   const ref = new ParameterStore(parseServiceTables(spec));
   const gatheredBefore = gathered(transport);
@@ -59,7 +66,10 @@ it('over RDMA a push goes out of a registered block, gathered, and every block c
       }),
     );
   }
-  await client.pushDense('bias', Float32Array.from({ length: 1000 }, (_, i) => i / 8));
+  await client.pushDense(
+    'bias',
+    Float32Array.from({ length: 1000 }, (_, i) => i / 8),
+  );
   const s = client.stats().pushBlocks;
   expect(s?.taken).toBe(20 * 16 + 1);
   expect(s?.refused).toBe(0);
@@ -118,17 +128,7 @@ it('blocks of pushes resent after the shard restarted come back once the old ses
 });
 
 it('closing the client with pushes queued gives every block back', async () => {
-  const shard = await rdmaShard();
-  cleanups.push(() => shard.server.close());
-  cleanups.push(() => shard.service.close());
-  const transport = new RdmaTransport();
-  cleanups.push(() => transport.close());
-  const client = await PsClient.connect({
-    servers: [`127.0.0.1:${shard.port}`],
-    transport,
-    secret,
-    maxInFlightPushes: 2,
-  });
+  const { client } = await clientOfOneShard({ maxInFlightPushes: 2 });
   const pushes = Array.from({ length: 50 }, (_, i) => client.push('t', keys(16, i), grads(16, i)));
   expect(client.stats().pushBlocks?.liveBlocks).toBe(50);
   await client.close();
