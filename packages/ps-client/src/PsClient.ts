@@ -30,7 +30,7 @@ import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { PullPlan } from './internal/PullPlan.js';
 import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
-import { type PushBlock, PushBlocks, type PushBlocksStats } from './PushBlocks.js';
+import { PushBlocks, type PushBlocksStats, type PushPart } from './PushBlocks.js';
 import {
   type ShardAddress,
   ShardLink,
@@ -257,7 +257,7 @@ export class PsClient {
   /** A push's payload, back from its link once no session can read it (ShardLink.push). */
   readonly #freePush = (p: MessagePart): void => {
     if (p instanceof Uint8Array) this.#pushBuffers.give(p);
-    else this.#pushBlocks?.give(p as PushBlock);
+    else this.#pushBlocks?.give(p as PushPart);
   };
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
@@ -943,7 +943,7 @@ export class PsClient {
     // Each shard's request, its keys and rows written straight into it (no per-shard arrays
     // copied again by an encoder). Seqs are taken and queued in this tick, so concurrent
     // pushes keep their order per shard.
-    const reqs = new Array<Uint8Array | PushBlock | undefined>(S);
+    const reqs = new Array<Uint8Array | PushPart | undefined>(S);
     const seqs = new Float64Array(S);
     const kh = halvesOf(k);
     const g32 = new Int32Array(grads.buffer, grads.byteOffset, grads.length);
@@ -1111,6 +1111,7 @@ export class PsClient {
     this.#closed = true;
     await this.#shardMap?.close();
     await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
+    this.#pushBlocks?.close(); // every push's part is back by now (ShardLink.close)
     this.#transports.close();
   }
 

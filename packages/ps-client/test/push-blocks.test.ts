@@ -8,6 +8,7 @@ import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, expect, it, vi } from 'vitest';
 import { PsClient } from '../src/index.js';
+import { PushBlocks } from '../src/PushBlocks.js';
 import { pulledRows } from './support/pulled.js';
 
 const secret = 'ps-client-push-blocks-secret-0123456789';
@@ -50,6 +51,31 @@ const grads = (n: number, seed: number) =>
   Float32Array.from({ length: n * 64 }, (_, i) => ((i * 7 + seed) % 13) - 6);
 const keys = (n: number, from: number) =>
   BigUint64Array.from({ length: n }, (_, i) => BigInt(from + i));
+
+it('PushBlocks: a given-back block serves the next request of its size, as a slice; bounded; closed', () => {
+  const transport = new RdmaTransport();
+  cleanups.push(() => transport.close());
+  const alloc = transport.allocator;
+  const live0 = alloc.liveBlocks;
+  const pool = new PushBlocks(alloc, 90_000);
+  const a = pool.take(20_000);
+  expect(a?.length).toBe(20_000);
+  expect(alloc.owns((a as { block?: unknown }).block)).toBe(true); // a slice of a 32 KiB block
+  pool.give(a as NonNullable<typeof a>);
+  const b = pool.take(30_000); // same class: the same block again, no new registration
+  expect((b as { block?: unknown }).block).toBe((a as { block?: unknown }).block);
+  expect(alloc.liveBlocks).toBe(live0 + 1);
+  // 90 000 bytes may be pinned: a third 32 KiB block would pass it, so the heap is used.
+  const c = pool.take(32_768);
+  const d = pool.take(32_768);
+  expect(c).toBeDefined();
+  expect(d).toBeUndefined();
+  expect(pool.stats()).toEqual({ liveBlocks: 2, pinnedBytes: 65_536, taken: 3, refused: 1 });
+  for (const p of [b, c]) pool.give(p as NonNullable<typeof p>);
+  expect(pool.stats().liveBlocks).toBe(0);
+  pool.close(); // the kept blocks go back to the allocator
+  expect(alloc.liveBlocks).toBe(live0);
+});
 
 it('over RDMA a push goes out of a registered block, gathered, and every block comes back', async () => {
   const { transport, client } = await clientOfOneShard();
