@@ -96,6 +96,12 @@ export interface PsClientOptions {
   backoff?: () => BackoffPolicy;
   /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
   writerId?: string;
+  /**
+   * Over RDMA, build push requests in the transport's registered memory and send them as they
+   * are (mux gathers them: no copy of the gradients in JS; see PushBlocks). Default false:
+   * on the soft provider it cost more client CPU per push than the copy it saves (README).
+   */
+  registeredPushes?: boolean;
 }
 
 export interface CallDeadline {
@@ -155,7 +161,7 @@ export interface PsClientStats {
   /** Keys sent after de-duplication within each pull. */
   keysFetched: number;
   denseCalls: number;
-  /** Over RDMA: push requests in registered memory (held until no session can read them). */
+  /** With `registeredPushes` over RDMA: push requests in registered memory (held until no session can read them). */
   pushBlocks: PushBlocksStats | undefined;
 }
 
@@ -298,9 +304,10 @@ export class PsClient {
     writer: string,
     deadlineMs: number,
     transports: ClientTransports,
+    registeredPushes: boolean,
   ) {
     this.#transports = transports;
-    const alloc = transports.allocator;
+    const alloc = registeredPushes ? transports.allocator : undefined;
     this.#pushBlocks = alloc === undefined ? undefined : new PushBlocks(alloc);
     this.#links = links;
     this.#writer = writer;
@@ -397,6 +404,9 @@ export class PsClient {
         'writerId must be 1–64 characters of [A-Za-z0-9_-]',
       );
     }
+    if (options.registeredPushes !== undefined && typeof options.registeredPushes !== 'boolean') {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'registeredPushes must be a boolean');
+    }
     const deadlineMs = checkPositiveInt(
       'deadlineMs',
       options.deadlineMs,
@@ -476,7 +486,14 @@ export class PsClient {
           'two servers report the same shard id',
         );
       }
-      const client = new PsClient(links, infos, writer, deadlineMs, transports);
+      const client = new PsClient(
+        links,
+        infos,
+        writer,
+        deadlineMs,
+        transports,
+        options.registeredPushes === true,
+      );
       client.#base = base;
       return client;
     } catch (err) {

@@ -32,7 +32,9 @@ async function rdmaShard(port = 0, server = new RdmaTransport()) {
 }
 
 /** A client over its own (spied) RdmaTransport to one RDMA shard; all closed after the test. */
-async function clientOfOneShard(o: { maxInFlightPushes?: number } = {}) {
+async function clientOfOneShard(
+  o: { maxInFlightPushes?: number; registeredPushes?: boolean } = {},
+) {
   const shard = await rdmaShard();
   cleanups.push(() => shard.server.close());
   cleanups.push(() => shard.service.close());
@@ -42,6 +44,7 @@ async function clientOfOneShard(o: { maxInFlightPushes?: number } = {}) {
     servers: [`127.0.0.1:${shard.port}`],
     transport,
     secret,
+    registeredPushes: true,
     ...o,
   });
   return { transport, client };
@@ -127,6 +130,7 @@ it('blocks of pushes resent after the shard restarted come back once the old ses
     servers: [`127.0.0.1:${first.port}`],
     transport: 'rdma',
     secret,
+    registeredPushes: true,
     heartbeatIntervalMs: 100,
     maxInFlightPushes: 4,
     backoff: () => new ExponentialBackoff({ baseMs: 20, capMs: 100, deadlineMs: 300 }),
@@ -167,7 +171,19 @@ it('closing the client with pushes queued gives every block back', async () => {
   expect(s?.pinnedBytes).toBe(0);
 });
 
-it('over TCP pushes stay on the heap (no registered memory)', async () => {
+it('without registeredPushes, or over TCP, pushes stay on the heap; a non-boolean is refused', async () => {
+  const plain = await clientOfOneShard({ registeredPushes: false });
+  cleanups.push(() => plain.client.close());
+  await plain.client.push('t', keys(4, 0), grads(4, 1));
+  expect(plain.client.stats().pushBlocks).toBeUndefined();
+  await expect(
+    PsClient.connect({
+      servers: ['127.0.0.1:1'],
+      transport: 'tcp',
+      secret,
+      registeredPushes: 'yes' as unknown as boolean,
+    }),
+  ).rejects.toMatchObject({ code: 'ERR_PS_CLIENT_INVALID_ARG' });
   const service = await PsService.start({
     transport: new TcpTransport(),
     secret,
@@ -179,6 +195,7 @@ it('over TCP pushes stay on the heap (no registered memory)', async () => {
     servers: [`127.0.0.1:${service.port}`],
     transport: 'tcp',
     secret,
+    registeredPushes: true,
   });
   cleanups.push(() => client.close());
   await client.push('t', keys(4, 0), grads(4, 1));
