@@ -123,8 +123,6 @@ const KIND_READ = 1;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
-/** Plain bytes a gathered SEND copies into its header slot ahead of the blocks (see #gatherPrefix). */
-const GATHER_PREFIX_BYTES = SMALL_SLOT_BYTES - WIRE_HEADER_BYTES;
 /**
  * Free small send slots and queue records kept while busy (beyond, completed slots give
  * their block back): 1 024 channels in flight hold one each, queued or posted and unreaped,
@@ -359,7 +357,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     framesOut: 0,
     framesIn: 0,
     eagerSent: 0,
-    eagerGathered: 0,
     rendezvousSent: 0,
     eagerReceived: 0,
     rendezvousReceived: 0,
@@ -651,47 +648,20 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return this.#alloc.owns(b) || this.#res.rendezvous.owns(b);
   }
 
-  /**
-   * Bytes of plain parts leading a message whose other parts (at most `maxGather`) are own
-   * blocks: they ride in the header's slot and the blocks are gathered (an RPC header before
-   * a payload built in registered memory). -1 when the message is not gathered.
-   */
-  #gatherPrefix(message: OutboundMessage): number {
-    if (!Array.isArray(message)) return this.#ownBlock(message as MessagePart) ? 0 : -1;
-    const parts = message as readonly MessagePart[];
-    let prefix = 0;
-    let i = 0;
-    for (; i < parts.length && parts[i] instanceof Uint8Array; i++) {
-      prefix += (parts[i] as Uint8Array).length;
-    }
-    if (i === parts.length || prefix > GATHER_PREFIX_BYTES) return -1;
-    if (parts.length - i > this.#maxGather) return -1;
-    for (; i < parts.length; i++) if (!this.#ownBlock(parts[i] as MessagePart)) return -1;
-    return prefix;
-  }
-
   /** Queues an eager SEND; returns a promise when the caller's blocks are used in place. */
   #sendEager(ch: RdmaChannel, message: OutboundMessage, length: number): Promise<void> | undefined {
     const seq = ch.sendSeq;
-    const prefix = length > 0 ? this.#gatherPrefix(message) : -1;
+    const gather = length > 0 && this.#gatherable(message, this.#maxGather);
     let item: OutItem;
     let done: Promise<void> | undefined;
-    if (prefix >= 0) {
-      item = this.#sendItem(WIRE_HEADER_BYTES + prefix);
+    if (gather) {
+      item = this.#sendItem(WIRE_HEADER_BYTES);
       if (Array.isArray(message)) {
-        const slot = (item.slot as SendSlot).bytes;
-        let at = WIRE_HEADER_BYTES;
-        for (const p of message as readonly MessagePart[]) {
-          if (p instanceof Uint8Array) {
-            slot.set(p, at); // the small prefix: copied beside the wire header
-            at += p.length;
-          } else this.#gather(item, p);
-        }
+        for (const p of message as readonly (Block | BlockSlice)[]) this.#gather(item, p);
       } else {
         this.#gather(item, message as Block | BlockSlice);
       }
       done = new Promise<void>(item.executor);
-      this.#stats.eagerGathered++;
     } else {
       item = this.#sendItem(WIRE_HEADER_BYTES + length);
       // The one copy: plain bytes into registered memory.
@@ -2027,7 +1997,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       framesIn: s.framesIn,
       writes: s.posts,
       eagerSent: s.eagerSent,
-      eagerGathered: s.eagerGathered,
       rendezvousSent: s.rendezvousSent,
       eagerReceived: s.eagerReceived,
       rendezvousReceived: s.rendezvousReceived,

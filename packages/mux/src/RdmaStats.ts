@@ -7,8 +7,6 @@ export interface RdmaConnectionStats extends ConnectionStats {
   readonly rendezvousSent: number;
   readonly eagerReceived: number;
   readonly rendezvousReceived: number;
-  /** Eager messages whose blocks went out by gather, in place (no copy into a send slot). */
-  readonly eagerGathered: number;
   /** Times the head of a QP's queue had to wait for a receive credit from the peer. */
   readonly creditStalls: number;
   /** Sends that had to wait for the send window (same as `sendStalls`). */

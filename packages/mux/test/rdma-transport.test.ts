@@ -100,27 +100,6 @@ describe('RdmaTransport', () => {
     expect(s.rnrCount).toBe(0);
   });
 
-  it('a_small_plain_prefix_before_own_blocks_rides_in_the_header_slot_and_the_blocks_are_gathered', async () => {
-    const { client, conn } = await pair();
-    const ch = conn.openChannel('echo');
-    const head = fillPattern(new Uint8Array(48), 3); // an RPC header, say
-    const body = client.allocator.alloc(20_000, 'local');
-    fillPattern(body.bytes, 5);
-    const expected = Buffer.concat([head, body.bytes]);
-    await ch.send([head, body], LONG);
-    const m = await ch.receive(LONG);
-    expect(Buffer.compare(m.bytes, expected)).toBe(0);
-    m.release();
-    expect(conn.stats().eagerGathered).toBe(1);
-    // A prefix past the header slot, or plain bytes after a block: copied as before.
-    await ch.send([new Uint8Array(4096), body], LONG);
-    await ch.send([body, head], LONG);
-    for (let i = 0; i < 2; i++) (await ch.receive(LONG)).release();
-    expect(conn.stats().eagerGathered).toBe(1);
-    expect(conn.stats().eagerSent).toBe(3);
-    body.release();
-  });
-
   it('a_wrong_secret_or_version_gets_nothing_but_handshake_messages_no_endpoint_or_key', async () => {
     const { listener, rejects } = await pair();
     async function raw(secret: string, version?: number): Promise<Buffer> {

@@ -97,9 +97,10 @@ export interface PsClientOptions {
   /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
   writerId?: string;
   /**
-   * Over RDMA, build push requests in the transport's registered memory and send them as they
-   * are (mux gathers them: no copy of the gradients in JS; see PushBlocks). Default false:
-   * on the soft provider it cost more client CPU per push than the copy it saves (README).
+   * Over RDMA, build push requests in the transport's registered memory (see PushBlocks).
+   * Default false: mux still copies a message of [RPC header, block] into its send slot (its
+   * gather was measured slower than that copy on soft: README), so today this only changes
+   * where the request is built.
    */
   registeredPushes?: boolean;
 }

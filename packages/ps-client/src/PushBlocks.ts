@@ -24,14 +24,14 @@ export interface PushBlocksStats {
 }
 
 /**
- * Push requests built in the RDMA transport's registered memory, so mux sends them as they
- * are (an eager SEND gathers the block; no copy of the gradients in JS). Blocks come in
- * power-of-two sizes and are kept on per-size free lists once given back, last in first
- * out, as RequestBuffers keeps heap buffers: a burst reuses blocks still in cache (blocks
- * fresh from the allocator each time cost more to fill than mux's copy saved, measured in
- * the incast). A request shorter than its block goes as a slice of it. What a burst may pin
- * is bounded: past `maxPinnedBytes`, or when the allocator has no room, a push is built on
- * the heap as over TCP (undefined here) and mux copies it.
+ * Push requests built in the RDMA transport's registered memory, for mux to send without a
+ * copy in JS (today mux copies RpcClient's [header, block] into its send slot all the same:
+ * see the README). Blocks come in power-of-two sizes and are kept on per-size free lists
+ * once given back, last in first out, as RequestBuffers keeps heap buffers: a burst reuses
+ * blocks still in cache (a fresh block per request cost more client CPU in the incast). A
+ * request shorter than its block goes as a slice of it. What a burst may pin is bounded:
+ * past `maxPinnedBytes`, or when the allocator has no room, a push is built on the heap as
+ * over TCP (undefined here).
  */
 export class PushBlocks {
   readonly #alloc: PushAllocator;
