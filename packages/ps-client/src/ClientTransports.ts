@@ -2,6 +2,7 @@ import { RdmaTransport, type RdmaTransportOptions, type Transport } from '@rdmaj
 import { PS_CREDIT_FLUSH_MS } from '@rdmajs/ps-wire';
 import { TcpTransport, type TcpTransportOptions } from '@rdmajs/tcp';
 import { PsClientError } from './errors.js';
+import type { PushAllocator } from './PushBlocks.js';
 
 /** A caller's transport options, with the PS's credit flush delay unless it chose one. */
 export function withPsCreditFlush<T extends { creditFlushMs?: number }>(o: T | undefined): T {
@@ -88,6 +89,20 @@ export class ClientTransports {
     const tcp = new TcpTransport(withPsCreditFlush(tcpOptions));
     const link = { primary: r, primaryName: 'rdma', fallback: tcp, probeIntervalMs };
     return new ClientTransports('auto', link, [r]);
+  }
+
+  /**
+   * The registered memory of the primary transport when it is an RdmaTransport (its device
+   * open: call after connecting), else undefined. Pushes are built in it (see PushBlocks).
+   */
+  get allocator(): PushAllocator | undefined {
+    const p = this.link.primary;
+    if (!(p instanceof RdmaTransport)) return undefined;
+    try {
+      return p.allocator;
+    } catch {
+      return undefined; // closed
+    }
   }
 
   /** Frees the RDMA transport made here (after the links closed their connections). */

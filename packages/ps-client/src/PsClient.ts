@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
+import type { MessagePart, RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
 import { firstNonFinite } from '@rdmajs/ps-server';
 import {
   decodePullDenseReply,
@@ -7,7 +7,7 @@ import {
   decodePushReply,
   decodeTableInfoReply,
   encodePullDenseRequest,
-  encodePushDenseRequest,
+  encodePushDenseRequestInto,
   encodePushRequest,
   encodeTableInfoRequest,
   type InitFn,
@@ -16,6 +16,7 @@ import {
   PsMessageKind,
   PsMethod,
   type PushReply,
+  pushDenseRequestLength,
   pushRequestLength,
   type TableInfo,
   writePushRequestHead,
@@ -29,6 +30,7 @@ import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { PullPlan } from './internal/PullPlan.js';
 import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
+import { PushBlocks, type PushBlocksStats, type PushPart } from './PushBlocks.js';
 import {
   type ShardAddress,
   ShardLink,
@@ -94,6 +96,13 @@ export interface PsClientOptions {
   backoff?: () => BackoffPolicy;
   /** This client's writer id in the stores' de-duplication (1–64 of [A-Za-z0-9_-]). Default random. */
   writerId?: string;
+  /**
+   * Over RDMA, build push requests in the transport's registered memory (see PushBlocks).
+   * Default false: mux still copies a message of [RPC header, block] into its send slot (its
+   * gather was measured slower than that copy on soft: README), so today this only changes
+   * where the request is built.
+   */
+  registeredPushes?: boolean;
 }
 
 export interface CallDeadline {
@@ -153,6 +162,8 @@ export interface PsClientStats {
   /** Keys sent after de-duplication within each pull. */
   keysFetched: number;
   denseCalls: number;
+  /** With `registeredPushes` over RDMA: push requests in registered memory (held until no session can read them). */
+  pushBlocks: PushBlocksStats | undefined;
 }
 
 interface TableShape {
@@ -246,9 +257,15 @@ function keysOf(keys: unknown): BigUint64Array {
 export class PsClient {
   #links: ShardLink[];
   #router: ShardRouter;
-  /** Push request buffers, reused once their push was acknowledged (see RequestBuffers). */
+  /** Push request buffers, reused once no session can read them (see RequestBuffers). */
   readonly #pushBuffers = new RequestBuffers();
-  readonly #givePushBuffer = (bytes: Uint8Array): void => this.#pushBuffers.give(bytes);
+  /** Over RDMA: push requests built in registered memory, sent in place (see PushBlocks). */
+  readonly #pushBlocks: PushBlocks | undefined;
+  /** A push's payload, back from its link once no session can read it (ShardLink.push). */
+  readonly #freePush = (p: MessagePart): void => {
+    if (p instanceof Uint8Array) this.#pushBuffers.give(p);
+    else this.#pushBlocks?.give(p as PushPart);
+  };
   /** Scratch of every pull's de-duplication (used before the pull's first await only). */
   readonly #deduper = new Deduper();
   /**
@@ -288,8 +305,11 @@ export class PsClient {
     writer: string,
     deadlineMs: number,
     transports: ClientTransports,
+    registeredPushes: boolean,
   ) {
     this.#transports = transports;
+    const alloc = registeredPushes ? transports.allocator : undefined;
+    this.#pushBlocks = alloc === undefined ? undefined : new PushBlocks(alloc);
     this.#links = links;
     this.#writer = writer;
     this.#deadlineMs = deadlineMs;
@@ -385,6 +405,9 @@ export class PsClient {
         'writerId must be 1–64 characters of [A-Za-z0-9_-]',
       );
     }
+    if (options.registeredPushes !== undefined && typeof options.registeredPushes !== 'boolean') {
+      throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'registeredPushes must be a boolean');
+    }
     const deadlineMs = checkPositiveInt(
       'deadlineMs',
       options.deadlineMs,
@@ -464,7 +487,14 @@ export class PsClient {
           'two servers report the same shard id',
         );
       }
-      const client = new PsClient(links, infos, writer, deadlineMs, transports);
+      const client = new PsClient(
+        links,
+        infos,
+        writer,
+        deadlineMs,
+        transports,
+        options.registeredPushes === true,
+      );
       client.#base = base;
       return client;
     } catch (err) {
@@ -931,7 +961,7 @@ export class PsClient {
     // Each shard's request, its keys and rows written straight into it (no per-shard arrays
     // copied again by an encoder). Seqs are taken and queued in this tick, so concurrent
     // pushes keep their order per shard.
-    const reqs = new Array<Uint8Array | undefined>(S);
+    const reqs = new Array<Uint8Array | PushPart | undefined>(S);
     const seqs = new Float64Array(S);
     const kh = halvesOf(k);
     const g32 = new Int32Array(grads.buffer, grads.byteOffset, grads.length);
@@ -948,11 +978,20 @@ export class PsClient {
       };
       seqs[s] = head.seq;
       if (LITTLE_ENDIAN) {
-        // In a buffer given back by an acknowledged push (see RequestBuffers), not a new one.
+        // In registered memory over RDMA (sent as it is), else in a buffer given back by an
+        // earlier push (see RequestBuffers); a new one only while the pools fill.
         const count = head.count;
-        const bytes = this.#pushBuffers.take(pushRequestLength(table, head.writer, count, dim));
-        const at = bytes.byteOffset + writePushRequestHead(bytes, head);
-        reqs[s] = bytes;
+        const length = pushRequestLength(table, head.writer, count, dim);
+        const block = this.#pushBlocks?.take(length);
+        const bytes = block?.bytes ?? this.#pushBuffers.take(length);
+        reqs[s] = block ?? bytes;
+        let at: number;
+        try {
+          at = bytes.byteOffset + writePushRequestHead(bytes, head);
+        } catch (err) {
+          for (const r of reqs) if (r !== undefined) this.#freePush(r); // none was queued
+          throw err;
+        }
         rk[s] = new Uint32Array(bytes.buffer, at, 2 * count);
         rg[s] = new Int32Array(bytes.buffer, at + 8 * count, count * dim);
       } else {
@@ -1000,7 +1039,7 @@ export class PsClient {
       if (bytes === undefined) continue;
       calls.push(
         (links[s] as ShardLink)
-          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs, this.#givePushBuffer)
+          .push(seqs[s] as number, PsMethod.push, bytes, deadlineMs, this.#freePush)
           .then(decodeSparsePushReply),
       );
     }
@@ -1052,8 +1091,8 @@ export class PsClient {
     const deadlineMs = this.#deadline(options);
     const link = this.#links[this.#router.shardOfName(name)] as ShardLink;
     const seq = link.nextSeq();
-    const payload = encodePushDenseRequest({ name, writer: this.#writer, seq, grads: grad });
-    if (!link.canQueue(payload.length)) {
+    const length = pushDenseRequestLength(name, this.#writer, grad.length);
+    if (!link.canQueue(length)) {
       throw new PsClientError(
         'ERR_PS_CLIENT_OVERLOADED',
         `too many pushes queued for shard ${link.label}`,
@@ -1064,8 +1103,12 @@ export class PsClient {
       );
     }
     this.#counts.denseCalls++;
+    // As a sparse push's: in registered memory over RDMA, else a reused heap buffer.
+    const block = this.#pushBlocks?.take(length);
+    const bytes = block?.bytes ?? this.#pushBuffers.take(length);
+    encodePushDenseRequestInto(bytes, { name, writer: this.#writer, seq, grads: grad });
     const r = decodePushReply(
-      await link.push(seq, PsMethod.pushDense, payload, deadlineMs),
+      await link.push(seq, PsMethod.pushDense, block ?? bytes, deadlineMs, this.#freePush),
       PsMessageKind.PushDenseReply,
     );
     return summarize([r]);
@@ -1076,6 +1119,7 @@ export class PsClient {
       transport: this.#transports.choice,
       shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
       ...this.#counts,
+      pushBlocks: this.#pushBlocks?.stats(),
     };
   }
 
@@ -1085,6 +1129,7 @@ export class PsClient {
     this.#closed = true;
     await this.#shardMap?.close();
     await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
+    this.#pushBlocks?.close(); // every push's part is back by now (ShardLink.close)
     this.#transports.close();
   }
 

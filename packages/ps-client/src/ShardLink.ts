@@ -1,4 +1,4 @@
-import type { SharedSecret } from '@rdmajs/mux';
+import type { MessagePart, SharedSecret } from '@rdmajs/mux';
 import {
   type BackoffPolicy,
   ExponentialBackoff,
@@ -58,12 +58,18 @@ export interface ShardLinkStats {
 interface QueuedPush {
   readonly seq: number;
   readonly method: string;
-  readonly payload: Uint8Array;
+  /** Bytes, or a block of the RDMA transport's allocator (sent in place). */
+  readonly payload: MessagePart;
+  readonly length: number;
   readonly deadlineAt: number;
-  /** The link generation it was last sent on (0: not sent on the current one). */
+  /** The link generation it was last sent on (0: never sent). */
   sentGen: number;
-  /** Times it was handed to a session (more than one: an older session may still hold it). */
-  sends: number;
+  /** The first generation it was sent on (0: never sent). */
+  firstGen: number;
+  /** A generation whose session answered it (the server had every byte), 0 if none did. */
+  answeredGen: number;
+  /** Takes the payload back once no session can read it (see #freeWhenUnread). */
+  readonly free: ((payload: MessagePart) => void) | undefined;
   resolve(reply: Uint8Array): void;
   reject(err: Error): void;
 }
@@ -115,6 +121,15 @@ export class ShardLink {
   #relinking: Promise<void> | undefined;
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
   #idle: (() => void)[] = [];
+  /**
+   * Payloads of settled pushes that a session may still read (queued in its transport, or
+   * posted), by the newest generation that holds them: freed once that session is closed.
+   */
+  readonly #parked = new Map<number, QueuedPush[]>();
+  /** Every generation up to this one has its session closed. */
+  #closedThrough = 0;
+  /** The closes of replaced sessions, chained in generation order. */
+  #closing: Promise<void> = Promise.resolve();
   #label: string;
   readonly #counts = { relinks: 0, resent: 0, rpcReconnects: 0, fallbacks: 0 };
 
@@ -333,26 +348,33 @@ export class ShardLink {
   /**
    * Queues a non-idempotent call under `seq` (= `nextSeq()`, its payload encoded with it).
    * Resolves with the reply once the server acknowledged it (durable under its log policy).
+   * `free` gets the payload back exactly once, when no session can read it any more: at
+   * once if the push is refused here; else once it settled and every session it was sent
+   * on either answered it or is closed (a push failed by its deadline may still be queued
+   * in its session's transport: its payload waits for that session to close).
    */
-  push(
+  push<P extends MessagePart>(
     seq: number,
     method: string,
-    payload: Uint8Array,
+    payload: P,
     deadlineMs: number,
-    reusable?: (payload: Uint8Array) => void,
+    free?: (payload: P) => void,
   ): Promise<Uint8Array> {
-    if (this.#state === 'closed') return Promise.reject(this.#closedError());
+    const refuse = (err: Error): Promise<Uint8Array> => {
+      free?.(payload); // never queued: nothing reads it
+      return Promise.reject(err);
+    };
+    if (this.#state === 'closed') return refuse(this.#closedError());
     if (this.#state === 'failed') this.#revive();
     if (seq !== this.#nextSeq) {
-      return Promise.reject(
-        new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `push seq ${seq} out of order`),
-      );
+      return refuse(new PsClientError('ERR_PS_CLIENT_INVALID_ARG', `push seq ${seq} out of order`));
     }
+    const length = payload.length;
     if (
       this.#queue.size >= this.#o.maxQueuedPushes ||
-      (this.#queue.size > 0 && this.#queuedBytes + payload.length > this.#o.maxQueuedPushBytes)
+      (this.#queue.size > 0 && this.#queuedBytes + length > this.#o.maxQueuedPushBytes)
     ) {
-      return Promise.reject(
+      return refuse(
         new PsClientError(
           'ERR_PS_CLIENT_OVERLOADED',
           `${this.#queue.size} pushes (${this.#queuedBytes} bytes) queued for shard ${this.#label}`,
@@ -366,14 +388,14 @@ export class ShardLink {
         seq,
         method,
         payload,
+        length,
         deadlineAt: performance.now() + deadlineMs,
         sentGen: 0,
-        sends: 0,
+        firstGen: 0,
+        answeredGen: 0,
+        free: free as ((payload: MessagePart) => void) | undefined,
         resolve: (r) => {
-          // Acknowledged after its only send: that session's call has ended and no other
-          // holds the payload, so `reusable` may take it back. A resent or failed push's
-          // payload is left to the GC (an older session might still read it).
-          if (this.#settle(entry) && entry.sends === 1) reusable?.(payload);
+          this.#settle(entry);
           resolve(r);
         },
         reject: (e) => {
@@ -383,7 +405,7 @@ export class ShardLink {
       };
       this.#queue.set(seq, entry);
       this.#armDeadline(entry.deadlineAt);
-      this.#queuedBytes += payload.length;
+      this.#queuedBytes += length;
       this.#pump();
     });
   }
@@ -434,7 +456,8 @@ export class ShardLink {
   /** Forgets a push that ended; false if it had ended already. */
   #settle(entry: QueuedPush): boolean {
     if (!this.#queue.delete(entry.seq)) return false;
-    this.#queuedBytes -= entry.payload.length;
+    this.#queuedBytes -= entry.length;
+    this.#freeWhenUnread(entry);
     if (this.#queue.size === 0) {
       this.#timer?.unref();
       for (const f of this.#idle.splice(0)) f();
@@ -442,6 +465,37 @@ export class ShardLink {
     if (entry.sentGen === this.#gen && entry.sentGen !== 0) this.#inFlight--;
     this.#pump();
     return true;
+  }
+
+  /**
+   * Frees a settled push's payload now, or parks it until the newest session that may still
+   * read it is closed. A session that answered it read all of it (the server had every
+   * byte); one that did not may hold it queued in its transport, or posted.
+   */
+  #freeWhenUnread(entry: QueuedPush): void {
+    if (entry.free === undefined) return;
+    const hold = entry.answeredGen === entry.sentGen ? entry.sentGen - 1 : entry.sentGen;
+    if (entry.firstGen === 0 || hold < entry.firstGen || hold <= this.#closedThrough) {
+      entry.free(entry.payload);
+      return;
+    }
+    const list = this.#parked.get(hold);
+    if (list === undefined) this.#parked.set(hold, [entry]);
+    else list.push(entry);
+  }
+
+  /** Closes generation `gen`'s session; then payloads parked on it and older ones are freed. */
+  #retire(client: RpcClient, gen: number): Promise<void> {
+    const closed = client.close().catch(() => {});
+    this.#closing = Promise.all([this.#closing, closed]).then(() => {
+      if (gen > this.#closedThrough) this.#closedThrough = gen;
+      for (const [g, list] of this.#parked) {
+        if (g > gen) continue;
+        this.#parked.delete(g);
+        for (const e of list) e.free?.(e.payload);
+      }
+    });
+    return this.#closing;
   }
 
   /** Sends queued pushes in seq order while the window has room. */
@@ -455,25 +509,33 @@ export class ShardLink {
       const left = Math.ceil(entry.deadlineAt - performance.now());
       if (left <= 0) continue; // its timer fires now
       if (entry.sentGen !== 0) this.#counts.resent++;
+      else entry.firstGen = gen;
       entry.sentGen = gen;
-      entry.sends++;
       this.#inFlight++;
       let call: Promise<Uint8Array>;
       try {
         call = client.call(entry.method, entry.payload, { deadlineMs: left });
       } catch (err) {
+        entry.answeredGen = gen; // refused before it was sent: this session holds nothing
         entry.reject(this.#remote(err));
         continue;
       }
       call.then(
-        (reply) => entry.resolve(reply),
+        (reply) => {
+          entry.answeredGen = gen;
+          entry.resolve(reply);
+        },
         (err: unknown) => {
           if (entry.sentGen !== gen || !this.#queue.has(entry.seq)) return; // superseded or settled
           if (this.#state === 'closed') entry.reject(this.#closedError());
           else if (isLinkFailure(err)) this.#relink(gen);
           else if (codeOf(err) === 'ERR_RPC_DEADLINE')
             entry.reject(this.#deadline(entry.method, true));
-          else entry.reject(this.#remote(err));
+          else {
+            // The server refused it: it had every byte.
+            if (remoteCodeOf(err) !== undefined) entry.answeredGen = gen;
+            entry.reject(this.#remote(err));
+          }
         },
       );
     }
@@ -499,7 +561,7 @@ export class ShardLink {
     this.#counts.rpcReconnects += old?.stats().reconnects ?? 0;
     this.#counts.fallbacks += old?.stats().fallbacks ?? 0;
     // Its pending calls are superseded: their errors are ignored by generation.
-    void old?.close().catch(() => {});
+    if (old !== undefined) void this.#retire(old, gen);
     this.#relinking = this.#reopen().finally(() => {
       this.#relinking = undefined;
     });
@@ -560,6 +622,7 @@ export class ShardLink {
     this.#timer = undefined;
     const c = this.#client;
     this.#client = undefined;
-    await c?.close().catch(() => {});
+    // Every payload is freed before this resolves (the client closes its transport after).
+    await (c === undefined ? this.#closing : this.#retire(c, this.#gen));
   }
 }

@@ -16,5 +16,6 @@ export {
   type ShardSpec,
 } from './PsClient.js';
 export { PulledRows } from './PulledRows.js';
+export type { PushBlocksStats } from './PushBlocks.js';
 export type { ShardAddress, ShardLinkState, ShardLinkStats } from './ShardLink.js';
 export { rendezvousScore, ShardRouter, shardSeed } from './ShardRouter.js';

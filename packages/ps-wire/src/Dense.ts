@@ -136,13 +136,39 @@ export function decodePullDenseReply(
   return readFloats(b, PULL_DENSE_REPLY_FIXED, count);
 }
 
+/** Bytes of a dense push request of `count` floats (names as `encodePushDenseRequest` takes them). */
+export function pushDenseRequestLength(name: string, writer: string, count: number): number {
+  return PUSH_DENSE_REQUEST_FIXED + pad8(name.length) + pad8(writer.length) + 4 * count;
+}
+
 export function encodePushDenseRequest(req: PushDenseRequest): Uint8Array {
+  // Checked before the buffer is sized from them.
+  nameBytes(req.name);
+  writerBytes(req.writer);
+  const grads = checkFloats(req.grads, 'grads');
+  const out = new Uint8Array(pushDenseRequestLength(req.name, req.writer, grads.length));
+  encodePushDenseRequestInto(out, req);
+  return out;
+}
+
+/**
+ * Writes a dense push request into `out` (exactly `pushDenseRequestLength` bytes, e.g. a
+ * registered block the client sends as it is): every byte is written, reserved fields and
+ * padding included, so `out` may hold an earlier request.
+ */
+export function encodePushDenseRequestInto(out: Uint8Array, req: PushDenseRequest): void {
   const name = nameBytes(req.name);
   const writer = writerBytes(req.writer);
   const seq = checkSeq(req.seq);
   const grads = checkFloats(req.grads, 'grads');
   const gradsAt = PUSH_DENSE_REQUEST_FIXED + pad8(name.length) + pad8(writer.length);
-  const out = new Uint8Array(gradsAt + 4 * grads.length);
+  if (!(out instanceof Uint8Array) || out.length !== gradsAt + 4 * grads.length) {
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `a dense push request of ${grads.length} floats needs exactly ${gradsAt + 4 * grads.length} bytes`,
+    );
+  }
+  out.fill(0, 0, gradsAt);
   const v = viewOf(out);
   out[0] = PS_WIRE_VERSION;
   out[1] = PsMessageKind.PushDenseRequest;
@@ -153,7 +179,6 @@ export function encodePushDenseRequest(req: PushDenseRequest): Uint8Array {
   const at = writeName(out, PUSH_DENSE_REQUEST_FIXED, name);
   writeName(out, at, writer);
   writeFloats(out, gradsAt, grads);
-  return out;
 }
 
 export function decodePushDenseRequest(

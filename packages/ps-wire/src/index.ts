@@ -7,10 +7,12 @@ export {
   encodePullDenseReply,
   encodePullDenseRequest,
   encodePushDenseRequest,
+  encodePushDenseRequestInto,
   type PullDenseRequest,
   type PushDenseRequest,
   pullDenseReplyInto,
   pullDenseReplyLength,
+  pushDenseRequestLength,
 } from './Dense.js';
 export { PsWireError, type PsWireErrorCode, type PsWireErrorOptions } from './errors.js';
 export { HALF_TO_FLOAT, toHalf } from './Fp16.js';

@@ -1,8 +1,12 @@
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import {
+  decodePushDenseRequest,
+  encodePushDenseRequest,
+  encodePushDenseRequestInto,
   encodePushRequest,
   PsWireError,
+  pushDenseRequestLength,
   pushRequestLength,
   writePushRequestHead,
 } from '../src/index.js';
@@ -50,4 +54,30 @@ it('writePushRequestHead refuses a buffer of the wrong length or alignment, type
   expect(() => writePushRequestHead(new Uint8Array(len), { ...h, dim: 0 })).toThrow(
     expect.objectContaining({ code: 'ERR_PS_WIRE_INVALID_ARG' }),
   );
+});
+
+it('encodePushDenseRequestInto a reused, dirty buffer gives the bytes encodePushDenseRequest gives', () => {
+  const backing = new ArrayBuffer(1 << 14);
+  fc.assert(
+    fc.property(
+      name,
+      name,
+      fc.integer({ min: 0, max: 2 ** 53 - 1 }),
+      fc.integer({ min: 0, max: 64 }),
+      fc.integer({ min: 1, max: 255 }),
+      (dense, writer, seq, n, junk) => {
+        const grads = Float32Array.from({ length: n }, (_, i) => i * 0.25 - 1);
+        const want = encodePushDenseRequest({ name: dense, writer, seq, grads });
+        new Uint8Array(backing).fill(junk);
+        const out = new Uint8Array(backing, 0, pushDenseRequestLength(dense, writer, n));
+        encodePushDenseRequestInto(out, { name: dense, writer, seq, grads });
+        expect(out).toEqual(want);
+        expect(decodePushDenseRequest(out).grads).toEqual(grads);
+      },
+    ),
+    { numRuns: 300 },
+  );
+  const grads = new Float32Array(4);
+  const req = { name: 'd', writer: 'w', seq: 1, grads };
+  expect(() => encodePushDenseRequestInto(new Uint8Array(8), req)).toThrow(PsWireError);
 });

@@ -1,7 +1,7 @@
 /** Smallest buffer kept (2^8 bytes); smaller requests are on-heap typed arrays anyway. */
 const MIN_CLASS = 8;
 /** Largest buffer kept (2^22 bytes = 4 MiB); bigger requests are rare and big beside their work. */
-const MAX_CLASS = 22;
+export const MAX_CLASS = 22;
 /** Bytes the free lists may hold in all: a bound on what a burst of pushes leaves pinned. */
 const MAX_FREE_BYTES = 16 << 20;
 
@@ -43,8 +43,8 @@ export class RequestBuffers {
   }
 }
 
-/** The power-of-two class holding `length` bytes. */
-function classOf(length: number): number {
+/** The power-of-two class holding `length` bytes (MAX_CLASS + 1 beyond the largest). */
+export function classOf(length: number): number {
   let c = MIN_CLASS;
   while (1 << c < length && c <= MAX_CLASS) c++;
   return c;
