@@ -322,11 +322,12 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
   /**
    * Calls `method`. Rejects with ERR_RPC_DEADLINE, ERR_RPC_ABORTED, ERR_RPC_CLOSED,
    * ERR_RPC_SESSION_FAILED, ERR_RPC_OVERLOADED, ERR_RPC_DEDUP_SESSION_FULL or a RemoteError.
-   * `payload` (bytes, or a block of the transport's allocator: gathered by an eager send
-   * without a copy; above the eager size RDMA copies it into the connection's own pool for
-   * the server to READ) is kept, not copied, for replay: leave it unchanged until the call
-   * settles. The reply is
-   * copied out of the receive buffer; `callView` hands out the buffer itself.
+   * `payload` (bytes, or a block of the transport's allocator) is kept, not copied, for
+   * replay: leave it unchanged until the call settles. On RDMA it is sent behind the call's
+   * own header bytes, so mux copies the message into a send slot (eager) or into the
+   * connection's own pool for the server to READ (rendezvous): mux gathers only messages made
+   * of blocks alone. The reply is copied out of the receive buffer; `callView` hands out the
+   * buffer itself.
    */
   call(method: string, payload: MessagePart, options: CallOptions = {}): Promise<Uint8Array> {
     return this.#start(method, payload, options, false) as Promise<Uint8Array>;

@@ -114,9 +114,10 @@ async function calls(
 }
 
 /**
- * The request payload: a block of the RDMA transport's allocator (gathered by an eager SEND,
- * not copied; above the eager size copied into the connection's pool, since RpcClient does
- * not hand out its connection's own allocator), else bytes.
+ * The request payload: a block of the RDMA transport's allocator (RpcClient sends it behind
+ * its header bytes, so mux copies it once into a send slot or, above the eager size, into
+ * the connection's pool: RpcClient does not hand out its connection's own allocator), else
+ * bytes.
  */
 function payloadOf(transport: Transport, size: number): { part: MessagePart; free: () => void } {
   if (transport instanceof RdmaTransport && size > 0) {
