@@ -65,6 +65,11 @@ export interface SparseTableConfig {
    * record per row slot and the rows in ONE region taken from the RowMemory up front, every
    * change to a slot under its seqlock. Needs a fixed size (`maxRows` or `budgetBytes`: the
    * index never grows or moves) and no `ttlMs`. Default false.
+   *
+   * The region is registered whole for peers to READ, so the RowMemory handing it out must
+   * be dedicated to it (its own registration, e.g. mux's `allocReadRegion`), not an arena
+   * shared with other tables or buffers: a peer could otherwise READ whatever else shares
+   * that registration, and the region could outlive (or be freed under) its registration.
    */
   oneSidedRead?: boolean;
 }

@@ -76,6 +76,10 @@ export class StoreViewWriter {
     this.block = block;
     this.layout = layout;
     this.bytes = b.subarray(0, layout.totalBytes);
+    // Memory may come back from a pool dirty, and every byte of the region is readable by
+    // peers: zero all of it (rows of unused slots, index key words, padding, every seq 0 and
+    // not live) so a reader sees only what this table wrote, never what the memory last held.
+    this.bytes.fill(0);
     writeStoreViewHeader(this.bytes, layout);
     const at = this.bytes.byteOffset;
     this.#head = new Uint32Array(b.buffer, at, STORE_VIEW.HEADER_BYTES / 4);
@@ -83,12 +87,6 @@ export class StoreViewWriter {
       buckets: new Int32Array(b.buffer, at + layout.indexOffset, layout.buckets * 3),
       tags: new Uint8Array(b.buffer, at + layout.tagsOffset, layout.buckets + ABI.IDX_TAG_PAD),
     };
-    // Memory may come back from a pool dirty: every slot starts seq 0, not live.
-    this.bytes.fill(
-      0,
-      layout.metaOffset,
-      layout.metaOffset + layout.slotCount * STORE_VIEW.META_BYTES,
-    );
   }
 
   /** Region bytes that hold neither the index nor meta records (header, rows, padding). */

@@ -11,7 +11,7 @@ import {
   ViewKeyStatus,
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ParameterStore, SparseTable, type SparseTableConfig } from '../src/index.js';
 import { bits, tmpDir } from './helpers.js';
 
@@ -88,6 +88,38 @@ describe('one-sided readable tables', () => {
     expect(l.slotCount).toBeGreaterThanOrEqual(1000);
     expect(l.buckets).toBeGreaterThanOrEqual(1000 / 0.7);
     t.close();
+  });
+
+  it('zeroes the whole region: dirty row memory leaks nothing a peer can READ', () => {
+    // Same salt for both tables, so the same pushes leave the same bytes: any byte that
+    // differs is what the dirty memory last held (unused rows, key words, padding).
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.25);
+    try {
+      const tableOn = (fill: number) => {
+        const mem = {
+          alloc: (n: number) => ({ bytes: new Uint8Array(n).fill(fill), release() {} }),
+        };
+        return new SparseTable(
+          { name: 't', dim: 3, optimizer: { kind: 'sum' }, oneSidedRead: true, maxRows: 40 },
+          mem,
+        );
+      };
+      const clean = tableOn(0);
+      const dirty = tableOn(0xab);
+      const keys = k32Of([1, 2, 3, 99]);
+      const grads = new Float32Array(3 * 4).fill(0.5);
+      clean.push(keys, 4, grads, 0);
+      dirty.push(keys, 4, grads, 0);
+      const a = (clean.storeView as NonNullable<typeof clean.storeView>).bytes;
+      const b = (dirty.storeView as NonNullable<typeof dirty.storeView>).bytes;
+      expect(b.byteLength).toBe(a.byteLength);
+      expect(b.indexOf(0xab)).toBe(a.indexOf(0xab));
+      expect(Buffer.from(b).equals(Buffer.from(a))).toBe(true);
+      clean.close();
+      dirty.close();
+    } finally {
+      random.mockRestore();
+    }
   });
 
   it('native updates bump a slot seq by two (odd while the row changes)', () => {
