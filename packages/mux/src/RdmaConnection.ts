@@ -567,9 +567,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return ch;
   }
 
-  /** One-sided reads work on RDMA connections (see `read`). */
+  /**
+   * One-sided reads work on RDMA connections (see `read`) until the read QP fails (a READ
+   * the peer refused, a read abandoned at its deadline or abort): false from then on, with
+   * the 'readsFailed' event and `stats().readQpFailures` saying so. A new connection reads again.
+   */
   get supportsRead(): boolean {
-    return true;
+    return this.#readFailed === undefined;
   }
 
   /**
@@ -644,11 +648,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.failure = err;
     if (this.#terminal()) return; // the teardown settles it, the QPs closed
     if (this.#readFailed === undefined) {
-      this.#readFailed = readFailure(
-        `a read was abandoned (${(err as MuxError).code}): its READs were cancelled by moving the read QP to error`,
-        err,
+      this.#readsFailed(
+        readFailure(
+          `a read was abandoned (${(err as MuxError).code}): its READs were cancelled by moving the read QP to error`,
+          err,
+        ),
       );
-      this.#stats.readQpFailures++;
       try {
         this.#readLane.qp.toError();
       } catch (cause) {
@@ -678,6 +683,18 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       item.settle(err);
     }
   };
+
+  /**
+   * From now on reads fail with `err` (the read QP is in error): counted, and told to the
+   * application (a microtask later: this runs inside completion handling).
+   */
+  #readsFailed(err: Error): void {
+    this.#readFailed = err;
+    this.#stats.readQpFailures++;
+    queueMicrotask(() => {
+      if (!this.#terminal()) this.emit('readsFailed', err);
+    });
+  }
 
   /** Every READ posted on the errored read QP completed (flushed): settle what is left. */
   #readFlushed(): void {
@@ -711,7 +728,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    */
   #failReads(err: Error): void {
     if (this.#readFailed !== undefined) return;
-    this.#readFailed = err;
+    this.#readsFailed(err);
     // RC executes nothing on a QP in error: the lists' destinations are not written again.
     for (const it of emptyLane(this.#readLane)) {
       if (it.awaited) this.#awaited--;

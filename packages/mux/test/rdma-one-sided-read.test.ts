@@ -165,6 +165,9 @@ describe('one-sided reads over RDMA', () => {
     await conn.read(descriptor, list);
     const ch = conn.openChannel('pending');
     const pending = ch.receive({ timeoutMs: 60_000 });
+    const told: Error[] = [];
+    conn.on('readsFailed', (e) => told.push(e));
+    expect(conn.stats().readQpFailures).toBe(0);
     region.close();
     region.close(); // idempotent
     const err = (await conn
@@ -174,6 +177,10 @@ describe('one-sided reads over RDMA', () => {
     expect(err.retryable).toBe(true);
     expect((err.cause as { status?: string }).status).toBe('REM_ACCESS_ERR');
     expect(list.busy).toBe(false);
+    // Observable without a read: the flag, the stat, the event (rpc-recovery can reconnect).
+    expect(conn.supportsRead).toBe(false);
+    expect(conn.stats().readQpFailures).toBe(1);
+    expect(told).toHaveLength(1);
     // Later reads fail at once (the read QP is in error), even of a live region.
     const live = server.allocReadRegion(64);
     cleanups.push(() => live.close());
@@ -263,6 +270,8 @@ describe('one-sided reads over RDMA', () => {
       const ac = new AbortController();
       const options =
         how === 'deadline' ? { timeoutMs: 20 } : { signal: ac.signal, timeoutMs: 60_000 };
+      const told: Error[] = [];
+      conn.on('readsFailed', (e) => told.push(e));
       const pending = conn.read(region.descriptor, list, options).catch((e) => e as MuxError);
       if (how === 'abort') setTimeout(() => ac.abort(new Error('caller gave up')), 20);
       const err = await pending;
@@ -274,6 +283,8 @@ describe('one-sided reads over RDMA', () => {
       expect(dst.bytes.every((b) => b === 0)).toBe(true);
       // Reads on this connection behave as after a refused READ; the channels go on.
       expect(conn.stats().readQpFailures).toBe(1);
+      expect(conn.supportsRead).toBe(false);
+      expect(told.map((e) => (e as MuxError).code)).toEqual(['ERR_MUX_READ_FAILED']);
       expect(code(() => conn.read(region.descriptor, list))).toBe('ERR_MUX_READ_FAILED');
       const ch = conn.openChannel('after');
       const echo = ch.receive({ timeoutMs: 60_000 });
