@@ -295,6 +295,7 @@ export class SparseTable {
     const oneSided = config.oneSidedRead ?? false;
     if (typeof oneSided !== 'boolean')
       throw invalidArg(`table ${config.name}: oneSidedRead must be a boolean`);
+    if (oneSided) StoreViewWriter.checkPlatform(config.name);
     if (oneSided && Number.isFinite(ttl))
       // A row past its TTL is KeyInit to a pull before any push sweeps it; a reader cannot see
       // the shard's clock, so it would return the stale row.

@@ -32,10 +32,22 @@ const INTS = ABI.VIEW_META_INTS;
  *
  * Ordering, JS side: every seq change is an Atomics RMW, which V8 compiles to a full barrier
  * on x86-64 (lock xadd): the plain row and meta stores between cannot be reordered past
- * either seq store, and x86 stores become visible in program order. The native kernels use
- * release fences (kernels.cc SeqBegin/SeqEnd), which hold on every architecture.
+ * either seq store, and x86 stores become visible in program order. On arm64 V8's RMW is an
+ * acquire/release pair (ldaxr/stlxr), after which a plain row store may become visible
+ * before the odd seq: so readable tables are refused off x86-64 (ERR_PS_NOT_SUPPORTED,
+ * `checkPlatform`) rather than served torn. The native kernels use release fences
+ * (kernels.cc SeqBegin/SeqEnd), which hold on every architecture.
  */
 export class StoreViewWriter {
+  /** Throws ERR_PS_NOT_SUPPORTED off x86-64 (see the class comment), read at each table. */
+  static checkPlatform(table: string): void {
+    if (process.arch !== 'x64')
+      throw new PsError(
+        'ERR_PS_NOT_SUPPORTED',
+        `table ${table}: oneSidedRead needs x86-64 (this is ${process.arch}): its JS writers order the seqlock with Atomics, a full barrier only there`,
+      );
+  }
+
   static readonly META_BYTES = STORE_VIEW.META_BYTES;
   /** Region bytes beyond index, meta and chunk rows: the header and section alignment. */
   static readonly FIXED_BYTES = STORE_VIEW.HEADER_BYTES + 3 * STORE_VIEW.ALIGN;

@@ -58,6 +58,22 @@ describe('one-sided readable tables', () => {
     );
   });
 
+  it('refuses readable tables off x86-64 with ERR_PS_NOT_SUPPORTED (JS seqlock order)', () => {
+    const mem = { alloc: (n: number) => ({ bytes: new Uint8Array(n), release() {} }) };
+    const cfg = { name: 't', dim: 4, optimizer: { kind: 'sum' as const }, maxRows: 8 };
+    const arch = Object.getOwnPropertyDescriptor(process, 'arch') as PropertyDescriptor;
+    Object.defineProperty(process, 'arch', { ...arch, value: 'arm64' });
+    try {
+      expect(() => new SparseTable({ ...cfg, oneSidedRead: true }, mem)).toThrow(
+        expect.objectContaining({ code: 'ERR_PS_NOT_SUPPORTED' }),
+      );
+      new SparseTable(cfg, mem).close(); // other tables are not affected
+    } finally {
+      Object.defineProperty(process, 'arch', arch);
+    }
+    expect(process.arch).toBe(arch.value);
+  });
+
   it('takes ONE region up front whose header the reader decodes', () => {
     const sizes: number[] = [];
     const mem = {
