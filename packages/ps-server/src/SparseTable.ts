@@ -1184,7 +1184,6 @@ export class SparseTable {
       const slot = this.#nextSlot++;
       if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
       this.#initSlot(slot, lo, hi);
-      this.#index.set(lo, hi, slot);
       const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
       const i = slot & (this.#chunkRows - 1);
       if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
@@ -1204,6 +1203,9 @@ export class SparseTable {
       if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
       if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;
       if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
+      // Findable only now: a one-sided reader that finds the key reads the restored row,
+      // never the KeyInit row initSlot wrote (which it would accept: its seq is even).
+      this.#index.set(lo, hi, slot);
     }
     this.#view?.bumpGeneration();
     if (this.#sketch !== null && data.sketch !== null) this.#sketch.counters.set(data.sketch);
