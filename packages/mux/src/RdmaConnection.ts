@@ -1489,6 +1489,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       );
     }
     if (wc.opcode === 'RECV') {
+      if (wc.qpNum === this.#readLane.qp.qpn) {
+        // The read QP carries this side's READs only (it shares the receive pool, so a SEND
+        // on it would take a buffer): a peer that sends there breaks the protocol.
+        this.#res.reclaimReceive(wc.wrId);
+        throw new MuxProtocolError(`a SEND arrived on the read QP ${wc.qpNum}`);
+      }
       this.#onReceive(wc.wrId, wc.byteLen);
       return;
     }
