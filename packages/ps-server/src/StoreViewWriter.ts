@@ -15,6 +15,7 @@ import type { RowBlock, RowMemory } from './RowMemory.js';
 if (
   ABI.VIEW_META_INTS * 4 !== STORE_VIEW.META_BYTES ||
   ABI.IDX_TAG_PAD !== STORE_VIEW.TAG_PAD ||
+  ABI.IDX_BUCKET_INTS * 4 !== STORE_VIEW.BUCKET_BYTES ||
   ABI.IDX_EMPTY !== STORE_VIEW.BUCKET_EMPTY ||
   ABI.ROW_F32 !== STORE_VIEW.ROW_F32 ||
   ABI.ROW_F16 !== STORE_VIEW.ROW_F16
@@ -96,7 +97,11 @@ export class StoreViewWriter {
     const at = this.bytes.byteOffset;
     this.#head = new Uint32Array(b.buffer, at, STORE_VIEW.HEADER_BYTES / 4);
     this.indexArrays = {
-      buckets: new Int32Array(b.buffer, at + layout.indexOffset, layout.buckets * 3),
+      buckets: new Int32Array(
+        b.buffer,
+        at + layout.indexOffset,
+        (layout.buckets * STORE_VIEW.BUCKET_BYTES) / 4,
+      ),
       tags: new Uint8Array(b.buffer, at + layout.tagsOffset, layout.buckets + ABI.IDX_TAG_PAD),
     };
   }
