@@ -135,6 +135,11 @@ const READ_LANE = -1;
  * the device is not answering and the connection fails.
  */
 const READ_FLUSH_BOUND_MS = 10_000;
+/**
+ * How often pending reads are checked against their deadlines: a read() rejects for its
+ * deadline up to this much after it (reads end in microseconds; the deadline is a bound).
+ */
+const READ_DEADLINE_TICK_MS = 10;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
@@ -199,9 +204,13 @@ class OutItem {
     this.reject = reject;
   };
   read: ReadOp | undefined;
-  /** KIND_LIST: the list, and the read()'s deadline timer and abort signal. */
+  /**
+   * KIND_LIST: the list, the read()'s deadline (Date.now() ms, 0: none; the connection's
+   * one read-deadline timer checks it) with its timeoutMs, and its abort signal.
+   */
   list: ReadList | undefined;
-  timer: NodeJS.Timeout | undefined;
+  deadlineAt = 0;
+  timeoutMs = 0;
   signal: AbortSignal | undefined;
   /**
    * KIND_LIST: what a deadline or abort calls (the connection's #abandonRead): the read()
@@ -218,12 +227,9 @@ class OutItem {
   /** Posted, and someone waits for its own completion (a gathered send(), a READ). */
   awaited = false;
 
-  /** Stops the deadline timer and the abort listener (the promise stays pending). */
+  /** Drops the deadline and the abort listener (the promise stays pending). */
   detach(): void {
-    if (this.timer !== undefined) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
+    this.deadlineAt = 0;
     if (this.signal !== undefined) {
       this.signal.removeEventListener('abort', this.onAbort);
       this.signal = undefined;
@@ -325,6 +331,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * connection fails when that takes longer than READ_FLUSH_BOUND_MS).
    */
   #readFlushTimer: NodeJS.Timeout | undefined;
+  /** Read deadlines: one timer, restarted (not made anew) while reads wait past their post. */
+  readonly #readClock = new OneTimerClock(READ_DEADLINE_TICK_MS);
+  #readSweepArmed = false;
+  readonly #expired: OutItem[] = [];
   /** A retired read WR completed in error (flushed): the list's read() rejects with this. */
   #retireErr: Error | undefined;
   readonly #channels = new Map<number, RdmaChannel>();
@@ -622,8 +632,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0)
       this.#drain(true);
     // Still pending (and not recycled by a read() a handler made during that drain).
-    if (item.list === list && item.resolve !== undefined && item.timer === undefined) {
-      item.timer = setTimeout(readDeadline, timeoutMs, item, timeoutMs);
+    if (item.list === list && item.resolve !== undefined && item.deadlineAt === 0) {
+      item.deadlineAt = Date.now() + timeoutMs;
+      item.timeoutMs = timeoutMs;
+      this.#armReadSweep();
       if (signal !== undefined) {
         item.signal = signal;
         signal.addEventListener('abort', item.onAbort, { once: true });
@@ -694,6 +706,39 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     queueMicrotask(() => {
       if (!this.#terminal()) this.emit('readsFailed', err);
     });
+  }
+
+  /** The read-deadline timer runs (one per connection, no timer per read). */
+  #armReadSweep(): void {
+    if (this.#readSweepArmed) return;
+    this.#readSweepArmed = true;
+    this.#readClock.setTimer(this.#sweepReads, READ_DEADLINE_TICK_MS);
+  }
+
+  /** Every READ_DEADLINE_TICK_MS while reads wait: those past their deadline are abandoned. */
+  readonly #sweepReads = (): void => {
+    this.#readSweepArmed = false;
+    if (this.#terminal()) return;
+    const now = Date.now();
+    const lane = this.#readLane;
+    const expired = this.#expired;
+    let waiting = false;
+    // Queued (or partly posted) lists, then posted ones (in the ring at their last WR).
+    for (let k = lane.head; k < lane.tail; k++)
+      waiting = this.#checkDeadline(lane.fifo[k], now) || waiting;
+    for (let k = 0; k < lane.sqUsed; k++)
+      waiting = this.#checkDeadline(lane.ringItems[(lane.ringHead + k) % lane.max], now) || waiting;
+    for (const it of expired) this.#abandonRead(it, new MuxDeadlineError('read', it.timeoutMs));
+    expired.length = 0;
+    if (waiting && !this.#terminal()) this.#armReadSweep();
+  };
+
+  /** A pending read past its deadline goes to #expired; true when one still waits for it. */
+  #checkDeadline(it: OutItem | undefined, now: number): boolean {
+    if (it === undefined || it.kind !== KIND_LIST || it.deadlineAt === 0) return false;
+    if (now < it.deadlineAt) return true;
+    this.#expired.push(it);
+    return false;
   }
 
   /** Every READ posted on the errored read QP completed (flushed): settle what is left. */
@@ -2211,6 +2256,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     clearInterval(this.#heartbeat);
     clearTimeout(this.#readFlushTimer);
     this.#readFlushTimer = undefined;
+    this.#readClock.dispose();
     clearTimeout(this.#repostTimer);
     this.#repostTimer = undefined;
     this.#s.pollLoop?.remove(this.#poll);
@@ -2342,14 +2388,6 @@ function readFailure(what: string, cause: unknown): MuxError {
     cause,
     retryable: true,
   });
-}
-
-/** A read()'s deadline passed: the connection cancels its READs, then it rejects. */
-function readDeadline(item: OutItem, timeoutMs: number): void {
-  item.timer = undefined;
-  const err = new MuxDeadlineError('read', timeoutMs);
-  if (item.abandon !== undefined) item.abandon(item, err);
-  else item.settle(err);
 }
 
 function quietly(b: Block | undefined): void {
