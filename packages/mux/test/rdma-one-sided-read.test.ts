@@ -3,6 +3,8 @@
 // process on their own soft devices (rdmaPair); the server side owns the regions.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { type Device, openDevice, type QueuePair } from '@rdmajs/verbs';
+import { injectFault } from '@rdmajs/verbs/testing';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -14,8 +16,6 @@ import {
   type ReadDescriptor,
   ReadList,
 } from '../src/index.js';
-import { type Device, openDevice, type QueuePair } from '@rdmajs/verbs';
-import { injectFault } from '@rdmajs/verbs/testing';
 import { rdmaPair } from './support/rdmaPair.js';
 import { thrownCode as code } from './support/thrownCode.js';
 
