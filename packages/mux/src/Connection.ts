@@ -25,6 +25,13 @@ export interface ConnectionEvents {
   error: [error: Error];
   /** Terminal: 'closed' or 'failed' was reached. */
   close: [error: Error | undefined];
+  /**
+   * RDMA: one-sided reads stopped working on this connection (its read QP failed: a READ the
+   * peer refused, or a read abandoned at its deadline or abort); `supportsRead` is false from
+   * now on, the channels go on. Once per connection; `error` is what reads fail with
+   * (ERR_MUX_READ_FAILED, retryable: a new connection reads again).
+   */
+  readsFailed: [error: Error];
 }
 
 /** A connection to one peer, after mutual authentication. */
@@ -47,7 +54,10 @@ export interface Connection extends EventEmitter<ConnectionEvents> {
   /** Fails everything pending (and every channel) with `error` (default ERR_MUX_CLOSED). */
   destroy(error?: Error): void;
   stats(): ConnectionStats;
-  /** Whether `read()` works here: true over RDMA, false over TCP. */
+  /**
+   * Whether `read()` works here: over RDMA until its read QP failed (then false for good: see
+   * the 'readsFailed' event), never over TCP.
+   */
   readonly supportsRead: boolean;
   /**
    * One-sided batched read of a peer's read region (`RdmaTransport.allocReadRegion()` on

@@ -10,8 +10,13 @@ export const HANDSHAKE_MAGIC = 0x52444d58;
  * 3: RDMA receive credits are leases from a shared receive pool (setup v2, LeaseReturn).
  * 4: every RDMA SEND is solicited, and a sleeping side arms for solicited completions only
  * (a version-3 peer's plain SENDs would never wake it).
+ * 5: RDMA setup v3 (transport incarnation, a dedicated read QP for one-sided reads). Bumped so a
+ * version-4 peer (setup v2) is refused here, at the handshake, with the fatal ERR_MUX_VERSION,
+ * instead of failing later at setup decoding with a retryable ERR_MUX_PROTOCOL that a
+ * reconnect loop would retry forever. (Accepting v4 with reads off would keep two setup
+ * layouts alive for a peer no deployment runs: both sides ship together.)
  */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /** Every handshake message has this fixed size, so it is validated before it is parsed. */
 export const HANDSHAKE_MESSAGE_BYTES = 88;
 /**

@@ -129,6 +129,17 @@ const KIND_READ = 1;
 const KIND_LIST = 2;
 /** #enqueue's lane for the read QP. */
 const READ_LANE = -1;
+/**
+ * How long the flush completions of an errored read QP may take (an abandoned read waits
+ * for them): soft pushes them within toError(), a NIC within microseconds; past this bound
+ * the device is not answering and the connection fails.
+ */
+const READ_FLUSH_BOUND_MS = 10_000;
+/**
+ * How often pending reads are checked against their deadlines: a read() rejects for its
+ * deadline up to this much after it (reads end in microseconds; the deadline is a bound).
+ */
+const READ_DEADLINE_TICK_MS = 10;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
@@ -193,26 +204,40 @@ class OutItem {
     this.reject = reject;
   };
   read: ReadOp | undefined;
-  /** KIND_LIST: the list, and the read()'s deadline timer and abort signal. */
+  /**
+   * KIND_LIST: the list, the read()'s deadline (Date.now() ms, 0: none; the connection's
+   * one read-deadline timer checks it) with its timeoutMs, and its abort signal.
+   */
   list: ReadList | undefined;
-  timer: NodeJS.Timeout | undefined;
+  deadlineAt = 0;
+  timeoutMs = 0;
   signal: AbortSignal | undefined;
+  /**
+   * KIND_LIST: what a deadline or abort calls (the connection's #abandonRead): the read()
+   * rejects with `failure` only once none of its READs can land any more.
+   */
+  abandon: ((item: OutItem, err: Error) => void) | undefined;
+  failure: Error | undefined;
   readonly onAbort = (): void => {
-    this.settle(new MuxAbortError('read', this.signal?.reason));
+    const err = new MuxAbortError('read', this.signal?.reason);
+    if (this.abandon !== undefined) this.abandon(this, err);
+    else this.settle(err);
   };
   posted = 0;
   /** Posted, and someone waits for its own completion (a gathered send(), a READ). */
   awaited = false;
 
-  settle(err?: Error): void {
-    if (this.timer !== undefined) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
+  /** Drops the deadline and the abort listener (the promise stays pending). */
+  detach(): void {
+    this.deadlineAt = 0;
     if (this.signal !== undefined) {
       this.signal.removeEventListener('abort', this.onAbort);
       this.signal = undefined;
     }
+  }
+
+  settle(err?: Error): void {
+    this.detach();
     const res = this.resolve;
     const rej = this.reject;
     this.resolve = undefined;
@@ -300,6 +325,18 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   #readLane!: Lane;
   /** Why reads fail from now on (the read QP is in error), once it is. */
   #readFailed: Error | undefined;
+  /**
+   * A read was abandoned (deadline, abort): the read QP was moved to error and its posted
+   * READs are flushing; reads settle once the last flush completion is reaped (or the
+   * connection fails when that takes longer than READ_FLUSH_BOUND_MS).
+   */
+  #readFlushTimer: NodeJS.Timeout | undefined;
+  /** Read deadlines: one timer, restarted (not made anew) while reads wait past their post. */
+  readonly #readClock = new OneTimerClock(READ_DEADLINE_TICK_MS);
+  #readSweepArmed = false;
+  readonly #expired: OutItem[] = [];
+  /** A retired read WR completed in error (flushed): the list's read() rejects with this. */
+  #retireErr: Error | undefined;
   readonly #channels = new Map<number, RdmaChannel>();
   readonly #sources = new Map<number, Source>();
   readonly #reads = new Set<ReadOp>();
@@ -396,6 +433,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     repostRetries: 0,
     reads: 0,
     readItems: 0,
+    readQpFailures: 0,
   };
 
   /** @internal made by RdmaTransport once both sides' QPs are connected. */
@@ -539,9 +577,13 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return ch;
   }
 
-  /** One-sided reads work on RDMA connections (see `read`). */
+  /**
+   * One-sided reads work on RDMA connections (see `read`) until the read QP fails (a READ
+   * the peer refused, a read abandoned at its deadline or abort): false from then on, with
+   * the 'readsFailed' event and `stats().readQpFailures` saying so. A new connection reads again.
+   */
   get supportsRead(): boolean {
-    return true;
+    return this.#readFailed === undefined;
   }
 
   /**
@@ -560,8 +602,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * meta" list reads meta last. Reads never wait behind channel traffic, nor it behind them.
    *
    * Resolves once all have landed; rejects with ERR_MUX_DEADLINE after `timeoutMs` or
-   * ERR_MUX_ABORTED (the list stays `busy`, and its destinations may still be written, until
-   * the READs end), or with the connection's error. A READ the peer refuses (its region was
+   * ERR_MUX_ABORTED only once nothing of it can land any more: the read QP is moved to error
+   * and the rejection waits for its flush completions (bounded: past that the connection
+   * fails), so the caller may reuse the destinations at once; reads on this connection then
+   * fail as after a refused READ. Or it rejects with the connection's error. A READ the peer refuses (its region was
    * closed: REM_ACCESS_ERR) puts the read QP in error: that read and every later one reject
    * with ERR_MUX_READ_FAILED (retryable: a new connection reads again); channels go on.
    */
@@ -578,6 +622,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     const item = this.#items.take() ?? new OutItem();
     item.kind = KIND_LIST;
     item.list = list;
+    item.abandon = this.#abandonRead;
     list.busy = true;
     this.#stats.reads++;
     this.#stats.readItems += list.length;
@@ -587,8 +632,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     if (!this.#draining && item.resolve !== undefined && this.#res.cq.pending() > 0)
       this.#drain(true);
     // Still pending (and not recycled by a read() a handler made during that drain).
-    if (item.list === list && item.resolve !== undefined && item.timer === undefined) {
-      item.timer = setTimeout(readDeadline, timeoutMs, item, timeoutMs);
+    if (item.list === list && item.resolve !== undefined && item.deadlineAt === 0) {
+      item.deadlineAt = Date.now() + timeoutMs;
+      item.timeoutMs = timeoutMs;
+      this.#armReadSweep();
       if (signal !== undefined) {
         item.signal = signal;
         signal.addEventListener('abort', item.onAbort, { once: true });
@@ -601,13 +648,132 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#alloc.owns(block) || this.#res.rendezvous.owns(block);
 
   /**
+   * A read()'s deadline passed or its signal aborted while its READs may still be posted:
+   * rejecting now would let them land later, in a destination the caller already reuses
+   * (e.g. for a fallback). So the read QP goes to error (RC then executes nothing more of
+   * it) and the read rejects with `err` once the flush completion of every READ posted on it
+   * was reaped: after that nothing lands. Reads then fail as after a refused READ.
+   */
+  readonly #abandonRead = (item: OutItem, err: Error): void => {
+    if (item.list === undefined || item.reject === undefined || item.failure !== undefined) return; // settled already (or abandoned once)
+    item.detach();
+    item.failure = err;
+    if (this.#terminal()) return; // the teardown settles it, the QPs closed
+    if (this.#readFailed === undefined) {
+      this.#readsFailed(
+        readFailure(
+          `a read was abandoned (${(err as MuxError).code}): its READs were cancelled by moving the read QP to error`,
+          err,
+        ),
+      );
+      try {
+        this.#readLane.qp.toError();
+      } catch (cause) {
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_CONNECTION_LOST',
+            'the read QP could not be moved to error',
+            cause,
+          ),
+        );
+        return;
+      }
+      // Waited for like a READ: the flush completions must wake this side.
+      this.#awaited++;
+      this.#readFlushTimer = setTimeout(this.#readFlushOverdue, READ_FLUSH_BOUND_MS);
+      if (this.#readLane.sqUsed === 0) {
+        this.#readFlushed();
+        return;
+      }
+      if (this.#armed === ARM_SOLICITED) this.#arm();
+      if (!this.#resumeScheduled) {
+        this.#resumeScheduled = true;
+        setImmediate(this.#resume);
+      }
+    } else if (this.#readFlushTimer === undefined) {
+      // Flushed already (a READ the peer refused): nothing of it is posted any more.
+      item.settle(err);
+    }
+  };
+
+  /**
+   * From now on reads fail with `err` (the read QP is in error): counted, and told to the
+   * application (a microtask later: this runs inside completion handling).
+   */
+  #readsFailed(err: Error): void {
+    this.#readFailed = err;
+    this.#stats.readQpFailures++;
+    queueMicrotask(() => {
+      if (!this.#terminal()) this.emit('readsFailed', err);
+    });
+  }
+
+  /** The read-deadline timer runs (one per connection, no timer per read). */
+  #armReadSweep(): void {
+    if (this.#readSweepArmed) return;
+    this.#readSweepArmed = true;
+    this.#readClock.setTimer(this.#sweepReads, READ_DEADLINE_TICK_MS);
+  }
+
+  /** Every READ_DEADLINE_TICK_MS while reads wait: those past their deadline are abandoned. */
+  readonly #sweepReads = (): void => {
+    this.#readSweepArmed = false;
+    if (this.#terminal()) return;
+    const now = Date.now();
+    const lane = this.#readLane;
+    const expired = this.#expired;
+    let waiting = false;
+    // Queued (or partly posted) lists, then posted ones (in the ring at their last WR).
+    for (let k = lane.head; k < lane.tail; k++)
+      waiting = this.#checkDeadline(lane.fifo[k], now) || waiting;
+    for (let k = 0; k < lane.sqUsed; k++)
+      waiting = this.#checkDeadline(lane.ringItems[(lane.ringHead + k) % lane.max], now) || waiting;
+    for (const it of expired) this.#abandonRead(it, new MuxDeadlineError('read', it.timeoutMs));
+    expired.length = 0;
+    if (waiting && !this.#terminal()) this.#armReadSweep();
+  };
+
+  /** A pending read past its deadline goes to #expired; true when one still waits for it. */
+  #checkDeadline(it: OutItem | undefined, now: number): boolean {
+    if (it === undefined || it.kind !== KIND_LIST || it.deadlineAt === 0) return false;
+    if (now < it.deadlineAt) return true;
+    this.#expired.push(it);
+    return false;
+  }
+
+  /** Every READ posted on the errored read QP completed (flushed): settle what is left. */
+  #readFlushed(): void {
+    clearTimeout(this.#readFlushTimer);
+    this.#readFlushTimer = undefined;
+    this.#awaited--;
+    const failed = this.#readFailed as Error;
+    for (const it of emptyLane(this.#readLane)) {
+      if (it.awaited) this.#awaited--;
+      it.settle(it.failure ?? failed);
+      this.#putItem(it);
+      this.#inFlight--;
+    }
+    this.#checkIdle();
+  }
+
+  readonly #readFlushOverdue = (): void => {
+    this.#readFlushTimer = undefined;
+    this.destroy(
+      new MuxConnectionError(
+        'ERR_MUX_CONNECTION_LOST',
+        `the read QP's flush completions did not arrive within ${READ_FLUSH_BOUND_MS} ms`,
+      ),
+    );
+  };
+
+  /**
    * The read QP is in error (a READ the peer refused, or its own QP failed when the peer's
    * READ was refused): every read queued or posted on it rejects with `err`, and so does
    * every later read(); the channels are not affected. A new connection reads again.
    */
   #failReads(err: Error): void {
     if (this.#readFailed !== undefined) return;
-    this.#readFailed = err;
+    this.#readsFailed(err);
     // RC executes nothing on a QP in error: the lists' destinations are not written again.
     for (const it of emptyLane(this.#readLane)) {
       if (it.awaited) this.#awaited--;
@@ -889,6 +1055,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     item.read = undefined;
     if (item.list !== undefined) item.list.busy = false;
     item.list = undefined;
+    item.abandon = undefined;
+    item.failure = undefined;
     item.posted = 0;
     item.awaited = false;
     this.#items.put(item);
@@ -1142,7 +1310,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       if (slot !== undefined) this.#putSlot(slot);
       item.settle();
     } else if (item.kind === KIND_LIST) {
-      item.settle(); // a no-op after its deadline: the list is free again now (#putItem)
+      // An abandoned read rejects with its own error, a flushed one with the read QP's.
+      item.settle(item.failure ?? this.#retireErr);
     } else {
       this.#readDone(item.read as ReadOp);
     }
@@ -1328,6 +1497,18 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
 
   #onCompletion(wc: WorkCompletion): void {
     if (wc.wrId >= RECV_WR_ID_LIMIT && wc.qpNum === this.#readLane.qp.qpn) {
+      if (this.#readFlushTimer !== undefined) {
+        // Flushing after an abandoned read: retire in order; what completed before the
+        // error resolves, what was flushed rejects.
+        this.#retireErr = wc.status === 'SUCCESS' ? undefined : this.#readFailed;
+        try {
+          this.#retire(this.#readLane, wc.wrId);
+        } finally {
+          this.#retireErr = undefined;
+        }
+        if (this.#readLane.sqUsed === 0) this.#readFlushed();
+        return;
+      }
       // A READ the peer refused (REM_ACCESS_ERR: its region is closed) fails the read QP:
       // the reads fail, the channels on the other QPs go on. After it, the QP's flushed
       // completions name WRs already settled.
@@ -1353,6 +1534,12 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       );
     }
     if (wc.opcode === 'RECV') {
+      if (wc.qpNum === this.#readLane.qp.qpn) {
+        // The read QP carries this side's READs only (it shares the receive pool, so a SEND
+        // on it would take a buffer): a peer that sends there breaks the protocol.
+        this.#res.reclaimReceive(wc.wrId);
+        throw new MuxProtocolError(`a SEND arrived on the read QP ${wc.qpNum}`);
+      }
       this.#onReceive(wc.wrId, wc.byteLen);
       return;
     }
@@ -2067,6 +2254,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   /** QPs go first (nothing touches memory after), then every block this connection holds. */
   #teardown(err: Error): void {
     clearInterval(this.#heartbeat);
+    clearTimeout(this.#readFlushTimer);
+    this.#readFlushTimer = undefined;
+    this.#readClock.dispose();
     clearTimeout(this.#repostTimer);
     this.#repostTimer = undefined;
     this.#s.pollLoop?.remove(this.#poll);
@@ -2160,6 +2350,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       repostRetries: s.repostRetries,
       reads: s.reads,
       readItems: s.readItems,
+      readQpFailures: s.readQpFailures,
       recvLease: this.#terminal() ? 0 : this.#recvCredits.capacity,
       sendLease: this.#sendCredits.lease,
       polling: this.#poll.polled,
@@ -2197,12 +2388,6 @@ function readFailure(what: string, cause: unknown): MuxError {
     cause,
     retryable: true,
   });
-}
-
-/** A read()'s deadline passed (its READs stay posted: the item completes with them). */
-function readDeadline(item: OutItem, timeoutMs: number): void {
-  item.timer = undefined;
-  item.settle(new MuxDeadlineError('read', timeoutMs));
 }
 
 function quietly(b: Block | undefined): void {

@@ -32,6 +32,12 @@ export interface RdmaConnectionStats extends ConnectionStats {
   readonly reads: number;
   readonly readItems: number;
   /**
+   * 0 or 1: the read QP went to error (a READ the peer refused, or a read abandoned at its
+   * deadline or abort). From then on `supportsRead` is false and reads on this connection
+   * fail with ERR_MUX_READ_FAILED; a new connection reads again.
+   */
+  readonly readQpFailures: number;
+  /**
    * Receive credits leased to the peer from the transport's shared receive pool (its
    * `recvCredits` when idle, up to `recvBufferCount` while busy; 0 once closed).
    */

@@ -268,7 +268,9 @@ export class RdmaTransport implements Transport {
    * Memory peers may READ one-sidedly (`connection.read()` on their side): `bytes` (≥ 1)
    * of its own registration, remote-READ only, counted in `maxRegisteredBytes` (throws
    * ERR_ALLOC_LIMIT beyond). Hand its `descriptor` (`encodeReadDescriptor`) to the peers
-   * meant to read it; `close()` it when they must not any more.
+   * meant to read it; `close()` it when they must not any more. It should live as long as
+   * this transport: a peer's READ of a closed region fails that peer's read QP, and with it
+   * every later read on that connection (`supportsRead` false, 'readsFailed').
    */
   allocReadRegion(bytes: number): ReadRegion {
     checkInt('bytes', bytes, 1, Number.MAX_SAFE_INTEGER);

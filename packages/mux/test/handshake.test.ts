@@ -131,6 +131,20 @@ describe('handshake', () => {
     expect(clientErr).toMatchObject({ code: 'ERR_MUX_VERSION', peerVersion: PROTOCOL_VERSION });
   });
 
+  it('handshake_refuses_a_version_4_peer_at_once_not_at_its_v2_rdma_setup', () => {
+    // Version 4 peers send RDMA setup v2 (no read QP, no incarnation): the mismatch must be
+    // the fatal ERR_MUX_VERSION here, not a retryable ERR_MUX_PROTOCOL at setup decoding.
+    expect(PROTOCOL_VERSION).toBe(5);
+    const { client, server } = pair(secret, secret, 4);
+    let serverErr: unknown;
+    try {
+      server.receive(client.start());
+    } catch (err) {
+      serverErr = err;
+    }
+    expect(serverErr).toMatchObject({ code: 'ERR_MUX_VERSION', peerVersion: 4, retryable: false });
+  });
+
   it('handshake_rejects_malformed_and_unexpected_messages', () => {
     const { client, server } = pair();
     expect(() => server.receive(new Uint8Array(10))).toThrow(

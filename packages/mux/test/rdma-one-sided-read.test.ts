@@ -3,6 +3,8 @@
 // process on their own soft devices (rdmaPair); the server side owns the regions.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { type Device, openDevice, type QueuePair } from '@rdmajs/verbs';
+import { injectFault } from '@rdmajs/verbs/testing';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -163,6 +165,9 @@ describe('one-sided reads over RDMA', () => {
     await conn.read(descriptor, list);
     const ch = conn.openChannel('pending');
     const pending = ch.receive({ timeoutMs: 60_000 });
+    const told: Error[] = [];
+    conn.on('readsFailed', (e) => told.push(e));
+    expect(conn.stats().readQpFailures).toBe(0);
     region.close();
     region.close(); // idempotent
     const err = (await conn
@@ -172,6 +177,10 @@ describe('one-sided reads over RDMA', () => {
     expect(err.retryable).toBe(true);
     expect((err.cause as { status?: string }).status).toBe('REM_ACCESS_ERR');
     expect(list.busy).toBe(false);
+    // Observable without a read: the flag, the stat, the event (rpc-recovery can reconnect).
+    expect(conn.supportsRead).toBe(false);
+    expect(conn.stats().readQpFailures).toBe(1);
+    expect(told).toHaveLength(1);
     // Later reads fail at once (the read QP is in error), even of a live region.
     const live = server.allocReadRegion(64);
     cleanups.push(() => live.close());
@@ -218,6 +227,75 @@ describe('one-sided reads over RDMA', () => {
     t.close();
     expect(left.closed).toBe(true);
   });
+
+  /** A soft device that records the QPs made on it (a connection's last one is its read QP). */
+  function recordingDevice(qps: QueuePair[]): Device {
+    const dev = openDevice({ provider: 'soft' });
+    const allocPd = dev.allocPd.bind(dev);
+    dev.allocPd = ((...args: Parameters<Device['allocPd']>) => {
+      const pd = allocPd(...args);
+      const createQp = pd.createQp.bind(pd);
+      pd.createQp = ((...a: Parameters<typeof createQp>) => {
+        const qp = createQp(...a);
+        qps.push(qp);
+        return qp;
+      }) as typeof pd.createQp;
+      return pd;
+    }) as Device['allocPd'];
+    return dev;
+  }
+
+  for (const how of ['deadline', 'abort'] as const) {
+    it(`a_read_abandoned_by_${how}_rejects_only_once_its_READs_cannot_land_and_reads_stop`, async () => {
+      const qps: QueuePair[] = [];
+      const dev = recordingDevice(qps);
+      const serverDev = openDevice({ provider: 'soft' });
+      cleanups.push(() => {
+        dev.close();
+        serverDev.close();
+      });
+      const { conn, server, serverConns } = await rdmaPair(cleanups, {
+        secret: SECRET,
+        options: { device: dev },
+        serverOptions: { device: serverDev },
+      });
+      const region = server.allocReadRegion(4096);
+      cleanups.push(() => region.close());
+      region.bytes.fill(0x5a);
+      // The READ stays in the send queue for 300 ms: the read() gives up long before.
+      injectFault(qps.at(-1) as QueuePair, { type: 'delay', ms: 300 });
+      const dst = conn.allocator.alloc(64);
+      dst.bytes.fill(0);
+      const list = new ReadList(1).add(0, 64, dst);
+      const ac = new AbortController();
+      const options =
+        how === 'deadline' ? { timeoutMs: 20 } : { signal: ac.signal, timeoutMs: 60_000 };
+      const told: Error[] = [];
+      conn.on('readsFailed', (e) => told.push(e));
+      const pending = conn.read(region.descriptor, list, options).catch((e) => e as MuxError);
+      if (how === 'abort') setTimeout(() => ac.abort(new Error('caller gave up')), 20);
+      const err = await pending;
+      expect(err?.code).toBe(how === 'deadline' ? 'ERR_MUX_DEADLINE' : 'ERR_MUX_ABORTED');
+      expect(list.busy).toBe(false);
+      expect(conn.stats().outstandingWrs).toBe(0);
+      // Cancelled, not left posted: well past the delay, the destination was never written.
+      await new Promise((r) => setTimeout(r, 600));
+      expect(dst.bytes.every((b) => b === 0)).toBe(true);
+      // Reads on this connection behave as after a refused READ; the channels go on.
+      expect(conn.stats().readQpFailures).toBe(1);
+      expect(conn.supportsRead).toBe(false);
+      expect(told.map((e) => (e as MuxError).code)).toEqual(['ERR_MUX_READ_FAILED']);
+      expect(code(() => conn.read(region.descriptor, list))).toBe('ERR_MUX_READ_FAILED');
+      const ch = conn.openChannel('after');
+      const echo = ch.receive({ timeoutMs: 60_000 });
+      await ch.send(new Uint8Array([4, 2]));
+      const m = await echo;
+      expect([...m.bytes]).toEqual([4, 2]);
+      m.release();
+      expect(conn.state).toBe('open');
+      expect(serverConns[0]?.state).toBe('open');
+    });
+  }
 
   it('a_busy_list_cannot_change_and_an_aborted_read_is_not_posted', async () => {
     const { conn, descriptor } = await setup(4096);

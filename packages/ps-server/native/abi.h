@@ -6,7 +6,7 @@
 namespace rdmajs_ps::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 8;
+constexpr int kVersion = 9;
 
 // Update kernels (each takes its float32/double parameters in a fixed order, see kernels.cc).
 constexpr int OPT_SGD = 0, OPT_SGD_MOMENTUM = 1, OPT_ADAGRAD = 2, OPT_FTRL = 3, OPT_SUM = 4, OPT_ASSIGN = 5,
@@ -28,6 +28,8 @@ constexpr int IDX_EMPTY = -1, IDX_GONE = -2;
 // bucket's tag, and the tag bytes mirrored past the last bucket (a 16-tag group load from any
 // bucket stays inside the array).
 constexpr int IDX_TAG_EMPTY = 0, IDX_TAG_PAD = 16;
+// Hash index bucket: int32 words key lo, key hi, slot (@rdmajs/ps-wire STORE_VIEW.BUCKET_BYTES / 4).
+constexpr int IDX_BUCKET_INTS = 3;
 
 // One-sided readable tables: u32 words per slot meta record in the store view (seq first),
 // @rdmajs/ps-wire STORE_VIEW.META_BYTES / 4.
@@ -65,6 +67,7 @@ constexpr Entry kTable[] = {
     {"IDX_GONE", IDX_GONE},
     {"IDX_TAG_EMPTY", IDX_TAG_EMPTY},
     {"IDX_TAG_PAD", IDX_TAG_PAD},
+    {"IDX_BUCKET_INTS", IDX_BUCKET_INTS},
     {"K_BAD_LENGTH", K_BAD_LENGTH},
     {"K_BAD_SLOT", K_BAD_SLOT},
     {"VIEW_META_INTS", VIEW_META_INTS},

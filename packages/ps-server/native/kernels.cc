@@ -507,7 +507,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         if (empty != 0) match &= empty ^ (empty - 1);
         const int32_t* hit = nullptr;
         for (; match != 0; match &= match - 1) {
-          const int32_t* p = v.index + size_t{(b + static_cast<uint32_t>(__builtin_ctz(match))) & v.mask} * 3;
+          const int32_t* p = v.index + size_t{(b + static_cast<uint32_t>(__builtin_ctz(match))) & v.mask} * abi::IDX_BUCKET_INTS;
           if (p[0] == l && p[1] == h) {
             hit = p;
             break;
@@ -520,7 +520,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         else
           s = Get(lo, hi, hash);
       } else {
-        const int32_t* p = v.index + size_t{b} * 3;
+        const int32_t* p = v.index + size_t{b} * abi::IDX_BUCKET_INTS;
         if (p[2] == abi::IDX_EMPTY && !v.hasOld)
           s = -1;
         else if (p[2] != abi::IDX_EMPTY && p[0] == l && p[1] == h)
@@ -552,7 +552,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
         TagGroup(tags_ + i, tag, &match, &empty);
         if (empty != 0) match &= empty ^ (empty - 1);  // buckets before the first empty one
         for (; match != 0; match &= match - 1) {
-          const int32_t* p = index_ + size_t{(i + static_cast<uint32_t>(__builtin_ctz(match))) & mask_} * 3;
+          const int32_t* p = index_ + size_t{(i + static_cast<uint32_t>(__builtin_ctz(match))) & mask_} * abi::IDX_BUCKET_INTS;
           if (p[0] == l && p[1] == h) return p[2];
         }
         if (empty != 0) break;
@@ -560,7 +560,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
       }
     } else {
       for (uint32_t n = 0; n <= mask_; n++) {
-        const int32_t* p = index_ + size_t{i} * 3;
+        const int32_t* p = index_ + size_t{i} * abi::IDX_BUCKET_INTS;
         if (p[2] == abi::IDX_EMPTY) break;
         if (p[0] == l && p[1] == h) return p[2];
         i = (i + 1) & mask_;
@@ -569,7 +569,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
     if (old_ == nullptr) return -1;
     i = hash & oldMask_;
     for (uint32_t n = 0; n <= oldMask_; n++) {
-      const int32_t* p = old_ + size_t{i} * 3;
+      const int32_t* p = old_ + size_t{i} * abi::IDX_BUCKET_INTS;
       if (p[2] == abi::IDX_EMPTY) return -1;
       if (p[2] != abi::IDX_GONE && p[0] == l && p[1] == h) return p[2];
       i = (i + 1) & oldMask_;
@@ -594,7 +594,7 @@ class TableKernels : public Napi::ObjectWrap<TableKernels> {
   // the prefetches this file relied on never ran); inlined, the builtins stay.
   __attribute__((always_inline)) static void PrefetchBucket(const IndexView& v, uint32_t hash) {
     if (v.useTags) __builtin_prefetch(v.tags + (hash & v.mask));
-    const int32_t* p = v.index + size_t{hash & v.mask} * 3;
+    const int32_t* p = v.index + size_t{hash & v.mask} * abi::IDX_BUCKET_INTS;
     __builtin_prefetch(p);
     __builtin_prefetch(p + 2);  // a 12-byte bucket may straddle two lines
   }

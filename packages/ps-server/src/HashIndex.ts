@@ -7,6 +7,8 @@ const EMPTY = ABI.IDX_EMPTY;
 const GONE = ABI.IDX_GONE;
 /** Tag bytes mirrored past the last bucket, so a native probe reads 16 tags from any bucket. */
 const TAG_PAD = ABI.IDX_TAG_PAD;
+/** Int32 words per bucket: key lo, key hi, slot (store view BUCKET_BYTES / 4). */
+const W = ABI.IDX_BUCKET_INTS;
 
 /**
  * A bucket's tag: a byte of its key's hash that the bucket position does not use (for tables
@@ -40,7 +42,7 @@ export interface HashIndexOptions {
   advise?: (fresh: Int32Array) => void;
   /**
    * The bucket and tag arrays to use (a fixed index placed in a one-sided readable table's
-   * store view): `initialBuckets` × 3 int32 and buckets + IDX_TAG_PAD bytes, filled here.
+   * store view): `initialBuckets` × IDX_BUCKET_INTS int32 and buckets + IDX_TAG_PAD bytes, filled here.
    */
   arrays?: { buckets: Int32Array; tags: Uint8Array };
 }
@@ -52,9 +54,9 @@ function pow2AtLeast(n: number): number {
 }
 
 function table(buckets: number, advise: ((fresh: Int32Array) => void) | undefined): Int32Array {
-  const b = new Int32Array(buckets * 3);
+  const b = new Int32Array(buckets * W);
   advise?.(b);
-  for (let i = 2; i < b.length; i += 3) b[i] = EMPTY;
+  for (let i = 2; i < b.length; i += W) b[i] = EMPTY;
   return b;
 }
 
@@ -102,10 +104,10 @@ export class HashIndex {
     this.#advise = options.advise;
     const given = options.arrays;
     if (given !== undefined) {
-      if (!this.#fixed || given.buckets.length !== buckets * 3)
+      if (!this.#fixed || given.buckets.length !== buckets * W)
         throw invalidArg('given index arrays need a fixed index of their size');
       if (given.tags.length !== buckets + TAG_PAD) throw invalidArg('tag array size');
-      for (let i = 2; i < given.buckets.length; i += 3) given.buckets[i] = EMPTY;
+      for (let i = 2; i < given.buckets.length; i += W) given.buckets[i] = EMPTY;
       given.tags.fill(ABI.IDX_TAG_EMPTY);
     }
     this.#b = given?.buckets ?? table(buckets, this.#advise);
@@ -120,7 +122,7 @@ export class HashIndex {
 
   /** Bytes of a table of `buckets` buckets (buckets and tags). */
   static bytesFor(buckets: number): number {
-    return buckets * 13 + TAG_PAD;
+    return buckets * (4 * W + 1) + TAG_PAD;
   }
 
   get size(): number {
@@ -164,7 +166,7 @@ export class HashIndex {
     const h = hi | 0;
     let i = hash64(lo, hi, this.#salt) & mask;
     for (;;) {
-      const p = i * 3;
+      const p = i * W;
       const v = b[p + 2] as number;
       if (v === EMPTY) break;
       if (b[p] === l && b[p + 1] === h) return v;
@@ -175,13 +177,13 @@ export class HashIndex {
     return o < 0 ? EMPTY : ((this.#old as Int32Array)[o + 2] as number);
   }
 
-  // Position (×3) of the live old-table bucket of key, or -1.
+  // Position (×W) of the live old-table bucket of key, or -1.
   #findOld(l: number, h: number, hash: number): number {
     const b = this.#old as Int32Array;
     const mask = this.#oldMask;
     let i = hash & mask;
     for (;;) {
-      const p = i * 3;
+      const p = i * W;
       const v = b[p + 2] as number;
       if (v === EMPTY) return -1;
       if (v !== GONE && b[p] === l && b[p + 1] === h) return p;
@@ -198,7 +200,7 @@ export class HashIndex {
     const mask = this.#mask;
     let i = hash & mask;
     for (;;) {
-      const p = i * 3;
+      const p = i * W;
       if (b[p + 2] === EMPTY) break;
       if (b[p] === l && b[p + 1] === h) {
         b[p + 2] = value;
@@ -219,7 +221,7 @@ export class HashIndex {
       this.set(lo, hi, value);
       return;
     }
-    const p = i * 3;
+    const p = i * W;
     // The key before the value: a one-sided reader that sees the value takes the bucket as
     // this key's (or checks the slot's meta key, which catches the rest).
     b[p] = l;
@@ -247,7 +249,7 @@ export class HashIndex {
     const mask = this.#mask;
     let i = hash & mask;
     for (;;) {
-      const p = i * 3;
+      const p = i * W;
       if (b[p + 2] === EMPTY) break;
       if (b[p] === l && b[p + 1] === h) {
         this.#backShift(i);
@@ -271,7 +273,7 @@ export class HashIndex {
   /** Calls fn(lo, hi, value) for every entry (order unspecified). */
   forEach(fn: (lo: number, hi: number, value: number) => void): void {
     for (const b of this.#old === null ? [this.#b] : [this.#b, this.#old]) {
-      for (let p = 0; p < b.length; p += 3) {
+      for (let p = 0; p < b.length; p += W) {
         const v = b[p + 2] as number;
         if (v >= 0) fn((b[p] as number) >>> 0, (b[p + 1] as number) >>> 0, v);
       }
@@ -287,12 +289,12 @@ export class HashIndex {
     let j = hole;
     for (;;) {
       j = (j + 1) & mask;
-      const q = j * 3;
+      const q = j * W;
       if (b[q + 2] === EMPTY) break;
       const home = hash64((b[q] as number) >>> 0, (b[q + 1] as number) >>> 0, this.#salt) & mask;
       const movable = i <= j ? home <= i || home > j : home <= i && home > j;
       if (movable) {
-        const p = i * 3;
+        const p = i * W;
         b[p] = b[q] as number;
         b[p + 1] = b[q + 1] as number;
         b[p + 2] = b[q + 2] as number;
@@ -300,7 +302,7 @@ export class HashIndex {
         i = j;
       }
     }
-    b[i * 3 + 2] = EMPTY;
+    b[i * W + 2] = EMPTY;
     putTag(tags, i, mask + 1, ABI.IDX_TAG_EMPTY);
   }
 
@@ -322,10 +324,10 @@ export class HashIndex {
     const b = this.#b;
     const tags = this.#tags;
     const mask = this.#mask;
-    const end = old.length / 3;
+    const end = old.length / W;
     let n = 0;
     while (this.#migratePos < end && n < steps) {
-      const o = this.#migratePos++ * 3;
+      const o = this.#migratePos++ * W;
       n++;
       const v = old[o + 2] as number;
       if (v < 0) continue;
@@ -333,8 +335,8 @@ export class HashIndex {
       const h = old[o + 1] as number;
       const hash = hash64(l >>> 0, h >>> 0, this.#salt);
       let i = hash & mask;
-      while (b[i * 3 + 2] !== EMPTY) i = (i + 1) & mask;
-      const p = i * 3;
+      while (b[i * W + 2] !== EMPTY) i = (i + 1) & mask;
+      const p = i * W;
       b[p] = l;
       b[p + 1] = h;
       b[p + 2] = v;

@@ -31,7 +31,12 @@ export const MAX_PUSH_FLOATS = 1 << 26;
 export interface StoreOptions {
   tables?: SparseTableConfig[];
   dense?: DenseTensorConfig[];
-  /** Where row chunks come from; e.g. a RegisteredAllocator. Default: the JS heap. */
+  /**
+   * Where row chunks come from; e.g. a RegisteredAllocator. Default: the JS heap. A
+   * `oneSidedRead` table's region comes from here too and peers READ all of its
+   * registration: with readable tables, alloc must give each block its own registration
+   * (e.g. mux `allocReadRegion`), never a slice of an arena other rows or buffers share.
+   */
   memory?: RowMemory;
   /** Clock for TTL (ms). Default Date.now. Logged with every push, so replay sees the same time. */
   now?: () => number;
@@ -244,7 +249,9 @@ export class ParameterStore {
 
   /**
    * A `oneSidedRead` table's region (its `bytes`, registered for peers to READ, and `layout`),
-   * or null for other tables. Valid until the store closes.
+   * or null for other tables. Valid until the store closes. The RowMemory the table took it
+   * from must be dedicated to it (its own registration, e.g. mux `allocReadRegion`): a
+   * registration shared with other row memory would let peers READ that memory too.
    */
   storeView(table: string): StoreViewWriter | null {
     this.#checkOpen();

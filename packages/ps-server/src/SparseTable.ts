@@ -65,6 +65,11 @@ export interface SparseTableConfig {
    * record per row slot and the rows in ONE region taken from the RowMemory up front, every
    * change to a slot under its seqlock. Needs a fixed size (`maxRows` or `budgetBytes`: the
    * index never grows or moves) and no `ttlMs`. Default false.
+   *
+   * The region is registered whole for peers to READ, so the RowMemory handing it out must
+   * be dedicated to it (its own registration, e.g. mux's `allocReadRegion`), not an arena
+   * shared with other tables or buffers: a peer could otherwise READ whatever else shares
+   * that registration, and the region could outlive (or be freed under) its registration.
    */
   oneSidedRead?: boolean;
 }
@@ -290,6 +295,7 @@ export class SparseTable {
     const oneSided = config.oneSidedRead ?? false;
     if (typeof oneSided !== 'boolean')
       throw invalidArg(`table ${config.name}: oneSidedRead must be a boolean`);
+    if (oneSided) StoreViewWriter.checkPlatform(config.name);
     if (oneSided && Number.isFinite(ttl))
       // A row past its TTL is KeyInit to a pull before any push sweeps it; a reader cannot see
       // the shard's clock, so it would return the stale row.
@@ -1178,7 +1184,6 @@ export class SparseTable {
       const slot = this.#nextSlot++;
       if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
       this.#initSlot(slot, lo, hi);
-      this.#index.set(lo, hi, slot);
       const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
       const i = slot & (this.#chunkRows - 1);
       if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
@@ -1198,6 +1203,9 @@ export class SparseTable {
       if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
       if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;
       if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
+      // Findable only now: a one-sided reader that finds the key reads the restored row,
+      // never the KeyInit row initSlot wrote (which it would accept: its seq is even).
+      this.#index.set(lo, hi, slot);
     }
     this.#view?.bumpGeneration();
     if (this.#sketch !== null && data.sketch !== null) this.#sketch.counters.set(data.sketch);

@@ -15,6 +15,7 @@ import type { RowBlock, RowMemory } from './RowMemory.js';
 if (
   ABI.VIEW_META_INTS * 4 !== STORE_VIEW.META_BYTES ||
   ABI.IDX_TAG_PAD !== STORE_VIEW.TAG_PAD ||
+  ABI.IDX_BUCKET_INTS * 4 !== STORE_VIEW.BUCKET_BYTES ||
   ABI.IDX_EMPTY !== STORE_VIEW.BUCKET_EMPTY ||
   ABI.ROW_F32 !== STORE_VIEW.ROW_F32 ||
   ABI.ROW_F16 !== STORE_VIEW.ROW_F16
@@ -32,10 +33,22 @@ const INTS = ABI.VIEW_META_INTS;
  *
  * Ordering, JS side: every seq change is an Atomics RMW, which V8 compiles to a full barrier
  * on x86-64 (lock xadd): the plain row and meta stores between cannot be reordered past
- * either seq store, and x86 stores become visible in program order. The native kernels use
- * release fences (kernels.cc SeqBegin/SeqEnd), which hold on every architecture.
+ * either seq store, and x86 stores become visible in program order. On arm64 V8's RMW is an
+ * acquire/release pair (ldaxr/stlxr), after which a plain row store may become visible
+ * before the odd seq: so readable tables are refused off x86-64 (ERR_PS_NOT_SUPPORTED,
+ * `checkPlatform`) rather than served torn. The native kernels use release fences
+ * (kernels.cc SeqBegin/SeqEnd), which hold on every architecture.
  */
 export class StoreViewWriter {
+  /** Throws ERR_PS_NOT_SUPPORTED off x86-64 (see the class comment), read at each table. */
+  static checkPlatform(table: string): void {
+    if (process.arch !== 'x64')
+      throw new PsError(
+        'ERR_PS_NOT_SUPPORTED',
+        `table ${table}: oneSidedRead needs x86-64 (this is ${process.arch}): its JS writers order the seqlock with Atomics, a full barrier only there`,
+      );
+  }
+
   static readonly META_BYTES = STORE_VIEW.META_BYTES;
   /** Region bytes beyond index, meta and chunk rows: the header and section alignment. */
   static readonly FIXED_BYTES = STORE_VIEW.HEADER_BYTES + 3 * STORE_VIEW.ALIGN;
@@ -76,19 +89,21 @@ export class StoreViewWriter {
     this.block = block;
     this.layout = layout;
     this.bytes = b.subarray(0, layout.totalBytes);
+    // Memory may come back from a pool dirty, and every byte of the region is readable by
+    // peers: zero all of it (rows of unused slots, index key words, padding, every seq 0 and
+    // not live) so a reader sees only what this table wrote, never what the memory last held.
+    this.bytes.fill(0);
     writeStoreViewHeader(this.bytes, layout);
     const at = this.bytes.byteOffset;
     this.#head = new Uint32Array(b.buffer, at, STORE_VIEW.HEADER_BYTES / 4);
     this.indexArrays = {
-      buckets: new Int32Array(b.buffer, at + layout.indexOffset, layout.buckets * 3),
+      buckets: new Int32Array(
+        b.buffer,
+        at + layout.indexOffset,
+        (layout.buckets * STORE_VIEW.BUCKET_BYTES) / 4,
+      ),
       tags: new Uint8Array(b.buffer, at + layout.tagsOffset, layout.buckets + ABI.IDX_TAG_PAD),
     };
-    // Memory may come back from a pool dirty: every slot starts seq 0, not live.
-    this.bytes.fill(
-      0,
-      layout.metaOffset,
-      layout.metaOffset + layout.slotCount * STORE_VIEW.META_BYTES,
-    );
   }
 
   /** Region bytes that hold neither the index nor meta records (header, rows, padding). */

@@ -21,7 +21,9 @@ export type PsErrorCode =
    * A push from a session not seen yet while `maxSessions` are remembered and none has been
    * idle for `sessionIdleMs` (see StoreOptions): nothing applied; not retryable (room frees only as writers idle out).
    */
-  | 'ERR_PS_TOO_MANY_SESSIONS';
+  | 'ERR_PS_TOO_MANY_SESSIONS'
+  /** This platform cannot honour the option (`oneSidedRead` off x86-64: see StoreViewWriter). */
+  | 'ERR_PS_NOT_SUPPORTED';
 
 export interface PsErrorOptions {
   cause?: unknown;

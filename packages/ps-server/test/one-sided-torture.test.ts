@@ -14,6 +14,7 @@ import type { SparseTableConfig } from '../src/index.js';
 
 const READ_BATCHES = 4000;
 const KEYS = 24;
+const WARM = 3000;
 
 async function torture(config: SparseTableConfig, keySpace: number) {
   const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-boot.mjs', import.meta.url)), {
@@ -35,7 +36,9 @@ async function torture(config: SparseTableConfig, keySpace: number) {
   try {
     const { region, ctl } = (await next()) as { region: Uint8Array; ctl: Int32Array };
     // Start once the writer runs, so the reads overlap its pushes.
-    for (let spin = 0; Atomics.load(ctl, 1) < 10 && spin < 1000; spin++)
+    // Past WARM pushes every key of the space was pushed (8 random keys a push, ≤ 96 keys):
+    // a key read absent (its KeyInit row, 0) in a table that never evicts is then a bug.
+    for (let spin = 0; Atomics.load(ctl, 1) < WARM + 500 && spin < 4000; spin++)
       await new Promise((r) => setTimeout(r, 5));
     const layout = decodeStoreViewHeader(region, region.byteLength);
     const reader = new StoreViewReader(layout, {
@@ -52,6 +55,11 @@ async function torture(config: SparseTableConfig, keySpace: number) {
     let withPushes = 0;
     let fallbacks = 0;
     let torn = 0;
+    let wrongKey = 0;
+    let absent = 0;
+    const evicting = config.budgetBytes !== undefined;
+    // Integers a row holds exactly: a product that rounds (f16 past 2048) is not checked.
+    const exact = config.rowDtype === 'f16' ? 2048 : 2 ** 24;
     const pushesAtStart = Atomics.load(ctl, 1);
     for (let b = 0; b < READ_BATCHES; b++) {
       for (let i = 0; i < KEYS; i++) k32[2 * i] = (b * 7 + i) % keySpace;
@@ -60,7 +68,10 @@ async function torture(config: SparseTableConfig, keySpace: number) {
         if (reader.status[i] !== ViewKeyStatus.DONE) continue;
         accepted++;
         const v = out[i * dim] as number;
+        const key = k32[2 * i] as number;
         if (!(Number.isInteger(v) && v >= 0)) torn++;
+        else if (v <= exact && v % (key + 1) !== 0) wrongKey++;
+        if (v === 0 && !evicting && Atomics.load(ctl, 1) > WARM) absent++;
         for (let j = 1; j < dim; j++) if (out[i * dim + j] !== v) torn++;
         if (v > 0) withPushes++;
       }
@@ -70,7 +81,7 @@ async function torture(config: SparseTableConfig, keySpace: number) {
     const pushesDuring = Atomics.load(ctl, 1) - pushesAtStart;
     Atomics.store(ctl, 0, 1);
     const done = (await next()) as { done: number; evicted: number };
-    return { accepted, withPushes, fallbacks, torn, pushesDuring, ...done };
+    return { accepted, withPushes, fallbacks, torn, wrongKey, absent, pushesDuring, ...done };
   } finally {
     await worker.terminate();
   }
@@ -85,6 +96,8 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       48,
     );
     expect(r.torn).toBe(0);
+    expect(r.wrongKey).toBe(0);
+    expect(r.absent).toBe(0);
     expect(r.pushesDuring).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES); // far more than one key a batch resolved
@@ -96,6 +109,8 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       96,
     );
     expect(r.torn).toBe(0);
+    expect(r.wrongKey).toBe(0);
+    expect(r.absent).toBe(0);
     expect(r.evicted).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES);
@@ -115,6 +130,8 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       96,
     );
     expect(r.torn).toBe(0);
+    expect(r.wrongKey).toBe(0);
+    expect(r.absent).toBe(0);
     expect(r.evicted).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES);

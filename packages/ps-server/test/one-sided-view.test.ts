@@ -11,7 +11,7 @@ import {
   ViewKeyStatus,
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ParameterStore, SparseTable, type SparseTableConfig } from '../src/index.js';
 import { bits, tmpDir } from './helpers.js';
 
@@ -58,6 +58,22 @@ describe('one-sided readable tables', () => {
     );
   });
 
+  it('refuses readable tables off x86-64 with ERR_PS_NOT_SUPPORTED (JS seqlock order)', () => {
+    const mem = { alloc: (n: number) => ({ bytes: new Uint8Array(n), release() {} }) };
+    const cfg = { name: 't', dim: 4, optimizer: { kind: 'sum' as const }, maxRows: 8 };
+    const arch = Object.getOwnPropertyDescriptor(process, 'arch') as PropertyDescriptor;
+    Object.defineProperty(process, 'arch', { ...arch, value: 'arm64' });
+    try {
+      expect(() => new SparseTable({ ...cfg, oneSidedRead: true }, mem)).toThrow(
+        expect.objectContaining({ code: 'ERR_PS_NOT_SUPPORTED' }),
+      );
+      new SparseTable(cfg, mem).close(); // other tables are not affected
+    } finally {
+      Object.defineProperty(process, 'arch', arch);
+    }
+    expect(process.arch).toBe(arch.value);
+  });
+
   it('takes ONE region up front whose header the reader decodes', () => {
     const sizes: number[] = [];
     const mem = {
@@ -88,6 +104,38 @@ describe('one-sided readable tables', () => {
     expect(l.slotCount).toBeGreaterThanOrEqual(1000);
     expect(l.buckets).toBeGreaterThanOrEqual(1000 / 0.7);
     t.close();
+  });
+
+  it('zeroes the whole region: dirty row memory leaks nothing a peer can READ', () => {
+    // Same salt for both tables, so the same pushes leave the same bytes: any byte that
+    // differs is what the dirty memory last held (unused rows, key words, padding).
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.25);
+    try {
+      const tableOn = (fill: number) => {
+        const mem = {
+          alloc: (n: number) => ({ bytes: new Uint8Array(n).fill(fill), release() {} }),
+        };
+        return new SparseTable(
+          { name: 't', dim: 3, optimizer: { kind: 'sum' }, oneSidedRead: true, maxRows: 40 },
+          mem,
+        );
+      };
+      const clean = tableOn(0);
+      const dirty = tableOn(0xab);
+      const keys = k32Of([1, 2, 3, 99]);
+      const grads = new Float32Array(3 * 4).fill(0.5);
+      clean.push(keys, 4, grads, 0);
+      dirty.push(keys, 4, grads, 0);
+      const a = (clean.storeView as NonNullable<typeof clean.storeView>).bytes;
+      const b = (dirty.storeView as NonNullable<typeof dirty.storeView>).bytes;
+      expect(b.byteLength).toBe(a.byteLength);
+      expect(b.indexOf(0xab)).toBe(a.indexOf(0xab));
+      expect(Buffer.from(b).equals(Buffer.from(a))).toBe(true);
+      clean.close();
+      dirty.close();
+    } finally {
+      random.mockRestore();
+    }
   });
 
   it('native updates bump a slot seq by two (odd while the row changes)', () => {

@@ -4,7 +4,7 @@
 import { PsError } from '../errors.js';
 
 export const ABI = {
-  version: 8,
+  version: 9,
   OPT_SGD: 0,
   OPT_SGD_MOMENTUM: 1,
   OPT_ADAGRAD: 2,
@@ -26,6 +26,7 @@ export const ABI = {
   IDX_GONE: -2,
   IDX_TAG_EMPTY: 0,
   IDX_TAG_PAD: 16,
+  IDX_BUCKET_INTS: 3,
   K_BAD_LENGTH: -1,
   K_BAD_SLOT: -2,
   VIEW_META_INTS: 4,

@@ -27,6 +27,12 @@ void scatter_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
       soff = 0;
     }
   }
+  // Acquire fence: this copy's loads of the source complete before any later load of this
+  // thread, e.g. the next READ WR of the same QP. A seqlock reader posts "meta, row, meta"
+  // as three READs and relies on RC's in-order execution (the row read before the second
+  // meta); on a weakly ordered CPU (arm64) plain loads of separate memmoves could otherwise
+  // be satisfied out of order. Free on x86-64 (a compiler barrier).
+  std::atomic_thread_fence(std::memory_order_acquire);
 }
 
 void ordered_copy(const iovec& dst, const iovec* src, size_t ns) {
@@ -73,7 +79,10 @@ CopyResult copy_from_peer(pid_t peer, const iovec* local, size_t nl, const iovec
     scatter_copy(local, nl, remote, nr);
     return COPY_OK;
   }
-  return vm_result(process_vm_readv(peer, local, nl, remote, nr, 0), want);
+  CopyResult r = vm_result(process_vm_readv(peer, local, nl, remote, nr, 0), want);
+  // As scatter_copy: what this READ read is read before whatever the next one reads.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return r;
 }
 
 }  // namespace soft
