@@ -84,6 +84,15 @@ Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+Napi::Value SoftDevice::WakeOwed(const Napi::CallbackInfo& info) {
+  if (!doorbellOwed_ || !dev_) return info.Env().Undefined();
+  doorbellOwed_ = false;
+  // Called from JS: the handlers run nested (their microtasks after the caller's callback),
+  // and one that throws goes to the process, as from the check phase, not into the caller.
+  RunDoorbell();
+  return info.Env().Undefined();
+}
+
 Napi::Function SoftDevice::Define(Napi::Env env) {
   using T = rdmajs::Tagged<SoftDevice>;
   return DefineDevice(env, {
@@ -100,6 +109,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::Place>(env, "place"),
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
+                               T::Def<&SoftDevice::WakeOwed>(env, "wakeOwed"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                                T::Def<&SoftDevice::SpinCq>(env, "spinCq"),
                                T::Def<&SoftDevice::FlushDoorbells>(env, "flushDoorbells"),

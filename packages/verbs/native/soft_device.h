@@ -141,6 +141,10 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
   // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
   Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);
+  // wakeOwed(): the wake-up respond()/linkDone() owe this device's own CQs, delivered now
+  // (the link calls it at the end of a read, once its frames ran) instead of in the check
+  // phase: no second callback into JS per read. Nothing owed: nothing done.
+  Napi::Value WakeOwed(const Napi::CallbackInfo& info);
   Napi::FunctionReference linkFlush_;
 
   // Hands ready_ to JS through readyOut_: one EV_CQS_READY call per CQ_READY_BATCH CQs.

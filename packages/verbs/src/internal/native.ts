@@ -214,6 +214,13 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkFlushSoon(owed?: boolean): void;
   /**
+   * Delivers now the wake-up respond(), respondFrame() or linkDone() owe this device's own
+   * CQs (otherwise delivered after this turn's I/O); nothing owed: nothing done. The link
+   * calls it once a read's frames ran. Handlers run nested; one that throws reaches the
+   * process (uncaughtException), never the caller.
+   */
+  wakeOwed(): void;
+  /**
    * Rings now the peers' doorbells this device's posts owe (they ring once the JS that
    * posted is over): for a process that exits before its loop turns again.
    */

@@ -87,6 +87,8 @@ export class SoftDeviceDriver implements DeviceDriver {
   readonly #clients = new Map<string, LinkClient>();
   /** how the connections its QPs dial write when nothing is queued in their socket */
   readonly #linkSend: SendNow;
+  /** delivers a read's owed wake-ups (connections it dials and reads itself) */
+  readonly #wake = (): void => this.native.wakeOwed();
   /** QPs connected over the link, by slot (their generation checked on lookup) */
   readonly #linkQps = new Map<number, { gen: number; end: LinkEnd }>();
   /** The link's secret: never leaves this process; each QP's link key derives from it. */
@@ -211,6 +213,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         lastOwed: server?.lastOwed,
         readBuffer: server?.readBuffer,
         send: this.#linkSend,
+        wake: this.#wake,
       });
       this.#clients.set(id, c);
     }

@@ -538,6 +538,9 @@ export class LinkServer {
 
   /** After a chunk's frames ran: progress for a large one arriving, answers out, backpressure. */
   #afterChunk(c: Conn, ok: boolean, resume: () => void): void {
+    // The wake-ups this chunk's frames owe this device's CQs, as one batch, in this callback
+    // (not a second one after the loop's I/O). Before the checks below: a handler may close.
+    this.#native.wakeOwed();
     const sock = c.sock;
     if (!ok) {
       sock.destroy();
