@@ -58,48 +58,76 @@ describe.runIf(providers.includes('soft'))('soft TCP link: wake-ups in the read 
     p = await linkPair({ maxSendWr: 64, maxRecvWr: 64, cqCapacity: 512 });
     const { a, b } = p;
     const ROUNDS = 300;
-    const got: number[][] = [[], []];
-    const sendsDone = [0, 0];
     let failed: string | undefined;
     // Each side answers every RECV with a SEND carrying the next number, from its
     // 'completion' handler (re-armed there): the post goes into the link while the read
     // that woke it is still on the stack.
-    const serve = (s: Side, i: number, first: boolean) => {
+    const serve = (s: Side, name: string, parity: number) => {
+      const st = { got: [] as number[], sendsDone: 0, send: (_v: number): void => undefined };
       const wcs = allocCompletions(16);
+      const view = new DataView(s.mr.bytes.buffer, s.mr.bytes.byteOffset);
       for (let k = 0; k < 8; k++) s.qp.postRecv({ wrId: k, sgList: [s.mr.sge(64 * k, 64)] });
-      const send = (v: number) => {
-        new DataView(s.mr.bytes.buffer, s.mr.bytes.byteOffset).setUint32(1024, v, true);
+      st.send = (v: number) => {
+        view.setUint32(1024, v, true);
         s.qp.postSend({ wrId: v, opcode: 'SEND', signaled: true, sgList: [s.mr.sge(1024, 4)] });
       };
       s.cq.on('completion', () => {
         for (const c of drain(s.cq, wcs)) {
-          if (c.status !== 'SUCCESS') failed ??= `${i}: ${c.status}`;
+          if (c.status !== 'SUCCESS') failed ??= `${name}: ${c.status}`;
           if (c.opcode === 'SEND') {
             // The sends of one QP complete in post order.
-            if (c.wrId !== sendsDone[i]! * 2 + (first ? 0 : 1)) failed ??= `${i}: send ${c.wrId}`;
-            sendsDone[i]!++;
+            if (c.wrId !== st.sendsDone * 2 + parity) failed ??= `${name}: send ${c.wrId}`;
+            st.sendsDone++;
             continue;
           }
-          const v = new DataView(s.mr.bytes.buffer, s.mr.bytes.byteOffset).getUint32(
-            64 * (c.wrId as number),
-            true,
-          );
-          got[i]!.push(v);
-          s.qp.postRecv({ wrId: c.wrId, sgList: [s.mr.sge(64 * (c.wrId as number), 64)] });
-          if (v + 1 < 2 * ROUNDS) send(v + 1);
+          const slot = c.wrId as number;
+          const v = view.getUint32(64 * slot, true);
+          st.got.push(v);
+          s.qp.postRecv({ wrId: slot, sgList: [s.mr.sge(64 * slot, 64)] });
+          if (v + 1 < 2 * ROUNDS) st.send(v + 1);
         }
         s.cq.requestNotify();
       });
       s.cq.requestNotify();
-      return send;
+      return st;
     };
-    const sendA = serve(a, 0, true);
-    serve(b, 1, false);
-    sendA(0);
-    await until(() => got[0]!.length === ROUNDS && sendsDone[1] === ROUNDS, 'the ping-pong', 20_000);
+    const sa = serve(a, 'a', 0);
+    const sb = serve(b, 'b', 1);
+    sa.send(0);
+    await until(() => sa.got.length === ROUNDS && sb.sendsDone === ROUNDS, 'the ping-pong', 20_000);
     expect(failed).toBeUndefined();
-    expect(got[1]).toEqual(Array.from({ length: ROUNDS }, (_, k) => 2 * k));
-    expect(got[0]).toEqual(Array.from({ length: ROUNDS }, (_, k) => 2 * k + 1));
+    expect(sb.got).toEqual(Array.from({ length: ROUNDS }, (_, k) => 2 * k));
+    expect(sa.got).toEqual(Array.from({ length: ROUNDS }, (_, k) => 2 * k + 1));
+  });
+
+  it('a handler that closes its device inside the read ends the link quietly', async () => {
+    p = await linkPair();
+    const { a, b } = p;
+    b.qp.postRecv({ wrId: 1, sgList: [b.mr.sge(0, 64)] });
+    let closed = false;
+    b.cq.on('completion', () => {
+      b.dev.close();
+      closed = true;
+    });
+    b.cq.requestNotify();
+    a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+    await until(() => closed, 'the close from the handler');
+    expect(b.dev.closed).toBe(true);
+    // The initiator's side stays usable: its QP fails or completes, typed, never a crash.
+    a.qp.postSend({ wrId: 2, opcode: 'SEND', sgList: [a.mr.sge(0, 8)] });
+    const wcs = allocCompletions(4);
+    const seen: WorkCompletion[] = [];
+    await until(
+      () => {
+        seen.push(...drain(a.cq, wcs));
+        return seen.some((c) => c.wrId === 2);
+      },
+      "the initiator's second send to end",
+      20_000,
+    );
+    // Its peer is gone: the send fails (typed status), it does not hang or succeed.
+    expect(seen.find((c) => c.wrId === 2)?.status).not.toBe('SUCCESS');
+    expect(a.qp.state).toBe('error');
   });
 
   it("a read's burst wakes the waiter once with every completion there, in order", async () => {
