@@ -85,12 +85,31 @@ Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SoftDevice::WakeOwed(const Napi::CallbackInfo& info) {
-  if (!doorbellOwed_ || !dev_) return info.Env().Undefined();
+  Napi::Env env = info.Env();
+  if (!doorbellOwed_ || !dev_) return Napi::Number::New(env, 0);
   doorbellOwed_ = false;
-  // Called from JS: the handlers run nested (their microtasks after the caller's callback),
-  // and one that throws goes to the process, as from the check phase, not into the caller.
-  RunDoorbell();
-  return info.Env().Undefined();
+  events_.clear();
+  ready_.clear();
+  dev_->onDoorbell(events_, ready_);
+  Schedule();
+  {
+    // Async events (rare) go through the handler as from the doorbell.
+    RingHold hold(this, true);
+    DeliverAll();
+  }
+  // The ready CQs in the handler's array for the caller to notify (no callback into JS from
+  // here); more than one batch: delivered as the doorbell does, 0 returned.
+  size_t n = ready_.size();
+  if (n == 0) return Napi::Number::New(env, 0);
+  Napi::Uint32Array out = readyOut_.IsEmpty() ? Napi::Uint32Array() : readyOut_.Value();
+  if (n <= static_cast<size_t>(abi::CQ_READY_BATCH) && !out.IsEmpty() && out.ElementLength() >= n) {
+    std::copy_n(ready_.data(), n, out.Data());
+    ready_.clear();
+    return Napi::Number::New(env, static_cast<double>(n));
+  }
+  RingHold hold(this, true);
+  DeliverReady();
+  return Napi::Number::New(env, 0);
 }
 
 Napi::Function SoftDevice::Define(Napi::Env env) {
