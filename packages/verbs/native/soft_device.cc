@@ -88,10 +88,7 @@ Napi::Value SoftDevice::WakeOwed(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!doorbellOwed_ || !dev_) return Napi::Number::New(env, 0);
   doorbellOwed_ = false;
-  events_.clear();
-  ready_.clear();
-  dev_->onDoorbell(events_, ready_);
-  Schedule();
+  TakeDoorbell();
   {
     // Async events (rare) go through the handler as from the doorbell.
     RingHold hold(this, true);
@@ -193,11 +190,15 @@ void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   self->RunDoorbell();
 }
 
-void SoftDevice::RunDoorbell() {
+void SoftDevice::TakeDoorbell() {
   events_.clear();
   ready_.clear();
   dev_->onDoorbell(events_, ready_);
   Schedule();
+}
+
+void SoftDevice::RunDoorbell() {
+  TakeDoorbell();
   RingHold hold(this, true);
   DeliverAll();
   DeliverReady();
