@@ -3,9 +3,9 @@
 import { networkInterfaces } from 'node:os';
 import { RdmaError } from '../../errors.js';
 import type { DeviceInfo, LinkAddress, LinkListener } from '../../types.js';
+import { ABI } from '../abi.js';
 import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
-import { ABI } from '../abi.js';
 import { exactU64 } from '../u64.js';
 import { invalid } from '../validate.js';
 import { LINK_VERSION, type LinkTarget, newSecret, qpLinkKey } from './link/handshake.js';
