@@ -84,6 +84,31 @@ Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+Napi::Value SoftDevice::WakeOwed(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!doorbellOwed_ || !dev_) return Napi::Number::New(env, 0);
+  doorbellOwed_ = false;
+  TakeDoorbell();
+  {
+    // Async events (rare) go through the handler as from the doorbell.
+    RingHold hold(this, true);
+    DeliverAll();
+  }
+  // The ready CQs in the handler's array for the caller to notify (no callback into JS from
+  // here); more than one batch: delivered as the doorbell does, 0 returned.
+  size_t n = ready_.size();
+  if (n == 0) return Napi::Number::New(env, 0);
+  Napi::Uint32Array out = readyOut_.IsEmpty() ? Napi::Uint32Array() : readyOut_.Value();
+  if (n <= static_cast<size_t>(abi::CQ_READY_BATCH) && !out.IsEmpty() && out.ElementLength() >= n) {
+    std::copy_n(ready_.data(), n, out.Data());
+    ready_.clear();
+    return Napi::Number::New(env, static_cast<double>(n));
+  }
+  RingHold hold(this, true);
+  DeliverReady();
+  return Napi::Number::New(env, 0);
+}
+
 Napi::Function SoftDevice::Define(Napi::Env env) {
   using T = rdmajs::Tagged<SoftDevice>;
   return DefineDevice(env, {
@@ -100,6 +125,7 @@ Napi::Function SoftDevice::Define(Napi::Env env) {
                                T::Def<&SoftDevice::Place>(env, "place"),
                                T::Def<&SoftDevice::LinkFlushSoon>(env, "linkFlushSoon"),
                                T::Def<&SoftDevice::OnLinkFlush>(env, "onLinkFlush"),
+                               T::Def<&SoftDevice::WakeOwed>(env, "wakeOwed"),
                                T::Def<&SoftDevice::Stats>(env, "stats"),
                                T::Def<&SoftDevice::SpinCq>(env, "spinCq"),
                                T::Def<&SoftDevice::FlushDoorbells>(env, "flushDoorbells"),
@@ -164,11 +190,15 @@ void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
   self->RunDoorbell();
 }
 
-void SoftDevice::RunDoorbell() {
+void SoftDevice::TakeDoorbell() {
   events_.clear();
   ready_.clear();
   dev_->onDoorbell(events_, ready_);
   Schedule();
+}
+
+void SoftDevice::RunDoorbell() {
+  TakeDoorbell();
   RingHold hold(this, true);
   DeliverAll();
   DeliverReady();

@@ -97,6 +97,8 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   static void OnFlush(uv_check_t* h);
   // The doorbell's work: async events and ready CQs to JS.
   void RunDoorbell();
+  // Its first half: async events into events_, ready CQs into ready_ (nothing delivered).
+  void TakeDoorbell();
   // Peers' doorbells a post from JS rings are owed (soft::Device::holdJob) until the JS that
   // posted is over: the end of this device's call into JS it came from (RunDoorbell,
   // OnFlush: the handlers of a wake-up and their microtasks), or else the next prepare
@@ -141,6 +143,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   Napi::Value LinkFlushSoon(const Napi::CallbackInfo& info);
   // onLinkFlush(fn): the link's flush function (held here; it reaches the listener only).
   Napi::Value OnLinkFlush(const Napi::CallbackInfo& info);
+  // wakeOwed(): the wake-up respond()/linkDone() owe this device's own CQs, taken now (the
+  // link calls it at the end of a read, once its frames ran) instead of in the check phase:
+  // the ready CQs go into readyOut_ and their count is returned for JS to notify (no callback
+  // into JS per read). Nothing owed: 0, nothing done.
+  Napi::Value WakeOwed(const Napi::CallbackInfo& info);
   Napi::FunctionReference linkFlush_;
 
   // Hands ready_ to JS through readyOut_: one EV_CQS_READY call per CQ_READY_BATCH CQs.

@@ -120,7 +120,7 @@ function softDriver(info: DeviceInfo, preferTcp: boolean): OpenDriver {
   return (onEvent, ready) => {
     const post = new Uint32Array(ABI.POST_RECORD_WORDS);
     const native = new (loadAddon().SoftDevice)(onEvent, ready, post);
-    return new SoftDeviceDriver(info, native, post, preferTcp);
+    return new SoftDeviceDriver(info, native, post, preferTcp, onEvent);
   };
 }
 

@@ -214,6 +214,14 @@ export interface SoftNativeDevice extends NativeDevice {
    */
   linkFlushSoon(owed?: boolean): void;
   /**
+   * Takes now the wake-up respond(), respondFrame() or linkDone() owe this device's own CQs
+   * (otherwise delivered after this turn's I/O): returns how many CQs are ready, their
+   * handles in the handler's ready array, for the caller to notify (EV_CQS_READY); 0 when
+   * none, or when it delivered them itself (more than CQ_READY_BATCH). Async events go to the
+   * handler. The link calls it once a read's frames ran.
+   */
+  wakeOwed(): number;
+  /**
    * Rings now the peers' doorbells this device's posts owe (they ring once the JS that
    * posted is over): for a process that exits before its loop turns again.
    */

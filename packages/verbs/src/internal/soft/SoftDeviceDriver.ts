@@ -3,6 +3,7 @@
 import { networkInterfaces } from 'node:os';
 import { RdmaError } from '../../errors.js';
 import type { DeviceInfo, LinkAddress, LinkListener } from '../../types.js';
+import { ABI } from '../abi.js';
 import type { DeviceDriver, QpHost, QpPath } from '../driver.js';
 import { loadAddon, type SoftEndpointBase, type SoftNativeDevice } from '../native.js';
 import { exactU64 } from '../u64.js';
@@ -39,6 +40,10 @@ export function softInfo(): DeviceInfo {
       maxSrqWr: l.maxSrqWr,
     },
   };
+}
+
+function rethrow(err: unknown): never {
+  throw err;
 }
 
 const WILDCARDS = new Set(['0.0.0.0', '::', '']);
@@ -87,6 +92,23 @@ export class SoftDeviceDriver implements DeviceDriver {
   readonly #clients = new Map<string, LinkClient>();
   /** how the connections its QPs dial write when nothing is queued in their socket */
   readonly #linkSend: SendNow;
+  /** the device's event handler (Device): the CQs a read made ready are notified through it */
+  readonly #onEvent: (kind: number, handle: number) => void;
+  /**
+   * Delivers the wake-ups a read's frames owe this device's CQs, at the end of that read: the
+   * addon names the ready CQs (in the handler's array) and they are notified from here, no
+   * callback into JS from the addon. A handler that throws reaches uncaughtException, as from
+   * any event callback, never the link's reader.
+   */
+  readonly #wake = (): void => {
+    const n = this.native.wakeOwed();
+    if (n === 0) return;
+    try {
+      this.#onEvent(ABI.EV_CQS_READY, n);
+    } catch (err) {
+      process.nextTick(rethrow, err);
+    }
+  };
   /** QPs connected over the link, by slot (their generation checked on lookup) */
   readonly #linkQps = new Map<number, { gen: number; end: LinkEnd }>();
   /** The link's secret: never leaves this process; each QP's link key derives from it. */
@@ -100,7 +122,9 @@ export class SoftDeviceDriver implements DeviceDriver {
     native: SoftNativeDevice,
     postRecord: Uint32Array,
     preferTcp: boolean,
+    onEvent: (kind: number, handle: number) => void,
   ) {
+    this.#onEvent = onEvent;
     this.info = info;
     this.native = native;
     this.postRecord = postRecord;
@@ -182,6 +206,7 @@ export class SoftDeviceDriver implements DeviceDriver {
       this.#secret,
       maxFrame,
       this.#linkEnd,
+      this.#wake,
     );
     if (this.#closed) {
       server.close();
@@ -211,6 +236,7 @@ export class SoftDeviceDriver implements DeviceDriver {
         lastOwed: server?.lastOwed,
         readBuffer: server?.readBuffer,
         send: this.#linkSend,
+        wake: this.#wake,
       });
       this.#clients.set(id, c);
     }

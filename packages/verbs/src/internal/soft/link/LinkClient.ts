@@ -92,6 +92,8 @@ export interface DialOptions {
   readBuffer?: Buffer | undefined;
   /** writes gathered frames itself when nothing is queued in the socket (Outbox) */
   send?: SendNow | undefined;
+  /** delivers the wake-ups a read's answers owe this device's CQs (SoftNativeDevice.wakeOwed) */
+  wake?: (() => void) | undefined;
 }
 
 /** A payload goes out in writes of this size: each one written is progress for the timer. */
@@ -160,6 +162,7 @@ export class LinkClient implements AnswerSink {
   readonly #spareWritten: Written[] = [];
   readonly #handshake: InitiatorHandshake | undefined;
   readonly #reader: FrameReader | undefined;
+  readonly #wakeCqs: (() => void) | undefined;
   readonly #deadline: NodeJS.Timeout | undefined;
   readonly #serve: ServeDialed | undefined;
   readonly #flushed: ((calledOff: boolean) => void) | undefined;
@@ -195,6 +198,7 @@ export class LinkClient implements AnswerSink {
     this.#firstId = previous ? previous.#firstId : nextReqId;
     this.#staleData = previous ? previous.#staleData : ABI.ATOMIC_BYTES;
     this.#serve = dial.serve;
+    this.#wakeCqs = dial.wake;
     this.#flushed = dial.flushed;
     this.#lastOwed = dial.lastOwed;
     if ('sock' in address) {
@@ -350,6 +354,8 @@ export class LinkClient implements AnswerSink {
     } catch {
       ok = false;
     }
+    // The read's completions (linkDone's) as one batch, in this callback.
+    this.#wakeCqs?.();
     if (!ok) {
       this.#sock.destroy(); // 'close' then fails what is pending
       return false;

@@ -268,6 +268,8 @@ class Conn implements AnswerSink, AcceptedLink {
 export class LinkServer {
   readonly #server: Server;
   readonly #native: SoftNativeDevice;
+  /** delivers the wake-ups a read's frames owe this device's CQs (SoftDeviceDriver) */
+  readonly #wake: () => void;
   /** how connections' Outboxes write when nothing is queued in their socket */
   readonly #send: SendNow;
   readonly #secret: Buffer;
@@ -314,7 +316,9 @@ export class LinkServer {
     secret: Buffer,
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
+    wake: () => void,
   ) {
+    this.#wake = wake;
     this.#server = server;
     this.#native = native;
     this.#send = sendVia(native);
@@ -330,12 +334,13 @@ export class LinkServer {
     secret: Buffer,
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
+    wake: () => void,
   ): Promise<{ server: LinkServer; port: number }> {
     // Paused: adoptAccepted makes each connection read into the listener's buffer. Node's
     // own reads would allocate one per request and per 64 KiB of a large WRITE (fresh pages
     // the kernel faults in and zeroes), plus a 'data' event's stream machinery.
     const server = createServer({ pauseOnConnect: true });
-    const link = new LinkServer(server, native, secret, maxPayload, ends);
+    const link = new LinkServer(server, native, secret, maxPayload, ends, wake);
     native.onLinkFlush(link.#flush);
     server.on('connection', (s) => link.#serve(s));
     await new Promise<void>((resolve, reject) => {
@@ -538,6 +543,9 @@ export class LinkServer {
 
   /** After a chunk's frames ran: progress for a large one arriving, answers out, backpressure. */
   #afterChunk(c: Conn, ok: boolean, resume: () => void): void {
+    // The wake-ups this chunk's frames owe this device's CQs, as one batch, in this callback
+    // (not a second one after the loop's I/O). Before the checks below: a handler may close.
+    this.#wake();
     const sock = c.sock;
     if (!ok) {
       sock.destroy();
