@@ -1,4 +1,4 @@
-import type { SharedSecret } from '@rdmajs/mux';
+import type { Connection, SharedSecret } from '@rdmajs/mux';
 import {
   type BackoffPolicy,
   ExponentialBackoff,
@@ -142,6 +142,11 @@ export class ShardLink {
 
   get state(): ShardLinkState {
     return this.#state;
+  }
+
+  /** The session's live connection while connected (one-sided reads go on it). */
+  get connection(): Connection | undefined {
+    return this.#state === 'connected' ? this.#client?.connection : undefined;
   }
 
   stats(): ShardLinkStats {
