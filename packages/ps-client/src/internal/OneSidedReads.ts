@@ -64,6 +64,8 @@ interface Reader {
   list: ReadList;
   /** The layout epoch it was made for. */
   epoch: number;
+  /** The generation word of the last batch's first round (scratch's first word). */
+  gen: Uint32Array;
 }
 
 /**
@@ -109,6 +111,7 @@ class TableReads {
     let r: Reader | undefined;
     try {
       if (this.#layout === undefined || this.#headerConn !== conn) {
+        if (this.#headerList.busy) return null; // another pull is reading it
         await conn.read(desc, this.#headerRead(), { timeoutMs });
         if (!this.#takeHeader(conn, desc)) return null;
       }
@@ -121,8 +124,7 @@ class TableReads {
         this.#post(conn, desc, r as Reader, out as Block, list, timeoutMs);
       const fallback = await readStoreView(r.view, k32, n, rows.rows, read, ATTEMPTS);
       // Readers hold a layout's shape; a moved generation is re-checked at the next header.
-      const gen = new Uint32Array(r.scratch.bytes.buffer, r.scratch.bytes.byteOffset, 1)[0];
-      if (gen !== layout.generation) this.#headerConn = undefined;
+      if (r.gen[0] !== layout.generation) this.#headerConn = undefined;
       this.#give(r);
       r = undefined;
       if (fallback > 0) {
@@ -131,12 +133,18 @@ class TableReads {
       }
       o.stats.keys += n;
       return rows;
-    } catch {
+    } catch (err) {
       o.stats.errors++;
-      out?.release();
-      if (r !== undefined) this.#drop(r); // its list may still be busy: never reused
+      // A READ past its deadline may still land: memory of a list still busy is never reused.
+      const busy = r?.list.busy === true || this.#headerList.busy;
+      if (!busy) out?.release();
+      if (r !== undefined) this.#drop(r);
       this.#layout = undefined;
-      o.refresh(undefined);
+      const code = (err as { code?: unknown } | null)?.code;
+      // Another incarnation (the shard restarted): fetch its descriptor. A failed read QP
+      // stays failed: two-sided on this connection, a new one reads again.
+      if (code === 'ERR_MUX_STALE_DESCRIPTOR') o.refresh(undefined);
+      else if (code === 'ERR_MUX_READ_FAILED') this.#refusedOn = conn;
       return null;
     }
   }
@@ -208,7 +216,9 @@ class TableReads {
         scratch: scratch.bytes.subarray(0, bytes),
       });
       this.#readers++;
-      return { view, scratch, list: new ReadList(2 + 3 * ONE_SIDED_MAX_KEYS), epoch: this.#epoch };
+      const gen = new Uint32Array(scratch.bytes.buffer, scratch.bytes.byteOffset, 1);
+      const list = new ReadList(2 + 3 * ONE_SIDED_MAX_KEYS);
+      return { view, scratch, list, epoch: this.#epoch, gen };
     } catch (err) {
       scratch.release();
       throw err;
@@ -221,9 +231,11 @@ class TableReads {
   }
 
   #drop(r: Reader): void {
+    // A list still busy (a READ that timed out) may yet be written by the NIC: its memory is
+    // kept, and it still counts against MAX_READERS (so such leftovers stay bounded).
+    if (r.list.busy) return;
     this.#readers--;
-    // A list still busy (a READ that timed out) may yet be written by the NIC: keep its memory.
-    if (!r.list.busy) r.scratch.release();
+    r.scratch.release();
   }
 
   /** Frees the registered memory (client close). */
