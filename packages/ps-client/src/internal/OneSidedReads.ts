@@ -24,9 +24,12 @@ type Allocator = RdmaTransport['allocator'];
 type Block = ReturnType<Allocator['alloc']>;
 
 /** Keys one one-sided read of a segment takes (a ReadList holds 2 + 3 per key, ≤ 2^16). */
-export const ONE_SIDED_MAX_KEYS = 2048;
-/** Readers (scratch + ReadList) per (shard, table): pulls in flight beyond go two-sided. */
-const MAX_READERS = 8;
+export const ONE_SIDED_MAX_KEYS = 1024;
+/**
+ * Readers (scratch ≈ 130 KiB registered + ReadList) per (shard, table), made as pulls in flight
+ * need them: an open-loop load keeps several in flight; beyond this they go two-sided.
+ */
+const MAX_READERS = 32;
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
 
