@@ -57,6 +57,14 @@ describe('evaluation ablations: configuration', () => {
     for (const f of flags) expect(help, f).toContain(f);
   }, 90_000);
 
+  it('the one-sided ablation pulls two-sided on the main shards, nothing else changed', () => {
+    const os = ABLATIONS.find((a) => a.name === 'one-sided');
+    expect(os?.measure).toBe('fetch');
+    if (os === undefined) return;
+    expect(os.serverArgs).toBeUndefined(); // the main shards serve it
+    expect(ablatedTarget(os, tuning)).toEqual({ oneSided: false, tuning, variant: '−one-sided' });
+  });
+
   it('turns exactly one lesson off per ablation, on top of the run tuning', () => {
     const byName = new Map(ABLATIONS.map((a) => [a.name, a]));
     const zc = byName.get('zero-copy');

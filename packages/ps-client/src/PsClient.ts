@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import type { MessagePart, RdmaTransportOptions, SharedSecret, Transport } from '@rdmajs/mux';
+import {
+  type MessagePart,
+  RdmaTransport,
+  type RdmaTransportOptions,
+  type SharedSecret,
+  type Transport,
+} from '@rdmajs/mux';
 import { firstNonFinite } from '@rdmajs/ps-server';
 import {
   decodePullDenseReply,
@@ -27,6 +33,7 @@ import { ClientTransports, type TransportChoice, type TransportPorts } from './C
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
+import { LinkReads, type OneSidedStats, ReadRows } from './internal/OneSidedReads.js';
 import { PullPlan } from './internal/PullPlan.js';
 import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
@@ -103,6 +110,11 @@ export interface PsClientOptions {
    * where the request is built.
    */
   registeredPushes?: boolean;
+   * Pull rows of `oneSidedRead` tables with one-sided RDMA READs straight from shard memory
+   * (the shard is never woken) when the connection supports reads; keys that race a write
+   * and anything doubtful are pulled two-sided. Default true; false: always two-sided.
+   */
+  oneSidedReads?: boolean;
 }
 
 export interface CallDeadline {
@@ -164,6 +176,8 @@ export interface PsClientStats {
   denseCalls: number;
   /** With `registeredPushes` over RDMA: push requests in registered memory (held until no session can read them). */
   pushBlocks: PushBlocksStats | undefined;
+  /** One-sided fetches (see the `oneSidedReads` option). */
+  oneSided: OneSidedStats;
 }
 
 interface TableShape {
@@ -298,6 +312,16 @@ export class PsClient {
   #closed = false;
   readonly #counts = { pulls: 0, pushes: 0, keysRequested: 0, keysFetched: 0, denseCalls: 0 };
   readonly #transports: ClientTransports;
+  /** Per link of a shard with readable tables: its one-sided reads (option `oneSidedReads`). */
+  readonly #reads = new Map<ShardLink, LinkReads>();
+  #oneSided = false;
+  readonly #oneSidedStats: OneSidedStats = {
+    keys: 0,
+    fallbacks: 0,
+    fallbackKeys: 0,
+    refreshes: 0,
+    errors: 0,
+  };
 
   private constructor(
     links: ShardLink[],
@@ -496,11 +520,36 @@ export class PsClient {
         options.registeredPushes === true,
       );
       client.#base = base;
+      if (options.oneSidedReads !== undefined && typeof options.oneSidedReads !== 'boolean') {
+        throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'oneSidedReads must be a boolean');
+      }
+      client.#oneSided = options.oneSidedReads !== false;
+      for (const [i, l] of links.entries()) client.#readsFor(l, infos[i] as TableInfo);
       return client;
     } catch (err) {
       await close();
       throw err;
     }
+  }
+
+  /**
+   * One-sided reads over `link` when the shard handed read descriptors (it does so only on a
+   * connection that can READ) and the primary transport is RDMA (its allocator holds the
+   * READs' destinations).
+   */
+  #readsFor(link: ShardLink, info: TableInfo): void {
+    const t = this.#transports.link.primary;
+    if (!this.#oneSided || !(t instanceof RdmaTransport)) return;
+    if (!info.tables.some((x) => x.readDescriptor !== undefined)) return;
+    const reads = new LinkReads(
+      link,
+      t.allocator,
+      this.#oneSidedStats,
+      this.#tables,
+      this.#deadlineMs,
+    );
+    reads.apply(info, link.connection);
+    this.#reads.set(link, reads);
   }
 
   /** Follows the etcd shard map: every change is applied in turn. */
@@ -551,6 +600,7 @@ export class PsClient {
           if (info.shardId !== id || signatureOf(info) !== this.#signature) {
             throw new PsClientError('ERR_PS_CLIENT_SHARD_MISMATCH', `shard ${id} does not match`);
           }
+          this.#readsFor(link, info);
           added.set(id, link);
         } catch {
           await link?.close();
@@ -714,7 +764,7 @@ export class PsClient {
     const plan = this.#plan(table, t, keys);
     return o?.partial === true
       ? this.#fetchPartial(t, plan, deadlineMs)
-      : this.#fetchWhole(t, plan, deadlineMs);
+      : this.#fetchWhole(table, t, plan, deadlineMs);
   }
 
   /** The synchronous part of a pull (see PullPlan), in a plan reused from an earlier pull. */
@@ -845,17 +895,26 @@ export class PsClient {
    * awaited together (the first failure fails the pull; replies that arrived, or arrive
    * later, are released). No closure or async step per shard.
    */
-  async #fetchWhole(t: TableShape, plan: PullPlan, deadlineMs: number): Promise<PulledRows> {
+  async #fetchWhole(
+    table: string,
+    t: TableShape,
+    plan: PullPlan,
+    deadlineMs: number,
+  ): Promise<PulledRows> {
     const { n, distinct, links, segBase, reqs, segLen, nSeg, calls, segments } = plan;
     const S = links.length;
     calls.length = nSeg;
     for (let s = 0; s < S; s++) {
       const link = links[s] as ShardLink;
+      const reads = this.#reads.size === 0 ? undefined : this.#reads.get(link)?.table(table);
       for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
-        calls[g] = link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs);
+        calls[g] =
+          reads === undefined
+            ? link.callView(PsMethod.pull, reqs[g] as Uint8Array, deadlineMs)
+            : this.#readOrPull(reads, link, plan, g, deadlineMs);
       }
     }
-    let replies: RpcReply[];
+    let replies: (RpcReply | ReadRows)[];
     try {
       replies = await Promise.all(calls);
     } catch (err) {
@@ -867,9 +926,14 @@ export class PsClient {
     segments.length = nSeg;
     for (let s = 0; s < S; s++) {
       for (let g = segBase[s] as number; g < (segBase[s + 1] as number); g++) {
+        const got = replies[g] as RpcReply | ReadRows;
+        if (got instanceof ReadRows) {
+          segments[g] = got.rows;
+          continue;
+        }
         let r: ReturnType<typeof decodePullReply>;
         try {
-          r = decodePullReply((replies[g] as RpcReply).bytes);
+          r = decodePullReply(got.bytes);
           if (r.dim !== dim || r.count !== segLen[g]) {
             const label = (links[s] as ShardLink).label;
             throw new PsClientError(
@@ -899,6 +963,27 @@ export class PsClient {
       plan,
       undefined,
     );
+  }
+
+  /**
+   * Segment g's rows READ one-sidedly; if that cannot be done (see LinkReads) the segment is
+   * pulled two-sided within what is left of the deadline.
+   */
+  async #readOrPull(
+    reads: NonNullable<ReturnType<LinkReads['table']>>,
+    link: ShardLink,
+    plan: PullPlan,
+    g: number,
+    deadlineMs: number,
+  ): Promise<RpcReply | ReadRows> {
+    const t0 = performance.now();
+    const len = plan.segLen[g] as number;
+    const rows = await reads.read(plan.keyView(g), len, deadlineMs);
+    if (rows !== null) return rows;
+    this.#oneSidedStats.fallbacks++;
+    this.#oneSidedStats.fallbackKeys += len;
+    const left = Math.max(1, Math.ceil(deadlineMs - (performance.now() - t0)));
+    return link.callView(PsMethod.pull, plan.reqs[g] as Uint8Array, left);
   }
 
   /**
@@ -1120,6 +1205,7 @@ export class PsClient {
       shards: [...this.#links, ...this.#retiring.values()].map((l) => l.stats()),
       ...this.#counts,
       pushBlocks: this.#pushBlocks?.stats(),
+      oneSided: { ...this.#oneSidedStats },
     };
   }
 
@@ -1130,6 +1216,8 @@ export class PsClient {
     await this.#shardMap?.close();
     await Promise.allSettled([...this.#links, ...this.#retiring.values()].map((l) => l.close()));
     this.#pushBlocks?.close(); // every push's part is back by now (ShardLink.close)
+    await Promise.allSettled([...this.#reads.values()].map((r) => r.settled()));
+    for (const r of this.#reads.values()) r.close();
     this.#transports.close();
   }
 
@@ -1141,7 +1229,10 @@ export class PsClient {
 /** What must be equal on every shard: the tables and dense tensors, sorted by name. */
 function signatureOf(i: TableInfo): string {
   return JSON.stringify([
-    [...i.tables].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    // A read descriptor is per shard (its own memory): not part of what must match.
+    [...i.tables]
+      .map(({ readDescriptor: _, ...t }) => t)
+      .sort((a, b) => (a.name < b.name ? -1 : 1)),
     [...i.dense].sort((a, b) => (a.name < b.name ? -1 : 1)),
   ]);
 }

@@ -1,4 +1,4 @@
-import type { MessagePart, SharedSecret } from '@rdmajs/mux';
+import type { Connection, MessagePart, SharedSecret } from '@rdmajs/mux';
 import {
   type BackoffPolicy,
   ExponentialBackoff,
@@ -157,6 +157,11 @@ export class ShardLink {
 
   get state(): ShardLinkState {
     return this.#state;
+  }
+
+  /** The session's live connection while connected (one-sided reads go on it). */
+  get connection(): Connection | undefined {
+    return this.#state === 'connected' ? this.#client?.connection : undefined;
   }
 
   stats(): ShardLinkStats {

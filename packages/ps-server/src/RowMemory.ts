@@ -6,6 +6,11 @@
  */
 export interface RowMemory {
   alloc(bytes: number): RowBlock;
+  /**
+   * Optional: the one region of a `oneSidedRead` table (memory peers will READ, e.g. an RDMA
+   * transport's read region). Without it the region comes from `alloc`.
+   */
+  allocReadable?(bytes: number, table: string): RowBlock;
 }
 
 export interface RowBlock {

@@ -77,7 +77,10 @@ export class StoreViewWriter {
     const salt = Math.floor(Math.random() * 2 ** 32) >>> 0;
     const { name, ...rest } = shape;
     const layout = storeViewLayout({ ...rest, salt });
-    const block = memory.alloc(layout.totalBytes);
+    const block =
+      memory.allocReadable === undefined
+        ? memory.alloc(layout.totalBytes)
+        : memory.allocReadable(layout.totalBytes, name);
     const b = block.bytes;
     if (!(b instanceof Uint8Array) || b.byteLength < layout.totalBytes || b.byteOffset % 8 !== 0) {
       block.release();

@@ -26,6 +26,7 @@ import {
 import { PsServiceError } from './errors.js';
 import { heapAllocator, heapReplyMemory } from './internal/heapMemory.js';
 import { type Logger, silentLogger } from './Logger.js';
+import { ReadableTables } from './ReadableTables.js';
 import { type HandlerCounters, RequestHandlers, type ShardCatalog } from './RequestHandlers.js';
 import type { ServiceTables } from './ServiceConfig.js';
 import { type RequestOutcome, ServiceMetrics } from './ServiceMetrics.js';
@@ -200,7 +201,13 @@ export class PsService {
         );
       }
     }
-    const storeOptions = { tables: o.tables.tables, dense: o.tables.dense };
+    // Before the store: its readable tables take their regions from the RDMA transport.
+    const readable = new ReadableTables(specs.map((s) => s.transport));
+    const storeOptions = {
+      tables: o.tables.tables,
+      dense: o.tables.dense,
+      memory: readable.memory,
+    };
     const store =
       o.dir === undefined
         ? new ParameterStore(storeOptions)
@@ -347,7 +354,15 @@ export class PsService {
     registry.register(PsMethod.pullDense, serve(PsMethod.pullDense, handlers.pullDense, none), {
       idempotent: true,
     });
-    registry.register(PsMethod.tableInfo, serve(PsMethod.tableInfo, handlers.tableInfo, none), {
+    // Read descriptors only for a caller whose session runs on a connection that can READ them.
+    const tableInfo: Handler = (p, ctx) =>
+      handlers.tableInfo(
+        p,
+        readable.descriptorsFor(
+          ctx.sessionId === undefined ? undefined : rpc.connectionOf(ctx.sessionId),
+        ),
+      );
+    registry.register(PsMethod.tableInfo, serve(PsMethod.tableInfo, tableInfo, none), {
       idempotent: true,
     });
     registry.register(
@@ -378,7 +393,7 @@ export class PsService {
       throw err;
     }
     service = new PsService(o, store, handlers, rpc, listeners, inFlight, metrics, metricsPort);
-    for (const l of listeners) service.#accept(l.listener);
+    for (const l of listeners) service.#accept(l.listener, l.transport, readable);
     const first = (listeners[0] as { listener: Listener }).listener;
     if (o.etcd !== undefined) {
       try {
@@ -426,12 +441,13 @@ export class PsService {
     return service;
   }
 
-  #accept(listener: Listener): void {
+  #accept(listener: Listener, transport: Transport, readable: ReadableTables): void {
     listener.on('connection', (c) => {
       if (this.#state !== 'serving') {
         c.destroy();
         return;
       }
+      readable.admit(c, transport);
       // Replies to an RDMA peer are built in that connection's own registered pool and go
       // out from there (eager SEND gather or rendezvous READ): remote-read, since a large one
       // is READ by the peer straight from its block, with a key that reaches this peer's

@@ -266,23 +266,28 @@ export class RequestHandlers {
     });
   };
 
-  tableInfo = (payload: Uint8Array): Uint8Array =>
+  /** With the caller's read descriptors (readable tables, a caller that can READ: see ReadableTables). */
+  tableInfo = (payload: Uint8Array, descriptors?: ReadonlyMap<string, Uint8Array>): Uint8Array =>
     this.#guard(() => {
       decodeTableInfoRequest(payload);
-      return encodeTableInfoReply(this.info());
+      return encodeTableInfoReply(this.info(descriptors));
     });
 
-  info(): TableInfo {
+  info(descriptors?: ReadonlyMap<string, Uint8Array>): TableInfo {
     const c = this.#catalog;
     return {
       shardId: c.shardId,
       maxBatchKeys: c.maxBatchKeys,
-      tables: [...c.tables].map(([name, t]) => ({
-        name,
-        dim: t.dim,
-        rejectNonFinite: t.nonFinite === 'reject',
-        init: t.init,
-      })),
+      tables: [...c.tables].map(([name, t]) => {
+        const readDescriptor = descriptors?.get(name);
+        return {
+          name,
+          dim: t.dim,
+          rejectNonFinite: t.nonFinite === 'reject',
+          init: t.init,
+          ...(readDescriptor === undefined ? {} : { readDescriptor }),
+        };
+      }),
       dense: [...c.dense].map(([name, d]) => ({
         name,
         length: d.length,

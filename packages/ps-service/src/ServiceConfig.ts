@@ -85,6 +85,11 @@ const table = z.strictObject({
   kernels: z.enum(['native', 'js']).optional(),
   overflow: overflow.optional(),
   nonFinite: nonFinite.optional(),
+  /**
+   * Clients over RDMA READ rows straight from the table's memory (a read region of the RDMA
+   * transport; the shard is not woken). Needs a numeric budgetBytes: the region is taken up front.
+   */
+  oneSidedRead: z.boolean().optional(),
 });
 
 const dense = z.strictObject({
@@ -161,6 +166,11 @@ export function parseServiceTables(input: unknown): ServiceTables {
     seen.add(t.name);
     nonFiniteOf.set(t.name, nf ?? 'reject');
     if (budgetBytes === 'unbounded') unbounded.push(t.name);
+    if (t.oneSidedRead === true && typeof budgetBytes !== 'number')
+      throw new PsServiceError(
+        'ERR_PS_SERVICE_CONFIG',
+        `table ${t.name}: oneSidedRead needs a budgetBytes number (its memory is taken up front)`,
+      );
     const bound =
       budgetBytes === 'unbounded'
         ? {}

@@ -63,4 +63,11 @@ export const TABLE_INIT_BYTES = 24;
 /** Flags of a push reply. */
 export const PushReplyFlags = { applied: 1, duplicate: 2 } as const;
 /** Flags of a table entry. */
-export const TableFlags = { rejectNonFinite: 1 } as const;
+export const TableFlags = { rejectNonFinite: 1, readable: 2 } as const;
+/**
+ * A readable table's entry (flag `readable`) carries, after its init: descriptor length u16 |
+ * reserved u16 + u32 | the descriptor (opaque here: mux's read descriptor), padded to 8.
+ */
+export const TABLE_READ_FIXED = 8;
+/** Longest read descriptor a table entry carries. */
+export const MAX_TABLE_READ_DESCRIPTOR = 256;

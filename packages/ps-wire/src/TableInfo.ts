@@ -16,6 +16,7 @@ import { DEFAULT_PS_WIRE_LIMITS, type PsWireLimits } from './Limits.js';
 import {
   MAX_NAME_BYTES,
   MAX_SHARD_ID_BYTES,
+  MAX_TABLE_READ_DESCRIPTOR,
   MAX_WIRE_DIM,
   NAME_PATTERN,
   PS_WIRE_VERSION,
@@ -24,6 +25,7 @@ import {
   TABLE_INFO_REPLY_FIXED,
   TABLE_INFO_REQUEST_BYTES,
   TABLE_INIT_BYTES,
+  TABLE_READ_FIXED,
   TableFlags,
   WRITER_PATTERN,
 } from './Schema.js';
@@ -36,6 +38,11 @@ export interface WireTableInfo {
   rejectNonFinite: boolean;
   /** Rows of unseen keys (the client fills a partial pull's missing rows with it). */
   init: ResolvedInit;
+  /**
+   * A `oneSidedRead` table's read descriptor (mux's, opaque here) for the connection that asked:
+   * sent over RDMA connections only (flag `readable`). Untrusted: the client decodes it.
+   */
+  readDescriptor?: Uint8Array;
 }
 
 export interface WireDenseInfo {
@@ -51,7 +58,9 @@ export interface WireDenseInfo {
  * 0 version u8 | 1 kind u8 (10) | 2 reserved u16 | 4 tableCount u16 | 6 denseCount u16
  * 8 maxBatchKeys u32 | 12 shardIdLength u16 | 14 reserved u16 | 16 shard id, padded to 8
  * then per table: nameLength u16 | flags u16 | dim u32 | initKind u8 (0 zeros, 1 uniform, 2 normal)
- *   | reserved u8 | reserved u16 | seed u32 | p0 f64 (low / mean) | p1 f64 (high / std) | name, padded to 8
+ *   | reserved u8 | reserved u16 | seed u32 | p0 f64 (low / mean) | p1 f64 (high / std)
+ *   | [flags & readable: descriptorLength u16 | reserved u16 | reserved u32 | descriptor, padded to 8]
+ *   | name, padded to 8
  * then per dense tensor: nameLength u16 | flags u16 | length u32 | name, padded to 8
  * ```
  */
@@ -98,18 +107,23 @@ export function encodeTableInfoReply(info: TableInfo): Uint8Array {
       n: checkDim(t.dim),
       f: t.rejectNonFinite,
       init: checkInit(t.init) as ResolvedInit | undefined,
+      desc: checkDescriptor(t.readDescriptor),
     })),
     ...info.dense.map((d) => ({
       name: asciiBytes(checkName(d.name, 'dense')),
       n: checkU32(d.length, 'length'),
       f: d.rejectNonFinite,
       init: undefined as ResolvedInit | undefined,
+      desc: undefined as Uint8Array | undefined,
     })),
   ];
   let total = TABLE_INFO_REPLY_FIXED + pad8(shard.length);
   for (const e of entries) {
     total +=
-      TABLE_ENTRY_FIXED + (e.init === undefined ? 0 : TABLE_INIT_BYTES) + pad8(e.name.length);
+      TABLE_ENTRY_FIXED +
+      (e.init === undefined ? 0 : TABLE_INIT_BYTES) +
+      (e.desc === undefined ? 0 : TABLE_READ_FIXED + pad8(e.desc.length)) +
+      pad8(e.name.length);
   }
   const out = new Uint8Array(total);
   const v = viewOf(out);
@@ -122,12 +136,19 @@ export function encodeTableInfoReply(info: TableInfo): Uint8Array {
   let at = writeName(out, TABLE_INFO_REPLY_FIXED, shard);
   for (const e of entries) {
     v.setUint16(at, e.name.length, true);
-    v.setUint16(at + 2, e.f ? TableFlags.rejectNonFinite : 0, true);
+    const flags =
+      (e.f ? TableFlags.rejectNonFinite : 0) | (e.desc === undefined ? 0 : TableFlags.readable);
+    v.setUint16(at + 2, flags, true);
     v.setUint32(at + 4, e.n, true);
     at += TABLE_ENTRY_FIXED;
     if (e.init !== undefined) {
       writeInit(v, at, e.init);
       at += TABLE_INIT_BYTES;
+    }
+    if (e.desc !== undefined) {
+      v.setUint16(at, e.desc.length, true);
+      out.set(e.desc, at + TABLE_READ_FIXED);
+      at += TABLE_READ_FIXED + pad8(e.desc.length);
     }
     at = writeName(out, at, e.name);
   }
@@ -167,7 +188,8 @@ export function decodeTableInfoReply(
       throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: name length ${len}`, { offset: at });
     }
     const flags = v.getUint16(at + 2, true);
-    if ((flags & ~TableFlags.rejectNonFinite) !== 0) {
+    const known = TableFlags.rejectNonFinite | TableFlags.readable;
+    if ((flags & ~known) !== 0 || (i >= nt && (flags & TableFlags.readable) !== 0)) {
       throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: flags ${flags}`, { offset: at + 2 });
     }
     const n = v.getUint32(at + 4, true);
@@ -177,17 +199,50 @@ export function decodeTableInfoReply(
         offset: at + 4,
       });
     }
-    const nameAt = at + TABLE_ENTRY_FIXED + (isTable ? TABLE_INIT_BYTES : 0);
+    let nameAt = at + TABLE_ENTRY_FIXED + (isTable ? TABLE_INIT_BYTES : 0);
+    let readDescriptor: Uint8Array | undefined;
+    if ((flags & TableFlags.readable) !== 0) {
+      need(b, nameAt + TABLE_READ_FIXED, what, b.length);
+      const dl = v.getUint16(nameAt, true);
+      if (dl < 1 || dl > MAX_TABLE_READ_DESCRIPTOR) {
+        throw new PsWireError('ERR_PS_WIRE_FIELD', `${what}: read descriptor length ${dl}`, {
+          offset: nameAt,
+        });
+      }
+      zero(v, nameAt + 2, 2, what);
+      zero(v, nameAt + 4, 4, what);
+      need(b, nameAt + TABLE_READ_FIXED + pad8(dl), what, b.length);
+      // A copy: the reply buffer is not the caller's to keep.
+      readDescriptor = b.slice(nameAt + TABLE_READ_FIXED, nameAt + TABLE_READ_FIXED + dl);
+      nameAt += TABLE_READ_FIXED + pad8(dl);
+    }
     need(b, nameAt + pad8(len), what, b.length);
     const init = isTable ? readInit(v, at + TABLE_ENTRY_FIXED, what) : undefined;
     const name = readName(b, nameAt, len, NAME_PATTERN, what);
     const rejectNonFinite = (flags & TableFlags.rejectNonFinite) !== 0;
-    if (init !== undefined) tables.push({ name, dim: n, rejectNonFinite, init });
+    if (init !== undefined)
+      tables.push({
+        name,
+        dim: n,
+        rejectNonFinite,
+        init,
+        ...(readDescriptor === undefined ? {} : { readDescriptor }),
+      });
     else dense.push({ name, length: n, rejectNonFinite });
     at = nameAt + pad8(len);
   }
   exact(b, at, what);
   return { shardId, maxBatchKeys, tables, dense };
+}
+
+function checkDescriptor(d: unknown): Uint8Array | undefined {
+  if (d === undefined) return undefined;
+  if (!(d instanceof Uint8Array) || d.length < 1 || d.length > MAX_TABLE_READ_DESCRIPTOR)
+    throw new PsWireError(
+      'ERR_PS_WIRE_INVALID_ARG',
+      `readDescriptor must be 1 … ${MAX_TABLE_READ_DESCRIPTOR} bytes`,
+    );
+  return d;
 }
 
 const INIT_KINDS = ['zeros', 'uniform', 'normal'] as const;

@@ -225,12 +225,17 @@ describe('ps-wire round trips', () => {
         std,
       })),
     );
-    const entry = fc.record({
-      name: nameArb,
-      dim: fc.integer({ min: 1, max: 4096 }),
-      rejectNonFinite: fc.boolean(),
-      init,
-    });
+    const entry = fc.record(
+      {
+        name: nameArb,
+        dim: fc.integer({ min: 1, max: 4096 }),
+        rejectNonFinite: fc.boolean(),
+        init,
+        // A readable table's read descriptor: opaque bytes, carried exactly.
+        readDescriptor: fc.uint8Array({ minLength: 1, maxLength: 256 }),
+      },
+      { requiredKeys: ['name', 'dim', 'rejectNonFinite', 'init'] },
+    );
     const dense = fc.record({
       name: nameArb,
       length: fc.integer({ min: 1, max: 1 << 20 }),
@@ -249,6 +254,34 @@ describe('ps-wire round trips', () => {
       ),
     );
     expect(() => decodeTableInfoRequest(encodeTableInfoRequest())).not.toThrow();
+  });
+
+  it('table info: a read descriptor is refused when empty, too long, or its reserved bytes are set', () => {
+    const init = { kind: 'zeros' as const };
+    const table = { name: 'emb', dim: 4, rejectNonFinite: false, init };
+    const info = (readDescriptor: Uint8Array) => ({
+      shardId: 's',
+      maxBatchKeys: 8,
+      tables: [{ ...table, readDescriptor }],
+      dense: [],
+    });
+    expect(() => encodeTableInfoReply(info(new Uint8Array(0)))).toThrow(/readDescriptor/);
+    expect(() => encodeTableInfoReply(info(new Uint8Array(257)))).toThrow(/readDescriptor/);
+    const ok = encodeTableInfoReply(info(new Uint8Array(32).fill(7)));
+    // Entry: 16 fixed + 8 (shard id "s", padded) = 24; its 8 + 24 init bytes; then the read part.
+    const at = 24 + 8 + 24;
+    const long = ok.slice();
+    new DataView(long.buffer).setUint16(at, 300, true);
+    expect(() => decodeTableInfoReply(long)).toThrow(
+      expect.objectContaining({ code: 'ERR_PS_WIRE_FIELD' }),
+    );
+    const reserved = ok.slice();
+    reserved[at + 4] = 1;
+    expect(() => decodeTableInfoReply(reserved)).toThrow();
+    const past = ok.slice();
+    new DataView(past.buffer).setUint16(at, 200, true); // runs past the reply
+    expect(() => decodeTableInfoReply(past)).toThrow();
+    expect(decodeTableInfoReply(ok).tables[0]?.readDescriptor).toEqual(new Uint8Array(32).fill(7));
   });
 });
 

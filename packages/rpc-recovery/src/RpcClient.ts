@@ -306,6 +306,11 @@ export class RpcClient extends EventEmitter<RpcClientEvents> {
     return this.#machine;
   }
 
+  /** The current connection while the session is connected (e.g. for one-sided reads). */
+  get connection(): Connection | undefined {
+    return this.#machine.state === 'connected' ? this.#link?.conn : undefined;
+  }
+
   stats(): RpcClientStats {
     return {
       state: this.#machine.state,

@@ -243,6 +243,11 @@ export class RpcServer {
     return this.#live.has(sessionId);
   }
 
+  /** The connection a session is served on now, if any (what a handler may answer differently for). */
+  connectionOf(sessionId: string): Connection | undefined {
+    return this.#live.get(sessionId);
+  }
+
   stats(): RpcServerStats {
     return {
       connections: this.#connections.size,

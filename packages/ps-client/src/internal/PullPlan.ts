@@ -9,6 +9,7 @@ import type { RpcReply } from '@rdmajs/rpc-recovery';
 import type { ShardLink } from '../ShardLink.js';
 import type { ShardRouter } from '../ShardRouter.js';
 import { type Deduper, halvesOf, LITTLE_ENDIAN } from './dedupe.js';
+import type { ReadRows } from './OneSidedReads.js';
 
 const EMPTY = new Uint8Array(0);
 const EMPTY32 = new Uint32Array(0);
@@ -91,7 +92,7 @@ export class PullPlan {
   segOf: Uint32Array = EMPTY32;
   offOf: Uint32Array = EMPTY32;
   /** Scratch of the calls and the segments' rows (valid for the first `nSeg`). */
-  readonly calls: Promise<RpcReply>[] = [];
+  readonly calls: Promise<RpcReply | ReadRows>[] = [];
   readonly segments: Float32Array[] = [];
   readonly #slots: RequestSlot[] = [];
   /** Big-endian hosts: each segment's keys, encoded into a portable request. */
@@ -278,6 +279,13 @@ export class PullPlan {
   }
 
   /** The (lo, hi) halves of segment g's keys (a copy: for the init rows of a missed shard). */
+  /** Segment g's key halves as a view where possible (valid while the plan is). */
+  keyView(g: number): Uint32Array {
+    const len = this.segLen[g] as number;
+    if (!LITTLE_ENDIAN) return halvesOf(this.#segKeys[g] as BigUint64Array);
+    return (this.#slots[g] as RequestSlot).keys32.subarray(0, 2 * len);
+  }
+
   keyHalves(g: number): Uint32Array {
     const len = this.segLen[g] as number;
     if (!LITTLE_ENDIAN) return halvesOf(this.#segKeys[g] as BigUint64Array);

@@ -15,10 +15,28 @@ export const EVAL_SECRET = 'rdmajs-bench-evaluation-secret-0123456789';
 /** One row per key counting the pushes applied to it (sgd, lr 1, gradient −1: exact in f32). */
 export const COUNTER_TABLE = 'applied';
 
+/**
+ * Bytes of a shard's embedding table: the key space (1 M) spread over the shards, with room
+ * (index, seqlock metas, rows: ≈ 300 B a row): the table's memory is taken up front.
+ */
+export const EVAL_TABLE_BYTES = 160 * 1024 * 1024;
+/**
+ * `oneSidedRead`: RDMA clients READ rows straight from the shards' memory (the shard is not
+ * woken); TCP clients pull two-sided as before. The gRPC baseline gets the table without it.
+ */
 export const EVAL_TABLES: SparseTableConfig[] = [
-  { name: EVAL_TABLE, dim: EVAL_DIM, optimizer: { kind: 'sgd', lr: 0.01 } },
+  {
+    name: EVAL_TABLE,
+    dim: EVAL_DIM,
+    optimizer: { kind: 'sgd', lr: 0.01 },
+    budgetBytes: EVAL_TABLE_BYTES,
+    oneSidedRead: true,
+  },
   { name: COUNTER_TABLE, dim: 1, optimizer: { kind: 'sgd', lr: 1 } },
 ];
+
+/** The gRPC baseline's tables: the same, without one-sided reads (it has no RDMA). */
+export const GRPC_TABLES: SparseTableConfig[] = EVAL_TABLES.map(({ oneSidedRead: _, ...t }) => t);
 
 /** A shard's address, as `PsClient.connect` takes it. */
 export interface ShardAddress {
@@ -51,6 +69,8 @@ export interface RdmaTargetOptions {
   copyRows?: boolean;
   /** PsClients, each with its own connection (so QP, SRQ, receive buffers) per shard; writers are spread over them. Default 1. */
   clients?: number;
+  /** One-sided fetches of readable tables (default on); off: two-sided pulls (an ablation). */
+  oneSided?: boolean;
   /** Session recovery (default on). Off: no reconnect inside a session, no relink retries, no resend. */
   recovery?: boolean;
   /** What differs from the full system, for the rows' op. */
@@ -117,6 +137,7 @@ export class RdmajsPsTarget implements PsTarget {
                 tcp: TCP_BASELINE_OPTIONS,
                 secret: EVAL_SECRET,
                 maxInFlightPushes: 64,
+                ...(o.oneSided === false ? { oneSidedReads: false } : {}),
                 ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
               }),
             ),
@@ -186,7 +207,7 @@ export class GrpcPsTarget implements PsTarget {
 
   /** Channels to the gRPC shards listening on `ports` (GrpcStoreServer processes). */
   static connect(ports: readonly number[]): GrpcPsTarget {
-    return new GrpcPsTarget(GrpcShardedStore.connect(ports, EVAL_TABLES));
+    return new GrpcPsTarget(GrpcShardedStore.connect(ports, GRPC_TABLES));
   }
 
   async pull(keys: BigUint64Array): Promise<void> {

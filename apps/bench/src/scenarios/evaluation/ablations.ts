@@ -19,7 +19,7 @@ export interface Ablation {
   /** RDMA knobs of the ablated client and shards, over the run's own. */
   tuning?: RdmaTuning;
   /** How the ablated RDMA client differs. */
-  client: Pick<RdmaTargetOptions, 'copyRows' | 'clients' | 'recovery'>;
+  client: Pick<RdmaTargetOptions, 'copyRows' | 'clients' | 'recovery' | 'oneSided'>;
 }
 
 export const ABLATIONS: readonly Ablation[] = [
@@ -31,6 +31,15 @@ export const ABLATIONS: readonly Ablation[] = [
     measure: 'fetch',
     serverArgs: ['--rdma-zero-copy', 'off'],
     client: { copyRows: true },
+  },
+  {
+    name: 'one-sided',
+    lesson:
+      "one-sided fetches: the client READs rows (hash index window, seqlock meta, row) straight from the shard's registered table memory; the shard is never woken",
+    instead:
+      'two-sided pulls over RDMA (PsClient oneSidedReads: false): a request SEND wakes the shard, which gathers the rows and SENDs a reply',
+    measure: 'fetch',
+    client: { oneSided: false },
   },
   {
     name: 'qp-pool',

@@ -16,7 +16,7 @@ import {
   runInference,
 } from './inference.js';
 import { runLoggedIncast } from './loggedIncast.js';
-import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, RdmajsPsTarget } from './PsTarget.js';
+import { EVAL_SECRET, EVAL_SHARDS, EVAL_TABLES, GRPC_TABLES, RdmajsPsTarget } from './PsTarget.js';
 import { type RdmaTuning, serverArgsOf } from './RdmaTuning.js';
 import { runFailureAblation, runLiveAblation } from './runAblations.js';
 import {
@@ -239,7 +239,7 @@ export const evaluationScenario: Scenario = {
       }
       // Settled all, so one that fails leaves none of the others running (closed below).
       const started = await Promise.allSettled(
-        Array.from({ length: EVAL_SHARDS }, () => GrpcStoreServer.start(EVAL_TABLES)),
+        Array.from({ length: EVAL_SHARDS }, () => GrpcStoreServer.start(GRPC_TABLES)),
       );
       for (const s of started) if (s.status === 'fulfilled') grpcServers.push(s.value);
       const failed = started.find((s) => s.status === 'rejected');

@@ -1,0 +1,340 @@
+import {
+  type Connection,
+  decodeReadDescriptor,
+  type RdmaTransport,
+  type ReadDescriptor,
+  ReadList,
+} from '@rdmajs/mux';
+import {
+  decodeStoreViewHeader,
+  decodeTableInfoReply,
+  encodeTableInfoRequest,
+  type InitFn,
+  PsMethod,
+  readStoreView,
+  STORE_VIEW,
+  type StoreViewLayout,
+  StoreViewReader,
+  type TableInfo,
+  type ViewReadList,
+} from '@rdmajs/ps-wire';
+import type { ShardLink } from '../ShardLink.js';
+
+type Allocator = RdmaTransport['allocator'];
+type Block = ReturnType<Allocator['alloc']>;
+
+/** Keys one one-sided read of a segment takes (a ReadList holds 2 + 3 per key, ≤ 2^16). */
+export const ONE_SIDED_MAX_KEYS = 1024;
+/**
+ * Readers (scratch ≈ 130 KiB registered + ReadList) per (shard, table), made as pulls in flight
+ * need them: an open-loop load keeps several in flight; beyond this they go two-sided.
+ */
+const MAX_READERS = 32;
+/** Attempts of readStoreView before a raced key falls back. */
+const ATTEMPTS = 4;
+
+/** Counters of one-sided fetches (PsClientStats.oneSided). */
+export interface OneSidedStats {
+  /** Keys whose rows were READ from shard memory (the shard never woke). */
+  keys: number;
+  /** Segments pulled two-sided instead: raced or unreadable keys, busy readers, errors. */
+  fallbacks: number;
+  /** Keys of those segments. */
+  fallbackKeys: number;
+  /** Read descriptors fetched again (a new connection, a stale descriptor, a failed READ). */
+  refreshes: number;
+  /** READs that failed or a header / descriptor that did not validate (then two-sided). */
+  errors: number;
+}
+
+/** A segment's rows, READ into a registered block (released with the pulled rows). */
+export class ReadRows {
+  readonly rows: Float32Array;
+  readonly #block: Block;
+  constructor(block: Block, floats: number) {
+    this.#block = block;
+    this.rows = new Float32Array(block.bytes.buffer, block.bytes.byteOffset, floats);
+  }
+  release(): void {
+    this.#block.release();
+  }
+}
+
+/** A StoreViewReader with its registered scratch and its mux ReadList. */
+interface Reader {
+  view: StoreViewReader;
+  scratch: Block;
+  list: ReadList;
+  /** The layout epoch it was made for. */
+  epoch: number;
+  /** The generation word of the last batch's first round (scratch's first word). */
+  gen: Uint32Array;
+}
+
+/**
+ * One-sided fetches of one readable table on one shard: the descriptor from table info, the
+ * header read once per connection (again when the generation moves), and a few readers. Any
+ * doubt — no RDMA connection, a stale descriptor, a READ or header that fails, a raced key —
+ * ends in `null`: the caller pulls that segment two-sided; nothing is lost or left waiting.
+ */
+class TableReads {
+  readonly #owner: LinkReads;
+  readonly #name: string;
+  readonly #dim: number;
+  readonly #init: InitFn;
+  descriptor: ReadDescriptor | undefined;
+  #layout: StoreViewLayout | undefined;
+  /** The connection the header was read on (a new one: read it again). */
+  #headerConn: Connection | undefined;
+  #header: Block | undefined;
+  #headerList = new ReadList(1);
+  readonly #idle: Reader[] = [];
+  #readers = 0;
+  /** Bumped when the layout changes: readers of an older one are dropped, not reused. */
+  #epoch = 0;
+  /** A connection whose shard served a header that does not validate: two-sided on it. */
+  #refusedOn: Connection | undefined;
+
+  constructor(owner: LinkReads, name: string, dim: number, init: InitFn) {
+    this.#owner = owner;
+    this.#name = name;
+    this.#dim = dim;
+    this.#init = init;
+  }
+
+  /** Rows of the n keys (halves in k32) or null: pull them two-sided. */
+  async read(k32: Uint32Array, n: number, timeoutMs: number): Promise<ReadRows | null> {
+    const o = this.#owner;
+    const conn = o.link.connection;
+    if (conn === undefined || !conn.supportsRead || n > ONE_SIDED_MAX_KEYS || n === 0) return null;
+    if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
+    const desc = this.descriptor;
+    if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
+    let out: Block | undefined;
+    let r: Reader | undefined;
+    try {
+      if (this.#layout === undefined || this.#headerConn !== conn) {
+        if (this.#headerList.busy) return null; // another pull is reading it
+        await conn.read(desc, this.#headerRead(), { timeoutMs });
+        if (!this.#takeHeader(conn, desc)) return null;
+      }
+      const layout = this.#layout as StoreViewLayout;
+      r = this.#take(layout);
+      if (r === undefined) return null;
+      out = o.allocator.alloc(n * this.#dim * 4);
+      const rows = new ReadRows(out, n * this.#dim);
+      const read = (list: ViewReadList): Promise<void> =>
+        this.#post(conn, desc, r as Reader, out as Block, list, timeoutMs);
+      const fallback = await readStoreView(r.view, k32, n, rows.rows, read, ATTEMPTS);
+      // Readers hold a layout's shape; a moved generation is re-checked at the next header.
+      if (r.gen[0] !== layout.generation) this.#headerConn = undefined;
+      this.#give(r);
+      r = undefined;
+      if (fallback > 0) {
+        rows.release();
+        return null;
+      }
+      o.stats.keys += n;
+      return rows;
+    } catch (err) {
+      o.stats.errors++;
+      // A READ past its deadline may still land: memory of a list still busy is never reused.
+      const busy = r?.list.busy === true || this.#headerList.busy;
+      if (!busy) out?.release();
+      if (r !== undefined) this.#drop(r);
+      this.#layout = undefined;
+      const code = (err as { code?: unknown } | null)?.code;
+      // Another incarnation (the shard restarted): fetch its descriptor. A failed read QP
+      // stays failed: two-sided on this connection, a new one reads again.
+      if (code === 'ERR_MUX_STALE_DESCRIPTOR') o.refresh(undefined);
+      else if (code === 'ERR_MUX_READ_FAILED') this.#refusedOn = conn;
+      return null;
+    }
+  }
+
+  /** One ViewReadList as a mux ReadList on the RC read QP (executed in list order). */
+  #post(
+    conn: Connection,
+    desc: ReadDescriptor,
+    r: Reader,
+    out: Block,
+    l: ViewReadList,
+    timeoutMs: number,
+  ): Promise<void> {
+    const list = r.list;
+    list.clear();
+    for (let i = 0; i < l.count; i++) {
+      list.add(
+        l.remote[i] as number,
+        l.length[i] as number,
+        l.into[i] === 0 ? r.scratch : out,
+        l.local[i] as number,
+      );
+    }
+    return conn.read(desc, list, { timeoutMs });
+  }
+
+  /** The list that READs the header (another pull reading it: the caller goes two-sided). */
+  #headerRead(): ReadList {
+    this.#header ??= this.#owner.allocator.alloc(STORE_VIEW.HEADER_BYTES);
+    const list = this.#headerList;
+    list.clear(); // throws while busy: caught, two-sided
+    return list.add(0, STORE_VIEW.HEADER_BYTES, this.#header);
+  }
+
+  /** Validates the header just read; false (and two-sided on this connection) if it lies. */
+  #takeHeader(conn: Connection, desc: ReadDescriptor): boolean {
+    const h = this.#header as Block;
+    let l: StoreViewLayout;
+    try {
+      // Untrusted bytes: every field checked, every section inside the advertised region.
+      l = decodeStoreViewHeader(h.bytes.subarray(0, STORE_VIEW.HEADER_BYTES), desc.length);
+      if (l.dim !== this.#dim) throw new Error(`table ${this.#name}: header dim ${l.dim}`);
+    } catch {
+      this.#owner.stats.errors++;
+      this.#refusedOn = conn;
+      return false;
+    }
+    const old = this.#layout;
+    if (old === undefined || !sameShape(old, l)) {
+      this.#epoch++;
+      for (const r of this.#idle.splice(0)) this.#drop(r);
+    }
+    this.#layout = l;
+    this.#headerConn = conn;
+    return true;
+  }
+
+  #take(layout: StoreViewLayout): Reader | undefined {
+    const r = this.#idle.pop();
+    if (r !== undefined) return r;
+    if (this.#readers >= MAX_READERS) return undefined;
+    const a = this.#owner.allocator;
+    const bytes = StoreViewReader.scratchBytes(layout, ONE_SIDED_MAX_KEYS);
+    const scratch = a.alloc(bytes);
+    try {
+      const view = new StoreViewReader(layout, {
+        maxKeys: ONE_SIDED_MAX_KEYS,
+        init: this.#init,
+        scratch: scratch.bytes.subarray(0, bytes),
+      });
+      this.#readers++;
+      const gen = new Uint32Array(scratch.bytes.buffer, scratch.bytes.byteOffset, 1);
+      const list = new ReadList(2 + 3 * ONE_SIDED_MAX_KEYS);
+      return { view, scratch, list, epoch: this.#epoch, gen };
+    } catch (err) {
+      scratch.release();
+      throw err;
+    }
+  }
+
+  #give(r: Reader): void {
+    if (r.epoch === this.#epoch) this.#idle.push(r);
+    else this.#drop(r);
+  }
+
+  #drop(r: Reader): void {
+    // A list still busy (a READ that timed out) may yet be written by the NIC: its memory is
+    // kept, and it still counts against MAX_READERS (so such leftovers stay bounded).
+    if (r.list.busy) return;
+    this.#readers--;
+    r.scratch.release();
+  }
+
+  /** Frees the registered memory (client close). */
+  close(): void {
+    for (const r of this.#idle.splice(0)) this.#drop(r);
+    if (this.#header !== undefined && !this.#headerList.busy) this.#header.release();
+    this.#header = undefined;
+  }
+}
+
+function sameShape(a: StoreViewLayout, b: StoreViewLayout | undefined): boolean {
+  return (
+    b !== undefined &&
+    a.dim === b.dim &&
+    a.rowDtype === b.rowDtype &&
+    a.buckets === b.buckets &&
+    a.salt === b.salt &&
+    a.slotCount === b.slotCount &&
+    a.chunkRows === b.chunkRows &&
+    a.totalBytes === b.totalBytes
+  );
+}
+
+/**
+ * One-sided fetches over one shard link: its readable tables' descriptors (from table info),
+ * refreshed — once at a time, bounded by the refresh deadline — when the link's connection
+ * changes or a read fails. While a refresh runs, pulls go two-sided.
+ */
+export class LinkReads {
+  readonly link: ShardLink;
+  readonly allocator: Allocator;
+  readonly stats: OneSidedStats;
+  readonly #tables = new Map<string, TableReads>();
+  readonly #deadlineMs: number;
+  /** The connection the descriptors were fetched for. */
+  conn: Connection | undefined;
+  refreshing: Promise<void> | undefined;
+
+  constructor(
+    link: ShardLink,
+    allocator: Allocator,
+    stats: OneSidedStats,
+    inits: ReadonlyMap<string, { dim: number; init: InitFn }>,
+    deadlineMs: number,
+  ) {
+    this.link = link;
+    this.allocator = allocator;
+    this.stats = stats;
+    this.#deadlineMs = deadlineMs;
+    for (const [name, t] of inits)
+      this.#tables.set(name, new TableReads(this, name, t.dim, t.init));
+  }
+
+  /** The table's reads (two-sided until the shard handed a descriptor for it). */
+  table(name: string): TableReads | undefined {
+    return this.#tables.get(name);
+  }
+
+  /** Takes the descriptors of a table-info reply (received on `conn`). */
+  apply(info: TableInfo, conn: Connection | undefined): void {
+    this.conn = conn;
+    for (const [name, t] of this.#tables) {
+      const bytes = info.tables.find((x) => x.name === name)?.readDescriptor;
+      try {
+        t.descriptor = bytes === undefined ? undefined : decodeReadDescriptor(bytes);
+      } catch {
+        this.stats.errors++; // a lying shard: this table is pulled two-sided
+        t.descriptor = undefined;
+      }
+    }
+  }
+
+  /** Fetches the descriptors again (in the background, one refresh at a time). */
+  refresh(conn: Connection | undefined): void {
+    if (this.refreshing !== undefined) return;
+    this.conn = conn;
+    this.stats.refreshes++;
+    this.refreshing = this.link
+      .call(PsMethod.tableInfo, encodeTableInfoRequest(), this.#deadlineMs)
+      .then(
+        (b) => this.apply(decodeTableInfoReply(b), this.link.connection),
+        () => {
+          this.conn = undefined; // try again at the next pull
+        },
+      )
+      .finally(() => {
+        this.refreshing = undefined;
+      });
+  }
+
+  /** Waits for a running refresh (tests, close). */
+  settled(): Promise<void> {
+    return this.refreshing ?? Promise.resolve();
+  }
+
+  close(): void {
+    for (const t of this.#tables.values()) t.close();
+  }
+}

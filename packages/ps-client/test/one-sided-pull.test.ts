@@ -1,0 +1,232 @@
+import { RdmaTransport } from '@rdmajs/mux';
+import { PsService, parseServiceTables } from '@rdmajs/ps-service';
+import { STORE_VIEW, STORE_VIEW_HEADER } from '@rdmajs/ps-wire';
+import { TcpTransport } from '@rdmajs/tcp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PsClient } from '../src/index.js';
+
+// One-sided fetches end to end over soft: shards serve `oneSidedRead` tables from read
+// regions of their RDMA transport; RDMA clients READ the rows, TCP clients and the off switch
+// pull two-sided; every path must give the same rows.
+const secret = 'ps-client-one-sided-secret-012345';
+const spec = {
+  tables: [
+    {
+      name: 'emb',
+      dim: 8,
+      optimizer: { kind: 'adagrad', lr: 0.1 },
+      init: { kind: 'normal', seed: 5, std: 0.1 },
+      budgetBytes: 1 << 20,
+      oneSidedRead: true,
+    },
+    {
+      name: 'half',
+      dim: 6,
+      rowDtype: 'f16',
+      optimizer: { kind: 'sum' },
+      init: { kind: 'uniform', seed: 2, low: -1, high: 1 },
+      budgetBytes: 1 << 20,
+      oneSidedRead: true,
+    },
+    { name: 'plain', dim: 4, optimizer: { kind: 'sum' } },
+  ],
+};
+const ids = ['a', 'b'];
+const serverRdma = ids.map(() => new RdmaTransport());
+const services: (PsService | undefined)[] = [];
+const ports: { rdma: number; tcp: number }[] = [];
+
+async function startShard(i: number, p?: { rdma: number; tcp: number }): Promise<PsService> {
+  const s = await PsService.start({
+    listen: [
+      { transport: serverRdma[i] as RdmaTransport, port: p?.rdma ?? 0 },
+      { transport: new TcpTransport(), port: p?.tcp ?? 0 },
+    ],
+    secret,
+    shardId: ids[i] as string,
+    tables: parseServiceTables(spec),
+  });
+  services[i] = s;
+  ports[i] = { rdma: s.portOf('rdma') as number, tcp: s.portOf('tcp') as number };
+  return s;
+}
+
+const connect = (transport: 'rdma' | 'tcp', oneSidedReads?: boolean) =>
+  PsClient.connect({
+    servers: ports.map((p) => ({ port: p[transport], ports: p })),
+    transport,
+    secret,
+    deadlineMs: 5000,
+    ...(oneSidedReads === undefined ? {} : { oneSidedReads }),
+  });
+
+let rdma: PsClient;
+let off: PsClient;
+let tcp: PsClient;
+
+beforeAll(async () => {
+  for (let i = 0; i < ids.length; i++) await startShard(i);
+  [rdma, off, tcp] = await Promise.all([connect('rdma'), connect('rdma', false), connect('tcp')]);
+});
+
+afterAll(async () => {
+  await Promise.allSettled([rdma, off, tcp].map((c) => c?.close()));
+  await Promise.allSettled(services.map((s) => s?.close()));
+  for (const t of serverRdma) await t.close();
+});
+
+const bits = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length));
+const keysOf = (n: number, salt: bigint) =>
+  BigUint64Array.from(
+    { length: n },
+    (_, i) => (BigInt(i) * 0x9e3779b97f4a7c15n + salt) % 2n ** 64n,
+  );
+
+async function pullAll(c: PsClient, table: string, keys: BigUint64Array): Promise<Float32Array> {
+  const out = new Float32Array(keys.length * (c.tables.get(table) as number));
+  await c.pullInto(table, keys, out);
+  return out;
+}
+
+describe('one-sided pulls of oneSidedRead tables', () => {
+  it('RDMA one-sided, RDMA two-sided (off) and TCP give the same rows, f32 and f16, present and absent keys', async () => {
+    const present = keysOf(300, 11n);
+    for (const [table, dim] of [
+      ['emb', 8],
+      ['half', 6],
+    ] as const) {
+      const grads = Float32Array.from({ length: present.length * dim }, (_, i) => Math.cos(i) / 4);
+      await tcp.push(table, present, grads);
+      // Half of these were pushed, half never: absent keys get the table's init row.
+      const keys = BigUint64Array.from([...present.subarray(0, 150), ...keysOf(150, 99_999n)]);
+      const before = rdma.stats().oneSided.keys;
+      const [a, b, c] = await Promise.all([
+        pullAll(rdma, table, keys),
+        pullAll(off, table, keys),
+        pullAll(tcp, table, keys),
+      ]);
+      expect(bits(a)).toEqual(bits(c));
+      expect(bits(b)).toEqual(bits(c));
+      expect(rdma.stats().oneSided.keys - before).toBe(keys.length);
+    }
+    expect(off.stats().oneSided.keys).toBe(0);
+    expect(tcp.stats().oneSided.keys).toBe(0);
+    // A table that is not readable is pulled two-sided, as before.
+    const k = keysOf(20, 3n);
+    expect(bits(await pullAll(rdma, 'plain', k))).toEqual(bits(await pullAll(tcp, 'plain', k)));
+  });
+
+  it('pull() (rows held in registered memory) matches pullInto, duplicates included', async () => {
+    const keys = BigUint64Array.from([5n, 7n, 5n, 2n ** 64n - 1n, 7n]);
+    const rows = await rdma.pull('emb', keys);
+    const got = new Float32Array(keys.length * 8);
+    rows.copyInto(got);
+    rows.release();
+    expect(bits(got)).toEqual(bits(await pullAll(tcp, 'emb', keys)));
+  });
+
+  it('rows read while pushes change them are whole rows of some applied state, never torn', async () => {
+    const keys = keysOf(64, 77n);
+    const dim = 8;
+    // Every push adds the same value to every float of a row: a read row's floats agree.
+    const ones = new Float32Array(keys.length * dim).fill(1);
+    const pushes = (async () => {
+      for (let i = 0; i < 40; i++) await tcp.push('emb', keys, ones);
+    })();
+    const base = await pullAll(off, 'emb', keys);
+    let reads = 0;
+    let done = false;
+    void pushes.then(() => {
+      done = true;
+    });
+    while (!done || reads < 5) {
+      // A one-sided pull can complete without an event-loop turn (soft copies inside the
+      // post): yield, or this loop would starve the pushes' I/O.
+      await new Promise(setImmediate);
+      const r = await pullAll(rdma, 'emb', keys);
+      for (let i = 0; i < keys.length; i++) {
+        // adagrad moves every float of a row by the same step from equal gradients: a row
+        // read half before and half after a push would show two different deltas (a step is
+        // ≥ 0.1/√40 ≈ 0.016; rounding differences are < 1e-5).
+        const row = r.subarray(i * dim, i * dim + dim);
+        const d0 = (row[0] as number) - (base[i * dim] as number);
+        for (let j = 1; j < dim; j++)
+          expect(Math.abs((row[j] as number) - (base[i * dim + j] as number) - d0)).toBeLessThan(
+            1e-4,
+          );
+      }
+      reads++;
+    }
+    await pushes;
+    expect(bits(await pullAll(rdma, 'emb', keys))).toEqual(bits(await pullAll(tcp, 'emb', keys)));
+  });
+
+  it('rows that never settle (seqlock forever odd) fall back two-sided: right rows, bounded', async () => {
+    const s = services[0] as PsService;
+    const view = s.store.storeView('emb');
+    if (view === null) throw new Error('emb is not readable');
+    const keys = keysOf(100, 4242n);
+    await tcp.push('emb', keys, new Float32Array(keys.length * 8).fill(0.25));
+    const l = view.layout;
+    const seqs = new Uint32Array(
+      view.bytes.buffer,
+      view.bytes.byteOffset + l.metaOffset,
+      l.slotCount * 4,
+    );
+    const saved = seqs.slice();
+    try {
+      // As if every row were being written: the reader retries, then gives the keys back.
+      for (let i = 0; i < l.slotCount; i++) seqs[4 * i] = (seqs[4 * i] as number) | 1;
+      const before = rdma.stats().oneSided;
+      const got = await pullAll(rdma, 'emb', keys);
+      expect(rdma.stats().oneSided.fallbacks).toBeGreaterThan(before.fallbacks);
+      expect(bits(got)).toEqual(bits(await pullAll(tcp, 'emb', keys)));
+    } finally {
+      seqs.set(saved);
+    }
+  });
+
+  it('a lying header (bad magic) is refused: two-sided on that connection, right rows', async () => {
+    const s = services[1] as PsService;
+    const view = s.store.storeView('half');
+    if (view === null) throw new Error('half is not readable');
+    const head = new DataView(view.bytes.buffer, view.bytes.byteOffset, STORE_VIEW.HEADER_BYTES);
+    const c = await connect('rdma');
+    try {
+      head.setUint32(STORE_VIEW_HEADER.MAGIC, 0xdeadbeef, true);
+      const keys = BigUint64Array.from(
+        Array.from({ length: 400 }, (_, i) => BigInt(i)).filter((k) => c.shardOf(k) === 'b'),
+      );
+      const got = await pullAll(c, 'half', keys);
+      const st = c.stats().oneSided;
+      expect(st.errors).toBeGreaterThan(0);
+      expect(st.keys).toBe(0);
+      expect(bits(got)).toEqual(bits(await pullAll(tcp, 'half', keys)));
+    } finally {
+      head.setUint32(STORE_VIEW_HEADER.MAGIC, STORE_VIEW.MAGIC, true);
+      await c.close();
+    }
+  });
+
+  it('after a shard restart the old descriptor is refused, a new one fetched, and rows are right', async () => {
+    const keys = keysOf(200, 5n);
+    await pullAll(rdma, 'emb', keys);
+    const old = services[0] as PsService;
+    const p = ports[0] as { rdma: number; tcp: number };
+    await old.close();
+    // A new process would be a new transport: new incarnation, new region.
+    await serverRdma[0]?.close();
+    serverRdma[0] = new RdmaTransport();
+    const fresh = await startShard(0, p);
+    const grads = new Float32Array(keys.length * 8).fill(0.5);
+    await tcp.push('emb', keys, grads);
+    const before = rdma.stats().oneSided;
+    // The first pulls after the restart may go two-sided (refresh running); never wrong.
+    const ref = await pullAll(tcp, 'emb', keys);
+    for (let i = 0; i < 5; i++) expect(bits(await pullAll(rdma, 'emb', keys))).toEqual(bits(ref));
+    const after = rdma.stats().oneSided;
+    expect(after.refreshes).toBeGreaterThan(before.refreshes);
+    expect(after.keys).toBeGreaterThan(before.keys);
+    expect(fresh.store.storeView('emb')).not.toBeNull();
+  });
+});
