@@ -26,10 +26,15 @@ type Block = ReturnType<Allocator['alloc']>;
 /** Keys one one-sided read of a segment takes (a ReadList holds 2 + 3 per key, ≤ 2^16). */
 export const ONE_SIDED_MAX_KEYS = 1024;
 /**
- * Readers (scratch ≈ 130 KiB registered + ReadList) per (shard, table), made as pulls in flight
- * need them: an open-loop load keeps several in flight; beyond this they go two-sided.
+ * One-sided reads in flight per (shard, table) (each a reader: scratch ≈ 130 KiB registered +
+ * ReadList); pulls beyond go two-sided. Few on purpose: a one-sided fetch moves the shard's
+ * work onto the client (on soft the client's CPU does every READ's copy, ≈ 4 READs per key),
+ * so it wins while the client has CPU to spare and loses once pulls pile up — then two-sided
+ * lets the shards share the load. `BENCH_EVAL_ONLY=fetch` (2 runs each, RDMA ÷ TCP mean at
+ * 50 % of TCP's capacity / at gRPC's lower rate): 32 readers 5.1–3.3× / 0.31–0.37×; 2 readers
+ * 0.47–1.22× / 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×.
  */
-const MAX_READERS = 32;
+const MAX_READERS = 2;
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
 
