@@ -110,6 +110,7 @@ export interface PsClientOptions {
    * where the request is built.
    */
   registeredPushes?: boolean;
+  /**
    * Pull rows of `oneSidedRead` tables with one-sided RDMA READs straight from shard memory
    * (the shard is never woken) when the connection supports reads; keys that race a write
    * and anything doubtful are pulled two-sided. Default true; false: always two-sided.
