@@ -297,6 +297,39 @@ describe('one-sided reads over RDMA', () => {
     });
   }
 
+  it('a_read_deadline_is_monotonic_a_wall_clock_step_does_not_expire_it', async () => {
+    const qps: QueuePair[] = [];
+    const dev = recordingDevice(qps);
+    const serverDev = openDevice({ provider: 'soft' });
+    cleanups.push(() => {
+      dev.close();
+      serverDev.close();
+    });
+    const { conn, server } = await rdmaPair(cleanups, {
+      secret: SECRET,
+      options: { device: dev },
+      serverOptions: { device: serverDev },
+    });
+    const region = server.allocReadRegion(4096);
+    cleanups.push(() => region.close());
+    region.bytes.fill(0x5a);
+    // The READ waits 300 ms in the send queue; meanwhile the wall clock jumps an hour ahead.
+    injectFault(qps.at(-1) as QueuePair, { type: 'delay', ms: 300 });
+    const dst = conn.allocator.alloc(64);
+    const list = new ReadList(1).add(0, 64, dst);
+    const pending = conn.read(region.descriptor, list, { timeoutMs: 60_000 });
+    const now = Date.now;
+    const step = now() + 3_600_000;
+    Date.now = () => step;
+    try {
+      await pending;
+    } finally {
+      Date.now = now;
+    }
+    expect(dst.bytes.every((b) => b === 0x5a)).toBe(true);
+    expect(conn.stats().readQpFailures).toBe(0);
+  });
+
   it('a_busy_list_cannot_change_and_an_aborted_read_is_not_posted', async () => {
     const { conn, descriptor } = await setup(4096);
     const dst = conn.allocator.alloc(8);
