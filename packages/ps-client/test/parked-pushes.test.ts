@@ -25,7 +25,10 @@ async function slowLink(
     await new Promise((r) => setTimeout(r, 100));
     return new Uint8Array(4);
   });
-  const rpc = new RpcServer(reg, { key: new Uint8Array(32).fill(3), dedup: new DeduplicationTable() });
+  const rpc = new RpcServer(reg, {
+    key: new Uint8Array(32).fill(3),
+    dedup: new DeduplicationTable(),
+  });
   const listener = await server.listen({ secret });
   listener.on('connection', (c) => rpc.serve(c));
   cleanups.push(() => listener.close());
@@ -48,7 +51,11 @@ async function slowLink(
 }
 
 /** 20 pushes of `part()` with a 20 ms deadline, each waited for; their error codes. */
-async function timeOut(link: ShardLink, part: () => Parameters<ShardLink['push']>[2], free: () => void) {
+async function timeOut(
+  link: ShardLink,
+  part: () => Parameters<ShardLink['push']>[2],
+  free: () => void,
+) {
   const codes = new Set<string>();
   for (let i = 0; i < 20; i++) {
     await link
@@ -66,7 +73,11 @@ async function until(ok: () => boolean, ms: number): Promise<void> {
 it('heap payloads of timed-out pushes are not held by a live session', async () => {
   const link = await slowLink(new TcpTransport(), new TcpTransport());
   let freed = 0;
-  const codes = await timeOut(link, () => new Uint8Array(1024), () => freed++);
+  const codes = await timeOut(
+    link,
+    () => new Uint8Array(1024),
+    () => freed++,
+  );
   expect(codes).toEqual(['ERR_PS_CLIENT_DEADLINE']);
   await until(() => link.stats().queuedPushes === 0, 3000);
   // Never given back for reuse while the session may read them, never parked either.

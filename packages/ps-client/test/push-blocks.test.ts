@@ -81,7 +81,7 @@ it('PushBlocks: a given-back block serves the next request of its size, as a sli
   expect(alloc.liveBlocks).toBe(live0);
 });
 
-it('PushBlocks: a steady size reuses its block\'s slice (no BlockSlice per push)', () => {
+it("PushBlocks: a steady size reuses its block's slice (no BlockSlice per push)", () => {
   const transport = new RdmaTransport();
   cleanups.push(() => transport.close());
   const pool = new PushBlocks(transport.allocator, 90_000);

@@ -30,7 +30,10 @@ it('a dense push that fails to encode gives its registered block back', async ()
     listen: [{ transport: server, port: 0 }],
     secret,
     shardId: 's0',
-    tables: parseServiceTables({ tables: [], dense: [{ name: 'bias', shape: [1000], optimizer: { kind: 'sum' } }] }),
+    tables: parseServiceTables({
+      tables: [],
+      dense: [{ name: 'bias', shape: [1000], optimizer: { kind: 'sum' } }],
+    }),
   });
   cleanups.push(() => service.close());
   const transport = new RdmaTransport();
