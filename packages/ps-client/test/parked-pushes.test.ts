@@ -6,7 +6,8 @@ import { RdmaTransport } from '@rdmajs/mux';
 import { DeduplicationTable, MethodRegistry, RpcServer } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, expect, it } from 'vitest';
-import { ShardLink } from '../src/ShardLink.js';
+import type { ShardLink } from '../src/ShardLink.js';
+import { openLink } from './support/openLink.js';
 
 const secret = 'ps-client-parked-pushes-secret-0123456789';
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -32,20 +33,12 @@ async function slowLink(
   const listener = await server.listen({ secret });
   listener.on('connection', (c) => rpc.serve(c));
   cleanups.push(() => listener.close());
-  const link = await ShardLink.open({
-    transport: { primary: transport, primaryName: 'x', fallback: undefined, probeIntervalMs: 0 },
+  const link = await openLink(
+    transport,
     secret,
-    address: { host: '127.0.0.1', port: listener.port },
-    label: 'a',
-    connectTimeoutMs: 5000,
-    reconnectBudgetMs: 5000,
-    maxInFlightPushes: 4,
-    maxQueuedPushes: 64,
-    maxQueuedPushBytes: 1 << 20,
-    heartbeatIntervalMs: 1000,
-    heartbeatMisses: 3,
-    maxParkedPushBytes,
-  } as Parameters<typeof ShardLink.open>[0]);
+    listener.port,
+    maxParkedPushBytes === undefined ? {} : { maxParkedPushBytes },
+  );
   cleanups.push(() => link.close());
   return link;
 }
