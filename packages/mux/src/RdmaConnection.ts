@@ -205,7 +205,7 @@ class OutItem {
   };
   read: ReadOp | undefined;
   /**
-   * KIND_LIST: the list, the read()'s deadline (Date.now() ms, 0: none; the connection's
+   * KIND_LIST: the list, the read()'s deadline (performance.now() ms, 0: none; the connection's
    * one read-deadline timer checks it) with its timeoutMs, and its abort signal.
    */
   list: ReadList | undefined;
@@ -605,7 +605,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * ERR_MUX_ABORTED only once nothing of it can land any more: the read QP is moved to error
    * and the rejection waits for its flush completions (bounded: past that the connection
    * fails), so the caller may reuse the destinations at once; reads on this connection then
-   * fail as after a refused READ. Or it rejects with the connection's error. A READ the peer refuses (its region was
+   * fail as after a refused READ — and so do the peer's reads of our regions, which that
+   * QP pair also carries (once the peer's next READ exhausts its transport retries: see the
+   * README's "Deadline"). Or it rejects with the connection's error. A READ the peer refuses (its region was
    * closed: REM_ACCESS_ERR) puts the read QP in error: that read and every later one reject
    * with ERR_MUX_READ_FAILED (retryable: a new connection reads again); channels go on.
    */
@@ -633,7 +635,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       this.#drain(true);
     // Still pending (and not recycled by a read() a handler made during that drain).
     if (item.list === list && item.resolve !== undefined && item.deadlineAt === 0) {
-      item.deadlineAt = Date.now() + timeoutMs;
+      item.deadlineAt = performance.now() + timeoutMs; // monotonic: wall-clock steps do not move it
       item.timeoutMs = timeoutMs;
       this.#armReadSweep();
       if (signal !== undefined) {
@@ -719,7 +721,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   readonly #sweepReads = (): void => {
     this.#readSweepArmed = false;
     if (this.#terminal()) return;
-    const now = Date.now();
+    const now = performance.now();
     const lane = this.#readLane;
     const expired = this.#expired;
     let waiting = false;

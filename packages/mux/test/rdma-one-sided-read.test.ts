@@ -245,25 +245,31 @@ describe('one-sided reads over RDMA', () => {
     return dev;
   }
 
+  /** A pair whose client READs wait 300 ms in the send queue, and a 4 KiB region of 0x5a. */
+  async function delayedReads() {
+    const qps: QueuePair[] = [];
+    const dev = recordingDevice(qps);
+    const serverDev = openDevice({ provider: 'soft' });
+    cleanups.push(() => {
+      dev.close();
+      serverDev.close();
+    });
+    const pair = await rdmaPair(cleanups, {
+      secret: SECRET,
+      options: { device: dev },
+      serverOptions: { device: serverDev },
+    });
+    const region = pair.server.allocReadRegion(4096);
+    cleanups.push(() => region.close());
+    region.bytes.fill(0x5a);
+    injectFault(qps.at(-1) as QueuePair, { type: 'delay', ms: 300 });
+    return { ...pair, region };
+  }
+
   for (const how of ['deadline', 'abort'] as const) {
     it(`a_read_abandoned_by_${how}_rejects_only_once_its_READs_cannot_land_and_reads_stop`, async () => {
-      const qps: QueuePair[] = [];
-      const dev = recordingDevice(qps);
-      const serverDev = openDevice({ provider: 'soft' });
-      cleanups.push(() => {
-        dev.close();
-        serverDev.close();
-      });
-      const { conn, server, serverConns } = await rdmaPair(cleanups, {
-        secret: SECRET,
-        options: { device: dev },
-        serverOptions: { device: serverDev },
-      });
-      const region = server.allocReadRegion(4096);
-      cleanups.push(() => region.close());
-      region.bytes.fill(0x5a);
+      const { conn, region, serverConns } = await delayedReads();
       // The READ stays in the send queue for 300 ms: the read() gives up long before.
-      injectFault(qps.at(-1) as QueuePair, { type: 'delay', ms: 300 });
       const dst = conn.allocator.alloc(64);
       dst.bytes.fill(0);
       const list = new ReadList(1).add(0, 64, dst);
@@ -296,6 +302,24 @@ describe('one-sided reads over RDMA', () => {
       expect(serverConns[0]?.state).toBe('open');
     });
   }
+
+  it('a_read_deadline_is_monotonic_a_wall_clock_step_does_not_expire_it', async () => {
+    const { conn, region } = await delayedReads();
+    // The READ waits 300 ms in the send queue; meanwhile the wall clock jumps an hour ahead.
+    const dst = conn.allocator.alloc(64);
+    const list = new ReadList(1).add(0, 64, dst);
+    const pending = conn.read(region.descriptor, list, { timeoutMs: 60_000 });
+    const now = Date.now;
+    const step = now() + 3_600_000;
+    Date.now = () => step;
+    try {
+      await pending;
+    } finally {
+      Date.now = now;
+    }
+    expect(dst.bytes.every((b) => b === 0x5a)).toBe(true);
+    expect(conn.stats().readQpFailures).toBe(0);
+  });
 
   it('a_busy_list_cannot_change_and_an_aborted_read_is_not_posted', async () => {
     const { conn, descriptor } = await setup(4096);

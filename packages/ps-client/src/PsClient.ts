@@ -1192,7 +1192,12 @@ export class PsClient {
     // As a sparse push's: in registered memory over RDMA, else a reused heap buffer.
     const block = this.#pushBlocks?.take(length);
     const bytes = block?.bytes ?? this.#pushBuffers.take(length);
-    encodePushDenseRequestInto(bytes, { name, writer: this.#writer, seq, grads: grad });
+    try {
+      encodePushDenseRequestInto(bytes, { name, writer: this.#writer, seq, grads: grad });
+    } catch (err) {
+      this.#freePush(block ?? bytes); // never queued
+      throw err;
+    }
     const r = decodePushReply(
       await link.push(seq, PsMethod.pushDense, block ?? bytes, deadlineMs, this.#freePush),
       PsMessageKind.PushDenseReply,

@@ -38,6 +38,12 @@ export class PushBlocks {
   readonly #maxPinnedBytes: number;
   readonly #free: PushBlock[][] = Array.from({ length: MAX_CLASS + 1 }, () => []);
   #freeBytes = 0;
+  /**
+   * The last slice handed out of each kept block: a steady stream of same-size pushes
+   * reuses it (and its cached view) instead of a new BlockSlice per push. Bounded by the
+   * blocks pinned; entries leave with their block's release.
+   */
+  readonly #slices = new Map<PushBlock, PushPart>();
   #closed = false;
   #live = 0;
   #pinned = 0;
@@ -71,7 +77,13 @@ export class PushBlocks {
     this.#live++;
     this.#pinned += size;
     this.#taken++;
-    return length === size ? block : block.slice(0, length);
+    if (length === size) return block;
+    let slice = this.#slices.get(block);
+    if (slice === undefined || slice.length !== length) {
+      slice = block.slice(0, length);
+      this.#slices.set(block, slice);
+    }
+    return slice;
   }
 
   /** Gives back a part from `take` that nothing can read any more (exactly once). */
@@ -92,6 +104,7 @@ export class PushBlocks {
       (this.#free[c] as PushBlock[]).push(block);
       return;
     }
+    this.#slices.delete(block);
     if (block.state === 'live') block.release(); // 'revoked': the allocator is gone already
   }
 
@@ -101,6 +114,7 @@ export class PushBlocks {
     for (const list of this.#free) {
       for (const b of list.splice(0)) if (b.state === 'live') b.release();
     }
+    this.#slices.clear();
     this.#freeBytes = 0;
   }
 

@@ -36,7 +36,19 @@ export interface ShardLinkOptions {
   backoff?: () => BackoffPolicy;
   /** The first push seq (a shard seen before keeps its writer's seqs increasing). Default 1. */
   firstSeq?: number;
+  /**
+   * Registered bytes of timed-out pushes parked on the live session beyond which that session
+   * is replaced (closing it frees them). Default DEFAULT_MAX_PARKED_PUSH_BYTES.
+   */
+  maxParkedPushBytes?: number;
 }
+
+/**
+ * A quarter of PushBlocks' default pinned budget: an overloaded but healthy session cannot
+ * hold the blocks of its timed-out pushes without bound (they would push every later push
+ * to the heap); past this it is replaced, as a failed one is.
+ */
+export const DEFAULT_MAX_PARKED_PUSH_BYTES = 16 << 20;
 
 export type ShardLinkState = 'connected' | 'relinking' | 'failed' | 'closed';
 
@@ -53,6 +65,8 @@ export interface ShardLinkStats {
   onFallback: boolean;
   /** Connections made over the fallback, over this link's sessions. */
   fallbacks: number;
+  /** Bytes of registered blocks of settled pushes waiting for their session to close. */
+  parkedPushBytes: number;
 }
 
 interface QueuedPush {
@@ -128,6 +142,9 @@ export class ShardLink {
   readonly #parked = new Map<number, QueuedPush[]>();
   /** Every generation up to this one has its session closed. */
   #closedThrough = 0;
+  /** Bytes in #parked, and those parked on the current generation (bounded: #park). */
+  #parkedBytes = 0;
+  #parkedLive = 0;
   /** The closes of replaced sessions, chained in generation order. */
   #closing: Promise<void> = Promise.resolve();
   #label: string;
@@ -176,6 +193,7 @@ export class ShardLink {
       transport: rpc?.transport,
       onFallback: rpc?.onFallback ?? false,
       fallbacks: this.#counts.fallbacks + (rpc?.fallbacks ?? 0),
+      parkedPushBytes: this.#parkedBytes,
     };
   }
 
@@ -473,9 +491,10 @@ export class ShardLink {
   }
 
   /**
-   * Frees a settled push's payload now, or parks it until the newest session that may still
-   * read it is closed. A session that answered it read all of it (the server had every
-   * byte); one that did not may hold it queued in its transport, or posted.
+   * Frees a settled push's payload now, or, when a session may still read it (one that did
+   * not answer it may hold it queued in its transport, or posted; one that answered read all
+   * of it), lets it go: heap bytes are left to the GC (never reused, so nothing can read
+   * them changed), a registered block is parked until that session is closed.
    */
   #freeWhenUnread(entry: QueuedPush): void {
     if (entry.free === undefined) return;
@@ -484,9 +503,17 @@ export class ShardLink {
       entry.free(entry.payload);
       return;
     }
+    if (entry.payload instanceof Uint8Array) return;
     const list = this.#parked.get(hold);
     if (list === undefined) this.#parked.set(hold, [entry]);
     else list.push(entry);
+    const bytes = entry.length;
+    this.#parkedBytes += bytes;
+    if (hold !== this.#gen) return; // its session is being closed already
+    this.#parkedLive += bytes;
+    // A live session holding too many: replace it (its pending pushes are resent).
+    if (this.#parkedLive > (this.#o.maxParkedPushBytes ?? DEFAULT_MAX_PARKED_PUSH_BYTES))
+      this.#relink(this.#gen);
   }
 
   /** Closes generation `gen`'s session; then payloads parked on it and older ones are freed. */
@@ -497,7 +524,10 @@ export class ShardLink {
       for (const [g, list] of this.#parked) {
         if (g > gen) continue;
         this.#parked.delete(g);
-        for (const e of list) e.free?.(e.payload);
+        for (const e of list) {
+          this.#parkedBytes -= e.length;
+          e.free?.(e.payload);
+        }
       }
     });
     return this.#closing;
@@ -563,6 +593,7 @@ export class ShardLink {
     this.#counts.relinks++;
     const old = this.#client;
     this.#client = undefined;
+    this.#parkedLive = 0; // parked on `gen`: freed once `old` is closed
     this.#counts.rpcReconnects += old?.stats().reconnects ?? 0;
     this.#counts.fallbacks += old?.stats().fallbacks ?? 0;
     // Its pending calls are superseded: their errors are ignored by generation.

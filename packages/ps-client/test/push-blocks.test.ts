@@ -9,7 +9,7 @@ import { ExponentialBackoff } from '@rdmajs/rpc-recovery';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterEach, expect, it, vi } from 'vitest';
 import { PsClient } from '../src/index.js';
-import { PushBlocks } from '../src/PushBlocks.js';
+import { PushBlocks, type PushPart } from '../src/PushBlocks.js';
 import { pulledRows } from './support/pulled.js';
 
 const secret = 'ps-client-push-blocks-secret-0123456789';
@@ -79,6 +79,25 @@ it('PushBlocks: a given-back block serves the next request of its size, as a sli
   expect(pool.stats().liveBlocks).toBe(0);
   pool.close(); // the kept blocks go back to the allocator
   expect(alloc.liveBlocks).toBe(live0);
+});
+
+it("PushBlocks: a steady size reuses its block's slice (no BlockSlice per push)", () => {
+  const transport = new RdmaTransport();
+  cleanups.push(() => transport.close());
+  const pool = new PushBlocks(transport.allocator, 90_000);
+  const a = pool.take(20_000) as PushPart;
+  const view = a.bytes;
+  pool.give(a);
+  const b = pool.take(20_000) as PushPart;
+  expect(b).toBe(a); // the same block, the same length: the same slice and view
+  expect(b.bytes).toBe(view);
+  pool.give(b);
+  const c = pool.take(30_000) as PushPart; // another length: a slice of its own
+  expect(c).not.toBe(a);
+  expect(c.length).toBe(30_000);
+  expect((c as { block?: unknown }).block).toBe((a as { block?: unknown }).block);
+  pool.give(c);
+  pool.close();
 });
 
 it('with registeredPushes over RDMA a push goes out of a registered block, and every block comes back', async () => {

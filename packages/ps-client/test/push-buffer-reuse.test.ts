@@ -2,7 +2,8 @@ import { PsService, parseServiceTables } from '@rdmajs/ps-service';
 import { encodePushRequest, PsMethod } from '@rdmajs/ps-wire';
 import { TcpTransport } from '@rdmajs/tcp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ShardLink } from '../src/ShardLink.js';
+import type { ShardLink } from '../src/ShardLink.js';
+import { openLink } from './support/openLink.js';
 
 const secret = 'ps-client-test-secret-0123456789';
 let service: PsService;
@@ -16,19 +17,7 @@ beforeAll(async () => {
     shardId: 'a',
     tables: parseServiceTables({ tables: [{ name: 'emb', dim: 2, optimizer: { kind: 'sum' } }] }),
   });
-  link = await ShardLink.open({
-    transport: { primary: transport, primaryName: 'tcp', fallback: undefined, probeIntervalMs: 0 },
-    secret,
-    address: { host: '127.0.0.1', port: service.port },
-    label: 'a',
-    connectTimeoutMs: 5000,
-    reconnectBudgetMs: 5000,
-    maxInFlightPushes: 4,
-    maxQueuedPushes: 64,
-    maxQueuedPushBytes: 1 << 20,
-    heartbeatIntervalMs: 1000,
-    heartbeatMisses: 3,
-  });
+  link = await openLink(transport, secret, service.port);
 });
 
 afterAll(async () => {

@@ -143,7 +143,7 @@ class DeviceWrap : public Napi::ObjectWrap<T> {
     delivering_.swap(events_);
     events_.clear();
     for (auto& [kind, handle] : delivering_) {
-      if (!Deliver(kind, handle)) break;
+      Deliver(kind, handle);  // a throw must not drop the rest (each reaches the process)
     }
   }
 

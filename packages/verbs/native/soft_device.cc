@@ -215,7 +215,8 @@ void SoftDevice::DeliverReady() {
     Napi::Uint32Array out = readyOut_.Value();
     if (out.IsEmpty() || out.ElementLength() < n) break;
     std::copy_n(ready_.data() + i, n, out.Data());
-    if (!Deliver(abi::EV_CQS_READY, static_cast<int>(n))) break;
+    // Not stopped by a failed delivery: the rest of the batch would never be notified.
+    Deliver(abi::EV_CQS_READY, static_cast<int>(n));
   }
   ready_.clear();  // keeps its capacity: no allocation per wake-up
 }

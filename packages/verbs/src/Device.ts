@@ -116,6 +116,16 @@ export function openDevice(options?: OpenDeviceOptions): Device {
 type OnEvent = (kind: number, handle: number) => void;
 type OpenDriver = (onEvent: OnEvent, ready: Uint32Array) => DeviceDriver;
 
+/**
+ * A handler's error after the rest of its batch was notified: thrown on its own tick, it
+ * reaches uncaughtException as an event callback's error would.
+ */
+function rethrowLater(err: unknown): void {
+  process.nextTick(() => {
+    throw err;
+  });
+}
+
 function softDriver(info: DeviceInfo, preferTcp: boolean): OpenDriver {
   return (onEvent, ready) => {
     const post = new Uint32Array(ABI.POST_RECORD_WORDS);
@@ -266,13 +276,33 @@ export class Device extends Resource {
     switch (kind) {
       case ABI.EV_DOORBELL:
         // ibverbs names the CQ; soft's doorbell is the device's (any of its CQs).
-        if (ctx.driver.doorbellWakesAll) for (const cq of ctx.cqs.values()) cq[kNotify]('doorbell');
-        else ctx.cqs.get(handle)?.[kNotify]('doorbell');
+        if (ctx.driver.doorbellWakesAll) {
+          // Each guarded: a handler that throws must not leave the others armed, unwoken.
+          let first: { err: unknown } | undefined;
+          for (const cq of ctx.cqs.values()) {
+            try {
+              cq[kNotify]('doorbell');
+            } catch (err) {
+              first ??= { err };
+            }
+          }
+          if (first !== undefined) rethrowLater(first.err);
+        } else ctx.cqs.get(handle)?.[kNotify]('doorbell');
         break;
       case ABI.EV_CQS_READY: {
+        // One read often readies several CQs (a QP's send and recv CQs): as above, every
+        // one is notified even if a handler throws.
         const ready = this.#ready;
         const n = Math.min(handle, ready.length);
-        for (let i = 0; i < n; i++) ctx.cqs.get(ready[i] as number)?.[kNotify]('ready');
+        let first: { err: unknown } | undefined;
+        for (let i = 0; i < n; i++) {
+          try {
+            ctx.cqs.get(ready[i] as number)?.[kNotify]('ready');
+          } catch (err) {
+            first ??= { err };
+          }
+        }
+        if (first !== undefined) rethrowLater(first.err);
         break;
       }
       case ABI.EV_CQ_ERR:

@@ -181,3 +181,29 @@ it.runIf(providers.includes('soft'))(
     expect(r.received).toEqual([0, 1, 2, 3, 4]);
   },
 );
+
+const twoCq = fileURLToPath(new URL('./fixtures/two-cq-throwing-handler.ts', import.meta.url));
+
+describe.runIf(providers.includes('soft'))(
+  "'completion' handlers of a send and a recv CQ that both throw (one wake-up readies both)",
+  () => {
+    it.each(['link', 'shm'])('over %s every CQ of a batch is still notified', (mode) => {
+      const out = execFileSync(process.execPath, ['--import', 'tsx', twoCq, mode], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      const r = JSON.parse(out.trim().split('\n').pop() as string) as {
+        bRecv: number;
+        bSendDone: number;
+        uncaught: string[];
+        rounds: number;
+      };
+      expect(r).toEqual({
+        bRecv: r.rounds,
+        bSendDone: r.rounds,
+        uncaught: ['recv cq threw', 'send cq threw'],
+        rounds: 300,
+      });
+    });
+  },
+);
