@@ -1,16 +1,8 @@
+import { fmix32 } from '@rdmajs/ps-wire';
 import { PsClientError } from './errors.js';
 
 const C1 = 0xcc9e2d51;
 const C2 = 0x1b873593;
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /** MurmurHash3's scramble of one 4-byte block: independent of the seed and the state. */
 function scramble(k: number): number {
