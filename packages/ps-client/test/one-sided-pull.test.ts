@@ -116,6 +116,21 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     expect(bits(await pullAll(rdma, 'plain', k))).toEqual(bits(await pullAll(tcp, 'plain', k)));
   });
 
+  it('a pull whose deadline leaves no time to read one-sidedly goes two-sided: no error counted, no reader lost', async () => {
+    const keys = keysOf(40, 77n);
+    await pullAll(rdma, 'emb', keys); // header and a reader in place
+    const before = rdma.stats().oneSided;
+    // 1 ms: the one-sided half of it is spent before a READ is posted.
+    const out = new Float32Array(keys.length * 8);
+    await Promise.allSettled([rdma.pullInto('emb', keys, out, { deadlineMs: 1 })]);
+    const mid = rdma.stats().oneSided;
+    expect(mid.keys).toBe(before.keys);
+    expect(mid.errors).toBe(before.errors);
+    // The reader went back: the next pull reads one-sidedly again, with the right rows.
+    expect(bits(await pullAll(rdma, 'emb', keys))).toEqual(bits(await pullAll(tcp, 'emb', keys)));
+    expect(rdma.stats().oneSided.keys - mid.keys).toBe(keys.length);
+  });
+
   it('pull() (rows held in registered memory) matches pullInto, duplicates included', async () => {
     const keys = BigUint64Array.from([5n, 7n, 5n, 2n ** 64n - 1n, 7n]);
     const rows = await rdma.pull('emb', keys);

@@ -99,6 +99,7 @@ class TableReads {
   #epoch = 0;
   /** A connection whose shard served a header that does not validate: two-sided on it. */
   #refusedOn: Connection | undefined;
+  #closed = false;
 
   constructor(owner: LinkReads, name: string, dim: number, init: InitFn) {
     this.#owner = owner;
@@ -107,11 +108,17 @@ class TableReads {
     this.#init = init;
   }
 
-  /** Rows of the n keys (halves in k32) or null: pull them two-sided. */
+  /**
+   * Rows of the n keys (halves in k32) or null: pull them two-sided. Every READ of it shares
+   * half of `timeoutMs` (the header's, each round's): the other half is left for the
+   * two-sided pull a null sends the caller to.
+   */
   async read(k32: Uint32Array, n: number, timeoutMs: number): Promise<ReadRows | null> {
     const o = this.#owner;
     const conn = o.link.connection;
+    if (this.#closed) return null;
     if (conn === undefined || !conn.supportsRead || n > ONE_SIDED_MAX_KEYS || n === 0) return null;
+    const until = performance.now() + timeoutMs / 2;
     if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
     const desc = this.descriptor;
     if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
@@ -120,7 +127,7 @@ class TableReads {
     try {
       if (this.#layout === undefined || this.#headerConn !== conn) {
         if (this.#headerList.busy) return null; // another pull is reading it
-        await conn.read(desc, this.#headerRead(), { timeoutMs });
+        await conn.read(desc, this.#headerRead(), { timeoutMs: budgetLeft(until) });
         if (!this.#takeHeader(conn, desc)) return null;
       }
       const layout = this.#layout as StoreViewLayout;
@@ -129,7 +136,7 @@ class TableReads {
       out = o.allocator.alloc(n * this.#dim * 4);
       const rows = new ReadRows(out, n * this.#dim);
       const read = (list: ViewReadList): Promise<void> =>
-        this.#post(conn, desc, r as Reader, out as Block, list, timeoutMs);
+        this.#post(conn, desc, r as Reader, out as Block, list, budgetLeft(until));
       const fallback = await readStoreView(r.view, k32, n, rows.rows, read, ATTEMPTS);
       // Readers hold a layout's shape; a moved generation is re-checked at the next header.
       if (r.gen[0] !== layout.generation) this.#headerConn = undefined;
@@ -142,11 +149,16 @@ class TableReads {
       o.stats.keys += n;
       return rows;
     } catch (err) {
-      o.stats.errors++;
-      // A READ past its deadline may still land: memory of a list still busy is never reused.
-      const busy = r?.list.busy === true || this.#headerList.busy;
-      if (!busy) out?.release();
+      // Only the reader's own list writes into `out` (the header list may be another pull's):
+      // memory of a list still busy — a READ that may yet land — is never reused.
+      if (r?.list.busy !== true) out?.release();
+      if (err === OUT_OF_BUDGET) {
+        // Nothing went wrong (thrown before posting): no time left to read one-sidedly.
+        if (r !== undefined) this.#give(r);
+        return null;
+      }
       if (r !== undefined) this.#drop(r);
+      o.stats.errors++;
       this.#layout = undefined;
       const code = (err as { code?: unknown } | null)?.code;
       // Another incarnation (the shard restarted): fetch its descriptor. A failed read QP
@@ -234,7 +246,7 @@ class TableReads {
   }
 
   #give(r: Reader): void {
-    if (r.epoch === this.#epoch) this.#idle.push(r);
+    if (r.epoch === this.#epoch && !this.#closed) this.#idle.push(r);
     else this.#drop(r);
   }
 
@@ -246,12 +258,23 @@ class TableReads {
     r.scratch.release();
   }
 
-  /** Frees the registered memory (client close). */
+  /** Frees the registered memory (client close); pulls still reading free theirs as they end. */
   close(): void {
+    this.#closed = true;
     for (const r of this.#idle.splice(0)) this.#drop(r);
     if (this.#header !== undefined && !this.#headerList.busy) this.#header.release();
     this.#header = undefined;
   }
+}
+
+/** Thrown (and caught in TableReads.read) when a one-sided read's share of the deadline is spent. */
+const OUT_OF_BUDGET = new Error('one-sided read budget spent');
+
+/** Milliseconds left until `until` (performance.now() time); throws OUT_OF_BUDGET past it. */
+function budgetLeft(until: number): number {
+  const left = Math.floor(until - performance.now());
+  if (left < 1) throw OUT_OF_BUDGET;
+  return left;
 }
 
 function sameShape(a: StoreViewLayout, b: StoreViewLayout | undefined): boolean {
