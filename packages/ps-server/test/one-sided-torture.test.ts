@@ -87,6 +87,13 @@ async function torture(config: SparseTableConfig, keySpace: number) {
   }
 }
 
+/** No accepted row was torn, another key's, or a present key read as absent. */
+function expectNoBadRow(r: { torn: number; wrongKey: number; absent: number }): void {
+  expect(r.torn).toBe(0);
+  expect(r.wrongKey).toBe(0);
+  expect(r.absent).toBe(0);
+}
+
 // Checked once by accepting every row regardless of its seqs: both cases then accept torn
 // rows (hundreds to thousands per run), so the checks below have the power to see them.
 describe('one-sided reads under constant pushes (worker thread, shared memory)', () => {
@@ -95,9 +102,7 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       { name: 't', dim: 64, optimizer: { kind: 'sum' }, oneSidedRead: true, maxRows: 64 },
       48,
     );
-    expect(r.torn).toBe(0);
-    expect(r.wrongKey).toBe(0);
-    expect(r.absent).toBe(0);
+    expectNoBadRow(r);
     expect(r.pushesDuring).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES); // far more than one key a batch resolved
@@ -108,9 +113,7 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       { name: 't', dim: 32, optimizer: { kind: 'sum' }, oneSidedRead: true, budgetBytes: 12_000 },
       96,
     );
-    expect(r.torn).toBe(0);
-    expect(r.wrongKey).toBe(0);
-    expect(r.absent).toBe(0);
+    expectNoBadRow(r);
     expect(r.evicted).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES);
@@ -129,9 +132,7 @@ describe('one-sided reads under constant pushes (worker thread, shared memory)',
       },
       96,
     );
-    expect(r.torn).toBe(0);
-    expect(r.wrongKey).toBe(0);
-    expect(r.absent).toBe(0);
+    expectNoBadRow(r);
     expect(r.evicted).toBeGreaterThan(0);
     expect(r.withPushes).toBeGreaterThan(0);
     expect(r.accepted).toBeGreaterThan(READ_BATCHES);
