@@ -289,7 +289,7 @@ interface Source {
   /** This connection copied the message into it (else it is the application's block). */
   own: boolean;
   settle: ((err?: Error) => void) | undefined;
-  /** When the Ready went out (Date.now()): the Done deadline counts from it. */
+  /** When the Ready went out (performance.now(), monotonic): the Done deadline counts from it. */
   since: number;
 }
 
@@ -509,7 +509,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
     // Receives of this peer's CQ are this connection's; released buffers are told here.
     resources.user = this;
-    this.#idleSince = Date.now();
+    this.#idleSince = performance.now();
     this.#heartbeat = setInterval(
       () => this.#tick(),
       Math.max(10, settings.heartbeatIntervalMs / 2),
@@ -999,7 +999,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     let token = this.#nextToken;
     while (this.#sources.has(token) || token === 0) token = (token + 1) >>> 0;
     this.#nextToken = (token + 1) >>> 0;
-    const source: Source = { block: src, own, settle: undefined, since: Date.now() };
+    const source: Source = { block: src, own, settle: undefined, since: performance.now() };
     let done: Promise<void> | undefined;
     if (!own) {
       done = new Promise<void>((resolve, reject) => {
@@ -2120,7 +2120,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #tick(): void {
-    const now = Date.now();
+    const now = performance.now();
     // Sources are kept in offer order: the first is the oldest.
     const oldest = this.#sources.values().next().value;
     if (oldest !== undefined && now - oldest.since > this.#s.doneTimeoutMs) {
@@ -2134,7 +2134,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
     if (now - this.#link.lastRead > this.#s.peerTimeoutMs) {
       setImmediate(() => {
-        if (Date.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
+        if (performance.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
         this.destroy(
           new MuxConnectionError(
             'ERR_MUX_PEER_TIMEOUT',
