@@ -1,5 +1,5 @@
 import { Block, BlockSlice } from '@rdmajs/allocator';
-import type { SendWr, Sge } from '@rdmajs/verbs';
+import { SendWrList } from '@rdmajs/verbs';
 import { MuxError } from './errors.js';
 
 /** Largest single READ of a list (one work request; the verbs message limit is 2^31). */
@@ -17,32 +17,29 @@ export const MAX_READ_LIST = 1 << 16;
 export class ReadList {
   readonly capacity: number;
   #count = 0;
+  /** The block of the last add() (undefined after clear()), its address and key. */
+  #lastBlock: Block | undefined = undefined;
+  #lastAddr = 0;
+  #lastLkey = 0;
   /** @internal set by the connection while a read() of this list is in flight. */
   busy = false;
   /** @internal entry i's offset in the remote region. */
   readonly remoteOffsets: Float64Array;
   /** @internal entry i's destination block (checked live and ours at read()). */
   readonly blocks: (Block | undefined)[];
-  /** @internal entry i's work request (remoteAddr, rkey, wrId, signaled set at read()). */
-  readonly wrs: SendWr[];
+  /** @internal entry i's length in bytes. */
+  readonly lengths: Float64Array;
+  /** @internal the entries' READs (remoteAddr and rkey set at read(), wrId and signaled at post). */
+  readonly wrs: SendWrList;
 
   constructor(capacity: number) {
     if (!Number.isSafeInteger(capacity) || capacity < 1 || capacity > MAX_READ_LIST)
       throw new MuxError('ERR_MUX_INVALID_ARG', `ReadList capacity must be 1..${MAX_READ_LIST}`);
     this.capacity = capacity;
     this.remoteOffsets = new Float64Array(capacity);
+    this.lengths = new Float64Array(capacity);
     this.blocks = new Array<Block | undefined>(capacity).fill(undefined);
-    this.wrs = Array.from({ length: capacity }, () => {
-      const sge: Sge = { addr: 0, length: 0, lkey: 0 };
-      return {
-        wrId: 0,
-        opcode: 'RDMA_READ',
-        sgList: [sge],
-        remoteAddr: 0,
-        rkey: 0,
-        signaled: false,
-      } satisfies SendWr;
-    });
+    this.wrs = new SendWrList(capacity);
   }
 
   /** Entries added since the last clear(). */
@@ -55,6 +52,8 @@ export class ReadList {
     this.#checkIdle();
     this.blocks.fill(undefined, 0, this.#count);
     this.#count = 0;
+    this.wrs.clear();
+    this.#lastBlock = undefined;
   }
 
   /**
@@ -83,13 +82,19 @@ export class ReadList {
         'ERR_MUX_READ_RANGE',
         `into: ${length} bytes at ${intoOffset} exceed its ${into.length} bytes`,
       );
+    // A fetch adds many entries into one block: its address and key are read once per fill
+    // (each read asks the allocator whether the registration is still there).
+    if (block !== this.#lastBlock) {
+      this.#lastAddr = block.addr;
+      this.#lastLkey = block.lkey;
+      this.#lastBlock = block;
+    }
+    const at = this.#lastAddr + (into === block ? 0 : (into as BlockSlice).offset) + intoOffset;
+    this.wrs.addRead(at, length, this.#lastLkey, 0, 0);
     const i = this.#count++;
     this.remoteOffsets[i] = remoteOffset;
+    this.lengths[i] = length;
     this.blocks[i] = block;
-    const sge = (this.wrs[i] as SendWr).sgList[0] as Sge;
-    sge.addr = into.addr + intoOffset;
-    sge.length = length;
-    sge.lkey = into.lkey;
     return this;
   }
 
