@@ -37,6 +37,50 @@ describe.each(providers)('pre-encoded send lists on %s', (provider) => {
     expect(a.cq.pending()).toBe(0); // the 39 unsignaled READs made no completion
   });
 
+  it('READs that alternate remote and local regions each land from and into their own', async () => {
+    p = pair(provider, { maxSendWr: 64 });
+    const { a, b } = p;
+    const b2 = b.pd.allocMr(4096, b.mr.access);
+    const a2 = a.pd.allocMr(4096, a.mr.access);
+    b.mr.bytes.fill(0x11, 0, 4096);
+    b2.bytes.fill(0x22, 0, 4096);
+    const list = new SendWrList(32);
+    for (let i = 0; i < 32; i++) {
+      const from = i % 3 === 0 ? b2 : b.mr;
+      const into = i % 2 === 0 ? a2 : a.mr;
+      list.addRead(into.addr + i * 32, 32, into.lkey, from.addr + i * 64, from.rkey);
+    }
+    list.setWrId(31, 31);
+    list.setSignaled(31, true);
+    a.qp.postSendList(list);
+    expect(await collect(a.cq, 1)).toMatchObject([{ wrId: 31, status: 'SUCCESS' }]);
+    for (let i = 0; i < 32; i++) {
+      const into = i % 2 === 0 ? a2 : a.mr;
+      const want = i % 3 === 0 ? 0x22 : 0x11;
+      expect(into.bytes.subarray(i * 32, i * 32 + 32).every((v) => v === want)).toBe(true);
+    }
+  });
+
+  it('a READ into a local region without local write fails locally after the ones before it landed', async () => {
+    p = pair(provider);
+    const { a, b } = p;
+    const ro = a.pd.allocMr(4096, 0);
+    b.mr.bytes.fill(5, 0, 64);
+    const list = new SendWrList(3);
+    list.addRead(a.mr.addr, 8, a.mr.lkey, b.mr.addr, b.mr.rkey);
+    list.addRead(ro.addr, 8, ro.lkey, b.mr.addr, b.mr.rkey);
+    list.addRead(a.mr.addr + 8, 8, a.mr.lkey, b.mr.addr, b.mr.rkey);
+    for (let i = 0; i < 3; i++) list.setWrId(i, i + 1);
+    list.setSignaled(2, true);
+    a.qp.postSendList(list);
+    const wcs = await collect(a.cq, 2);
+    expect(wcs.map((w) => w.wrId)).toEqual([2, 3]);
+    expect(['LOC_PROT_ERR', 'LOC_QP_OP_ERR']).toContain(wcs[0]?.status);
+    expect(wcs[1]?.status).toBe('WR_FLUSH_ERR');
+    expect([...a.mr.bytes.subarray(0, 8)]).toEqual([5, 5, 5, 5, 5, 5, 5, 5]);
+    expect(ro.bytes.subarray(0, 8).every((v) => v === 0)).toBe(true);
+  });
+
   it('any run of records posts again after its remote address, wrId and flags are rewritten', async () => {
     p = pair(provider);
     const { a, b } = p;
