@@ -7,12 +7,22 @@ export const MAX_READ_ITEM_BYTES = 0x7fffffff;
 /** Most entries a ReadList holds. */
 export const MAX_READ_LIST = 1 << 16;
 
+/** add()'s error for a bad number (the length or an offset), built only when it throws. */
+function numberError(remoteOffset: number, length: number): MuxError {
+  if (!Number.isSafeInteger(remoteOffset) || remoteOffset < 0)
+    return new MuxError('ERR_MUX_INVALID_ARG', 'remoteOffset must be a safe integer ≥ 0');
+  if (!Number.isSafeInteger(length) || length < 1 || length > MAX_READ_ITEM_BYTES)
+    return new MuxError('ERR_MUX_INVALID_ARG', `length must be 1..${MAX_READ_ITEM_BYTES}`);
+  return new MuxError('ERR_MUX_INVALID_ARG', 'intoOffset must be a safe integer ≥ 0');
+}
+
 /**
  * A reusable batch of one-sided reads for `connection.read()`: each entry copies `length`
  * bytes at `remoteOffset` of a remote region into registered memory of this side. Made once
- * with its capacity (its work requests and scatter entries are allocated here, none per
- * call), refilled with `clear()` + `add()`. While a read() of it is in flight the list is
- * `busy` and cannot be changed (its work requests are posted as they are).
+ * with its capacity; add() encodes each entry's READ into a verbs SendWrList (the addon's
+ * own layout), so read() posts the list as it is, with no WR object per entry and nothing
+ * allocated per call. Refilled with `clear()` + `add()`. While a read() of it is in flight
+ * the list is `busy` and cannot be changed (its work requests are posted as they are).
  */
 export class ReadList {
   readonly capacity: number;
@@ -63,19 +73,35 @@ export class ReadList {
    * (bad numbers, list full or busy) or ERR_MUX_READ_RANGE (outside the destination).
    */
   add(remoteOffset: number, length: number, into: Block | BlockSlice, intoOffset = 0): this {
-    this.#checkIdle();
-    if (this.#count === this.capacity)
-      throw new MuxError('ERR_MUX_INVALID_ARG', `ReadList is full (${this.capacity} entries)`);
-    if (!Number.isSafeInteger(remoteOffset) || remoteOffset < 0)
-      throw new MuxError('ERR_MUX_INVALID_ARG', 'remoteOffset must be a safe integer ≥ 0');
-    if (!Number.isSafeInteger(length) || length < 1 || length > MAX_READ_ITEM_BYTES)
-      throw new MuxError('ERR_MUX_INVALID_ARG', `length must be 1..${MAX_READ_ITEM_BYTES}`);
-    if (!Number.isSafeInteger(intoOffset) || intoOffset < 0)
-      throw new MuxError('ERR_MUX_INVALID_ARG', 'intoOffset must be a safe integer ≥ 0');
-    const block =
-      into instanceof BlockSlice ? into.block : into instanceof Block ? into : undefined;
-    if (block === undefined)
+    const i = this.#count;
+    if (this.busy || i === this.capacity) throw this.#stateError();
+    if (
+      !(
+        Number.isSafeInteger(remoteOffset) &&
+        remoteOffset >= 0 &&
+        Number.isSafeInteger(length) &&
+        length >= 1 &&
+        length <= MAX_READ_ITEM_BYTES &&
+        Number.isSafeInteger(intoOffset) &&
+        intoOffset >= 0
+      )
+    )
+      throw numberError(remoteOffset, length);
+    // The block and the destination's place in it: a Block (the common case) first.
+    let block: Block;
+    let at: number;
+    if (into === this.#lastBlock) {
+      block = into as Block;
+      at = intoOffset;
+    } else if (into instanceof BlockSlice) {
+      block = into.block;
+      at = into.offset + intoOffset;
+    } else if (into instanceof Block) {
+      block = into;
+      at = intoOffset;
+    } else {
       throw new MuxError('ERR_MUX_INVALID_ARG', 'into must be a Block or BlockSlice');
+    }
     if (block.released) throw new MuxError('ERR_MUX_READ_RANGE', 'into: the block is released');
     if (intoOffset + length > into.length)
       throw new MuxError(
@@ -89,13 +115,18 @@ export class ReadList {
       this.#lastLkey = block.lkey;
       this.#lastBlock = block;
     }
-    const at = this.#lastAddr + (into === block ? 0 : (into as BlockSlice).offset) + intoOffset;
-    this.wrs.addRead(at, length, this.#lastLkey, 0, 0);
-    const i = this.#count++;
+    this.wrs.addRead(this.#lastAddr + at, length, this.#lastLkey, 0, 0);
+    this.#count = i + 1;
     this.remoteOffsets[i] = remoteOffset;
     this.lengths[i] = length;
     this.blocks[i] = block;
     return this;
+  }
+
+  #stateError(): MuxError {
+    return this.busy
+      ? new MuxError('ERR_MUX_INVALID_ARG', 'ReadList is in use by a read()')
+      : new MuxError('ERR_MUX_INVALID_ARG', `ReadList is full (${this.capacity} entries)`);
   }
 
   #checkIdle(): void {
