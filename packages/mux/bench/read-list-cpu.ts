@@ -6,7 +6,6 @@
 //   read  conn.read(list), list already filled (check, post, copy, completion, resolve)
 // Rounds interleave the sizes, ROUNDS of them; the spread is min–max over rounds.
 //   cd packages/mux && N=736 CALLS=400 ROUNDS=3 node --import tsx bench/read-list-cpu.ts
-import { spawn } from 'node:child_process';
 import {
   type Channel,
   decodeReadDescriptor,
@@ -15,6 +14,7 @@ import {
   READ_DESCRIPTOR_BYTES,
   ReadList,
 } from '../src/index.js';
+import { spawnServer } from './support/spawnServer.js';
 
 const SECRET = 'read-list-cpu bench secret, 32 bytes or more';
 const REGION = 1 << 20;
@@ -43,13 +43,7 @@ if (process.argv[2] === 'server') {
   });
   process.stdout.write(`${l.port}\n`);
 } else {
-  const child = spawn(process.execPath, ['--import', 'tsx', process.argv[1] as string, 'server'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: process.env,
-  });
-  const port = await new Promise<number>((r) =>
-    child.stdout.once('data', (d) => r(Number(String(d).trim()))),
-  );
+  const { child, port } = await spawnServer(process.argv[1] as string);
   const t = new RdmaTransport();
   const conn = await t.connect({ port, secret: SECRET });
   const ch = conn.openChannel('desc');

@@ -1175,7 +1175,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
           wrs.setWrId(j, RECV_WR_ID_LIMIT + ((seq + j - from) & WR_SEQ_MASK));
         item.posted = end;
         wrs.setSignaled(end - 1, true);
-        const ok = this.#postList(lane, wrs, from, k);
+        const ok = this.#postNow(lane, k, wrs, from);
         wrs.setSignaled(end - 1, false); // at rest every record is unsignaled
         if (!ok) return;
         if (!whole) break;
@@ -1258,50 +1258,47 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         lane.unsignaled = 0;
       }
     }
+    return this.#postNow(lane, n, undefined, 0);
+  }
+
+  /**
+   * Posts the batch's first `n` WRs, or with `list` its records [from, from + n) (a read
+   * list's run, as it is); false when the post failed (the lane's items are settled then).
+   */
+  #postNow(lane: Lane, n: number, list: SendWrList | undefined, from: number): boolean {
     try {
-      // One WR goes alone, more in a list of their exact length (the batch array is filled
-      // by index and never shortened: see PostLists).
-      for (let i = 0; i < n; i += POST_LIST_MAX) {
-        const k = Math.min(POST_LIST_MAX, n - i);
-        lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+      if (list !== undefined) {
+        lane.qp.postSendList(list, from, n);
         this.#stats.posts++;
+      } else {
+        // One WR goes alone, more in a list of their exact length (the batch array is
+        // filled by index and never shortened: see PostLists).
+        const batch = this.#batch;
+        for (let i = 0; i < n; i += POST_LIST_MAX) {
+          const k = Math.min(POST_LIST_MAX, n - i);
+          lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+          this.#stats.posts++;
+        }
       }
-      this.#posted(lane);
+      // A full send queue holds back what follows until its completions are reaped.
+      if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
+      // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
+      this.#s.pollLoop?.activity(this.#poll);
       return true;
     } catch (err) {
-      this.#postFailed(lane, err);
+      if (lane === this.#readLane) {
+        this.#failReads(readFailure(`post of READs on QP ${lane.qp.qpn} failed`, err));
+      } else {
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_CONNECTION_LOST',
+            `post on QP ${lane.qp.qpn} failed`,
+            err,
+          ),
+        );
+      }
       return false;
     }
-  }
-
-  /** Posts records [from, from + k) of a read list's WRs; false when the post failed. */
-  #postList(lane: Lane, wrs: SendWrList, from: number, k: number): boolean {
-    try {
-      lane.qp.postSendList(wrs, from, k);
-      this.#stats.posts++;
-      this.#posted(lane);
-      return true;
-    } catch (err) {
-      this.#postFailed(lane, err);
-      return false;
-    }
-  }
-
-  #posted(lane: Lane): void {
-    // A full send queue holds back what follows until its completions are reaped.
-    if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
-    // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
-    this.#s.pollLoop?.activity(this.#poll);
-  }
-
-  #postFailed(lane: Lane, err: unknown): void {
-    if (lane === this.#readLane) {
-      this.#failReads(readFailure(`post of READs on QP ${lane.qp.qpn} failed`, err));
-      return;
-    }
-    this.destroy(
-      new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
-    );
   }
 
   /** A signaled completion: it and every WR posted before it on the lane are done. */
