@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 13,
+  version: 14,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
