@@ -125,6 +125,7 @@ export class StoreViewReader {
   readonly #cache: StoreViewSlotCache | undefined;
   /** The cache's generation when this batch took its hints. */
   #hintGen = 0;
+  #hinted = 0;
   #n = 0;
   #out: Float32Array | null = null;
   #outBytes: Uint8Array = new Uint8Array(0);
@@ -184,6 +185,7 @@ export class StoreViewReader {
     for (let i = 0; i < 2 * n; i++) own[i] = k32[i] as number;
     this.status.fill(ViewKeyStatus.PENDING, 0, n);
     this.#probe.fill(0, 0, n);
+    this.#hinted = 0;
     const cache = this.#cache;
     if (cache === undefined) return 0;
     this.#hintGen = cache.generation;
@@ -350,8 +352,10 @@ export class StoreViewReader {
         continue;
       }
       if (cache !== undefined) {
-        if (st === CACHED) cache.hits++;
-        else if (genStable) cache.remember(lo, hi, slot, gen);
+        if (st === CACHED) {
+          cache.hits++;
+          this.#hinted++;
+        } else if (genStable) cache.remember(lo, hi, slot, gen);
       }
       if (l.rowDtype === 'f16') {
         const h = (this.#rowsAt + i * l.rowBytes) >>> 1;
@@ -401,6 +405,11 @@ export class StoreViewReader {
       const st = this.status[i];
       if (st === ViewKeyStatus.RETRY || st === CONTINUE) this.status[i] = next;
     }
+  }
+
+  /** Keys of the batch whose rows were accepted through a slot hint. */
+  get hinted(): number {
+    return this.#hinted;
   }
 
   /** Keys of the batch with this status. */
