@@ -1,71 +1,33 @@
 import { describe, expect, it } from 'vitest';
 import {
-  hash64,
   type InitFn,
   localViewRead,
   PsWireError,
   readStoreView,
-  STORE_VIEW_HEADER,
   StoreViewReader,
   StoreViewSlotCache,
-  storeViewLayout,
   ViewKeyStatus,
   type ViewReadFn,
-  writeStoreViewHeader,
 } from '../src/index.js';
+import { handRegion } from './handRegion.js';
 
 /** Absent keys read as −1 (no stored row here is negative). */
 const INIT: InitFn = (out, at, dim) => {
   out.fill(-1, at, at + dim);
 };
 
-/** A hand-written store view (what the shard's writer would leave), dim 2, f32, 4 slots. */
-function region() {
-  const layout = storeViewLayout({
-    dim: 2,
-    rowDtype: 'f32',
-    buckets: 16,
-    salt: 7,
-    slotCount: 4,
-    chunkRows: 4,
-  });
-  const bytes = new Uint8Array(layout.totalBytes);
-  writeStoreViewHeader(bytes, layout);
-  const u32 = new Uint32Array(bytes.buffer);
-  const i32 = new Int32Array(bytes.buffer);
-  const f32 = new Float32Array(bytes.buffer);
-  const bucket = (b: number) => (layout.indexOffset + (b & 15) * 12) / 4;
-  for (let b = 0; b < 16; b++) i32[bucket(b) + 2] = -1;
-  const home = (lo: number) => hash64(lo, 0, layout.salt) & 15;
-  return {
-    layout,
-    bytes,
-    /** Key lo (hi 0) at slot with row [v, v], in the index and live (seq even). */
-    put(lo: number, slot: number, v: number, seq = 2) {
-      let b = home(lo);
-      while ((i32[bucket(b) + 2] as number) >= 0 && i32[bucket(b)] !== lo) b++;
-      i32.set([lo, 0, slot], bucket(b));
-      u32.set([seq, lo, 0, 1], (layout.metaOffset + slot * 16) / 4);
-      f32.set([v, v], (layout.rowsOffset + slot * 8) / 4);
-    },
-    /** Removes lo from the index (its home bucket; the tests place no collisions). */
-    unindex(lo: number) {
-      i32[bucket(home(lo)) + 2] = -1;
-    },
-    meta(slot: number): Uint32Array {
-      return u32.subarray(
-        (layout.metaOffset + slot * 16) / 4,
-        (layout.metaOffset + slot * 16) / 4 + 4,
-      );
-    },
-    bumpGeneration() {
-      u32[STORE_VIEW_HEADER.GENERATION / 4] = (u32[STORE_VIEW_HEADER.GENERATION / 4] as number) + 1;
-    },
-  };
+/** Key 11 at slot 2 (row 5), read once through the index: hinted from then on. */
+async function hinted() {
+  const r = handRegion(7);
+  r.put(11, 2, 5);
+  const cache = new StoreViewSlotCache(64);
+  const s = setup(r, cache);
+  await s.get([11]);
+  return { r, cache, ...s };
 }
 
 /** A reader sharing `cache`, and a read fn counting READs and rounds. */
-function setup(r: ReturnType<typeof region>, cache: StoreViewSlotCache) {
+function setup(r: ReturnType<typeof handRegion>, cache: StoreViewSlotCache) {
   const reader = new StoreViewReader(r.layout, {
     maxKeys: 4,
     init: INIT,
@@ -95,7 +57,7 @@ function setup(r: ReturnType<typeof region>, cache: StoreViewSlotCache) {
 
 describe('store view slot cache', () => {
   it('a key read once is read next as meta, row, meta in one round', async () => {
-    const r = region();
+    const r = handRegion(7);
     r.put(11, 2, 5);
     r.put(12, 1, 6);
     const cache = new StoreViewSlotCache(64);
@@ -114,11 +76,7 @@ describe('store view slot cache', () => {
   });
 
   it('a hinted slot reused by another key: the hint is dropped, the key read through the index', async () => {
-    const r = region();
-    r.put(11, 2, 5);
-    const cache = new StoreViewSlotCache(64);
-    const { get } = setup(r, cache);
-    await get([11]);
+    const { r, cache, get } = await hinted();
     // 11 evicted, its slot taken by 21; 11 admitted again in slot 3.
     r.unindex(11);
     r.put(21, 2, 8, 4);
@@ -129,11 +87,7 @@ describe('store view slot cache', () => {
   });
 
   it('a hinted key evicted (not live, not indexed) reads as absent through the index, never from the hint', async () => {
-    const r = region();
-    r.put(11, 2, 5);
-    const cache = new StoreViewSlotCache(64);
-    const { get } = setup(r, cache);
-    await get([11]);
+    const { r, cache, get } = await hinted();
     r.unindex(11);
     r.meta(2).set([4, 11, 0, 0]);
     expect(await get([11])).toEqual([-1]);
@@ -142,11 +96,7 @@ describe('store view slot cache', () => {
   });
 
   it('a hint whose slot is being written is not accepted (odd seq): the index read retries', async () => {
-    const r = region();
-    r.put(11, 2, 5);
-    const cache = new StoreViewSlotCache(64);
-    const { reader, get } = setup(r, cache);
-    await get([11]);
+    const { r, cache, reader } = await hinted();
     const m = r.meta(2);
     m[0] = 3; // a write in flight that never ends: nothing is accepted, the key falls back
     const out = new Float32Array(2);
@@ -164,11 +114,7 @@ describe('store view slot cache', () => {
   });
 
   it('a load (generation bumped) invalidates every hint, even one whose old slot still looks right', async () => {
-    const r = region();
-    r.put(11, 2, 5);
-    const cache = new StoreViewSlotCache(64);
-    const { get, count } = setup(r, cache);
-    await get([11]);
+    const { r, cache, get, count } = await hinted();
     // A restore moved 11 to slot 0 with another row; slot 2 still holds the old, valid-looking
     // record. Only the generation tells them apart.
     r.unindex(11);

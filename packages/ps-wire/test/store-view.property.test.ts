@@ -2,7 +2,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   decodeStoreViewHeader,
-  hash64,
   initRowFn,
   localViewRead,
   PsWireError,
@@ -18,6 +17,7 @@ import {
   type ViewReadFn,
   writeStoreViewHeader,
 } from '../src/index.js';
+import { handRegion } from './handRegion.js';
 
 const shape = fc.record({
   dim: fc.integer({ min: 1, max: 4096 }),
@@ -172,28 +172,12 @@ describe('store view reader against a hostile shard', () => {
   });
 
   it('a probe chain read over attempts is not trusted across a bucket move (absent → RETRY)', async () => {
-    const layout = storeViewLayout({
-      dim: 2,
-      rowDtype: 'f32',
-      buckets: 16,
-      salt: 99,
-      slotCount: 4,
-      chunkRows: 4,
-    });
-    const region = new Uint8Array(layout.totalBytes);
-    writeStoreViewHeader(region, layout);
-    const u32 = new Uint32Array(region.buffer);
-    const i32 = new Int32Array(region.buffer);
-    const f32 = new Float32Array(region.buffer);
-    const bucket = (b: number) => (layout.indexOffset + (b & 15) * 12) / 4;
-    for (let b = 0; b < 16; b++) i32[bucket(b) + 2] = -1;
+    const { layout, bytes: region, u32, i32, bucket, home: homeOf, put } = handRegion(99);
     const K = [7, 0];
-    const home = hash64(K[0] as number, K[1] as number, layout.salt) & 15;
+    const home = homeOf(7);
     // Another key X sits in K's home bucket, K one past it in slot 2.
     i32.set([1234, 0, 1], bucket(home));
-    i32.set([7, 0, 2], bucket(home + 1));
-    u32.set([0, 7, 0, 1], (layout.metaOffset + 2 * 16) / 4);
-    f32.set([5, 5], (layout.rowsOffset + 2 * 8) / 4);
+    put(7, 2, 5, 0);
     const reader = new StoreViewReader(layout, {
       maxKeys: 1,
       init: initRowFn(resolveInit({ kind: 'uniform', seed: 1 })),
