@@ -422,8 +422,10 @@ export class StoreViewReader {
 
 /**
  * Reads the rows of n keys into out[i·dim …] one-sidedly through `read`, re-reading raced
- * keys up to `attempts` times in all. Returns the keys left FALLBACK (reader.status names
- * them): the caller pulls those two-sided. Every loop is bounded by `attempts`.
+ * keys up to `attempts` times in all (plus one round when the reader's slot cache hinted
+ * keys: a hint that does not hold costs a round, not an attempt). Returns the keys left
+ * FALLBACK (reader.status names them): the caller pulls those two-sided. Every loop is
+ * bounded by `attempts` + 1.
  */
 export async function readStoreView(
   reader: StoreViewReader,
