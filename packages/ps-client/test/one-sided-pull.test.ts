@@ -293,7 +293,12 @@ describe('one-sided pulls of oneSidedRead tables', () => {
 
   it('after a shard restart the old descriptor is refused, a new one fetched, and rows are right', async () => {
     const keys = keysOf(200, 5n);
+    await tcp.push('emb', keys, new Float32Array(keys.length * 8).fill(0.25));
     await pullAll(rdma, 'emb', keys);
+    // Read again through slot hints: hints of the old process that must not outlive it.
+    const hinted = rdma.stats().oneSided.hinted;
+    await pullAll(rdma, 'emb', keys);
+    expect(rdma.stats().oneSided.hinted).toBeGreaterThan(hinted);
     const old = services[0] as PsService;
     const p = ports[0] as { rdma: number; tcp: number };
     await old.close();
