@@ -12,8 +12,9 @@ const WAYS = 4;
  * store never has a key live in two slots at once (eviction marks the slot not live before it
  * is reused; a load fills only fresh slots, then bumps the generation).
  *
- * Fixed memory: `capacity` entries in typed arrays, 4-way set associative (a full set replaces
- * round robin), nothing allocated per key. Keys come from this process, so no salt is needed:
+ * Fixed memory: `capacity` entries in typed arrays, 4-way set associative, nothing allocated
+ * per key. A full set replaces by second chance (CLOCK): an entry used since it was last
+ * passed over stays, so Zipf-hot keys are not pushed out by the one-off keys of the tail. Keys come from this process, so no salt is needed:
  * colliding keys only cost hits.
  */
 export class StoreViewSlotCache {
@@ -26,6 +27,8 @@ export class StoreViewSlotCache {
   readonly #hi: Uint32Array;
   /** Slot per entry, −1 empty. */
   readonly #slot: Int32Array;
+  /** Per entry: looked up since the replacement last passed it (its second chance). */
+  readonly #used: Uint8Array;
   readonly #setMask: number;
   #victim = 0;
   /** The table generation the entries were learned in. */
@@ -41,6 +44,7 @@ export class StoreViewSlotCache {
     this.#lo = new Uint32Array(this.capacity);
     this.#hi = new Uint32Array(this.capacity);
     this.#slot = new Int32Array(this.capacity).fill(-1);
+    this.#used = new Uint8Array(this.capacity);
   }
 
   get generation(): number {
@@ -56,8 +60,10 @@ export class StoreViewSlotCache {
   lookup(lo: number, hi: number): number {
     const at = this.#set(lo, hi);
     for (let j = at; j < at + WAYS; j++)
-      if (this.#lo[j] === lo && this.#hi[j] === hi && (this.#slot[j] as number) >= 0)
+      if (this.#lo[j] === lo && this.#hi[j] === hi && (this.#slot[j] as number) >= 0) {
+        this.#used[j] = 1;
         return this.#slot[j] as number;
+      }
     return -1;
   }
 
@@ -74,10 +80,22 @@ export class StoreViewSlotCache {
       }
       if (s < 0 && free < 0) free = j;
     }
-    const j = free >= 0 ? free : at + (this.#victim++ & (WAYS - 1));
+    const j = free >= 0 ? free : this.#victimIn(at);
     this.#lo[j] = lo;
     this.#hi[j] = hi;
     this.#slot[j] = slot;
+    this.#used[j] = 0;
+  }
+
+  /** The entry of a full set to replace: the first not used since passed (≤ 2 turns). */
+  #victimIn(at: number): number {
+    const used = this.#used;
+    for (let t = 0; t < 2 * WAYS; t++) {
+      const j = at + (this.#victim++ & (WAYS - 1));
+      if (used[j] === 0) return j;
+      used[j] = 0;
+    }
+    return at; // unreachable: a second turn finds every mark cleared
   }
 
   /** Drops the key's hint if it still names `slot` (another reader may have renewed it). */

@@ -126,6 +126,17 @@ describe('store view slot cache', () => {
     expect(count.rounds).toBe(3); // the hinted round, then the index and row rounds
   });
 
+  it('a full set keeps a key looked up since (second chance): a hot key outlives one-off keys', () => {
+    const cache = new StoreViewSlotCache(4); // one set of 4
+    cache.remember(1, 0, 1, 0);
+    for (let k = 100; k < 200; k++) {
+      expect(cache.lookup(1, 0)).toBe(1); // hot: looked up between every insertion
+      cache.remember(k, 0, 2, 0);
+    }
+    expect(cache.lookup(1, 0)).toBe(1);
+    expect(cache.lookup(199, 0)).toBe(2);
+  });
+
   it('is bounded: a full set replaces an entry; a bad capacity is a typed error', () => {
     const cache = new StoreViewSlotCache(8);
     expect(cache.capacity).toBe(8);

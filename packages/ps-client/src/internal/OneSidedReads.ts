@@ -41,10 +41,11 @@ export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
  * Default slot hints per (shard, table) (option `oneSidedSlotHints`): 12 bytes each. Zipf
  * keys repeat, so hints catch most of a batch's keys (ps-wire README, "Slot hints"): a hinted
- * key costs 3 READs, no index window. The evaluation's request pool (Zipf 0.99 over 1M keys,
- * 3 shards) over a table holding its 65 k keys, one client, pulls back to back, hints ÷ none
- * interleaved (3 runs × 9 rounds): 73–78 % of keys hinted, READs a key 4.04 → 3.26–3.31,
- * client CPU a key 0.76–0.95× (medians 0.97 / 1.23, 0.95 / 1.11, 0.98 / 1.12 µs).
+ * key costs 3 READs, no index window. The evaluation's request pool (1024 requests, Zipf 0.99
+ * over 1M keys, 3 shards) over a table holding its 65 k keys, one client, pulls back to back,
+ * hints ÷ none on the same requests, interleaved (3 runs × 9 rounds): 75 % of keys hinted,
+ * READs a key 4.04 → 3.29, client CPU a key 0.70–1.18× (median 0.88×), mean latency median
+ * 0.92×. A 16 384-request pool (445 k keys, most read once): 60 % hinted, READs 3.44.
  */
 export const DEFAULT_ONE_SIDED_SLOT_HINTS = 16_384;
 /** Bounds of the two options above. */
