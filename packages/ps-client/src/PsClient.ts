@@ -132,7 +132,7 @@ export interface PsClientOptions {
    */
   oneSidedReaders?: number;
   /**
-   * Key → slot hints per (shard, table), an integer in [0, 2^22] (12 bytes each; 0: none). A
+   * Key → slot hints per (shard, table), an integer in [0, 2^22] (13 bytes each; 0: none). A
    * hinted key is READ as meta, row, meta without its index window; a hint is only a hint,
    * checked like every one-sided row (ps-wire README, "Slot hints"). Default 16384.
    */
