@@ -152,6 +152,12 @@ export class ClientProcess {
     await this.ipc.request({ op: 'warmup', pulls, pushes }, WARMUP_TIMEOUT_MS);
   }
 
+  /** Pushes every distinct key of the fetch pool once (see client-process `fillFetchKeys`). */
+  async fill(): Promise<number> {
+    const keys = await this.ipc.request<number>({ op: 'fill' }, WARMUP_TIMEOUT_MS);
+    return this.#check(Number.isSafeInteger(keys) && keys > 0, keys);
+  }
+
   /** Closed-loop pulls per second with `concurrency` always in flight. */
   async capacity(concurrency: number, durationMs: number): Promise<number> {
     const rps = await this.ipc.request<number>(

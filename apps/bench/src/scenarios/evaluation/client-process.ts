@@ -44,6 +44,33 @@ const push = (k: number, writer: number) => {
   return target.push(keys, gradsFor(keys), writer);
 };
 
+/** Keys per push of `fill` (one push per batch; the tail batch is shorter). */
+const FILL_BATCH = 2048;
+
+/**
+ * Pushes every distinct key of the fetch pool once, so the rows a fetch asks for exist, as
+ * in a trained model being served (pulls of absent keys return their initial value and a
+ * one-sided read finds them absent in the index alone: an empty table measures neither
+ * side's row path). Returns the keys pushed.
+ */
+async function fillFetchKeys(): Promise<number> {
+  const all = new BigUint64Array(fetchPool.reduce((n, b) => n + b.length, 0));
+  let n = 0;
+  for (const b of fetchPool) {
+    all.set(b, n);
+    n += b.length;
+  }
+  all.sort();
+  let distinct = 0;
+  for (let i = 0; i < all.length; i++)
+    if (i === 0 || all[i] !== all[i - 1]) all[distinct++] = all[i] as bigint;
+  for (let at = 0; at < distinct; at += FILL_BATCH) {
+    const keys = all.subarray(at, Math.min(distinct, at + FILL_BATCH));
+    await target.push(keys, gradsFor(keys), 0);
+  }
+  return distinct;
+}
+
 const count = (x: unknown, min = 0): boolean => Number.isSafeInteger(x) && (x as number) >= min;
 const positive = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x) && x > 0;
 const isPool = (p: unknown): p is BigUint64Array[] =>
@@ -88,6 +115,10 @@ async function handle(m: ClientProcessRequest): Promise<unknown> {
       for (let k = 0; k < m.pulls; k++) await pull(k);
       for (let k = 0; k < m.pushes; k++) await push(k, 0);
       return null;
+    }
+    case 'fill': {
+      need(fetchPool.length > 0, m);
+      return fillFetchKeys();
     }
     case 'capacity': {
       need(count(m.concurrency, 1) && positive(m.durationMs) && fetchPool.length > 0, m);

@@ -19,6 +19,8 @@ export type ClientProcessRequest =
   | { op: 'workload'; fetch: BigUint64Array[]; push: BigUint64Array[] }
   /** Sequential pulls then pushes from the pools (JIT, connections), nothing measured. */
   | { op: 'warmup'; pulls: number; pushes: number }
+  /** Pushes every distinct key of the fetch pool once (fetched rows then exist); replies the count. */
+  | { op: 'fill' }
   /** Closed loop: `concurrency` pulls always in flight for `durationMs`. */
   | { op: 'capacity'; concurrency: number; durationMs: number }
   /**

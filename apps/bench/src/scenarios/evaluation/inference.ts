@@ -174,13 +174,15 @@ export async function measureFetchRows(
 export const FETCH_WARMUP_PULLS = 300;
 
 /**
- * Warms a target up before its capacity is probed: `FETCH_WARMUP_PULLS` pulls, then a closed
+ * Warms a target up before its capacity is probed: the fetch pool's keys pushed once (the
+ * rows exist, as in a served model), `FETCH_WARMUP_PULLS` pulls, then a closed
  * loop as deep as the probe's for `probeMs`, unmeasured: client and servers compile their hot
  * paths over the first thousands of calls (measured, RDMA client in its own process: 500 ms
  * closed loops after 300 warm-up pulls gave 1 490, 2 113, 4 955, 11 316 req/s in turn, load
  * 5), and a capacity probed before that sets every row's rate too low.
  */
 export async function warmUpFetch(t: ClientProcess, probeMs: number): Promise<void> {
+  await t.fill();
   await t.warmUp(FETCH_WARMUP_PULLS, 0);
   await t.capacity(CAPACITY_CONCURRENCY, probeMs);
 }
