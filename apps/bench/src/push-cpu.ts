@@ -5,7 +5,7 @@
 // push cost each side", warm or cold (`--warmup 2` is close to the evaluation's row).
 //
 //   node dist/push-cpu.js [--rounds 5] [--bursts 16] [--concurrency 64] [--keys 256]
-//                         [--warmup 40] [--pause-ms 0] [--only tcp|rdma]
+//                         [--warmup 40] [--pause-ms 0] [--only tcp|rdma] [--eager bytes]
 //
 // Each round runs `bursts` bursts on TCP and on RDMA (the order alternates per round) and
 // prints client and shard CPU µs per push (schedstat, every thread), p50/p99 from the burst's
@@ -37,6 +37,8 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '40' },
     // Idle time before each measured run, ms: the evaluation runs other targets in between.
     'pause-ms': { type: 'string', default: '0' },
+    // RDMA eager threshold of both sides, bytes (default: the transport's).
+    eager: { type: 'string' },
   },
 });
 const rounds = Number(values.rounds);
@@ -55,13 +57,19 @@ const set = await PsShardSet.start({
   secret: EVAL_SECRET,
   transports: ['tcp', 'rdma'],
   provider: 'soft',
+  ...(values.eager === undefined ? {} : { args: ['--rdma-eager-threshold', values.eager] }),
 });
 const sides = (['tcp', 'rdma'] as const).filter(
   (s) => values.only === undefined || values.only === s,
 );
 const targets = {
   tcp: await RdmajsPsTarget.connect(set.servers('tcp'), 'tcp', 'soft'),
-  rdma: await RdmajsPsTarget.connect(set.servers('rdma'), 'rdma', 'soft'),
+  rdma: await RdmajsPsTarget.connect(
+    set.servers('rdma'),
+    'rdma',
+    'soft',
+    values.eager === undefined ? {} : { tuning: { eagerThreshold: Number(values.eager) } },
+  ),
 };
 // Warm-up: every key of the batches inserted, JIT warm, receive leases grown.
 const warmupBursts = Number(values.warmup);
