@@ -143,13 +143,6 @@ const READ_DEADLINE_TICK_MS = 10;
 
 /** Header-only sends (Open with its name, notices, credits, Close, gathered Data) fit here. */
 const SMALL_SLOT_BYTES = WIRE_HEADER_BYTES + 256;
-/** Plain bytes before a message's blocks (an RPC header) copied into a small slot, at most. */
-const INLINE_HEAD_MAX_BYTES = SMALL_SLOT_BYTES - WIRE_HEADER_BYTES;
-/**
- * Blocks behind an inlined head are gathered from this size: below it a copy costs less than
- * the completion (and wake-up) a gathered send waits for before its blocks are free again.
- */
-const GATHER_MIN_BYTES = 4096;
 /**
  * Free small send slots and queue records kept while busy (beyond, completed slots give
  * their block back): 1 024 channels in flight hold one each, queued or posted and unreaped,
@@ -429,7 +422,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     framesOut: 0,
     framesIn: 0,
     eagerSent: 0,
-    gatheredSends: 0,
     rendezvousSent: 0,
     eagerReceived: 0,
     rendezvousReceived: 0,
@@ -935,37 +927,10 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return this.#alloc.owns(b) || this.#res.rendezvous.owns(b);
   }
 
-  /**
-   * Bytes of plain leading parts (an RPC header before a registered payload) copied into the
-   * send slot so the blocks behind them are still gathered: -1 when the message is not such
-   * a one (then it is gathered whole, or copied whole).
-   */
-  #inlineHead(message: OutboundMessage, length: number): number {
-    if (!Array.isArray(message)) return -1;
-    const parts = message as readonly MessagePart[];
-    let head = 0;
-    let i = 0;
-    for (; i < parts.length; i++) {
-      const p = parts[i] as MessagePart;
-      if (!(p instanceof Uint8Array)) break;
-      head += p.length;
-    }
-    if (
-      i === 0 ||
-      head > INLINE_HEAD_MAX_BYTES ||
-      length - head < GATHER_MIN_BYTES ||
-      parts.length - i > this.#maxGather
-    )
-      return -1;
-    for (; i < parts.length; i++) if (!this.#ownBlock(parts[i] as MessagePart)) return -1;
-    return head;
-  }
-
   /** Queues an eager SEND; returns a promise when the caller's blocks are used in place. */
   #sendEager(ch: RdmaChannel, message: OutboundMessage, length: number): Promise<void> | undefined {
     const seq = ch.sendSeq;
     const gather = length > 0 && this.#gatherable(message, this.#maxGather);
-    const head = gather || length === 0 ? -1 : this.#inlineHead(message, length);
     let item: OutItem;
     let done: Promise<void> | undefined;
     if (gather) {
@@ -976,18 +941,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         this.#gather(item, message as Block | BlockSlice);
       }
       done = new Promise<void>(item.executor);
-    } else if (head >= 0) {
-      // The one copy of a small header; the payload's blocks go by gather, not copied.
-      item = this.#sendItem(WIRE_HEADER_BYTES + head);
-      const bytes = (item.slot as SendSlot).bytes;
-      let at = WIRE_HEADER_BYTES;
-      for (const p of message as readonly MessagePart[]) {
-        if (p instanceof Uint8Array) {
-          bytes.set(p, at);
-          at += p.length;
-        } else this.#gather(item, p);
-      }
-      done = new Promise<void>(item.executor);
     } else {
       item = this.#sendItem(WIRE_HEADER_BYTES + length);
       // The one copy: plain bytes into registered memory.
@@ -996,7 +949,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     encodeWireHeader((item.slot as SendSlot).bytes, WireType.Data, ch.id, seq, length);
     ch.sendSeq = (seq + 1) >>> 0;
     this.#stats.eagerSent++;
-    if (done !== undefined) this.#stats.gatheredSends++;
     this.#enqueue(ch.lane, item);
     return done;
   }
@@ -2386,7 +2338,6 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
       framesIn: s.framesIn,
       writes: s.posts,
       eagerSent: s.eagerSent,
-      gatheredSends: s.gatheredSends,
       rendezvousSent: s.rendezvousSent,
       eagerReceived: s.eagerReceived,
       rendezvousReceived: s.rendezvousReceived,

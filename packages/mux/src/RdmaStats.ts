@@ -7,8 +7,6 @@ export interface RdmaConnectionStats extends ConnectionStats {
   readonly rendezvousSent: number;
   readonly eagerReceived: number;
   readonly rendezvousReceived: number;
-  /** Eager messages whose blocks went by gather, in place (copied: `eagerSent` minus these). */
-  readonly gatheredSends: number;
   /** Times the head of a QP's queue had to wait for a receive credit from the peer. */
   readonly creditStalls: number;
   /** Sends that had to wait for the send window (same as `sendStalls`). */

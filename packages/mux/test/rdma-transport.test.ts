@@ -100,54 +100,6 @@ describe('RdmaTransport', () => {
     expect(s.rnrCount).toBe(0);
   });
 
-  it('a_small_header_before_own_blocks_is_copied_and_the_blocks_gathered_in_place', async () => {
-    const { client, conn } = await pair();
-    const ch = conn.openChannel('echo');
-    const header = fillPattern(new Uint8Array(40), 3);
-    const cases = [
-      // [header, block]: the RPC layer's request shape; the block goes by gather.
-      { blocks: [8192], gathered: true },
-      // Two headers and two blocks (slices) behind them.
-      { blocks: [3000, 5000], gathered: true, twoHeads: true },
-      // A small payload: copying it costs less than waiting for its completion.
-      { blocks: [512], gathered: false },
-    ];
-    let gathered = 0;
-    for (const [i, c] of cases.entries()) {
-      const total = c.blocks.reduce((a, b) => a + b, 0);
-      const block = client.allocator.alloc(total, 'local');
-      fillPattern(block.bytes.subarray(0, total), 100 + i);
-      const parts = [];
-      if (c.twoHeads) parts.push(header.subarray(0, 10), header.subarray(10));
-      else parts.push(header);
-      let at = 0;
-      for (const n of c.blocks) {
-        parts.push(block.slice(at, n));
-        at += n;
-      }
-      const expected = Buffer.concat([header, block.bytes.subarray(0, total)]);
-      const before = conn.stats();
-      await ch.send(parts, LONG);
-      const s = conn.stats();
-      expect(s.eagerSent - before.eagerSent).toBe(1);
-      expect(s.gatheredSends - before.gatheredSends).toBe(c.gathered ? 1 : 0);
-      if (c.gathered) gathered++;
-      const m = await ch.receive(LONG);
-      expect(Buffer.compare(m.bytes, expected)).toBe(0);
-      m.release();
-      block.release();
-    }
-    // Nothing but own blocks may be gathered: plain bytes behind the header are copied.
-    const plain = fillPattern(new Uint8Array(8192), 9);
-    const before = conn.stats().gatheredSends;
-    await ch.send([header, plain], LONG);
-    expect(conn.stats().gatheredSends).toBe(before);
-    const m = await ch.receive(LONG);
-    expect(Buffer.compare(m.bytes, Buffer.concat([header, plain]))).toBe(0);
-    m.release();
-    expect(conn.stats().gatheredSends).toBe(gathered);
-  });
-
   it('a_wrong_secret_or_version_gets_nothing_but_handshake_messages_no_endpoint_or_key', async () => {
     const { listener, rejects } = await pair();
     async function raw(secret: string, version?: number): Promise<Buffer> {
