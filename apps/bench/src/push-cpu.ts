@@ -5,13 +5,22 @@
 // push cost each side", warm or cold (`--warmup 2` is close to the evaluation's row).
 //
 //   node dist/push-cpu.js [--rounds 5] [--bursts 16] [--concurrency 64] [--keys 256]
-//                         [--warmup 40] [--pause-ms 0] [--only tcp|rdma] [--eager bytes]
+//                         [--warmup 40] [--pause-ms 0] [--only tcp|rdma] [--eager bytes] [--reconnect]
 //
 // Each round runs `bursts` bursts on TCP and on RDMA (the order alternates per round) and
 // prints client and shard CPU µs per push (schedstat, every thread), p50/p99 from the burst's
 // start, the shards' GCs and minor page faults per push; then the means, and where the CPU
 // went by thread (main or other: V8 helpers, libuv pool). BENCH_CPU_PROF_DIR makes the
 // shards write V8 CPU profiles (`node --cpu-prof` this script for the client's).
+//
+// Measured with it (2 vCPUs shared with other jobs, 3 runs each, total CPU per push RDMA ÷ TCP):
+// warm (default warm-up) 0.83–0.99×; `--warmup 2 --reconnect`: fresh processes 1.22–1.25× (the
+// evaluation's incast row, whose client and shards are fresh processes: 1.18–1.29×), then fresh
+// connections to the same, warm processes 0.79–0.89× (shards 188–251 vs 261–333 µs). RDMA's
+// excess is per process, not per connection (leases, pools, sessions are new in both phases):
+// warm-up of its longer JS path (about half of a cold shard's CPU is on non-main threads, V8's
+// compilers and GC helpers). Eager 64 KiB vs 32 KiB (1 of the 96 shard parts of the batches is
+// 33 KiB, so rendezvous): 0.84–0.87× vs 0.75–1.09×, within the noise.
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { PsShardSet } from './peers/PsShardSet.js';
@@ -39,6 +48,9 @@ const { values } = parseArgs({
     'pause-ms': { type: 'string', default: '0' },
     // RDMA eager threshold of both sides, bytes (default: the transport's).
     eager: { type: 'string' },
+    // Then close the clients, connect fresh ones to the same (now warm) shards and measure
+    // again: what stays cold per connection (leases, pools, sessions) vs per process (JIT).
+    reconnect: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(values.rounds);
@@ -62,7 +74,7 @@ const set = await PsShardSet.start({
 const sides = (['tcp', 'rdma'] as const).filter(
   (s) => values.only === undefined || values.only === s,
 );
-const targets = {
+const connect = async () => ({
   tcp: await RdmajsPsTarget.connect(set.servers('tcp'), 'tcp', 'soft'),
   rdma: await RdmajsPsTarget.connect(
     set.servers('rdma'),
@@ -70,7 +82,8 @@ const targets = {
     'soft',
     values.eager === undefined ? {} : { tuning: { eagerThreshold: Number(values.eager) } },
   ),
-};
+});
+let targets = await connect();
 // Warm-up: every key of the batches inserted, JIT warm, receive leases grown.
 const warmupBursts = Number(values.warmup);
 /** CPU ms of each thread (by name) of `pids`, from /proc: where a process's time goes. */
@@ -103,9 +116,11 @@ const faults = () => ({
   shards: set.pids.reduce((a, p) => a + minorFaults(p), 0),
 });
 const shardsCpu = () => set.pids.reduce((a, p) => a + procThreadsCpuUs(p), 0);
-const total = { tcp: { c: 0, s: 0, n: 0 }, rdma: { c: 0, s: 0, n: 0 } };
-const threads0 = { shards: new Map<string, number>(), client: new Map<string, number>() };
-try {
+/** Warm-up, then the measured rounds, printed; `label` names the phase. */
+async function measure(label: string): Promise<void> {
+  console.log(label);
+  const total = { tcp: { c: 0, s: 0, n: 0 }, rdma: { c: 0, s: 0, n: 0 } };
+  const threads0 = { shards: new Map<string, number>(), client: new Map<string, number>() };
   for (const side of sides) {
     const t = targets[side];
     await runIncast((b, w) => t.push(batches[(b * 7 + w) % 32] as BigUint64Array, grads, w), {
@@ -164,11 +179,15 @@ try {
       .filter(([, v]) => v > 0);
     console.log(`${who} threads ms: ${d.map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
-  const st = targets.rdma.rdma?.stats();
-  console.log(
-    'rdma client stats',
-    JSON.stringify(st, (_, v) => (typeof v === 'bigint' ? String(v) : v)).slice(0, 1500),
-  );
+}
+try {
+  await measure('fresh processes and connections');
+  if (values.reconnect) {
+    await targets.tcp.close();
+    await targets.rdma.close();
+    targets = await connect();
+    await measure('fresh connections to the same processes (warm)');
+  }
 } finally {
   await targets.tcp.close();
   await targets.rdma.close();
