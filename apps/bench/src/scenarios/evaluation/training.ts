@@ -26,6 +26,8 @@ const DISTINCT_BATCHES = 32;
 const GAP_MS = 2;
 /** Training warm-up pushes per target before its first incast row. */
 const PUSH_WARMUP = 100;
+/** Unmeasured incast bursts (of `HEADLINE_CONCURRENCY` pushes) per target after those. */
+const WARMUP_BURSTS = 16;
 /** Rounds an incast row's bursts are cut into (at most one burst each). */
 const INCAST_ROUNDS = 4;
 /** What a push is expected to take at most on a loaded host, for a row's deadline. */
@@ -55,6 +57,19 @@ export async function runTraining(
   for (const t of targets) {
     progress(`training warm-up (${nameOf(t)})`);
     await t.warmUp(0, PUSH_WARMUP);
+    // Then bursts as the rows push, unmeasured: a fresh process spends its first thousands of
+    // pushes compiling (push-cpu.js, fresh vs warm processes: RDMA ÷ TCP CPU per push
+    // 1.22–1.25× vs 0.79–0.89×); after only sequential pushes the rows measured that.
+    await t.incast(
+      {
+        concurrency: HEADLINE_CONCURRENCY,
+        bursts: WARMUP_BURSTS,
+        gapMs: GAP_MS,
+        firstBurst: 0,
+        fresh: true,
+      },
+      WARMUP_BURSTS * (GAP_MS + HEADLINE_CONCURRENCY * PUSH_BUDGET_MS),
+    );
   }
   for (const [ci, c] of o.concurrency.entries()) {
     const bursts = Math.max(2, Math.ceil(o.samples / c));
