@@ -105,6 +105,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   void RunDoorbell();
   // Its first half: async events into events_, ready CQs into ready_ (nothing delivered).
   void TakeDoorbell();
+  // wakeOwed's work from inside another crossing (respondFrame on a read's last frame): the
+  // ready CQs copied into readyOut_ and their count, or -1 when that needs a call into JS
+  // (async events, more than one batch): then they stay in events_/ready_ (takenKept_) for
+  // wakeOwed() or the next doorbell to deliver.
+  int TakeReadyNow();
   // Peers' doorbells a post from JS rings are owed (soft::Device::holdJob) until the JS that
   // posted is over: the end of this device's call into JS it came from (RunDoorbell,
   // OnFlush: the handlers of a wake-up and their microtasks), or else the next prepare
@@ -312,6 +317,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   uv_idle_t* flushIdle_ = nullptr;
   bool flushArmed_ = false;
   bool doorbellOwed_ = false;   // respond() rang this device's own doorbell
+  bool takenKept_ = false;      // TakeReadyNow took a doorbell it could not hand over
   bool linkFlushOwed_ = false;  // the link asked for EV_LINK_FLUSH
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;
