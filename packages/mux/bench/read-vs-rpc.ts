@@ -5,7 +5,6 @@
 // by the owner from its region. Rounds interleave read and rpc; reports wall µs per call and
 // client / server CPU µs per call (utime + stime from /proc, 10 ms ticks: use enough CALLS).
 //   cd packages/mux && CALLS=5000 W=3 POLICY=event node --import tsx bench/read-vs-rpc.ts
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import {
   type Channel,
@@ -15,6 +14,7 @@ import {
   READ_DESCRIPTOR_BYTES,
   ReadList,
 } from '../src/index.js';
+import { spawnServer } from './support/spawnServer.js';
 
 const SECRET = 'read bench secret, 32 bytes or more!!';
 const ROW = 288;
@@ -55,13 +55,7 @@ if (process.argv[2] === 'server') {
   });
   process.stdout.write(`${l.port}\n`);
 } else {
-  const child = spawn(process.execPath, ['--import', 'tsx', process.argv[1] as string, 'server'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: process.env,
-  });
-  const port = await new Promise<number>((r) =>
-    child.stdout.once('data', (d) => r(Number(String(d).trim()))),
-  );
+  const { child, port } = await spawnServer(process.argv[1] as string);
   const cpuOf = (pid: number) => {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
     return (Number(f[11]) + Number(f[12])) * 10_000; // µs (100 Hz ticks)

@@ -14,6 +14,7 @@ import {
   type QueuePair,
   RdmaCompletionError,
   type SendWr,
+  type SendWrList,
   type Sge,
   type WorkCompletion,
 } from '@rdmajs/verbs';
@@ -289,7 +290,7 @@ interface Source {
   /** This connection copied the message into it (else it is the application's block). */
   own: boolean;
   settle: ((err?: Error) => void) | undefined;
-  /** When the Ready went out (Date.now()): the Done deadline counts from it. */
+  /** When the Ready went out (performance.now(), monotonic): the Done deadline counts from it. */
   since: number;
 }
 
@@ -509,7 +510,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     this.#maxGather = (this.#lanes[0] as Lane).qp.caps.maxSendSge - 1;
     // Receives of this peer's CQ are this connection's; released buffers are told here.
     resources.user = this;
-    this.#idleSince = Date.now();
+    this.#idleSince = performance.now();
     this.#heartbeat = setInterval(
       () => this.#tick(),
       Math.max(10, settings.heartbeatIntervalMs / 2),
@@ -999,7 +1000,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     let token = this.#nextToken;
     while (this.#sources.has(token) || token === 0) token = (token + 1) >>> 0;
     this.#nextToken = (token + 1) >>> 0;
-    const source: Source = { block: src, own, settle: undefined, since: Date.now() };
+    const source: Source = { block: src, own, settle: undefined, since: performance.now() };
     let done: Promise<void> | undefined;
     if (!own) {
       done = new Promise<void>((resolve, reject) => {
@@ -1077,6 +1078,19 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     return RECV_WR_ID_LIMIT + seq;
   }
 
+  /**
+   * Takes `k` ≥ 1 ring places for a run of WRs posted together; only the last carries `item`
+   * (the others' places are empty already: #retire empties every place it passes). Returns
+   * the run's first sequence number.
+   */
+  #ringPushRun(lane: Lane, k: number, item: OutItem | undefined): number {
+    lane.ringItems[(lane.ringHead + lane.sqUsed + k - 1) % lane.max] = item;
+    lane.sqUsed += k;
+    const seq = lane.nextSeq;
+    lane.nextSeq = (seq + k) & WR_SEQ_MASK;
+    return seq;
+  }
+
   #enqueue(lane: number, item: OutItem): void {
     if (this.#quiet || this.#terminal()) {
       // After our goaway nothing goes to the peer (teardown frees what is never posted).
@@ -1141,18 +1155,30 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         batch[n++] = this.#stamp(lane, item);
         lane.fifo[lane.head++] = undefined;
       } else if (item.kind === KIND_LIST) {
-        // The list's own WRs, in order; the last is signaled and completes the read().
-        const list = item.list as ReadList;
-        const count = list.length;
-        while (item.posted < count && lane.sqUsed < lane.max) {
-          const wr = list.wrs[item.posted] as SendWr;
-          const last = ++item.posted === count;
-          if (last) this.#await(item);
-          wr.wrId = this.#ringPush(lane, last ? item : undefined);
-          wr.signaled = last;
-          batch[n++] = wr;
+        // The list's own pre-encoded READs, posted as they are (one crossing per run, no WR
+        // objects), after what the batch holds (order within the lane). Each run's last is
+        // signaled (its completion retires the run); the list's last completes the read().
+        if (n > 0) {
+          const ok = this.#post(lane, n);
+          n = 0;
+          if (!ok) return;
         }
-        if (item.posted < count) break;
+        const list = item.list as ReadList;
+        const from = item.posted;
+        const k = Math.min(list.length - from, lane.max - lane.sqUsed);
+        const wrs = list.wrs;
+        const end = from + k;
+        const whole = end === list.length;
+        if (whole) this.#await(item);
+        const seq = this.#ringPushRun(lane, k, whole ? item : undefined);
+        for (let j = from; j < end; j++)
+          wrs.setWrId(j, RECV_WR_ID_LIMIT + ((seq + j - from) & WR_SEQ_MASK));
+        item.posted = end;
+        wrs.setSignaled(end - 1, true);
+        const ok = this.#postNow(lane, k, wrs, from);
+        wrs.setSignaled(end - 1, false); // at rest every record is unsignaled
+        if (!ok) return;
+        if (!whole) break;
         lane.fifo[lane.head++] = undefined;
       } else {
         const op = item.read as ReadOp;
@@ -1218,8 +1244,8 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
    * READs do not count: a chain of them ends in a signaled one (or the batch's last), and
    * they hold no send slot to give back sooner, so a read() of 192 costs one completion.
    */
-  #post(lane: Lane, n: number): void {
-    if (n === 0) return;
+  #post(lane: Lane, n: number): boolean {
+    if (n === 0) return true;
     const batch = this.#batch;
     for (let i = 0; i < n; i++) {
       const wr = batch[i] as SendWr;
@@ -1232,26 +1258,46 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         lane.unsignaled = 0;
       }
     }
+    return this.#postNow(lane, n, undefined, 0);
+  }
+
+  /**
+   * Posts the batch's first `n` WRs, or with `list` its records [from, from + n) (a read
+   * list's run, as it is); false when the post failed (the lane's items are settled then).
+   */
+  #postNow(lane: Lane, n: number, list: SendWrList | undefined, from: number): boolean {
     try {
-      // One WR goes alone, more in a list of their exact length (the batch array is filled
-      // by index and never shortened: see PostLists).
-      for (let i = 0; i < n; i += POST_LIST_MAX) {
-        const k = Math.min(POST_LIST_MAX, n - i);
-        lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+      if (list !== undefined) {
+        lane.qp.postSendList(list, from, n);
         this.#stats.posts++;
+      } else {
+        // One WR goes alone, more in a list of their exact length (the batch array is
+        // filled by index and never shortened: see PostLists).
+        const batch = this.#batch;
+        for (let i = 0; i < n; i += POST_LIST_MAX) {
+          const k = Math.min(POST_LIST_MAX, n - i);
+          lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+          this.#stats.posts++;
+        }
       }
       // A full send queue holds back what follows until its completions are reaped.
       if (lane.sqUsed >= lane.max && this.#armed === ARM_SOLICITED) this.#arm();
       // A reply may follow within microseconds: poll for it (adaptive), from spinUs on.
       this.#s.pollLoop?.activity(this.#poll);
+      return true;
     } catch (err) {
       if (lane === this.#readLane) {
         this.#failReads(readFailure(`post of READs on QP ${lane.qp.qpn} failed`, err));
-        return;
+      } else {
+        this.destroy(
+          new MuxConnectionError(
+            'ERR_MUX_CONNECTION_LOST',
+            `post on QP ${lane.qp.qpn} failed`,
+            err,
+          ),
+        );
       }
-      this.destroy(
-        new MuxConnectionError('ERR_MUX_CONNECTION_LOST', `post on QP ${lane.qp.qpn} failed`, err),
-      );
+      return false;
     }
   }
 
@@ -2120,7 +2166,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
   }
 
   #tick(): void {
-    const now = Date.now();
+    const now = performance.now();
     // Sources are kept in offer order: the first is the oldest.
     const oldest = this.#sources.values().next().value;
     if (oldest !== undefined && now - oldest.since > this.#s.doneTimeoutMs) {
@@ -2134,7 +2180,7 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
     }
     if (now - this.#link.lastRead > this.#s.peerTimeoutMs) {
       setImmediate(() => {
-        if (Date.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
+        if (performance.now() - this.#link.lastRead <= this.#s.peerTimeoutMs) return;
         this.destroy(
           new MuxConnectionError(
             'ERR_MUX_PEER_TIMEOUT',

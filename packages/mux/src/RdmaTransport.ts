@@ -440,7 +440,7 @@ export class RdmaTransport implements Transport {
     const hs = this.#handshake('client', options.secret);
     if (signal?.aborted === true) throw new MuxAbortError('connect', signal.reason);
     this.#open(); // device trouble surfaces before any peer is contacted
-    const started = Date.now();
+    const started = performance.now();
     const socket = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
     await new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
@@ -481,7 +481,7 @@ export class RdmaTransport implements Transport {
       socket.once('error', onError);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
-    const left = () => Math.max(1, timeoutMs - (Date.now() - started));
+    const left = () => Math.max(1, timeoutMs - (performance.now() - started));
     const leftover = await socketHandshake(socket, hs, left(), signal);
     return this.#establish(socket, leftover, 'client', hs, left(), signal);
   }
@@ -513,7 +513,7 @@ export class RdmaTransport implements Transport {
       admission.admit(socket); // may drop the oldest unauthenticated socket
       listener.pending.add(socket);
       const hs = this.#handshake('server', options.secret);
-      const started = Date.now();
+      const started = performance.now();
       const budget = this.#o.handshakeTimeoutMs;
       socketHandshake(socket, hs, budget, undefined)
         .then((leftover) => {
@@ -523,7 +523,7 @@ export class RdmaTransport implements Transport {
             leftover,
             'server',
             hs,
-            Math.max(1, budget - (Date.now() - started)),
+            Math.max(1, budget - (performance.now() - started)),
             undefined,
           );
         })

@@ -33,7 +33,16 @@ import { ClientTransports, type TransportChoice, type TransportPorts } from './C
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
-import { LinkReads, type OneSidedStats, ReadRows } from './internal/OneSidedReads.js';
+import {
+  DEFAULT_ONE_SIDED_READERS,
+  DEFAULT_ONE_SIDED_SLOT_HINTS,
+  LinkReads,
+  MAX_ONE_SIDED_READERS,
+  MAX_ONE_SIDED_SLOT_HINTS,
+  type OneSidedConfig,
+  type OneSidedStats,
+  ReadRows,
+} from './internal/OneSidedReads.js';
 import { PullPlan } from './internal/PullPlan.js';
 import { RequestBuffers } from './internal/RequestBuffers.js';
 import { type HeldReply, PulledRows } from './PulledRows.js';
@@ -116,6 +125,18 @@ export interface PsClientOptions {
    * and anything doubtful are pulled two-sided. Default true; false: always two-sided.
    */
   oneSidedReads?: boolean;
+  /**
+   * One-sided reads in flight per (shard, table), an integer in [1, 64]; pulls beyond go
+   * two-sided. Default 2: a one-sided fetch spends the client's CPU (on soft every READ's copy),
+   * so many readers win while the client is idle and lose once pulls pile up.
+   */
+  oneSidedReaders?: number;
+  /**
+   * Key → slot hints per (shard, table), an integer in [0, 2^22] (13 bytes each; 0: none). A
+   * hinted key is READ as meta, row, meta without its index window; a hint is only a hint,
+   * checked like every one-sided row (ps-wire README, "Slot hints"). Default 16384.
+   */
+  oneSidedSlotHints?: number;
 }
 
 export interface CallDeadline {
@@ -231,11 +252,16 @@ function checkPositiveInt(
   dflt: number,
   max = Number.MAX_SAFE_INTEGER,
 ): number {
+  return checkIntIn(name, v, dflt, 1, max);
+}
+
+/** v (dflt when undefined) if an integer in [min, max], else ERR_PS_CLIENT_INVALID_ARG. */
+function checkIntIn(name: string, v: unknown, dflt: number, min: number, max: number): number {
   if (v === undefined) return dflt;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw new PsClientError(
       'ERR_PS_CLIENT_INVALID_ARG',
-      `${name} must be an integer in [1, ${max}]`,
+      `${name} must be an integer in [${min}, ${max}]`,
     );
   }
   return v;
@@ -316,12 +342,18 @@ export class PsClient {
   /** Per link of a shard with readable tables: its one-sided reads (option `oneSidedReads`). */
   readonly #reads = new Map<ShardLink, LinkReads>();
   #oneSided = false;
+  #oneSidedConfig: OneSidedConfig = {
+    readers: DEFAULT_ONE_SIDED_READERS,
+    slotHints: DEFAULT_ONE_SIDED_SLOT_HINTS,
+  };
   readonly #oneSidedStats: OneSidedStats = {
     keys: 0,
     fallbacks: 0,
     fallbackKeys: 0,
     refreshes: 0,
     errors: 0,
+    reads: 0,
+    hinted: 0,
   };
 
   private constructor(
@@ -433,6 +465,22 @@ export class PsClient {
     if (options.registeredPushes !== undefined && typeof options.registeredPushes !== 'boolean') {
       throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'registeredPushes must be a boolean');
     }
+    const oneSidedConfig: OneSidedConfig = {
+      readers: checkIntIn(
+        'oneSidedReaders',
+        options.oneSidedReaders,
+        DEFAULT_ONE_SIDED_READERS,
+        1,
+        MAX_ONE_SIDED_READERS,
+      ),
+      slotHints: checkIntIn(
+        'oneSidedSlotHints',
+        options.oneSidedSlotHints,
+        DEFAULT_ONE_SIDED_SLOT_HINTS,
+        0,
+        MAX_ONE_SIDED_SLOT_HINTS,
+      ),
+    };
     const deadlineMs = checkPositiveInt(
       'deadlineMs',
       options.deadlineMs,
@@ -525,6 +573,7 @@ export class PsClient {
         throw new PsClientError('ERR_PS_CLIENT_INVALID_ARG', 'oneSidedReads must be a boolean');
       }
       client.#oneSided = options.oneSidedReads !== false;
+      client.#oneSidedConfig = oneSidedConfig;
       for (const [i, l] of links.entries()) client.#readsFor(l, infos[i] as TableInfo);
       return client;
     } catch (err) {
@@ -548,6 +597,7 @@ export class PsClient {
       this.#oneSidedStats,
       this.#tables,
       this.#deadlineMs,
+      this.#oneSidedConfig,
     );
     reads.apply(info, link.connection);
     this.#reads.set(link, reads);

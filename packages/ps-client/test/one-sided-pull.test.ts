@@ -51,13 +51,18 @@ async function startShard(i: number, p?: { rdma: number; tcp: number }): Promise
   return s;
 }
 
-const connect = (transport: 'rdma' | 'tcp', oneSidedReads?: boolean) =>
+const connect = (
+  transport: 'rdma' | 'tcp',
+  oneSidedReads?: boolean,
+  more?: { oneSidedReaders?: unknown; oneSidedSlotHints?: unknown },
+) =>
   PsClient.connect({
     servers: ports.map((p) => ({ port: p[transport], ports: p })),
     transport,
     secret,
     deadlineMs: 5000,
     ...(oneSidedReads === undefined ? {} : { oneSidedReads }),
+    ...(more as { oneSidedReaders?: number; oneSidedSlotHints?: number }),
   });
 
 let rdma: PsClient;
@@ -114,6 +119,69 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     // A table that is not readable is pulled two-sided, as before.
     const k = keysOf(20, 3n);
     expect(bits(await pullAll(rdma, 'plain', k))).toEqual(bits(await pullAll(tcp, 'plain', k)));
+  });
+
+  it('a repeated pull reads its keys through slot hints: fewer READs a key, the same rows', async () => {
+    const keys = keysOf(256, 1234n);
+    await tcp.push('emb', keys, new Float32Array(keys.length * 8).fill(0.5));
+    const [hinting, plain] = await Promise.all([
+      connect('rdma'),
+      connect('rdma', undefined, { oneSidedSlotHints: 0 }),
+    ]);
+    try {
+      const ref = bits(await pullAll(tcp, 'emb', keys));
+      const readsPerKey = async (c: PsClient) => {
+        const before = c.stats().oneSided;
+        expect(bits(await pullAll(c, 'emb', keys))).toEqual(ref);
+        const after = c.stats().oneSided;
+        expect(after.keys - before.keys).toBe(keys.length);
+        return {
+          reads: (after.reads - before.reads) / keys.length,
+          hinted: after.hinted - before.hinted,
+        };
+      };
+      const first = await readsPerKey(hinting);
+      expect(first.hinted).toBe(0);
+      const again = await readsPerKey(hinting);
+      // Every key hinted: meta, row, meta (+ two epoch reads a segment) instead of a window too.
+      expect(again.hinted).toBe(keys.length);
+      expect(again.reads).toBeLessThan(first.reads);
+      expect(again.reads).toBeLessThan(3.1);
+      await readsPerKey(plain);
+      const off = await readsPerKey(plain);
+      expect(off.hinted).toBe(0);
+      expect(off.reads).toBeGreaterThanOrEqual(4);
+    } finally {
+      await Promise.all([hinting.close(), plain.close()]);
+    }
+  });
+
+  it('oneSidedReaders bounds the reads in flight (1: concurrent segments go two-sided); bad values are refused', async () => {
+    for (const bad of [
+      { oneSidedReaders: 0 },
+      { oneSidedReaders: 65 },
+      { oneSidedReaders: 1.5 },
+      { oneSidedSlotHints: -1 },
+      { oneSidedSlotHints: 2 ** 22 + 1 },
+      { oneSidedSlotHints: '8' },
+    ])
+      await expect(connect('rdma', undefined, bad)).rejects.toMatchObject({
+        code: 'ERR_PS_CLIENT_INVALID_ARG',
+      });
+    const keys = keysOf(64, 31n);
+    const c = await connect('rdma', undefined, { oneSidedReaders: 1 });
+    try {
+      const ref = bits(await pullAll(tcp, 'emb', keys));
+      await pullAll(c, 'emb', keys); // headers read, one reader per shard in place
+      const before = c.stats().oneSided;
+      const got = await Promise.all(Array.from({ length: 4 }, () => pullAll(c, 'emb', keys)));
+      for (const g of got) expect(bits(g)).toEqual(ref);
+      const after = c.stats().oneSided;
+      expect(after.fallbackKeys).toBeGreaterThan(before.fallbackKeys);
+      expect(after.keys).toBeGreaterThan(before.keys);
+    } finally {
+      await c.close();
+    }
   });
 
   it('a pull whose deadline leaves no time to read one-sidedly goes two-sided: no error counted, no reader lost', async () => {
@@ -225,7 +293,12 @@ describe('one-sided pulls of oneSidedRead tables', () => {
 
   it('after a shard restart the old descriptor is refused, a new one fetched, and rows are right', async () => {
     const keys = keysOf(200, 5n);
+    await tcp.push('emb', keys, new Float32Array(keys.length * 8).fill(0.25));
     await pullAll(rdma, 'emb', keys);
+    // Read again through slot hints: hints of the old process that must not outlive it.
+    const hinted = rdma.stats().oneSided.hinted;
+    await pullAll(rdma, 'emb', keys);
+    expect(rdma.stats().oneSided.hinted).toBeGreaterThan(hinted);
     const old = services[0] as PsService;
     const p = ports[0] as { rdma: number; tcp: number };
     await old.close();

@@ -7,6 +7,7 @@ import {
   readStoreView,
   resolveInit,
   StoreViewReader,
+  StoreViewSlotCache,
   ViewKeyStatus,
 } from '@rdmajs/ps-wire';
 import { describe, expect, it } from 'vitest';
@@ -41,10 +42,14 @@ async function torture(config: SparseTableConfig, keySpace: number) {
     for (let spin = 0; Atomics.load(ctl, 1) < WARM + 500 && spin < 4000; spin++)
       await new Promise((r) => setTimeout(r, 5));
     const layout = decodeStoreViewHeader(region, region.byteLength);
+    // Slot hints kept across batches (as a client keeps them): most keys are read through a
+    // hint while the writer pushes, evicts and reuses their slots.
+    const slotCache = new StoreViewSlotCache(256);
     const reader = new StoreViewReader(layout, {
       maxKeys: KEYS,
       init: initRowFn(resolveInit(config.init)),
       windowBuckets: 16,
+      slotCache,
     });
     // Byte copies of live shared memory, in list order: what a NIC's READs do.
     const read = localViewRead(region);
@@ -81,17 +86,33 @@ async function torture(config: SparseTableConfig, keySpace: number) {
     const pushesDuring = Atomics.load(ctl, 1) - pushesAtStart;
     Atomics.store(ctl, 0, 1);
     const done = (await next()) as { done: number; evicted: number };
-    return { accepted, withPushes, fallbacks, torn, wrongKey, absent, pushesDuring, ...done };
+    const { hits, stale } = slotCache;
+    return {
+      accepted,
+      withPushes,
+      fallbacks,
+      torn,
+      wrongKey,
+      absent,
+      pushesDuring,
+      hits,
+      stale,
+      ...done,
+    };
   } finally {
     await worker.terminate();
   }
 }
 
-/** No accepted row was torn, another key's, or a present key read as absent. */
-function expectNoBadRow(r: { torn: number; wrongKey: number; absent: number }): void {
+/**
+ * No accepted row was torn, another key's, or a present key read as absent; and rows were
+ * accepted through slot hints (so these checks cover the hinted reads too).
+ */
+function expectNoBadRow(r: { torn: number; wrongKey: number; absent: number; hits: number }): void {
   expect(r.torn).toBe(0);
   expect(r.wrongKey).toBe(0);
   expect(r.absent).toBe(0);
+  expect(r.hits).toBeGreaterThan(0);
 }
 
 // Checked once by accepting every row regardless of its seqs: both cases then accept torn

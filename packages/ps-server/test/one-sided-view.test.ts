@@ -8,14 +8,22 @@ import {
   STORE_VIEW,
   STORE_VIEW_HEADER,
   StoreViewReader,
+  StoreViewSlotCache,
   ViewKeyStatus,
+  type ViewReadFn,
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { ParameterStore, SparseTable, type SparseTableConfig } from '../src/index.js';
 import { bits, tmpDir } from './helpers.js';
 
-function readerFor(table: SparseTable, maxKeys: number, init?: InitConfig, windowBuckets = 8) {
+function readerFor(
+  table: SparseTable,
+  maxKeys: number,
+  init?: InitConfig,
+  windowBuckets = 8,
+  slotCache?: StoreViewSlotCache,
+) {
   const view = table.storeView;
   if (view === null) throw new Error('not a readable table');
   const layout = decodeStoreViewHeader(view.bytes, view.bytes.byteLength);
@@ -23,6 +31,7 @@ function readerFor(table: SparseTable, maxKeys: number, init?: InitConfig, windo
     maxKeys,
     init: initRowFn(resolveInit(init)),
     windowBuckets,
+    ...(slotCache === undefined ? {} : { slotCache }),
   });
   return { reader, read: localViewRead(view.bytes) };
 }
@@ -174,9 +183,11 @@ describe('one-sided readable tables', () => {
     attempts: fc.constantFrom(1, 4),
   });
 
-  it('reads exactly what pullInto returns (inserts, pushes, LRU evictions, absent keys)', async () => {
+  it('reads exactly what pullInto returns (inserts, pushes, LRU evictions, absent keys), slot hints kept across batches', async () => {
     let evicted = 0;
     let fellBack = 0;
+    let hits = 0;
+    let stale = 0;
     await fc.assert(
       fc.asyncProperty(workload, async (w) => {
         const config: SparseTableConfig = {
@@ -198,42 +209,52 @@ describe('one-sided readable tables', () => {
             return { bytes: new Uint8Array(n), release() {} };
           },
         });
+        // One reader and its slot hints across the batches: evictions between reads leave
+        // hints whose slots now hold other keys (or none).
+        const cache = new StoreViewSlotCache(64);
+        let reader: StoreViewReader | undefined;
+        let read: ViewReadFn | undefined;
         for (const b of w.batches) {
           const grads = Float32Array.from(
             { length: b.length * w.dim },
             (_, i) => ((i % 7) - 3) / 4,
           );
           t.push(k32Of(b), b.length, grads, 0);
+          expect(seqsEven(t)).toBe(true);
+          if (w.budgeted) {
+            expect(t.stats().bytes).toBeLessThanOrEqual(config.budgetBytes as number);
+            expect(taken).toBeLessThanOrEqual(config.budgetBytes as number);
+          }
+          if (reader === undefined) ({ reader, read } = readerFor(t, 64, w.init, w.window, cache));
+          const n = w.reads.length;
+          const k = k32Of(w.reads);
+          const want = new Float32Array(n * w.dim);
+          t.pullInto(k, n, want, 0);
+          const got = new Float32Array(n * w.dim).fill(Number.NaN);
+          const left = await readStoreView(reader, k, n, got, read as ViewReadFn, w.attempts);
+          // Nothing races here: a key falls back only when its probe chain outruns the
+          // windows its attempts read (never when one window spans the whole index).
+          if (w.window >= reader.layout.buckets) expect(left).toBe(0);
+          expect(reader.count(ViewKeyStatus.DONE) + left).toBe(n);
+          for (let i = 0; i < n; i++)
+            if (reader.status[i] === ViewKeyStatus.FALLBACK)
+              t.pullInto(k.subarray(2 * i, 2 * i + 2), 1, got.subarray(i * w.dim), 0);
+          expect(bits(got)).toEqual(bits(want));
+          fellBack += left;
         }
-        expect(seqsEven(t)).toBe(true);
-        if (w.budgeted) {
-          expect(t.stats().bytes).toBeLessThanOrEqual(config.budgetBytes as number);
-          expect(taken).toBeLessThanOrEqual(config.budgetBytes as number);
-        }
-        const n = w.reads.length;
-        const k = k32Of(w.reads);
-        const want = new Float32Array(n * w.dim);
-        t.pullInto(k, n, want, 0);
-        const { reader, read } = readerFor(t, 64, w.init, w.window);
-        const got = new Float32Array(n * w.dim).fill(Number.NaN);
-        const left = await readStoreView(reader, k, n, got, read, w.attempts);
-        // Nothing races here: a key falls back only when its probe chain outruns the windows
-        // its attempts read (never when one window spans the whole index).
-        if (w.window >= reader.layout.buckets) expect(left).toBe(0);
-        expect(reader.count(ViewKeyStatus.DONE) + left).toBe(n);
-        for (let i = 0; i < n; i++)
-          if (reader.status[i] === ViewKeyStatus.FALLBACK)
-            t.pullInto(k.subarray(2 * i, 2 * i + 2), 1, got.subarray(i * w.dim), 0);
-        expect(bits(got)).toEqual(bits(want));
         evicted += t.stats().evictedLru;
-        fellBack += left;
+        hits += cache.hits;
+        stale += cache.stale;
         t.close();
       }),
       { numRuns: 80 },
     );
-    // The workloads did exercise slot reuse (and reads past a short window fell back).
+    // The workloads did exercise slot reuse (and reads past a short window fell back), and
+    // hints both held and went stale.
     expect(evicted).toBeGreaterThan(0);
     expect(fellBack).toBeGreaterThan(0);
+    expect(hits).toBeGreaterThan(0);
+    expect(stale).toBeGreaterThan(0);
   });
 
   it('a restored table reads the same and bumps the generation', async () => {

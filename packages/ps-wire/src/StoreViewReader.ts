@@ -9,6 +9,7 @@ import {
   type StoreViewLayout,
   storeViewRowOffset,
 } from './StoreView.js';
+import type { StoreViewSlotCache } from './StoreViewSlotCache.js';
 
 /** Per-key outcome of a one-sided read (StoreViewReader.status). */
 export const ViewKeyStatus = Object.freeze({
@@ -28,6 +29,8 @@ const FOUND = 4;
 const ABSENT = 5;
 /** Neither the key nor an empty bucket in its window: the next window, next attempt. */
 const CONTINUE = 6;
+/** A slot hint from the cache: meta, row, meta read in round 1, no index window. */
+const CACHED = 7;
 
 /**
  * READs to execute: op i copies `length[i]` bytes at region offset `remote[i]` to
@@ -78,6 +81,12 @@ export interface StoreViewReaderOptions {
   windowBuckets?: number;
   /** Scratch memory (registered, for a NIC); default a fresh buffer of `scratchBytes`. */
   scratch?: Uint8Array;
+  /**
+   * Key → slot hints (may be shared by the readers of one table): a hinted key is read as
+   * meta, row, meta in round 1, skipping its index window; a hint that does not hold sends
+   * the key through the index. Hints are learned from rows accepted through the index.
+   */
+  slotCache?: StoreViewSlotCache;
 }
 
 const H = STORE_VIEW_HEADER;
@@ -91,7 +100,8 @@ const EPOCH_BYTES = 8;
  * Round 1 reads each key's index window (bracketed by the header's generation and index seq),
  * round 2 each found key's meta, row, meta; `finish` accepts a row only when both metas carry
  * the same even seq, the key, and the live mark, fills absent keys with KeyInit, and marks the
- * rest RETRY. Preallocated for `maxKeys`: nothing is allocated per batch.
+ * rest RETRY. With a slot cache, keys it hints are read as meta, row, meta in round 1 (no
+ * window; README "Slot hints"). Preallocated for `maxKeys`: nothing is allocated per batch.
  */
 export class StoreViewReader {
   readonly layout: StoreViewLayout;
@@ -112,6 +122,10 @@ export class StoreViewReader {
   readonly #k32: Uint32Array;
   readonly #metaAt: number;
   readonly #rowsAt: number;
+  readonly #cache: StoreViewSlotCache | undefined;
+  /** The cache's generation when this batch took its hints. */
+  #hintGen = 0;
+  #hinted = 0;
   #n = 0;
   #out: Float32Array | null = null;
   #outBytes: Uint8Array = new Uint8Array(0);
@@ -125,6 +139,7 @@ export class StoreViewReader {
       throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'windowBuckets must be in [1, 256]');
     this.layout = layout;
     this.#init = options.init;
+    this.#cache = options.slotCache;
     this.#w = w;
     this.#max = max;
     this.#metaAt = 2 * EPOCH_BYTES + max * w * B;
@@ -158,14 +173,32 @@ export class StoreViewReader {
     return 2 * EPOCH_BYTES + maxKeys * (w * B + 2 * M) + rows;
   }
 
-  /** Starts a batch of n keys (lo/hi u32 pairs in k32): every key PENDING. */
-  begin(k32: Uint32Array, n: number): void {
+  /**
+   * Starts a batch of n keys (lo/hi u32 pairs in k32): every key PENDING, or hinted by the
+   * slot cache. Returns the hinted keys.
+   */
+  begin(k32: Uint32Array, n: number): number {
     if (!Number.isInteger(n) || n < 0 || n > this.#max || k32.length < 2 * n)
       throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', `a batch of 0 … ${this.#max} keys`);
     this.#n = n;
-    this.#k32.set(k32.subarray(0, 2 * n));
+    const own = this.#k32;
+    for (let i = 0; i < 2 * n; i++) own[i] = k32[i] as number;
     this.status.fill(ViewKeyStatus.PENDING, 0, n);
     this.#probe.fill(0, 0, n);
+    this.#hinted = 0;
+    const cache = this.#cache;
+    if (cache === undefined) return 0;
+    this.#hintGen = cache.generation;
+    const slots = this.layout.slotCount;
+    let hinted = 0;
+    for (let i = 0; i < n; i++) {
+      const slot = cache.lookup(own[2 * i] as number, own[2 * i + 1] as number);
+      if (slot < 0 || slot >= slots) continue;
+      this.#slot[i] = slot;
+      this.status[i] = CACHED;
+      hinted++;
+    }
+    return hinted;
   }
 
   #op(remote: number, length: number, local: number, into: number): void {
@@ -186,9 +219,15 @@ export class StoreViewReader {
     this.#list.count = 0;
     let any = false;
     for (let i = 0; i < this.#n; i++) {
-      if (this.status[i] !== ViewKeyStatus.PENDING) continue;
+      const st = this.status[i];
+      if (st !== ViewKeyStatus.PENDING && st !== CACHED) continue;
       if (!any) this.#op(H.GENERATION, EPOCH_BYTES, 0, 0);
       any = true;
+      // Inside the generation bracket: a load between the two epoch reads shows.
+      if (st === CACHED) {
+        this.#planRow(i, this.#slot[i] as number);
+        continue;
+      }
       const home =
         ((hash64(k32[2 * i] as number, k32[2 * i + 1] as number, l.salt) & mask) +
           (this.#probe[i] as number)) &
@@ -253,22 +292,27 @@ export class StoreViewReader {
       }
       if (outcome === ViewKeyStatus.RETRY) this.#probe[i] = 0;
       this.status[i] = outcome;
-      if (outcome !== FOUND) continue;
-      const slot = this.#slot[i] as number;
-      const meta = l.metaOffset + slot * M;
-      const mAt = this.#metaAt + i * 2 * M;
-      this.#op(meta, M, mAt, 0);
-      if (l.rowDtype === 'f32')
-        this.#op(storeViewRowOffset(l, slot), l.rowBytes, i * l.rowBytes, 1);
-      else this.#op(storeViewRowOffset(l, slot), l.rowBytes, this.#rowsAt + i * l.rowBytes, 0);
-      this.#op(meta, M, mAt + M, 0);
+      if (outcome === FOUND) this.#planRow(i, this.#slot[i] as number);
     }
     return this.#list;
+  }
+
+  /** Meta, row, meta of key i at slot (f32 rows straight into out). */
+  #planRow(i: number, slot: number): void {
+    const l = this.layout;
+    const meta = l.metaOffset + slot * M;
+    const mAt = this.#metaAt + i * 2 * M;
+    this.#op(meta, M, mAt, 0);
+    if (l.rowDtype === 'f32') this.#op(storeViewRowOffset(l, slot), l.rowBytes, i * l.rowBytes, 1);
+    else this.#op(storeViewRowOffset(l, slot), l.rowBytes, this.#rowsAt + i * l.rowBytes, 0);
+    this.#op(meta, M, mAt + M, 0);
   }
 
   /**
    * Completes the round: rows of found keys whose two metas agree (even seq, the key, live)
    * are DONE (f16 widened into out), absent keys get their KeyInit row; the rest RETRY.
+   * A hinted key is DONE under the same rule and only if the generation stayed the hint's
+   * across the round; else its hint is dropped and it is RETRY (through the index next).
    * Returns the keys to read again (RETRY, or a chain continuing in its next window).
    */
   finish(out: Float32Array): number {
@@ -278,6 +322,12 @@ export class StoreViewReader {
       throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'out is shorter than the batch');
     const s = this.#s32;
     const k32 = this.#k32;
+    const cache = this.#cache;
+    // Round 1's generation words (before, after): hints and learning need them equal.
+    const gen = s[0] as number;
+    const genStable = gen === s[2];
+    if (cache !== undefined && genStable) cache.observe(gen);
+    const hintsHold = genStable && gen === this.#hintGen;
     let retry = 0;
     for (let i = 0; i < this.#n; i++) {
       const st = this.status[i];
@@ -289,24 +339,23 @@ export class StoreViewReader {
         continue;
       }
       if (st === ViewKeyStatus.RETRY || st === CONTINUE) retry++;
-      if (st !== FOUND) continue;
-      const a = (this.#metaAt + i * 2 * M) >>> 2;
-      const b = a + (M >>> 2);
-      const seq = s[a + STORE_VIEW_META.SEQ] as number;
-      const ok =
-        (seq & 1) === 0 &&
-        s[b + STORE_VIEW_META.SEQ] === seq &&
-        s[a + STORE_VIEW_META.KEY_LO] === lo &&
-        s[a + STORE_VIEW_META.KEY_HI] === hi &&
-        s[a + STORE_VIEW_META.LIVE] === 1 &&
-        s[b + STORE_VIEW_META.KEY_LO] === lo &&
-        s[b + STORE_VIEW_META.KEY_HI] === hi &&
-        s[b + STORE_VIEW_META.LIVE] === 1;
-      if (!ok) {
+      if (st !== FOUND && st !== CACHED) continue;
+      const slot = this.#slot[i] as number;
+      if (!(this.#rowOk(i, lo, hi) && (st === FOUND || hintsHold))) {
+        if (st === CACHED && cache !== undefined) {
+          cache.forget(lo, hi, slot);
+          cache.stale++;
+        }
         this.status[i] = ViewKeyStatus.RETRY;
         this.#probe[i] = 0;
         retry++;
         continue;
+      }
+      if (cache !== undefined) {
+        if (st === CACHED) {
+          cache.hits++;
+          this.#hinted++;
+        } else if (genStable) cache.remember(lo, hi, slot, gen);
       }
       if (l.rowDtype === 'f16') {
         const h = (this.#rowsAt + i * l.rowBytes) >>> 1;
@@ -317,6 +366,24 @@ export class StoreViewReader {
       this.status[i] = ViewKeyStatus.DONE;
     }
     return retry;
+  }
+
+  /** Key i's two metas agree: the same even seq, the key, live. */
+  #rowOk(i: number, lo: number, hi: number): boolean {
+    const s = this.#s32;
+    const a = (this.#metaAt + i * 2 * M) >>> 2;
+    const b = a + (M >>> 2);
+    const seq = s[a + STORE_VIEW_META.SEQ] as number;
+    return (
+      (seq & 1) === 0 &&
+      s[b + STORE_VIEW_META.SEQ] === seq &&
+      s[a + STORE_VIEW_META.KEY_LO] === lo &&
+      s[a + STORE_VIEW_META.KEY_HI] === hi &&
+      s[a + STORE_VIEW_META.LIVE] === 1 &&
+      s[b + STORE_VIEW_META.KEY_LO] === lo &&
+      s[b + STORE_VIEW_META.KEY_HI] === hi &&
+      s[b + STORE_VIEW_META.LIVE] === 1
+    );
   }
 
   /** The bytes of out, as `into` 1 READs address them (cached: a reused out costs nothing). */
@@ -340,6 +407,11 @@ export class StoreViewReader {
     }
   }
 
+  /** Keys of the batch whose rows were accepted through a slot hint. */
+  get hinted(): number {
+    return this.#hinted;
+  }
+
   /** Keys of the batch with this status. */
   count(status: number): number {
     let c = 0;
@@ -350,8 +422,10 @@ export class StoreViewReader {
 
 /**
  * Reads the rows of n keys into out[i·dim …] one-sidedly through `read`, re-reading raced
- * keys up to `attempts` times in all. Returns the keys left FALLBACK (reader.status names
- * them): the caller pulls those two-sided. Every loop is bounded by `attempts`.
+ * keys up to `attempts` times in all (plus one round when the reader's slot cache hinted
+ * keys: a hint that does not hold costs a round, not an attempt). Returns the keys left
+ * FALLBACK (reader.status names them): the caller pulls those two-sided. Every loop is
+ * bounded by `attempts` + 1.
  */
 export async function readStoreView(
   reader: StoreViewReader,
@@ -365,16 +439,17 @@ export async function readStoreView(
     throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'attempts must be in [1, 64]');
   if (out.length < n * reader.layout.dim)
     throw new PsWireError('ERR_PS_WIRE_INVALID_ARG', 'out is shorter than the batch');
-  reader.begin(k32, n);
+  // A hint that does not hold costs its key a round, not one of its attempts.
+  const rounds = attempts + (reader.begin(k32, n) > 0 ? 1 : 0);
   const outBytes = reader.outBytes(out);
-  for (let a = 0; a < attempts; a++) {
+  for (let a = 0; a < rounds; a++) {
     const r1 = reader.planIndex();
     if (r1.count === 0) break;
     await read(r1, reader.scratch, outBytes);
     const r2 = reader.planRows();
     if (r2.count > 0) await read(r2, reader.scratch, outBytes);
     const retry = reader.finish(out);
-    reader.rearm(a === attempts - 1);
+    reader.rearm(a === rounds - 1);
     if (retry === 0) break;
   }
   return reader.count(ViewKeyStatus.FALLBACK);

@@ -90,6 +90,7 @@ export {
   type ViewReadFn,
   type ViewReadList,
 } from './StoreViewReader.js';
+export { StoreViewSlotCache } from './StoreViewSlotCache.js';
 export {
   decodeTableInfoReply,
   decodeTableInfoRequest,

@@ -2,7 +2,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   decodeStoreViewHeader,
-  hash64,
   initRowFn,
   localViewRead,
   PsWireError,
@@ -12,11 +11,13 @@ import {
   STORE_VIEW_HEADER,
   type StoreViewLayout,
   StoreViewReader,
+  StoreViewSlotCache,
   storeViewLayout,
   ViewKeyStatus,
   type ViewReadFn,
   writeStoreViewHeader,
 } from '../src/index.js';
+import { handRegion } from './handRegion.js';
 
 const shape = fc.record({
   dim: fc.integer({ min: 1, max: 4096 }),
@@ -120,7 +121,8 @@ describe('store view reader against a hostile shard', () => {
         fc.uint8Array({ minLength: 64, maxLength: 4096 }),
         fc.array(fc.tuple(fc.nat(), fc.nat()), { minLength: 1, maxLength: 16 }),
         fc.integer({ min: 1, max: 6 }),
-        async (s, flips, noise, keys, attempts) => {
+        fc.option(fc.array(fc.integer({ min: -1, max: 2 ** 31 - 1 }), { maxLength: 16 })),
+        async (s, flips, noise, keys, attempts, hints) => {
           const { bytes, layout: honest } = headerOf(s);
           for (const [at, v] of flips) bytes[at] = v;
           // The shard's region: the header, then garbage (buckets, metas and rows it forged).
@@ -134,9 +136,17 @@ describe('store view reader against a hostile shard', () => {
             expect(err).toBeInstanceOf(PsWireError);
             return;
           }
+          // Slot hints for some keys (any slot, in range or not): they too are only hints.
+          const slotCache = new StoreViewSlotCache(64);
+          slotCache.observe(layout.generation);
+          keys.forEach(([lo, hi], i) => {
+            const slot = hints?.[i] ?? -1;
+            if (slot >= 0) slotCache.remember(lo >>> 0, hi >>> 0, slot, layout.generation);
+          });
           const reader = new StoreViewReader(layout, {
             maxKeys: 16,
             init: initRowFn(resolveInit({ kind: 'uniform', seed: 3 })),
+            ...(hints === null ? {} : { slotCache }),
           });
           const k32 = Uint32Array.from(keys.flat());
           const n = keys.length;
@@ -152,8 +162,9 @@ describe('store view reader against a hostile shard', () => {
           );
           expect(left).toBe(reader.count(ViewKeyStatus.FALLBACK));
           expect(reader.count(ViewKeyStatus.DONE) + left).toBe(n);
-          // Bounded work: per attempt two epoch reads, ≤ 2 window reads and 3 row reads a key.
-          expect(reads.n).toBeLessThanOrEqual(attempts * (2 + 5 * n));
+          // Bounded work: per attempt two epoch reads, ≤ 2 window reads and 3 row reads a key
+          // (and one more round for hinted keys).
+          expect(reads.n).toBeLessThanOrEqual((attempts + (hints === null ? 0 : 1)) * (2 + 5 * n));
         },
       ),
       { numRuns: 300 },
@@ -161,28 +172,12 @@ describe('store view reader against a hostile shard', () => {
   });
 
   it('a probe chain read over attempts is not trusted across a bucket move (absent → RETRY)', async () => {
-    const layout = storeViewLayout({
-      dim: 2,
-      rowDtype: 'f32',
-      buckets: 16,
-      salt: 99,
-      slotCount: 4,
-      chunkRows: 4,
-    });
-    const region = new Uint8Array(layout.totalBytes);
-    writeStoreViewHeader(region, layout);
-    const u32 = new Uint32Array(region.buffer);
-    const i32 = new Int32Array(region.buffer);
-    const f32 = new Float32Array(region.buffer);
-    const bucket = (b: number) => (layout.indexOffset + (b & 15) * 12) / 4;
-    for (let b = 0; b < 16; b++) i32[bucket(b) + 2] = -1;
+    const { layout, bytes: region, u32, i32, bucket, home: homeOf, put } = handRegion(99);
     const K = [7, 0];
-    const home = hash64(K[0] as number, K[1] as number, layout.salt) & 15;
+    const home = homeOf(7);
     // Another key X sits in K's home bucket, K one past it in slot 2.
     i32.set([1234, 0, 1], bucket(home));
-    i32.set([7, 0, 2], bucket(home + 1));
-    u32.set([0, 7, 0, 1], (layout.metaOffset + 2 * 16) / 4);
-    f32.set([5, 5], (layout.rowsOffset + 2 * 8) / 4);
+    put(7, 2, 5, 0);
     const reader = new StoreViewReader(layout, {
       maxKeys: 1,
       init: initRowFn(resolveInit({ kind: 'uniform', seed: 1 })),

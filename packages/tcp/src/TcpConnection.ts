@@ -117,8 +117,9 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   readonly #slabs = new ReceiveSlabs();
   /** The release callback of messages cut from each slab (at most MAX_SLABS). */
   readonly #slabReleases = new Map<Slab, (m: InboundMessage) => void>();
-  #lastRead = Date.now();
-  #lastWrite = Date.now();
+  /** Last socket read / write (performance.now(): monotonic, so a wall-clock step fails no peer). */
+  #lastRead = performance.now();
+  #lastWrite = performance.now();
   #heartbeat: NodeJS.Timeout;
   #peerGoAway = false;
   /** This side ended its socket (after its goaway, or the peer's): nothing more is written. */
@@ -289,7 +290,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
           }
         }
         // A peer that stops reading must not make us queue its whole window in the socket.
-        const deadline = Date.now() + timeoutMs;
+        const deadline = performance.now() + timeoutMs;
         while (this.#out.writableLength > this.#settings.maxSocketBacklogBytes) {
           try {
             await this.#drainOnce(deadline, timeoutMs, signal);
@@ -339,7 +340,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
     const stop = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new MuxDeadlineError('send (socket backlog)', timeoutMs)),
-        Math.max(0, deadline - Date.now()),
+        Math.max(0, deadline - performance.now()),
       );
       onAbort = () => reject(new MuxAbortError('send', signal?.reason));
       if (signal?.aborted === true) onAbort();
@@ -485,7 +486,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
 
   /** Batches every write of this tick into one writev. */
   #cork(): void {
-    this.#lastWrite = Date.now();
+    this.#lastWrite = performance.now();
     if (this.#corked) return;
     this.#corked = true;
     this.#out.cork();
@@ -734,7 +735,7 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
   }
 
   #onData(chunk: Uint8Array): void {
-    this.#lastRead = Date.now();
+    this.#lastRead = performance.now();
     if (this.#state === 'failed' || this.#state === 'closed') return;
     try {
       if (this.#opener === undefined) this.#reader.push(chunk);
@@ -752,12 +753,12 @@ export class TcpConnection extends EventEmitter<ConnectionEvents> implements Con
 
   #tick(): void {
     this.#slabs.trimIdle(this.#forgetSlab);
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.#lastRead > this.#settings.peerTimeoutMs) {
       // Timers run before I/O: after our own event loop was blocked, the peer's frames may
       // be waiting in the kernel. Decide after the next poll phase has read them.
       setImmediate(() => {
-        if (Date.now() - this.#lastRead <= this.#settings.peerTimeoutMs) return;
+        if (performance.now() - this.#lastRead <= this.#settings.peerTimeoutMs) return;
         this.destroy(
           new MuxConnectionError(
             'ERR_MUX_PEER_TIMEOUT',

@@ -239,7 +239,7 @@ export class TcpTransport implements Transport {
     const signal = signalOf(options);
     const hs = this.#handshake('client', options.secret); // validates the secret first
     if (signal?.aborted === true) throw new MuxAbortError('connect', signal.reason);
-    const started = Date.now();
+    const started = performance.now();
     const reads = new SocketReads();
     const socket = net.connect({
       host,
@@ -286,7 +286,7 @@ export class TcpTransport implements Transport {
       socket.once('error', onError);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
-    const left = Math.max(1, timeoutMs - (Date.now() - started));
+    const left = Math.max(1, timeoutMs - (performance.now() - started));
     const leftover = await socketHandshake(socket, hs, left, signal);
     return new TcpConnection(socket, 'client', this.#settings(hs), leftover, reads);
   }

@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 14;  // 14: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+constexpr int kVersion = 15;  // 15: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -53,6 +53,8 @@ constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2, FLAG_SOLICITED = 4;
 // numSge, then addr/length/lkey per SGE; recv = wrId, numSge, then the SGEs. An atomic WR
 // (one 8-byte SGE) is followed by its operands compare_add and swap, each a raw uint64
 // written through a BigUint64Array view of the same buffer (a double cannot hold 64 bits).
+// postSend(qp, wrs, count, start) reads its `count` WRs from word `start` on (a SendWrList
+// posts any run of its pre-encoded records without copying them).
 constexpr int SEND_WR_HEADER_WORDS = 7, RECV_WR_HEADER_WORDS = 2, SGE_WORDS = 3, ATOMIC_OPERAND_WORDS = 2;
 constexpr int ATOMIC_BYTES = 8;  // the operand size of both atomics, and their SGE's length
 

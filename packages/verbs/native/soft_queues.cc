@@ -237,7 +237,9 @@ Napi::Value SoftDevice::PostSend(const Napi::CallbackInfo& info) {
   dev_->jsTakesLink = true;
   // A list's SENDs to one peer, and those of the posts after it in this JS: one doorbell.
   HoldJob();
-  soft::PostResult r = dev_->postSend(h, wrs.f64(), wrs.length, Count(info, 2));
+  // The WRs may begin past the array's start (a SendWrList's record): never past its end.
+  size_t start = std::min<size_t>(U32(info, 3), wrs.length);
+  soft::PostResult r = dev_->postSend(h, wrs.f64() + start, wrs.length - start, Count(info, 2));
   dev_->jsTakesLink = false;
   Schedule();
   return Posted(info.Env(), r);

@@ -15,7 +15,16 @@ import {
 } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
 import { checkCreate, type kCreate, kDriver, kLoopFed, kNotify, kUse } from './internal/symbols.js';
-import { describe, invalid, optInt, readOptions } from './internal/validate.js';
+import {
+  describe,
+  intError,
+  invalid,
+  isIntIn,
+  optInt,
+  outOfRange,
+  readOptions,
+} from './internal/validate.js';
+import { SendWrList } from './SendWrList.js';
 import type { SharedReceiveQueue } from './SharedReceiveQueue.js';
 import {
   Access,
@@ -252,10 +261,42 @@ export class QueuePair extends Resource {
         this.#maxMsg,
       );
     }
-    const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n);
+    const rc = this.#ctx.driver.native.postSend(this.#handle, this.#sendScratch, n, 0);
     this.#driver.afterPost();
     if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'send', this.state);
     if (list.length > n) throw postError(ABI.POST_ENOMEM, n, 'send', 'rts');
+  }
+
+  /**
+   * Posts records `[start, start + count)` of a pre-encoded list (see SendWrList) in one
+   * crossing: postSend's semantics and errors, without reading or checking WR objects per
+   * record (add() checked them). The list's largest SGE count, inline payload and message
+   * are checked against this QP's limits first (ERR_RDMA_OUT_OF_RANGE, nothing posted).
+   * More records than the send queue holds: those that fit are posted, then ENOMEM.
+   */
+  postSendList(list: SendWrList, start = 0, count = list.length - start): void {
+    this.assertOpen();
+    if (!(list instanceof SendWrList)) throw invalid('postSendList takes a SendWrList');
+    const len = list.length;
+    if (!isIntIn(start, 0, len)) throw intError('start', start, 0, len);
+    if (!isIntIn(count, 0, len - start)) throw intError('count', count, 0, len - start);
+    if (list.maxSgeUsed > this.#maxSendSge)
+      throw outOfRange(
+        `sgList has ${list.maxSgeUsed} entries, the queue allows ${this.#maxSendSge}`,
+      );
+    if (list.maxInlineBytes > this.#maxInline)
+      throw outOfRange(
+        `inline payload of ${list.maxInlineBytes} bytes exceeds maxInlineData ${this.#maxInline}`,
+      );
+    if (list.maxBytes > this.#maxMsg)
+      throw outOfRange(
+        `message of ${list.maxBytes} bytes exceeds the device's maximum ${this.#maxMsg}`,
+      );
+    const n = Math.min(count, this.#maxSendWr);
+    const rc = this.#ctx.driver.native.postSend(this.#handle, list.words, n, list.start(start));
+    this.#driver.afterPost();
+    if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'send', this.state);
+    if (count > n) throw postError(ABI.POST_ENOMEM, n, 'send', 'rts');
   }
 
   /** Posts one or more receive WRs (allowed from init on). */

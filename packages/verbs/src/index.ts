@@ -39,6 +39,7 @@ export {
   type QpAsyncEvent,
   QueuePair,
 } from './QueuePair.js';
+export { MAX_SEND_WR_LIST, SendWrList } from './SendWrList.js';
 export { SharedReceiveQueue, type SrqAsyncEvent } from './SharedReceiveQueue.js';
 export {
   Access,

@@ -45,8 +45,9 @@ export interface ControlHandlers {
 export class ControlLink {
   readonly socket: Socket;
   readonly remoteAddress: string;
-  lastRead = Date.now();
-  lastWrite = Date.now();
+  /** Last socket read / write (performance.now(): monotonic, so a wall-clock step fails no peer). */
+  lastRead = performance.now();
+  lastWrite = performance.now();
   #handlers: ControlHandlers | undefined;
   #buf = Buffer.alloc(PREFIX + MAX_SETUP_BYTES + CONTROL_TAG_BYTES);
   #fill = 0;
@@ -85,7 +86,7 @@ export class ControlLink {
 
   send(type: ControlType, payload?: Uint8Array): void {
     if (this.#closed || this.socket.destroyed) return;
-    this.lastWrite = Date.now();
+    this.lastWrite = performance.now();
     this.socket.write(this.#sealer.seal(type, payload));
   }
 
@@ -99,7 +100,7 @@ export class ControlLink {
   }
 
   #onData(chunk: Uint8Array): void {
-    this.lastRead = Date.now();
+    this.lastRead = performance.now();
     if (this.#closed) return;
     let off = 0;
     try {

@@ -1,5 +1,4 @@
 import type { Block } from '@rdmajs/allocator';
-import type { SendWr } from '@rdmajs/verbs';
 import { MuxError } from '../errors.js';
 import type { ReadDescriptor } from '../ReadDescriptor.js';
 import type { ReadList } from '../ReadList.js';
@@ -11,7 +10,7 @@ import type { ReadList } from '../ReadList.js';
  * `peerIncarnation`: the peer's transport, from the setup; `ours(block)`: the block is
  * registered by this connection's protection domain (its allocator or peer pool).
  * Throws ERR_MUX_INVALID_ARG, ERR_MUX_STALE_DESCRIPTOR or ERR_MUX_READ_RANGE; on success
- * every entry's WR has its remote address and key (not yet its wrId or signaled flag).
+ * every entry's READ has its remote address and key (not yet its wrId or signaled flag).
  */
 export function prepareRead(
   descriptor: ReadDescriptor,
@@ -42,9 +41,12 @@ export function prepareRead(
   if (list.busy) throw new MuxError('ERR_MUX_INVALID_ARG', 'read: the list is in use by a read()');
   const n = list.length;
   const offsets = list.remoteOffsets;
+  const lengths = list.lengths;
+  const wrs = list.wrs;
+  // A list's entries mostly land in one block: it is checked once per run of them.
+  let checked: Block | undefined;
   for (let i = 0; i < n; i++) {
-    const wr = list.wrs[i] as SendWr;
-    const bytes = (wr.sgList[0] as { length: number }).length;
+    const bytes = lengths[i] as number;
     const off = offsets[i] as number;
     if (off + bytes > length) {
       throw new MuxError(
@@ -53,13 +55,15 @@ export function prepareRead(
       );
     }
     const block = list.blocks[i] as Block;
-    if (block.released || !ours(block)) {
-      throw new MuxError(
-        'ERR_MUX_READ_RANGE',
-        `read: entry ${i}'s destination is released or not this connection's registered memory`,
-      );
+    if (block !== checked) {
+      if (block.released || !ours(block)) {
+        throw new MuxError(
+          'ERR_MUX_READ_RANGE',
+          `read: entry ${i}'s destination is released or not this connection's registered memory`,
+        );
+      }
+      checked = block;
     }
-    wr.remoteAddr = addr + off;
-    wr.rkey = rkey;
+    wrs.setRemote(i, addr + off, rkey);
   }
 }

@@ -15,7 +15,9 @@ import {
   STORE_VIEW,
   type StoreViewLayout,
   StoreViewReader,
+  StoreViewSlotCache,
   type TableInfo,
+  type ViewReadFn,
   type ViewReadList,
 } from '@rdmajs/ps-wire';
 import type { ShardLink } from '../ShardLink.js';
@@ -26,15 +28,36 @@ type Block = ReturnType<Allocator['alloc']>;
 /** Keys one one-sided read of a segment takes (a ReadList holds 2 + 3 per key, ≤ 2^16). */
 export const ONE_SIDED_MAX_KEYS = 1024;
 /**
- * One-sided reads in flight per (shard, table) (each a reader: scratch ≈ 130 KiB registered +
- * ReadList); pulls beyond go two-sided. Few on purpose: a one-sided fetch moves the shard's
- * work onto the client (on soft the client's CPU does every READ's copy, ≈ 4 READs per key),
- * so it wins while the client has CPU to spare and loses once pulls pile up — then two-sided
- * lets the shards share the load. `BENCH_EVAL_ONLY=fetch` (2 runs each, RDMA ÷ TCP mean at
- * 50 % of TCP's capacity / at gRPC's lower rate): 32 readers 5.1–3.3× / 0.31–0.37×; 2 readers
- * 0.47–1.22× / 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×.
+ * Default one-sided reads in flight per (shard, table) (PsClient option `oneSidedReaders`;
+ * each a reader: scratch ≈ 130 KiB registered + ReadList); pulls beyond go two-sided. Few on
+ * purpose: a one-sided fetch moves the shard's work onto the client (on soft the client's CPU
+ * does every READ's copy, 3–4 READs per key), so it wins while the client has CPU to spare
+ * and loses once pulls pile up — then two-sided lets the shards share the load.
+ * `BENCH_EVAL_ONLY=fetch` (2 runs each, before slot hints, RDMA ÷ TCP mean at 50 % of TCP's
+ * capacity / at gRPC's lower rate): 32 readers 5.1–3.3× / 0.31–0.37×; 2 readers 0.47–1.22× /
+ * 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×.
  */
-const MAX_READERS = 2;
+export const DEFAULT_ONE_SIDED_READERS = 2;
+/**
+ * Default slot hints per (shard, table) (option `oneSidedSlotHints`): 13 bytes each, 208 KiB
+ * (beside 2 readers × ≈ 130 KiB of scratch). Zipf keys repeat, so hints catch most of a
+ * batch's keys (ps-wire README, "Slot hints"): a hinted key costs 3 READs, no index window. The evaluation's request pool (1024 requests, Zipf 0.99
+ * over 1M keys, 3 shards) over a table holding its 65 k keys, one client, pulls back to back,
+ * hints ÷ none on the same requests, interleaved (3 runs × 9 rounds): 75 % of keys hinted,
+ * READs a key 4.04 → 3.29, client CPU a key 0.70–1.18× (median 0.88×), mean latency median
+ * 0.92×. A 16 384-request pool (445 k keys, most read once): 60 % hinted, READs 3.44.
+ */
+export const DEFAULT_ONE_SIDED_SLOT_HINTS = 16_384;
+/** Bounds of the two options above. */
+export const MAX_ONE_SIDED_READERS = 64;
+export const MAX_ONE_SIDED_SLOT_HINTS = 1 << 22;
+
+/** How many readers and hints each (shard, table) gets (PsClient options). */
+export interface OneSidedConfig {
+  readers: number;
+  /** 0: no hints (every key through the index). */
+  slotHints: number;
+}
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
 
@@ -50,6 +73,10 @@ export interface OneSidedStats {
   refreshes: number;
   /** READs that failed or a header / descriptor that did not validate (then two-sided). */
   errors: number;
+  /** READs posted (every op of every list: epoch words, windows, metas, rows). */
+  reads: number;
+  /** Keys whose row was read through a slot hint (no index window). */
+  hinted: number;
 }
 
 /** A segment's rows, READ into a registered block (released with the pulled rows). */
@@ -65,7 +92,10 @@ export class ReadRows {
   }
 }
 
-/** A StoreViewReader with its registered scratch and its mux ReadList. */
+/**
+ * A StoreViewReader with its registered scratch, its mux ReadList, and the one ViewReadFn
+ * it posts through (made once: a pull only sets conn, desc, out and the deadline).
+ */
 interface Reader {
   view: StoreViewReader;
   scratch: Block;
@@ -74,6 +104,14 @@ interface Reader {
   epoch: number;
   /** The generation word of the last batch's first round (scratch's first word). */
   gen: Uint32Array;
+  read: ViewReadFn;
+  conn: Connection | undefined;
+  desc: ReadDescriptor | undefined;
+  out: Block | undefined;
+  /** performance.now() time the pull's READs must end by. */
+  until: number;
+  /** conn.read's options (read synchronously by mux): reused, not made per READ list. */
+  opts: { timeoutMs: number };
 }
 
 /**
@@ -95,6 +133,8 @@ class TableReads {
   #headerList = new ReadList(1);
   readonly #idle: Reader[] = [];
   #readers = 0;
+  /** Slot hints shared by this table's readers (one layout epoch; cleared at each header). */
+  #hints: StoreViewSlotCache | undefined;
   /** Bumped when the layout changes: readers of an older one are dropped, not reused. */
   #epoch = 0;
   /** A connection whose shard served a header that does not validate: two-sided on it. */
@@ -135,9 +175,12 @@ class TableReads {
       if (r === undefined) return null;
       out = o.allocator.alloc(n * this.#dim * 4);
       const rows = new ReadRows(out, n * this.#dim);
-      const read = (list: ViewReadList): Promise<void> =>
-        this.#post(conn, desc, r as Reader, out as Block, list, budgetLeft(until));
-      const fallback = await readStoreView(r.view, k32, n, rows.rows, read, ATTEMPTS);
+      r.conn = conn;
+      r.desc = desc;
+      r.out = out;
+      r.until = until;
+      const fallback = await readStoreView(r.view, k32, n, rows.rows, r.read, ATTEMPTS);
+      o.stats.hinted += r.view.hinted;
       // Readers hold a layout's shape; a moved generation is re-checked at the next header.
       if (r.gen[0] !== layout.generation) this.#headerConn = undefined;
       this.#give(r);
@@ -170,15 +213,10 @@ class TableReads {
   }
 
   /** One ViewReadList as a mux ReadList on the RC read QP (executed in list order). */
-  #post(
-    conn: Connection,
-    desc: ReadDescriptor,
-    r: Reader,
-    out: Block,
-    l: ViewReadList,
-    timeoutMs: number,
-  ): Promise<void> {
+  #post(r: Reader, l: ViewReadList): Promise<void> {
+    r.opts.timeoutMs = budgetLeft(r.until);
     const list = r.list;
+    const out = r.out as Block;
     list.clear();
     for (let i = 0; i < l.count; i++) {
       list.add(
@@ -188,7 +226,8 @@ class TableReads {
         l.local[i] as number,
       );
     }
-    return conn.read(desc, list, { timeoutMs });
+    this.#owner.stats.reads += l.count;
+    return (r.conn as Connection).read(r.desc as ReadDescriptor, list, r.opts);
   }
 
   /** The list that READs the header (another pull reading it: the caller goes two-sided). */
@@ -216,7 +255,12 @@ class TableReads {
     if (old === undefined || !sameShape(old, l)) {
       this.#epoch++;
       for (const r of this.#idle.splice(0)) this.#drop(r);
+      const cap = this.#owner.config.slotHints;
+      this.#hints = cap === 0 ? undefined : new StoreViewSlotCache(cap);
     }
+    // A header read again means a new connection (perhaps another shard process with the
+    // same shape) or a moved generation: no hint of before is worth a READ.
+    this.#hints?.clear(l.generation);
     this.#layout = l;
     this.#headerConn = conn;
     return true;
@@ -225,7 +269,7 @@ class TableReads {
   #take(layout: StoreViewLayout): Reader | undefined {
     const r = this.#idle.pop();
     if (r !== undefined) return r;
-    if (this.#readers >= MAX_READERS) return undefined;
+    if (this.#readers >= this.#owner.config.readers) return undefined;
     const a = this.#owner.allocator;
     const bytes = StoreViewReader.scratchBytes(layout, ONE_SIDED_MAX_KEYS);
     const scratch = a.alloc(bytes);
@@ -234,11 +278,25 @@ class TableReads {
         maxKeys: ONE_SIDED_MAX_KEYS,
         init: this.#init,
         scratch: scratch.bytes.subarray(0, bytes),
+        ...(this.#hints === undefined ? {} : { slotCache: this.#hints }),
       });
       this.#readers++;
       const gen = new Uint32Array(scratch.bytes.buffer, scratch.bytes.byteOffset, 1);
       const list = new ReadList(2 + 3 * ONE_SIDED_MAX_KEYS);
-      return { view, scratch, list, epoch: this.#epoch, gen };
+      const r: Reader = {
+        view,
+        scratch,
+        list,
+        epoch: this.#epoch,
+        gen,
+        read: (l) => this.#post(r, l),
+        conn: undefined,
+        desc: undefined,
+        out: undefined,
+        until: 0,
+        opts: { timeoutMs: 0 },
+      };
+      return r;
     } catch (err) {
       scratch.release();
       throw err;
@@ -246,13 +304,16 @@ class TableReads {
   }
 
   #give(r: Reader): void {
+    r.conn = undefined;
+    r.desc = undefined;
+    r.out = undefined;
     if (r.epoch === this.#epoch && !this.#closed) this.#idle.push(r);
     else this.#drop(r);
   }
 
   #drop(r: Reader): void {
     // A list still busy (a READ that timed out) may yet be written by the NIC: its memory is
-    // kept, and it still counts against MAX_READERS (so such leftovers stay bounded).
+    // kept, and it still counts against the readers bound (so such leftovers stay bounded).
     if (r.list.busy) return;
     this.#readers--;
     r.scratch.release();
@@ -299,6 +360,7 @@ export class LinkReads {
   readonly link: ShardLink;
   readonly allocator: Allocator;
   readonly stats: OneSidedStats;
+  readonly config: OneSidedConfig;
   readonly #tables = new Map<string, TableReads>();
   readonly #deadlineMs: number;
   /** The connection the descriptors were fetched for. */
@@ -311,10 +373,12 @@ export class LinkReads {
     stats: OneSidedStats,
     inits: ReadonlyMap<string, { dim: number; init: InitFn }>,
     deadlineMs: number,
+    config: OneSidedConfig,
   ) {
     this.link = link;
     this.allocator = allocator;
     this.stats = stats;
+    this.config = config;
     this.#deadlineMs = deadlineMs;
     for (const [name, t] of inits)
       this.#tables.set(name, new TableReads(this, name, t.dim, t.init));

@@ -17,8 +17,11 @@ int IbvDevice::WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool sen
   double c = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
   *count = c > 0 ? static_cast<int>(std::min(c, 4194304.0)) : 0;
   wanted_ = *count;
-  *w = a.Data();
-  size_t words = a.ElementLength(), p = 0, head = send ? 7 : 2;
+  // A send's WRs may begin past the array's start (a SendWrList's record): never past its end.
+  double s = send && info[3].IsNumber() ? info[3].As<Napi::Number>().DoubleValue() : 0;
+  size_t start = s > 0 ? static_cast<size_t>(std::min(s, static_cast<double>(a.ElementLength()))) : 0;
+  *w = a.Data() + start;
+  size_t words = a.ElementLength() - start, p = 0, head = send ? 7 : 2;
   for (int i = 0; i < *count; i++) {
     if (p + head > words) return i;
     double n = (*w)[p + head - 1];

@@ -56,6 +56,7 @@ struct SendEntry {
   uint8_t done;  // executed (completed or silently succeeded)
   uint32_t numSge;
   uint32_t seq;
+  uint32_t idx;       // seq % maxSendWr: its place in sq, sqSge and sqInline
   int32_t rnrLeft;    // -1 = infinite
   int32_t retryLeft;  // -1 = infinite
   bool started;       // retry counters initialised
@@ -322,6 +323,11 @@ class Device {
 
   void progress(Qp& q);
   Outcome execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* byteLen);
+  // Executes a run of small READs at the head of `q`'s send queue, all through one key of
+  // the peer's, under one check of the peer and one pin of its QP and region; returns how
+  // many it completed. It stops (and progress() takes the WR the generic way, which then
+  // fails or completes it with exactly the usual status) at anything but a plain success.
+  uint32_t readRun(Qp& q);
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   // `solicited`: the WR's IBV_SEND_SOLICITED. The link's frames do not carry it, so what

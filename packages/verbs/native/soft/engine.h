@@ -54,15 +54,18 @@ inline MrEntry* mr_table(uint8_t* base, const Layout& L) { return reinterpret_ca
 // Keys are random 32-bit numbers (a guess hits with odds live/2^32): an entry lives in one
 // of kMrProbes slots from its key's home slot, where owner and peers alike look for it.
 inline constexpr uint32_t kMrProbes = 16;
-inline uint32_t mr_home(uint32_t key, uint32_t slots) { return static_cast<uint32_t>((key * 2654435761ull) % slots); }
+// Multiplicative hash, then scaled into [0, slots) by a multiply and shift (no division: a
+// READ looks up two keys, and a 64-bit divide per lookup was most of its key checks).
+inline uint32_t mr_home(uint32_t key, uint32_t slots) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(key * 2654435761u) * slots) >> 32);
+}
 
 // The slot holding `key` in a segment's MR table, or UINT32_MAX (one atomic load per probe).
 inline uint32_t find_mr(uint8_t* base, const Layout& L, uint32_t key) {
   if (key == 0 || L.mrSlots == 0) return UINT32_MAX;
   MrEntry* t = mr_table(base, L);
   uint32_t home = mr_home(key, L.mrSlots);
-  for (uint32_t i = 0; i < kMrProbes; i++) {
-    uint32_t s = (home + i) % L.mrSlots;
+  for (uint32_t i = 0, s = home; i < kMrProbes; i++, s = s + 1 == L.mrSlots ? 0 : s + 1) {
     if (t[s].key.load(std::memory_order_acquire) == key) return s;
   }
   return UINT32_MAX;
@@ -70,10 +73,9 @@ inline uint32_t find_mr(uint8_t* base, const Layout& L, uint32_t key) {
 
 // Looks a key up in a segment's MR table; checks bounds and access against one read of
 // the entry. 0 = ok, else a reason: 1 bad key, 2 out of bounds, 3 access denied.
-inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
-                    MrView* out = nullptr) {
-  uint32_t slot = find_mr(base, L, key);
-  if (slot == UINT32_MAX) return 1;
+// check_mr on the entry at `slot` (found by find_mr for `key`).
+inline int check_mr_at(uint8_t* base, const Layout& L, uint32_t slot, uint32_t key, uint64_t addr, uint64_t len,
+                       uint32_t need, MrView* out) {
   MrEntry& m = mr_table(base, L)[slot];
   if (m.key.load(std::memory_order_acquire) != key) return 1;
   MrView v{__atomic_load_n(&m.addr, __ATOMIC_RELAXED),     __atomic_load_n(&m.length, __ATOMIC_RELAXED),
@@ -84,6 +86,13 @@ inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr,
   if ((v.access & need) != need) return 3;
   if (out) *out = v;
   return 0;
+}
+
+inline int check_mr(uint8_t* base, const Layout& L, uint32_t key, uint64_t addr, uint64_t len, uint32_t need,
+                    MrView* out = nullptr) {
+  uint32_t slot = find_mr(base, L, key);
+  if (slot == UINT32_MAX) return 1;
+  return check_mr_at(base, L, slot, key, addr, len, need, out);
 }
 
 // Pins a peer's regions for the length of one operation. A pin is taken before the key is
@@ -106,7 +115,7 @@ class MrPins {
     m.pins.fetch_add(1, std::memory_order_seq_cst);
     held_[n_++] = &m;
     if (m.key.load(std::memory_order_seq_cst) != key) return 1;
-    return check_mr(base_, layout_, key, addr, len, need, out);
+    return check_mr_at(base_, layout_, slot, key, addr, len, need, out);
   }
 
  private:

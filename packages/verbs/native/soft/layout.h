@@ -22,8 +22,9 @@
 namespace soft {
 
 constexpr uint64_t kMagic = 0x31534a414d445200ull;  // "\0RDMAJS1"
-constexpr uint32_t kLayoutVersion = 5;  // 2: MrEntry::pins; 3: QP incarnations and pins; 4: attention;
-                                        // 5: lock words hold (pid, start time), header procView
+constexpr uint32_t kLayoutVersion = 6;  // 2: MrEntry::pins; 3: QP incarnations and pins; 4: attention;
+                                        // 5: lock words hold (pid, start time), header procView;
+                                        // 6: mr_home by multiply-shift (keys' home slots moved)
 constexpr uint64_t kSegmentBytes = 256ull << 20;    // virtual; memfd pages are allocated on touch
 constexpr uint32_t kMrSlots = 16384;
 constexpr uint32_t kQpSlots = 4096;

@@ -86,6 +86,7 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
     }
     e.inlineLen = static_cast<uint32_t>(total);
     e.seq = q.sqTail;
+    e.idx = idx;
     e.done = 0;
     e.rnrLeft = q.rnrRetry == 7 ? -1 : static_cast<int32_t>(q.rnrRetry);
     // Only rnr_retry 7 means forever (IB spec); retry_cnt 7 is seven retries, as on real
@@ -156,6 +157,7 @@ void Device::progress(Qp& q) {
     }
     if (q.linkReady || q.linkOnWire()) return;  // the head WR waits for JS or is on the wire
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+    if (e.opcode == OP_RDMA_READ && readRun(q) > 0) continue;
     uint8_t status = WC_SUCCESS;
     uint32_t len = 0;
     Outcome o = execute(q, e, &status, &len);
@@ -299,7 +301,7 @@ void* Device::direct(PeerSegment* p, const MrView& v, uint64_t addr) {
 bool Device::gatherLocal(Qp& q, SendEntry& e, iovec* local, size_t* nl, uint64_t* total, uint8_t* status) {
   *nl = 0;
   *total = 0;
-  uint32_t idx = e.seq % q.maxSendWr;
+  uint32_t idx = e.idx;
   if (e.isInline) {
     local[0] = iovec{&q.sqInline[static_cast<size_t>(idx) * q.maxInline], e.inlineLen};
     *nl = e.inlineLen ? 1 : 0;
@@ -358,6 +360,75 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
   if (rdma && total > kCopyStep) return step(q, e, p, t, local, nl, total, status);
   return deliver(p, t, q.peerGen, e.opcode, local, nl, total, e.imm, e.remoteAddr, e.rkey, self->qpn,
                  static_cast<uint32_t>(pid_), status, e.operands, 0, false, e.solicited != 0);
+}
+
+uint32_t Device::readRun(Qp& q) {
+  // Runs are for the plain shared-memory path: no link, no injected delay or pause.
+  if (q.link || q.delayMs > 0 || q.pauseMs > 0) return 0;
+  QpShared* self = qpShared(q.slot);
+  PeerSegment* p = q.peer.get();
+  if (!p || self->linkBroken.load(std::memory_order_relaxed) || q.peerSlot >= p->layout().qpSlots) return 0;
+  QpShared* t = reinterpret_cast<QpShared*>(p->base() + p->layout().qpTableOff) + q.peerSlot;
+  if (t->linkBroken.load(std::memory_order_relaxed) || t->gen.load(std::memory_order_acquire) != q.peerGen ||
+      !p->alive())
+    return 0;
+  const uint32_t srcQpn = self->qpn, srcPid = static_cast<uint32_t>(pid_);
+  QpPin held(t);
+  uint32_t word = 0;
+  if (!acceptsFrom(t, q.peerGen, srcQpn, srcPid, &word) || (t->access.load() & ACC_REMOTE_READ) == 0) return 0;
+  // The key and region of the head WR, pinned for the run (each WR's range is checked
+  // against this view; the owner's deregistration waits for the pin, as for one READ).
+  const SendEntry& head = q.sq[q.sqHead % q.maxSendWr];
+  const uint32_t rkey = head.rkey;
+  MrPins pins(p->base(), p->layout());
+  MrView v{};
+  if (pins.check(rkey, head.remoteAddr, 1, ACC_REMOTE_READ, &v) != 0) return 0;
+  MrEntry& m = mr_table(p->base(), p->layout())[v.slot];
+  // This process's view of the region (null: not mapped here; the generic path copies).
+  auto* base = v.length ? static_cast<uint8_t*>(direct(p, v, v.addr)) : nullptr;
+  if (!base) return 0;
+  // Bounded: a run holds its pins for at most this many WRs and bytes.
+  constexpr uint32_t kRunMax = 1024;
+  uint64_t bytes = 0;
+  uint32_t done = 0;
+  uint32_t lkey = 0;  // 0: none cached (0 is never a key)
+  MrView lv{};
+  while (q.sqHead != q.sqTail && done < kRunMax && bytes < kCopyStep * 4) {
+    if (state_code(self->state.load(std::memory_order_acquire)) == QPS_ERR) break;
+    SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
+    if (e.opcode != OP_RDMA_READ || e.rkey != rkey) break;
+    // The peer's state and key again (plain loads): a QP moved or a key revoked since ends
+    // the run, and the generic path reports it.
+    if (t->gen.load(std::memory_order_acquire) != q.peerGen || t->state.load(std::memory_order_acquire) != word ||
+        m.key.load(std::memory_order_acquire) != rkey)
+      break;
+    iovec local[kMaxIov];
+    size_t nl = 0;
+    uint64_t total = 0;
+    const WireSge& sg = q.sqSge[static_cast<size_t>(e.idx) * q.maxSendSge];
+    if (e.numSge == 1 && sg.length > 0 && sg.lkey == lkey && sg.addr >= lv.addr && sg.addr + sg.length >= sg.addr &&
+        sg.addr + sg.length <= lv.addr + lv.length) {
+      // The local region of the last WR, checked then (key, LOCAL_WRITE): only the range
+      // is new. Local regions change only on this thread, never during a post.
+      local[0] = iovec{reinterpret_cast<void*>(sg.addr), sg.length};
+      nl = 1;
+      total = sg.length;
+    } else {
+      uint8_t status = WC_SUCCESS;
+      if (!gatherLocal(q, e, local, &nl, &total, &status)) break;
+      if (e.numSge == 1 && check_mr(seg_.base(), seg_.layout(), sg.lkey, sg.addr, sg.length, ACC_LOCAL_WRITE, &lv) == 0)
+        lkey = sg.lkey;
+    }
+    if (total == 0 || total > kCopyStep) break;
+    const uint64_t a = e.remoteAddr;
+    if (a < v.addr || a + total < a || a + total > v.addr + v.length) break;
+    iovec remote{base + (a - v.addr), total};
+    scatter_copy(local, nl, &remote, 1);
+    bytes += total;
+    done++;
+    if (!settle(q, e, DONE, WC_SUCCESS, static_cast<uint32_t>(total), 0)) break;
+  }
+  return done;
 }
 
 Device::Outcome Device::step(Qp& q, SendEntry& e, PeerSegment* p, QpShared* t, iovec* local, size_t nl,

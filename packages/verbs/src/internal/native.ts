@@ -74,8 +74,9 @@ export interface NativeDevice {
    * Posts the first `count` WRs packed in `wrs` (encode.ts). Returns the POST_* code and
    * writes the device's post record (abi.ts: POST_REC_POSTED = how many WRs went in, those
    * before the first refused one; POST_REC_CODE = the code): nothing is allocated per post.
+   * `start`: the word of `wrs` where the first WR begins (0, or a SendWrList's record).
    */
-  postSend(handle: number, wrs: Float64Array, count: number): number;
+  postSend(handle: number, wrs: Float64Array, count: number, start: number): number;
   /** As postSend. */
   postRecv(handle: number, wrs: Float64Array, count: number): number;
 }
