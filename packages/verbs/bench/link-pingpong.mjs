@@ -6,7 +6,7 @@
 //
 // Each side of the link row waits as a new user would: poll, else `await
 // cq.waitForCompletion()` (default spin). Prints per-round p50s and the ratio of each round.
-// LINK_ONLY=1 runs the link row alone (for a profiler).
+// LINK_ONLY=1 runs the link row alone, TCP_ONLY=1 the TCP row alone (for a profiler).
 import { fork } from 'node:child_process';
 import { connect, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -206,9 +206,10 @@ else {
   const NONE = { p50: Number.NaN, cpu: Number.NaN };
   for (let r = 0; r < ROUNDS; r++) {
     // Alternate the order so neither row always runs first.
-    let link;
     let tcp = NONE;
+    let link = NONE;
     if (process.env.LINK_ONLY) link = await linkRound(c, N);
+    else if (process.env.TCP_ONLY) tcp = await tcpRound(c, N);
     else if (r % 2 === 0) {
       link = await linkRound(c, N);
       tcp = await tcpRound(c, N);

@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 14;  // 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+constexpr int kVersion = 15;  // 15: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -122,10 +122,15 @@ constexpr int RESPOND_SLOT = 0, RESPOND_GEN = 1, RESPOND_OPCODE = 2, RESPOND_IMM
 // malformed header) is not run (FRAME_NOT_RUN): the JS path handles it, with every check.
 // Outputs, when run: the answer (FRAME_OUTCOME, also returned; FRAME_STATUS; FRAME_RNR_TIMER) and
 // the request's fields JS remembers for a resend (FRAME_OPCODE .. FRAME_LENGTH).
-constexpr int FRAME_WORDS = 15;
+// FRAME_IN_WAKE = 1: the frame ends its read, so the wake-ups that read owes this device's CQs
+// are taken in the same crossing (wakeOwed's work): FRAME_READY = how many ready CQs it put in
+// the device's ready array (0: none owed), or -1 when they are left for wakeOwed() (not asked,
+// not run, async events to deliver, more than one batch). The word is consumed (zeroed).
+constexpr int FRAME_WORDS = 17;
 constexpr int FRAME_IN_OFFSET = 0, FRAME_IN_LENGTH = 1, FRAME_IN_OUT_AT = 2, FRAME_IN_SLOT = 3, FRAME_IN_GEN = 4,
               FRAME_IN_SRC_PID = 5, FRAME_IN_SRC_QPN = 6, FRAME_IN_TOKEN = 7, FRAME_OUTCOME = 8, FRAME_STATUS = 9,
-              FRAME_RNR_TIMER = 10, FRAME_OPCODE = 11, FRAME_REMOTE_ADDR = 12, FRAME_RKEY = 13, FRAME_LENGTH = 14;
+              FRAME_RNR_TIMER = 10, FRAME_OPCODE = 11, FRAME_REMOTE_ADDR = 12, FRAME_RKEY = 13, FRAME_LENGTH = 14,
+              FRAME_IN_WAKE = 15, FRAME_READY = 16;
 constexpr int FRAME_NOT_RUN = -1;
 
 // Soft fault kinds (inject). The last four are for tests that model hostile or stuck peers
@@ -261,6 +266,8 @@ constexpr Entry kTable[] = {
     {"FRAME_REMOTE_ADDR", FRAME_REMOTE_ADDR},
     {"FRAME_RKEY", FRAME_RKEY},
     {"FRAME_LENGTH", FRAME_LENGTH},
+    {"FRAME_IN_WAKE", FRAME_IN_WAKE},
+    {"FRAME_READY", FRAME_READY},
     {"FRAME_NOT_RUN", FRAME_NOT_RUN},
     {"FAULT_BREAK_LINK", FAULT_BREAK_LINK},
     {"FAULT_STALL_RECEIVER", FAULT_STALL_RECEIVER},
@@ -355,7 +362,8 @@ static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_
               "respond record fields");
 static_assert(check::fields({FRAME_IN_OFFSET, FRAME_IN_LENGTH, FRAME_IN_OUT_AT, FRAME_IN_SLOT, FRAME_IN_GEN,
                              FRAME_IN_SRC_PID, FRAME_IN_SRC_QPN, FRAME_IN_TOKEN, FRAME_OUTCOME, FRAME_STATUS,
-                             FRAME_RNR_TIMER, FRAME_OPCODE, FRAME_REMOTE_ADDR, FRAME_RKEY, FRAME_LENGTH},
+                             FRAME_RNR_TIMER, FRAME_OPCODE, FRAME_REMOTE_ADDR, FRAME_RKEY, FRAME_LENGTH, FRAME_IN_WAKE,
+                             FRAME_READY},
                             FRAME_WORDS),
               "respondFrame record fields");
 static_assert(FRAME_NOT_RUN < 0, "respondFrame's 'not run' is no outcome (those are distinct and non-negative)");

@@ -86,9 +86,9 @@ Napi::Value SoftDevice::LinkFlushSoon(const Napi::CallbackInfo& info) {
 
 Napi::Value SoftDevice::WakeOwed(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!doorbellOwed_ || !dev_) return Napi::Number::New(env, 0);
+  if ((!doorbellOwed_ && !takenKept_) || !dev_) return Napi::Number::New(env, 0);
   doorbellOwed_ = false;
-  TakeDoorbell();
+  TakeDoorbell();  // after what TakeReadyNow kept, if anything
   {
     // Async events (rare) go through the handler as from the doorbell.
     RingHold hold(this, true);
@@ -191,10 +191,33 @@ void SoftDevice::OnReadable(uv_poll_t* p, int status, int) {
 }
 
 void SoftDevice::TakeDoorbell() {
-  events_.clear();
-  ready_.clear();
+  // What TakeReadyNow took and could not hand over is delivered with this doorbell's.
+  if (takenKept_) {
+    takenKept_ = false;
+  } else {
+    events_.clear();
+    ready_.clear();
+  }
   dev_->onDoorbell(events_, ready_);
   Schedule();
+}
+
+int SoftDevice::TakeReadyNow() {
+  if (!dev_ || takenKept_) return -1;
+  if (!doorbellOwed_) return 0;
+  doorbellOwed_ = false;
+  TakeDoorbell();
+  size_t n = ready_.size();
+  Napi::Uint32Array out = readyOut_.IsEmpty() ? Napi::Uint32Array() : readyOut_.Value();
+  if (!events_.empty() || n > static_cast<size_t>(abi::CQ_READY_BATCH) || out.IsEmpty() || out.ElementLength() < n) {
+    takenKept_ = true;
+    return -1;
+  }
+  std::copy_n(ready_.data(), n, out.Data());
+  ready_.clear();
+  // As wakeOwed ends the JS job it was called from: the doorbells its posts owe peers ring now.
+  RingHold hold(this, true);
+  return static_cast<int>(n);
 }
 
 void SoftDevice::RunDoorbell() {

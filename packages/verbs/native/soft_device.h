@@ -57,7 +57,14 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
     if (!dev_ || !timer_ || !dev_->hasBlocked()) return;
     double next = dev_->progressDue(turn);
     if (next <= 0) return;
-    double wait = std::max(0.0, std::ceil(next - soft::now_ms()));
+    // Armed already to fire no later than `next`: kept, and it re-arms for what is due then
+    // (OnTimer). A link WR's ACK deadline moves later with each WR, and every crossing while
+    // one is on the wire comes here: decided before reading the clock (two reads per crossing,
+    // ≈ 8 per round trip per side on the link's ping-pong). An overdue timer fires in the next
+    // turn's timer phase, before the idle step below would run.
+    if (timerDue_ > 0 && timerDue_ <= next && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_))) return;
+    double now = soft::now_ms();
+    double wait = std::max(0.0, std::ceil(next - now));
     // Due now (the next step of a large copy): once per turn of the loop, after its I/O. A
     // 0 ms timer would not do: libuv 1.46 runs a timer re-armed from its own callback again
     // in the same pass, and the whole copy would hold the loop.
@@ -65,10 +72,9 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
       uv_idle_start(step_, &SoftDevice::OnStep);
       return;
     }
-    // Armed already to fire no later: kept, and it re-arms for what is due then (OnTimer). A
-    // link WR's ACK deadline moves later with each WR, and every crossing while one is on the
-    // wire comes here: a re-arm each time was a timer-heap removal and insertion per call.
-    double due = soft::now_ms() + wait;
+    // Armed already to fire no later (due rounds `next` up to the ms): kept, as above; a
+    // re-arm each time was a timer-heap removal and insertion per call.
+    double due = now + wait;
     if (timerDue_ > 0 && timerDue_ <= due && uv_is_active(reinterpret_cast<uv_handle_t*>(timer_))) return;
     timerDue_ = due;
     uv_timer_start(timer_, &SoftDevice::OnTimer, static_cast<uint64_t>(wait), 0);
@@ -99,6 +105,11 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   void RunDoorbell();
   // Its first half: async events into events_, ready CQs into ready_ (nothing delivered).
   void TakeDoorbell();
+  // wakeOwed's work from inside another crossing (respondFrame on a read's last frame): the
+  // ready CQs copied into readyOut_ and their count, or -1 when that needs a call into JS
+  // (async events, more than one batch): then they stay in events_/ready_ (takenKept_) for
+  // wakeOwed() or the next doorbell to deliver.
+  int TakeReadyNow();
   // Peers' doorbells a post from JS rings are owed (soft::Device::holdJob) until the JS that
   // posted is over: the end of this device's call into JS it came from (RunDoorbell,
   // OnFlush: the handlers of a wake-up and their microtasks), or else the next prepare
@@ -306,6 +317,7 @@ class SoftDevice : public rdmajs::DeviceWrap<SoftDevice> {
   uv_idle_t* flushIdle_ = nullptr;
   bool flushArmed_ = false;
   bool doorbellOwed_ = false;   // respond() rang this device's own doorbell
+  bool takenKept_ = false;      // TakeReadyNow took a doorbell it could not hand over
   bool linkFlushOwed_ = false;  // the link asked for EV_LINK_FLUSH
   struct OwnedMemory {
     Napi::Reference<Napi::ArrayBuffer> buffer;

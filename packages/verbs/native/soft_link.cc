@@ -213,6 +213,10 @@ Napi::Value SoftDevice::RespondFrame(const Napi::CallbackInfo& info) {
     return info.Env().Undefined();
   }
   double* r = rec.f64();
+  // Consumed before anything can refuse the call (as linkTake's LINK_IN_* words).
+  bool wake = r[abi::FRAME_IN_WAKE] == 1;
+  r[abi::FRAME_IN_WAKE] = 0;
+  r[abi::FRAME_READY] = -1;
   size_t off = 0;
   size_t len = 0;
   size_t at = 0;
@@ -258,6 +262,8 @@ Napi::Value SoftDevice::RespondFrame(const Napi::CallbackInfo& info) {
   r[abi::FRAME_REMOTE_ADDR] = q.remoteAddrWire;
   r[abi::FRAME_RKEY] = q.rkey;
   r[abi::FRAME_LENGTH] = q.length;
+  // The read's last frame: its wake-ups taken here, not in a wakeOwed crossing of their own.
+  if (wake) r[abi::FRAME_READY] = TakeReadyNow();
   return Napi::Number::New(info.Env(), a.outcome);
 }
 

@@ -37,7 +37,9 @@ Napi::Value SoftDevice::PollCq(const Napi::CallbackInfo& info) {
   ArrayView out;
   if (!CqArg(info, 0, &h) || !ArrayArg(info, 1, napi_float64_array, &out)) return info.Env().Undefined();
   int max = static_cast<int>(std::min<size_t>(U32(info, 2), out.length / 8));  // never past `out`
-  int n = dev_->pollCq(h, out.f64(), max);
+  // armIfEmpty (optional): CompletionQueue arms for the wait it expects next (soft/cq.cc).
+  bool arm = info.Length() > 3 && info[3].IsNumber() && info[3].As<Napi::Number>().DoubleValue() == 1;
+  int n = dev_->pollCq(h, out.f64(), max, arm);
   Schedule();
   return Napi::Number::New(info.Env(), n);
 }

@@ -136,6 +136,16 @@ export class CompletionQueue extends Resource {
   /** waits left before one may yield again (soft), after a yield that took a time slice */
   #yieldOff = 0;
   #overrun = false;
+  /**
+   * Loop-fed CQs (every user's completions come through this event loop): a poll that finds
+   * none arms the CQ in its own crossing while the caller's habit is to wait right after an
+   * empty poll (#pollArms: a wait followed one; off after two empty polls with no wait
+   * between), and that wait then needs no armCq crossing (#armedByPoll: armed for any
+   * completion by the last poll, and nothing delivered, polled or re-armed since).
+   */
+  #pollArms = false;
+  #emptyPolled = false;
+  #armedByPoll = false;
   #waiters: Waiter[] = [];
   #spare: Waiter[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -200,7 +210,21 @@ export class CompletionQueue extends Resource {
     }
     if (i < n) throw invalid(`out[${i}] must be a writable completion record (allocCompletions())`);
     if (this.#raw.length < n * RECORD_WORDS) this.#raw = new Float64Array(n * RECORD_WORDS);
-    const got = this.#native.pollCq(this.#handle, this.#raw, n);
+    // Nothing can arrive on a loop-fed CQ between this poll and a wait in the same job, and
+    // anything arriving later uses the arm up and is delivered ('ready'), which disowns it.
+    // Not while a wake-up is requested: that one's arm (solicited-only, maybe) stays as it is.
+    const arm =
+      this.#pollArms &&
+      !this.#notifyRequested &&
+      n > 0 &&
+      this.#users > 0 &&
+      this.#loopFed === this.#users;
+    const got = this.#native.pollCq(this.#handle, this.#raw, n, arm ? 1 : 0);
+    this.#armedByPoll = arm && got === 0;
+    if (got === 0) {
+      if (this.#emptyPolled) this.#pollArms = false; // polled again instead of waiting
+      this.#emptyPolled = true;
+    } else this.#emptyPolled = false;
     for (let i = 0; i < got; i++)
       fillCompletion(out[i] as WorkCompletion, this.#raw, i * RECORD_WORDS);
     return got;
@@ -227,6 +251,7 @@ export class CompletionQueue extends Resource {
         solicitedOnly = checkBoolean('solicitedOnly', o.solicitedOnly);
     }
     this.#request(solicitedOnly);
+    this.#armedByPoll = false;
     if (this.#native.armCq(this.#handle, this.#notifyAny ? 0 : 1) > 0) {
       // Already there: ibverbs would not notify, which loses the wake-up; we do.
       queueMicrotask(this.#deliverTask);
@@ -334,9 +359,14 @@ export class CompletionQueue extends Resource {
       return Promise.reject(
         new RdmaError('ERR_RDMA_TIMEOUT', 'wait aborted', { cause: signal.reason }),
       );
+    // A wait right after an empty poll: poll from now on arms (loop-fed CQs, see #pollArms).
+    if (this.#emptyPolled && !solicitedOnly) this.#pollArms = true;
+    this.#emptyPolled = false;
     // One crossing arms the CQ and counts what is already there (the count a wait without
-    // a spin used to ask for separately, before arming).
-    if (this.#arm(solicitedOnly)) return RESOLVED;
+    // a spin used to ask for separately, before arming) — none when the poll just before
+    // armed it for any completion and nothing came since.
+    if (!(this.#armedByPoll && !solicitedOnly) && this.#arm(solicitedOnly)) return RESOLVED;
+    this.#armedByPoll = false;
     const w = WAITER_POOL.pop() ?? new Waiter();
     w.cq = this;
     w.deadline = performance.now() + timeoutMs;
@@ -402,6 +432,7 @@ export class CompletionQueue extends Resource {
    * is then owed its event, as requestNotify would deliver it.
    */
   #arm(solicitedOnly: boolean): boolean {
+    this.#armedByPoll = false;
     const any = this.#notifyAny || !solicitedOnly;
     if (this.#native.armCq(this.#handle, any ? 0 : 1) === 0) return false;
     if (this.#notifyRequested) queueMicrotask(this.#deliverTask);
@@ -458,6 +489,7 @@ export class CompletionQueue extends Resource {
   /** @internal notifications from the device */
   [kNotify](what: 'doorbell' | 'ready' | 'overrun'): void {
     if (this.closed) return;
+    this.#armedByPoll = false; // a delivery used the arm up (or found it used)
     if (what === 'overrun') {
       this.#overrun = true;
       this.#emitter.emit('asyncEvent', {
@@ -480,11 +512,13 @@ export class CompletionQueue extends Resource {
   /** @internal a QP or SRQ starts or stops using this CQ */
   [kUse](delta: number): void {
     this.#users += delta;
+    this.#armedByPoll = this.#pollArms = false;
   }
 
   /** @internal a QP's completions start or stop coming only through the event loop */
   [kLoopFed](delta: number): void {
     this.#loopFed += delta;
+    this.#armedByPoll = this.#pollArms = false;
   }
 
   readonly #deliverTask = (): void => this.#deliver();

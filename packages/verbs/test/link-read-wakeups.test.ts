@@ -2,11 +2,15 @@
 // completions (wakeOwed, once the read's frames ran), not in a second callback after the
 // loop's I/O: one batch per read, nested handlers that may post right back (the post goes
 // out through the link from inside that read), completions in CQ order, and a handler that
-// throws reaches the process without breaking the link's reader.
+// throws reaches the process without breaking the link's reader. The read's last frame takes
+// those wake-ups in its own respondFrame crossing (what needs a call into JS, such as a CQ
+// overrun's event, is kept for wakeOwed), and a loop-fed CQ's empty poll arms it for the
+// wait that follows (no armCq crossing); every wait still ends at its completion.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { allocCompletions, type CompletionQueue, type WorkCompletion } from '../src/index.js';
+import { ABI } from '../src/internal/abi.js';
 import { linkPair, type Pair, providers, type Side, until } from './harness/pair.js';
 import { type AddonWatch, watchAddon } from './harness/watchAddon.js';
 
@@ -16,6 +20,39 @@ function drain(cq: CompletionQueue, wcs: WorkCompletion[]): WorkCompletion[] {
   for (let n = cq.poll(wcs); n > 0; n = cq.poll(wcs))
     for (let i = 0; i < n; i++) out.push({ ...(wcs[i] as WorkCompletion) });
   return out;
+}
+
+/** respondFrame calls asked to take their read's wake-ups (FRAME_IN_WAKE), and what each answered. */
+function watchFrameWakes(): { watch: AddonWatch; asked: number[] } {
+  const asked: number[] = [];
+  const watch = watchAddon({
+    // The input word is consumed by the call: read before it.
+    before: (name, args) =>
+      name === 'respondFrame' ? (args[0] as Float64Array)[ABI.FRAME_IN_WAKE] : undefined,
+    after: (name, args, _r, wake) => {
+      if (name === 'respondFrame' && wake === 1)
+        asked.push((args[0] as Float64Array)[ABI.FRAME_READY] as number);
+    },
+  });
+  return { watch, asked };
+}
+
+/** Takes one receive on `s` as a waiting application does: poll, else wait (bounded). */
+async function receive(s: Side, wcs: WorkCompletion[]): Promise<WorkCompletion> {
+  for (;;) {
+    const n = s.cq.poll(wcs);
+    for (let i = 0; i < n; i++) {
+      const c = wcs[i] as WorkCompletion;
+      if (c.status !== 'SUCCESS') throw new Error(`completion ${c.opcode} ${c.status}`);
+      if (c.opcode === 'RECV') return c;
+    }
+    await s.cq.waitForCompletion({ timeoutMs: 5000 });
+  }
+}
+
+/** A SEND of 8 bytes from `s`. */
+function send(s: Side, wrId: number): void {
+  s.qp.postSend({ wrId, opcode: 'SEND', sgList: [s.mr.sge(1024, 8)] });
 }
 
 describe.runIf(providers.includes('soft'))('soft TCP link: wake-ups in the read callback', () => {
@@ -161,6 +198,115 @@ describe.runIf(providers.includes('soft'))('soft TCP link: wake-ups in the read 
       Array.from({ length: K }, (_, k) => [k, 1000 + k, 'SUCCESS']),
     );
     await until(() => drain(a.cq, wcs).some((c) => c.wrId === K - 1), 'the last send completion');
+  });
+
+  it('a waiting ping-pong is woken through respondFrame, in order, without a wakeOwed per round trip', async () => {
+    const f = watchFrameWakes();
+    w = f.watch;
+    p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
+    const { a, b } = p;
+    const ROUNDS = 200;
+    for (const s of [a, b])
+      for (let k = 0; k < 8; k++) s.qp.postRecv({ wrId: k, sgList: [s.mr.sge(64 * k, 64)] });
+    const sendValue = (s: Side, v: number) => {
+      new DataView(s.mr.bytes.buffer, s.mr.bytes.byteOffset).setUint32(1024, v, true);
+      send(s, v);
+    };
+    const got: number[] = [];
+    // b echoes v + 1 for every v; a checks each answer before it sends the next.
+    const echo = (async () => {
+      const wcs = allocCompletions(8);
+      for (let k = 0; k < ROUNDS; k++) {
+        const slot = (await receive(b, wcs)).wrId as number;
+        const v = new DataView(b.mr.bytes.buffer, b.mr.bytes.byteOffset).getUint32(64 * slot, true);
+        b.qp.postRecv({ wrId: slot, sgList: [b.mr.sge(64 * slot, 64)] });
+        sendValue(b, v + 1);
+      }
+    })();
+    const wcs = allocCompletions(8);
+    const before = w.calls.get('wakeOwed') ?? 0;
+    for (let k = 0; k < ROUNDS; k++) {
+      sendValue(a, 2 * k);
+      const slot = (await receive(a, wcs)).wrId as number;
+      got.push(new DataView(a.mr.bytes.buffer, a.mr.bytes.byteOffset).getUint32(64 * slot, true));
+      a.qp.postRecv({ wrId: slot, sgList: [a.mr.sge(64 * slot, 64)] });
+    }
+    await echo;
+    expect(got).toEqual(Array.from({ length: ROUNDS }, (_, k) => 2 * k + 1));
+    // Each side's request ends its read nearly always (TCP may split or merge reads).
+    expect(f.asked.length).toBeGreaterThan(ROUNDS);
+    expect(f.asked.filter((n) => n >= 1).length).toBeGreaterThan(ROUNDS);
+    expect((w.calls.get('wakeOwed') ?? 0) - before).toBeLessThan(ROUNDS / 4);
+  });
+
+  it('a CQ overrun found by the last frame is kept for wakeOwed: the event and the wake-up both arrive', async () => {
+    const f = watchFrameWakes();
+    w = f.watch;
+    p = await linkPair({ cqCapacity: 4, maxRecvWr: 16, maxSendWr: 16 });
+    const { a, b } = p;
+    const events: string[] = [];
+    b.cq.on('asyncEvent', (e) => events.push(e.type));
+    b.qp.postRecv(
+      Array.from({ length: 8 }, (_, i) => ({ wrId: i, sgList: [b.mr.sge(i * 64, 64)] })),
+    );
+    // One at a time: each SEND is its read's last frame, the fifth overruns the CQ.
+    for (let i = 0; i < 8 && !events.includes('CQ_ERR'); i++) {
+      a.qp.postSend({ wrId: i, opcode: 'SEND', signaled: false, sgList: [a.mr.sge(0, 8)] });
+      await until(() => b.cq.pending() > i || events.includes('CQ_ERR'), `send ${i} received`);
+    }
+    await until(() => events.includes('CQ_ERR'), 'the CQ_ERR async event');
+    expect(b.cq.overrun).toBe(true);
+    expect(b.qp.state).toBe('error');
+    // The overrun's frame could not hand its wake-ups over natively (an event to deliver).
+    expect(f.asked).toContain(-1);
+    expect(b.cq.pending()).toBe(b.cq.capacity);
+  });
+
+  it('poll-then-wait round trips need no armCq and each wait ends at its completion', async () => {
+    w = watchAddon();
+    p = await linkPair({ maxSendWr: 64, maxRecvWr: 64 });
+    const { a, b } = p;
+    const ROUNDS = 200;
+    for (const s of [a, b])
+      for (let k = 0; k < 16; k++) s.qp.postRecv({ wrId: k, sgList: [s.mr.sge(64 * k, 64)] });
+    const echo = (async () => {
+      const wcs = allocCompletions(8);
+      for (let k = 0; k < ROUNDS; k++) {
+        const slot = (await receive(b, wcs)).wrId as number;
+        b.qp.postRecv({ wrId: slot, sgList: [b.mr.sge(64 * slot, 64)] });
+        send(b, k);
+      }
+    })();
+    const wcs = allocCompletions(8);
+    const arms = w.calls.get('armCq') ?? 0;
+    for (let k = 0; k < ROUNDS; k++) {
+      send(a, k);
+      const slot = (await receive(a, wcs)).wrId as number;
+      a.qp.postRecv({ wrId: slot, sgList: [a.mr.sge(64 * slot, 64)] });
+    }
+    await echo;
+    // Without the arming poll every wait called armCq: about 2 × ROUNDS.
+    expect((w.calls.get('armCq') ?? 0) - arms).toBeLessThan(ROUNDS / 4);
+  });
+
+  it('a completion that came after the arming poll ends the next wait at once', async () => {
+    p = await linkPair();
+    const { a, b } = p;
+    for (let k = 0; k < 4; k++) b.qp.postRecv({ wrId: k, sgList: [b.mr.sge(64 * k, 64)] });
+    const wcs = allocCompletions(8);
+    // The habit: a wait right after an empty poll.
+    expect(b.cq.poll(wcs)).toBe(0);
+    const first = b.cq.waitForCompletion({ timeoutMs: 5000 });
+    send(a, 1);
+    await first;
+    expect(b.cq.poll(wcs)).toBe(1);
+    // This empty poll arms; the SEND then arrives and is delivered with nobody waiting.
+    expect(b.cq.poll(wcs)).toBe(0);
+    send(a, 2);
+    await until(() => b.cq.pending() === 1, 'the second receive');
+    await b.cq.waitForCompletion({ timeoutMs: 5000 });
+    expect(b.cq.poll(wcs)).toBe(1);
+    expect(wcs[0]?.opcode).toBe('RECV');
   });
 });
 

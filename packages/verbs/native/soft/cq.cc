@@ -123,10 +123,11 @@ Device::Push Device::pushCqe(uint8_t* base, CqShared* cq, const Cqe& e, const Pe
   return PUSHED;
 }
 
-int Device::pollCq(int h, double* out, int max) {
+int Device::pollCq(int h, double* out, int max, bool armIfEmpty) {
   if (blockedCount_ && now_ms() >= nextDeadline_) progressDue(false);
   CqShared* cq = cqAt(h);
-  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0) {
+  // Armed, one came meanwhile (armCq counts after the arm and disarms): it is taken now.
+  if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0 && (!armIfEmpty || armCq(h, false) == 0)) {
     lookedEmpty();
     return 0;
   }

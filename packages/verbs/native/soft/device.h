@@ -157,7 +157,9 @@ class Device {
   int createCq(uint32_t capacity);
   int destroyCq(int h);  // 0, or EBUSY while a QP uses it (as ibv_destroy_cq)
   uint32_t cqCapacity(int h);
-  int pollCq(int h, double* out, int max);  // 8 doubles per completion
+  // 8 doubles per completion. armIfEmpty: a poll that finds none arms the CQ for the next
+  // completion (armCq's work, same crossing) — for a caller that waits next.
+  int pollCq(int h, double* out, int max, bool armIfEmpty = false);
   uint32_t cqCount(int h);
   // Arms, then returns what is already there; an armed, empty CQ is watched by the doorbell
   // until it has a completion (onDoorbell reports it once, as ibv_req_notify_cq does).

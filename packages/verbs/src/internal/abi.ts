@@ -4,7 +4,7 @@
 import { RdmaError } from '../errors.js';
 
 export const ABI = {
-  version: 14,
+  version: 15,
   EV_DOORBELL: 0,
   EV_QP_FATAL: 1,
   EV_CQ_ERR: 2,
@@ -109,7 +109,7 @@ export const ABI = {
   RESPOND_STATUS: 9,
   RESPOND_RNR_TIMER: 10,
   RESPOND_PLACED: 11,
-  FRAME_WORDS: 15,
+  FRAME_WORDS: 17,
   FRAME_IN_OFFSET: 0,
   FRAME_IN_LENGTH: 1,
   FRAME_IN_OUT_AT: 2,
@@ -125,6 +125,8 @@ export const ABI = {
   FRAME_REMOTE_ADDR: 12,
   FRAME_RKEY: 13,
   FRAME_LENGTH: 14,
+  FRAME_IN_WAKE: 15,
+  FRAME_READY: 16,
   FRAME_NOT_RUN: -1,
   FAULT_BREAK_LINK: 0,
   FAULT_STALL_RECEIVER: 1,

@@ -32,7 +32,11 @@ export interface NativeDevice {
   createCq(capacity: number): number;
   destroyCq(handle: number): void;
   cqCapacity(handle: number): number;
-  pollCq(handle: number, out: Float64Array, max: number): number;
+  /**
+   * `armIfEmpty` 1 (soft): finding none, it arms for the next completion as armCq(handle, 0)
+   * would, in the same crossing (ibverbs ignores it).
+   */
+  pollCq(handle: number, out: Float64Array, max: number, armIfEmpty?: number): number;
   cqCount(handle: number): number;
   /**
    * Soft: a wait's spin in one crossing. Returns the count once it is non-zero or after `us`

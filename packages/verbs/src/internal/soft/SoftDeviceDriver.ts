@@ -98,10 +98,11 @@ export class SoftDeviceDriver implements DeviceDriver {
    * Delivers the wake-ups a read's frames owe this device's CQs, at the end of that read: the
    * addon names the ready CQs (in the handler's array) and they are notified from here, no
    * callback into JS from the addon. A handler that throws reaches uncaughtException, as from
-   * any event callback, never the link's reader.
+   * any event callback, never the link's reader. `taken` ≥ 0: respondFrame took them already
+   * (that many ready CQs in the array: FRAME_READY), no wakeOwed crossing.
    */
-  readonly #wake = (): void => {
-    const n = this.native.wakeOwed();
+  readonly #wake = (taken?: number): void => {
+    const n = taken !== undefined && taken >= 0 ? taken : this.native.wakeOwed();
     if (n === 0) return;
     try {
       this.#onEvent(ABI.EV_CQS_READY, n);

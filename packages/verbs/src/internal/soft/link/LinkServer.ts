@@ -268,8 +268,19 @@ class Conn implements AnswerSink, AcceptedLink {
 export class LinkServer {
   readonly #server: Server;
   readonly #native: SoftNativeDevice;
-  /** delivers the wake-ups a read's frames owe this device's CQs (SoftDeviceDriver) */
-  readonly #wake: () => void;
+  /**
+   * delivers the wake-ups a read's frames owe this device's CQs (SoftDeviceDriver); given
+   * how many respondFrame took already (≥ 0), without asking the addon again
+   */
+  readonly #wake: (taken?: number) => void;
+  /**
+   * The read being run (#push): a frame that ends it is the read's last, and respondFrame
+   * takes the read's wake-ups with it (FRAME_IN_WAKE). #taken: how many it took, for
+   * #afterChunk (−1: none taken, wakeOwed decides).
+   */
+  #chunkBuf: Buffer | undefined;
+  #chunkEnd = -1;
+  #taken = -1;
   /** how connections' Outboxes write when nothing is queued in their socket */
   readonly #send: SendNow;
   readonly #secret: Buffer;
@@ -316,7 +327,7 @@ export class LinkServer {
     secret: Buffer,
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
-    wake: () => void,
+    wake: (taken?: number) => void,
   ) {
     this.#wake = wake;
     this.#server = server;
@@ -334,7 +345,7 @@ export class LinkServer {
     secret: Buffer,
     maxPayload: number,
     ends: (slot: number, gen: number) => LinkEnd | undefined,
-    wake: () => void,
+    wake: (taken?: number) => void,
   ): Promise<{ server: LinkServer; port: number }> {
     // Paused: adoptAccepted makes each connection read into the listener's buffer. Node's
     // own reads would allocate one per request and per 64 KiB of a large WRITE (fresh pages
@@ -401,12 +412,7 @@ export class LinkServer {
     // Each read's bytes are buf[0, n); false stops reading (answers back up).
     onRead = (n: number): boolean => {
       if (conn) {
-        let ok = true;
-        try {
-          ok = conn.reader.push(buf, 0, n);
-        } catch {
-          ok = false;
-        }
+        const ok = this.#push(conn, buf, 0, n);
         this.#afterChunk(conn, ok, resume);
         return !conn.reader.stopped && !sock.destroyed;
       }
@@ -486,12 +492,7 @@ export class LinkServer {
     // Answers go into the client's Outbox (answerVia): this connection's own stays empty.
     const c = this.#open(sock, bound, undefined);
     return (buf, start, end) => {
-      let ok = true;
-      try {
-        ok = c.reader.push(buf, start, end);
-      } catch {
-        ok = false;
-      }
+      const ok = this.#push(c, buf, start, end);
       this.#afterChunk(c, ok, resume);
       return !c.reader.stopped && !sock.destroyed;
     };
@@ -541,11 +542,26 @@ export class LinkServer {
     return true;
   }
 
+  /** Runs the frames of a read, `buf[start, end)`; false: the connection is to be dropped. */
+  #push(c: Conn, buf: Buffer, start: number, end: number): boolean {
+    this.#chunkBuf = buf;
+    this.#chunkEnd = end;
+    try {
+      return c.reader.push(buf, start, end);
+    } catch {
+      return false;
+    } finally {
+      this.#chunkBuf = undefined;
+    }
+  }
+
   /** After a chunk's frames ran: progress for a large one arriving, answers out, backpressure. */
   #afterChunk(c: Conn, ok: boolean, resume: () => void): void {
     // The wake-ups this chunk's frames owe this device's CQs, as one batch, in this callback
     // (not a second one after the loop's I/O). Before the checks below: a handler may close.
-    this.#wake();
+    const taken = this.#taken;
+    this.#taken = -1;
+    this.#wake(taken);
     const sock = c.sock;
     if (!ok) {
       sock.destroy();
@@ -887,7 +903,11 @@ export class LinkServer {
     rec[ABI.FRAME_IN_SRC_PID] = c.pairPid;
     rec[ABI.FRAME_IN_SRC_QPN] = c.pairQpn;
     rec[ABI.FRAME_IN_TOKEN] = token;
+    // Nothing after the read's last frame can owe a wake-up before #afterChunk delivers them.
+    rec[ABI.FRAME_IN_WAKE] = b === this.#chunkBuf && o + len === this.#chunkEnd ? 1 : 0;
+    rec[ABI.FRAME_READY] = -1; // a call that returns early leaves no earlier call's count
     const outcome = this.#native.respondFrame(rec, b, ob) | 0;
+    this.#taken = rec[ABI.FRAME_READY] as number;
     if (outcome === ABI.FRAME_NOT_RUN) return false;
     out.commit(RES_HEADER);
     pair.conn = c.id;
