@@ -5,7 +5,10 @@
 //   node packages/verbs/bench/link-pingpong.mjs [rounds=5] [roundTrips=10000] [size=64]
 //
 // Each side of the link row waits as a new user would: poll, else `await
-// cq.waitForCompletion()` (default spin). Prints per-round p50s and the ratio of each round.
+// cq.waitForCompletion()` (default spin). EVENTS=1: both sides are driven by the CQ's
+// 'completion' event instead (poll, re-arm with requestNotify: callbacks, no promise per
+// wait), as the TCP row is by the socket's 'data' event. Prints per-round p50s and the ratio
+// of each round.
 // LINK_ONLY=1 runs the link row alone, TCP_ONLY=1 the TCP row alone (for a profiler).
 import { fork } from 'node:child_process';
 import { connect, createServer } from 'node:net';
@@ -17,6 +20,7 @@ const { Access, allocCompletions, openDevice } = await import(
 );
 
 const [ROUNDS = 5, N = 10_000, SIZE = 64] = process.argv.slice(2).map(Number);
+const EVENTS = process.env.EVENTS === '1';
 const WARMUP = 1000;
 const DEPTH = 64;
 const SIGNAL_EVERY = 16;
@@ -79,6 +83,23 @@ async function child() {
       process.send({ endpoint: s.qp.endpoint() });
     } else if (m.op === 'cpu') {
       process.send({ cpu: cpuNow() });
+    } else if (m.op === 'link-run' && EVENTS) {
+      s.qp.connect(m.endpoint);
+      let k = 0;
+      // Echo from the 'completion' event: poll, answer each RECV, re-arm.
+      s.cq.on('completion', () => {
+        const n = s.cq.poll(s.wcs);
+        for (let i = 0; i < n; i++) {
+          if (s.wcs[i].opcode !== 'RECV') continue;
+          s.wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+          s.qp.postSend(s.wr);
+          s.qp.postRecv(s.recv);
+          if (++k === m.n) return process.send({ done: true });
+        }
+        s.cq.requestNotify();
+      });
+      s.cq.requestNotify();
+      process.send({ ready: true });
     } else if (m.op === 'link-run') {
       s.qp.connect(m.endpoint);
       process.send({ ready: true });
@@ -133,6 +154,16 @@ async function linkRound(c, n) {
   const lat = new Float64Array(n);
   let cpu0 = 0;
   let peer0 = 0;
+  if (EVENTS) {
+    const cpu = await linkEvents(s, c, n, lat, (p) => {
+      peer0 = p;
+    });
+    await next(c);
+    c.send({ op: 'cpu' });
+    const peer = (await next(c)).cpu - peer0;
+    s.dev.close();
+    return { p50: p50(lat), cpu: (cpu + peer) / n };
+  }
   for (let k = 0; k < n + WARMUP; k++) {
     if (k === WARMUP) {
       c.send({ op: 'cpu' });
@@ -152,6 +183,39 @@ async function linkRound(c, n) {
   const peer = (await next(c)).cpu - peer0;
   s.dev.close();
   return { p50: p50(lat), cpu: (cpu + peer) / n };
+}
+
+/** The measuring side driven by 'completion' events; resolves with its CPU over the measured part. */
+function linkEvents(s, c, n, lat, setPeer0) {
+  return new Promise((resolve) => {
+    let k = 0;
+    let cpu0 = 0;
+    let t0 = 0;
+    const send = () => {
+      t0 = performance.now();
+      s.wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+      s.qp.postSend(s.wr);
+    };
+    s.cq.on('completion', () => {
+      const got = s.cq.poll(s.wcs);
+      for (let i = 0; i < got; i++) {
+        if (s.wcs[i].opcode !== 'RECV') continue;
+        if (k >= WARMUP) lat[k - WARMUP] = (performance.now() - t0) * 1000;
+        s.qp.postRecv(s.recv);
+        if (++k === n + WARMUP) return resolve(cpuNow() - cpu0);
+        if (k === WARMUP) {
+          // The peer's CPU at the start of the measured part, asked without stopping.
+          c.send({ op: 'cpu' });
+          next(c).then((m) => setPeer0(m.cpu));
+          cpu0 = cpuNow();
+        }
+        send();
+      }
+      s.cq.requestNotify();
+    });
+    s.cq.requestNotify();
+    send();
+  });
 }
 
 async function tcpRound(c, n) {
