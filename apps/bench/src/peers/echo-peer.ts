@@ -74,6 +74,46 @@ async function verbsRunEvents(req: RunRequest, wait: WaitMode): Promise<number> 
   return cpuNowUs() - cpu0;
 }
 
+/**
+ * The echo driven by the CQ's 'completion' event: poll, SEND back on each receive, re-arm with
+ * requestNotify — callbacks, as a node:net server answers from 'data'. Resolves with its CPU.
+ */
+function verbsRunListener(req: RunRequest): Promise<number> {
+  const s = side as VerbsSide;
+  s.qp.connect(req.endpoint);
+  const { size, iterations, warmup } = req;
+  const wr: SendWr = pingPongWr('send', s.mr.sge(size, size), req);
+  const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
+  const { cq, qp, wcs } = s;
+  return new Promise((resolve, reject) => {
+    let k = 0;
+    let cpu0 = cpuNowUs();
+    const timer = setTimeout(
+      () => reject(new Error(`peer ping-pong: ${k} of ${iterations} in 120 s`)),
+      120_000,
+    );
+    const onCompletion = () => {
+      const n = cq.poll(wcs);
+      for (let i = 0; i < n; i++) {
+        if (wcs[i]?.opcode !== 'RECV') continue;
+        if (k === warmup) cpu0 = cpuNowUs();
+        wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+        qp.postSend(wr);
+        qp.postRecv(recv);
+        if (++k === iterations) {
+          clearTimeout(timer);
+          cq.off('completion', onCompletion);
+          return resolve(cpuNowUs() - cpu0);
+        }
+      }
+      cq.requestNotify();
+    };
+    cq.on('completion', onCompletion);
+    cq.requestNotify();
+    process.send?.({ ready: true });
+  });
+}
+
 /** Echoes `iterations` messages: SEND back on each receive, or WRITE back on each write seen. */
 function verbsRun(req: RunRequest): number {
   const s = side as VerbsSide;
@@ -136,8 +176,11 @@ process.on('message', (msg: PeerRequest & { id: number }) => {
           (err: Error) => process.send?.({ id: msg.id, error: err.message }),
         );
       case 'verbs-run':
-        if (msg.wait === undefined) return reply(msg.id, { cpuUs: verbsRun(msg) });
-        return void verbsRunEvents(msg, msg.wait).then(
+        if (msg.wait === undefined && msg.listener !== true)
+          return reply(msg.id, { cpuUs: verbsRun(msg) });
+        return void (
+          msg.listener === true ? verbsRunListener(msg) : verbsRunEvents(msg, msg.wait ?? {})
+        ).then(
           (cpuUs) => reply(msg.id, { cpuUs }),
           (err: Error) => process.send?.({ id: msg.id, error: err.message }),
         );

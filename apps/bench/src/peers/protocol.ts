@@ -17,6 +17,8 @@ export type PeerRequest =
       rkey: number;
       /** Event-driven: wait with `await cq.waitForCompletion(wait)` instead of busy-polling. */
       wait?: WaitMode;
+      /** Event-driven from the CQ's 'completion' event (poll, requestNotify): no promise per wait. */
+      listener?: boolean;
     }
   | { op: 'verbs-sink'; endpoint: Endpoint }
   | { op: 'exit' };

@@ -1,5 +1,5 @@
 import { fork } from 'node:child_process';
-import type { SendWr } from '@rdmajs/verbs';
+import type { SendWr, Sge } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
 import { peerExecArgv, peerScriptPath } from '../peers/peerLaunch.js';
 import { pingPongWr, type VerbsSetup, type WaitMode } from '../peers/protocol.js';
@@ -15,13 +15,75 @@ type Provider = 'soft' | 'ibverbs';
 /** A ping-pong variant: wait on events instead of busy-polling; soft over its TCP link. */
 export interface PingPongVariant {
   wait?: WaitMode;
+  /** Both sides driven by the CQ's 'completion' event (poll, requestNotify), not awaits. */
+  listener?: true;
   link?: 'tcp';
 }
 
 function opName(mode: 'send' | 'write', v: PingPongVariant): string {
   const base = mode === 'send' ? 'send-pingpong' : 'write-pingpong';
-  const wait = v.wait === undefined ? '' : v.wait.spinUs === 0 ? '-events' : '-events-default-spin';
+  const wait = v.listener
+    ? '-completion-event'
+    : v.wait === undefined
+      ? ''
+      : v.wait.spinUs === 0
+        ? '-events'
+        : '-events-default-spin';
   return `${base}${wait}${v.link === 'tcp' ? '-link-tcp' : ''}`;
+}
+
+/**
+ * The measuring side of a `listener` row: SEND, then the next SEND from the CQ's
+ * 'completion' event once the answer's RECV is polled (re-armed with requestNotify) — the
+ * callbacks a node:net client runs from 'data', no promise per round trip. Resolves with this
+ * side's CPU over the measured round trips.
+ */
+function listenerRounds(
+  me: VerbsSide,
+  wr: SendWr,
+  recv: { wrId: number; sgList: Sge[] },
+  total: number,
+  warmup: number,
+  rec: LatencyRecorder,
+  onWarm: () => void,
+): Promise<number> {
+  const { cq, qp, wcs } = me;
+  return new Promise((resolve, reject) => {
+    let k = 0;
+    let cpu0 = cpuNowUs();
+    let t0 = 0;
+    const timer = setTimeout(
+      () => reject(new Error(`send ping-pong: ${k} of ${total} round trips in 120 s`)),
+      120_000,
+    );
+    const send = () => {
+      if (k === warmup) {
+        cpu0 = cpuNowUs();
+        onWarm();
+      }
+      t0 = performance.now();
+      wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+      qp.postSend(wr);
+    };
+    const onCompletion = () => {
+      const n = cq.poll(wcs);
+      for (let i = 0; i < n; i++) {
+        if (wcs[i]?.opcode !== 'RECV') continue;
+        if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+        qp.postRecv(recv);
+        if (++k === total) {
+          clearTimeout(timer);
+          cq.off('completion', onCompletion);
+          return resolve(cpuNowUs() - cpu0);
+        }
+        send();
+      }
+      cq.requestNotify();
+    };
+    cq.on('completion', onCompletion);
+    cq.requestNotify();
+    send();
+  });
 }
 
 /**
@@ -40,8 +102,9 @@ export async function verbsPingPong(
   variant: PingPongVariant = {},
   rec: LatencyRecorder = new LatencyRecorder(),
 ): Promise<Result> {
-  const { wait, link } = variant;
-  if (wait !== undefined && mode !== 'send') throw new Error('event-driven rows are SEND rows');
+  const { wait, link, listener } = variant;
+  if ((wait !== undefined || listener) && mode !== 'send')
+    throw new Error('event-driven rows are SEND rows');
   // Incoming data lands in [0, size), outgoing is built in [size, 2 size).
   const bytesNeeded = 2 * Math.max(size, 64);
   const remote = await peer.call<VerbsSetup>({
@@ -70,6 +133,7 @@ export async function verbsPingPong(
       addr: me.mr.addr,
       rkey: me.mr.rkey,
       ...(wait === undefined ? {} : { wait }),
+      ...(listener ? { listener } : {}),
     });
     await ready;
     const deadline = new SpinDeadline(120_000, `${mode} ping-pong`);
@@ -77,6 +141,20 @@ export async function verbsPingPong(
     const { cq, qp, wcs } = me;
     const heap = new HeapMeter();
     let cpu0 = cpuNowUs();
+    if (listener) {
+      const cpu = await listenerRounds(me, wr, recv, total, warmup, rec, () => heap.start());
+      await new Promise((r) => setImmediate(r));
+      const alloc = heap.stop(iterations);
+      const { cpuUs: peerCpu } = await done;
+      return {
+        transport: provider,
+        op: opName(mode, variant),
+        sizeBytes: size,
+        ...rec.summary(),
+        cpuUsPerOp: (cpu + peerCpu) / iterations,
+        ...alloc,
+      };
+    }
     for (let k = 0; k < total; k++) {
       if (k === warmup) {
         cpu0 = cpuNowUs();
