@@ -125,8 +125,12 @@ describe.each(paths)('solicited-only notification on $name', ({ make }) => {
     a.qp.postSend({ wrId: 91, opcode: 'SEND', sgList: [a.mr.sge(0, 8)], solicited: false });
     await w.next;
     expect(w.events).toBe(1);
-    expect((await collect(b.cq, 1))[0]).toMatchObject({ wrId: 90, status: 'LOC_QP_OP_ERR' });
-    expect((await collect(a.cq, 1))[0]).toMatchObject({ wrId: 91, status: 'REM_OP_ERR' });
+    // The statuses are rxe's (LOC_QP_OP_ERR / REM_OP_ERR, receive-side-memory.test.ts); a NIC
+    // may name the receive's LOC_LEN_ERR: what counts here is that it failed, and woke b.
+    const [r] = await collect(b.cq, 1);
+    expect([r?.wrId, r?.status !== 'SUCCESS']).toEqual([90, true]);
+    const [s] = await collect(a.cq, 1);
+    expect([s?.wrId, s?.status !== 'SUCCESS']).toEqual([91, true]);
   });
 
   it('an unsolicited SEND is queued without an event; the next solicited one fires it', async () => {
