@@ -10,7 +10,7 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 15;  // 15: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+constexpr int kVersion = 16;  // 16: the link carries IBV_SEND_SOLICITED (LINK_SOLICITED, LINK_FLAG_SOLICITED, RESPOND_SOLICITED); 15: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -71,16 +71,19 @@ constexpr int WCO_SEND = 0, WCO_RDMA_WRITE = 1, WCO_RDMA_READ = 2, WCO_COMP_SWAP
 // bytes linkTake itself sent to the socket it was given (-1: it sent nothing, see linkTake).
 // LINK_IN_*: linkTake's optional inputs (request id, socket descriptor + 1, the target's
 // frame limit, settles 1/0), set by the caller and zeroed by every call — words, not arguments: a seventh
-// argument makes node-addon-api allocate the argument array on every call.
-constexpr int LINK_WORDS = 16;
+// argument makes node-addon-api allocate the argument array on every call. LINK_SOLICITED: 1 when
+// the WR carries IBV_SEND_SOLICITED to the receiver (a SEND or WRITE_WITH_IMM posted `solicited`).
+constexpr int LINK_WORDS = 17;
 constexpr int LINK_OPCODE = 0, LINK_IMM = 1, LINK_REMOTE_ADDR = 2, LINK_RKEY = 3, LINK_LENGTH = 4, LINK_DST_SLOT = 5,
               LINK_DST_GEN = 6, LINK_SRC_QPN = 7, LINK_SRC_PID = 8, LINK_TOKEN = 9,
               LINK_HEAD = 10, LINK_SENT = 11, LINK_IN_REQ_ID = 12, LINK_IN_SEND_FD = 13, LINK_IN_SEND_MAX = 14,
-              LINK_IN_SETTLES = 15;
+              LINK_IN_SETTLES = 15, LINK_SOLICITED = 16;
 // A link request frame's header (frames.ts has the layout), written by JS or by linkTake:
 // its size, and the flags byte's bits (HEAD: the initiator's oldest unfinished WR;
-// ANSWER_BACK: answer on the target QP's own connection back, when it has one).
-constexpr int LINK_REQ_HEADER = 52, LINK_FLAG_HEAD = 1, LINK_FLAG_ANSWER_BACK = 2;
+// ANSWER_BACK: answer on the target QP's own connection back, when it has one; SOLICITED: the
+// WR's IBV_SEND_SOLICITED, only on the opcodes that complete a receive: SEND, SEND_WITH_IMM,
+// RDMA_WRITE_WITH_IMM).
+constexpr int LINK_REQ_HEADER = 52, LINK_FLAG_HEAD = 1, LINK_FLAG_ANSWER_BACK = 2, LINK_FLAG_SOLICITED = 4;
 // A response frame's header size, and the bit set in its length word (an answer, not a request).
 constexpr int LINK_RES_HEADER = 12;
 constexpr uint32_t LINK_ANSWER_BIT = 0x80000000u;
@@ -108,11 +111,13 @@ constexpr int WC_REM_INV_REQ_ERR = 9, WC_STATUS_LAST = 21;  // IBV_WC_GENERAL_ER
 // RESPOND_RNR_TIMER, the target QP's min_rnr_timer for an RNR). RESPOND_PLACED: 0, or the
 // length of an RDMA WRITE whose payload place() already put into the target memory piece by
 // piece as it arrived (respond then checks it all again and copies nothing; place() reads
-// the same record). One record per listener, reused: answering allocates nothing.
-constexpr int RESPOND_WORDS = 12;
+// the same record). RESPOND_SOLICITED: 1 when the request carried LINK_FLAG_SOLICITED (the
+// receive completion it makes wakes a solicited-only arm). One record per listener, reused:
+// answering allocates nothing.
+constexpr int RESPOND_WORDS = 13;
 constexpr int RESPOND_SLOT = 0, RESPOND_GEN = 1, RESPOND_OPCODE = 2, RESPOND_IMM = 3, RESPOND_REMOTE_ADDR = 4,
               RESPOND_RKEY = 5, RESPOND_SRC_QPN = 6, RESPOND_SRC_PID = 7, RESPOND_OUTCOME = 8, RESPOND_STATUS = 9,
-              RESPOND_RNR_TIMER = 10, RESPOND_PLACED = 11;
+              RESPOND_RNR_TIMER = 10, RESPOND_PLACED = 11, RESPOND_SOLICITED = 12;
 
 // respondFrame's record (Float64Array, FRAME_WORDS words, one per listener): the common request
 // run in one crossing. Inputs (FRAME_IN_*): where the frame lies in its buffer (offset, length),
@@ -219,9 +224,11 @@ constexpr Entry kTable[] = {
     {"LINK_IN_SEND_FD", LINK_IN_SEND_FD},
     {"LINK_IN_SEND_MAX", LINK_IN_SEND_MAX},
     {"LINK_IN_SETTLES", LINK_IN_SETTLES},
+    {"LINK_SOLICITED", LINK_SOLICITED},
     {"LINK_REQ_HEADER", LINK_REQ_HEADER},
     {"LINK_FLAG_HEAD", LINK_FLAG_HEAD},
     {"LINK_FLAG_ANSWER_BACK", LINK_FLAG_ANSWER_BACK},
+    {"LINK_FLAG_SOLICITED", LINK_FLAG_SOLICITED},
     {"LINK_RES_HEADER", LINK_RES_HEADER},
     {"LINK_ANSWER_BIT", LINK_ANSWER_BIT},
     {"LINK_TAKE_NONE", LINK_TAKE_NONE},
@@ -250,6 +257,7 @@ constexpr Entry kTable[] = {
     {"RESPOND_STATUS", RESPOND_STATUS},
     {"RESPOND_RNR_TIMER", RESPOND_RNR_TIMER},
     {"RESPOND_PLACED", RESPOND_PLACED},
+    {"RESPOND_SOLICITED", RESPOND_SOLICITED},
     {"FRAME_WORDS", FRAME_WORDS},
     {"FRAME_IN_OFFSET", FRAME_IN_OFFSET},
     {"FRAME_IN_LENGTH", FRAME_IN_LENGTH},
@@ -345,9 +353,12 @@ static_assert(check::distinct({WCO_SEND, WCO_RDMA_WRITE, WCO_RDMA_READ, WCO_COMP
               "completion opcodes are distinct");
 static_assert(check::fields({LINK_OPCODE, LINK_IMM, LINK_REMOTE_ADDR, LINK_RKEY, LINK_LENGTH, LINK_DST_SLOT,
                              LINK_DST_GEN, LINK_SRC_QPN, LINK_SRC_PID, LINK_TOKEN, LINK_HEAD, LINK_SENT,
-                             LINK_IN_REQ_ID, LINK_IN_SEND_FD, LINK_IN_SEND_MAX, LINK_IN_SETTLES},
+                             LINK_IN_REQ_ID, LINK_IN_SEND_FD, LINK_IN_SEND_MAX, LINK_IN_SETTLES, LINK_SOLICITED},
                             LINK_WORDS),
               "link header fields");
+static_assert((LINK_FLAG_HEAD & LINK_FLAG_ANSWER_BACK) == 0 &&
+                  ((LINK_FLAG_HEAD | LINK_FLAG_ANSWER_BACK) & LINK_FLAG_SOLICITED) == 0 && LINK_FLAG_SOLICITED < 256,
+              "a request's flags are separate bits of one byte");
 static_assert(check::distinct({LINK_TAKE_NONE, LINK_TAKE_READY, LINK_TAKE_NEEDS_BUFFER, LINK_TAKE_LAST}),
               "linkTake codes are distinct");
 static_assert(check::distinct({LINK_DONE, LINK_RNR, LINK_TRANSPORT, LINK_DISCARDED}), "link outcomes are distinct");
@@ -357,7 +368,7 @@ static_assert(LINK_DONE_STATUS_SHIFT == 8 && LINK_DONE_RNR_SHIFT == 16,
 static_assert(WC_REM_INV_REQ_ERR <= WC_STATUS_LAST, "statuses the link names exist");
 static_assert(check::fields({RESPOND_SLOT, RESPOND_GEN, RESPOND_OPCODE, RESPOND_IMM, RESPOND_REMOTE_ADDR, RESPOND_RKEY,
                              RESPOND_SRC_QPN, RESPOND_SRC_PID, RESPOND_OUTCOME, RESPOND_STATUS, RESPOND_RNR_TIMER,
-                             RESPOND_PLACED},
+                             RESPOND_PLACED, RESPOND_SOLICITED},
                             RESPOND_WORDS),
               "respond record fields");
 static_assert(check::fields({FRAME_IN_OFFSET, FRAME_IN_LENGTH, FRAME_IN_OUT_AT, FRAME_IN_SLOT, FRAME_IN_GEN,

@@ -140,7 +140,8 @@ size_t SoftDevice::WriteRequestHeader(uint8_t* b, uint32_t reqId, const double* 
   u32(0, frame);
   u32(4, reqId);
   b[8] = static_cast<uint8_t>(opcode);
-  b[9] = static_cast<uint8_t>((hdr[abi::LINK_HEAD] == 1 ? abi::LINK_FLAG_HEAD : 0) | abi::LINK_FLAG_ANSWER_BACK);
+  b[9] = static_cast<uint8_t>((hdr[abi::LINK_HEAD] == 1 ? abi::LINK_FLAG_HEAD : 0) | abi::LINK_FLAG_ANSWER_BACK |
+                              (hdr[abi::LINK_SOLICITED] == 1 ? abi::LINK_FLAG_SOLICITED : 0));
   b[10] = 0;
   b[11] = 0;
   u32(12, soft::to_u32(hdr[abi::LINK_IMM]));
@@ -179,8 +180,10 @@ bool SoftDevice::ReadRequestHeader(const uint8_t* b, size_t avail, LinkRequest* 
   r->srcPid = u32(44);
   r->token = u32(48);
   // Flag bits nobody defined are a malformed frame, not something to ignore.
-  if ((r->flags & ~(abi::LINK_FLAG_HEAD | abi::LINK_FLAG_ANSWER_BACK)) != 0) return false;
+  if ((r->flags & ~(abi::LINK_FLAG_HEAD | abi::LINK_FLAG_ANSWER_BACK | abi::LINK_FLAG_SOLICITED)) != 0) return false;
   if (r->opcode > abi::OP_LAST) return false;
+  // Solicited means something only on an operation that completes a receive.
+  if ((r->flags & abi::LINK_FLAG_SOLICITED) != 0 && !soft::consumes_recv(r->opcode)) return false;
   bool atomic = r->opcode == abi::OP_ATOMIC_CMP_AND_SWP || r->opcode == abi::OP_ATOMIC_FETCH_AND_ADD;
   if (atomic && r->length != abi::ATOMIC_OPERAND_WORDS * 8) return false;
   uint64_t expect = abi::LINK_REQ_HEADER + (r->opcode == abi::OP_RDMA_READ ? 0 : static_cast<uint64_t>(r->length));
@@ -240,7 +243,8 @@ Napi::Value SoftDevice::RespondFrame(const Napi::CallbackInfo& info) {
     return notRun;
   uint8_t* payload = frame.u8() + off + abi::LINK_REQ_HEADER;
   soft::Answer a =
-      dev_->respond(q.slot, q.gen, q.opcode, payload, q.length, q.imm, q.remoteAddr, q.rkey, q.srcQpn, q.srcPid, false);
+      dev_->respond(q.slot, q.gen, q.opcode, payload, q.length, q.imm, q.remoteAddr, q.rkey, q.srcQpn, q.srcPid, false,
+                    (q.flags & abi::LINK_FLAG_SOLICITED) != 0);
   // As respond(): the wake-up and the answer's flush after this turn's I/O.
   if (dev_->takeSelfRing()) doorbellOwed_ = true;
   linkFlushOwed_ = true;
@@ -377,7 +381,8 @@ Napi::Value SoftDevice::Respond(const Napi::CallbackInfo& info) {
                                  static_cast<uint8_t>(std::min<uint32_t>(u(abi::RESPOND_OPCODE), 255)),
                                  placed ? nullptr : const_cast<uint8_t*>(bytes), placed ? placed : len,
                                  u(abi::RESPOND_IMM), soft::to_u64(r[abi::RESPOND_REMOTE_ADDR]), u(abi::RESPOND_RKEY),
-                                 u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID), placed != 0);
+                                 u(abi::RESPOND_SRC_QPN), u(abi::RESPOND_SRC_PID), placed != 0,
+                                 r[abi::RESPOND_SOLICITED] == 1);
   // The target's own doorbell, if rung, is delivered after this turn's I/O (no eventfd),
   // and then the link's flush writes the answer (no linkFlushSoon() crossing for it).
   if (dev_->takeSelfRing()) doorbellOwed_ = true;

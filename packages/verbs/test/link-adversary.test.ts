@@ -13,6 +13,7 @@ import { ABI } from '../src/internal/abi.js';
 import {
   answerLength,
   FLAG_HEAD,
+  FLAG_SOLICITED,
   LINK_PROGRESS,
   PROGRESS_BYTES,
   REQ_HEADER,
@@ -280,6 +281,46 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     pair.a.qp.postSend({ wrId: 1, opcode: 'SEND', sgList: [pair.a.mr.sge(0, 4)] });
     expect((await collect(pair.a.cq, 1))[0]?.status).toBe('SUCCESS');
     expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 12, status: 'SUCCESS' });
+  });
+
+  it('solicited_flag_from_a_peer: wakes a solicited-only arm on a SEND, is malformed on a WRITE', async () => {
+    const { ep, port, key, pair } = await target();
+    pair.b.qp.postRecv({ wrId: 21, sgList: [pair.b.mr.sge(64, 64)] }); // after target()'s 9
+    const r = await authenticated(port, key, ep);
+    let woke = 0;
+    pair.b.cq.on('completion', () => woke++);
+    pair.b.cq.requestNotify({ solicitedOnly: true });
+    /** Sends a frame as a's QP (the target checks its peer) and waits for its answer. */
+    async function sendAsA(f: Buffer, reqId: number): Promise<void> {
+      f.writeUInt32LE(reqId, 4);
+      f.writeUInt32LE(pair.a.qp.qpn, 40);
+      r.sock.write(f);
+      await until(
+        () => r.received().length >= HELLO_BYTES + WELCOME_BYTES + reqId * RES_HEADER,
+        `an answer to request ${reqId}`,
+      );
+    }
+    await sendAsA(request(ep, { token: 1 }), 1); // unsolicited: queued, no wake-up
+    await sendAsA(request(ep, { token: 2, flags: 0 }), 2);
+    await sleep(20);
+    expect([woke, pair.b.cq.pending()]).toEqual([0, 2]);
+    const recvs = await collect(pair.b.cq, 2);
+    expect(recvs.map((w) => w.wrId)).toEqual([9, 21]);
+    pair.b.qp.postRecv({ wrId: 22, sgList: [pair.b.mr.sge(128, 64)] });
+    pair.b.cq.requestNotify({ solicitedOnly: true });
+    await sendAsA(request(ep, { token: 3, flags: FLAG_SOLICITED }), 3);
+    await until(() => woke === 1, 'the solicited SEND to wake the arm');
+    expect((await collect(pair.b.cq, 1))[0]).toMatchObject({ wrId: 22, status: 'SUCCESS' });
+    // On an operation that completes no receive the flag means nothing: malformed, dropped.
+    const bad = request(ep, {
+      token: 4,
+      opcode: ABI.OP_RDMA_WRITE,
+      flags: FLAG_SOLICITED,
+    });
+    bad.writeUInt32LE(pair.a.qp.qpn, 40);
+    r.sock.write(bad);
+    expect(await within(r.closed, 5000)).toBe(true);
+    expect(pair.b.cq.pending()).toBe(0);
   });
 
   it("link_refuses_a_peer_speaking_for_another_qp: one QP's key reaches that QP only", async () => {

@@ -150,7 +150,14 @@ describe.runIf(providers.includes('soft'))(
             x.writeUInt32LE(0xffffffff - 52, 28);
           }),
         ],
-        ['undefined flag bit', edited(f, (x) => x.writeUInt8((x[9] as number) | 4, 9))],
+        ['undefined flag bit', edited(f, (x) => x.writeUInt8((x[9] as number) | 8, 9))],
+        [
+          'solicited on a WRITE (completes no receive)',
+          edited(f, (x) => {
+            x.writeUInt8(ABI.OP_RDMA_WRITE, 8);
+            x.writeUInt8((x[9] as number) | ABI.LINK_FLAG_SOLICITED, 9);
+          }),
+        ],
         ['opcode past OP_LAST', edited(f, (x) => x.writeUInt8(ABI.OP_LAST + 1, 8))],
         ['opcode 255', edited(f, (x) => x.writeUInt8(255, 8))],
         [

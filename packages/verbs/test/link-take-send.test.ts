@@ -22,6 +22,8 @@ interface Watch {
   headed: number[];
   /** hdr[LINK_HEAD] of each of those WRs (1: the oldest unfinished, 0: taken behind it) */
   heads: number[];
+  /** opcodes of those whose header carries LINK_FLAG_SOLICITED */
+  solicited: number[];
   restore(): void;
 }
 
@@ -30,6 +32,7 @@ function watchTakes(): Watch {
   const mismatches: string[] = [];
   const headed: number[] = [];
   const heads: number[] = [];
+  const solicited: number[] = [];
   const expected = Buffer.alloc(REQ_HEADER);
   // reqId: the LINK_IN_REQ_ID word as the call found it (the call zeroes it).
   const checkTake = (a: unknown[], reqId: number, r: unknown): void => {
@@ -41,6 +44,7 @@ function watchTakes(): Watch {
     const got = Buffer.from(frame.buffer, frame.byteOffset + offset - REQ_HEADER, REQ_HEADER);
     headed.push(opcode);
     heads.push(hdr[ABI.LINK_HEAD] as number);
+    if (((got[9] as number) & ABI.LINK_FLAG_SOLICITED) !== 0) solicited.push(opcode);
     if (!got.equals(expected))
       mismatches.push(`${got.toString('hex')} != ${expected.toString('hex')}`);
   };
@@ -51,7 +55,7 @@ function watchTakes(): Watch {
       if (name === 'linkTake') checkTake(a, reqId as number, r);
     },
   });
-  return { calls: watch.calls, mismatches, headed, heads, restore: watch.restore };
+  return { calls: watch.calls, mismatches, headed, heads, solicited, restore: watch.restore };
 }
 
 /** The next receive completion on `cq` (send completions before it are skipped). */
@@ -91,19 +95,28 @@ describe.runIf(providers.includes('soft'))(
       view.setBigUint64(4096, 5n, true);
       view.setBigUint64(4104, 7n, true);
       const remote = (at: number) => ({ remoteAddr: b.mr.addr + at, rkey: b.mr.rkey });
+      const asked = (at: number) => ({ ...remote(at), solicited: true });
       // One at a time: each is taken alone (the last WR there is), so each may go out with the take.
+      // `solicited` travels only with the operations that complete a receive (a WRITE's or a
+      // READ's is dropped: the target refuses the flag on them).
       const wrs = [
         { wrId: 1, opcode: 'SEND' as const, sgList: [a.mr.sge(0, 3)] },
-        { wrId: 2, opcode: 'SEND_WITH_IMM' as const, imm: 0xfedcba98, sgList: [a.mr.sge(0, 8)] },
-        { wrId: 3, opcode: 'RDMA_WRITE' as const, sgList: [a.mr.sge(0, 4)], ...remote(2048) },
+        {
+          wrId: 2,
+          opcode: 'SEND_WITH_IMM' as const,
+          imm: 0xfedcba98,
+          sgList: [a.mr.sge(0, 8)],
+          solicited: true,
+        },
+        { wrId: 3, opcode: 'RDMA_WRITE' as const, sgList: [a.mr.sge(0, 4)], ...asked(2048) },
         {
           wrId: 4,
           opcode: 'RDMA_WRITE_WITH_IMM' as const,
           imm: 3,
           sgList: [a.mr.sge(4, 4)],
-          ...remote(2052),
+          ...asked(2052),
         },
-        { wrId: 5, opcode: 'RDMA_READ' as const, sgList: [a.mr.sge(100, 8)], ...remote(2048) },
+        { wrId: 5, opcode: 'RDMA_READ' as const, sgList: [a.mr.sge(100, 8)], ...asked(2048) },
         {
           wrId: 6,
           opcode: 'ATOMIC_FETCH_AND_ADD' as const,
@@ -137,6 +150,7 @@ describe.runIf(providers.includes('soft'))(
       expect([av.getBigUint64(200, true), av.getBigUint64(208, true)]).toEqual([5n, 7n]);
       expect([view.getBigUint64(4096, true), view.getBigUint64(4104, true)]).toEqual([15n, 99n]);
       expect(w.mismatches).toEqual([]);
+      expect(w.solicited).toEqual([ABI.OP_SEND_WITH_IMM, ABI.OP_RDMA_WRITE_WITH_IMM]);
       expect(new Set(w.headed)).toEqual(
         new Set([
           ABI.OP_SEND,

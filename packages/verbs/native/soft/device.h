@@ -31,7 +31,7 @@ using rdmajs::abi::PostResult;  // how many WRs of a batch were posted, and the 
 // The TCP link's header words and linkTake's codes.
 using rdmajs::abi::LINK_OPCODE, rdmajs::abi::LINK_IMM, rdmajs::abi::LINK_REMOTE_ADDR, rdmajs::abi::LINK_RKEY,
     rdmajs::abi::LINK_LENGTH, rdmajs::abi::LINK_DST_SLOT, rdmajs::abi::LINK_DST_GEN, rdmajs::abi::LINK_SRC_QPN,
-    rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD;
+    rdmajs::abi::LINK_SRC_PID, rdmajs::abi::LINK_TOKEN, rdmajs::abi::LINK_HEAD, rdmajs::abi::LINK_SOLICITED;
 using rdmajs::abi::LINK_TAKE_NONE, rdmajs::abi::LINK_TAKE_READY, rdmajs::abi::LINK_TAKE_NEEDS_BUFFER,
     rdmajs::abi::LINK_TAKE_LAST;
 
@@ -229,9 +229,10 @@ class Device {
   // Runs an operation that arrived over TCP against local QP `slot` (for READ, `payload`
   // receives the data; for an atomic, the prior value is written over its operands).
   // `placed`: an RDMA WRITE of `len` bytes that place() already put into memory (`payload`
-  // unused): every check runs again, nothing is copied.
+  // unused): every check runs again, nothing is copied. `solicited`: the request carried
+  // LINK_FLAG_SOLICITED (its receive completion wakes a solicited-only arm).
   Answer respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed = false);
+                 uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed, bool solicited);
   // Puts bytes [at, at + n) of an RDMA WRITE of `total` bytes arriving over TCP straight into
   // local QP `slot`'s target memory, after the checks respond makes for the whole range (QP
   // incarnation and state, source QP, REMOTE_WRITE on QP and region, key, bounds). False,
@@ -330,12 +331,10 @@ class Device {
   uint32_t readRun(Qp& q);
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
-  // `solicited`: the WR's IBV_SEND_SOLICITED. The link's frames do not carry it, so what
-  // arrives over TCP counts as solicited (a solicited-only arm wakes, never misses one).
+  // `solicited`: the WR's IBV_SEND_SOLICITED (over the link: the request's LINK_FLAG_SOLICITED).
   Outcome deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8_t opcode, iovec* local, size_t nl, uint64_t total,
                   uint32_t imm, uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, uint8_t* status,
-                  const uint64_t* operands = nullptr, uint64_t msgLen = 0, bool placed = false,
-                  bool solicited = true);
+                  const uint64_t* operands, uint64_t msgLen, bool placed, bool solicited);
   // deliver's first checks, shared with place(): the target QP `t` (pinned by the caller)
   // is still incarnation `gen`, can receive (RTR/RTS) and is connected to (srcPid, srcQpn).
   // `word`: the state word checked.

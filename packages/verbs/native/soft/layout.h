@@ -56,6 +56,10 @@ enum AccessFlags : uint32_t { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REM
 
 // The two atomics: an 8-byte read-modify-write of the target, the prior value returned.
 inline bool is_atomic(uint32_t op) { return op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD; }
+// The operations that consume a receive at the target (and so may be solicited).
+inline bool consumes_recv(uint32_t op) {
+  return op == OP_SEND || op == OP_SEND_WITH_IMM || op == OP_RDMA_WRITE_WITH_IMM;
+}
 
 // How long a lock in a shared segment is waited for before its holder is looked at.
 // Critical sections are a few instructions, so a holder that keeps it longer was

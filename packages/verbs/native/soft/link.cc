@@ -82,6 +82,8 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defe
   hdr[LINK_DST_GEN] = q.peerGen;
   hdr[LINK_SRC_QPN] = s->qpn;
   hdr[LINK_SRC_PID] = static_cast<double>(pid_);
+  // IBV_SEND_SOLICITED travels with the WR (LINK_FLAG_SOLICITED), as on shared memory.
+  hdr[LINK_SOLICITED] = e.solicited != 0 && consumes_recv(e.opcode) ? 1 : 0;
   if (defer) {
     q.linkDeferred = e.seq + 1;  // linkWrite sends it from where it lies
   } else if (atomic) {
@@ -194,7 +196,8 @@ PeerSegment* Device::selfPeer() {
 }
 
 Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* payload, size_t len, uint32_t imm,
-                       uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed) {
+                       uint64_t remoteAddr, uint32_t rkey, uint32_t srcQpn, uint32_t srcPid, bool placed,
+                       bool solicited) {
   const Answer transport{TRANSPORT, WC_SUCCESS, LINK_NO_RNR};
   const Answer invalid{DONE, WC_REM_INV_REQ_ERR, LINK_NO_RNR};
   if (slot >= kQpSlots || opcode > OP_LAST) return transport;
@@ -216,7 +219,7 @@ Answer Device::respond(uint32_t slot, uint32_t gen, uint8_t opcode, uint8_t* pay
   iovec local{payload, len};
   uint8_t status = WC_SUCCESS;
   Outcome o = deliver(self, t, gen, opcode, &local, len ? 1 : 0, len, imm, remoteAddr, rkey, srcQpn, srcPid, &status,
-                      atomic ? operands : nullptr, 0, placed);
+                      atomic ? operands : nullptr, 0, placed, solicited && consumes_recv(opcode));
   return Answer{o, status, t->minRnrTimer};
 }
 

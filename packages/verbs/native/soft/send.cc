@@ -503,7 +503,7 @@ Device::Outcome Device::deliver(PeerSegment* p, QpShared* t, uint32_t gen, uint8
     pauseNextDeliverMs_ = 0;
   }
   bool withImm = opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
-  bool needRecv = opcode == OP_SEND || opcode == OP_SEND_WITH_IMM || opcode == OP_RDMA_WRITE_WITH_IMM;
+  bool needRecv = consumes_recv(opcode);
   MrPins pins(p->base(), p->layout());
   MrView rview{};
   if (is_atomic(opcode)) return atomic(p, t, word, opcode, local, nl, remoteAddr, rkey, pins, operands, status);

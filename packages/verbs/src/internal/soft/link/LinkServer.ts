@@ -188,6 +188,7 @@ function toRecord(h: RequestHeader, rec: Float64Array, placed: number): void {
   rec[ABI.RESPOND_SRC_QPN] = h.srcQpn;
   rec[ABI.RESPOND_SRC_PID] = h.srcPid;
   rec[ABI.RESPOND_PLACED] = placed;
+  rec[ABI.RESPOND_SOLICITED] = h.solicited ? 1 : 0;
 }
 
 /** One authenticated connection: its reader, its answers, the pair it last served. */

@@ -1,4 +1,4 @@
-// Frames of the soft TCP link, after the handshake (handshake.ts). Link protocol 3: each QP
+// Frames of the soft TCP link, after the handshake (handshake.ts). Since link protocol 3: each QP
 // of a pair dials the other, and the connection a QP dialed carries, from it, both its
 // requests and its answers to the peer's requests (one write for an answer and the next
 // request: a round trip is one write and one read each way, as a TCP ping-pong). The other
@@ -17,6 +17,9 @@
 //                            flags bit 1 (ANSWER_BACK): answer on the target QP's own
 //                            connection back to the source QP when it has one (LinkServer),
 //                            not on this one (the initiator reads answers on both).
+//                            flags bit 2 (SOLICITED, protocol 5): the WR's IBV_SEND_SOLICITED;
+//                            only on SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM (the
+//                            operations that complete a receive), malformed on any other.
 // response (12 B + data):    len u32 with ANSWER_BIT set (the frame's length below it), reqId
 //                            u32, outcome u8, status u8, rnrTimer u16;
 //                            data only for a successful READ, exactly its length, or a
@@ -72,6 +75,16 @@ export function answerDataBytes(opcode: number, length: number): number {
 }
 export const FLAG_HEAD = ABI.LINK_FLAG_HEAD;
 export const FLAG_ANSWER_BACK = ABI.LINK_FLAG_ANSWER_BACK;
+export const FLAG_SOLICITED = ABI.LINK_FLAG_SOLICITED;
+
+/** The operations that consume a receive at the target (and so may be solicited). */
+export function consumesRecv(opcode: number): boolean {
+  return (
+    opcode === ABI.OP_SEND ||
+    opcode === ABI.OP_SEND_WITH_IMM ||
+    opcode === ABI.OP_RDMA_WRITE_WITH_IMM
+  );
+}
 /** Response outcome (link-only, beyond the engine's LINK_* outcomes): bytes arrived. */
 export const LINK_PROGRESS = 0xff;
 /** A target reports progress each time this much more of one request has arrived. */
@@ -92,6 +105,8 @@ export interface RequestHeader {
   token: number;
   /** the initiator's oldest unfinished WR (FLAG_HEAD) */
   head: boolean;
+  /** the WR's IBV_SEND_SOLICITED (FLAG_SOLICITED) */
+  solicited: boolean;
 }
 
 /** A header record to parse into again and again (no object per frame). */
@@ -110,6 +125,7 @@ export function newRequestHeader(): RequestHeader {
     srcPid: 0,
     token: 0,
     head: false,
+    solicited: false,
   };
 }
 
@@ -119,9 +135,12 @@ export function checkRequestHeader(b: Buffer, o: number, maxPayload: number): nu
   const opcode = b[o + 8] as number;
   const length = b.readUInt32LE(o + 28);
   const remoteAddr = b.readDoubleLE(o + 16);
+  const flags = b[o + 9] as number;
   // Flag bits nobody defined are a malformed frame, not something to ignore.
-  if (((b[o + 9] as number) & ~(FLAG_HEAD | FLAG_ANSWER_BACK)) !== 0) return -1;
+  if ((flags & ~(FLAG_HEAD | FLAG_ANSWER_BACK | FLAG_SOLICITED)) !== 0) return -1;
   if (opcode > ABI.OP_LAST || length > maxPayload) return -1;
+  // Solicited means something only on an operation that completes a receive.
+  if ((flags & FLAG_SOLICITED) !== 0 && !consumesRecv(opcode)) return -1;
   if (isAtomicOpcode(opcode) && length !== ATOMIC_REQUEST_BYTES) return -1;
   if (len !== (opcode === ABI.OP_RDMA_READ ? REQ_HEADER : REQ_HEADER + length)) return -1;
   if (!Number.isSafeInteger(remoteAddr) || remoteAddr < 0) return -1;
@@ -137,6 +156,7 @@ export function parseRequestHeader(b: Buffer, o: number, len: number, h: Request
   h.reqId = frameReqId(b, o);
   h.opcode = b[o + 8] as number;
   h.head = ((b[o + 9] as number) & FLAG_HEAD) !== 0;
+  h.solicited = ((b[o + 9] as number) & FLAG_SOLICITED) !== 0;
   h.imm = b.readUInt32LE(o + 12);
   h.remoteAddr = b.readDoubleLE(o + 16);
   h.rkey = b.readUInt32LE(o + 24);
@@ -162,7 +182,10 @@ export function writeRequestHeader(
   b.writeUInt32LE(REQ_HEADER + payloadLength, o);
   b.writeUInt32LE(reqId, o + 4);
   b[o + 8] = hdr[ABI.LINK_OPCODE] as number;
-  b[o + 9] = (hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0) | FLAG_ANSWER_BACK;
+  b[o + 9] =
+    (hdr[ABI.LINK_HEAD] === 1 ? FLAG_HEAD : 0) |
+    FLAG_ANSWER_BACK |
+    (hdr[ABI.LINK_SOLICITED] === 1 ? FLAG_SOLICITED : 0);
   b[o + 10] = 0;
   b[o + 11] = 0;
   b.writeUInt32LE(hdr[ABI.LINK_IMM] as number, o + 12);

@@ -12,6 +12,10 @@
 // remote's), so the target QP may send its own requests on the connection — to its RC peer
 // and no one else — instead of dialing a second one.
 //
+// Link protocol 5: a request's flags carry the WR's IBV_SEND_SOLICITED (frames.ts). A protocol 4
+// peer would drop such frames as malformed, and its own would leave every solicited-only wait
+// asleep here: the two refuse each other at the HELLO/AUTH (version) instead.
+//
 //   target → initiator  HELLO   magic u32, version u16, pad u16, maxPayload u32, nonceT[32]
 //   initiator → target  AUTH    magic u32, version u16, pad u16, slot u32, gen u32,
 //                               nonceI[32], mac[32], maxPayloadI u32, peerMac[32]
@@ -24,7 +28,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const LINK_MAGIC = 0x4b4c4452; // 'RDLK'
-export const LINK_VERSION = 4;
+export const LINK_VERSION = 5;
 export const HELLO_BYTES = 44;
 export const AUTH_BYTES = 116;
 export const WELCOME_BYTES = 40;
