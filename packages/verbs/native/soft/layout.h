@@ -48,6 +48,10 @@ using rdmajs::abi::OP_SEND, rdmajs::abi::OP_SEND_WITH_IMM, rdmajs::abi::OP_RDMA_
     rdmajs::abi::OP_ATOMIC_FETCH_AND_ADD, rdmajs::abi::OP_LAST, rdmajs::abi::ATOMIC_OPERAND_WORDS,
     rdmajs::abi::ATOMIC_BYTES, rdmajs::abi::FLAG_SIGNALED, rdmajs::abi::FLAG_INLINE,
     rdmajs::abi::FLAG_SOLICITED, rdmajs::abi::LINK_NO_RNR;
+using rdmajs::abi::SEND_WR_HEADER_WORDS, rdmajs::abi::SEND_WR_ID, rdmajs::abi::SEND_WR_OPCODE, rdmajs::abi::SEND_WR_FLAGS,
+    rdmajs::abi::SEND_WR_IMM, rdmajs::abi::SEND_WR_REMOTE_ADDR, rdmajs::abi::SEND_WR_RKEY, rdmajs::abi::SEND_WR_NUM_SGE,
+    rdmajs::abi::RECV_WR_HEADER_WORDS, rdmajs::abi::RECV_WR_ID, rdmajs::abi::RECV_WR_NUM_SGE, rdmajs::abi::SGE_WORDS,
+    rdmajs::abi::SGE_ADDR, rdmajs::abi::SGE_LENGTH, rdmajs::abi::SGE_LKEY;
 using rdmajs::abi::QPS_RESET, rdmajs::abi::QPS_INIT, rdmajs::abi::QPS_RTR, rdmajs::abi::QPS_RTS, rdmajs::abi::QPS_ERR;
 using rdmajs::abi::WCO_SEND, rdmajs::abi::WCO_RDMA_WRITE, rdmajs::abi::WCO_RDMA_READ, rdmajs::abi::WCO_COMP_SWAP,
     rdmajs::abi::WCO_FETCH_ADD, rdmajs::abi::WCO_RECV,
