@@ -405,8 +405,7 @@ uint32_t Device::readRun(Qp& q) {
     // mapped here, but execute() checks alive() per WR and retries into RETRY_EXC_ERR.
     if (t->gen.load(std::memory_order_acquire) != q.peerGen || t->state.load(std::memory_order_acquire) != word ||
         m.key.load(std::memory_order_acquire) != rkey || t->linkBroken.load(std::memory_order_relaxed) ||
-        self->linkBroken.load(std::memory_order_relaxed) ||
-        !p->alive())
+        self->linkBroken.load(std::memory_order_relaxed) || !p->aliveHot())
       break;
     iovec local[kMaxIov];
     size_t nl = 0;
