@@ -60,6 +60,18 @@ const k32Of = (keys: number[]) => {
   return k;
 };
 
+/** A snapshot of three dim-3 rows of a 'sum' table: keys' rows are 1s, 2s and 3s. */
+const threeRows = (keys: Uint32Array) => ({
+  keys,
+  rows: Float32Array.of(1, 1, 1, 2, 2, 2, 3, 3, 3),
+  state: [],
+  steps: null,
+  tick: null,
+  lastMs: null,
+  sketch: null,
+  tickCounter: 0,
+});
+
 describe('one-sided readable tables', () => {
   it('refuses shapes whose layout could move: no size bound, or a TTL', () => {
     const base = { name: 't', dim: 4, optimizer: { kind: 'sum' as const }, oneSidedRead: true };
@@ -276,16 +288,7 @@ describe('one-sided readable tables', () => {
     const gen = () =>
       new Uint32Array(v.bytes.buffer, v.bytes.byteOffset, 32)[STORE_VIEW_HEADER.GENERATION / 4];
     expect(gen()).toBe(0);
-    t.load({
-      keys: Uint32Array.of(1, 0, 2, 0, 3, 1),
-      rows: Float32Array.of(1, 1, 1, 2, 2, 2, 3, 3, 3),
-      state: [],
-      steps: null,
-      tick: null,
-      lastMs: null,
-      sketch: null,
-      tickCounter: 0,
-    });
+    t.load(threeRows(Uint32Array.of(1, 0, 2, 0, 3, 1)));
     expect(gen()).toBe(2); // once before the slots are filled, once after
     expect(seqsEven(t)).toBe(true);
     const k = Uint32Array.of(1, 0, 3, 1, 4, 0);
@@ -328,16 +331,7 @@ describe('one-sided readable tables', () => {
       real(meta, i, lo, hi, live);
     });
     try {
-      t.load({
-        keys: Uint32Array.of(1, 0, 2, 0, 3, 0),
-        rows: Float32Array.of(1, 1, 1, 2, 2, 2, 3, 3, 3),
-        state: [],
-        steps: null,
-        tick: null,
-        lastMs: null,
-        sketch: null,
-        tickCounter: 0,
-      });
+      t.load(threeRows(Uint32Array.of(1, 0, 2, 0, 3, 0)));
     } finally {
       end.mockRestore();
     }

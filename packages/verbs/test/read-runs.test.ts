@@ -1,17 +1,16 @@
 // Soft READ runs (send.cc readRun: consecutive READs of one key carried out in one pass)
 // must give exactly the completions, bytes and QP state of the per-WR path. The per-WR path
-// is forced by an injected delay (a run is skipped while one is set).
-import { afterEach, describe, expect, it } from 'vitest';
+// is forced by an injected delay (a run is skipped while one is set). Runs between
+// processes, and after the peer process died: cross-process.test.ts.
+import { describe, expect, it } from 'vitest';
 import {
   allocCompletions,
   type CompletionQueue,
-  type Endpoint,
   type MemoryRegion,
   SendWrList,
 } from '../src/index.js';
 import { injectFault } from '../src/testing.js';
-import { type ChildPeer, spawnPeer } from './harness/child.js';
-import { collect, type Pair, pair, type Side, type SideOptions, side } from './harness/pair.js';
+import { collect, type Pair, pair, type Side, type SideOptions } from './harness/pair.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -207,87 +206,5 @@ describe('soft READ runs', () => {
     } finally {
       p.close();
     }
-  });
-});
-
-describe('soft READ runs between processes', () => {
-  let peer: ChildPeer | undefined;
-  let me: Side | undefined;
-  afterEach(async () => {
-    await peer?.kill();
-    me?.dev.close();
-    peer = me = undefined;
-  });
-
-  async function connectToChild(options: object = {}) {
-    peer = await spawnPeer();
-    me = side('soft', { maxSendWr: 256 });
-    const remote = await peer.call<{ endpoint: Endpoint; addr: number; rkey: number }>('setup', {
-      provider: 'soft',
-    });
-    me.qp.connect(remote.endpoint, options);
-    await peer.call('connect', { endpoint: me.qp.endpoint() });
-    return remote;
-  }
-
-  it('a list of READs from another process reads what that process holds', async () => {
-    const remote = await connectToChild();
-    const m = me as Side;
-    const bytes = m.mr.bytes as Uint8Array;
-    for (let i = 0; i < 8192; i++) bytes[i] = (i * 7 + 1) & 255;
-    m.qp.postSend({
-      wrId: 1,
-      opcode: 'RDMA_WRITE',
-      sgList: [m.mr.sge(0, 8192)],
-      remoteAddr: remote.addr,
-      rkey: remote.rkey,
-    });
-    expect((await collect(m.cq, 1))[0]?.status).toBe('SUCCESS');
-    const n = 64;
-    const list = new SendWrList(n);
-    for (let i = 0; i < n; i++) {
-      list.addRead(
-        m.mr.addr + 16384 + i * 128,
-        128,
-        m.mr.lkey,
-        remote.addr + ((i * 37) % 64) * 128,
-        remote.rkey,
-      );
-      list.setWrId(i, 100 + i);
-      list.setSignaled(i, i % 16 === 15);
-    }
-    m.qp.postSendList(list);
-    const wcs = await collect(m.cq, 4);
-    expect(wcs.map((w) => [w.wrId, w.status, w.byteLen])).toEqual([
-      [115, 'SUCCESS', 128],
-      [131, 'SUCCESS', 128],
-      [147, 'SUCCESS', 128],
-      [163, 'SUCCESS', 128],
-    ]);
-    for (let i = 0; i < n; i++) {
-      const from = ((i * 37) % 64) * 128;
-      expect(bytes.subarray(16384 + i * 128, 16384 + (i + 1) * 128)).toEqual(
-        bytes.subarray(from, from + 128),
-      );
-    }
-  });
-
-  it('a list of READs after the peer process died: RETRY_EXC_ERR, the rest flushed (as per WR)', async () => {
-    const remote = await connectToChild({ timeout: 10, retryCount: 2 });
-    const m = me as Side;
-    await (peer as ChildPeer).kill();
-    const list = new SendWrList(8);
-    for (let i = 0; i < 8; i++) {
-      list.addRead(m.mr.addr + i * 64, 64, m.mr.lkey, remote.addr + i * 64, remote.rkey);
-      list.setWrId(i, i + 1);
-      list.setSignaled(i, true);
-    }
-    m.qp.postSendList(list);
-    const wcs = await collect(m.cq, 8);
-    expect(wcs.map((w) => [w.wrId, w.status])).toEqual([
-      [1, 'RETRY_EXC_ERR'],
-      ...Array.from({ length: 7 }, (_, i) => [i + 2, 'WR_FLUSH_ERR']),
-    ]);
-    expect(m.qp.state).toBe('error');
   });
 });
