@@ -881,17 +881,9 @@ export class SparseTable {
   }
 
   #initSlot(slot: number, lo: number, hi: number): void {
-    const ci = slot >>> this.#chunkShift;
-    this.#beforeWrite(ci);
-    const c = this.#chunks[ci] as Chunk;
+    const c = this.#openSlot(slot, lo, hi);
     const i = slot & (this.#chunkRows - 1);
     const dim = this.dim;
-    if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
-    c.keys[2 * i] = lo;
-    c.keys[2 * i + 1] = hi;
-    c.live[i] = 1;
-    c.liveCount++;
-    if (c.steps !== null) c.steps[i] = 0;
     if (c.f32 !== null) this.#init(c.f32, i * dim, dim, lo, hi);
     else {
       this.#init(this.#tmp, 0, dim, lo, hi);
@@ -902,6 +894,31 @@ export class SparseTable {
     const so = i * this.#stateDim;
     for (let k = 0; k < names.length; k++)
       c.state.fill(names[k] as number, so + k * dim, so + (k + 1) * dim);
+    this.#closeSlot(slot, lo, hi);
+  }
+
+  /**
+   * Opens slot's seqlock section (seq odd) and claims it for key (lo, hi); the caller writes
+   * its row, then #closeSlot publishes key, live mark and row together (seq even). One
+   * section, so a one-sided reader never accepts a row the caller has not written yet.
+   */
+  #openSlot(slot: number, lo: number, hi: number): Chunk {
+    const ci = slot >>> this.#chunkShift;
+    this.#beforeWrite(ci);
+    const c = this.#chunks[ci] as Chunk;
+    const i = slot & (this.#chunkRows - 1);
+    if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
+    c.keys[2 * i] = lo;
+    c.keys[2 * i + 1] = hi;
+    c.live[i] = 1;
+    c.liveCount++;
+    if (c.steps !== null) c.steps[i] = 0;
+    return c;
+  }
+
+  #closeSlot(slot: number, lo: number, hi: number): void {
+    const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
+    const i = slot & (this.#chunkRows - 1);
     if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
     if (this.#lru) {
       (c.prev as Int32Array)[i] = NONE;
@@ -1176,6 +1193,9 @@ export class SparseTable {
     if (tick !== null) order.sort((a, b) => (tick[a] as number) - (tick[b] as number));
     const dim = this.dim;
     const sd = this.#stateDim;
+    // Bumped before any slot is published: every hint learned before the load is dropped,
+    // even one naming a slot this load fills.
+    this.#view?.bumpGeneration();
     for (const k of order) {
       const lo = data.keys[2 * k] as number;
       const hi = data.keys[2 * k + 1] as number;
@@ -1183,10 +1203,10 @@ export class SparseTable {
         throw new PsError('ERR_PS_CORRUPT', `table ${this.name}: duplicate key in snapshot`);
       const slot = this.#nextSlot++;
       if (slot >>> this.#chunkShift >= this.#chunks.length) this.#addChunk();
-      this.#initSlot(slot, lo, hi);
-      const c = this.#chunks[slot >>> this.#chunkShift] as Chunk;
+      // The restored row goes in inside the slot's one seqlock section: never published
+      // with a KeyInit row in between (a hint reader would accept that: seq even, key, live).
+      const c = this.#openSlot(slot, lo, hi);
       const i = slot & (this.#chunkRows - 1);
-      if (c.meta !== null) StoreViewWriter.begin(c.meta, i);
       if (c.f32 !== null)
         c.f32.set((data.rows as Float32Array).subarray(k * dim, (k + 1) * dim), i * dim);
       else
@@ -1202,11 +1222,12 @@ export class SparseTable {
       if (c.steps !== null && data.steps !== null) c.steps[i] = data.steps[k] as number;
       if (c.tick !== null && tick !== null) c.tick[i] = tick[k] as number;
       if (c.lastMs !== null && data.lastMs !== null) c.lastMs[i] = data.lastMs[k] as number;
-      if (c.meta !== null) StoreViewWriter.end(c.meta, i, lo, hi, 1);
-      // Findable only now: a one-sided reader that finds the key reads the restored row,
-      // never the KeyInit row initSlot wrote (which it would accept: its seq is even).
+      this.#closeSlot(slot, lo, hi);
+      // Findable only now, with its restored row already published.
       this.#index.set(lo, hi, slot);
     }
+    // Bumped after too: a hint learned during the load (of a key it already published) is
+    // dropped once the table is complete.
     this.#view?.bumpGeneration();
     if (this.#sketch !== null && data.sketch !== null) this.#sketch.counters.set(data.sketch);
     this.#tick = data.tickCounter;

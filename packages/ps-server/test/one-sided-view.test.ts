@@ -14,7 +14,12 @@ import {
 } from '@rdmajs/ps-wire';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { ParameterStore, SparseTable, type SparseTableConfig } from '../src/index.js';
+import {
+  ParameterStore,
+  SparseTable,
+  type SparseTableConfig,
+  StoreViewWriter,
+} from '../src/index.js';
 import { bits, tmpDir } from './helpers.js';
 
 function readerFor(
@@ -54,6 +59,18 @@ const k32Of = (keys: number[]) => {
   });
   return k;
 };
+
+/** A snapshot of three dim-3 rows of a 'sum' table: keys' rows are 1s, 2s and 3s. */
+const threeRows = (keys: Uint32Array) => ({
+  keys,
+  rows: Float32Array.of(1, 1, 1, 2, 2, 2, 3, 3, 3),
+  state: [],
+  steps: null,
+  tick: null,
+  lastMs: null,
+  sketch: null,
+  tickCounter: 0,
+});
 
 describe('one-sided readable tables', () => {
   it('refuses shapes whose layout could move: no size bound, or a TTL', () => {
@@ -271,17 +288,8 @@ describe('one-sided readable tables', () => {
     const gen = () =>
       new Uint32Array(v.bytes.buffer, v.bytes.byteOffset, 32)[STORE_VIEW_HEADER.GENERATION / 4];
     expect(gen()).toBe(0);
-    t.load({
-      keys: Uint32Array.of(1, 0, 2, 0, 3, 1),
-      rows: Float32Array.of(1, 1, 1, 2, 2, 2, 3, 3, 3),
-      state: [],
-      steps: null,
-      tick: null,
-      lastMs: null,
-      sketch: null,
-      tickCounter: 0,
-    });
-    expect(gen()).toBe(1);
+    t.load(threeRows(Uint32Array.of(1, 0, 2, 0, 3, 1)));
+    expect(gen()).toBe(2); // once before the slots are filled, once after
     expect(seqsEven(t)).toBe(true);
     const k = Uint32Array.of(1, 0, 3, 1, 4, 0);
     const want = new Float32Array(9);
@@ -291,6 +299,48 @@ describe('one-sided readable tables', () => {
     expect(await readStoreView(reader, k, 3, got, read)).toBe(0);
     expect(Array.from(got)).toEqual(Array.from(want));
     expect(Array.from(got)).toEqual([1, 1, 1, 3, 3, 3, 0, 0, 0]);
+    t.close();
+  });
+
+  it('a load publishes each slot once, with its restored row, in a new generation', () => {
+    const mem = { alloc: (n: number) => ({ bytes: new Uint8Array(n), release() {} }) };
+    const dim = 3;
+    const t = new SparseTable(
+      { name: 't', dim, optimizer: { kind: 'sum' }, oneSidedRead: true, maxRows: 32 },
+      mem,
+    );
+    const v = t.storeView as NonNullable<typeof t.storeView>;
+    const l = v.layout;
+    const head = new Uint32Array(v.bytes.buffer, v.bytes.byteOffset, 32);
+    const restored = new Map([
+      [1, [1, 1, 1]],
+      [2, [2, 2, 2]],
+      [3, [3, 3, 3]],
+    ]);
+    // What a one-sided reader could accept at each publication (seq made even): the slot's
+    // row in the view's bytes, and the generation it would compare its hint against.
+    const seen: { key: number; row: number[]; gen: number }[] = [];
+    const real = StoreViewWriter.end.bind(StoreViewWriter);
+    const end = vi.spyOn(StoreViewWriter, 'end').mockImplementation((meta, i, lo, hi, live) => {
+      const ci =
+        (meta.byteOffset - v.bytes.byteOffset - l.metaOffset) /
+        (l.chunkRows * STORE_VIEW.META_BYTES);
+      const at = v.bytes.byteOffset + l.rowsOffset + ci * l.chunkStride + i * dim * 4;
+      const row = Array.from(new Float32Array(v.bytes.buffer, at, dim));
+      seen.push({ key: lo as number, row, gen: head[STORE_VIEW_HEADER.GENERATION / 4] as number });
+      real(meta, i, lo, hi, live);
+    });
+    try {
+      t.load(threeRows(Uint32Array.of(1, 0, 2, 0, 3, 0)));
+    } finally {
+      end.mockRestore();
+    }
+    expect(seen.map((s) => s.key).sort()).toEqual([1, 2, 3]);
+    for (const s of seen) {
+      expect(s.row).toEqual(restored.get(s.key));
+      expect(s.gen).toBe(1);
+    }
+    expect(head[STORE_VIEW_HEADER.GENERATION / 4]).toBe(2);
     t.close();
   });
 
@@ -317,7 +367,7 @@ describe('one-sided readable tables', () => {
     expect(v).not.toBeNull();
     const view = v as NonNullable<typeof v>;
     const head = new Uint32Array(view.bytes.buffer, view.bytes.byteOffset, 32);
-    expect(head[STORE_VIEW_HEADER.GENERATION / 4]).toBe(1);
+    expect(head[STORE_VIEW_HEADER.GENERATION / 4]).toBe(2);
     const ask = BigUint64Array.from([...keys, 5n, 1n << 40n]);
     const want = new Float32Array(ask.length * 5);
     b.pullInto('t', ask, want);

@@ -10,7 +10,8 @@ const WAYS = 4;
  * seqlock rule (both metas the same even seq, the key, live) within the generation the hint
  * was learned in, else drops it and reads the key through the index. This works because the
  * store never has a key live in two slots at once (eviction marks the slot not live before it
- * is reused; a load fills only fresh slots, then bumps the generation).
+ * is reused; a load bumps the generation, publishes each fresh slot with its restored row in
+ * one seqlock section, then bumps the generation again).
  *
  * Fixed memory: `capacity` entries in typed arrays, 4-way set associative, nothing allocated
  * per key. A full set replaces by second chance (CLOCK): an entry used since it was last

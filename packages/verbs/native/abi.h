@@ -10,7 +10,15 @@
 namespace rdmajs::abi {
 
 // Bumped whenever anything below changes meaning.
-constexpr int kVersion = 16;  // 16: the link carries IBV_SEND_SOLICITED (LINK_SOLICITED, LINK_FLAG_SOLICITED, RESPOND_SOLICITED); 15: respondFrame takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER, LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 8: FLAG_SOLICITED; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR, LINK_TAKE_LAST; 10: linkSend's `settles`; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 12: its inputs in LINK_IN_* words
+// 17: POLL_NOT_ARMED, SEND_WR_*/RECV_WR_*/SGE_* field offsets; 16: the link carries
+// IBV_SEND_SOLICITED (LINK_SOLICITED, LINK_FLAG_SOLICITED, RESPOND_SOLICITED); 15: respondFrame
+// takes the read's wake-ups (FRAME_IN_WAKE, FRAME_READY); 14: postSend's 4th argument, the word
+// its first WR begins at (SendWrList); 13: respondFrame (FRAME_* words, LINK_RES_HEADER,
+// LINK_ANSWER_BIT), linkDone's packed answer (LINK_DONE_*_SHIFT); 12: its inputs in LINK_IN_*
+// words; 11: linkTake writes the request header and sends (LINK_SENT, LINK_REQ_*); 10:
+// linkSend's `settles`; 9: the link's WC_REM_INV_REQ_ERR, WC_STATUS_LAST, LINK_NO_RNR,
+// LINK_TAKE_LAST; 8: FLAG_SOLICITED.
+constexpr int kVersion = 17;
 
 // Event kinds delivered to the JS callback as (kind, handle). EV_CQS_READY (soft): `handle`
 // CQs became ready; their handles are in the device's Uint32Array of CQ_READY_BATCH
@@ -37,6 +45,11 @@ struct PostResult {
   int code;
 };
 
+// pollCq with armIfEmpty: took none and did NOT leave the CQ armed (the arm found completions
+// and was dropped, but the CQ lock could not be taken; or the provider does not arm in a poll).
+// 0 with armIfEmpty means: none taken, and the CQ is armed for the next completion.
+constexpr int POLL_NOT_ARMED = -1;
+
 // QP states: ibv_qp_state values.
 constexpr int QPS_RESET = 0, QPS_INIT = 1, QPS_RTR = 2, QPS_RTS = 3, QPS_ERR = 6;
 
@@ -55,7 +68,13 @@ constexpr int FLAG_SIGNALED = 1, FLAG_INLINE = 2, FLAG_SOLICITED = 4;
 // written through a BigUint64Array view of the same buffer (a double cannot hold 64 bits).
 // postSend(qp, wrs, count, start) reads its `count` WRs from word `start` on (a SendWrList
 // posts any run of its pre-encoded records without copying them).
+// The fields' word offsets: SEND_WR_* in a send header, RECV_WR_* in a receive header, SGE_*
+// in an SGE (each provider's decoder and the JS encoder read these names, never numbers).
 constexpr int SEND_WR_HEADER_WORDS = 7, RECV_WR_HEADER_WORDS = 2, SGE_WORDS = 3, ATOMIC_OPERAND_WORDS = 2;
+constexpr int SEND_WR_ID = 0, SEND_WR_OPCODE = 1, SEND_WR_FLAGS = 2, SEND_WR_IMM = 3, SEND_WR_REMOTE_ADDR = 4,
+              SEND_WR_RKEY = 5, SEND_WR_NUM_SGE = 6;
+constexpr int RECV_WR_ID = 0, RECV_WR_NUM_SGE = 1;
+constexpr int SGE_ADDR = 0, SGE_LENGTH = 1, SGE_LKEY = 2;
 constexpr int ATOMIC_BYTES = 8;  // the operand size of both atomics, and their SGE's length
 
 // A completion record (Float64Array, 8 words): wrId, status, opcode, byteLen, imm, qpNum,
@@ -169,6 +188,7 @@ constexpr Entry kTable[] = {
     {"POST_RECORD_WORDS", POST_RECORD_WORDS},
     {"POST_REC_POSTED", POST_REC_POSTED},
     {"POST_REC_CODE", POST_REC_CODE},
+    {"POLL_NOT_ARMED", POLL_NOT_ARMED},
     {"QPS_RESET", QPS_RESET},
     {"QPS_INIT", QPS_INIT},
     {"QPS_RTR", QPS_RTR},
@@ -189,6 +209,18 @@ constexpr Entry kTable[] = {
     {"RECV_WR_HEADER_WORDS", RECV_WR_HEADER_WORDS},
     {"SGE_WORDS", SGE_WORDS},
     {"ATOMIC_OPERAND_WORDS", ATOMIC_OPERAND_WORDS},
+    {"SEND_WR_ID", SEND_WR_ID},
+    {"SEND_WR_OPCODE", SEND_WR_OPCODE},
+    {"SEND_WR_FLAGS", SEND_WR_FLAGS},
+    {"SEND_WR_IMM", SEND_WR_IMM},
+    {"SEND_WR_REMOTE_ADDR", SEND_WR_REMOTE_ADDR},
+    {"SEND_WR_RKEY", SEND_WR_RKEY},
+    {"SEND_WR_NUM_SGE", SEND_WR_NUM_SGE},
+    {"RECV_WR_ID", RECV_WR_ID},
+    {"RECV_WR_NUM_SGE", RECV_WR_NUM_SGE},
+    {"SGE_ADDR", SGE_ADDR},
+    {"SGE_LENGTH", SGE_LENGTH},
+    {"SGE_LKEY", SGE_LKEY},
     {"ATOMIC_BYTES", ATOMIC_BYTES},
     {"WC_WORDS", WC_WORDS},
     {"WC_WR_ID", WC_WR_ID},
@@ -334,6 +366,7 @@ static_assert(POST_OK == 0 &&
                   check::distinct({POST_OK, POST_EINVAL, POST_ENOMEM, POST_OTHER, POST_BAD_INLINE, POST_BUSY}),
               "post codes are distinct and 0 is success");
 static_assert(check::fields({POST_REC_POSTED, POST_REC_CODE}, POST_RECORD_WORDS), "post record fields");
+static_assert(POLL_NOT_ARMED < 0, "pollCq's 'not armed' is no count");
 static_assert(check::distinct({QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR}), "QP states are distinct");
 static_assert(check::dense({OP_SEND, OP_SEND_WITH_IMM, OP_RDMA_WRITE, OP_RDMA_WRITE_WITH_IMM, OP_RDMA_READ,
                             OP_ATOMIC_CMP_AND_SWP, OP_ATOMIC_FETCH_AND_ADD}) &&
@@ -343,6 +376,15 @@ static_assert((FLAG_SIGNALED & FLAG_INLINE) == 0 && ((FLAG_SIGNALED | FLAG_INLIN
               "WR flags are separate bits");
 static_assert(SEND_WR_HEADER_WORDS == 7 && RECV_WR_HEADER_WORDS == 2 && SGE_WORDS == 3,
               "the packed WR layout described above");
+static_assert(check::fields({SEND_WR_ID, SEND_WR_OPCODE, SEND_WR_FLAGS, SEND_WR_IMM, SEND_WR_REMOTE_ADDR, SEND_WR_RKEY,
+                             SEND_WR_NUM_SGE},
+                            SEND_WR_HEADER_WORDS) &&
+                  SEND_WR_NUM_SGE == SEND_WR_HEADER_WORDS - 1,
+              "send header fields, the SGE count last (its SGEs follow it)");
+static_assert(check::fields({RECV_WR_ID, RECV_WR_NUM_SGE}, RECV_WR_HEADER_WORDS) &&
+                  RECV_WR_NUM_SGE == RECV_WR_HEADER_WORDS - 1,
+              "receive header fields, the SGE count last");
+static_assert(check::fields({SGE_ADDR, SGE_LENGTH, SGE_LKEY}, SGE_WORDS), "SGE fields");
 static_assert(ATOMIC_BYTES == sizeof(uint64_t) && ATOMIC_OPERAND_WORDS * sizeof(double) == 2 * sizeof(uint64_t),
               "two raw uint64 operands fill ATOMIC_OPERAND_WORDS doubles");
 static_assert(check::fields({WC_WR_ID, WC_STATUS, WC_OPCODE, WC_BYTE_LEN, WC_IMM, WC_QP_NUM, WC_FLAGS, WC_SRC_QP},

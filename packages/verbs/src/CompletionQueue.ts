@@ -219,8 +219,10 @@ export class CompletionQueue extends Resource {
       n > 0 &&
       this.#users > 0 &&
       this.#loopFed === this.#users;
-    const got = this.#native.pollCq(this.#handle, this.#raw, n, arm ? 1 : 0);
-    this.#armedByPoll = arm && got === 0;
+    const r = this.#native.pollCq(this.#handle, this.#raw, n, arm ? 1 : 0);
+    // Armed only when the poll says so (0): POLL_NOT_ARMED took none and left it unarmed.
+    this.#armedByPoll = arm && r === 0;
+    const got = r === ABI.POLL_NOT_ARMED ? 0 : r;
     if (got === 0) {
       if (this.#emptyPolled) this.#pollArms = false; // polled again instead of waiting
       this.#emptyPolled = true;

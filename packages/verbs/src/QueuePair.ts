@@ -14,7 +14,15 @@ import {
   sendWrWords,
 } from './internal/encode.js';
 import { Resource } from './internal/lifecycle.js';
-import { checkCreate, type kCreate, kDriver, kLoopFed, kNotify, kUse } from './internal/symbols.js';
+import {
+  checkCreate,
+  type kCreate,
+  kDriver,
+  kLoopFed,
+  kNotify,
+  kUse,
+  kWords,
+} from './internal/symbols.js';
 import {
   describe,
   intError,
@@ -293,7 +301,7 @@ export class QueuePair extends Resource {
         `message of ${list.maxBytes} bytes exceeds the device's maximum ${this.#maxMsg}`,
       );
     const n = Math.min(count, this.#maxSendWr);
-    const rc = this.#ctx.driver.native.postSend(this.#handle, list.words, n, list.start(start));
+    const rc = this.#ctx.driver.native.postSend(this.#handle, list[kWords], n, list.start(start));
     this.#driver.afterPost();
     if (rc !== ABI.POST_OK) throw postError(rc, this.#lastPosted(), 'send', this.state);
     if (count > n) throw postError(ABI.POST_ENOMEM, n, 'send', 'rts');

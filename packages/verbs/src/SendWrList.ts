@@ -1,5 +1,6 @@
 import { ABI } from './internal/abi.js';
 import { operandView, packSendWr, sendWrWords } from './internal/encode.js';
+import { kWords } from './internal/symbols.js';
 import { checkInt, intError, invalid, MAX_ADDR, MAX_U32, MAX_WR_ID } from './internal/validate.js';
 import type { SendWr } from './types.js';
 
@@ -18,6 +19,15 @@ function isAddr(v: unknown): v is number {
 }
 
 const OP_RDMA_READ = ABI.OP_RDMA_READ;
+// Field offsets of a send record and its SGEs (abi.h "Packed work requests").
+const WR_ID = ABI.SEND_WR_ID;
+const WR_OPCODE = ABI.SEND_WR_OPCODE;
+const WR_FLAGS = ABI.SEND_WR_FLAGS;
+const WR_IMM = ABI.SEND_WR_IMM;
+const WR_REMOTE_ADDR = ABI.SEND_WR_REMOTE_ADDR;
+const WR_RKEY = ABI.SEND_WR_RKEY;
+const WR_NUM_SGE = ABI.SEND_WR_NUM_SGE;
+const SGE0 = ABI.SEND_WR_HEADER_WORDS;
 /** Words of an addRead() record: the header and one SGE. */
 const READ_RECORD_WORDS = ABI.SEND_WR_HEADER_WORDS + ABI.SGE_WORDS;
 /** Largest message a record may name; each QP's own maximum is checked at post. */
@@ -48,8 +58,11 @@ export class SendWrList {
   readonly capacity: number;
   /** SGEs a record may have (the words reserved per record). */
   readonly maxSge: number;
-  /** @internal the packed records (the addon reads them from `start(i)`). */
-  readonly words: Float64Array;
+  /**
+   * The packed records (the addon reads them from `start(i)`): private, so nothing writes
+   * them past add()'s checks and the list-wide limits; QueuePair reads them via kWords.
+   */
+  readonly #words: Float64Array;
   readonly #operands: BigUint64Array;
   /** Word offset of record i (i ≤ length: the next record's start). */
   readonly #starts: Uint32Array;
@@ -62,9 +75,14 @@ export class SendWrList {
   constructor(capacity: number, options?: { maxSge?: number }) {
     this.capacity = checkInt('capacity', capacity, 1, MAX_SEND_WR_LIST);
     this.maxSge = checkInt('maxSge', options?.maxSge ?? 1, 1, 64);
-    this.words = new Float64Array(capacity * sendWrWords(this.maxSge));
-    this.#operands = operandView(this.words);
+    this.#words = new Float64Array(capacity * sendWrWords(this.maxSge));
+    this.#operands = operandView(this.#words);
     this.#starts = new Uint32Array(capacity + 1);
+  }
+
+  /** @internal the packed records, for QueuePair.postSendList (module-private key). */
+  get [kWords](): Float64Array {
+    return this.#words;
   }
 
   /** Records added since the last clear(). */
@@ -108,7 +126,7 @@ export class SendWrList {
     const i = this.#room();
     const p = this.#starts[i] as number;
     const next = packSendWr(
-      this.words,
+      this.#words,
       this.#operands,
       p,
       wr,
@@ -116,9 +134,10 @@ export class SendWrList {
       MAX_RECORD_BYTES,
       MAX_RECORD_BYTES,
     );
-    const numSge = this.words[p + 6] as number;
+    const numSge = this.#words[p + WR_NUM_SGE] as number;
     let total = 0;
-    for (let k = 0; k < numSge; k++) total += this.words[p + 7 + 3 * k + 1] as number;
+    for (let k = 0; k < numSge; k++)
+      total += this.#words[p + SGE0 + ABI.SGE_WORDS * k + ABI.SGE_LENGTH] as number;
     this.#note(numSge, total, wr.inline === true);
     this.#starts[i + 1] = next;
     this.#count = i + 1;
@@ -135,18 +154,18 @@ export class SendWrList {
       throw readError(addr, length, lkey, remoteAddr, rkey);
     const i = this.#count;
     if (i === this.capacity) throw invalid(`the SendWrList is full (${this.capacity} records)`);
-    const w = this.words;
+    const w = this.#words;
     const p = this.#starts[i] as number;
-    w[p] = 0;
-    w[p + 1] = OP_RDMA_READ;
-    w[p + 2] = 0;
-    w[p + 3] = 0;
-    w[p + 4] = remoteAddr;
-    w[p + 5] = rkey;
-    w[p + 6] = 1;
-    w[p + 7] = addr;
-    w[p + 8] = length;
-    w[p + 9] = lkey;
+    w[p + WR_ID] = 0;
+    w[p + WR_OPCODE] = OP_RDMA_READ;
+    w[p + WR_FLAGS] = 0;
+    w[p + WR_IMM] = 0;
+    w[p + WR_REMOTE_ADDR] = remoteAddr;
+    w[p + WR_RKEY] = rkey;
+    w[p + WR_NUM_SGE] = 1;
+    w[p + SGE0 + ABI.SGE_ADDR] = addr;
+    w[p + SGE0 + ABI.SGE_LENGTH] = length;
+    w[p + SGE0 + ABI.SGE_LKEY] = lkey;
     if (this.#maxSgeUsed === 0) this.#maxSgeUsed = 1;
     if (length > this.#maxBytes) this.#maxBytes = length;
     this.#starts[i + 1] = p + READ_RECORD_WORDS;
@@ -158,25 +177,25 @@ export class SendWrList {
   setWrId(i: number, wrId: number): void {
     const p = this.#at(i);
     if (!isAddr(wrId)) throw intError('wrId', wrId, 0, MAX_WR_ID);
-    this.words[p] = wrId;
+    this.#words[p + WR_ID] = wrId;
   }
 
   /** Sets whether record `i` makes a completion when it succeeds. */
   setSignaled(i: number, signaled: boolean): void {
     const p = this.#at(i);
-    const flags = this.words[p + 2] as number;
-    this.words[p + 2] = signaled ? flags | ABI.FLAG_SIGNALED : flags & ~ABI.FLAG_SIGNALED;
+    const flags = this.#words[p + WR_FLAGS] as number;
+    this.#words[p + WR_FLAGS] = signaled ? flags | ABI.FLAG_SIGNALED : flags & ~ABI.FLAG_SIGNALED;
   }
 
   /** Sets record `i`'s remote address and key (its opcode must be an RDMA one). */
   setRemote(i: number, remoteAddr: number, rkey: number): void {
     const p = this.#at(i);
-    if ((this.words[p + 1] as number) < ABI.OP_RDMA_WRITE)
+    if ((this.#words[p + WR_OPCODE] as number) < ABI.OP_RDMA_WRITE)
       throw invalid(`record ${i} is a SEND: it has no remote address`);
     if (!isAddr(remoteAddr)) throw intError('remoteAddr', remoteAddr, 0, MAX_ADDR);
     if (!isU32(rkey)) throw intError('rkey', rkey, 0, MAX_U32);
-    this.words[p + 4] = remoteAddr;
-    this.words[p + 5] = rkey;
+    this.#words[p + WR_REMOTE_ADDR] = remoteAddr;
+    this.#words[p + WR_RKEY] = rkey;
   }
 
   #room(): number {

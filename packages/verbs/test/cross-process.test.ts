@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { allocCompletions, type Endpoint, type WorkCompletion } from '../src/index.js';
+import { allocCompletions, type Endpoint, SendWrList, type WorkCompletion } from '../src/index.js';
 import { type ChildPeer, spawnPeer } from './harness/child.js';
 import { collect, providers, type Side, side } from './harness/pair.js';
 
@@ -105,6 +105,57 @@ describe.each(providers)('peers in separate processes on %s', (provider) => {
       expect(await echoed).toBe(rounds);
     },
   );
+
+  it('a list of READs from another process (soft: one run) reads what that process holds', async () => {
+    const remote = await connectToChild();
+    const m = me as Side;
+    const bytes = m.mr.bytes as Uint8Array;
+    for (let i = 0; i < 4096; i++) bytes[i] = (i * 7 + 1) & 255;
+    m.qp.postSend({
+      wrId: 1,
+      opcode: 'RDMA_WRITE',
+      sgList: [m.mr.sge(0, 4096)],
+      remoteAddr: remote.addr,
+      rkey: remote.rkey,
+    });
+    expect((await collect(m.cq, 1))[0]?.status).toBe('SUCCESS');
+    const n = 32;
+    const from = (i: number) => ((i * 37) % 32) * 128;
+    const list = new SendWrList(n);
+    for (let i = 0; i < n; i++) {
+      list.addRead(m.mr.addr + 16384 + i * 128, 128, m.mr.lkey, remote.addr + from(i), remote.rkey);
+      list.setWrId(i, 100 + i);
+      list.setSignaled(i, i % 8 === 7);
+    }
+    m.qp.postSendList(list);
+    const wcs = await collect(m.cq, 4);
+    expect(wcs.map((w) => [w.wrId, w.status, w.byteLen])).toEqual(
+      [107, 115, 123, 131].map((id) => [id, 'SUCCESS', 128]),
+    );
+    for (let i = 0; i < n; i++)
+      expect(bytes.subarray(16384 + i * 128, 16384 + (i + 1) * 128)).toEqual(
+        bytes.subarray(from(i), from(i) + 128),
+      );
+  });
+
+  it('a list of READs after the peer process died: RETRY_EXC_ERR, the rest flushed (as per WR)', async () => {
+    const remote = await connectToChild({ timeout: 10, retryCount: 2 });
+    const m = me as Side;
+    await (peer as ChildPeer).kill();
+    const list = new SendWrList(8);
+    for (let i = 0; i < 8; i++) {
+      list.addRead(m.mr.addr + i * 64, 64, m.mr.lkey, remote.addr + i * 64, remote.rkey);
+      list.setWrId(i, i + 1);
+      list.setSignaled(i, true);
+    }
+    m.qp.postSendList(list);
+    const wcs = await collect(m.cq, 8);
+    expect(wcs.map((w) => [w.wrId, w.status])).toEqual([
+      [1, 'RETRY_EXC_ERR'],
+      ...Array.from({ length: 7 }, (_, i) => [i + 2, 'WR_FLUSH_ERR']),
+    ]);
+    expect(m.qp.state).toBe('error');
+  });
 
   it('a killed peer surfaces as RETRY_EXC_ERR within the configured timeout, the rest flushed', async () => {
     await connectToChild({ timeout: 10, retryCount: 2 });

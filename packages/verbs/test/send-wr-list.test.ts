@@ -194,6 +194,21 @@ describe.each(providers)('pre-encoded send lists on %s', (provider) => {
     expect(a.qp.state).toBe('rts');
   });
 
+  it('its encoded records are not reachable from outside: only add() and the setters write them', () => {
+    p = pair(provider, { maxSge: 1 });
+    const { a, b } = p;
+    const list = new SendWrList(1);
+    list.addRead(a.mr.addr, 8, a.mr.lkey, b.mr.addr, b.mr.rkey);
+    // No public array to rewrite past add()'s checks and the list-wide limits postSendList uses.
+    expect((list as unknown as Record<string, unknown>).words).toBeUndefined();
+    const reachable = [
+      ...Object.getOwnPropertyNames(list),
+      ...Object.getOwnPropertyNames(SendWrList.prototype),
+    ].map((k) => (list as unknown as Record<string, unknown>)[k]);
+    expect(reachable.some((v) => v instanceof Float64Array)).toBe(false);
+    expect(a.qp.state).toBe('rts');
+  });
+
   it('a list longer than the send queue posts what fits, then ENOMEM as postSend', async () => {
     p = pair(provider, { maxSendWr: 8 });
     const { a, b } = p;

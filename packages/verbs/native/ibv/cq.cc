@@ -58,6 +58,9 @@ Napi::Value IbvDevice::PollCq(const Napi::CallbackInfo& info) {
     int got = ibv_poll_cq(c->cq, max - n, scratch_.data());
     for (int i = 0; i < got; i++) Encode(scratch_[static_cast<size_t>(i)], r + 8 * n++);
   }
+  // armIfEmpty asked: ibverbs does not arm in a poll, so none taken says "not armed".
+  bool armAsked = info.Length() > 3 && info[3].IsNumber() && info[3].As<Napi::Number>().DoubleValue() == 1;
+  if (n == 0 && armAsked) return Napi::Number::New(info.Env(), abi::POLL_NOT_ARMED);
   return Napi::Number::New(info.Env(), n);
 }
 

@@ -29,6 +29,9 @@ using ibv::Api;
 // The numbers shared with JS are the contract's (native/abi.h).
 using abi::EV_CQ_ERR, abi::EV_DOORBELL, abi::EV_PORT, abi::EV_QP_FATAL, abi::EV_QP_LAST_WQE, abi::EV_SRQ_LIMIT;
 using abi::FLAG_INLINE, abi::FLAG_SIGNALED, abi::FLAG_SOLICITED;
+using abi::SEND_WR_HEADER_WORDS, abi::SEND_WR_ID, abi::SEND_WR_OPCODE, abi::SEND_WR_FLAGS, abi::SEND_WR_IMM,
+    abi::SEND_WR_REMOTE_ADDR, abi::SEND_WR_RKEY, abi::SEND_WR_NUM_SGE, abi::RECV_WR_HEADER_WORDS, abi::RECV_WR_ID,
+    abi::RECV_WR_NUM_SGE, abi::SGE_WORDS, abi::SGE_ADDR, abi::SGE_LENGTH, abi::SGE_LKEY;
 using abi::ATOMIC_BYTES, abi::ATOMIC_OPERAND_WORDS, abi::OP_ATOMIC_CMP_AND_SWP, abi::OP_ATOMIC_FETCH_AND_ADD, abi::OP_LAST;
 using abi::POST_BAD_INLINE, abi::POST_EINVAL, abi::POST_ENOMEM, abi::POST_OK, abi::POST_OTHER;
 using abi::QPS_ERR, abi::QPS_INIT, abi::QPS_RESET, abi::QPS_RTR, abi::QPS_RTS;

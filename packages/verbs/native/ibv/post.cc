@@ -3,6 +3,8 @@
 // the soft provider writes them.
 #include "device.h"
 
+#include "../convert.h"
+
 #include <arpa/inet.h>
 
 namespace rdmajs {
@@ -21,27 +23,28 @@ int IbvDevice::WireArg(const Napi::CallbackInfo& info, uint32_t maxSge, bool sen
   double s = send && info[3].IsNumber() ? info[3].As<Napi::Number>().DoubleValue() : 0;
   size_t start = s > 0 ? static_cast<size_t>(std::min(s, static_cast<double>(a.ElementLength()))) : 0;
   *w = a.Data() + start;
-  size_t words = a.ElementLength() - start, p = 0, head = send ? 7 : 2;
+  size_t words = a.ElementLength() - start, p = 0, head = send ? SEND_WR_HEADER_WORDS : RECV_WR_HEADER_WORDS;
   for (int i = 0; i < *count; i++) {
     if (p + head > words) return i;
-    double n = (*w)[p + head - 1];
-    double op = send ? (*w)[p + 1] : 0;
+    double n = (*w)[p + (send ? SEND_WR_NUM_SGE : RECV_WR_NUM_SGE)];
+    double op = send ? (*w)[p + SEND_WR_OPCODE] : 0;
     bool atomic = op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD;
     size_t tail = atomic ? ATOMIC_OPERAND_WORDS : 0;
-    if (!(n >= 0 && n <= maxSge) || p + head + 3 * static_cast<size_t>(n) + tail > words) return i;
+    if (!(n >= 0 && n <= maxSge) || p + head + SGE_WORDS * static_cast<size_t>(n) + tail > words) return i;
     if (send && !(op >= 0 && op <= OP_LAST && op == static_cast<int>(op))) return i;  // never READ in disguise
     // An atomic takes exactly one 8-byte SGE (its prior value): checked as JS does.
-    if (atomic && !(n == 1 && (*w)[p + head + 1] == ATOMIC_BYTES)) return i;
-    p += head + 3 * static_cast<size_t>(n) + tail;
+    if (atomic && !(n == 1 && (*w)[p + head + SGE_LENGTH] == ATOMIC_BYTES)) return i;
+    p += head + SGE_WORDS * static_cast<size_t>(n) + tail;
   }
   return *count;
 }
 
 void IbvDevice::DecodeSges(const double* w, uint32_t n, ibv_sge* sg) {
   for (uint32_t k = 0; k < n; k++) {
-    sg[k].addr = static_cast<uint64_t>(w[3 * k]);
-    sg[k].length = static_cast<uint32_t>(w[3 * k + 1]);
-    sg[k].lkey = static_cast<uint32_t>(w[3 * k + 2]);
+    // Saturating, as soft decodes: a record rewritten after its checks is never UB here.
+    sg[k].addr = to_u64(w[SGE_WORDS * k + SGE_ADDR]);
+    sg[k].length = to_u32(w[SGE_WORDS * k + SGE_LENGTH]);
+    sg[k].lkey = to_u32(w[SGE_WORDS * k + SGE_LKEY]);
   }
 }
 
@@ -56,23 +59,24 @@ ibv_send_wr* IbvDevice::DecodeSend(const double* w, int count, uint32_t maxSge) 
   for (int i = 0; i < count; i++) {
     ibv_send_wr& wr = sendWrs_[static_cast<size_t>(i)];
     wr = ibv_send_wr{};
-    wr.wr_id = static_cast<uint64_t>(w[p]);
-    int op = static_cast<int>(w[p + 1]);  // 0..OP_LAST: checked by WireArg before decoding
-    wr.opcode = kOp[std::clamp(op, 0, OP_LAST)];
-    int flags = static_cast<int>(w[p + 2]);
+    wr.wr_id = to_u64(w[p + SEND_WR_ID]);
+    // 0..OP_LAST: checked by WireArg before decoding (to_u32: no UB even if it were not).
+    int op = static_cast<int>(std::min<uint32_t>(to_u32(w[p + SEND_WR_OPCODE]), OP_LAST));
+    wr.opcode = kOp[op];
+    uint32_t flags = to_u32(w[p + SEND_WR_FLAGS]);
     wr.send_flags = ((flags & FLAG_SIGNALED) ? IBV_SEND_SIGNALED : 0) | ((flags & FLAG_INLINE) ? IBV_SEND_INLINE : 0) |
                     ((flags & FLAG_SOLICITED) ? IBV_SEND_SOLICITED : 0);
-    wr.imm_data = htonl(static_cast<uint32_t>(w[p + 3]));
-    wr.wr.rdma.remote_addr = static_cast<uint64_t>(w[p + 4]);
-    wr.wr.rdma.rkey = static_cast<uint32_t>(w[p + 5]);
-    uint32_t n = std::min(static_cast<uint32_t>(w[p + 6]), maxSge);
+    wr.imm_data = htonl(to_u32(w[p + SEND_WR_IMM]));
+    wr.wr.rdma.remote_addr = to_u64(w[p + SEND_WR_REMOTE_ADDR]);
+    wr.wr.rdma.rkey = to_u32(w[p + SEND_WR_RKEY]);
+    uint32_t n = std::min(to_u32(w[p + SEND_WR_NUM_SGE]), maxSge);
     ibv_sge* sg = sges_.data() + nextSge;
     nextSge += n;
-    DecodeSges(w + p + 7, n, sg);
+    DecodeSges(w + p + SEND_WR_HEADER_WORDS, n, sg);
     wr.sg_list = n ? sg : nullptr;
     wr.num_sge = static_cast<int>(n);
     wr.next = i + 1 < count ? &sendWrs_[static_cast<size_t>(i) + 1] : nullptr;
-    p += 7 + 3 * n;
+    p += SEND_WR_HEADER_WORDS + SGE_WORDS * n;
     if (op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD) {
       uint64_t operands[ATOMIC_OPERAND_WORDS];
       std::memcpy(operands, w + p, sizeof operands);  // raw uint64 words, not doubles
@@ -96,15 +100,15 @@ ibv_recv_wr* IbvDevice::DecodeRecv(const double* w, int count, uint32_t maxSge) 
   for (int i = 0; i < count; i++) {
     ibv_recv_wr& wr = recvWrs_[static_cast<size_t>(i)];
     wr = ibv_recv_wr{};
-    wr.wr_id = static_cast<uint64_t>(w[p]);
-    uint32_t n = std::min(static_cast<uint32_t>(w[p + 1]), maxSge);
+    wr.wr_id = to_u64(w[p + RECV_WR_ID]);
+    uint32_t n = std::min(to_u32(w[p + RECV_WR_NUM_SGE]), maxSge);
     ibv_sge* sg = sges_.data() + nextSge;
     nextSge += n;
-    DecodeSges(w + p + 2, n, sg);
+    DecodeSges(w + p + RECV_WR_HEADER_WORDS, n, sg);
     wr.sg_list = n ? sg : nullptr;
     wr.num_sge = static_cast<int>(n);
     wr.next = i + 1 < count ? &recvWrs_[static_cast<size_t>(i) + 1] : nullptr;
-    p += 2 + 3 * n;
+    p += RECV_WR_HEADER_WORDS + SGE_WORDS * n;
   }
   return recvWrs_.data();
 }

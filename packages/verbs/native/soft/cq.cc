@@ -132,8 +132,10 @@ int Device::pollCq(int h, double* out, int max, bool armIfEmpty) {
     return 0;
   }
   Cqe* entries = reinterpret_cast<Cqe*>(seg_.base() + cq->entriesOff);
-  // A peer stopped inside its push holds the lock: nothing can be taken now, try later.
-  if (!cq->lock.lock(holder_)) return 0;
+  // A peer stopped inside its push holds the lock: nothing can be taken now, try later. With
+  // armIfEmpty the CQ is not armed (completions are there), which the caller must know: its
+  // next wait arms itself instead of sleeping on an arm that is not set.
+  if (!cq->lock.lock(holder_)) return armIfEmpty ? rdmajs::abi::POLL_NOT_ARMED : 0;
   int n = static_cast<int>(std::min<uint32_t>(cq->count, static_cast<uint32_t>(max)));
   for (int i = 0; i < n; i++) {
     const Cqe& e = entries[(cq->head + i) % cq->capacity];

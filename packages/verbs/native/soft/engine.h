@@ -219,8 +219,8 @@ inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint64_t self, const doub
   if (count > 0 && !r->lock.lock(self)) return {0, POST_BUSY};  // a peer stopped while taking a WQE
   size_t p = 0;
   for (int i = 0; i < count; i++) {
-    uint32_t n = p + 2 <= words ? to_u32(wrs[p + 1]) : UINT32_MAX;
-    if (n > r->maxSge || p + 2 + 3 * static_cast<size_t>(n) > words) {
+    uint32_t n = p + RECV_WR_HEADER_WORDS <= words ? to_u32(wrs[p + RECV_WR_NUM_SGE]) : UINT32_MAX;
+    if (n > r->maxSge || p + RECV_WR_HEADER_WORDS + SGE_WORDS * static_cast<size_t>(n) > words) {
       r->lock.unlock();
       return {static_cast<uint32_t>(i), POST_EINVAL};
     }
@@ -229,14 +229,14 @@ inline PostResult post_rq(uint8_t* base, RecvQueue* r, uint64_t self, const doub
       return {static_cast<uint32_t>(i), POST_ENOMEM};
     }
     RecvWqe* w = wqe_at(base, r, r->head + r->count);
-    w->wrId = to_u64(wrs[p]);
+    w->wrId = to_u64(wrs[p + RECV_WR_ID]);
     w->numSge = n;
-    p += 2;
+    p += RECV_WR_HEADER_WORDS;
     auto* sg = reinterpret_cast<WireSge*>(w + 1);
-    for (uint32_t s = 0; s < n; s++, p += 3) {
-      sg[s].addr = to_u64(wrs[p]);
-      sg[s].length = to_u32(wrs[p + 1]);
-      sg[s].lkey = to_u32(wrs[p + 2]);
+    for (uint32_t s = 0; s < n; s++, p += SGE_WORDS) {
+      sg[s].addr = to_u64(wrs[p + SGE_ADDR]);
+      sg[s].length = to_u32(wrs[p + SGE_LENGTH]);
+      sg[s].lkey = to_u32(wrs[p + SGE_LKEY]);
     }
     __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
   }

@@ -81,6 +81,8 @@ class PeerSegment : public std::enable_shared_from_this<PeerSegment> {
   // bytes, of a memfd sealed against shrinking: touching it never raises SIGBUS), or nullptr.
   uint8_t* mapRegion(uint32_t slot, uint64_t regionId, int remoteFd, uint64_t length);
   bool alive() const { return owner_alive(header()); }
+  // The same answer for a per-WR loop, usually one load (layout.h owner_alive_hot).
+  bool aliveHot() const { return owner_alive_hot(header()); }
 
   int refs = 0;
   int remoteMemfd;

@@ -26,38 +26,38 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
     // A WR that overruns `words`, names more SGEs than the queue holds or an opcode this
     // provider does not know is refused here: nothing is read past the array, and an
     // unknown opcode is never carried out as some other operation.
-    uint32_t numSge = p + 7 <= words ? to_u32(wrs[p + 6]) : UINT32_MAX;
-    double op = p + 7 <= words ? wrs[p + 1] : -1;
+    uint32_t numSge = p + SEND_WR_HEADER_WORDS <= words ? to_u32(wrs[p + SEND_WR_NUM_SGE]) : UINT32_MAX;
+    double op = p + SEND_WR_HEADER_WORDS <= words ? wrs[p + SEND_WR_OPCODE] : -1;
     bool atomicOp = op == OP_ATOMIC_CMP_AND_SWP || op == OP_ATOMIC_FETCH_AND_ADD;
     size_t operandWords = atomicOp ? ATOMIC_OPERAND_WORDS : 0;
-    if (numSge > q.maxSendSge || p + 7 + 3 * static_cast<size_t>(numSge) + operandWords > words ||
+    if (numSge > q.maxSendSge || p + SEND_WR_HEADER_WORDS + SGE_WORDS * static_cast<size_t>(numSge) + operandWords > words ||
         !(op >= 0 && op <= static_cast<double>(OP_LAST)) || op != static_cast<double>(static_cast<uint8_t>(op)) ||
-        (atomicOp && (numSge != 1 || wrs[p + 8] != ATOMIC_BYTES))) {
+        (atomicOp && (numSge != 1 || wrs[p + SEND_WR_HEADER_WORDS + SGE_LENGTH] != ATOMIC_BYTES))) {
       rc = {static_cast<uint32_t>(i), POST_EINVAL};  // an atomic takes exactly one 8-byte SGE
       break;
     }
     uint32_t idx = q.sqTail % q.maxSendWr;
     SendEntry& e = q.sq[idx];
-    e.wrId = to_u64(wrs[p]);
+    e.wrId = to_u64(wrs[p + SEND_WR_ID]);
     e.opcode = static_cast<uint8_t>(op);
-    uint32_t flags = to_u32(wrs[p + 2]);
+    uint32_t flags = to_u32(wrs[p + SEND_WR_FLAGS]);
     e.signaled = (flags & FLAG_SIGNALED) != 0;
     e.isInline = (flags & FLAG_INLINE) != 0 && e.opcode != OP_RDMA_READ && !atomicOp;
     e.solicited = (flags & FLAG_SOLICITED) != 0;
-    e.imm = to_u32(wrs[p + 3]);
-    e.remoteAddr = to_u64(wrs[p + 4]);
-    e.rkey = to_u32(wrs[p + 5]);
+    e.imm = to_u32(wrs[p + SEND_WR_IMM]);
+    e.remoteAddr = to_u64(wrs[p + SEND_WR_REMOTE_ADDR]);
+    e.rkey = to_u32(wrs[p + SEND_WR_RKEY]);
     e.numSge = numSge;
-    p += 7;
+    p += SEND_WR_HEADER_WORDS;
     WireSge* sg = &q.sqSge[static_cast<size_t>(idx) * q.maxSendSge];
     // 64 bits: SGE lengths are up to 2^32 - 1 each, and their sum must not wrap (a
     // wrapped sum once let an inline copy land past the WR's inline slot).
     uint64_t total = 0;
     bool badInline = false;
-    for (uint32_t k = 0; k < e.numSge; k++, p += 3) {
-      sg[k].addr = to_u64(wrs[p]);
-      sg[k].length = to_u32(wrs[p + 1]);
-      sg[k].lkey = to_u32(wrs[p + 2]);
+    for (uint32_t k = 0; k < e.numSge; k++, p += SGE_WORDS) {
+      sg[k].addr = to_u64(wrs[p + SGE_ADDR]);
+      sg[k].length = to_u32(wrs[p + SGE_LENGTH]);
+      sg[k].lkey = to_u32(wrs[p + SGE_LKEY]);
       if (e.isInline) {
         // Inline data is copied now: the application may reuse its buffer at once. The
         // range must be registered memory: an arbitrary address would crash the process
@@ -376,6 +376,9 @@ uint32_t Device::readRun(Qp& q) {
   QpPin held(t);
   uint32_t word = 0;
   if (!acceptsFrom(t, q.peerGen, srcQpn, srcPid, &word) || (t->access.load() & ACC_REMOTE_READ) == 0) return 0;
+  // As deliver() checks for every WR: queues a peer corrupted fail each WR (TRANSPORT), so
+  // they end a run before it starts and the generic path reports them.
+  if (!sane_queues(p, t)) return 0;
   // The key and region of the head WR, pinned for the run (each WR's range is checked
   // against this view; the owner's deregistration waits for the pin, as for one READ).
   const SendEntry& head = q.sq[q.sqHead % q.maxSendWr];
@@ -398,9 +401,11 @@ uint32_t Device::readRun(Qp& q) {
     SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
     if (e.opcode != OP_RDMA_READ || e.rkey != rkey) break;
     // The peer's state and key again (plain loads): a QP moved or a key revoked since ends
-    // the run, and the generic path reports it.
+    // the run, and the generic path reports it. So does a peer that died: its memory stays
+    // mapped here, but execute() checks alive() per WR and retries into RETRY_EXC_ERR.
     if (t->gen.load(std::memory_order_acquire) != q.peerGen || t->state.load(std::memory_order_acquire) != word ||
-        m.key.load(std::memory_order_acquire) != rkey)
+        m.key.load(std::memory_order_acquire) != rkey || t->linkBroken.load(std::memory_order_relaxed) ||
+        self->linkBroken.load(std::memory_order_relaxed) || !p->aliveHot())
       break;
     iovec local[kMaxIov];
     size_t nl = 0;

@@ -1,23 +1,12 @@
-// Numbers from JS and from peers, converted without undefined behaviour: a double outside
-// the target type's range (NaN, negative, >= 2^64, a forged frame field) saturates instead
-// of being an out-of-range cast. The JS side validates; this keeps a bug there from
-// becoming a wild address or a wrapped length here.
+// The soft provider's names for the saturating conversions of JS and peer numbers
+// (native/convert.h has them and says why).
 #pragma once
 
-#include <cstdint>
+#include "../convert.h"
 
 namespace soft {
 
-inline uint64_t to_u64(double v) {
-  if (!(v > 0)) return 0;  // NaN and negatives
-  if (v >= 18446744073709551616.0) return UINT64_MAX;
-  return static_cast<uint64_t>(v);
-}
-
-inline uint32_t to_u32(double v) {
-  if (!(v > 0)) return 0;
-  if (v >= 4294967295.0) return UINT32_MAX;
-  return static_cast<uint32_t>(v);
-}
+using rdmajs::to_u32;
+using rdmajs::to_u64;
 
 }  // namespace soft

@@ -39,9 +39,10 @@ function packSges(out: Float64Array, p: number, sgList: readonly Sge[], maxSge: 
     if (!isIntIn(addr, 0, MAX_ADDR)) throw intError('sge.addr', addr, 0, MAX_ADDR);
     if (!isIntIn(length, 0, MAX_U32)) throw intError('sge.length', length, 0, MAX_U32);
     if (!isIntIn(lkey, 0, MAX_U32)) throw intError('sge.lkey', lkey, 0, MAX_U32);
-    out[p++] = addr;
-    out[p++] = length;
-    out[p++] = lkey;
+    out[p + ABI.SGE_ADDR] = addr;
+    out[p + ABI.SGE_LENGTH] = length;
+    out[p + ABI.SGE_LKEY] = lkey;
+    p += ABI.SGE_WORDS;
     total += length;
   }
   lastTotal = total;
@@ -103,19 +104,19 @@ export function packSendWr(
   const isAtomic = opcode === ABI.OP_ATOMIC_CMP_AND_SWP || opcode === ABI.OP_ATOMIC_FETCH_AND_ADD;
   if (isInline && (opcode === ABI.OP_RDMA_READ || isAtomic))
     throw invalid(`${wr.opcode} cannot be inline`);
-  out[p] = wrId;
-  out[p + 1] = opcode;
-  out[p + 2] =
+  out[p + ABI.SEND_WR_ID] = wrId;
+  out[p + ABI.SEND_WR_OPCODE] = opcode;
+  out[p + ABI.SEND_WR_FLAGS] =
     (wr.signaled === false ? 0 : ABI.FLAG_SIGNALED) |
     (isInline ? ABI.FLAG_INLINE : 0) |
     (wr.solicited === true ? ABI.FLAG_SOLICITED : 0);
-  out[p + 3] = imm;
-  out[p + 4] = remoteAddr;
-  out[p + 5] = rkey;
+  out[p + ABI.SEND_WR_IMM] = imm;
+  out[p + ABI.SEND_WR_REMOTE_ADDR] = remoteAddr;
+  out[p + ABI.SEND_WR_RKEY] = rkey;
   if (!Array.isArray(wr.sgList))
     throw invalid(`sgList must be an array of { addr, length, lkey }, got ${describe(wr.sgList)}`);
-  out[p + 6] = wr.sgList.length;
-  const next = packSges(out, p + 7, wr.sgList, maxSge);
+  out[p + ABI.SEND_WR_NUM_SGE] = wr.sgList.length;
+  const next = packSges(out, p + ABI.SEND_WR_HEADER_WORDS, wr.sgList, maxSge);
   const total = lastTotal;
   if (isAtomic) {
     if (wr.sgList.length !== 1 || total !== ABI.ATOMIC_BYTES)
@@ -139,11 +140,11 @@ export function packSendWr(
 export function packRecvWr(out: Float64Array, p: number, wr: RecvWr, maxSge: number): number {
   if (wr === null || typeof wr !== 'object')
     throw invalid('a receive work request must be an object');
-  out[p] = checkWrId(wr.wrId);
+  out[p + ABI.RECV_WR_ID] = checkWrId(wr.wrId);
   if (!Array.isArray(wr.sgList))
     throw invalid(`sgList must be an array of { addr, length, lkey }, got ${describe(wr.sgList)}`);
-  out[p + 1] = wr.sgList.length;
-  return packSges(out, p + 2, wr.sgList, maxSge);
+  out[p + ABI.RECV_WR_NUM_SGE] = wr.sgList.length;
+  return packSges(out, p + ABI.RECV_WR_HEADER_WORDS, wr.sgList, maxSge);
 }
 
 /** One WR or a batch as a list, without allocating: a single WR goes into `slot`. */

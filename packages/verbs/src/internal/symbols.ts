@@ -18,6 +18,9 @@ export const kNotify: unique symbol = Symbol('rdmajs.notify');
 /** The QP's provider driver (fault injection in `@rdmajs/verbs/testing`). */
 export const kDriver: unique symbol = Symbol('rdmajs.driver');
 
+/** A SendWrList's packed records (read by QueuePair.postSendList, written only by the list). */
+export const kWords: unique symbol = Symbol('rdmajs.words');
+
 /** Refuses construction other than through the package's factories. */
 export function checkCreate(key: unknown, factory: string): void {
   if (key !== kCreate) {
