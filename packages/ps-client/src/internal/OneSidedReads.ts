@@ -112,6 +112,8 @@ interface Reader {
   until: number;
   /** conn.read's options (read synchronously by mux): reused, not made per READ list. */
   opts: { timeoutMs: number };
+  /** addBatch's destinations: [scratch, the pull's rows block] (the second set per list). */
+  dests: Block[];
 }
 
 /**
@@ -216,16 +218,10 @@ class TableReads {
   #post(r: Reader, l: ViewReadList): Promise<void> {
     r.opts.timeoutMs = budgetLeft(r.until);
     const list = r.list;
-    const out = r.out as Block;
     list.clear();
-    for (let i = 0; i < l.count; i++) {
-      list.add(
-        l.remote[i] as number,
-        l.length[i] as number,
-        l.into[i] === 0 ? r.scratch : out,
-        l.local[i] as number,
-      );
-    }
+    // `into` 0: the reader's scratch, 1: the rows block — each checked once, not per entry.
+    r.dests[1] = r.out as Block;
+    list.addBatch(l.count, l.remote, l.length, l.local, l.into, r.dests);
     this.#owner.stats.reads += l.count;
     return (r.conn as Connection).read(r.desc as ReadDescriptor, list, r.opts);
   }
@@ -295,6 +291,7 @@ class TableReads {
         out: undefined,
         until: 0,
         opts: { timeoutMs: 0 },
+        dests: [scratch, scratch],
       };
       return r;
     } catch (err) {
@@ -307,6 +304,7 @@ class TableReads {
     r.conn = undefined;
     r.desc = undefined;
     r.out = undefined;
+    r.dests[1] = r.scratch; // not the released rows block
     if (r.epoch === this.#epoch && !this.#closed) this.#idle.push(r);
     else this.#drop(r);
   }
