@@ -7,6 +7,19 @@ export const MAX_READ_ITEM_BYTES = 0x7fffffff;
 /** Most entries a ReadList holds. */
 export const MAX_READ_LIST = 1 << 16;
 
+/** An entry's numbers are usable: offsets safe integers ≥ 0, length in 1..MAX_READ_ITEM_BYTES. */
+function validEntry(remoteOffset: number, length: number, intoOffset: number): boolean {
+  return (
+    Number.isSafeInteger(remoteOffset) &&
+    remoteOffset >= 0 &&
+    Number.isSafeInteger(length) &&
+    length >= 1 &&
+    length <= MAX_READ_ITEM_BYTES &&
+    Number.isSafeInteger(intoOffset) &&
+    intoOffset >= 0
+  );
+}
+
 /** add()'s error for a bad number (the length or an offset), built only when it throws. */
 function numberError(remoteOffset: number, length: number): MuxError {
   if (!Number.isSafeInteger(remoteOffset) || remoteOffset < 0)
@@ -97,18 +110,7 @@ export class ReadList {
   add(remoteOffset: number, length: number, into: Block | BlockSlice, intoOffset = 0): this {
     const i = this.#count;
     if (this.busy || i === this.capacity) throw this.#stateError();
-    if (
-      !(
-        Number.isSafeInteger(remoteOffset) &&
-        remoteOffset >= 0 &&
-        Number.isSafeInteger(length) &&
-        length >= 1 &&
-        length <= MAX_READ_ITEM_BYTES &&
-        Number.isSafeInteger(intoOffset) &&
-        intoOffset >= 0
-      )
-    )
-      throw numberError(remoteOffset, length);
+    if (!validEntry(remoteOffset, length, intoOffset)) throw numberError(remoteOffset, length);
     // The block of the last add() (a fetch adds many entries into one block) is still checked live.
     let at = intoOffset;
     if (into !== this.#lastBlock) at += this.#resolve(into);
@@ -173,18 +175,7 @@ export class ReadList {
       const length = lengths[j] as number;
       const intoOffset = intoOffsets[j] as number;
       const k = which[j] as number;
-      if (
-        !(
-          Number.isSafeInteger(remoteOffset) &&
-          remoteOffset >= 0 &&
-          Number.isSafeInteger(length) &&
-          length >= 1 &&
-          length <= MAX_READ_ITEM_BYTES &&
-          Number.isSafeInteger(intoOffset) &&
-          intoOffset >= 0
-        )
-      )
-        throw numberError(remoteOffset, length);
+      if (!validEntry(remoteOffset, length, intoOffset)) throw numberError(remoteOffset, length);
       if (!(k >= 0 && k < nd && k === (k | 0)))
         throw new MuxError('ERR_MUX_INVALID_ARG', `addBatch: entry ${j} names destination ${k}`);
       const limit = d.length[k] as number;

@@ -35,7 +35,10 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  * and loses once pulls pile up — then two-sided lets the shards share the load.
  * `BENCH_EVAL_ONLY=fetch` (2 runs each, before slot hints, RDMA ÷ TCP mean at 50 % of TCP's
  * capacity / at gRPC's lower rate): 32 readers 5.1–3.3× / 0.31–0.37×; 2 readers 0.47–1.22× /
- * 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×.
+ * 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×. With slot hints and ReadList.addBatch
+ * (`BENCH_ONE_SIDED_READERS`, 2 runs each, interleaved, load average 5–9 from other jobs):
+ * 2 readers 1.10–1.51× / 0.44–0.48×, 4: 2.47–9.63× / 0.37–0.74×, 32: 0.68–7.20× / 0.10–0.56×
+ * (CPU per fetch at gRPC's rate ≈ 0.5× for all three): no count clearly better, 2 kept.
  */
 export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
