@@ -142,6 +142,86 @@ describe('one-sided reads over RDMA', () => {
     expect(conn.state).toBe('open');
   });
 
+  it('add_batch_lands_as_the_same_adds_and_refuses_what_add_refuses', async () => {
+    const { conn, descriptor, client } = await setup(4096);
+    const scratch = conn.allocator.alloc(256);
+    const rows = conn.allocator.alloc(1024).slice(64, 512); // 512 bytes at 64
+    // Entries alternating between two destinations, as a fetch's meta, row, meta.
+    const remote = Float64Array.of(0, 100, 16, 32, 900, 48, 4088);
+    const length = Uint32Array.of(16, 256, 16, 16, 128, 16, 8);
+    const local = Float64Array.of(0, 0, 16, 32, 256, 48, 64);
+    const which = Uint8Array.of(0, 1, 0, 0, 1, 0, 0);
+    const list = new ReadList(16).add(2000, 8, scratch, 200);
+    list.addBatch(7, remote, length, local, which, [scratch, rows]);
+    expect(list.length).toBe(8);
+    await conn.read(descriptor, list);
+    expect(scratch.bytes.subarray(200, 208)).toEqual(expected(2000, 8));
+    for (let j = 0; j < 7; j++) {
+      const dst = which[j] === 0 ? scratch.bytes : rows.bytes;
+      const at = local[j] as number;
+      expect(dst.subarray(at, at + (length[j] as number))).toEqual(
+        expected(remote[j] as number, length[j] as number),
+      );
+    }
+    const one = (r: number, n: number, l: number, k: number, into: unknown[] = [scratch, rows]) =>
+      code(() =>
+        new ReadList(4).addBatch(
+          1,
+          [r],
+          [n],
+          [l],
+          [k],
+          into as Parameters<ReadList['addBatch']>[5],
+        ),
+      );
+    // Past a destination (the slice's own end, not its block's), bad numbers, a bad index.
+    expect(one(0, 16, 250, 0)).toBe('ERR_MUX_READ_RANGE');
+    expect(one(0, 64, 480, 1)).toBe('ERR_MUX_READ_RANGE');
+    expect(one(-1, 8, 0, 0)).toBe('ERR_MUX_INVALID_ARG');
+    expect(one(0, 0, 0, 0)).toBe('ERR_MUX_INVALID_ARG');
+    expect(one(0, 8, 0.5, 0)).toBe('ERR_MUX_INVALID_ARG');
+    expect(one(0, 8, 0, 2)).toBe('ERR_MUX_INVALID_ARG');
+    expect(one(0, 8, 0, 0, [{}])).toBe('ERR_MUX_INVALID_ARG');
+    expect(code(() => new ReadList(4).addBatch(2, [0], [8], [0], [0], [scratch]))).toBe(
+      'ERR_MUX_INVALID_ARG',
+    );
+    expect(code(() => new ReadList(1).addBatch(2, [0, 0], [8, 8], [0, 8], [0, 0], [scratch]))).toBe(
+      'ERR_MUX_INVALID_ARG',
+    );
+    // A released destination is refused at once; one released after the batch, at read();
+    // the remote range is still checked at read(), entry by entry.
+    const gone = client.allocator.alloc(64);
+    gone.release();
+    expect(one(0, 8, 0, 0, [gone])).toBe('ERR_MUX_READ_RANGE');
+    const later = client.allocator.alloc(64);
+    const stale = new ReadList(4).addBatch(
+      3,
+      [0, 8, 16],
+      [8, 8, 8],
+      [0, 0, 8],
+      [0, 1, 0],
+      [scratch, later],
+    );
+    later.release();
+    expect(code(() => conn.read(descriptor, stale))).toBe('ERR_MUX_READ_RANGE');
+    const far = new ReadList(4).addBatch(2, [0, 4090], [8, 8], [0, 8], [0, 0], [scratch]);
+    expect(code(() => conn.read(descriptor, far))).toBe('ERR_MUX_READ_RANGE');
+    // A foreign block behind a checked one, in turn with it: still refused at read().
+    const stranger = new RdmaTransport();
+    cleanups.push(() => stranger.close());
+    const foreign = stranger.allocator.alloc(64);
+    const mixed = new ReadList(4).addBatch(
+      3,
+      [0, 8, 16],
+      [8, 8, 8],
+      [0, 0, 8],
+      [0, 1, 0],
+      [scratch, foreign],
+    );
+    expect(code(() => conn.read(descriptor, mixed))).toBe('ERR_MUX_READ_RANGE');
+    expect(conn.stats().reads).toBe(1); // only the good list was posted
+  });
+
   it('a_descriptor_of_another_incarnation_or_another_peer_is_refused_as_stale', async () => {
     const { conn, descriptor } = await setup(4096);
     const dst = conn.allocator.alloc(8);

@@ -112,12 +112,22 @@ export class PulledRows implements Disposable {
         `out needs ${this.count} × ${dim} floats from ${offset}`,
       );
     }
-    for (let i = 0; i < this.count; i++) {
-      const off = this.#offOf[i] as number;
-      out.set(
-        (this.#segments[this.#segOf[i] as number] as Float32Array).subarray(off, off + dim),
-        offset + i * dim,
-      );
+    // Rows next to each other in a segment and in the request (≈ a third of a 3-shard pull's)
+    // go in one set(): one subarray object per run, not per row.
+    const segOf = this.#segOf;
+    const offOf = this.#offOf;
+    const n = this.count;
+    for (let i = 0; i < n; ) {
+      const g = segOf[i] as number;
+      const start = offOf[i] as number;
+      let end = start + dim;
+      let j = i + 1;
+      while (j < n && segOf[j] === g && offOf[j] === end) {
+        j++;
+        end += dim;
+      }
+      out.set((this.#segments[g] as Float32Array).subarray(start, end), offset + i * dim);
+      i = j;
     }
   }
 

@@ -123,6 +123,8 @@ export class StoreViewReader {
   readonly #metaAt: number;
   readonly #rowsAt: number;
   readonly #cache: StoreViewSlotCache | undefined;
+  /** f32 rows (READ straight into out); else f16, READ into scratch and widened. */
+  readonly #f32: boolean;
   /** The cache's generation when this batch took its hints. */
   #hintGen = 0;
   #hinted = 0;
@@ -142,6 +144,7 @@ export class StoreViewReader {
     this.#cache = options.slotCache;
     this.#w = w;
     this.#max = max;
+    this.#f32 = layout.rowDtype === 'f32';
     this.#metaAt = 2 * EPOCH_BYTES + max * w * B;
     this.#rowsAt = this.#metaAt + max * 2 * M;
     const bytes = StoreViewReader.scratchBytes(layout, max, w);
@@ -302,9 +305,11 @@ export class StoreViewReader {
     const l = this.layout;
     const meta = l.metaOffset + slot * M;
     const mAt = this.#metaAt + i * 2 * M;
+    const rowBytes = l.rowBytes;
+    const row = storeViewRowOffset(l, slot);
     this.#op(meta, M, mAt, 0);
-    if (l.rowDtype === 'f32') this.#op(storeViewRowOffset(l, slot), l.rowBytes, i * l.rowBytes, 1);
-    else this.#op(storeViewRowOffset(l, slot), l.rowBytes, this.#rowsAt + i * l.rowBytes, 0);
+    if (this.#f32) this.#op(row, rowBytes, i * rowBytes, 1);
+    else this.#op(row, rowBytes, this.#rowsAt + i * rowBytes, 0);
     this.#op(meta, M, mAt + M, 0);
   }
 

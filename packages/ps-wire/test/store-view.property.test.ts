@@ -202,6 +202,28 @@ describe('store view reader against a hostile shard', () => {
     expect(rounds).toBeGreaterThanOrEqual(3);
   });
 
+  it('a forged bucket naming a slot past the table is never READ (the key retries, then falls back)', async () => {
+    for (const slot of [4, 5, 2 ** 20, 2 ** 31 - 1]) {
+      const { layout, bytes: region, i32, bucket, home } = handRegion(5);
+      // The key's home bucket names a slot the table does not have (slotCount 4).
+      i32.set([9, 0, slot], bucket(home(9)));
+      const reader = new StoreViewReader(layout, {
+        maxKeys: 1,
+        init: initRowFn(resolveInit({ kind: 'uniform', seed: 1 })),
+        windowBuckets: 1,
+      });
+      const reads = { n: 0 };
+      const out = new Float32Array(2);
+      // strictRead throws on any range outside the region: none may be planned.
+      expect(
+        await readStoreView(reader, Uint32Array.of(9, 0), 1, out, strictRead(region, reads), 3),
+      ).toBe(1);
+      expect(reader.status[0]).toBe(ViewKeyStatus.FALLBACK);
+      // Each attempt: the two epoch words and the one-bucket window, never a meta or row.
+      expect(reads.n).toBe(3 * 3);
+    }
+  });
+
   it('refuses batches beyond its size and a too-small scratch with typed errors', () => {
     const layout = storeViewLayout({
       dim: 4,

@@ -43,8 +43,10 @@ export function prepareRead(
   const offsets = list.remoteOffsets;
   const lengths = list.lengths;
   const wrs = list.wrs;
-  // A list's entries mostly land in one block: it is checked once per run of them.
+  // A list's entries mostly land in one or two blocks (a fetch's scratch and rows, in turn):
+  // the last two checked are not checked again.
   let checked: Block | undefined;
+  let checked2: Block | undefined;
   for (let i = 0; i < n; i++) {
     const bytes = lengths[i] as number;
     const off = offsets[i] as number;
@@ -55,13 +57,14 @@ export function prepareRead(
       );
     }
     const block = list.blocks[i] as Block;
-    if (block !== checked) {
+    if (block !== checked && block !== checked2) {
       if (block.released || !ours(block)) {
         throw new MuxError(
           'ERR_MUX_READ_RANGE',
           `read: entry ${i}'s destination is released or not this connection's registered memory`,
         );
       }
+      checked2 = checked;
       checked = block;
     }
     wrs.setRemote(i, addr + off, rkey);

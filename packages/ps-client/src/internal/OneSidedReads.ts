@@ -35,7 +35,10 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  * and loses once pulls pile up — then two-sided lets the shards share the load.
  * `BENCH_EVAL_ONLY=fetch` (2 runs each, before slot hints, RDMA ÷ TCP mean at 50 % of TCP's
  * capacity / at gRPC's lower rate): 32 readers 5.1–3.3× / 0.31–0.37×; 2 readers 0.47–1.22× /
- * 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×.
+ * 0.45–0.64×; none (two-sided) 0.83–1.16× / 0.99–1.06×. With slot hints and ReadList.addBatch
+ * (`BENCH_ONE_SIDED_READERS`, 2 runs each, interleaved, load average 5–9 from other jobs):
+ * 2 readers 1.10–1.51× / 0.44–0.48×, 4: 2.47–9.63× / 0.37–0.74×, 32: 0.68–7.20× / 0.10–0.56×
+ * (CPU per fetch at gRPC's rate ≈ 0.5× for all three): no count clearly better, 2 kept.
  */
 export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
@@ -112,6 +115,8 @@ interface Reader {
   until: number;
   /** conn.read's options (read synchronously by mux): reused, not made per READ list. */
   opts: { timeoutMs: number };
+  /** addBatch's destinations: [scratch, the pull's rows block] (the second set per list). */
+  dests: Block[];
 }
 
 /**
@@ -216,16 +221,10 @@ class TableReads {
   #post(r: Reader, l: ViewReadList): Promise<void> {
     r.opts.timeoutMs = budgetLeft(r.until);
     const list = r.list;
-    const out = r.out as Block;
     list.clear();
-    for (let i = 0; i < l.count; i++) {
-      list.add(
-        l.remote[i] as number,
-        l.length[i] as number,
-        l.into[i] === 0 ? r.scratch : out,
-        l.local[i] as number,
-      );
-    }
+    // `into` 0: the reader's scratch, 1: the rows block — each checked once, not per entry.
+    r.dests[1] = r.out as Block;
+    list.addBatch(l.count, l.remote, l.length, l.local, l.into, r.dests);
     this.#owner.stats.reads += l.count;
     return (r.conn as Connection).read(r.desc as ReadDescriptor, list, r.opts);
   }
@@ -295,6 +294,7 @@ class TableReads {
         out: undefined,
         until: 0,
         opts: { timeoutMs: 0 },
+        dests: [scratch, scratch],
       };
       return r;
     } catch (err) {
@@ -307,6 +307,7 @@ class TableReads {
     r.conn = undefined;
     r.desc = undefined;
     r.out = undefined;
+    r.dests[1] = r.scratch; // not the released rows block
     if (r.epoch === this.#epoch && !this.#closed) this.#idle.push(r);
     else this.#drop(r);
   }

@@ -71,10 +71,30 @@ export interface RdmaTargetOptions {
   clients?: number;
   /** One-sided fetches of readable tables (default on); off: two-sided pulls (an ablation). */
   oneSided?: boolean;
+  /**
+   * One-sided reads in flight per (shard, table) (PsClient `oneSidedReaders`); default
+   * `BENCH_ONE_SIDED_READERS` if set, else PsClient's default.
+   */
+  oneSidedReaders?: number;
   /** Session recovery (default on). Off: no reconnect inside a session, no relink retries, no resend. */
   recovery?: boolean;
   /** What differs from the full system, for the rows' op. */
   variant?: string;
+}
+
+/**
+ * `BENCH_ONE_SIDED_READERS=<n>`: PsClient `oneSidedReaders` of every RDMA target (client
+ * processes inherit it), or undefined (PsClient's default). Not a positive integer: throws
+ * (PsClient.connect refuses one above its bound).
+ */
+export function oneSidedReadersFromEnv(
+  value = process.env.BENCH_ONE_SIDED_READERS,
+): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`BENCH_ONE_SIDED_READERS must be a positive integer, not ${value}`);
+  return n;
 }
 
 /** A reconnect policy that never retries: recovery off. */
@@ -123,6 +143,7 @@ export class RdmajsPsTarget implements PsTarget {
             ...o.tuning,
           })
         : undefined;
+    const readers = o.oneSidedReaders ?? oneSidedReadersFromEnv();
     const clients: PsClient[] = [];
     try {
       const n = o.clients ?? 1;
@@ -138,6 +159,7 @@ export class RdmajsPsTarget implements PsTarget {
                 secret: EVAL_SECRET,
                 maxInFlightPushes: 64,
                 ...(o.oneSided === false ? { oneSidedReads: false } : {}),
+                ...(readers === undefined ? {} : { oneSidedReaders: readers }),
                 ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
               }),
             ),

@@ -1,0 +1,17 @@
+// BENCH_ONE_SIDED_READERS: the evaluation's RDMA clients' one-sided readers per (shard, table).
+import { describe, expect, it } from 'vitest';
+import { oneSidedReadersFromEnv } from '../src/scenarios/evaluation/PsTarget.js';
+
+describe('BENCH_ONE_SIDED_READERS', () => {
+  it('unset_or_empty_leaves_ps_clients_default_and_a_count_is_taken_as_it_is', () => {
+    expect(oneSidedReadersFromEnv(undefined)).toBeUndefined();
+    expect(oneSidedReadersFromEnv('')).toBeUndefined();
+    expect(oneSidedReadersFromEnv('1')).toBe(1);
+    expect(oneSidedReadersFromEnv('32')).toBe(32);
+  });
+
+  it('anything_but_a_positive_integer_is_refused_with_the_variable_named', () => {
+    for (const bad of ['0', '-2', '2.5', 'four', 'NaN'])
+      expect(() => oneSidedReadersFromEnv(bad)).toThrow(/BENCH_ONE_SIDED_READERS/);
+  });
+});
