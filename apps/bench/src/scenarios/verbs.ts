@@ -140,61 +140,53 @@ export async function verbsPingPong(
     const bytes = me.mr.bytes;
     const { cq, qp, wcs } = me;
     const heap = new HeapMeter();
-    let cpu0 = cpuNowUs();
-    if (listener) {
-      const cpu = await listenerRounds(me, wr, recv, total, warmup, rec, () => heap.start());
-      await new Promise((r) => setImmediate(r));
-      const alloc = heap.stop(iterations);
-      const { cpuUs: peerCpu } = await done;
-      return {
-        transport: provider,
-        op: opName(mode, variant),
-        sizeBytes: size,
-        ...rec.summary(),
-        cpuUsPerOp: (cpu + peerCpu) / iterations,
-        ...alloc,
-      };
-    }
-    for (let k = 0; k < total; k++) {
-      if (k === warmup) {
-        cpu0 = cpuNowUs();
-        heap.start();
-      }
-      const t0 = performance.now();
-      const seq = (k % 255) + 1;
-      if (mode === 'write') bytes[2 * size - 1] = seq;
-      wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
-      qp.postSend(wr);
-      if (wait !== undefined) {
-        // As a new user would: poll, else sleep in waitForCompletion (bounded by its deadline).
-        for (;;) {
-          const n = cq.poll(wcs);
+    // Busy-polling or awaiting waitForCompletion, per round trip; resolves with this side's CPU.
+    async function loopRounds(): Promise<number> {
+      let cpu0 = cpuNowUs();
+      for (let k = 0; k < total; k++) {
+        if (k === warmup) {
+          cpu0 = cpuNowUs();
+          heap.start();
+        }
+        const t0 = performance.now();
+        const seq = (k % 255) + 1;
+        if (mode === 'write') bytes[2 * size - 1] = seq;
+        wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+        qp.postSend(wr);
+        if (wait !== undefined) {
+          // As a new user would: poll, else sleep in waitForCompletion (bounded by its deadline).
+          for (;;) {
+            const n = cq.poll(wcs);
+            let got = false;
+            for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
+            if (got) break;
+            await cq.waitForCompletion(wait);
+          }
+        } else if (mode === 'send') {
           let got = false;
-          for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
-          if (got) break;
-          await cq.waitForCompletion(wait);
+          while (!got) {
+            const n = cq.poll(wcs);
+            for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
+            deadline.check();
+          }
+        } else {
+          // Polling moves soft's large WRITEs on (64 KiB pieces per turn): a spin on memory
+          // alone would wait for its own WRITE forever (see the verbs README).
+          while (bytes[size - 1] !== seq) {
+            cq.pending();
+            deadline.check();
+          }
+          cq.poll(wcs);
         }
-      } else if (mode === 'send') {
-        let got = false;
-        while (!got) {
-          const n = cq.poll(wcs);
-          for (let i = 0; i < n; i++) if (wcs[i]?.opcode === 'RECV') got = true;
-          deadline.check();
-        }
-      } else {
-        // Polling moves soft's large WRITEs on (64 KiB pieces per turn): a spin on memory
-        // alone would wait for its own WRITE forever (see the verbs README).
-        while (bytes[size - 1] !== seq) {
-          cq.pending();
-          deadline.check();
-        }
-        cq.poll(wcs);
+        if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+        // Re-post the consumed receive outside the timed round trip (64 are posted).
+        if (mode === 'send') qp.postRecv(recv);
       }
-      if (k >= warmup) rec.record((performance.now() - t0) * 1000);
-      // Re-post the consumed receive outside the timed round trip (64 are posted).
-      if (mode === 'send') qp.postRecv(recv);
+      return cpuNowUs() - cpu0;
     }
-    const cpu = cpuNowUs() - cpu0;
+    const cpu = listener
+      ? await listenerRounds(me, wr, recv, total, warmup, rec, () => heap.start())
+      : await loopRounds();
     // Observer entries arrive asynchronously: let them in before reading the count.
     await new Promise((r) => setImmediate(r));
     const alloc = heap.stop(iterations);
