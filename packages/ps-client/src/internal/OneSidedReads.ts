@@ -21,6 +21,7 @@ import {
   type ViewReadList,
 } from '@rdmajs/ps-wire';
 import type { ShardLink } from '../ShardLink.js';
+import type { LoadGate } from './LoadGate.js';
 
 type Allocator = RdmaTransport['allocator'];
 type Block = ReturnType<Allocator['alloc']>;
@@ -60,6 +61,8 @@ export interface OneSidedConfig {
   readers: number;
   /** 0: no hints (every key through the index). */
   slotHints: number;
+  /** One per client: shut while its event loop is busy (option `oneSidedMaxLoad`). */
+  gate: LoadGate;
 }
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
@@ -80,6 +83,8 @@ export interface OneSidedStats {
   reads: number;
   /** Keys whose row was read through a slot hint (no index window). */
   hinted: number;
+  /** Segments pulled two-sided because the client's event loop was busy (also in fallbacks). */
+  gated: number;
 }
 
 /** A segment's rows, READ into a registered block (released with the pulled rows). */
@@ -167,6 +172,10 @@ class TableReads {
     if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
     const desc = this.descriptor;
     if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
+    if (!o.config.gate.open()) {
+      o.stats.gated++; // a busy client: let the shard do the work
+      return null;
+    }
     let out: Block | undefined;
     let r: Reader | undefined;
     try {
