@@ -206,7 +206,7 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     } finally {
       await c.close();
     }
-    // The default (0.5) is accepted, and an open gate counts nothing.
+    // The default (0.25) is accepted, and an open gate counts nothing.
     const d = await connect('rdma', undefined, { oneSidedMaxLoad: undefined });
     await d.close();
     expect(rdma.stats().oneSided.gated).toBe(0);

@@ -6,8 +6,15 @@ export interface LoopTimes {
   readonly active: number;
 }
 
-/** Default of PsClient option `oneSidedMaxLoad` (measured: see DEFAULT_ONE_SIDED_READERS). */
-export const DEFAULT_ONE_SIDED_MAX_LOAD = 0.5;
+/**
+ * Default of PsClient option `oneSidedMaxLoad`. `BENCH_EVAL_ONLY=fetch` evaluation, RDMA ÷ TCP
+ * mean at 50 % of TCP's capacity / at gRPC's rate, 2 readers, interleaved, load average 6 → 2
+ * from other jobs: no gate (6 runs) 0.78–2.38× / 0.37–0.68×, CPU 1.06–1.23× / 0.52–0.65×;
+ * 0.25 (4 runs) 0.73–1.04× / 0.46–0.63×, CPU 1.02–1.15× / 0.56–0.63×; 0.5 (2) 2.21–2.22× /
+ * 0.42–0.57×; 0.25 with 32 readers (4) 0.62–2.19× / 0.41–0.57×; 0.1 with 32 (2) 2.00–2.09× /
+ * 0.66–0.71×. 0.25 bounds the busy case at little cost at the low rate.
+ */
+export const DEFAULT_ONE_SIDED_MAX_LOAD = 0.25;
 /**
  * How long a load sample lasts, ms: short enough to follow a burst of pulls, long enough
  * that a sample spans many loop turns (and costs one ELU read per window, not per pull).

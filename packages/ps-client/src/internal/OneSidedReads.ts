@@ -40,6 +40,8 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  * (`BENCH_ONE_SIDED_READERS`, 2 runs each, interleaved, load average 5–9 from other jobs):
  * 2 readers 1.10–1.51× / 0.44–0.48×, 4: 2.47–9.63× / 0.37–0.74×, 32: 0.68–7.20× / 0.10–0.56×
  * (CPU per fetch at gRPC's rate ≈ 0.5× for all three): no count clearly better, 2 kept.
+ * With the load gate (option `oneSidedMaxLoad` 0.25, LoadGate.ts), 4 runs each: 2 readers
+ * 0.73–1.04× / 0.46–0.63×, 32: 0.62–2.19× / 0.41–0.57× — 32 still not clearly better, 2 kept.
  */
 export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
