@@ -1,6 +1,9 @@
 // BENCH_ONE_SIDED_READERS: the evaluation's RDMA clients' one-sided readers per (shard, table).
 import { describe, expect, it } from 'vitest';
-import { oneSidedReadersFromEnv } from '../src/scenarios/evaluation/PsTarget.js';
+import {
+  oneSidedMaxLoadFromEnv,
+  oneSidedReadersFromEnv,
+} from '../src/scenarios/evaluation/PsTarget.js';
 
 describe('BENCH_ONE_SIDED_READERS', () => {
   it('unset_or_empty_leaves_ps_clients_default_and_a_count_is_taken_as_it_is', () => {
@@ -13,5 +16,20 @@ describe('BENCH_ONE_SIDED_READERS', () => {
   it('anything_but_a_positive_integer_is_refused_with_the_variable_named', () => {
     for (const bad of ['0', '-2', '2.5', 'four', 'NaN'])
       expect(() => oneSidedReadersFromEnv(bad)).toThrow(/BENCH_ONE_SIDED_READERS/);
+  });
+});
+
+describe('BENCH_ONE_SIDED_MAX_LOAD', () => {
+  it('unset_or_empty_leaves_ps_clients_default_and_a_load_in_0_1_is_taken_as_it_is', () => {
+    expect(oneSidedMaxLoadFromEnv(undefined)).toBeUndefined();
+    expect(oneSidedMaxLoadFromEnv('')).toBeUndefined();
+    expect(oneSidedMaxLoadFromEnv('0')).toBe(0);
+    expect(oneSidedMaxLoadFromEnv('0.5')).toBe(0.5);
+    expect(oneSidedMaxLoadFromEnv('1')).toBe(1);
+  });
+
+  it('anything_but_a_number_in_0_1_is_refused_with_the_variable_named', () => {
+    for (const bad of ['-0.1', '1.5', 'half', 'NaN'])
+      expect(() => oneSidedMaxLoadFromEnv(bad)).toThrow(/BENCH_ONE_SIDED_MAX_LOAD/);
   });
 });

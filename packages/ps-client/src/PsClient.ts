@@ -33,6 +33,7 @@ import { ClientTransports, type TransportChoice, type TransportPorts } from './C
 import { EtcdShardMap, type EtcdShardMapOptions } from './EtcdShardMap.js';
 import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
+import { DEFAULT_ONE_SIDED_MAX_LOAD, LoadGate } from './internal/LoadGate.js';
 import {
   DEFAULT_ONE_SIDED_READERS,
   DEFAULT_ONE_SIDED_SLOT_HINTS,
@@ -137,6 +138,13 @@ export interface PsClientOptions {
    * checked like every one-sided row (ps-wire README, "Slot hints"). Default 16384.
    */
   oneSidedSlotHints?: number;
+  /**
+   * Event loop utilization of this client, a number in [0, 1], at or above which pulls go
+   * two-sided even with a reader free (sampled over the last 50 ms): a one-sided fetch spends
+   * the client's CPU, so it pays only while the client has CPU to spare. 1: no gate; 0: never
+   * one-sided. Default 0.25 (measured: README, "One-sided fetches").
+   */
+  oneSidedMaxLoad?: number;
 }
 
 export interface CallDeadline {
@@ -267,6 +275,18 @@ function checkIntIn(name: string, v: unknown, dflt: number, min: number, max: nu
   return v;
 }
 
+/** v (dflt when undefined) if a number in [min, max], else ERR_PS_CLIENT_INVALID_ARG. */
+function checkNumberIn(name: string, v: unknown, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !(v >= min && v <= max)) {
+    throw new PsClientError(
+      'ERR_PS_CLIENT_INVALID_ARG',
+      `${name} must be a number in [${min}, ${max}]`,
+    );
+  }
+  return v;
+}
+
 /** Keys as a BigUint64Array: that type as it is, or an array of bigints in [0, 2^64). */
 function keysOf(keys: unknown): BigUint64Array {
   if (keys instanceof BigUint64Array) return keys;
@@ -345,6 +365,7 @@ export class PsClient {
   #oneSidedConfig: OneSidedConfig = {
     readers: DEFAULT_ONE_SIDED_READERS,
     slotHints: DEFAULT_ONE_SIDED_SLOT_HINTS,
+    gate: new LoadGate(1),
   };
   readonly #oneSidedStats: OneSidedStats = {
     keys: 0,
@@ -354,6 +375,7 @@ export class PsClient {
     errors: 0,
     reads: 0,
     hinted: 0,
+    gated: 0,
   };
 
   private constructor(
@@ -479,6 +501,9 @@ export class PsClient {
         DEFAULT_ONE_SIDED_SLOT_HINTS,
         0,
         MAX_ONE_SIDED_SLOT_HINTS,
+      ),
+      gate: new LoadGate(
+        checkNumberIn('oneSidedMaxLoad', options.oneSidedMaxLoad, DEFAULT_ONE_SIDED_MAX_LOAD, 0, 1),
       ),
     };
     const deadlineMs = checkPositiveInt(

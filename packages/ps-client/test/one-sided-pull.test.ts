@@ -54,7 +54,7 @@ async function startShard(i: number, p?: { rdma: number; tcp: number }): Promise
 const connect = (
   transport: 'rdma' | 'tcp',
   oneSidedReads?: boolean,
-  more?: { oneSidedReaders?: unknown; oneSidedSlotHints?: unknown },
+  more?: { oneSidedReaders?: unknown; oneSidedSlotHints?: unknown; oneSidedMaxLoad?: unknown },
 ) =>
   PsClient.connect({
     servers: ports.map((p) => ({ port: p[transport], ports: p })),
@@ -62,7 +62,9 @@ const connect = (
     secret,
     deadlineMs: 5000,
     ...(oneSidedReads === undefined ? {} : { oneSidedReads }),
-    ...(more as { oneSidedReaders?: number; oneSidedSlotHints?: number }),
+    // No load gate unless a test sets one: a busy test runner must not make counts vary.
+    oneSidedMaxLoad: 1,
+    ...(more as { oneSidedReaders?: number; oneSidedSlotHints?: number; oneSidedMaxLoad?: number }),
   });
 
 let rdma: PsClient;
@@ -156,7 +158,7 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     }
   });
 
-  it('oneSidedReaders bounds the reads in flight (1: concurrent segments go two-sided); bad values are refused', async () => {
+  it('oneSidedReaders bounds the reads in flight (1: concurrent segments go two-sided); bad values (of every one-sided option) are refused', async () => {
     for (const bad of [
       { oneSidedReaders: 0 },
       { oneSidedReaders: 65 },
@@ -164,6 +166,10 @@ describe('one-sided pulls of oneSidedRead tables', () => {
       { oneSidedSlotHints: -1 },
       { oneSidedSlotHints: 2 ** 22 + 1 },
       { oneSidedSlotHints: '8' },
+      { oneSidedMaxLoad: -0.1 },
+      { oneSidedMaxLoad: 1.5 },
+      { oneSidedMaxLoad: Number.NaN },
+      { oneSidedMaxLoad: '0.5' },
     ])
       await expect(connect('rdma', undefined, bad)).rejects.toMatchObject({
         code: 'ERR_PS_CLIENT_INVALID_ARG',
@@ -182,6 +188,28 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     } finally {
       await c.close();
     }
+  });
+
+  it('oneSidedMaxLoad 0 (a gate that never opens) sends every segment two-sided, counted as gated, same rows', async () => {
+    const keys = keysOf(64, 4242n);
+    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0 });
+    try {
+      const got = await Promise.all([pullAll(c, 'emb', keys), pullAll(c, 'half', keys)]);
+      expect(bits(got[0] as Float32Array)).toEqual(bits(await pullAll(tcp, 'emb', keys)));
+      expect(bits(got[1] as Float32Array)).toEqual(bits(await pullAll(tcp, 'half', keys)));
+      const s = c.stats().oneSided;
+      expect(s.keys).toBe(0);
+      expect(s.reads).toBe(0);
+      expect(s.gated).toBeGreaterThan(0);
+      expect(s.gated).toBe(s.fallbacks);
+      expect(s.fallbackKeys).toBe(2 * keys.length);
+    } finally {
+      await c.close();
+    }
+    // The default (0.25) is accepted, and an open gate counts nothing.
+    const d = await connect('rdma', undefined, { oneSidedMaxLoad: undefined });
+    await d.close();
+    expect(rdma.stats().oneSided.gated).toBe(0);
   });
 
   it('a pull whose deadline leaves no time to read one-sidedly goes two-sided: no error counted, no reader lost', async () => {

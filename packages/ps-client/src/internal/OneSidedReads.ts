@@ -21,6 +21,7 @@ import {
   type ViewReadList,
 } from '@rdmajs/ps-wire';
 import type { ShardLink } from '../ShardLink.js';
+import type { LoadGate } from './LoadGate.js';
 
 type Allocator = RdmaTransport['allocator'];
 type Block = ReturnType<Allocator['alloc']>;
@@ -39,6 +40,8 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  * (`BENCH_ONE_SIDED_READERS`, 2 runs each, interleaved, load average 5–9 from other jobs):
  * 2 readers 1.10–1.51× / 0.44–0.48×, 4: 2.47–9.63× / 0.37–0.74×, 32: 0.68–7.20× / 0.10–0.56×
  * (CPU per fetch at gRPC's rate ≈ 0.5× for all three): no count clearly better, 2 kept.
+ * With the load gate (option `oneSidedMaxLoad` 0.25, LoadGate.ts), 4 runs each: 2 readers
+ * 0.73–1.04× / 0.46–0.63×, 32: 0.62–2.19× / 0.41–0.57× — 32 still not clearly better, 2 kept.
  */
 export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
@@ -60,6 +63,8 @@ export interface OneSidedConfig {
   readers: number;
   /** 0: no hints (every key through the index). */
   slotHints: number;
+  /** One per client: shut while its event loop is busy (option `oneSidedMaxLoad`). */
+  gate: LoadGate;
 }
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
@@ -80,6 +85,8 @@ export interface OneSidedStats {
   reads: number;
   /** Keys whose row was read through a slot hint (no index window). */
   hinted: number;
+  /** Segments pulled two-sided because the client's event loop was busy (also in fallbacks). */
+  gated: number;
 }
 
 /** A segment's rows, READ into a registered block (released with the pulled rows). */
@@ -167,6 +174,10 @@ class TableReads {
     if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
     const desc = this.descriptor;
     if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
+    if (!o.config.gate.open()) {
+      o.stats.gated++; // a busy client: let the shard do the work
+      return null;
+    }
     let out: Block | undefined;
     let r: Reader | undefined;
     try {

@@ -97,6 +97,21 @@ export function oneSidedReadersFromEnv(
   return n;
 }
 
+/**
+ * `BENCH_ONE_SIDED_MAX_LOAD=<x>`: PsClient `oneSidedMaxLoad` of every RDMA target (client
+ * processes inherit it; 1: no load gate), or undefined (PsClient's default). Not a number in
+ * [0, 1]: throws.
+ */
+export function oneSidedMaxLoadFromEnv(
+  value = process.env.BENCH_ONE_SIDED_MAX_LOAD,
+): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const x = Number(value);
+  if (!(x >= 0 && x <= 1))
+    throw new Error(`BENCH_ONE_SIDED_MAX_LOAD must be a number in [0, 1], not ${value}`);
+  return x;
+}
+
 /** A reconnect policy that never retries: recovery off. */
 const NO_RETRY = { nextDelay: () => null };
 /** Clients connected at once (each opens a connection per shard). */
@@ -144,6 +159,7 @@ export class RdmajsPsTarget implements PsTarget {
           })
         : undefined;
     const readers = o.oneSidedReaders ?? oneSidedReadersFromEnv();
+    const maxLoad = oneSidedMaxLoadFromEnv();
     const clients: PsClient[] = [];
     try {
       const n = o.clients ?? 1;
@@ -160,6 +176,7 @@ export class RdmajsPsTarget implements PsTarget {
                 maxInFlightPushes: 64,
                 ...(o.oneSided === false ? { oneSidedReads: false } : {}),
                 ...(readers === undefined ? {} : { oneSidedReaders: readers }),
+                ...(maxLoad === undefined ? {} : { oneSidedMaxLoad: maxLoad }),
                 ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
               }),
             ),
