@@ -13,7 +13,7 @@ const WAYS = 4;
  * is reused; a load bumps the generation, publishes each fresh slot with its restored row in
  * one seqlock section, then bumps the generation again).
  *
- * Fixed memory: `capacity` entries in typed arrays, 4-way set associative, nothing allocated
+ * Fixed memory: `capacity` entries in typed arrays (17 B each), 4-way set associative, nothing allocated
  * per key. A full set replaces by second chance (CLOCK): an entry used since it was last
  * passed over stays, so Zipf-hot keys are not pushed out by the one-off keys of the tail. Keys come from this process, so no salt is needed:
  * colliding keys only cost hits.
@@ -30,6 +30,12 @@ export class StoreViewSlotCache {
   readonly #slot: Int32Array;
   /** Per entry: looked up since the replacement last passed it (its second chance). */
   readonly #used: Uint8Array;
+  /**
+   * Per entry: the generation it was learned in. An entry of another generation is no hint,
+   * so a moved generation costs nothing up front (a shard flipping it every batch cannot
+   * make each batch clear the whole cache).
+   */
+  readonly #learned: Uint32Array;
   readonly #setMask: number;
   #victim = 0;
   /** The table generation the entries were learned in. */
@@ -46,6 +52,7 @@ export class StoreViewSlotCache {
     this.#hi = new Uint32Array(this.capacity);
     this.#slot = new Int32Array(this.capacity).fill(-1);
     this.#used = new Uint8Array(this.capacity);
+    this.#learned = new Uint32Array(this.capacity);
   }
 
   get generation(): number {
@@ -61,7 +68,12 @@ export class StoreViewSlotCache {
   lookup(lo: number, hi: number): number {
     const at = this.#set(lo, hi);
     for (let j = at; j < at + WAYS; j++)
-      if (this.#lo[j] === lo && this.#hi[j] === hi && (this.#slot[j] as number) >= 0) {
+      if (
+        this.#lo[j] === lo &&
+        this.#hi[j] === hi &&
+        (this.#slot[j] as number) >= 0 &&
+        this.#learned[j] === this.#gen
+      ) {
         this.#used[j] = 1;
         return this.#slot[j] as number;
       }
@@ -74,18 +86,19 @@ export class StoreViewSlotCache {
     const at = this.#set(lo, hi);
     let free = -1;
     for (let j = at; j < at + WAYS; j++) {
-      const s = this.#slot[j] as number;
-      if (s >= 0 && this.#lo[j] === lo && this.#hi[j] === hi) {
+      const live = (this.#slot[j] as number) >= 0 && this.#learned[j] === this.#gen;
+      if (live && this.#lo[j] === lo && this.#hi[j] === hi) {
         this.#slot[j] = slot;
         return;
       }
-      if (s < 0 && free < 0) free = j;
+      if (!live && free < 0) free = j;
     }
     const j = free >= 0 ? free : this.#victimIn(at);
     this.#lo[j] = lo;
     this.#hi[j] = hi;
     this.#slot[j] = slot;
     this.#used[j] = 0;
+    this.#learned[j] = this.#gen;
   }
 
   /** The entry of a full set to replace: the first not used since passed (≤ 2 turns). */
@@ -106,14 +119,15 @@ export class StoreViewSlotCache {
       if (this.#slot[j] === slot && this.#lo[j] === lo && this.#hi[j] === hi) this.#slot[j] = -1;
   }
 
-  /** A read saw the table at `generation`: hints of any other are dropped. */
+  /** A read saw the table at `generation`: hints of any other no longer count (O(1)). */
   observe(generation: number): void {
-    if (generation !== this.#gen) this.clear(generation);
+    this.#gen = generation >>> 0;
   }
 
   /** Drops every hint (a new descriptor, connection or header: perhaps another table). */
   clear(generation = 0): void {
     this.#slot.fill(-1);
+    this.#learned.fill(0);
     this.#gen = generation >>> 0;
   }
 }

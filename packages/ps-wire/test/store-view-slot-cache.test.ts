@@ -137,6 +137,22 @@ describe('store view slot cache', () => {
     expect(cache.lookup(199, 0)).toBe(2);
   });
 
+  it('a moved generation makes every older hint no hint at once, without clearing the cache', () => {
+    const cache = new StoreViewSlotCache(1 << 12); // 16 keys fit without replacing any
+    for (let k = 0; k < 16; k++) cache.remember(k, 0, k, 0);
+    expect(cache.lookup(3, 0)).toBe(3);
+    cache.observe(1);
+    for (let k = 0; k < 16; k++) expect(cache.lookup(k, 0)).toBe(-1);
+    // Entries of the old generation are free places for the new one's.
+    for (let k = 0; k < 16; k++) cache.remember(k, 0, 40 + k, 1);
+    for (let k = 0; k < 16; k++) expect(cache.lookup(k, 0)).toBe(40 + k);
+    // A shard flipping its generation every batch: each flip is O(1), and only the current
+    // generation's hints count.
+    for (let g = 2; g < 10_000; g++) cache.observe(g);
+    expect(cache.generation).toBe(9_999);
+    expect(cache.lookup(3, 0)).toBe(-1);
+  });
+
   it('is bounded: a full set replaces an entry; a bad capacity is a typed error', () => {
     const cache = new StoreViewSlotCache(8);
     expect(cache.capacity).toBe(8);

@@ -58,7 +58,7 @@ export function prepareRead(
     }
     const block = list.blocks[i] as Block;
     if (block !== checked && block !== checked2) {
-      if (block.released || !ours(block)) {
+      if (block.released || !ours(block) || !registered(block)) {
         throw new MuxError(
           'ERR_MUX_READ_RANGE',
           `read: entry ${i}'s destination is released or not this connection's registered memory`,
@@ -68,5 +68,18 @@ export function prepareRead(
       checked = block;
     }
     wrs.setRemote(i, addr + off, rkey);
+  }
+}
+
+/**
+ * The block's registration is still there. `released` alone does not say so: a block of an
+ * allocator whose protection domain (or device) went away turns revoked only when one of its
+ * keys or views is next read, and the list's entries were keyed when they were added.
+ */
+function registered(block: Block): boolean {
+  try {
+    return block.lkey >= 0;
+  } catch {
+    return false;
   }
 }

@@ -45,7 +45,7 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  */
 export const DEFAULT_ONE_SIDED_READERS = 2;
 /**
- * Default slot hints per (shard, table) (option `oneSidedSlotHints`): 13 bytes each, 208 KiB
+ * Default slot hints per (shard, table) (option `oneSidedSlotHints`): 17 bytes each, 272 KiB
  * (beside 2 readers × ≈ 130 KiB of scratch). Zipf keys repeat, so hints catch most of a
  * batch's keys (ps-wire README, "Slot hints"): a hinted key costs 3 READs, no index window. The evaluation's request pool (1024 requests, Zipf 0.99
  * over 1M keys, 3 shards) over a table holding its 65 k keys, one client, pulls back to back,
