@@ -4,8 +4,8 @@
 import { fromProtectionDomain } from '@rdmajs/allocator';
 import { openDevice } from '@rdmajs/verbs';
 import { expect, it } from 'vitest';
-import { prepareRead } from '../src/internal/prepareRead.js';
 import { ReadList } from '../src/index.js';
+import { prepareRead } from '../src/internal/prepareRead.js';
 
 const REGION = { incarnation: 7n, addr: 1 << 20, rkey: 9, length: 4096 };
 
