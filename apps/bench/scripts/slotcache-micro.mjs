@@ -64,6 +64,8 @@ const connect = (o, transport = 'rdma') =>
     transport,
     secret,
     deadlineMs: 10_000,
+    // Measures one-sided reads: the load gate would send these closed loops two-sided.
+    oneSidedMaxLoad: 1,
     ...o,
   });
 const variants = { hints: await connect({}), none: await connect({ oneSidedSlotHints: 0 }) };

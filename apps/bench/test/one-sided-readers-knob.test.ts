@@ -29,7 +29,7 @@ describe('BENCH_ONE_SIDED_MAX_LOAD', () => {
   });
 
   it('anything_but_a_number_in_0_1_is_refused_with_the_variable_named', () => {
-    for (const bad of ['-0.1', '1.5', 'half', 'NaN'])
+    for (const bad of ['-0.1', '1.5', 'half', 'NaN', ' ', '\t'])
       expect(() => oneSidedMaxLoadFromEnv(bad)).toThrow(/BENCH_ONE_SIDED_MAX_LOAD/);
   });
 });

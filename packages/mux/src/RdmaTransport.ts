@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { type Block, fromProtectionDomain, type RegisteredAllocator } from '@rdmajs/allocator';
 import { SharedBudget } from '@rdmajs/flowctl';
-import { type Device, openDevice, type ProtectionDomain } from '@rdmajs/verbs';
+import { type Device, openDevice, type ProtectionDomain, type ProviderName } from '@rdmajs/verbs';
 import { MuxAbortError, MuxConnectionError, MuxError, MuxHandshakeError } from './errors.js';
 import { FRAME_HEADER_BYTES } from './FrameHeader.js';
 import {
@@ -229,6 +229,14 @@ export class RdmaTransport implements Transport {
     this.#ownDevice = o.device === undefined;
     this.#pollLoop =
       this.#o.tuning.pollPolicy === 'adaptive' ? new PollLoop(this.#o.spinUs) : undefined;
+  }
+
+  /**
+   * The verbs provider this transport runs on (the `device` option's, else the default soft):
+   * on soft the CPU of the side that posts a READ copies its bytes, on a NIC the NIC does.
+   */
+  get provider(): ProviderName {
+    return this.#device?.provider ?? 'soft';
   }
 
   /**

@@ -96,6 +96,7 @@ export class ReadList {
   clear(): void {
     this.#checkIdle();
     this.blocks.fill(undefined, 0, this.#count);
+    this.#dests.block.fill(undefined); // no released block stays referenced
     this.#count = 0;
     this.wrs.clear();
     this.#lastBlock = undefined;

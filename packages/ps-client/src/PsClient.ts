@@ -308,6 +308,16 @@ function keysOf(keys: unknown): BigUint64Array {
 }
 
 /**
+ * The load gate's default: measured on soft, where the client's CPU executes every READ; on a
+ * NIC a READ costs the client almost nothing, so its one-sided fetches are never gated.
+ */
+function defaultMaxLoad(primary: Transport): number {
+  return primary instanceof RdmaTransport && primary.provider !== 'soft'
+    ? 1
+    : DEFAULT_ONE_SIDED_MAX_LOAD;
+}
+
+/**
  * A parameter-server client over a static list of shards. Keys are routed by rendezvous
  * hashing over the shard ids the servers report; `pull` de-duplicates keys within a batch,
  * fetches every shard's part in parallel and returns rows in request order; `push` splits
@@ -503,7 +513,13 @@ export class PsClient {
         MAX_ONE_SIDED_SLOT_HINTS,
       ),
       gate: new LoadGate(
-        checkNumberIn('oneSidedMaxLoad', options.oneSidedMaxLoad, DEFAULT_ONE_SIDED_MAX_LOAD, 0, 1),
+        checkNumberIn(
+          'oneSidedMaxLoad',
+          options.oneSidedMaxLoad,
+          defaultMaxLoad(transports.link.primary),
+          0,
+          1,
+        ),
       ),
     };
     const deadlineMs = checkPositiveInt(

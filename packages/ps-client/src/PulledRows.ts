@@ -106,7 +106,12 @@ export class PulledRows implements Disposable {
   copyInto(out: Float32Array, offset = 0): void {
     this.#live();
     const dim = this.dim;
-    if (!(out instanceof Float32Array) || offset < 0 || out.length - offset < this.count * dim) {
+    if (
+      !(out instanceof Float32Array) ||
+      !Number.isSafeInteger(offset) ||
+      offset < 0 ||
+      out.length - offset < this.count * dim
+    ) {
       throw new PsClientError(
         'ERR_PS_CLIENT_LENGTH_MISMATCH',
         `out needs ${this.count} × ${dim} floats from ${offset}`,

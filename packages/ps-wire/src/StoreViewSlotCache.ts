@@ -119,9 +119,13 @@ export class StoreViewSlotCache {
       if (this.#slot[j] === slot && this.#lo[j] === lo && this.#hi[j] === hi) this.#slot[j] = -1;
   }
 
-  /** A read saw the table at `generation`: hints of any other no longer count (O(1)). */
+  /**
+   * A read saw the table at `generation`: hints of any other no longer count (O(1)). Only
+   * forward (mod 2^32): a slower reader of the older generation does not bring its hints back.
+   */
   observe(generation: number): void {
-    this.#gen = generation >>> 0;
+    const g = generation >>> 0;
+    if (((g - this.#gen) | 0) > 0) this.#gen = g;
   }
 
   /** Drops every hint (a new descriptor, connection or header: perhaps another table). */

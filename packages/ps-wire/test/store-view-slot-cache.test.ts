@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   type InitFn,
   localViewRead,
@@ -147,10 +147,19 @@ describe('store view slot cache', () => {
     for (let k = 0; k < 16; k++) cache.remember(k, 0, 40 + k, 1);
     for (let k = 0; k < 16; k++) expect(cache.lookup(k, 0)).toBe(40 + k);
     // A shard flipping its generation every batch: each flip is O(1), and only the current
-    // generation's hints count.
-    for (let g = 2; g < 10_000; g++) cache.observe(g);
+    // generation's hints count, and no flip clears the cache (no fill of its arrays).
+    const fills = vi.spyOn(Int32Array.prototype, 'fill');
+    try {
+      for (let g = 2; g < 10_000; g++) cache.observe(g);
+      expect(fills).not.toHaveBeenCalled();
+    } finally {
+      fills.mockRestore();
+    }
     expect(cache.generation).toBe(9_999);
     expect(cache.lookup(3, 0)).toBe(-1);
+    // A slower reader of an older generation does not move it back.
+    cache.observe(9_000);
+    expect(cache.generation).toBe(9_999);
   });
 
   it('is bounded: a full set replaces an entry; a bad capacity is a typed error', () => {

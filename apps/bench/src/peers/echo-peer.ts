@@ -88,28 +88,40 @@ function verbsRunListener(req: RunRequest): Promise<number> {
   return new Promise((resolve, reject) => {
     let k = 0;
     let cpu0 = cpuNowUs();
+    // Ends the run either way: timer cleared, listener off (a throw inside the handler would
+    // otherwise escape from the CQ's emit).
+    const stop = (err?: Error) => {
+      clearTimeout(timer);
+      cq.off('completion', onCompletion);
+      if (err === undefined) resolve(cpuNowUs() - cpu0);
+      else reject(err);
+    };
     const timer = setTimeout(
-      () => reject(new Error(`peer ping-pong: ${k} of ${iterations} in 120 s`)),
+      () => stop(new Error(`peer ping-pong: ${k} of ${iterations} in 120 s`)),
       120_000,
     );
     const onCompletion = () => {
-      const n = cq.poll(wcs);
-      for (let i = 0; i < n; i++) {
-        if (wcs[i]?.opcode !== 'RECV') continue;
-        if (k === warmup) cpu0 = cpuNowUs();
-        wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
-        qp.postSend(wr);
-        qp.postRecv(recv);
-        if (++k === iterations) {
-          clearTimeout(timer);
-          cq.off('completion', onCompletion);
-          return resolve(cpuNowUs() - cpu0);
+      try {
+        const n = cq.poll(wcs);
+        for (let i = 0; i < n; i++) {
+          if (wcs[i]?.opcode !== 'RECV') continue;
+          if (k === warmup) cpu0 = cpuNowUs();
+          wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+          qp.postSend(wr);
+          qp.postRecv(recv);
+          if (++k === iterations) return stop();
         }
+        cq.requestNotify();
+      } catch (err) {
+        stop(err as Error);
       }
-      cq.requestNotify();
     };
     cq.on('completion', onCompletion);
-    cq.requestNotify();
+    try {
+      cq.requestNotify();
+    } catch (err) {
+      stop(err as Error);
+    }
     process.send?.({ ready: true });
   });
 }

@@ -52,8 +52,16 @@ function listenerRounds(
     let k = 0;
     let cpu0 = cpuNowUs();
     let t0 = 0;
+    // Ends the row either way: timer cleared, listener off (a throw inside the handler would
+    // otherwise escape from the CQ's emit).
+    const stop = (err?: Error) => {
+      clearTimeout(timer);
+      cq.off('completion', onCompletion);
+      if (err === undefined) resolve(cpuNowUs() - cpu0);
+      else reject(err);
+    };
     const timer = setTimeout(
-      () => reject(new Error(`send ping-pong: ${k} of ${total} round trips in 120 s`)),
+      () => stop(new Error(`send ping-pong: ${k} of ${total} round trips in 120 s`)),
       120_000,
     );
     const send = () => {
@@ -66,23 +74,27 @@ function listenerRounds(
       qp.postSend(wr);
     };
     const onCompletion = () => {
-      const n = cq.poll(wcs);
-      for (let i = 0; i < n; i++) {
-        if (wcs[i]?.opcode !== 'RECV') continue;
-        if (k >= warmup) rec.record((performance.now() - t0) * 1000);
-        qp.postRecv(recv);
-        if (++k === total) {
-          clearTimeout(timer);
-          cq.off('completion', onCompletion);
-          return resolve(cpuNowUs() - cpu0);
+      try {
+        const n = cq.poll(wcs);
+        for (let i = 0; i < n; i++) {
+          if (wcs[i]?.opcode !== 'RECV') continue;
+          if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+          qp.postRecv(recv);
+          if (++k === total) return stop();
+          send();
         }
-        send();
+        cq.requestNotify();
+      } catch (err) {
+        stop(err as Error);
       }
-      cq.requestNotify();
     };
     cq.on('completion', onCompletion);
-    cq.requestNotify();
-    send();
+    try {
+      cq.requestNotify();
+      send();
+    } catch (err) {
+      stop(err as Error);
+    }
   });
 }
 

@@ -7,7 +7,8 @@ export interface LoopTimes {
 }
 
 /**
- * Default of PsClient option `oneSidedMaxLoad`. `BENCH_EVAL_ONLY=fetch` evaluation, RDMA ÷ TCP
+ * Default of PsClient option `oneSidedMaxLoad` on the soft provider (1 on others: PsClient's
+ * `defaultMaxLoad`). `BENCH_EVAL_ONLY=fetch` evaluation, RDMA ÷ TCP
  * mean at 50 % of TCP's capacity / at gRPC's rate, 2 readers, interleaved, load average 6 → 2
  * from other jobs: no gate (6 runs) 0.78–2.38× / 0.37–0.68×, CPU 1.06–1.23× / 0.52–0.65×;
  * 0.25 (4 runs) 0.73–1.04× / 0.46–0.63×, CPU 1.02–1.15× / 0.56–0.63×; 0.5 (2) 2.21–2.22× /

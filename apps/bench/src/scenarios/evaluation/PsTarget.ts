@@ -106,7 +106,8 @@ export function oneSidedMaxLoadFromEnv(
   value = process.env.BENCH_ONE_SIDED_MAX_LOAD,
 ): number | undefined {
   if (value === undefined || value === '') return undefined;
-  const x = Number(value);
+  // Number(' ') is 0: a blank value must not quietly shut the gate.
+  const x = value.trim() === '' ? Number.NaN : Number(value);
   if (!(x >= 0 && x <= 1))
     throw new Error(`BENCH_ONE_SIDED_MAX_LOAD must be a number in [0, 1], not ${value}`);
   return x;
