@@ -4,7 +4,7 @@
 import { fromProtectionDomain } from '@rdmajs/allocator';
 import { openDevice } from '@rdmajs/verbs';
 import { expect, it } from 'vitest';
-import { ReadList } from '../src/index.js';
+import { RdmaTransport, ReadList } from '../src/index.js';
 import { prepareRead } from '../src/internal/prepareRead.js';
 
 const REGION = { incarnation: 7n, addr: 1 << 20, rkey: 9, length: 4096 };
@@ -26,4 +26,10 @@ it('a destination whose protection domain closed after add() is refused by read(
   } finally {
     dev.close();
   }
+});
+
+it('names its provider: soft unless the device it was given says otherwise', () => {
+  const t = new RdmaTransport();
+  expect(t.provider).toBe('soft');
+  t.close();
 });
