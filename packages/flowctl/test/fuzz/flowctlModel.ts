@@ -529,8 +529,10 @@ class WindowAcquireCmd implements Cmd {
     }
     if (wait.seen === 'rejected') {
       const code = wait.seenCode;
-      if (code === 'ERR_FLOWCTL_ABORTED' && !aborted)
-        fail(what, 'aborted without an aborted signal');
+      if (code === 'ERR_FLOWCTL_ABORTED') {
+        if (!aborted) fail(what, 'aborted without an aborted signal');
+        reached('window acquire ERR_FLOWCTL_ABORTED');
+      }
       if (code === 'ERR_FLOWCTL_QUEUE_FULL') {
         if (queued < w.maxQueued) fail(what, `queue full with ${queued} of ${w.maxQueued}`);
         wait.state = 'rejected';
@@ -1124,7 +1126,7 @@ export function commands(): fc.Arbitrary<Cmd>[] {
           .map((ms): Cmd => new AdvanceCmd(ms)),
       ),
       w(
-        1,
+        2,
         fc.tuple(fc.nat({ max: 3 }), fc.boolean()).map(([k, renew]): Cmd => new AbortCmd(k, renew)),
       ),
       w(
