@@ -35,11 +35,13 @@ import { PsClientError } from './errors.js';
 import { Deduper, halvesOf, LITTLE_ENDIAN } from './internal/dedupe.js';
 import { DEFAULT_ONE_SIDED_MAX_LOAD, LoadGate } from './internal/LoadGate.js';
 import {
+  DEFAULT_ONE_SIDED_BUSY_MAX_KEYS,
   DEFAULT_ONE_SIDED_READERS,
   DEFAULT_ONE_SIDED_SLOT_HINTS,
   LinkReads,
   MAX_ONE_SIDED_READERS,
   MAX_ONE_SIDED_SLOT_HINTS,
+  ONE_SIDED_MAX_KEYS,
   type OneSidedConfig,
   type OneSidedStats,
   ReadRows,
@@ -142,9 +144,16 @@ export interface PsClientOptions {
    * Event loop utilization of this client, a number in [0, 1], at or above which pulls go
    * two-sided even with a reader free (sampled over the last 50 ms): a one-sided fetch spends
    * the client's CPU, so it pays only while the client has CPU to spare. 1: no gate; 0: never
-   * one-sided. Default 0.25 (measured: README, "One-sided fetches").
+   * one-sided (except small segments: `oneSidedBusyMaxKeys`). Default 0.25 on soft, 1 on other
+   * providers (measured: README, "One-sided fetches").
    */
   oneSidedMaxLoad?: number;
+  /**
+   * While the load gate is shut (`oneSidedMaxLoad`), a shard's segment of at most this many
+   * keys still goes one-sided, an integer in [0, 1024] (0: none). Small segments are where a
+   * one-sided read saves most (no shard wake-up, no reply) for the least client CPU. Default 32.
+   */
+  oneSidedBusyMaxKeys?: number;
 }
 
 export interface CallDeadline {
@@ -376,6 +385,7 @@ export class PsClient {
     readers: DEFAULT_ONE_SIDED_READERS,
     slotHints: DEFAULT_ONE_SIDED_SLOT_HINTS,
     gate: new LoadGate(1),
+    busyMaxKeys: DEFAULT_ONE_SIDED_BUSY_MAX_KEYS,
   };
   readonly #oneSidedStats: OneSidedStats = {
     keys: 0,
@@ -520,6 +530,13 @@ export class PsClient {
           0,
           1,
         ),
+      ),
+      busyMaxKeys: checkIntIn(
+        'oneSidedBusyMaxKeys',
+        options.oneSidedBusyMaxKeys,
+        DEFAULT_ONE_SIDED_BUSY_MAX_KEYS,
+        0,
+        ONE_SIDED_MAX_KEYS,
       ),
     };
     const deadlineMs = checkPositiveInt(

@@ -54,7 +54,12 @@ async function startShard(i: number, p?: { rdma: number; tcp: number }): Promise
 const connect = (
   transport: 'rdma' | 'tcp',
   oneSidedReads?: boolean,
-  more?: { oneSidedReaders?: unknown; oneSidedSlotHints?: unknown; oneSidedMaxLoad?: unknown },
+  more?: {
+    oneSidedReaders?: unknown;
+    oneSidedSlotHints?: unknown;
+    oneSidedMaxLoad?: unknown;
+    oneSidedBusyMaxKeys?: unknown;
+  },
 ) =>
   PsClient.connect({
     servers: ports.map((p) => ({ port: p[transport], ports: p })),
@@ -64,7 +69,7 @@ const connect = (
     ...(oneSidedReads === undefined ? {} : { oneSidedReads }),
     // No load gate unless a test sets one: a busy test runner must not make counts vary.
     oneSidedMaxLoad: 1,
-    ...(more as { oneSidedReaders?: number; oneSidedSlotHints?: number; oneSidedMaxLoad?: number }),
+    ...(more as { oneSidedReaders?: number }),
   });
 
 let rdma: PsClient;
@@ -170,6 +175,10 @@ describe('one-sided pulls of oneSidedRead tables', () => {
       { oneSidedMaxLoad: 1.5 },
       { oneSidedMaxLoad: Number.NaN },
       { oneSidedMaxLoad: '0.5' },
+      { oneSidedBusyMaxKeys: -1 },
+      { oneSidedBusyMaxKeys: 1025 },
+      { oneSidedBusyMaxKeys: 1.5 },
+      { oneSidedBusyMaxKeys: '8' },
     ])
       await expect(connect('rdma', undefined, bad)).rejects.toMatchObject({
         code: 'ERR_PS_CLIENT_INVALID_ARG',
@@ -190,9 +199,9 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     }
   });
 
-  it('oneSidedMaxLoad 0 (a gate that never opens) sends every segment two-sided, counted as gated, same rows', async () => {
+  it('oneSidedMaxLoad 0 (a gate that never opens) with oneSidedBusyMaxKeys 0 sends every segment two-sided, counted as gated, same rows', async () => {
     const keys = keysOf(64, 4242n);
-    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0 });
+    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0, oneSidedBusyMaxKeys: 0 });
     try {
       const got = await Promise.all([pullAll(c, 'emb', keys), pullAll(c, 'half', keys)]);
       expect(bits(got[0] as Float32Array)).toEqual(bits(await pullAll(tcp, 'emb', keys)));
@@ -210,6 +219,27 @@ describe('one-sided pulls of oneSidedRead tables', () => {
     const d = await connect('rdma', undefined, { oneSidedMaxLoad: undefined });
     await d.close();
     expect(rdma.stats().oneSided.gated).toBe(0);
+  });
+
+  it('while the gate is shut, segments of at most oneSidedBusyMaxKeys keys still go one-sided and larger ones two-sided, same rows', async () => {
+    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0, oneSidedBusyMaxKeys: 16 });
+    try {
+      // 8 keys over 2 shards: every segment ≤ 16 keys, READ one-sidedly.
+      const small = keysOf(8, 515n);
+      expect(bits(await pullAll(c, 'emb', small))).toEqual(bits(await pullAll(tcp, 'emb', small)));
+      const s1 = c.stats().oneSided;
+      expect(s1.keys).toBe(small.length);
+      expect(s1.gated).toBe(0);
+      // 200 keys: each shard's segment (≈ 100) is over 16, pulled two-sided and counted.
+      const large = keysOf(200, 616n);
+      expect(bits(await pullAll(c, 'emb', large))).toEqual(bits(await pullAll(tcp, 'emb', large)));
+      const s2 = c.stats().oneSided;
+      expect(s2.keys).toBe(small.length);
+      expect(s2.gated).toBe(ids.length);
+      expect(s2.fallbackKeys).toBe(large.length);
+    } finally {
+      await c.close();
+    }
   });
 
   it('a pull whose deadline leaves no time to read one-sidedly goes two-sided: no error counted, no reader lost', async () => {

@@ -58,6 +58,20 @@ export const DEFAULT_ONE_SIDED_SLOT_HINTS = 16_384;
 export const MAX_ONE_SIDED_READERS = 64;
 export const MAX_ONE_SIDED_SLOT_HINTS = 1 << 22;
 
+/**
+ * Default of option `oneSidedBusyMaxKeys`: segments of at most this many keys still go
+ * one-sided while the load gate is shut. A small segment is where one-sided pays most (a
+ * two-sided pull of one key costs a shard wake-up and a reply for ≈ 0.7 µs of READs), a large
+ * one is where the client's CPU runs out (≈ 0.75 µs of client CPU a key on soft, all on its one
+ * thread, while a two-sided pull spreads the gathering over the shards' cores).
+ * `BENCH_EVAL_ONLY=fetch` evaluation, RDMA ÷ TCP at 50 % of TCP's capacity, 2 runs each,
+ * interleaved (readers 16, gate off, cap on every segment): cap 32 mean 0.70× / 0.48×, CPU
+ * 1.01× / 0.96×; cap 64 0.88×, CPU 1.16×; no cap (2 readers, gate 0.25) 1.06× / 0.98×, CPU
+ * 1.16× / 1.10×. A cap on every segment cost CPU at gRPC's low rate (0.75× against 0.56–0.61×),
+ * so it applies only while the gate is shut.
+ */
+export const DEFAULT_ONE_SIDED_BUSY_MAX_KEYS = 32;
+
 /** How many readers and hints each (shard, table) gets (PsClient options). */
 export interface OneSidedConfig {
   readers: number;
@@ -65,6 +79,8 @@ export interface OneSidedConfig {
   slotHints: number;
   /** One per client: shut while its event loop is busy (option `oneSidedMaxLoad`). */
   gate: LoadGate;
+  /** While the gate is shut, segments of at most this many keys still go one-sided. */
+  busyMaxKeys: number;
 }
 /** Attempts of readStoreView before a raced key falls back. */
 const ATTEMPTS = 4;
@@ -174,8 +190,8 @@ class TableReads {
     if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
     const desc = this.descriptor;
     if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
-    if (!o.config.gate.open()) {
-      o.stats.gated++; // a busy client: let the shard do the work
+    if (n > o.config.busyMaxKeys && !o.config.gate.open()) {
+      o.stats.gated++; // a busy client: let the shard do the work of a large segment
       return null;
     }
     let out: Block | undefined;

@@ -113,6 +113,21 @@ export function oneSidedMaxLoadFromEnv(
   return x;
 }
 
+/**
+ * `BENCH_ONE_SIDED_BUSY_MAX_KEYS=<n>`: PsClient `oneSidedBusyMaxKeys` of every RDMA target
+ * (client processes inherit it; 0: the shut gate sends every segment two-sided), or undefined
+ * (PsClient's default). Not an integer ≥ 0: throws (PsClient.connect refuses one above 1024).
+ */
+export function oneSidedBusyMaxKeysFromEnv(
+  value = process.env.BENCH_ONE_SIDED_BUSY_MAX_KEYS,
+): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const n = value.trim() === '' ? Number.NaN : Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new Error(`BENCH_ONE_SIDED_BUSY_MAX_KEYS must be an integer ≥ 0, not ${value}`);
+  return n;
+}
+
 /** A reconnect policy that never retries: recovery off. */
 const NO_RETRY = { nextDelay: () => null };
 /** Clients connected at once (each opens a connection per shard). */
@@ -161,6 +176,7 @@ export class RdmajsPsTarget implements PsTarget {
         : undefined;
     const readers = o.oneSidedReaders ?? oneSidedReadersFromEnv();
     const maxLoad = oneSidedMaxLoadFromEnv();
+    const busyMaxKeys = oneSidedBusyMaxKeysFromEnv();
     const clients: PsClient[] = [];
     try {
       const n = o.clients ?? 1;
@@ -178,6 +194,7 @@ export class RdmajsPsTarget implements PsTarget {
                 ...(o.oneSided === false ? { oneSidedReads: false } : {}),
                 ...(readers === undefined ? {} : { oneSidedReaders: readers }),
                 ...(maxLoad === undefined ? {} : { oneSidedMaxLoad: maxLoad }),
+                ...(busyMaxKeys === undefined ? {} : { oneSidedBusyMaxKeys: busyMaxKeys }),
                 ...(o.recovery === false ? { backoff: () => NO_RETRY, reconnectBudgetMs: 1 } : {}),
               }),
             ),
