@@ -329,6 +329,7 @@ class Device {
   // many it completed. It stops (and progress() takes the WR the generic way, which then
   // fails or completes it with exactly the usual status) at anything but a plain success.
   uint32_t readRun(Qp& q);
+  void prefetchAhead(const Qp& q, uint32_t rkey, const MrView& v, const uint8_t* base) const;
   // The responder half of an operation, shared by the shared-memory path (the initiator
   // runs it against the peer's segment) and the TCP link (the target runs it on itself).
   // `solicited`: the WR's IBV_SEND_SOLICITED (over the link: the request's LINK_FLAG_SOLICITED).

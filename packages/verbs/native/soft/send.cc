@@ -362,6 +362,26 @@ Device::Outcome Device::execute(Qp& q, SendEntry& e, uint8_t* status, uint32_t* 
                  static_cast<uint32_t>(pid_), status, e.operands, 0, false, e.solicited != 0);
 }
 
+// A run's READs land at random places of the peer's region (one row, one meta word each):
+// each copy would wait for its source's cache misses alone. Asking for the source lines of a
+// READ a few places ahead lets those misses overlap (the copy is then mostly a cache hit).
+// Only a hint: nothing is read, and only lines inside the pinned region are named. Client CPU
+// per one-sided fetch key (apps/bench scripts/slotcache-micro.mjs, 3 pairs interleaved):
+// 0.67–0.70 µs → 0.61–0.64 µs; 12 ahead measured the same as 6.
+void Device::prefetchAhead(const Qp& q, uint32_t rkey, const MrView& v, const uint8_t* base) const {
+  constexpr uint32_t kAhead = 6;          // READs ahead of the one being copied
+  constexpr uint64_t kMaxLines = 8;       // lines of its source named (512 B)
+  if (q.sqTail - q.sqHead <= kAhead) return;
+  const SendEntry& e = q.sq[(q.sqHead + kAhead) % q.maxSendWr];
+  if (e.opcode != OP_RDMA_READ || e.rkey != rkey) return;
+  const WireSge& sg = q.sqSge[static_cast<size_t>(e.idx) * q.maxSendSge];
+  const uint64_t a = e.remoteAddr, n = std::min<uint64_t>(e.numSge == 1 ? sg.length : 64, kMaxLines * 64);
+  if (n == 0 || a < v.addr || a + n < a || a + n > v.addr + v.length) return;
+  const uint8_t* from = base + (a - v.addr);
+  for (uint64_t off = 0; off < n; off += 64) __builtin_prefetch(from + off, 0, 3);
+  __builtin_prefetch(from + n - 1, 0, 3);  // the last line, when the start is not line-aligned
+}
+
 uint32_t Device::readRun(Qp& q) {
   // Runs are for the plain shared-memory path: no link, no injected delay or pause.
   if (q.link || q.delayMs > 0 || q.pauseMs > 0) return 0;
@@ -427,6 +447,7 @@ uint32_t Device::readRun(Qp& q) {
     if (total == 0 || total > kCopyStep) break;
     const uint64_t a = e.remoteAddr;
     if (a < v.addr || a + total < a || a + total > v.addr + v.length) break;
+    prefetchAhead(q, rkey, v, base);
     iovec remote{base + (a - v.addr), total};
     scatter_copy(local, nl, &remote, 1);
     bytes += total;
