@@ -130,8 +130,8 @@ export interface PsClientOptions {
   oneSidedReads?: boolean;
   /**
    * One-sided reads in flight per (shard, table), an integer in [1, 64]; pulls beyond go
-   * two-sided. Default 2: a one-sided fetch spends the client's CPU (on soft every READ's copy),
-   * so many readers win while the client is idle and lose once pulls pile up.
+   * two-sided. Default 8: a one-sided fetch spends the client's CPU (on soft every READ's copy),
+   * so too many lose once pulls pile up, too few send small pulls two-sided (OneSidedReads.ts).
    */
   oneSidedReaders?: number;
   /**

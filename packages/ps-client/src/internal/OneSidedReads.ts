@@ -30,7 +30,7 @@ type Block = ReturnType<Allocator['alloc']>;
 export const ONE_SIDED_MAX_KEYS = 1024;
 /**
  * Default one-sided reads in flight per (shard, table) (PsClient option `oneSidedReaders`;
- * each a reader: scratch ≈ 130 KiB registered + ReadList); pulls beyond go two-sided. Few on
+ * each a reader: scratch ≈ 130 KiB registered + ReadList); pulls beyond go two-sided. Bounded on
  * purpose: a one-sided fetch moves the shard's work onto the client (on soft the client's CPU
  * does every READ's copy, 3–4 READs per key), so it wins while the client has CPU to spare
  * and loses once pulls pile up — then two-sided lets the shards share the load.
@@ -42,11 +42,16 @@ export const ONE_SIDED_MAX_KEYS = 1024;
  * (CPU per fetch at gRPC's rate ≈ 0.5× for all three): no count clearly better, 2 kept.
  * With the load gate (option `oneSidedMaxLoad` 0.25, LoadGate.ts), 4 runs each: 2 readers
  * 0.73–1.04× / 0.46–0.63×, 32: 0.62–2.19× / 0.41–0.57× — 32 still not clearly better, 2 kept.
+ * With `oneSidedBusyMaxKeys` (32: small segments one-sided while the gate is shut), 3 runs
+ * each, interleaved, load average 1.5–2.5: 2 readers 1.09–1.63× (earlier pair 0.44–0.77×),
+ * 8: 0.45–0.69× (p99 0.36–0.67×, CPU 0.94–1.01×), 16: 0.56–0.64× (CPU 1.02–1.06×): with many
+ * small pulls in flight, 2 readers sent most of them two-sided. 8 is the default (≈ 1 MiB of
+ * registered scratch per (shard, table)).
  */
-export const DEFAULT_ONE_SIDED_READERS = 2;
+export const DEFAULT_ONE_SIDED_READERS = 8;
 /**
  * Default slot hints per (shard, table) (option `oneSidedSlotHints`): 17 bytes each, 272 KiB
- * (beside 2 readers × ≈ 130 KiB of scratch). Zipf keys repeat, so hints catch most of a
+ * (beside 8 readers × ≈ 130 KiB of scratch). Zipf keys repeat, so hints catch most of a
  * batch's keys (ps-wire README, "Slot hints"): a hinted key costs 3 READs, no index window. The evaluation's request pool (1024 requests, Zipf 0.99
  * over 1M keys, 3 shards) over a table holding its 65 k keys, one client, pulls back to back,
  * hints ÷ none on the same requests, interleaved (3 runs × 9 rounds): 75 % of keys hinted,
@@ -68,7 +73,8 @@ export const MAX_ONE_SIDED_SLOT_HINTS = 1 << 22;
  * interleaved (readers 16, gate off, cap on every segment): cap 32 mean 0.70× / 0.48×, CPU
  * 1.01× / 0.96×; cap 64 0.88×, CPU 1.16×; no cap (2 readers, gate 0.25) 1.06× / 0.98×, CPU
  * 1.16× / 1.10×. A cap on every segment cost CPU at gRPC's low rate (0.75× against 0.56–0.61×),
- * so it applies only while the gate is shut.
+ * so it applies only while the gate is shut: then (2 readers, 2 runs each) mean 0.44–0.77×,
+ * p99 0.36–0.40× against 0.89–1.22×, 0.89–1.08× with no segment one-sided while shut.
  */
 export const DEFAULT_ONE_SIDED_BUSY_MAX_KEYS = 32;
 

@@ -150,6 +150,9 @@ export async function measureFetchRows(
       ...row,
       ...r.latency,
       cpuUsPerOp: r.completed > 0 ? cpu / r.completed : Number.NaN,
+      // Its two parts: where one-sided fetches move the shards' work (onto the client).
+      clientCpuUsPerOp: r.completed > 0 ? r.cpuUs / r.completed : Number.NaN,
+      serverCpuUsPerOp: r.completed > 0 ? (serversUs[i] as number) / r.completed : Number.NaN,
       // Per fetch: how often the client's and all the servers' event loops slept and woke.
       clientWakeupsPerOp: perOp(clientWakeups[i] as number, r.completed),
       serverWakeupsPerOp: perOp(serversWakeups[i] as number, r.completed),
