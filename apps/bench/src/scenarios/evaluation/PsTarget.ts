@@ -5,6 +5,7 @@ import { type Device, openDevice } from '@rdmajs/verbs';
 import { GrpcShardedStore } from '../../baselines/grpc/GrpcShardedStore.js';
 import { TCP_BASELINE_OPTIONS } from '../../baselines/tcpFrames.js';
 import type { Transport } from '../../report/Result.js';
+import { numberKnob } from './envKnob.js';
 import type { RdmaTuning } from './RdmaTuning.js';
 
 /** The embedding table every evaluation scenario uses. */
@@ -87,46 +88,34 @@ export interface RdmaTargetOptions {
  * processes inherit it), or undefined (PsClient's default). Not a positive integer: throws
  * (PsClient.connect refuses one above its bound).
  */
-export function oneSidedReadersFromEnv(
-  value = process.env.BENCH_ONE_SIDED_READERS,
-): number | undefined {
-  if (value === undefined || value === '') return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new Error(`BENCH_ONE_SIDED_READERS must be a positive integer, not ${value}`);
-  return n;
-}
+export const oneSidedReadersFromEnv = (value = process.env.BENCH_ONE_SIDED_READERS) =>
+  numberKnob(
+    'BENCH_ONE_SIDED_READERS',
+    value,
+    (n) => Number.isInteger(n) && n >= 1,
+    'a positive integer',
+  );
 
 /**
  * `BENCH_ONE_SIDED_MAX_LOAD=<x>`: PsClient `oneSidedMaxLoad` of every RDMA target (client
  * processes inherit it; 1: no load gate), or undefined (PsClient's default). Not a number in
  * [0, 1]: throws.
  */
-export function oneSidedMaxLoadFromEnv(
-  value = process.env.BENCH_ONE_SIDED_MAX_LOAD,
-): number | undefined {
-  if (value === undefined || value === '') return undefined;
-  // Number(' ') is 0: a blank value must not quietly shut the gate.
-  const x = value.trim() === '' ? Number.NaN : Number(value);
-  if (!(x >= 0 && x <= 1))
-    throw new Error(`BENCH_ONE_SIDED_MAX_LOAD must be a number in [0, 1], not ${value}`);
-  return x;
-}
+export const oneSidedMaxLoadFromEnv = (value = process.env.BENCH_ONE_SIDED_MAX_LOAD) =>
+  numberKnob('BENCH_ONE_SIDED_MAX_LOAD', value, (x) => x >= 0 && x <= 1, 'a number in [0, 1]');
 
 /**
  * `BENCH_ONE_SIDED_BUSY_MAX_KEYS=<n>`: PsClient `oneSidedBusyMaxKeys` of every RDMA target
  * (client processes inherit it; 0: the shut gate sends every segment two-sided), or undefined
  * (PsClient's default). Not an integer ≥ 0: throws (PsClient.connect refuses one above 1024).
  */
-export function oneSidedBusyMaxKeysFromEnv(
-  value = process.env.BENCH_ONE_SIDED_BUSY_MAX_KEYS,
-): number | undefined {
-  if (value === undefined || value === '') return undefined;
-  const n = value.trim() === '' ? Number.NaN : Number(value);
-  if (!Number.isInteger(n) || n < 0)
-    throw new Error(`BENCH_ONE_SIDED_BUSY_MAX_KEYS must be an integer ≥ 0, not ${value}`);
-  return n;
-}
+export const oneSidedBusyMaxKeysFromEnv = (value = process.env.BENCH_ONE_SIDED_BUSY_MAX_KEYS) =>
+  numberKnob(
+    'BENCH_ONE_SIDED_BUSY_MAX_KEYS',
+    value,
+    (n) => Number.isInteger(n) && n >= 0,
+    'an integer ≥ 0',
+  );
 
 /** A reconnect policy that never retries: recovery off. */
 const NO_RETRY = { nextDelay: () => null };
