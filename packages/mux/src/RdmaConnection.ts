@@ -1276,7 +1276,9 @@ export class RdmaConnection extends EventEmitter<ConnectionEvents> implements Co
         const batch = this.#batch;
         for (let i = 0; i < n; i += POST_LIST_MAX) {
           const k = Math.min(POST_LIST_MAX, n - i);
-          lane.qp.postSend(k === 1 ? (batch[i] as SendWr) : this.#lists.list(batch, i, k));
+          // Loaded on both paths (as in ReceivePool.giveBackAll): no keyed load without feedback.
+          const first = batch[i] as SendWr;
+          lane.qp.postSend(k === 1 ? first : this.#lists.list(batch, i, k));
           this.#stats.posts++;
         }
       }

@@ -365,7 +365,10 @@ export class ReceivePool {
     for (let i = 0; i < k; i += POST_LIST_MAX) {
       const m = Math.min(POST_LIST_MAX, k - i);
       try {
-        this.srq.postRecv(m === 1 ? (wrs[i] as RecvWr) : this.#lists.list(wrs, i, m));
+        // Loaded on both paths: a keyed load only a rare lone repost ran had no type feedback,
+        // and its first run deoptimized this function (then allocated until reoptimized).
+        const first = wrs[i] as RecvWr;
+        this.srq.postRecv(m === 1 ? first : this.#lists.list(wrs, i, m));
       } catch (err) {
         const posted = err instanceof RdmaPostError ? err.posted : 0;
         if (isTransientPostError(err)) {
