@@ -57,8 +57,8 @@ for (const [policy, channels] of CASES) {
     // returns (the contract's), and what verbs and flowctl allocate (see `top`).
     expect(r.muxPerRound, r.top.join('\n')).toBeLessThan(8);
     // One retry: on a loaded 2-core host a run now and then samples a burst that is not per
-    // message (e.g. 80 B objects in giveBackAll in 1 of 10 runs, or ~1 B at each of a dozen mux
-    // sites after a deopt, 8.0–10 B in all). Per-message garbage is ≥ 40 B per round trip in
+    // message (~1 B at each of a dozen mux sites after a deopt, 8.0–10 B in all; 80 B objects
+    // in giveBackAll in 2 of 4 loaded runs came from such a deopt, fixed at its cause). Per-message garbage is ≥ 40 B per round trip in
     // every run (an InboundMessage per message), so the smaller of two runs keeps that power.
   });
 }
