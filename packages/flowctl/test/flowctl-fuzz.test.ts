@@ -7,11 +7,12 @@ import { coverage, flowctlProperty, fuzzRuns } from './fuzz/flowctlModel.js';
 const RUNS = fuzzRuns(500);
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
 /**
- * A batch of 500 misses a rare outcome about once in a hundred seeds (measured over 200 seeds:
- * no abort in 1, no overrun in 1). The coverage check is about the generator, not the code, so
- * further batches (seeds SEED+1, …) run until every outcome was reached; each batch must pass.
+ * A batch of 500 misses a rare outcome now and then (measured over 200 seeds: an abort of a
+ * queued wait in 22, an overrun in 1). The coverage check is about the generator, not the
+ * code, so further batches (seeds SEED+1, …) run until every outcome was reached (a miss in
+ * all 6: ≈ 0.11^6); each batch must pass.
  */
-const MAX_BATCHES = 4;
+const MAX_BATCHES = 6;
 
 const REQUIRED = [
   'tryAcquire granted',
@@ -26,21 +27,17 @@ const REQUIRED = [
   'wait ERR_FLOWCTL_DEADLINE',
   'wait ERR_FLOWCTL_CLOSED',
   'wait ERR_FLOWCTL_QUEUE_FULL',
+  // A waiter taken out of the queue by its deadline or its signal (not rejected at once).
+  'queued wait ERR_FLOWCTL_DEADLINE',
+  'queued wait ERR_FLOWCTL_ABORTED',
   'throw ERR_FLOWCTL_INVALID_ARG',
   'throw ERR_FLOWCTL_TOO_LARGE',
   'throw ERR_FLOWCTL_CLOSED',
   'throw ERR_FLOWCTL_PROTOCOL',
 ];
-/** An abort rejected a queued wait, or an acquire whose signal had already fired. */
-const ABORTS = [
-  'wait ERR_FLOWCTL_ABORTED',
-  'credit acquire ERR_FLOWCTL_ABORTED',
-  'window acquire ERR_FLOWCTL_ABORTED',
-];
 
 const count = (what: string): number => coverage.get(what) ?? 0;
-const covered = (): boolean =>
-  REQUIRED.every((what) => count(what) > 0) && ABORTS.some((what) => count(what) > 0);
+const covered = (): boolean => REQUIRED.every((what) => count(what) > 0);
 
 describe('flowctl model-based fuzz', () => {
   it(`${RUNS} random call sequences per batch on a ManualClock agree with the model`, async () => {
@@ -48,7 +45,5 @@ describe('flowctl model-based fuzz', () => {
     for (let batch = 0; batch < MAX_BATCHES && (batch === 0 || !covered()); batch++)
       await fc.assert(flowctlProperty(40), { numRuns: RUNS, seed: SEED + batch });
     for (const what of REQUIRED) expect(count(what), `${what} (seed ${SEED})`).toBeGreaterThan(0);
-    const aborts = ABORTS.reduce((sum, what) => sum + count(what), 0);
-    expect(aborts, `aborts (seed ${SEED})`).toBeGreaterThan(0);
   }, 600_000);
 });

@@ -222,23 +222,40 @@ describe('one-sided pulls of oneSidedRead tables', () => {
   });
 
   it('while the gate is shut, segments of at most oneSidedBusyMaxKeys keys still go one-sided and larger ones two-sided, same rows', async () => {
-    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0, oneSidedBusyMaxKeys: 16 });
+    const c = await connect('rdma', undefined, { oneSidedMaxLoad: 0, oneSidedBusyMaxKeys: 1 });
     try {
-      // 8 keys over 2 shards: every segment ≤ 16 keys, READ one-sidedly.
-      const small = keysOf(8, 515n);
-      expect(bits(await pullAll(c, 'emb', small))).toEqual(bits(await pullAll(tcp, 'emb', small)));
+      // One key: a segment of exactly the cap, READ one-sidedly.
+      const one = keysOf(1, 515n);
+      expect(bits(await pullAll(c, 'emb', one))).toEqual(bits(await pullAll(tcp, 'emb', one)));
       const s1 = c.stats().oneSided;
-      expect(s1.keys).toBe(small.length);
+      expect(s1.keys).toBe(1);
       expect(s1.gated).toBe(0);
-      // 200 keys: each shard's segment (≈ 100) is over 16, pulled two-sided and counted.
-      const large = keysOf(200, 616n);
-      expect(bits(await pullAll(c, 'emb', large))).toEqual(bits(await pullAll(tcp, 'emb', large)));
+      // Three keys over two shards: some shard's segment has ≥ 2 (over the cap), pulled
+      // two-sided and counted; a segment of one (if any) is still READ.
+      const three = keysOf(3, 616n);
+      expect(bits(await pullAll(c, 'emb', three))).toEqual(bits(await pullAll(tcp, 'emb', three)));
       const s2 = c.stats().oneSided;
-      expect(s2.keys).toBe(small.length);
-      expect(s2.gated).toBe(ids.length);
-      expect(s2.fallbackKeys).toBe(large.length);
+      expect(s2.gated).toBeGreaterThanOrEqual(1);
+      expect(s2.fallbackKeys).toBeGreaterThanOrEqual(2);
+      expect(s2.keys - s1.keys + s2.fallbackKeys).toBe(three.length);
     } finally {
       await c.close();
+    }
+    // The default cap (32): segments of ≈ 20 keys are READ, segments of ≈ 100 are not.
+    const d = await connect('rdma', undefined, { oneSidedMaxLoad: 0 });
+    try {
+      const small = keysOf(40, 717n);
+      expect(bits(await pullAll(d, 'emb', small))).toEqual(bits(await pullAll(tcp, 'emb', small)));
+      expect(d.stats().oneSided).toMatchObject({ keys: small.length, gated: 0 });
+      const large = keysOf(200, 818n);
+      expect(bits(await pullAll(d, 'emb', large))).toEqual(bits(await pullAll(tcp, 'emb', large)));
+      expect(d.stats().oneSided).toMatchObject({
+        keys: small.length,
+        gated: ids.length,
+        fallbackKeys: large.length,
+      });
+    } finally {
+      await d.close();
     }
   });
 

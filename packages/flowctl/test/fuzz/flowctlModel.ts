@@ -107,6 +107,8 @@ interface Wait {
   seenCode: FlowctlErrorCode | undefined;
   /** Window waits: the message's bytes are in flight until released. */
   releasedBack: boolean;
+  /** Queued (not settled by the call itself): its rejection is a queued waiter's. */
+  queued: boolean;
 }
 
 function observe(w: Wait, p: Promise<void>): void {
@@ -236,6 +238,7 @@ function absorb(m: Model, r: Real): void {
     w.state = 'rejected';
     w.code = w.seenCode;
     reached(`wait ${w.code}`);
+    if (w.queued) reached(`queued wait ${w.code}`);
     switch (w.seenCode) {
       case 'ERR_FLOWCTL_DEADLINE':
         if (now < w.deadline) fail(what, `rejected at ${now}, before its deadline ${w.deadline}`);
@@ -512,6 +515,7 @@ class WindowAcquireCmd implements Cmd {
       seen: undefined,
       seenCode: undefined,
       releasedBack: false,
+      queued: false,
     };
     m.waits.push(wait);
     observe(wait, value as Promise<void>);
@@ -526,6 +530,7 @@ class WindowAcquireCmd implements Cmd {
       if (queued >= w.maxQueued) fail(what, `queued beyond maxQueued ${w.maxQueued}`);
       if ((deadline as number) <= now) fail(what, 'queued with its deadline passed');
       reached('window wait queued');
+      wait.queued = true;
     }
     if (wait.seen === 'rejected') {
       const code = wait.seenCode;
@@ -712,6 +717,7 @@ class CreditCmd implements Cmd {
           seen: undefined,
           seenCode: undefined,
           releasedBack: false,
+          queued: false,
         };
         observe(wait, p);
         await flush();
@@ -731,6 +737,7 @@ class CreditCmd implements Cmd {
         reached(`credit acquire ${expect}`);
         if (expect === 'resolved') c.avail--;
         if (expect === 'pending') {
+          wait.queued = true;
           m.waits.push(wait);
         }
         return;

@@ -23,7 +23,8 @@ export const DEFAULT_ONE_SIDED_MAX_LOAD = 0.25;
 export const LOAD_WINDOW_MS = 50;
 
 /**
- * Opens one-sided fetches only while this client's event loop has time to spare. A one-sided
+ * Opens one-sided fetches of large segments only while this client's event loop has time to
+ * spare (small ones go one-sided regardless: option `oneSidedBusyMaxKeys`). A one-sided
  * fetch moves the shard's work onto the client (on soft the client's CPU does every READ), so
  * it wins while the client idles and loses once it is busy: then the shards share the work.
  * The load is the event loop utilization over the last window, computed lazily on the pull

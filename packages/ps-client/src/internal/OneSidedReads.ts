@@ -196,7 +196,9 @@ class TableReads {
     if (conn !== o.conn) o.refresh(conn); // a new connection: perhaps a new shard process
     const desc = this.descriptor;
     if (desc === undefined || o.refreshing !== undefined || conn === this.#refusedOn) return null;
-    if (n > o.config.busyMaxKeys && !o.config.gate.open()) {
+    // The gate first: it samples the loop (at most once per window) on every pull, so a large
+    // segment after a run of small ones sees the last window, not the time since the last one.
+    if (!o.config.gate.open() && n > o.config.busyMaxKeys) {
       o.stats.gated++; // a busy client: let the shard do the work of a large segment
       return null;
     }
