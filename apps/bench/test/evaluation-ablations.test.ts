@@ -199,6 +199,27 @@ describe('evaluation ablations: report', () => {
     expect(text).toContain("shards' receive queue ran dry 37× vs 0×");
   });
 
+  it('ablations sharing a ref op are each shown against the ref measured beside them', () => {
+    const [zc, os] = ['zero-copy', 'one-sided'].map(
+      (n) => ABLATIONS.find((a) => a.name === n) as (typeof ABLATIONS)[number],
+    );
+    const ref1 = row('fetch@50% ref', 1000, { registeredBytes: 1 << 20 });
+    const off1 = compareWithReference(
+      zc as (typeof ABLATIONS)[number],
+      row('fetch@50% −zero-copy', 1500, { registeredBytes: 2 << 20 }),
+      ref1,
+    );
+    const ref2 = row('fetch@50% ref', 1000, { registeredBytes: 3 << 20 });
+    const off2 = compareWithReference(
+      os as (typeof ABLATIONS)[number],
+      row('fetch@50% −one-sided', 1500, { registeredBytes: 4 << 20 }),
+      ref2,
+    );
+    const text = renderAblations([ref1, off1, ref2, off2]);
+    expect(text).toContain('2 MiB vs 1 MiB registered');
+    expect(text).toContain('4 MiB vs 3 MiB registered');
+  });
+
   it('a fetch ablation runs at the headline rate, or at half its own capacity when that is lower', () => {
     // It serves the headline rate: both rows run at it (the full system's rows' rate).
     expect(ablationFetchRate(400, 1000)).toEqual({ rate: 400, basis: 'tcp-capacity' });

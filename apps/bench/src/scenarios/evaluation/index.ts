@@ -143,13 +143,25 @@ function rateNotes(r: Result, ref: Result | undefined): string[] {
   return notes;
 }
 
+/**
+ * The ref an ablation row was measured beside: several ablations share a ref op (each is
+ * measured back to back with its own `… ref` row), so the nearest one before it, else after.
+ */
+function referenceOf(results: readonly Result[], i: number): Result | undefined {
+  const r = results[i] as Result;
+  const isRef = (x: Result) => x.transport === r.transport && x.op === r.referenceOp;
+  for (let j = i - 1; j >= 0; j--) if (isRef(results[j] as Result)) return results[j];
+  for (let j = i + 1; j < results.length; j++) if (isRef(results[j] as Result)) return results[j];
+  return undefined;
+}
+
 /** The ablation block under the table: each lesson off against the full system measured beside it. */
 export function renderAblations(results: Result[]): string {
-  const rows = results.filter((r) => typeof r.ablation === 'string');
   const lines = ['ablations: one lesson off, against the full system measured back to back (ref)'];
-  for (const r of rows) {
+  for (const [i, r] of results.entries()) {
+    if (typeof r.ablation !== 'string') continue;
     const extra: string[] = [];
-    const ref = results.find((x) => x.transport === r.transport && x.op === r.referenceOp);
+    const ref = referenceOf(results, i);
     if (typeof r.qps === 'number' && typeof ref?.qps === 'number')
       extra.push(`${r.qps} QPs vs ${ref.qps}`);
     if (typeof r.registeredBytes === 'number' && typeof ref?.registeredBytes === 'number')
