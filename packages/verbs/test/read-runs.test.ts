@@ -42,6 +42,23 @@ async function drain(cq: CompletionQueue, want: number): Promise<[number, string
   return out;
 }
 
+/**
+ * Waits until the CQ's count stops moving (unchanged over 100 ms, bounded by 10 s), without
+ * taking anything: the per-WR path's WRs then all ran, as the run's did at its post. Draining
+ * while they still ran one per ms let a slow host (the rxe lane's VM) keep a small CQ from
+ * overrunning there while the run's overran it.
+ */
+async function settled(cq: CompletionQueue): Promise<void> {
+  const until = Date.now() + 10_000;
+  let last = -1;
+  for (let still = 0; still < 20 && Date.now() < until; ) {
+    const n = cq.pending();
+    still = n === last ? still + 1 : 0;
+    last = n;
+    await sleep(5);
+  }
+}
+
 type Extra = { ro: MemoryRegion; b2: MemoryRegion };
 type Build = (a: Side, b: Side, x: Extra) => SendWrList;
 /** A scenario: its name, sides, list, and how many completions it makes at least. */
@@ -61,7 +78,7 @@ async function outcome(opts: SideOptions, build: Build, want: number, perWr: boo
   } catch (e) {
     thrown = (e as { code: string }).code;
   }
-  await sleep(100);
+  await settled(a.cq);
   const wcs = await drain(a.cq, want);
   const bytes = Array.from(a.mr.bytes as Uint8Array);
   const state = a.qp.state;
