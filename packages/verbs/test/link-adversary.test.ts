@@ -344,8 +344,10 @@ describe.runIf(providers.includes('soft'))('the soft TCP link under attack', () 
     expect(named.received().length).toBe(HELLO_BYTES);
     // A connection bound to its own QP cannot address ep's: a SEND as a's QP, carrying the
     // token a's next SEND will carry (so that a cached answer would swallow it), is dropped.
+    // A fresh QP's send sequence starts at 2^32 − 16 (native soft/device.h, kSendSeqStart):
+    // its first WR's token is 2^32 − 15.
     const r = await authenticated(port, myKey, mine);
-    const f = request(ep, { token: 1 });
+    const f = request(ep, { token: 2 ** 32 - 15 });
     f.writeUInt32LE(pair.a.qp.qpn, 40);
     f.writeUInt32LE((pair.a.qp.endpoint() as SoftEndpoint).pid, 44);
     r.sock.write(f);

@@ -43,6 +43,20 @@ struct Answer {
   uint32_t rnrTimer;
 };
 
+// A send queue's WRs are numbered by a 64-bit sequence that never wraps (the slot of seq s is
+// s % maxSendWr, for any maxSendWr). Every QP starts just below 2^32, so every QP the tests
+// use crosses the 32-bit boundary of the two places a sequence leaves as 32 bits: a CQE's
+// sqSeq and the TCP link's token.
+inline constexpr uint64_t kSendSeqStart = 0xfffffff0ull;
+// The 32-bit name of send seq s, 1 … 2^32 − 1 in turn (0 means "none" in a CQE and on the
+// link): a CQE's sqSeq and the link's token.
+inline constexpr uint64_t kSendTokens = 0xffffffffull;
+inline uint32_t send_token(uint64_t seq) { return static_cast<uint32_t>(seq % kSendTokens) + 1; }
+// How many WRs after `before` the WR named `token` is (0 … kSendTokens − 1).
+inline uint64_t tokens_after(uint64_t before, uint32_t token) {
+  return (static_cast<uint64_t>(token) + kSendTokens - send_token(before)) % kSendTokens;
+}
+
 struct SendEntry {
   uint64_t wrId;
   uint64_t remoteAddr;
@@ -55,7 +69,7 @@ struct SendEntry {
   uint8_t solicited;  // IBV_SEND_SOLICITED: the receiver's completion wakes a solicited-only arm
   uint8_t done;  // executed (completed or silently succeeded)
   uint32_t numSge;
-  uint32_t seq;
+  uint64_t seq;       // the send queue's sequence (kSendSeqStart)
   uint32_t idx;       // seq % maxSendWr: its place in sq, sqSge and sqInline
   int32_t rnrLeft;    // -1 = infinite
   int32_t retryLeft;  // -1 = infinite
@@ -88,9 +102,9 @@ struct Qp {
   std::vector<SendEntry> sq;
   std::vector<WireSge> sqSge;     // maxSendSge per entry
   std::vector<uint8_t> sqInline;  // maxInline per entry
-  uint32_t sqHead = 0;            // next to execute (seq)
-  uint32_t sqTail = 0;            // next to post (seq)
-  uint32_t sqRetired = 0;         // seq below which slots are free
+  uint64_t sqHead = kSendSeqStart;     // next to execute (seq)
+  uint64_t sqTail = kSendSeqStart;     // next to post (seq)
+  uint64_t sqRetired = kSendSeqStart;  // seq below which slots are free
   // connection
   std::shared_ptr<PeerSegment> peer;
   uint32_t peerSlot = 0, peerGen = 0, peerQpn = 0;
@@ -102,8 +116,8 @@ struct Qp {
   // flight, answered in order; [sqHead, linkSent) are on the wire.
   bool link = false;
   bool linkReady = false;      // head WR waits for JS to take it (linkTake)
-  uint32_t linkSent = 0;       // seq of the next WR linkTake hands out
-  uint32_t linkDeferred = 0;   // seq + 1 of the WR linkTake took without its payload (linkWrite)
+  uint64_t linkSent = kSendSeqStart;  // seq of the next WR linkTake hands out
+  uint64_t linkDeferred = 0;          // seq + 1 of the WR linkTake took without its payload (linkWrite)
   uint32_t linkRnrTimer = 12;  // the responder's min_rnr_timer, from its last RNR answer
   // On an SRQ: LAST_WQE_REACHED is owed (entered ERR) / was raised for this error (once per
   // ERR, until a reset).

@@ -219,7 +219,7 @@ struct Cqe {
   uint8_t opcode;
   uint8_t flags;
   uint8_t solicited;  // the receive of a solicited SEND/WRITE_WITH_IMM: wakes a solicited-only arm
-  uint32_t sqSeq;   // 1 + sequence of the send WR it retires (0 for receives)
+  uint32_t sqSeq;   // send_token() of the send WR it retires (1 … 2^32 − 1; 0 for receives)
   uint32_t qpSlot;  // owner's QP slot, to retire send-queue entries on poll
   uint32_t qpGen;
 };

@@ -70,7 +70,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defe
     block(q, now_ms() + ack_timeout_ms(q.timeout));
   }
   q.linkSent++;
-  hdr[LINK_TOKEN] = e.seq + 1;  // the token names the WR, not the attempt: resends carry the same one
+  hdr[LINK_TOKEN] = send_token(e.seq);  // names the WR, not the attempt: resends carry the same one
   // The head of the queue: the target takes it even after WRs it discarded.
   hdr[LINK_HEAD] = onWire ? 0 : 1;
   hdr[LINK_OPCODE] = e.opcode;
@@ -97,7 +97,7 @@ int Device::linkTake(int h, double* hdr, uint8_t* payload, size_t cap, bool defe
 
 int64_t Device::linkWrite(int h, int fd, uint8_t* frame, size_t hdrBytes, size_t frameBytes) {
   Qp& q = *qp(h);
-  uint32_t deferred = q.linkDeferred;
+  uint64_t deferred = q.linkDeferred;
   q.linkDeferred = 0;
   if (!q.link || deferred == 0 || q.linkSent == q.sqHead) return -1;
   SendEntry& e = q.sq[(q.linkSent - 1) % q.maxSendWr];
@@ -149,7 +149,7 @@ bool Device::linkDone(int h, uint32_t token, int outcome, uint8_t status, uint32
   // A discarded frame says nothing: it goes out again after the WR that failed before it.
   if (!q.link || !q.linkOnWire() || outcome == DISCARDED) return linkTakeable(h);
   SendEntry& e = q.sq[q.sqHead % q.maxSendWr];
-  if (token != e.seq + 1) return linkTakeable(h);
+  if (token != send_token(e.seq)) return linkTakeable(h);
   unblock(q);  // the answer beat the deadline
   iovec local[kMaxIov];
   size_t nl = 0;

@@ -250,7 +250,7 @@ void Device::flushQp(Qp& q) {
     c.wrId = e.wrId;
     c.status = WC_WR_FLUSH_ERR;
     c.qpNum = s->qpn;
-    c.sqSeq = e.seq + 1;
+    c.sqSeq = send_token(e.seq);
     c.qpSlot = q.slot;
     c.qpGen = q.gen;
     if (pushCqe(seg_.base(), scq, c, nullptr) == PUSH_BUSY) break;  // bounded: the rest are not reported

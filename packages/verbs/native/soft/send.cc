@@ -36,7 +36,7 @@ PostResult Device::postSend(int h, const double* wrs, size_t words, int count) {
       rc = {static_cast<uint32_t>(i), POST_EINVAL};  // an atomic takes exactly one 8-byte SGE
       break;
     }
-    uint32_t idx = q.sqTail % q.maxSendWr;
+    uint32_t idx = static_cast<uint32_t>(q.sqTail % q.maxSendWr);
     SendEntry& e = q.sq[idx];
     e.wrId = to_u64(wrs[p + SEND_WR_ID]);
     e.opcode = static_cast<uint8_t>(op);
@@ -220,7 +220,7 @@ void Device::completeSend(Qp& q, SendEntry& e, uint8_t status, uint32_t byteLen)
   c.status = status;
   QpShared* s = qpShared(q.slot);
   c.qpNum = s->qpn;
-  c.sqSeq = e.seq + 1;
+  c.sqSeq = send_token(e.seq);
   c.qpSlot = q.slot;
   c.qpGen = q.gen;
   if (status == WC_SUCCESS) {

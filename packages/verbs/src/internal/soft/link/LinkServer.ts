@@ -38,6 +38,7 @@ import {
   isAnswer,
   LINK_PROGRESS,
   newRequestHeader,
+  nextLinkToken,
   PROGRESS_BYTES,
   parseRequestHeader,
   REQ_HEADER,
@@ -865,7 +866,7 @@ export class LinkServer {
     // and transport answers are run again on resend. After anything but success the next
     // one must come as the head again (resent, or after the initiator's QP was reset):
     // nothing behind a failure runs out of order.
-    pair.expected = ok ? (h.token + 1) >>> 0 : 0;
+    pair.expected = ok ? nextLinkToken(h.token) : 0;
     if (done && !isRead) {
       const a = remember(pair, h.token, h.opcode, h.length, h.remoteAddr, h.rkey);
       a.outcome = outcome;
@@ -915,7 +916,7 @@ export class LinkServer {
     const status = (rec[ABI.FRAME_STATUS] as number) | 0;
     const done = outcome === ABI.LINK_DONE;
     // As #answer: only a success lets the next token follow; only a WR that ran is kept.
-    pair.expected = done && status === 0 ? (token + 1) >>> 0 : 0;
+    pair.expected = done && status === 0 ? nextLinkToken(token) : 0;
     if (done) {
       const a = remember(
         pair,

@@ -73,6 +73,14 @@ export function answerDataBytes(opcode: number, length: number): number {
   if (opcode === ABI.OP_RDMA_READ) return length;
   return isAtomicOpcode(opcode) ? ABI.ATOMIC_BYTES : 0;
 }
+/**
+ * The token after `token`: tokens run 1 … 2^32 − 1 and then 1 again (0 means none), as the
+ * initiator names its send queue's WRs (native soft/device.h, send_token).
+ */
+export function nextLinkToken(token: number): number {
+  return token >= 0xffffffff ? 1 : token + 1;
+}
+
 export const FLAG_HEAD = ABI.LINK_FLAG_HEAD;
 export const FLAG_ANSWER_BACK = ABI.LINK_FLAG_ANSWER_BACK;
 export const FLAG_SOLICITED = ABI.LINK_FLAG_SOLICITED;

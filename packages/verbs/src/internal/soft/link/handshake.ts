@@ -16,6 +16,10 @@
 // peer would drop such frames as malformed, and its own would leave every solicited-only wait
 // asleep here: the two refuse each other at the HELLO/AUTH (version) instead.
 //
+// Link protocol 6: tokens run 1 … 2^32 − 1 and then 1 again (frames.ts, nextLinkToken); a
+// protocol 5 target expected 0 after 2^32 − 1 (and 0 means none), which an initiator crosses
+// after 16 WRs now that send sequences start below 2^32 (native soft/device.h).
+//
 //   target → initiator  HELLO   magic u32, version u16, pad u16, maxPayload u32, nonceT[32]
 //   initiator → target  AUTH    magic u32, version u16, pad u16, slot u32, gen u32,
 //                               nonceI[32], mac[32], maxPayloadI u32, peerMac[32]
@@ -28,7 +32,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const LINK_MAGIC = 0x4b4c4452; // 'RDLK'
-export const LINK_VERSION = 5;
+export const LINK_VERSION = 6;
 export const HELLO_BYTES = 44;
 export const AUTH_BYTES = 116;
 export const WELCOME_BYTES = 40;
