@@ -4,6 +4,7 @@ import { createServer, type Socket } from 'node:net';
 import type { SendWr } from '@rdmajs/verbs';
 import { cpuNowUs } from '../stats/cpu.js';
 import { SpinDeadline } from '../stats/deadline.js';
+import { onEachReceive } from './onEachReceive.js';
 import { type PeerRequest, pingPongWr, type WaitMode } from './protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from './VerbsSide.js';
 
@@ -78,52 +79,30 @@ async function verbsRunEvents(req: RunRequest, wait: WaitMode): Promise<number> 
  * The echo driven by the CQ's 'completion' event: poll, SEND back on each receive, re-arm with
  * requestNotify — callbacks, as a node:net server answers from 'data'. Resolves with its CPU.
  */
-function verbsRunListener(req: RunRequest): Promise<number> {
+async function verbsRunListener(req: RunRequest): Promise<number> {
   const s = side as VerbsSide;
   s.qp.connect(req.endpoint);
   const { size, iterations, warmup } = req;
   const wr: SendWr = pingPongWr('send', s.mr.sge(size, size), req);
   const recv = { wrId: 1, sgList: [s.mr.sge(0, size)] };
   const { cq, qp, wcs } = s;
-  return new Promise((resolve, reject) => {
-    let k = 0;
-    let cpu0 = cpuNowUs();
-    // Ends the run either way: timer cleared, listener off (a throw inside the handler would
-    // otherwise escape from the CQ's emit).
-    const stop = (err?: Error) => {
-      clearTimeout(timer);
-      cq.off('completion', onCompletion);
-      if (err === undefined) resolve(cpuNowUs() - cpu0);
-      else reject(err);
-    };
-    const timer = setTimeout(
-      () => stop(new Error(`peer ping-pong: ${k} of ${iterations} in 120 s`)),
-      120_000,
-    );
-    const onCompletion = () => {
-      try {
-        const n = cq.poll(wcs);
-        for (let i = 0; i < n; i++) {
-          if (wcs[i]?.opcode !== 'RECV') continue;
-          if (k === warmup) cpu0 = cpuNowUs();
-          wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
-          qp.postSend(wr);
-          qp.postRecv(recv);
-          if (++k === iterations) return stop();
-        }
-        cq.requestNotify();
-      } catch (err) {
-        stop(err as Error);
-      }
-    };
-    cq.on('completion', onCompletion);
-    try {
-      cq.requestNotify();
-    } catch (err) {
-      stop(err as Error);
-    }
-    process.send?.({ ready: true });
+  let k = 0;
+  let cpu0 = cpuNowUs();
+  const done = onEachReceive({
+    cq,
+    wcs,
+    onReceive: () => {
+      if (k === warmup) cpu0 = cpuNowUs();
+      wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+      qp.postSend(wr);
+      qp.postRecv(recv);
+      return ++k === iterations;
+    },
+    progress: () => `peer ping-pong: ${k} of ${iterations}`,
   });
+  process.send?.({ ready: true });
+  await done;
+  return cpuNowUs() - cpu0;
 }
 
 /** Echoes `iterations` messages: SEND back on each receive, or WRITE back on each write seen. */

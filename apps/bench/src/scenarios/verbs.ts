@@ -1,6 +1,7 @@
 import { fork } from 'node:child_process';
 import type { SendWr, Sge } from '@rdmajs/verbs';
 import type { EchoPeer } from '../peers/EchoPeer.js';
+import { onEachReceive } from '../peers/onEachReceive.js';
 import { peerExecArgv, peerScriptPath } from '../peers/peerLaunch.js';
 import { pingPongWr, type VerbsSetup, type WaitMode } from '../peers/protocol.js';
 import { QUEUE_DEPTH, SIGNAL_EVERY, VerbsSide } from '../peers/VerbsSide.js';
@@ -38,7 +39,7 @@ function opName(mode: 'send' | 'write', v: PingPongVariant): string {
  * callbacks a node:net client runs from 'data', no promise per round trip. Resolves with this
  * side's CPU over the measured round trips.
  */
-function listenerRounds(
+async function listenerRounds(
   me: VerbsSide,
   wr: SendWr,
   recv: { wrId: number; sgList: Sge[] },
@@ -48,54 +49,32 @@ function listenerRounds(
   onWarm: () => void,
 ): Promise<number> {
   const { cq, qp, wcs } = me;
-  return new Promise((resolve, reject) => {
-    let k = 0;
-    let cpu0 = cpuNowUs();
-    let t0 = 0;
-    // Ends the row either way: timer cleared, listener off (a throw inside the handler would
-    // otherwise escape from the CQ's emit).
-    const stop = (err?: Error) => {
-      clearTimeout(timer);
-      cq.off('completion', onCompletion);
-      if (err === undefined) resolve(cpuNowUs() - cpu0);
-      else reject(err);
-    };
-    const timer = setTimeout(
-      () => stop(new Error(`send ping-pong: ${k} of ${total} round trips in 120 s`)),
-      120_000,
-    );
-    const send = () => {
-      if (k === warmup) {
-        cpu0 = cpuNowUs();
-        onWarm();
-      }
-      t0 = performance.now();
-      wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
-      qp.postSend(wr);
-    };
-    const onCompletion = () => {
-      try {
-        const n = cq.poll(wcs);
-        for (let i = 0; i < n; i++) {
-          if (wcs[i]?.opcode !== 'RECV') continue;
-          if (k >= warmup) rec.record((performance.now() - t0) * 1000);
-          qp.postRecv(recv);
-          if (++k === total) return stop();
-          send();
-        }
-        cq.requestNotify();
-      } catch (err) {
-        stop(err as Error);
-      }
-    };
-    cq.on('completion', onCompletion);
-    try {
-      cq.requestNotify();
-      send();
-    } catch (err) {
-      stop(err as Error);
+  let k = 0;
+  let cpu0 = cpuNowUs();
+  let t0 = 0;
+  const send = () => {
+    if (k === warmup) {
+      cpu0 = cpuNowUs();
+      onWarm();
     }
+    t0 = performance.now();
+    wr.signaled = k % SIGNAL_EVERY === SIGNAL_EVERY - 1;
+    qp.postSend(wr);
+  };
+  await onEachReceive({
+    cq,
+    wcs,
+    onReceive: () => {
+      if (k >= warmup) rec.record((performance.now() - t0) * 1000);
+      qp.postRecv(recv);
+      if (++k === total) return true;
+      send();
+      return false;
+    },
+    progress: () => `send ping-pong: ${k} of ${total} round trips`,
+    start: send,
   });
+  return cpuNowUs() - cpu0;
 }
 
 /**
