@@ -72,9 +72,10 @@ export const MAX_ONE_SIDED_SLOT_HINTS = 1 << 22;
  * `BENCH_EVAL_ONLY=fetch` evaluation, RDMA ÷ TCP at 50 % of TCP's capacity, 2 runs each,
  * interleaved (readers 16, gate off, cap on every segment): cap 32 mean 0.70× / 0.48×, CPU
  * 1.01× / 0.96×; cap 64 0.88× / 1.56×, CPU 1.16× / 1.10×; no cap (2 readers, gate 0.25)
- * 1.06× / 0.98×, CPU 1.16× / 1.10×. A cap on every segment cost CPU at gRPC's low rate (0.75× against 0.56–0.61×),
- * so it applies only while the gate is shut: then (2 readers, 2 runs each) mean 0.44–0.77×,
- * p99 0.36–0.40× against 0.89–1.22×, 0.89–1.08× with no segment one-sided while shut.
+ * 1.06× / 0.98×, CPU 1.16× / 1.10×. A cap on every segment cost CPU at gRPC's low rate
+ * (0.75× against 0.56–0.61×), so it applies only while the gate is shut: then (2 readers,
+ * 2 runs each) mean 0.44–0.77×, p99 0.36–0.40× against 0.89–1.22×, 0.89–1.08× with no
+ * segment one-sided while shut.
  */
 export const DEFAULT_ONE_SIDED_BUSY_MAX_KEYS = 32;
 

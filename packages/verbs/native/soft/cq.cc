@@ -150,8 +150,9 @@ int Device::pollCq(int h, double* out, int max, bool armIfEmpty) {
     o[7] = e.srcQp;
     if (e.sqSeq) {
       Qp* q = e.qpSlot < qpBySlot_.size() ? qpBySlot_[e.qpSlot] : nullptr;
-      // sqSeq names seq + 1 of the WR it retires: retired up to it when it lies within what is
-      // posted and not yet retired (a stale one, from before a reset, retires nothing).
+      // sqSeq is the send_token of the WR it retires: retired up to and including it when it
+      // lies within what is posted and not yet retired (a stale one, from before a reset,
+      // retires nothing).
       if (q && q->gen == e.qpGen) {
         uint64_t d = tokens_after(q->sqRetired - 1, e.sqSeq);
         if (d > 0 && d <= q->sqTail - q->sqRetired) q->sqRetired += d;
